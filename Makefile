@@ -1,0 +1,38 @@
+# The README's two commands are `make demo` and `make test`; both set up .venv first.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+export PJRT_DEVICE ?= CPU
+
+.PHONY: setup demo test test-fast captures docs bench clean
+
+setup: $(STAMP)
+
+$(STAMP): requirements.lock pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -r requirements.lock
+	$(BIN)/python -m pip install --quiet --no-deps -e .
+	touch $(STAMP)
+
+# The main job: capture GPT-2 from both frameworks, diff the two, write the HTML report.
+demo: setup
+	$(BIN)/stackwars-ir capture gpt2 --framework both --exporter all --size tiny --out out/captures --force
+	$(BIN)/stackwars-ir diff out/captures/gpt2-tiny/jax.mlir out/captures/gpt2-tiny/torch-torch_xla.mlir --markdown out/gpt2-diff.md || test $$? -eq 1
+	$(BIN)/stackwars-ir report out/captures/gpt2-tiny/jax.mlir out/captures/gpt2-tiny/torch-torch_xla.mlir -o out/gpt2-report.html
+
+test: setup
+	$(BIN)/python -m pytest -q -ra
+
+test-fast: setup
+	$(BIN)/python -m pytest -q -m "not slow and not browser"
+
+# Regenerate the committed golden captures (tiny, every adapter, both frameworks and exporters).
+captures: setup
+	for m in gpt2 bert resnet50 gemm ffn mha; do \
+	  $(BIN)/stackwars-ir capture $$m --framework both --exporter all --size tiny --out captures --force || exit 1; \
+	done
+
+clean:
+	rm -rf out .pytest_cache

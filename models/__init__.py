@@ -1,0 +1,71 @@
+"""Model adapters: each builds a PyTorch model, its Flax NNX twin on the same weights, and inputs.
+
+This file is the catalogue (plain data, no framework import, so `stackwars-ir models` is
+instant). An adapter module (`gpt2.py`, ...) defines `torch_model(size)`,
+`inputs(size, batch, seq, rng)` and `jax_model(size, weights)`.
+"""
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass, field
+from types import ModuleType
+
+
+@dataclass(frozen=True)
+class Entry:
+    """What an adapter offers: its sizes (config values) and default input shape per size."""
+
+    name: str
+    description: str
+    sizes: dict = field(repr=False)
+    shapes: dict = field(repr=False)  # size -> {"batch": N, "seq": N}
+    seq_meaning: str = "sequence length"
+
+
+CATALOG = {
+    "gpt2": Entry(
+        "gpt2", "GPT-2 decoder (transformers GPT2Model); input token ids [batch, seq]",
+        {"tiny": dict(n_layer=2, n_embd=64, n_head=4, vocab_size=512, n_positions=128),
+         "base": dict(n_layer=12, n_embd=768, n_head=12, vocab_size=50257, n_positions=1024)},
+        {"tiny": dict(batch=2, seq=16), "base": dict(batch=2, seq=64)}),
+    "bert": Entry(
+        "bert", "BERT encoder (transformers BertModel, no pooler); input token ids [batch, seq]",
+        {"tiny": dict(num_hidden_layers=2, hidden_size=64, num_attention_heads=4, intermediate_size=256,
+                      vocab_size=512, max_position_embeddings=128),
+         "base": dict(num_hidden_layers=12, hidden_size=768, num_attention_heads=12, intermediate_size=3072,
+                      vocab_size=30522, max_position_embeddings=512)},
+        {"tiny": dict(batch=2, seq=16), "base": dict(batch=2, seq=64)}),
+    "resnet50": Entry(
+        "resnet50", "ResNet-50 (transformers ResNetModel, pooled output); input images [batch, 3, seq, seq]",
+        {"tiny": dict(embedding_size=8, hidden_sizes=[16, 32], depths=[1, 1]),
+         "base": dict(embedding_size=64, hidden_sizes=[256, 512, 1024, 2048], depths=[3, 4, 6, 3])},
+        {"tiny": dict(batch=2, seq=32), "base": dict(batch=2, seq=224)}, seq_meaning="image size"),
+    "gemm": Entry(
+        "gemm", "one matrix multiply x @ W ([batch*seq, d] x [d, d]), the study's GEMM",
+        {"tiny": dict(d=64), "base": dict(d=1024)},
+        {"tiny": dict(batch=2, seq=16), "base": dict(batch=8, seq=128)}),
+    "ffn": Entry(
+        "ffn", "feed-forward block Linear-GELU-Linear on [batch, seq, d], the study's FFN",
+        {"tiny": dict(d=64, hidden=256), "base": dict(d=768, hidden=3072)},
+        {"tiny": dict(batch=2, seq=16), "base": dict(batch=8, seq=128)}),
+    "mha": Entry(
+        "mha", "multi-head self-attention (q, k, v, out projections) on [batch, seq, d], the study's MHA",
+        {"tiny": dict(d=64, heads=4), "base": dict(d=768, heads=12)},
+        {"tiny": dict(batch=2, seq=16), "base": dict(batch=8, seq=128)}),
+}
+ADAPTERS = tuple(CATALOG)
+SIZE_NAMES = ("tiny", "base")
+
+
+def entry(name: str) -> Entry:
+    from stackwars_ir.errors import StackwarsError
+
+    if name not in CATALOG:
+        raise StackwarsError(f"unknown model {name!r}", fix=f"choose one of: {', '.join(ADAPTERS)}")
+    return CATALOG[name]
+
+
+def adapter(name: str) -> ModuleType:
+    """The adapter module for `name` (imports jax and flax)."""
+    entry(name)
+    return importlib.import_module(f"{__name__}.{name}")

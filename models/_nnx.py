@@ -1,0 +1,149 @@
+"""Flax NNX layers that hold PyTorch-named, PyTorch-laid-out weights and run under their module path."""
+from __future__ import annotations
+
+import contextlib
+import math
+from typing import Mapping
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import nnx
+
+
+def param(weights: Mapping[str, np.ndarray], name: str) -> nnx.Param:
+    """The PyTorch tensor `name` as an NNX parameter (float tensors stay float32)."""
+    return nnx.Param(jnp.asarray(weights[name]))
+
+
+def join(prefix: str, name: str) -> str:
+    return f"{prefix}.{name}" if prefix else name
+
+
+class Scoped(nnx.Module):
+    """A module whose ops carry its PyTorch attribute name as a JAX named scope.
+
+    Scopes nest, so an op inside `h.3` -> `attn` -> `c_attn` is located at
+    `jit(forward)/h.3/attn/c_attn/...`, which the parser normalizes to the PyTorch
+    module path `h.3.attn.c_attn`.
+    """
+
+    def __init__(self, scope: str):
+        self.scope = scope
+
+    def scoped(self):
+        return jax.named_scope(self.scope) if self.scope else contextlib.nullcontext()
+
+
+class Linear(Scoped):
+    """torch.nn.Linear: weight [out, in], y = x @ W.T + b."""
+
+    def __init__(self, w: Mapping[str, np.ndarray], prefix: str, scope: str, bias: bool = True):
+        super().__init__(scope)
+        self.weight = param(w, join(prefix, "weight"))
+        self.bias = param(w, join(prefix, "bias")) if bias else None
+
+    def __call__(self, x):
+        with self.scoped():
+            y = jnp.matmul(x, self.weight[...].T)
+            return y + self.bias[...] if self.bias is not None else y
+
+
+class Conv1D(Scoped):
+    """transformers' GPT-2 Conv1D: weight [in, out], y = x @ W + b."""
+
+    def __init__(self, w: Mapping[str, np.ndarray], prefix: str, scope: str):
+        super().__init__(scope)
+        self.weight = param(w, join(prefix, "weight"))
+        self.bias = param(w, join(prefix, "bias"))
+
+    def __call__(self, x):
+        with self.scoped():
+            return jnp.matmul(x, self.weight[...]) + self.bias[...]
+
+
+class Embedding(Scoped):
+    def __init__(self, w: Mapping[str, np.ndarray], prefix: str, scope: str):
+        super().__init__(scope)
+        self.weight = param(w, join(prefix, "weight"))
+
+    def __call__(self, ids):
+        with self.scoped():
+            return jnp.take(self.weight[...], ids, axis=0)
+
+
+class LayerNorm(Scoped):
+    def __init__(self, w: Mapping[str, np.ndarray], prefix: str, scope: str, eps: float):
+        super().__init__(scope)
+        self.weight = param(w, join(prefix, "weight"))
+        self.bias = param(w, join(prefix, "bias"))
+        self.eps = eps
+
+    def __call__(self, x):
+        with self.scoped():
+            mean = jnp.mean(x, axis=-1, keepdims=True)
+            var = jnp.mean(jnp.square(x - mean), axis=-1, keepdims=True)
+            return (x - mean) * jax.lax.rsqrt(var + self.eps) * self.weight[...] + self.bias[...]
+
+
+class Conv2d(Scoped):
+    """torch.nn.Conv2d in NCHW with OIHW weights, no bias."""
+
+    def __init__(self, w: Mapping[str, np.ndarray], prefix: str, scope: str, stride: int, padding: int):
+        super().__init__(scope)
+        self.weight = param(w, join(prefix, "weight"))
+        self.stride = stride
+        self.padding = padding
+
+    def __call__(self, x):
+        with self.scoped():
+            p = self.padding
+            return jax.lax.conv_general_dilated(
+                x, self.weight[...], (self.stride, self.stride), ((p, p), (p, p)),
+                dimension_numbers=("NCHW", "OIHW", "NCHW"))
+
+
+class BatchNorm2d(Scoped):
+    """torch.nn.BatchNorm2d in inference mode (running statistics)."""
+
+    def __init__(self, w: Mapping[str, np.ndarray], prefix: str, scope: str, eps: float = 1e-5):
+        super().__init__(scope)
+        self.weight = param(w, join(prefix, "weight"))
+        self.bias = param(w, join(prefix, "bias"))
+        self.running_mean = param(w, join(prefix, "running_mean"))
+        self.running_var = param(w, join(prefix, "running_var"))
+        self.eps = eps
+
+    def __call__(self, x):
+        with self.scoped():
+            shape = (1, -1, 1, 1)
+            scale = self.weight[...] * jax.lax.rsqrt(self.running_var[...] + self.eps)
+            shift = self.bias[...] - self.running_mean[...] * scale
+            return x * scale.reshape(shape) + shift.reshape(shape)
+
+
+def gelu_tanh(x):
+    """transformers' gelu_new / gelu_pytorch_tanh."""
+    return 0.5 * x * (1.0 + jnp.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x ** 3)))
+
+
+def gelu_erf(x):
+    return jax.nn.gelu(x, approximate=False)
+
+
+def attention(q, k, v, heads: int, causal: bool):
+    """Multi-head scaled dot-product attention on [B, T, D] projections, as transformers' eager path."""
+    b, t, d = q.shape
+    hd = d // heads
+
+    def split(x):
+        return x.reshape(b, t, heads, hd).transpose(0, 2, 1, 3)
+
+    q, k, v = split(q), split(k), split(v)
+    scores = jnp.matmul(q, k.transpose(0, 1, 3, 2)) * (1.0 / math.sqrt(hd))
+    if causal:
+        mask = jnp.tril(jnp.ones((t, t), dtype=bool))
+        scores = jnp.where(mask, scores, jnp.finfo(scores.dtype).min)
+    probs = jax.nn.softmax(scores, axis=-1)
+    ctx = jnp.matmul(probs, v)
+    return ctx.transpose(0, 2, 1, 3).reshape(b, t, d)

@@ -1,0 +1,99 @@
+"""GPT-2: transformers' GPT2Model and its Flax NNX twin on the same weights."""
+from __future__ import annotations
+
+import numpy as np
+
+from ._nnx import Conv1D, Embedding, LayerNorm, Scoped, attention, gelu_tanh
+
+from . import CATALOG
+
+SIZES = CATALOG["gpt2"].sizes
+
+
+def config(size: str):
+    from transformers import GPT2Config
+
+    return GPT2Config(**SIZES[size], bos_token_id=0, eos_token_id=0, attn_implementation="eager")
+
+
+def torch_model(size: str):
+    from transformers import GPT2Model
+
+    from ._torch import positional
+
+    return positional(GPT2Model, config(size), lambda out: out.last_hidden_state, use_cache=False)
+
+
+def inputs(size: str, batch: int, seq: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
+    if seq > SIZES[size]["n_positions"]:
+        raise ValueError(f"--seq {seq} exceeds GPT-2 {size}'s {SIZES[size]['n_positions']} positions")
+    return {"input_ids": rng.integers(0, SIZES[size]["vocab_size"], (batch, seq), dtype=np.int64)}
+
+
+class Attention(Scoped):
+    def __init__(self, w, prefix, heads):
+        super().__init__("attn")
+        self.c_attn = Conv1D(w, f"{prefix}.c_attn", "c_attn")
+        self.c_proj = Conv1D(w, f"{prefix}.c_proj", "c_proj")
+        self.heads = heads
+
+    def __call__(self, x):
+        with self.scoped():
+            q, k, v = _split3(self.c_attn(x))
+            return self.c_proj(attention(q, k, v, self.heads, causal=True))
+
+
+def _split3(x):
+    d = x.shape[-1] // 3
+    return x[..., :d], x[..., d:2 * d], x[..., 2 * d:]
+
+
+class MLP(Scoped):
+    def __init__(self, w, prefix):
+        super().__init__("mlp")
+        self.c_fc = Conv1D(w, f"{prefix}.c_fc", "c_fc")
+        self.c_proj = Conv1D(w, f"{prefix}.c_proj", "c_proj")
+
+    def __call__(self, x):
+        with self.scoped():
+            return self.c_proj(gelu_tanh(self.c_fc(x)))
+
+
+class Block(Scoped):
+    def __init__(self, w, prefix, cfg):
+        super().__init__(prefix)
+        eps = cfg["layer_norm_epsilon"]
+        self.ln_1 = LayerNorm(w, f"{prefix}.ln_1", "ln_1", eps)
+        self.attn = Attention(w, f"{prefix}.attn", cfg["n_head"])
+        self.ln_2 = LayerNorm(w, f"{prefix}.ln_2", "ln_2", eps)
+        self.mlp = MLP(w, f"{prefix}.mlp")
+
+    def __call__(self, x):
+        with self.scoped():
+            x = x + self.attn(self.ln_1(x))
+            return x + self.mlp(self.ln_2(x))
+
+
+class GPT2(Scoped):
+    def __init__(self, w, cfg):
+        from flax import nnx
+
+        super().__init__("")
+        self.wte = Embedding(w, "wte", "wte")
+        self.wpe = Embedding(w, "wpe", "wpe")
+        self.h = nnx.List([Block(w, f"h.{i}", cfg) for i in range(cfg["n_layer"])])
+        self.ln_f = LayerNorm(w, "ln_f", "ln_f", cfg["layer_norm_epsilon"])
+
+    def __call__(self, input_ids):
+        import jax.numpy as jnp
+
+        positions = jnp.arange(input_ids.shape[1])[None, :]
+        x = self.wte(input_ids) + self.wpe(positions)
+        for block in self.h:
+            x = block(x)
+        return self.ln_f(x)
+
+
+def jax_model(size: str, weights: dict[str, np.ndarray]):
+    cfg = dict(SIZES[size], layer_norm_epsilon=config(size).layer_norm_epsilon)
+    return GPT2(weights, cfg)

@@ -1,0 +1,193 @@
+"""Capture: export one model, on one set of weights, from JAX and PyTorch to StableHLO, parity-checked."""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import CaptureError, MissingExtra, ParityError, StackwarsError
+from ..progress import Stages
+from . import artifact, parity
+from .artifact import Capture
+from .sanitize import absolute_paths, relativize
+
+FRAMEWORKS = ("jax", "torch", "both")
+EXPORTERS = ("torch_xla", "torchax")
+
+
+@dataclass(frozen=True)
+class CaptureSet:
+    """What one `capture` run wrote: the files, and each capture's parity against PyTorch eager."""
+
+    model: str
+    size: str
+    files: tuple[Path, ...]
+    parity: tuple[parity.Parity, ...]
+
+    @property
+    def ok(self) -> bool:
+        return all(p.ok for p in self.parity)
+
+
+@dataclass(frozen=True)
+class Request:
+    """A validated capture request (the CLI's options, defaults filled in)."""
+
+    model: str
+    size: str = "tiny"
+    framework: str = "both"
+    exporters: tuple[str, ...] = ("torch_xla",)
+    batch: int | None = None
+    seq: int | None = None
+    seed: int = 0
+    attn: str = "eager"
+
+    def validated(self) -> "Request":
+        from stackwars_ir import models
+
+        entry = models.entry(self.model)
+        _choose("size", self.size, models.SIZE_NAMES)
+        _choose("framework", self.framework, FRAMEWORKS)
+        for e in self.exporters:
+            _choose("exporter", e, EXPORTERS)
+        if self.attn != "eager":
+            raise StackwarsError(
+                f"attention implementation {self.attn!r} cannot be captured: the sdpa decomposition fails in "
+                "both exporters (\"Cannot view a tensor with shape ...\")", fix="use --attn eager (the default)")
+        shape = entry.shapes[self.size]
+        batch, seq = self.batch or shape["batch"], self.seq or shape["seq"]
+        if batch < 1 or seq < 1:
+            raise StackwarsError("--batch and --seq must be positive integers", fix="e.g. --batch 2 --seq 64")
+        return dataclasses.replace(self, batch=batch, seq=seq)
+
+
+def _choose(what: str, value: str, allowed) -> None:
+    if value not in allowed:
+        raise StackwarsError(f"unknown {what} {value!r}", fix=f"choose one of: {', '.join(allowed)}")
+
+
+def prepare(req: Request):
+    """The PyTorch model with seeded weights, its weights as numpy, inputs and the eager reference output."""
+    from stackwars_ir import models
+
+    try:
+        import torch
+    except Exception as e:
+        raise MissingExtra("torch", e) from e
+    adapter = models.adapter(req.model)
+    torch.manual_seed(req.seed)
+    model = adapter.torch_model(req.size)
+    perturb(model, req.seed)
+    # Buffers too, persistent or not: torch.export lifts them all into arguments.
+    tensors = {**dict(model.named_parameters()), **dict(model.named_buffers())}
+    weights = {k: v.detach().cpu().numpy().copy() for k, v in sorted(tensors.items())}
+    try:
+        inputs = adapter.inputs(req.size, req.batch, req.seq, np.random.default_rng(req.seed))
+    except ValueError as e:
+        raise StackwarsError(str(e), fix="choose a smaller --seq or --batch") from e
+    with torch.no_grad():
+        reference = model(*[torch.from_numpy(v) for v in inputs.values()]).numpy()
+    return adapter, model, weights, inputs, reference
+
+
+def perturb(model, seed: int) -> None:
+    """Make every tensor matter: transformers initialises biases to 0, norms to 1 and BN statistics to 0/1."""
+    import torch
+
+    gen = torch.Generator().manual_seed(seed + 1)
+    with torch.no_grad():
+        for name, t in sorted({**dict(model.named_parameters()), **dict(model.named_buffers())}.items()):
+            if not t.is_floating_point():
+                continue
+            noise = torch.randn(t.shape, generator=gen)
+            if name.endswith("running_var"):
+                t.copy_(0.5 + torch.rand(t.shape, generator=gen))
+            elif name.endswith(("bias", "running_mean")):
+                t.copy_(0.02 * noise)
+            elif t.dim() == 1 and name.endswith("weight"):  # layer/batch norm scale
+                t.copy_(1.0 + 0.1 * noise)
+
+
+def run(req: Request, out_dir: Path, *, force: bool = False, show: bool | None = None) -> CaptureSet:
+    """Capture, check parity, then write every file (atomically); raise ParityError after writing."""
+    req = req.validated()
+    frameworks = ("jax", "torch") if req.framework == "both" else (req.framework,)
+    stems = (["jax"] if "jax" in frameworks else []) + \
+            ([f"torch-{e}" for e in req.exporters] if "torch" in frameworks else [])
+    targets = [p for s in stems for p in artifact.target_paths(out_dir, req.model, req.size, s)]
+    artifact.refuse_existing(targets, force)
+
+    label = f"{req.model}-{req.size}"
+    prep = Stages(label, show=show)
+    with prep.stage("build torch model"):
+        adapter, model, weights, inputs, reference = prepare(req)
+    captures = _capture_all(req, frameworks, adapter, model, weights, inputs, label, show)
+
+    from ..runtime import runtime
+
+    rt = runtime("cpu")
+    results, files = [], []
+    for cap in captures:
+        check = Stages(f"{label} {cap.stem}", show=show)
+        with check.stage("parity (compile + run on XLA CPU)"):
+            result = parity.check(cap, weights, inputs, reference, rt)
+        results.append(result)
+        cap = dataclasses.replace(cap, seconds={**prep.seconds, **cap.seconds, **check.seconds})
+        files += _write(cap, req, inputs, result, out_dir)
+    outcome = CaptureSet(req.model, req.size, tuple(files), tuple(results))
+    if not outcome.ok:
+        bad = [p for p in results if not p.ok]
+        raise ParityError(f"{label}: {bad[0].stem} differs from PyTorch eager by up to {bad[0].max_abs:.3g} "
+                          f"(tolerance {parity.ATOL} + {parity.RTOL}*|x|); files written for inspection")
+    return outcome
+
+
+def _capture_all(req, frameworks, adapter, model, weights, inputs, label, show) -> list[Capture]:
+    from .jax_capture import capture_jax
+
+    captures = []
+    if "jax" in frameworks:
+        captures.append(capture_jax(adapter, req.size, weights, inputs, Stages(f"{label} jax", show=show)))
+    if "torch" in frameworks:
+        from .torch_capture import capture_torch_xla, capture_torchax, export_program
+
+        exp = Stages(f"{label} torch", show=show)
+        ep = export_program(model, inputs, exp)
+        for exporter in req.exporters:
+            stages = Stages(f"{label} {exporter}", show=show)
+            stages.seconds.update(exp.seconds)
+            fn = capture_torch_xla if exporter == "torch_xla" else capture_torchax
+            captures.append(fn(ep, inputs, stages))
+    return [dataclasses.replace(c, text=relativize(c.text)) for c in captures]
+
+
+def _write(cap: Capture, req: Request, inputs, result: parity.Parity, out_dir: Path) -> list[Path]:
+    from stackwars_ir import models
+
+    mlir_path, json_path = artifact.target_paths(out_dir, req.model, req.size, cap.stem)
+    leftover = absolute_paths(cap.text)
+    if leftover:
+        raise CaptureError(f"{mlir_path}: absolute path {leftover[0]!r} left in the capture",
+                           fix="report this as a bug in stackwars-ir's path sanitizer")
+    sidecar = {
+        "format": artifact.SIDECAR_FORMAT,
+        "model": req.model, "size": req.size, "seed": req.seed,
+        "config": models.entry(req.model).sizes[req.size],
+        "framework": cap.framework, "exporter": cap.exporter,
+        "stablehlo": mlir_path.name,
+        "sha256": hashlib.sha256(cap.text.encode()).hexdigest(),
+        "inputs": [{"name": k, "shape": list(v.shape), "dtype": str(v.dtype)} for k, v in inputs.items()],
+        "arguments": [a.as_json() for a in cap.arguments],
+        "constants": {k: {"shape": list(v.shape), "dtype": str(v.dtype), "values": v.ravel().tolist()}
+                      for k, v in sorted(cap.constants.items())},
+        "versions": artifact.versions(),
+        "parity": result.as_json(),
+        # The one part that differs between two runs of the same capture.
+        "run": {"seconds": cap.seconds, "host": artifact.host()},
+    }
+    artifact.write_atomic(mlir_path, cap.text)
+    artifact.write_atomic(json_path, artifact.dump_json(sidecar))
+    return [mlir_path, json_path]

@@ -1,0 +1,60 @@
+"""Lower a model's Flax NNX twin with jax.jit, weights as arguments, named scopes kept as locations."""
+from __future__ import annotations
+
+from types import ModuleType
+
+import numpy as np
+
+from ..progress import Stages
+from ..errors import CaptureError
+from .artifact import Argument, Capture
+
+
+def _leaf_name(path) -> str:
+    import jax
+
+    parts = []
+    for key in path:
+        if isinstance(key, jax.tree_util.DictKey):
+            parts.append(str(key.key))
+        elif isinstance(key, jax.tree_util.SequenceKey):
+            parts.append(str(key.idx))
+        elif isinstance(key, jax.tree_util.GetAttrKey):
+            parts.append(key.name)
+    if parts and parts[-1] == "value":  # nnx.Variable leaf
+        parts.pop()
+    return ".".join(parts)
+
+
+def jax_inputs(inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """JAX runs without x64, as its users do: int64 token ids become int32."""
+    return {k: v.astype(np.int32) if v.dtype == np.int64 else v for k, v in inputs.items()}
+
+
+def capture_jax(adapter: ModuleType, size: str, weights: dict[str, np.ndarray],
+                inputs: dict[str, np.ndarray], stages: Stages) -> Capture:
+    import jax
+    from flax import nnx
+
+    with stages.stage("build jax"):
+        model = adapter.jax_model(size, weights)
+        graphdef, state = nnx.split(model)
+
+    def forward(state, *args):
+        return nnx.merge(graphdef, state)(*args)
+
+    args = list(jax_inputs(inputs).values())
+    with stages.stage("jax.jit lower"):
+        # keep_unused: the argument list must match the parameter list one to one.
+        lowered = jax.jit(forward, keep_unused=True).lower(state, *args)
+        text = lowered.as_text(debug_info=True)
+    leaves = jax.tree_util.tree_flatten_with_path(state)[0]
+    arguments = [Argument(i, "parameter", _leaf_name(p), tuple(v.shape), str(v.dtype))
+                 for i, (p, v) in enumerate(leaves)]
+    unknown = [a.name for a in arguments if a.name not in weights]
+    if unknown:
+        raise CaptureError(f"the Flax twin's parameter {unknown[0]!r} has no PyTorch tensor of that name",
+                           fix="name the NNX attributes after the PyTorch module path")
+    arguments += [Argument(len(arguments) + j, "input", name, tuple(a.shape), str(a.dtype))
+                  for j, (name, a) in enumerate(jax_inputs(inputs).items())]
+    return Capture("jax", "jax", text, tuple(arguments), dict(stages.seconds))

@@ -1,0 +1,139 @@
+"""Export a PyTorch model with torch.export, then to StableHLO through torch_xla or torchax."""
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from ..errors import CaptureError, MissingExtra
+from ..progress import Stages
+from .artifact import Argument, Capture
+
+EXPORTERS = ("torch_xla", "torchax")
+
+
+def export_program(model, inputs: dict[str, np.ndarray], stages: Stages):
+    import torch
+
+    with stages.stage("torch.export"):
+        try:
+            return torch.export.export(model, tuple(torch.from_numpy(v) for v in inputs.values()))
+        except Exception as e:  # torch.export raises many types; all mean the same to the user
+            raise CaptureError(f"torch.export failed: {type(e).__name__}: {str(e).splitlines()[0]}",
+                               fix="check the model options; sdpa attention is not exportable here") from e
+
+
+def _spec_kind(spec) -> str:
+    from torch.export.graph_signature import InputKind
+
+    return {InputKind.PARAMETER: "parameter", InputKind.BUFFER: "buffer",
+            InputKind.CONSTANT_TENSOR: "constant"}.get(spec.kind, "input")
+
+
+def _dtype(t) -> str:
+    return str(t.dtype).replace("torch.", "")
+
+
+def portable_to_text(bytecode: bytes) -> str:
+    """StableHLO text with locations, from torch_xla's portable (VHLO) bytecode.
+
+    torch_xla 2.9's own `get_stablehlo_text` prints node metadata as bare strings where MLIR
+    expects `loc(...)`, which no MLIR parser accepts; its bytecode carries proper locations.
+    """
+    from jax._src.interpreters import mlir as jmlir
+    from jaxlib.mlir.dialects import stablehlo
+
+    with jmlir.make_ir_context() as ctx:
+        module = stablehlo.deserialize_portable_artifact(ctx, bytecode)
+        return module.operation.get_asm(enable_debug_info=True)
+
+
+def capture_torch_xla(ep, inputs: dict[str, np.ndarray], stages: Stages) -> Capture:
+    os.environ.setdefault("PJRT_DEVICE", "CPU")
+    try:
+        from torch_xla.stablehlo import StableHLOExportOptions, exported_program_to_stablehlo
+    except Exception as e:
+        raise MissingExtra("torch_xla", e) from e
+
+    with stages.stage("torch_xla to StableHLO"):
+        try:
+            shlo = exported_program_to_stablehlo(ep, StableHLOExportOptions(export_node_metadata=True))
+            text = portable_to_text(shlo.get_stablehlo_bytecode("forward"))
+        except Exception as e:
+            raise CaptureError(f"torch_xla export failed: {type(e).__name__}: {str(e).splitlines()[0]}") from e
+    bundle = shlo._bundle  # the exporter's own record of which argument is which tensor
+    meta = bundle.stablehlo_funcs[0].meta
+    kinds = {s.target: _spec_kind(s) for s in ep.graph_signature.input_specs if s.target}
+    input_names = list(inputs)
+    arguments, constants = [], {}
+    for i, (loc, sig) in enumerate(zip(meta.input_locations, meta.input_signature)):
+        kind = loc.type_.value
+        if kind == "parameter":
+            name, kind = loc.name, kinds.get(loc.name, "parameter")
+        elif kind == "constant":
+            name = f"constant.{loc.position}"
+            constants[name] = np.asarray(bundle.additional_constants[loc.position])
+        else:
+            name, kind = input_names[loc.position], "input"
+        arguments.append(Argument(i, kind, name, tuple(sig.shape), sig.dtype))
+    return Capture("torch", "torch_xla", text, tuple(arguments), dict(stages.seconds), constants)
+
+
+def capture_torchax(ep, inputs: dict[str, np.ndarray], stages: Stages) -> Capture:
+    """torchax's interpreter over the decomposed program, lowered by jax.jit.
+
+    Each FX node runs under a JAX named scope holding its nn_module_stack path, so torchax
+    captures carry the same `h.3.attn.c_attn` provenance as JAX ones (torchax adds none itself).
+    """
+    try:
+        import jax
+        import torchax
+        from torchax import export as tx_export
+    except Exception as e:
+        raise MissingExtra("torchax", e) from e
+
+    with stages.stage("torchax to StableHLO"):
+        try:
+            names, states, func = _torchax_function(ep, tx_export)
+            # torch's int64 stays int64, as in torch_xla captures
+            with jax.enable_x64(_needs_x64(inputs)):
+                states = torchax.default_env().t2j_copy(states)
+                args = [jax.numpy.asarray(v) for v in inputs.values()]
+                text = jax.jit(func, keep_unused=True).lower(states, args).as_text(debug_info=True)
+        except Exception as e:
+            raise CaptureError(f"torchax export failed: {type(e).__name__}: {str(e).splitlines()[0]}") from e
+    kinds = {s.target: _spec_kind(s) for s in ep.graph_signature.input_specs if s.target}
+    arguments = [Argument(i, kinds.get(n, "constant"), n, tuple(s.shape), str(s.dtype))
+                 for i, (n, s) in enumerate(zip(names, states))]
+    arguments += [Argument(len(arguments) + j, "input", n, tuple(v.shape), str(v.dtype))
+                  for j, (n, v) in enumerate(inputs.items())]
+    return Capture("torch", "torchax", text, tuple(arguments), dict(stages.seconds))
+
+
+def _needs_x64(inputs) -> bool:
+    return any(v.dtype in (np.int64, np.float64) for v in inputs.values())
+
+
+def _torchax_function(ep, tx_export):
+    """torchax.export.exported_program_to_jax, with a named scope per FX node."""
+    import jax
+
+    program = ep.run_decompositions()
+    program = program.run_decompositions(tx_export.decompositions.DECOMPOSITIONS)
+    names, states = tx_export._extract_states_from_exported_program(program)
+    mutations = len(program.graph_signature.buffers_to_mutate)
+
+    class ScopedInterpreter(tx_export.JaxInterpreter):
+        def run_node(self, n):
+            stack = n.meta.get("nn_module_stack") or {}
+            path = list(stack.values())[-1][0] if stack else ""
+            if not path:
+                return super().run_node(n)
+            with jax.named_scope(path):
+                return super().run_node(n)
+
+    def forward(states, inputs):
+        return tuple(ScopedInterpreter(program.graph_module).run(
+            *states, *inputs, enable_io_processing=False)[mutations:])
+
+    return names, states, forward

@@ -1,0 +1,67 @@
+"""The command line: a thin click layer; each command calls one library function."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from . import __version__
+from .errors import EXIT_BAD_INPUT, StackwarsError
+
+
+class Group(click.Group):
+    """Turns every StackwarsError into one line on stderr and exit code 2."""
+
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except StackwarsError as e:
+            click.echo(f"stackwars-ir: error: {e.one_line()}", err=True)
+            sys.exit(getattr(e, "exit_code", EXIT_BAD_INPUT))
+
+
+@click.group(cls=Group, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="stackwars-ir")
+def main():
+    """Capture, parse, diff, benchmark and report StableHLO from JAX and PyTorch.
+
+    The pipeline: capture -> parse (stats) -> diff -> bench -> report.
+    """
+
+
+@main.command("models")
+def models_cmd():
+    """List the model adapters, their sizes and default input shapes."""
+    from stackwars_ir import models
+
+    for entry in models.CATALOG.values():
+        click.echo(f"{entry.name:9} {entry.description}")
+        for size, shape in entry.shapes.items():
+            click.echo(f"{'':9}   {size:5} batch {shape['batch']}, {entry.seq_meaning} {shape['seq']}")
+
+
+@main.command("capture")
+@click.argument("model")
+@click.option("--framework", default="both", show_default=True, help="jax, torch or both.")
+@click.option("--exporter", "exporters", multiple=True, default=("torch_xla",), show_default=True,
+              help="PyTorch exporter: torch_xla or torchax; repeat it, or say 'all', for both.")
+@click.option("--size", default="tiny", show_default=True, help="tiny (tests) or base (published configs).")
+@click.option("--batch", type=int, help="Batch size (default: the adapter's for this size).")
+@click.option("--seq", type=int, help="Sequence length, or image size for resnet50.")
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the random weights and inputs.")
+@click.option("--attn", default="eager", show_default=True, help="Attention implementation (only eager exports).")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=Path("captures"),
+              show_default=True, help="Folder to write MODEL-SIZE/<framework>.mlir and .json into.")
+@click.option("--force", is_flag=True, help="Overwrite existing captures.")
+def capture_cmd(model, framework, exporters, size, batch, seq, seed, attn, out_dir, force):
+    """Export MODEL from JAX and/or PyTorch to StableHLO on the same weights, and check parity."""
+    from .capture import EXPORTERS, Request, run
+
+    exporters = EXPORTERS if "all" in exporters else tuple(dict.fromkeys(exporters))
+    req = Request(model, size, framework, exporters, batch, seq, seed, attn)
+    result = run(req, out_dir, force=force)
+    for p in result.parity:
+        click.echo(f"parity {p.stem:16} max abs error {p.max_abs:.3g}  max rel error {p.max_rel:.3g}  ok")
+    for f in result.files:
+        click.echo(f"wrote {f}")

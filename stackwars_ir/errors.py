@@ -1,0 +1,52 @@
+"""One exception family for every stage; the CLI turns it into a one-line message and exit code 2."""
+from __future__ import annotations
+
+# Exit codes, shared by every command (diff uses all three, as diff(1) does).
+EXIT_OK = 0
+EXIT_DIFFERENT = 1
+EXIT_BAD_INPUT = 2
+
+
+class StackwarsError(Exception):
+    """A problem the user can fix: the message names the file, the cause and the fix."""
+
+    def __init__(self, message: str, *, fix: str | None = None, location: str | None = None):
+        self.message = message
+        self.fix = fix
+        self.location = location
+        super().__init__(self.one_line())
+
+    def one_line(self) -> str:
+        text = f"{self.location}: {self.message}" if self.location else self.message
+        if self.fix:
+            text += f" (fix: {self.fix})"
+        return " ".join(text.split())
+
+
+class MissingExtra(StackwarsError):
+    """A framework package is not importable."""
+
+    def __init__(self, package: str, err: Exception | None = None):
+        detail = f": {err}" if err else ""
+        super().__init__(
+            f"cannot import {package}{detail}",
+            fix="install the pinned stack with `make setup` (pip install -r requirements.lock -e .)",
+        )
+
+
+class ParseError(StackwarsError):
+    """An input file is not a StableHLO module we can read."""
+
+
+class CaptureError(StackwarsError):
+    """Exporting a model failed."""
+
+
+class ParityError(StackwarsError):
+    """Two captures of the same model compute different results (exit code 1: the files are written)."""
+
+    exit_code = EXIT_DIFFERENT
+
+
+class BenchError(StackwarsError):
+    """An executable could not be compiled or run."""
