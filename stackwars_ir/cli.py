@@ -65,3 +65,31 @@ def capture_cmd(model, framework, exporters, size, batch, seq, seed, attn, out_d
         click.echo(f"parity {p.stem:16} max abs error {p.max_abs:.3g}  max rel error {p.max_rel:.3g}  ok")
     for f in result.files:
         click.echo(f"wrote {f}")
+
+
+@main.command("stats")
+@click.argument("files", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option("--json", "as_json", is_flag=True, help="Print JSON (one object per module) instead of tables.")
+@click.option("--top", default=15, show_default=True, help="Rows of the op histogram to show.")
+def stats_cmd(files, as_json, top):
+    """Op histogram by op and dialect, functions, arguments, parameter bytes, largest tensors."""
+    import json
+
+    from .ir import load
+    from .ir.stats import module_stats
+    from .report.text import stats_text
+
+    results = load(files)
+    stats = [module_stats(m) for r in results if r.ok for m in r.modules]
+    if as_json:
+        click.echo(json.dumps({"modules": [s.as_json() for s in stats],
+                               "errors": [r.error for r in results if not r.ok]}, indent=2))
+    else:
+        for s in stats:
+            click.echo(stats_text(s, top))
+    failed = [r for r in results if not r.ok]
+    for r in failed:
+        click.echo(f"stackwars-ir: error: {r.error}", err=True)
+    if len(files) > 1:
+        click.echo(f"parsed {len(files) - len(failed)} of {len(files)} files", err=True)
+    sys.exit(EXIT_BAD_INPUT if failed else 0)

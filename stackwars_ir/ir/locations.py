@@ -1,0 +1,96 @@
+"""Provenance: the module path an op came from, read off its printed MLIR location."""
+from __future__ import annotations
+
+import json
+
+# The jaxlib MLIR bindings give Location no accessors (name, child, callee), so we read the
+# printed form. Only its head matters: the outermost name location, or a call site's callee.
+
+
+def top_name(loc: str) -> str | None:
+    """The outermost NameLoc's string of a printed location (`loc("a/b"(...))` -> `a/b`), else None."""
+    i = 4 if loc.startswith("loc(") else 0
+    while True:
+        if loc.startswith("callsite(", i):
+            i += len("callsite(")
+        elif loc.startswith("fused", i):
+            j = loc.find("[", i)
+            if j < 0:
+                return None
+            i = j + 1
+        elif loc.startswith('"', i):
+            text, end = _read_string(loc, i)
+            if end < len(loc) and loc[end] == ":":  # a file location: "file":line:col
+                return None
+            return text
+        else:
+            return None
+
+
+def _read_string(s: str, i: int) -> tuple[str, int]:
+    """Decode the MLIR string literal starting at s[i] == '"'; return it and the index after it."""
+    out = []
+    j = i + 1
+    n = len(s)
+    while j < n:
+        c = s[j]
+        if c == '"':
+            return "".join(out), j + 1
+        if c == "\\" and j + 1 < n:
+            nxt = s[j + 1]
+            if nxt in '\\"':
+                out.append(nxt)
+                j += 2
+                continue
+            if nxt == "n":
+                out.append("\n")
+                j += 2
+                continue
+            try:
+                out.append(chr(int(s[j + 1:j + 3], 16)))
+                j += 3
+                continue
+            except ValueError:
+                pass
+        out.append(c)
+        j += 1
+    return "".join(out), n
+
+
+_TORCH_XLA_BEGIN = "<XLA_MLIR_DEBUGINFO_BEGIN>"
+_TORCH_XLA_END = "<XLA_MLIR_DEBUGINFO_END>"
+
+
+def provenance(name: str | None) -> tuple[str, str]:
+    """(module path, module class) from a name location; ("", "") when it carries none.
+
+    - torch_xla node metadata: JSON with `nn_module_stack` ("key,path,type;..."), last entry wins;
+    - JAX named scopes (`jit(f)/h.3/attn/dot_general`, Flax linen `Model/h/3/attn/...`): the
+      scope components joined with "."; transformations (`jit(_take)`, `jvp(...)`) and the
+      trailing primitive name are dropped.
+    """
+    if not name:
+        return "", ""
+    if name.startswith(_TORCH_XLA_BEGIN) or name.startswith("{"):
+        return _torch_xla(name)
+    if "/" not in name:
+        return "", ""
+    parts = name.split("/")[:-1]  # the last component is the primitive
+    return ".".join(p for p in parts if p and "(" not in p), ""
+
+
+def _torch_xla(name: str) -> tuple[str, str]:
+    body = name
+    if body.startswith(_TORCH_XLA_BEGIN):
+        body = body[len(_TORCH_XLA_BEGIN):]
+        body = body.split(_TORCH_XLA_END, 1)[0]
+    try:
+        meta = json.loads(body)
+    except ValueError:
+        return "", ""
+    stack = meta.get("nn_module_stack") or ""
+    entries = [e.split(",") for e in stack.split(";") if e]
+    for entry in reversed(entries):
+        if len(entry) >= 3 and entry[1]:
+            return entry[1], entry[-1].rsplit(".", 1)[-1]
+    return "", ""

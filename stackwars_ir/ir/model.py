@@ -1,0 +1,168 @@
+"""The IR model: small immutable values for a parsed StableHLO module, its functions, ops and values."""
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import NamedTuple
+
+_ITEMSIZE = {"f64": 8, "i64": 8, "ui64": 8, "c64": 8, "complex<f32>": 8, "complex<f64>": 16,
+             "f32": 4, "i32": 4, "ui32": 4, "f16": 2, "bf16": 2, "i16": 2, "ui16": 2,
+             "i8": 1, "ui8": 1, "i1": 1, "f8E4M3FN": 1, "f8E5M2": 1}
+
+
+# Tensor, Op and Value are NamedTuples: immutable like frozen dataclasses, but several times
+# cheaper to build and to pickle across the parse worker's pipe (a module has 100,000s of them).
+
+
+class Tensor(NamedTuple):
+    """A value's type: shape (None for a dynamic dimension) and element type as MLIR spells it."""
+
+    shape: tuple
+    dtype: str
+
+    @property
+    def rank(self) -> int:
+        return len(self.shape)
+
+    @property
+    def numel(self) -> int | None:
+        n = 1
+        for d in self.shape:
+            if d is None:
+                return None
+            n *= d
+        return n
+
+    @property
+    def nbytes(self) -> int | None:
+        n = self.numel
+        return None if n is None else n * _ITEMSIZE.get(self.dtype, 4)
+
+    def __str__(self) -> str:
+        dims = "x".join("?" if d is None else str(d) for d in self.shape)
+        return f"{dims}x{self.dtype}" if dims else self.dtype
+
+
+class Op(NamedTuple):
+    """One operation. Values are integers indexing Module.values; attrs keep what the analyses read."""
+
+    id: int
+    name: str  # "stablehlo.dot_general"
+    func: str  # the function it sits in
+    parent: int | None  # the op whose region holds it (the reduce of a reduce body), else None
+    operands: tuple  # value ids
+    results: tuple  # value ids
+    attrs: tuple  # ((name, python value), ...)
+    path: str  # provenance normalized to a module path ("h.3.attn.c_attn"), "" when unknown
+    module_type: str = ""  # the PyTorch module class, where the location says (torch_xla)
+
+    @property
+    def dialect(self) -> str:
+        return self.name.split(".", 1)[0] if "." in self.name else ""
+
+    @property
+    def short(self) -> str:
+        return self.name.split(".", 1)[1] if "." in self.name else self.name
+
+    def attr(self, key: str, default=None):
+        for k, v in self.attrs:
+            if k == key:
+                return v
+        return default
+
+    def __repr__(self) -> str:
+        return f"Op({self.id}, {self.name}, path={self.path!r})"
+
+
+class Value(NamedTuple):
+    """An SSA value: its type, and either the op producing it or the function argument it is."""
+
+    id: int
+    type: Tensor
+    producer: int | None  # op id, or None for a block argument
+    arg_index: int | None = None  # position among the entry block's arguments
+    name: str = ""  # argument name from its location (torch_xla, jax `states[3]`), else ""
+
+
+class Func(NamedTuple):
+    name: str
+    visibility: str  # "public" | "private"
+    args: tuple  # value ids of the entry block's arguments
+    results: tuple  # Tensor of each result
+    ops: tuple  # op ids, in order, nested region ops included
+    returns: tuple = ()  # value ids the function returns
+
+
+@dataclass(frozen=True)
+class Module:
+    """A parsed module. `source` is the file (and `#k` for the k-th module of a `// -----` file)."""
+
+    source: str
+    funcs: tuple = field(repr=False)
+    ops: tuple = field(repr=False)
+    values: tuple = field(repr=False)
+    parser: str = "jaxlib"  # which MLIR bindings parsed it: "jaxlib" or "iree" (quantized types)
+
+    def __str__(self) -> str:
+        return f"Module({self.source}: {len(self.funcs)} functions, {len(self.ops)} ops)"
+
+    @cached_property
+    def func_by_name(self) -> dict:
+        return {f.name: f for f in self.funcs}
+
+    @property
+    def entry(self) -> Func:
+        """The public `main`, else the first public function, else the first function."""
+        if "main" in self.func_by_name:
+            return self.func_by_name["main"]
+        public = [f for f in self.funcs if f.visibility == "public"]
+        return (public or list(self.funcs))[0]
+
+    def type_of(self, value_id: int) -> Tensor:
+        return self.values[value_id].type
+
+    def result_types(self, op: Op) -> list:
+        return [self.values[v].type for v in op.results]
+
+    def operand_types(self, op: Op) -> list:
+        return [self.values[v].type for v in op.operands]
+
+    @cached_property
+    def call_graph(self) -> dict:
+        """caller -> sorted callees (func.call), the call graph of the module."""
+        graph = {f.name: set() for f in self.funcs}
+        for op in self.ops:
+            if op.name == "func.call":
+                graph.setdefault(op.func, set()).add(op.attr("callee"))
+        return {k: tuple(sorted(v)) for k, v in graph.items()}
+
+    @cached_property
+    def inlined(self) -> tuple:
+        """The entry function's ops with every func.call expanded in place.
+
+        Each item is (op, path): a callee's op inherits the call site's path when it has none
+        of its own. The call ops themselves stay, so "a call to @take" remains visible.
+        """
+        out: list = []
+        self._expand(self.entry.name, "", out, ())
+        return tuple(out)
+
+    def _expand(self, func: str, site_path: str, out: list, stack: tuple) -> None:
+        f = self.func_by_name.get(func)
+        if f is None or func in stack:  # external declaration or recursion: nothing to inline
+            return
+        for op_id in f.ops:
+            op = self.ops[op_id]
+            path = op.path or site_path
+            out.append((op, path))
+            if op.name == "func.call":
+                self._expand(op.attr("callee"), path, out, stack + (func,))
+
+    def histogram(self, inlined: bool = True) -> Counter:
+        ops = (op for op, _ in self.inlined) if inlined else iter(self.ops)
+        return Counter(op.name for op in ops if op.name not in _STRUCTURAL)
+
+
+# Ops that only structure the IR: not counted in histograms.
+_STRUCTURAL = frozenset({"func.return", "stablehlo.return", "mhlo.return", "func.func", "builtin.module"})

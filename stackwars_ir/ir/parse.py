@@ -1,0 +1,335 @@
+"""Parse StableHLO (text, generic or pretty, or bytecode) with real MLIR bindings into the IR model.
+
+This runs inside the parse worker (see worker.py): a malformed file may crash MLIR's native
+parser, and that must never take the caller down.
+"""
+from __future__ import annotations
+
+from ..errors import ParseError
+from .locations import provenance, top_name
+from .model import Func, Module, Op, Tensor, Value
+
+BYTECODE_MAGIC = b"ML\xefR"
+SPLIT_MARKER = "// -----"
+STABLEHLO_DIALECTS = frozenset({"stablehlo", "chlo", "mhlo", "vhlo"})
+# Attributes the analyses read; everything else (constant payloads above all) is left in MLIR.
+_KEPT_ATTRS = frozenset({
+    "callee", "call_target_name", "sym_name", "broadcast_dimensions", "dimensions", "permutation",
+    "iota_dimension", "epsilon", "feature_index", "comparison_direction", "slice_sizes",
+    "start_indices", "limit_indices", "strides", "feature_group_count", "batch_group_count",
+    "window_strides", "window_dimensions", "padding", "lhs_dilation", "rhs_dilation",
+    "indices_are_sorted", "has_side_effect", "api_version", "precision_config", "dimension",
+})
+
+
+class _Contexts:
+    """One MLIR context per binding flavour, created on first use and reused for every file."""
+
+    def __init__(self):
+        self._jax = None
+        self._iree = None
+
+    def jaxlib(self):
+        if self._jax is None:
+            from jax._src.interpreters import mlir as jmlir
+
+            ctx = jmlir.make_ir_context()
+            ctx.allow_unregistered_dialects = True  # check.*, tf.*, custom dialects parse as opaque ops
+            self._jax = ctx
+        return self._jax
+
+    def iree(self):
+        """IREE's bindings register the quant dialect, which jaxlib's lack."""
+        if self._iree is None:
+            from iree.compiler import ir
+
+            ctx = ir.Context()
+            ctx.allow_unregistered_dialects = True
+            self._iree = ctx
+        return self._iree
+
+
+CONTEXTS = _Contexts()
+
+
+def parse_bytes(data: bytes, source: str) -> list[Module]:
+    """Every module in `data` (one, or several split by `// -----`); ParseError names file:line:col."""
+    if not data.strip():
+        raise ParseError(f"{source}: empty file", fix="give a StableHLO .mlir or .mlirbc file")
+    if data.startswith(BYTECODE_MAGIC):
+        return [_parse_bytecode(data, source)]
+    if b"\x00" in data[:4096]:
+        raise ParseError(f"{source}: binary file that is not MLIR bytecode",
+                         fix="give StableHLO text (.mlir) or MLIR bytecode (.mlirbc)")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise ParseError(f"{source}: not UTF-8 text (byte {e.start})", fix="give a StableHLO .mlir file") from e
+    chunks = _split(text)
+    modules = []
+    for k, (first_line, chunk) in enumerate(chunks):
+        label = source if len(chunks) == 1 else f"{source}#{k}"
+        modules.append(_parse_text(chunk, label, source, first_line))
+    return modules
+
+
+def _split(text: str) -> list[tuple[int, str]]:
+    """Split on `// -----` lines (mlir-opt's -split-input-file); keep each chunk's first line number."""
+    chunks, start, current = [], 1, []
+    for n, line in enumerate(text.splitlines(keepends=True), start=1):
+        if line.strip() == SPLIT_MARKER:
+            chunks.append((start, "".join(current)))
+            start, current = n + 1, []
+        else:
+            current.append(line)
+    chunks.append((start, "".join(current)))
+    return [(s, c) for s, c in chunks if c.strip()] or [(1, text)]
+
+
+def _parse_text(chunk: str, label: str, source: str, first_line: int) -> Module:
+    from jaxlib.mlir import ir
+
+    ctx = CONTEXTS.jaxlib()
+    try:
+        with ctx:
+            module = ir.Module.parse(chunk)
+            return _build(module, label, "jaxlib")
+    except ir.MLIRError as e:
+        if "quant" in chunk and "!quant." in chunk:
+            return _parse_quantized(chunk, label, source, first_line)
+        raise _diagnostic(e, source, first_line) from None
+
+
+def _parse_quantized(chunk: str, label: str, source: str, first_line: int) -> Module:
+    try:
+        from iree.compiler import ir
+    except ImportError:
+        raise ParseError(f"{source}: uses !quant types, which jaxlib's MLIR bindings cannot parse",
+                         fix="pip install iree-base-compiler==3.13.0 (in requirements.lock)") from None
+    ctx = CONTEXTS.iree()
+    try:
+        with ctx:
+            module = ir.Module.parse(chunk)
+            return _build(module, label, "iree", ir)
+    except ir.MLIRError as e:
+        raise _diagnostic(e, source, first_line) from None
+
+
+def _parse_bytecode(data: bytes, source: str) -> Module:
+    from jaxlib.mlir import ir
+    from jaxlib.mlir.dialects import stablehlo
+
+    ctx = CONTEXTS.jaxlib()
+    try:
+        with ctx:
+            module = ir.Module.parse(data)
+            if any(op.name.startswith("vhlo.") for op in _walk_names(module)):
+                # A portable artifact: upgrade VHLO to StableHLO, as compilers do.
+                module = stablehlo.deserialize_portable_artifact(ctx, data)
+            return _build(module, source, "jaxlib")
+    except ir.MLIRError as e:
+        raise _diagnostic(e, source, 1) from None
+
+
+def _walk_names(module):
+    for func in module.body.operations:
+        for region in func.regions:
+            for block in region.blocks:
+                yield from (op.operation for op in block.operations)
+        yield func.operation
+
+
+def _diagnostic(err, source: str, first_line: int) -> ParseError:
+    """`file:line:col: message` from MLIR's first error diagnostic."""
+    diags = list(getattr(err, "error_diagnostics", []) or [])
+    if not diags:
+        msg = str(err).strip().splitlines()
+        return ParseError(f"{source}: {msg[-1] if msg else 'MLIR could not parse the file'}")
+    d = diags[0]
+    line, col = _line_col(str(d.location))
+    where = f"{source}:{line + first_line - 1}:{col}" if line else source
+    return ParseError(f"{where}: {d.message.strip().splitlines()[0]}")
+
+
+def _line_col(loc: str) -> tuple[int, int]:
+    """(line, col) of a printed file location `loc("-":12:7)`, (0, 0) when there is none."""
+    q = loc.rfind('"')
+    if q < 0:
+        return 0, 0
+    parts = loc[q + 1:].strip(")").split(":")
+    try:
+        return int(parts[1]), int(parts[2].split()[0])
+    except (IndexError, ValueError):
+        return 0, 0
+
+
+class _Builder:
+    """Walks one MLIR module and records functions, ops and values."""
+
+    def __init__(self, ir):
+        self.ir = ir
+        self.ops: list[Op] = []
+        self.values: list[Value] = []
+        self.ids: dict = {}
+        self.types: dict = {}
+        self.locs: dict = {}
+
+    def tensor(self, t) -> Tensor:
+        hit = self.types.get(t)  # types are uniqued per context: hashing one is cheap
+        if hit is None:
+            key = str(t)
+            ir = self.ir
+            if _is(ir.RankedTensorType, t):
+                rt = ir.RankedTensorType(t)
+                dyn = ir.ShapedType.get_dynamic_size()
+                shape = tuple(None if d == dyn else d for d in rt.shape)
+                hit = Tensor(shape, str(rt.element_type))
+            elif _is(ir.ShapedType, t) and not ir.ShapedType(t).has_rank:
+                hit = Tensor((None,), str(ir.ShapedType(t).element_type))  # unranked: one unknown dim
+            else:
+                hit = Tensor((), key)  # tokens, tuples, scalars of other dialects
+            self.types[t] = hit
+        return hit
+
+    def value(self, v, producer: int | None, arg_index: int | None = None, name: str = "") -> int:
+        vid = len(self.values)
+        self.values.append(Value(vid, self.tensor(v.type), producer, arg_index, name))
+        self.ids[v] = vid
+        return vid
+
+    def where(self, op) -> tuple[str, str]:
+        text = str(op.location)
+        hit = self.locs.get(text)
+        if hit is None:
+            hit = self.locs[text] = provenance(top_name(text))
+        return hit
+
+    def func(self, fop) -> Func:
+        attrs = fop.attributes
+        name = self.ir.StringAttr(attrs["sym_name"]).value
+        visibility = self.ir.StringAttr(attrs["sym_visibility"]).value if "sym_visibility" in attrs else "public"
+        ftype = self.ir.FunctionType(self.ir.TypeAttr(attrs["function_type"]).value)
+        results = tuple(self.tensor(t) for t in ftype.results)
+        if not fop.regions or not fop.regions[0].blocks:  # a declaration
+            return Func(name, visibility, (), results, ())
+        entry = fop.regions[0].blocks[0]
+        args = tuple(self.value(a, None, i, _arg_name(a)) for i, a in enumerate(entry.arguments))
+        first = len(self.ops)
+        returns = self.block(fop.regions[0], name, None)
+        return Func(name, visibility, args, results, tuple(range(first, len(self.ops))), returns)
+
+    def block(self, region, func: str, parent: int | None) -> tuple:
+        """Record the ops of a region; return the operands of its top-level return."""
+        returns = ()
+        for block in region.blocks:
+            for a in block.arguments:
+                if a not in self.ids:
+                    self.value(a, parent)
+            for op in block.operations:
+                op = op.operation
+                ids = self.op(op, func, parent)
+                if op.name in ("func.return", "stablehlo.return", "mhlo.return") and parent is None:
+                    returns = ids
+        return returns
+
+    def op(self, op, func: str, parent: int | None) -> tuple:
+        oid = len(self.ops)
+        operands = tuple(self.ids[v] if v in self.ids else self.value(v, None) for v in op.operands)
+        results = tuple(self.value(r, oid) for r in op.results)
+        path, mtype = self.where(op)
+        self.ops.append(Op(oid, op.name, func, parent, operands, results, self.attrs(op), path, mtype))
+        for region in op.regions:
+            self.block(region, func, oid)
+        return operands
+
+    def attrs(self, op) -> tuple:
+        kept = []
+        attributes = op.attributes
+        for key in attributes:  # names in this binding version (NamedAttribute in older ones)
+            if not isinstance(key, str):
+                key = key.name
+            wanted = key in _KEPT_ATTRS or key == "dot_dimension_numbers" or (
+                key == "value" and op.name.endswith(".constant"))
+            if not wanted:
+                continue
+            try:
+                a = attributes[key]  # auto-downcast: fails for some element types (complex)
+            except TypeError:
+                continue
+            if key == "dot_dimension_numbers":
+                kept.extend(_dot_dims(a))
+            elif key == "value":
+                kept.append(("splat", _is_splat(self.ir, a)))
+            else:
+                kept.append((key, _attr_value(self.ir, a)))
+        return tuple(kept)
+
+
+def _arg_name(arg) -> str:
+    try:
+        loc = str(arg.location)
+    except Exception:  # older bindings: block arguments without locations
+        return ""
+    name = top_name(loc) or ""
+    return name if len(name) < 200 else ""
+
+
+def _is(cls, x) -> bool:
+    """isinstance for both binding generations (auto-downcast, or the static `isinstance`)."""
+    if isinstance(x, cls):
+        return True
+    check = getattr(cls, "isinstance", None)
+    return bool(check and check(x))
+
+
+def _attr_value(ir, a):
+    for cls, get in ((ir.DenseI64ArrayAttr, lambda x: tuple(x)), (ir.BoolAttr, lambda x: x.value),
+                     (ir.IntegerAttr, lambda x: x.value), (ir.FloatAttr, lambda x: x.value),
+                     (ir.StringAttr, lambda x: x.value), (ir.FlatSymbolRefAttr, lambda x: x.value)):
+        if _is(cls, a):
+            return get(cls(a))
+    text = str(a)
+    return text if len(text) <= 200 else text[:200] + "..."
+
+
+def _dot_dims(a) -> list:
+    try:
+        from jaxlib.mlir.dialects import stablehlo
+
+        d = stablehlo.DotDimensionNumbers(a)
+        return [("lhs_batching_dimensions", tuple(d.lhs_batching_dimensions)),
+                ("rhs_batching_dimensions", tuple(d.rhs_batching_dimensions)),
+                ("lhs_contracting_dimensions", tuple(d.lhs_contracting_dimensions)),
+                ("rhs_contracting_dimensions", tuple(d.rhs_contracting_dimensions))]
+    except Exception:  # IREE's bindings, or mhlo's attribute: keep the printed form
+        return [("dot_dimension_numbers", str(a)[:200])]
+
+
+def _is_splat(ir, a) -> bool:
+    try:
+        return _is(ir.DenseElementsAttr, a) and ir.DenseElementsAttr(a).is_splat
+    except TypeError:  # element types the bindings cannot cast (complex): report not-a-splat
+        return False
+
+
+def _build(module, label: str, parser: str, ir=None) -> Module:
+    if ir is None:
+        from jaxlib.mlir import ir
+    b = _Builder(ir)
+    funcs = []
+    for op in module.body.operations:
+        op = op.operation  # an OpView's .name is its symbol; the Operation's is the op name
+        if op.name == "func.func":
+            funcs.append(b.func(op))
+        else:  # module-level ops other than functions (rare): keep them in a pseudo-function
+            b.op(op, "<module>", None)
+    ops = tuple(b.ops)
+    if not funcs:
+        raise ParseError(f"{label}: MLIR module without any func.func", fix="give a StableHLO module")
+    foreign = sorted({o.dialect for o in ops} - STABLEHLO_DIALECTS - {"func", "check", ""})
+    if foreign and not any(o.dialect in STABLEHLO_DIALECTS for o in ops):
+        # An identity function (func ops only) is valid StableHLO; arith/linalg/tosa code is not.
+        raise ParseError(f"{label}: MLIR but not StableHLO (no stablehlo/chlo/mhlo op; dialects: "
+                         f"{', '.join(foreign)})",
+                         fix="give the StableHLO export of the model (jax.jit(...).lower(...).as_text())")
+    return Module(label, tuple(funcs), ops, tuple(b.values), parser)

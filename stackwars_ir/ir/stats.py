@@ -1,0 +1,80 @@
+"""Module statistics: op histograms by op and dialect, functions, arguments, parameter bytes, big tensors."""
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+
+from .model import Module
+
+STATS_FORMAT = 1
+
+
+@dataclass(frozen=True)
+class ModuleStats:
+    """What `stackwars-ir stats` shows for one module. Histograms count the entry function with
+    every func.call inlined (helpers such as JAX's @_take counted at their call sites)."""
+
+    source: str
+    parser: str
+    functions: tuple  # (name, visibility, op count as written)
+    ops_written: int  # ops in the file, each function once
+    ops_inlined: int
+    calls: int
+    by_op: tuple  # (op name, count), most frequent first
+    by_dialect: tuple
+    arguments: int
+    argument_bytes: int | None  # None when a dimension is dynamic
+    largest: tuple  # (tensor type text, what it is, bytes), largest first
+
+    def as_json(self) -> dict:
+        return {
+            "format": STATS_FORMAT, "source": self.source, "parser": self.parser,
+            "functions": [{"name": n, "visibility": v, "ops": c} for n, v, c in self.functions],
+            "ops_written": self.ops_written, "ops_inlined": self.ops_inlined, "calls": self.calls,
+            "histogram": dict(self.by_op), "dialects": dict(self.by_dialect),
+            "arguments": self.arguments, "argument_bytes": self.argument_bytes,
+            "largest_tensors": [{"type": t, "what": w, "bytes": b} for t, w, b in self.largest],
+        }
+
+
+def module_stats(module: Module, top: int = 5) -> ModuleStats:
+    hist = module.histogram(inlined=True)
+    dialects = Counter()
+    for name, n in hist.items():
+        dialects[name.split(".", 1)[0]] += n
+    entry = module.entry
+    arg_types = [module.values[v].type for v in entry.args]
+    sizes = [t.nbytes for t in arg_types]
+    return ModuleStats(
+        source=module.source, parser=module.parser,
+        functions=tuple((f.name, f.visibility, len(f.ops)) for f in module.funcs),
+        ops_written=sum(1 for o in module.ops if o.name not in ("func.return", "stablehlo.return")),
+        ops_inlined=sum(hist.values()),
+        calls=sum(1 for op, _ in module.inlined if op.name == "func.call"),
+        by_op=tuple(sorted(hist.items(), key=lambda kv: (-kv[1], kv[0]))),
+        by_dialect=tuple(sorted(dialects.items(), key=lambda kv: (-kv[1], kv[0]))),
+        arguments=len(entry.args),
+        argument_bytes=None if any(s is None for s in sizes) else sum(sizes),
+        largest=_largest(module, top),
+    )
+
+
+def _largest(module: Module, top: int) -> tuple:
+    seen = []
+    entry = module.entry
+    for i, vid in enumerate(entry.args):
+        v = module.values[vid]
+        seen.append((v.type, f"argument {i}" + (f" ({v.name})" if v.name else "")))
+    for op, _ in module.inlined:
+        for vid in op.results:
+            seen.append((module.values[vid].type, f"result of {op.name}"))
+    ranked = sorted(((t.nbytes or 0, str(t), what) for t, what in seen), key=lambda x: -x[0])
+    out, shown = [], set()
+    for size, text, what in ranked:
+        if (text, what) in shown:
+            continue
+        shown.add((text, what))
+        out.append((text, what, size))
+        if len(out) == top:
+            break
+    return tuple(out)

@@ -1,0 +1,71 @@
+"""The parse worker: a child process that parses files, so a crash in MLIR's native code kills only it.
+
+Protocol on stdin/stdout: length-prefixed pickles. Request: a file path (str) or
+("bytes", label, data). Reply: ("ok", [Module, ...]) or ("error", one-line message).
+"""
+from __future__ import annotations
+
+import pickle
+import struct
+import sys
+
+
+def send(stream, obj) -> None:
+    data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+    stream.write(struct.pack("<Q", len(data)))
+    stream.write(data)
+    stream.flush()
+
+
+def receive(stream):
+    head = stream.read(8)
+    if len(head) < 8:
+        raise EOFError
+    (n,) = struct.unpack("<Q", head)
+    data = stream.read(n)
+    if len(data) < n:
+        raise EOFError
+    return pickle.loads(data)
+
+
+def handle(request):
+    import os
+
+    from ..errors import StackwarsError
+    from .parse import parse_bytes
+
+    # Test seam: die like MLIR's native parser does on some malformed files (SIGSEGV, SIGFPE).
+    crash_on = os.environ.get("STACKWARS_IR_TEST_CRASH_ON")
+    if crash_on and str(request).endswith(crash_on):
+        os.kill(os.getpid(), 11)
+
+    try:
+        if isinstance(request, tuple):
+            _, label, data = request
+        else:
+            label = request
+            with open(request, "rb") as f:
+                data = f.read()
+        return ("ok", parse_bytes(data, label))
+    except StackwarsError as e:
+        return ("error", e.one_line())
+    except OSError as e:
+        return ("error", f"{request}: cannot read: {e.strerror}")
+    except Exception as e:  # a bug of ours: still one line, still not a crash of the caller
+        detail = " ".join(str(e).split())[:200]
+        return ("error", f"{label}: internal error while parsing: {type(e).__name__}: {detail}")
+
+
+def main() -> None:
+    stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
+    sys.stdout = sys.stderr  # nothing else may write into the reply stream
+    while True:
+        try:
+            request = receive(stdin)
+        except EOFError:
+            return
+        send(stdout, handle(request))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,1 @@
+"""Report: one report model rendered as text, JSON, Markdown and HTML."""

@@ -1,0 +1,39 @@
+"""Shared fixtures: the golden captures, the StableHLO corpus, and a CLI runner."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("PJRT_DEVICE", "CPU")
+os.environ.setdefault("JAX_PLATFORMS", "cpu")
+
+ROOT = Path(__file__).resolve().parents[1]
+CAPTURES = ROOT / "captures"
+CORPUS = ROOT.parent / "shared" / "corpus" / "stablehlo-testdata"
+
+
+@pytest.fixture(scope="session")
+def corpus() -> Path:
+    if not CORPUS.is_dir():
+        pytest.skip(f"StableHLO corpus not found at {CORPUS}")
+    return CORPUS
+
+
+def golden(model: str, stem: str, size: str = "tiny") -> Path:
+    return CAPTURES / f"{model}-{size}" / f"{stem}.mlir"
+
+
+@pytest.fixture
+def cli():
+    """Run the CLI in-process; returns (exit code, stdout, stderr)."""
+    from click.testing import CliRunner
+
+    from stackwars_ir.cli import main
+
+    def run(*args):
+        result = CliRunner().invoke(main, [str(a) for a in args])
+        return result.exit_code, result.stdout, result.stderr
+
+    return run

@@ -1,0 +1,131 @@
+"""Capture: every tiny adapter from JAX, torch_xla and torchax, parity-checked; goldens reproduce."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from conftest import CAPTURES, golden
+from stackwars_ir import models
+from stackwars_ir.capture import EXPORTERS, Request, run
+from stackwars_ir.capture.sanitize import absolute_paths
+from stackwars_ir.ir import load_one
+
+STEMS = ("jax", "torch-torch_xla", "torch-torchax")
+
+
+@pytest.fixture(scope="module")
+def fresh(tmp_path_factory):
+    """Every adapter captured anew, tiny, both frameworks and both exporters."""
+    out = tmp_path_factory.mktemp("captures")
+    return out, {m: run(Request(m, exporters=EXPORTERS), out) for m in models.ADAPTERS}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("model", models.ADAPTERS)
+def test_parity_within_tolerance(fresh, model):
+    _, results = fresh
+    parity = {p.stem: p for p in results[model].parity}
+    assert set(parity) == set(STEMS)
+    for p in parity.values():
+        assert p.ok and p.max_abs < 1e-3, p
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("model", models.ADAPTERS)
+@pytest.mark.parametrize("stem", STEMS)
+def test_capture_is_deterministic_and_matches_golden(fresh, model, stem):
+    out, _ = fresh
+    new, old = out / f"{model}-tiny" / f"{stem}.mlir", golden(model, stem)
+    assert new.read_text() == old.read_text(), f"{old} is stale: run `make captures`"
+    new_side, old_side = (json.loads(p.with_suffix(".json").read_text()) for p in (new, old))
+    new_side.pop("run"), old_side.pop("run")  # wall times and host: the only part that may differ
+    assert new_side == old_side
+
+
+@pytest.mark.parametrize("path", sorted(CAPTURES.glob("*/*")), ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_golden_has_no_absolute_path(path):
+    assert absolute_paths(path.read_text()) == []
+
+
+def test_gpt2_torch_xla_uses_batch_norm_training_and_jax_does_not():
+    torch_ops = load_one(golden("gpt2", "torch-torch_xla")).histogram()
+    jax_ops = load_one(golden("gpt2", "jax")).histogram()
+    # LayerNorm: 2 per layer (2 layers) + ln_f, as the study saw on the torch_xla path.
+    assert torch_ops["stablehlo.batch_norm_training"] == 5
+    assert jax_ops["stablehlo.batch_norm_training"] == 0
+    assert jax_ops["stablehlo.reduce"] > 0
+
+
+@pytest.mark.parametrize("model", models.ADAPTERS)
+@pytest.mark.parametrize("stem", STEMS)
+def test_sidecar_describes_every_argument(model, stem):
+    path = golden(model, stem)
+    side = json.loads(path.with_suffix(".json").read_text())
+    module = load_one(path)
+    assert len(side["arguments"]) == len(module.entry.args)
+    for arg, vid in zip(side["arguments"], module.entry.args):
+        assert tuple(arg["shape"]) == module.values[vid].type.shape
+    assert side["versions"]["jax"] == "0.10.2" and side["versions"]["torch"] == "2.9.0"
+    assert side["parity"]["ok"] is True
+    assert {"model", "config", "inputs", "exporter", "run"} <= set(side)
+
+
+def test_jax_capture_keeps_weights_as_arguments():
+    text = golden("gpt2", "jax").read_text()
+    side = json.loads(golden("gpt2", "jax").with_suffix(".json").read_text())
+    names = [a["name"] for a in side["arguments"] if a["kind"] == "parameter"]
+    assert "h.0.attn.c_attn.weight" in names and "wte.weight" in names
+    assert len(text) < 200_000  # weights inlined as constants would be megabytes
+
+
+@pytest.mark.parametrize("args, message", [
+    (["capture", "nosuchmodel"], "unknown model 'nosuchmodel'"),
+    (["capture", "gpt2", "--size", "huge"], "unknown size 'huge'"),
+    (["capture", "gpt2", "--framework", "tf"], "unknown framework 'tf'"),
+    (["capture", "gpt2", "--exporter", "onnx"], "unknown exporter 'onnx'"),
+    (["capture", "gpt2", "--attn", "sdpa"], "attention implementation 'sdpa' cannot be captured"),
+    (["capture", "gpt2", "--seq", "100000", "--framework", "jax"], "exceeds GPT-2 tiny's 128 positions"),
+])
+def test_bad_capture_requests_get_one_line_and_exit_2(cli, tmp_path, args, message):
+    code, out, err = cli(*args, "--out", tmp_path)
+    assert code == 2
+    assert message in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err
+    assert list(tmp_path.iterdir()) == []  # nothing written
+
+
+def test_existing_capture_is_refused_without_force(cli, tmp_path):
+    target = tmp_path / "gemm-tiny" / "jax.mlir"
+    target.parent.mkdir()
+    target.write_text("keep me")
+    code, _, err = cli("capture", "gemm", "--framework", "jax", "--out", tmp_path)
+    assert code == 2 and "already exists" in err and "--force" in err
+    assert target.read_text() == "keep me"
+    code, out, _ = cli("capture", "gemm", "--framework", "jax", "--out", tmp_path, "--force")
+    assert code == 0 and "parity jax" in out
+    assert "stablehlo.dot_general" in target.read_text()
+
+
+def test_missing_torch_xla_gives_install_hint(monkeypatch, cli, tmp_path):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "torch_xla.stablehlo", None)  # as if torch_xla were not installed
+    code, _, err = cli("capture", "gemm", "--framework", "torch", "--out", tmp_path)
+    assert code == 2 and "cannot import torch_xla" in err and "make setup" in err
+    assert list(tmp_path.rglob("*.mlir")) == []
+
+
+def test_atomic_write_leaves_nothing_behind_on_failure(tmp_path):
+    from stackwars_ir.capture.artifact import write_atomic
+
+
+    with pytest.raises(TypeError):
+        write_atomic(tmp_path / "x.mlir", 42)  # not text: the write fails half-way
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_models_command_lists_every_adapter(cli):
+    code, out, _ = cli("models")
+    assert code == 0
+    for name in models.ADAPTERS:
+        assert name in out
