@@ -1,0 +1,183 @@
+"""Parse: the real StableHLO corpus, our captures, every input form, and bad input."""
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+
+from conftest import golden
+from stackwars_ir.ir import Parser, load, load_one
+from stackwars_ir.ir.graph import op_graph
+from stackwars_ir.ir.locations import provenance, top_name
+from stackwars_ir.ir.stats import module_stats
+
+
+def test_corpus_parses_at_least_99_percent_and_never_crashes(corpus):
+    files = sorted(corpus.rglob("*.mlir"))
+    assert len(files) == 2839
+    results = load(files)
+    ok = [r for r in results if r.ok]
+    rate = len(ok) / len(files)
+    print(f"corpus parse rate: {len(ok)}/{len(files)} = {rate:.2%}")
+    assert rate >= 0.99
+    for r in results:
+        assert r.ok or (r.error.startswith(str(r.path)) and "internal error" not in r.error), r.error
+    parsers = Counter(m.parser for r in ok for m in r.modules)
+    assert parsers["iree"] > 0  # the !quant files went through IREE's bindings
+
+
+def test_quantized_split_file_gives_one_module_per_chunk(corpus):
+    path = corpus / "quantized" / "add_qi8.mlir"
+    result = load([path])[0]
+    assert result.ok, result.error
+    chunks = path.read_text().count("\n// -----\n") + 1
+    assert len(result.modules) == chunks
+    assert result.modules[1].source.endswith("#1")
+
+
+def test_dynamic_dimensions_are_none(corpus):
+    module = next(m for r in load(sorted((corpus / "dynamic").glob("*.mlir"))[:20]) for m in r.modules)
+    shapes = [module.values[v].type.shape for v in module.entry.args]
+    assert any(None in s for s in shapes)
+
+
+def test_regions_and_multi_results(corpus):
+    files = sorted(corpus.glob("argmax*.mlir"))[:3] + sorted(corpus.glob("sort*.mlir"))[:3]
+    modules = [m for r in load(files) for m in r.modules]
+    nested = [op for m in modules for op in m.ops if op.parent is not None]
+    assert nested, "reduce/sort bodies are walked"
+    multi = [op for m in modules for op in m.ops if len(op.results) > 1]
+    assert multi, "multi-result ops (%0:2) keep every result"
+
+
+def test_calls_are_inlined_at_their_call_site():
+    module = load_one(golden("gpt2", "jax"))
+    assert "_take" in module.func_by_name and module.call_graph["main"]
+    gathers = [(op, path) for op, path in module.inlined if op.name == "stablehlo.gather"]
+    assert {path for _, path in gathers} == {"wte", "wpe"}  # the call sites' scopes
+    assert all(op.func.startswith("_take") for op, _ in gathers)
+
+
+def test_provenance_from_jax_torchax_and_torch_xla():
+    for stem in ("jax", "torch-torchax", "torch-torch_xla"):
+        paths = {op.path for op in load_one(golden("gpt2", stem)).ops}
+        assert "h.1.attn.c_attn" in paths or "h.1.attn" in paths, stem
+        assert "h.0.mlp.c_fc" in paths, stem
+    types = {op.module_type for op in load_one(golden("gpt2", "torch-torch_xla")).ops}
+    assert {"Conv1D", "LayerNorm", "GPT2Attention"} <= types
+
+
+@pytest.mark.parametrize("loc, path", [
+    ('loc("jit(forward)/h.3/attn/c_attn/dot_general"("a.py":1:2))', "h.3.attn.c_attn"),
+    ('loc(callsite("jit(f)/SomeModule/h/3/attn/jit(_take)/gather"("a.py":1:2) at "b.py":3:4))',
+     "SomeModule.h.3.attn"),
+    ('loc("states[0]")', ""),
+    ('loc("a.py":1:2)', ""),
+    ("loc(unknown)", ""),
+    ('loc(fused["jit(f)/ln_f/add", "x"])', "ln_f"),
+])
+def test_location_to_module_path(loc, path):
+    assert provenance(top_name(loc))[0] == path
+
+
+def test_graph_edges_carry_shape_and_dtype():
+    module = load_one(golden("gpt2", "torch-torch_xla"))
+    g = op_graph(module)
+    assert g.number_of_nodes() == len(module.entry.args) + len(module.entry.ops) + len(module.entry.returns)
+    dots = [n for n, d in g.nodes(data=True) if d.get("name") == "stablehlo.dot_general"]
+    assert dots
+    for _, _, data in g.in_edges(dots[0], data=True):
+        assert data["dtype"] == "f32" and len(data["shape"]) >= 2
+    assert any(g.out_degree(("arg", i)) for i in range(len(module.entry.args)))
+
+
+def test_bytecode_parses_like_text(tmp_path):
+    from jax._src.interpreters import mlir as jmlir
+    from jaxlib.mlir import ir
+
+    text_path = golden("bert", "jax")
+    with jmlir.make_ir_context():
+        module = ir.Module.parse(text_path.read_text())
+        with open(tmp_path / "bert.mlirbc", "wb") as f:
+            module.operation.write_bytecode(f)
+    assert load_one(tmp_path / "bert.mlirbc").histogram() == load_one(text_path).histogram()
+
+
+def test_generic_form_parses_like_pretty(tmp_path):
+    from jax._src.interpreters import mlir as jmlir
+    from jaxlib.mlir import ir
+
+    text_path = golden("resnet50", "torch-torch_xla")
+    with jmlir.make_ir_context():
+        module = ir.Module.parse(text_path.read_text())
+        generic = module.operation.get_asm(print_generic_op_form=True)
+    assert '"stablehlo.convolution"' in generic
+    (tmp_path / "g.mlir").write_text(generic)
+    assert load_one(tmp_path / "g.mlir").histogram() == load_one(text_path).histogram()
+
+
+def test_unknown_dialect_ops_are_kept(tmp_path):
+    p = tmp_path / "u.mlir"
+    p.write_text('func.func @main(%a: tensor<2xf32>) -> tensor<2xf32> {\n'
+                 '  %0 = stablehlo.abs %a : tensor<2xf32>\n'
+                 '  %1 = "mydialect.magic"(%0) : (tensor<2xf32>) -> tensor<2xf32>\n'
+                 '  return %1 : tensor<2xf32>\n}\n')
+    assert load_one(p).histogram() == Counter({"stablehlo.abs": 1, "mydialect.magic": 1})
+
+
+def test_a_crashing_parser_does_not_take_the_caller_down(monkeypatch, tmp_path):
+    good = golden("gemm", "jax")
+    bad = tmp_path / "crasher.mlir"
+    bad.write_text(good.read_text())
+    monkeypatch.setenv("STACKWARS_IR_TEST_CRASH_ON", "crasher.mlir")
+    with Parser() as parser:
+        first = parser.parse(bad)
+        second = parser.parse(good)  # a fresh worker takes over
+    assert not first.ok and "crashed" in first.error and "SIGSEGV" in first.error
+    assert second.ok
+
+
+def test_stats_of_a_capture():
+    s = module_stats(load_one(golden("gpt2", "jax")))
+    assert s.calls > 0 and s.ops_inlined > s.ops_written - 50
+    assert dict(s.by_op)["stablehlo.dot_general"] > 0
+    assert s.argument_bytes > 0 and s.largest[0][2] >= s.largest[-1][2]
+
+
+BAD = {
+    "missing.mlir": None,
+    "empty.mlir": b"",
+    "binary.mlir": b"\x7fELF\x02\x01\x01\x00" + bytes(range(256)),
+    "words.mlir": b"hello world\n",
+    "truncated.mlir": b"func.func @main(%a: tensor<2x",
+    "arith.mlir": b"func.func @f(%a: f32) -> f32 {\n  %0 = arith.addf %a, %a : f32\n  return %0 : f32\n}\n",
+}
+
+
+@pytest.mark.parametrize("name", sorted(BAD))
+def test_bad_input_gets_one_line_and_exit_2(cli, tmp_path, name):
+    path = tmp_path / name
+    if BAD[name] is not None:
+        path.write_bytes(BAD[name])
+    code, out, err = cli("stats", path)
+    assert code == 2 and out == ""
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and str(path) in lines[0] and "Traceback" not in err
+
+
+def test_error_names_file_line_and_column(cli, tmp_path):
+    path = tmp_path / "t.mlir"
+    path.write_text("func.func @main(%a: tensor<2xf32>) -> tensor<2xf32> {\n  %0 = stablehlo.abs %b : tensor<2xf32>\n"
+                    "  return %0 : tensor<2xf32>\n}\n")
+    code, _, err = cli("stats", path)
+    assert code == 2 and f"{path}:2:" in err
+
+
+def test_stats_json(cli):
+    import json
+
+    code, out, _ = cli("stats", "--json", golden("gpt2", "jax"), golden("gpt2", "torch-torch_xla"))
+    assert code == 0
+    data = json.loads(out)
+    assert [m["source"].split("/")[-1] for m in data["modules"]] == ["jax.mlir", "torch-torch_xla.mlir"]
+    assert data["modules"][1]["histogram"]["stablehlo.batch_norm_training"] == 5
