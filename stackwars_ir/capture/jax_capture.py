@@ -8,6 +8,7 @@ import numpy as np
 from ..progress import Stages
 from ..errors import CaptureError
 from .artifact import Argument, Capture
+from .lowering import lower_text
 
 
 def _leaf_name(path) -> str:
@@ -45,9 +46,7 @@ def capture_jax(adapter: ModuleType, size: str, weights: dict[str, np.ndarray],
 
     args = list(jax_inputs(inputs).values())
     with stages.stage("jax.jit lower"):
-        # keep_unused: the argument list must match the parameter list one to one.
-        lowered = jax.jit(forward, keep_unused=True).lower(state, *args)
-        text = lowered.as_text(debug_info=True)
+        text = lower_text(forward, state, *args)
     leaves = jax.tree_util.tree_flatten_with_path(state)[0]
     arguments = [Argument(i, "parameter", _leaf_name(p), tuple(v.shape), str(v.dtype))
                  for i, (p, v) in enumerate(leaves)]

@@ -8,6 +8,7 @@ import numpy as np
 from ..errors import CaptureError, MissingExtra
 from ..progress import Stages
 from .artifact import Argument, Capture
+from .lowering import lower_text
 
 EXPORTERS = ("torch_xla", "torchax")
 
@@ -96,10 +97,11 @@ def capture_torchax(ep, inputs: dict[str, np.ndarray], stages: Stages) -> Captur
         try:
             names, states, func = _torchax_function(ep, tx_export)
             # torch's int64 stays int64, as in torch_xla captures
-            with jax.enable_x64(_needs_x64(inputs)):
+            wide = _needs_x64(inputs)
+            with jax.enable_x64(wide):
                 states = torchax.default_env().t2j_copy(states)
                 args = [jax.numpy.asarray(v) for v in inputs.values()]
-                text = jax.jit(func, keep_unused=True).lower(states, args).as_text(debug_info=True)
+            text = lower_text(func, states, args, x64=wide)
         except Exception as e:
             raise CaptureError(f"torchax export failed: {type(e).__name__}: {str(e).splitlines()[0]}") from e
     kinds = {s.target: _spec_kind(s) for s in ep.graph_signature.input_specs if s.target}
