@@ -60,9 +60,11 @@ class Bottleneck(Scoped):
         import jax
 
         with self.scoped():
-            residual = self.shortcut(x) if self.shortcut is not None else x
+            residual = x
             for conv in self.layer:
                 x = conv(x)
+            if self.shortcut is not None:  # after the main path, in transformers' order
+                residual = self.shortcut(residual)
             return jax.nn.relu(x + residual)
 
 
