@@ -1,0 +1,419 @@
+"""Segmentation: cut a module's ops into semantic blocks (embedding, norm, attention, MLP, conv, ...).
+
+Two sources of evidence. Provenance: an op's module path (`h.3.attn.c_attn`) names its layer
+(the numbers in it) and its role (the words in it). Structure, for files without locations:
+anchor ops (gather from a weight table, batch_norm/rsqrt, exponential, tanh/erf/logistic,
+convolution, reduce_window, dot_general) claim the ops nearest to them in the dataflow graph,
+and layers are counted by attention (or, failing that, by the anchors in program order).
+"""
+from __future__ import annotations
+
+import re
+from collections import Counter, defaultdict, deque
+from dataclasses import dataclass, field
+
+from ..ir.model import Module, Op
+
+ROLES = ("embedding", "norm", "attention", "mlp", "residual", "conv", "batchnorm", "pool", "head", "other")
+# Roles whose blocks align layer by layer; the others align by their order in the program.
+LAYERED = ("norm", "attention", "mlp", "residual")
+
+
+@dataclass(frozen=True)
+class Block:
+    """A run of ops that implement one component, e.g. layer 3's attention."""
+
+    role: str
+    layer: tuple  # layer numbers (GPT-2 h.3 -> (3,)); () at the top level
+    ordinal: int  # k-th block of this role in this layer (ln_1 -> 0, ln_2 -> 1)
+    name: str  # module path, or a made-up name in structural mode ("layer 3 attention")
+    ops: tuple = field(repr=False)  # (Op, path) in program order
+
+    @property
+    def key(self) -> tuple:
+        return (self.layer, self.role, self.ordinal)
+
+    @property
+    def label(self) -> str:
+        where = ".".join(map(str, self.layer))
+        return f"{self.role}[{where}]#{self.ordinal}" if where else f"{self.role}#{self.ordinal}"
+
+    def histogram(self) -> Counter:
+        return Counter(op.name for op, _ in self.ops if not op.name.endswith("return"))
+
+
+@dataclass(frozen=True)
+class Segmentation:
+    """A module cut into blocks; `mode` says which evidence was used."""
+
+    module: Module = field(repr=False)
+    mode: str  # "provenance" | "structure"
+    blocks: tuple
+    coverage: float  # share of ops whose location names a module path
+
+    def by_role(self, role: str) -> list:
+        return [b for b in self.blocks if b.role == role]
+
+
+def segment(module: Module, mode: str = "auto") -> Segmentation:
+    """Blocks of the entry function (calls inlined). mode: auto, provenance or structure."""
+    items = [(op, path) for op, path in module.inlined if not op.name.endswith("return")]
+    top = [(op, path) for op, path in items if op.parent is None or op.func != module.entry.name]
+    with_path = sum(1 for _, p in top if p)
+    coverage = with_path / len(top) if top else 0.0
+    use = mode if mode != "auto" else ("provenance" if coverage >= 0.5 else "structure")
+    if use == "provenance":
+        blocks = _by_provenance(items)
+    else:
+        blocks = _by_structure(module, items)
+    blocks = _embeddings_by_size(module, blocks)
+    return Segmentation(module, use, tuple(blocks), round(coverage, 4))
+
+
+def _embeddings_by_size(module: Module, blocks: list) -> list:
+    """Number embedding blocks by table size, largest first (token, position, token type), so
+    they pair up whatever order an exporter printed them in."""
+    def table(b: Block) -> int:
+        sizes = [module.values[op.operands[0]].type.numel or 0 for op, _ in b.ops
+                 if op.name in ("stablehlo.gather", "func.call") and op.operands]
+        return max(sizes, default=0)
+
+    emb = sorted((b for b in blocks if b.role == "embedding" and not b.layer), key=lambda b: (-table(b), b.ordinal))
+    renumber = {id(b): i for i, b in enumerate(emb)}
+    return [Block(b.role, b.layer, renumber[id(b)], b.name, b.ops) if id(b) in renumber else b for b in blocks]
+
+
+# ---- provenance --------------------------------------------------------------------------
+
+_NUMBER = re.compile(r"^(?:[A-Za-z_]*?_)?(\d+)$")  # "3", "h_3", "layers_12"
+
+
+def _role_of(word: str) -> str | None:
+    w = word.lower()
+    if w in ("bn", "batchnorm", "batch_norm", "normalization") or w.startswith("batchnorm"):
+        return "batchnorm"
+    if "norm" in w or w in ("ln", "ln_1", "ln_2", "ln_f") or re.fullmatch(r"ln_?\w*", w):
+        return "norm"
+    if ("embed" in w and w != "embedder") or w in ("wte", "wpe", "tok_embeddings"):
+        return "embedding"
+    if "attn" in w or "attention" in w or w in (
+            "self", "query", "key", "value", "q_proj", "k_proj", "v_proj", "o_proj", "out_proj", "qkv"):
+        return "attention"
+    if w in ("mlp", "ffn", "feed_forward", "feedforward", "intermediate", "c_fc", "fc1", "fc2", "fc_in",
+             "fc_out", "up_proj", "down_proj", "gate_proj", "wi", "wo", "act"):
+        return "mlp"
+    if "conv" in w:
+        return "conv"
+    if "pool" in w:
+        return "pool"
+    if w in ("lm_head", "head", "classifier", "score"):
+        return "head"
+    return None
+
+
+def classify(path: str) -> tuple[tuple, str, str]:
+    """(layer numbers, role, instance path) of a module path."""
+    if not path:
+        return (), "other", ""
+    parts = path.split(".")
+    numbers = [(i, int(m.group(1))) for i, p in enumerate(parts) if (m := _NUMBER.match(p))]
+    role, at = None, -1
+    for i in range(len(parts) - 1, -1, -1):  # the innermost word that names a role wins
+        role = _role_of(parts[i])
+        if role:
+            at = i
+            break
+    if role is None:
+        if "output" in parts[numbers[-1][0] + 1:] if numbers else False:
+            role, at = "mlp", parts.index("output", numbers[-1][0] + 1)  # BERT's layer.N.output
+        elif numbers:
+            return tuple(n for _, n in numbers), "residual", ".".join(parts[:numbers[-1][0] + 1])
+        else:
+            return (), "other", path
+    layer = tuple(n for i, n in numbers if i < at)
+    if role in ("attention", "mlp"):  # one block per layer: widen to the outermost such word
+        while at > 0 and (_role_of(parts[at - 1]) == role or parts[at - 1] in ("output",)):
+            at -= 1
+    return layer, role, ".".join(parts[:at + 1])
+
+
+def _fill_paths(items: list) -> list:
+    """Ops without a path (constants, helper bodies) take the path of their users when those
+    agree on the block; an op feeding several layers (a shared mask, say) stays unattributed."""
+    users: dict = defaultdict(set)
+    out = list(items)
+    for i in range(len(out) - 1, -1, -1):
+        op, path = out[i]
+        if not path:
+            found = {p for vid in op.results for p in users.get(vid, ())}
+            blocks = {classify(p)[:2] for p in found}
+            if len(blocks) == 1:
+                path = min(found)
+            out[i] = (op, path)
+        if path:
+            for vid in op.operands:
+                users[vid].add(path)
+    return out
+
+
+def _by_provenance(items: list) -> list[Block]:
+    items = _fill_paths(items)
+    groups: dict = {}
+    order: list = []
+    instances: dict = defaultdict(list)
+    for op, path in items:
+        layer, role, instance = classify(path)
+        if role in ("attention", "mlp", "residual"):
+            instance = f"{layer}:{role}"
+        seen = instances[(layer, role)]
+        if instance not in seen:
+            seen.append(instance)
+        key = (layer, role, seen.index(instance))
+        if key not in groups:
+            groups[key] = (instance, [])
+            order.append(key)
+        groups[key][1].append((op, path))
+    blocks = []
+    for key in order:
+        instance, ops = groups[key]
+        name = ops[0][1] if key[1] in ("attention", "mlp", "residual") else instance
+        if key[1] in ("attention", "mlp", "residual") and ops:
+            name = _common_prefix([p for _, p in ops]) or name
+        blocks.append(Block(key[1], key[0], key[2], name, tuple(ops)))
+    return blocks
+
+
+def _common_prefix(paths: list) -> str:
+    split = [p.split(".") for p in paths if p]
+    if not split:
+        return ""
+    first = split[0]
+    n = len(first)
+    for s in split[1:]:
+        n = min(n, len(s))
+        for i in range(n):
+            if s[i] != first[i]:
+                n = i
+                break
+    return ".".join(first[:n])
+
+
+# ---- structure ---------------------------------------------------------------------------
+
+_ACTIVATIONS = {"stablehlo.tanh", "stablehlo.erf", "chlo.erf", "stablehlo.logistic"}
+_NORMS = {"stablehlo.batch_norm_training", "stablehlo.batch_norm_inference", "stablehlo.rsqrt"}
+
+
+def _anchor_kind(module: Module, op: Op) -> str | None:
+    n = op.name
+    if n in _NORMS:
+        return "norm"
+    if n == "stablehlo.exponential":
+        return "softmax"
+    if n in _ACTIVATIONS:
+        return "act"
+    if n == "stablehlo.convolution":
+        return "conv"
+    if n == "stablehlo.reduce_window" and op.operands and module.values[op.operands[0]].type.rank == 4:
+        return "pool"
+    if n == "stablehlo.dot_general":
+        return "dot"
+    if n in ("stablehlo.gather", "func.call") and op.operands and _is_table(module, op.operands[0]):
+        if n == "stablehlo.gather" or _calls_gather(module, op.attr("callee")):
+            return "embed"
+    return None
+
+
+def _is_table(module: Module, vid: int) -> bool:
+    """A float matrix passed in as an argument: an embedding table (not an index buffer)."""
+    v = module.values[vid]
+    return v.producer is None and v.type.rank == 2 and v.type.dtype.startswith(("f", "bf"))
+
+
+def _calls_gather(module: Module, callee: str) -> bool:
+    f = module.func_by_name.get(callee)
+    return bool(f) and any(module.ops[i].name == "stablehlo.gather" for i in f.ops)
+
+
+def _by_structure(module: Module, items: list) -> list[Block]:
+    """Nearest-anchor clustering on the dataflow graph of the entry function's top-level ops."""
+    entry = module.entry.name
+    top = [op for op, _ in items if op.func == entry and op.parent is None]
+    nested: dict = defaultdict(list)  # region ops and callee ops travel with their top-level op
+    for op, path in items:
+        if not (op.func == entry and op.parent is None):
+            nested[_owner(module, op, entry)].append((op, path))
+    index = {op.id: i for i, op in enumerate(top)}
+    producer = {}
+    for op in top:
+        for vid in op.results:
+            producer[vid] = op.id
+    neighbours: dict = defaultdict(list)
+    for op in top:
+        for vid in op.operands:
+            src = producer.get(vid)
+            if src is not None:
+                neighbours[op.id].append(src)
+                neighbours[src].append(op.id)
+    kinds = {op.id: k for op in top if (k := _anchor_kind(module, op))}
+    owner = _nearest(list(kinds), neighbours, index)
+    roles = _anchor_roles(top, kinds, neighbours, producer, module)
+    groups: dict = defaultdict(list)
+    for op in top:
+        a = owner.get(op.id)
+        groups[roles[a] if a is not None else ((), "other", 0)].append(op)
+    blocks = []
+    for key in sorted(groups, key=lambda k: min(index[o.id] for o in groups[k])):
+        ops = sorted(groups[key], key=lambda o: index[o.id])
+        full = []
+        for o in ops:
+            full.append((o, o.path))
+            full.extend(nested.get(o.id, []))
+        layer, role, ordinal = key
+        where = f"layer {'.'.join(map(str, layer))} " if layer else ""
+        blocks.append(Block(role, layer, ordinal, f"{where}{role} #{ordinal}".strip(), tuple(full)))
+    return blocks
+
+
+def _owner(module: Module, op: Op, entry: str) -> int:
+    """The top-level op of the entry function that holds `op` (through regions and calls)."""
+    while op.parent is not None:
+        op = module.ops[op.parent]
+    if op.func == entry:
+        return op.id
+    for caller in module.ops:  # callee bodies belong to their (first) call site
+        if caller.name == "func.call" and caller.attr("callee") == op.func:
+            return _owner(module, caller, entry)
+    return -1
+
+
+def _nearest(anchors: list, neighbours: dict, index: dict) -> dict:
+    """Multi-source BFS: each op goes to the closest anchor (ties: the earlier anchor)."""
+    owner = {a: a for a in anchors}
+    frontier = deque(sorted(anchors, key=lambda a: index[a]))
+    while frontier:
+        node = frontier.popleft()
+        for nxt in neighbours.get(node, ()):
+            if nxt not in owner:
+                owner[nxt] = owner[node]
+                frontier.append(nxt)
+    return owner
+
+
+def _anchor_roles(top, kinds, neighbours, producer, module) -> dict:
+    """(layer, role, ordinal) of every anchor, from dataflow rather than print order.
+
+    Layer of a softmax = the number of softmaxes upstream of it; the dot_generals next to it
+    are its attention. An activation or other dot_general belongs to the MLP of the layer
+    whose attention feeds it. A norm belongs to the layer of the first attention or MLP it
+    feeds (pre-LN's ln_1 and ln_2 alike); one that feeds neither is the final norm.
+    """
+    order = [op for op in top if op.id in kinds]
+    depth: dict = {}  # softmaxes upstream, including the op itself
+    for op in top:
+        d = 0
+        for vid in op.operands:
+            src = producer.get(vid)
+            if src is not None:
+                d = max(d, depth.get(src, 0))
+        depth[op.id] = d + (1 if kinds.get(op.id) == "softmax" else 0)
+    softmaxes = [op.id for op in order if kinds[op.id] == "softmax"]
+    attention_of = {s: depth[s] - 1 for s in softmaxes}
+    users = _users(top, producer)
+    parents = _parents(top, producer)
+    for s in softmaxes:
+        for dot in _attention_dots(s, kinds, users, parents):
+            attention_of.setdefault(dot, depth[s] - 1)
+    layered = bool(softmaxes)
+    roles: dict = {}
+    counts: Counter = Counter()
+    norms = []
+    for op in order:
+        kind = kinds[op.id]
+        if op.id in attention_of:
+            roles[op.id] = ((attention_of[op.id],), "attention", 0)
+        elif kind in ("act", "dot") and layered:
+            roles[op.id] = ((max(depth[op.id] - 1, 0),), "mlp", 0)
+        elif kind == "norm" and layered:
+            norms.append(op)
+        elif kind == "norm":
+            roles[op.id] = _numbered((), "batchnorm", counts)
+        elif kind in ("act", "dot"):
+            roles[op.id] = _numbered((), "mlp", counts)
+        else:
+            roles[op.id] = _numbered((), {"embed": "embedding"}.get(kind, kind), counts)
+    for op in norms:
+        fed = _first_fed(op.id, users, roles, kinds)
+        roles[op.id] = _numbered(fed[0] if fed else (), "norm", counts)
+    return roles
+
+
+def _users(top, producer) -> dict:
+    out: dict = defaultdict(list)
+    for op in top:
+        for vid in op.operands:
+            src = producer.get(vid)
+            if src is not None:
+                out[src].append(op.id)
+    return out
+
+
+def _first_fed(start: int, users: dict, roles: dict, kinds: dict):
+    """The role of the first attention or MLP anchor downstream of `start` (breadth first)."""
+    seen, frontier = {start}, deque([start])
+    while frontier:
+        node = frontier.popleft()
+        for nxt in users.get(node, ()):
+            if nxt in seen:
+                continue
+            seen.add(nxt)
+            role = roles.get(nxt)
+            if role and role[1] in ("attention", "mlp"):
+                return role
+            frontier.append(nxt)
+    return None
+
+
+def _numbered(layer: tuple, role: str, counts: Counter) -> tuple:
+    key = (layer, role)
+    n = counts[key]
+    counts[key] += 1
+    return (layer, role, n)
+
+
+def _parents(top, producer) -> dict:
+    out: dict = defaultdict(list)
+    for op in top:
+        for vid in op.operands:
+            src = producer.get(vid)
+            if src is not None:
+                out[op.id].append(src)
+    return out
+
+
+def _first_dots(starts, edges: dict, kinds: dict) -> set:
+    """The first dot_generals met walking `edges` (users or producers) from `starts`."""
+    found, seen = set(), set(starts)
+    frontier = deque(starts)
+    while frontier:
+        node = frontier.popleft()
+        for nxt in edges.get(node, ()):
+            if nxt in seen:
+                continue
+            seen.add(nxt)
+            if kinds.get(nxt) == "dot":
+                found.add(nxt)
+            elif kinds.get(nxt) not in ("softmax", "norm", "act", "embed"):
+                frontier.append(nxt)
+    return found
+
+
+def _attention_dots(softmax: int, kinds: dict, users: dict, parents: dict) -> set:
+    """Scores and context dot_generals around a softmax, the projections feeding them (q, k, v)
+    and the one the context feeds (output projection). Directed walks only, so a mask shared
+    by every layer does not pull one layer's dots into another's attention."""
+    scores = _first_dots([softmax], parents, kinds)
+    context = _first_dots([softmax], users, kinds)
+    inputs = _first_dots(list(scores | context), parents, kinds) - scores
+    output = _first_dots(list(context), users, kinds)
+    return scores | context | inputs | output
