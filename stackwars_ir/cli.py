@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from . import __version__
-from .errors import EXIT_BAD_INPUT, StackwarsError
+from .errors import EXIT_BAD_INPUT, EXIT_DIFFERENT, StackwarsError
 
 
 class Group(click.Group):
@@ -93,3 +93,29 @@ def stats_cmd(files, as_json, top):
     if len(files) > 1:
         click.echo(f"parsed {len(files) - len(failed)} of {len(files)} files", err=True)
     sys.exit(EXIT_BAD_INPUT if failed else 0)
+
+
+@main.command("diff")
+@click.argument("file_a", type=click.Path(path_type=Path))
+@click.argument("file_b", type=click.Path(path_type=Path))
+@click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path), help="Write JSON here.")
+@click.option("--markdown", "md_path", type=click.Path(dir_okay=False, path_type=Path),
+              help="Write Markdown here.")
+@click.option("--html", "html_path", type=click.Path(dir_okay=False, path_type=Path),
+              help="Write the HTML report here.")
+@click.option("--mode", type=click.Choice(["auto", "provenance", "structure"]), default="auto", show_default=True,
+              help="Segment by locations (provenance), by dataflow (structure), or pick per file.")
+@click.option("--excerpts/--no-excerpts", default=False, help="Print each block's IR side by side.")
+def diff_cmd(file_a, file_b, json_path, md_path, html_path, mode, excerpts):
+    """Align FILE_A and FILE_B block by block and name what differs.
+
+    Exit code 0: nothing differs; 1: something differs; 2: bad input.
+    """
+    from .diff import diff_files
+    from .report import write_outputs
+    from .report.text import diff_text
+
+    report = diff_files(file_a, file_b, mode)
+    click.echo(diff_text(report, excerpts=excerpts))
+    write_outputs(report, json_path=json_path, md_path=md_path, html_path=html_path)
+    sys.exit(EXIT_DIFFERENT if report.differs else 0)

@@ -23,3 +23,62 @@ def stats_text(s: ModuleStats, top: int = 15) -> str:
         "",
     ]
     return "\n".join(lines)
+
+
+def diff_text(report, excerpts: bool = False) -> str:
+    """The diff as terminal text: inputs, the study's three findings, the block table, extras."""
+    from ..diff import excerpt
+
+    a, b, al = report.a, report.b, report.alignment
+    out = [
+        f"A = {a.module.source}  ({a.segmentation.mode}, {sum(a.histogram.values())} ops, "
+        f"{len(a.segmentation.blocks)} blocks)",
+        f"B = {b.module.source}  ({b.segmentation.mode}, {sum(b.histogram.values())} ops, "
+        f"{len(b.segmentation.blocks)} blocks)",
+        f"aligned {len(al.pairs)} block pairs by {al.method}; unmatched: {len(al.only_a)} in A, {len(al.only_b)} in B",
+        "",
+    ]
+    if report.summary:
+        out.append("findings:")
+        out += [f"  {topic:13} {text}" for topic, text in report.summary]
+        out.append("")
+    rows = [[d.label, d.a.name, sum(d.facts_a.histogram.values()), sum(d.facts_b.histogram.values()),
+             _delta_text(d.delta)] for d in report.blocks]
+    out.append(table(["block", "A name", "A ops", "B ops", "op delta (A - B)"], rows, right={2, 3}))
+    details = [(d.label, f) for d in report.blocks for f in d.findings]
+    if details:
+        out += ["", "per block:"]
+        out += [f"  {label:18} {f}" for label, f in details]
+    for side, blocks in (("A", al.only_a), ("B", al.only_b)):
+        if blocks:
+            out += ["", f"only in {side}: " + ", ".join(f"{blk.label} ({blk.name}, {len(blk.ops)} ops)" for blk in blocks)]
+    if excerpts:
+        for d in report.blocks:
+            out += ["", f"--- {d.label}", *_side_by_side(excerpt(a.module, d.a), excerpt(b.module, d.b))]
+    hist = _delta_text(_total_delta(a.histogram, b.histogram), limit=12)
+    out += ["", f"whole module op delta (A - B): {hist or 'none'}"]
+    return "\n".join(out)
+
+
+def _total_delta(ha, hb):
+    from collections import Counter
+
+    d = Counter(ha)
+    d.subtract(hb)
+    return Counter({k: v for k, v in d.items() if v})
+
+
+def _delta_text(delta, limit: int = 4) -> str:
+    items = sorted(delta.items(), key=lambda kv: (-abs(kv[1]), kv[0]))
+    text = ", ".join(f"{k.split('.', 1)[-1]} {v:+d}" for k, v in items[:limit])
+    return text + (f", ... ({len(items) - limit} more)" if len(items) > limit else "")
+
+
+def _side_by_side(left: list, right: list, width: int = 70) -> list:
+    rows = []
+    for i in range(max(len(left), len(right))):
+        lft = left[i] if i < len(left) else ""
+        rgt = right[i] if i < len(right) else ""
+        lft = lft if len(lft) <= width else lft[:width - 3] + "..."
+        rows.append(f"{lft:<{width}} | {rgt}")
+    return rows
