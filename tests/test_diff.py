@@ -1,0 +1,181 @@
+"""Diff: alignment of JAX and PyTorch captures, the study's findings, structural mode, bad input."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from conftest import golden
+from stackwars_ir.diff import diff_files, diff_modules
+from stackwars_ir.diff.blocks import classify, segment
+from stackwars_ir.ir import load_one
+
+PAIRS = [(m, e) for m in ("gpt2", "bert", "resnet50") for e in ("torch-torch_xla", "torch-torchax")]
+
+
+def _layers(report, role):
+    return sorted({d.a.layer for d in report.blocks if d.a.role == role})
+
+
+@pytest.mark.parametrize("model, stem", PAIRS)
+def test_every_layer_aligns(model, stem):
+    report = diff_files(golden(model, "jax"), golden(model, stem))
+    assert report.alignment.method == "key"
+    if model == "resnet50":
+        convs = [d for d in report.blocks if d.a.role == "conv"]
+        assert len(convs) == 9 and all(d.a.name == d.b.name for d in convs)
+        return
+    for role in ("attention", "mlp"):
+        assert _layers(report, role) == [(0,), (1,)], role
+    norms = [d for d in report.blocks if d.a.role == "norm" and d.a.layer]
+    assert len(norms) == 4  # two per layer: ln_1/ln_2 (GPT-2), attention.output/output LayerNorm (BERT)
+    assert all(d.a.name == d.b.name for d in norms)
+    assert not [b for b in report.alignment.only_a if b.role in ("attention", "mlp", "norm")]
+    assert not [b for b in report.alignment.only_b if b.role in ("attention", "mlp", "norm")]
+
+
+def test_the_study_findings_come_out_by_themselves():
+    report = diff_files(golden("gpt2", "jax"), golden("gpt2", "torch-torch_xla"))
+    summary = dict(report.summary)
+    assert "jax spelled out (reduce/rsqrt) x5" in summary["normalization"]
+    assert "torch-torch_xla batch_norm_training x5" in summary["normalization"]
+    assert "jax: 0 of 12 dot_general take a flattened input" in summary["flattening"]
+    assert "[2,16,64] -> [32,64]" in summary["flattening"]
+    assert "jax: iota positions; lookup via @_take" in summary["embedding"]
+    assert "torch-torch_xla: constant index table" in summary["embedding"] and "i64->ui32" in summary["embedding"]
+
+
+def _strip_locations(src, dst):
+    from jax._src.interpreters import mlir as jmlir
+    from jaxlib.mlir import ir
+
+    with jmlir.make_ir_context():
+        dst.write_text(ir.Module.parse(src.read_text()).operation.get_asm(enable_debug_info=False))
+    return dst
+
+
+@pytest.mark.parametrize("stem", ["torch-torch_xla", "torch-torchax"])
+def test_structural_mode_aligns_the_same_layers_without_locations(tmp_path, stem):
+    a = _strip_locations(golden("gpt2", "jax"), tmp_path / "jax.mlir")
+    b = _strip_locations(golden("gpt2", stem), tmp_path / "torch.mlir")
+    assert "loc(" not in a.read_text()
+    stripped = diff_files(a, b)
+    assert stripped.a.segmentation.mode == stripped.b.segmentation.mode == "structure"
+    for role in ("attention", "mlp"):
+        assert _layers(stripped, role) == [(0,), (1,)]
+    norms = sorted(d.a.key for d in stripped.blocks if d.a.role == "norm")
+    assert norms == [((), "norm", 0), ((0,), "norm", 0), ((0,), "norm", 1), ((1,), "norm", 0), ((1,), "norm", 1)]
+    with_locs = dict(diff_files(golden("gpt2", "jax"), golden("gpt2", stem)).summary)["flattening"]
+    assert dict(stripped.summary)["flattening"].split(":", 1)[1] == with_locs.split(":", 1)[1].replace(stem, "torch")
+
+
+def test_one_side_with_locations_and_one_without(tmp_path):
+    b = _strip_locations(golden("gpt2", "torch-torch_xla"), tmp_path / "torch.mlir")
+    report = diff_files(golden("gpt2", "jax"), b)
+    assert report.a.segmentation.mode == "provenance" and report.b.segmentation.mode == "structure"
+    for role in ("attention", "mlp"):
+        assert _layers(report, role) == [(0,), (1,)]
+
+
+def test_foreign_jax_code_with_its_own_naming_aligns(tmp_path):
+    """A GPT-2 written here in plain jax.numpy, Flax-linen-style scopes (`blocks_0/self_attn`)."""
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+
+    side = json.loads(golden("gpt2", "torch-torch_xla").with_suffix(".json").read_text())
+    cfg = side["config"]
+    d, heads, layers = cfg["n_embd"], cfg["n_head"], cfg["n_layer"]
+    rng = np.random.default_rng(0)
+
+    def norm(x, g, b):
+        m = x.mean(-1, keepdims=True)
+        return (x - m) / jnp.sqrt(((x - m) ** 2).mean(-1, keepdims=True) + 1e-5) * g + b
+
+    def model(p, ids):
+        with jax.named_scope("Transformer"):
+            with jax.named_scope("token_embed"):
+                x = p["tok"][ids]
+            with jax.named_scope("pos_embed"):
+                x = x + p["pos"][jnp.arange(ids.shape[1])]
+            for i in range(layers):
+                with jax.named_scope(f"blocks_{i}"):
+                    with jax.named_scope("pre_attn_norm"):
+                        h = norm(x, p["g"], p["b"])
+                    with jax.named_scope("self_attn"):
+                        q, k, v = jnp.split(h @ p["wqkv"], 3, -1)
+                        split = lambda t: t.reshape(t.shape[0], t.shape[1], heads, -1).transpose(0, 2, 1, 3)
+                        s = split(q) @ split(k).transpose(0, 1, 3, 2) / np.sqrt(d // heads)
+                        o = (jax.nn.softmax(s, -1) @ split(v)).transpose(0, 2, 1, 3).reshape(h.shape)
+                        x = x + o @ p["wo"]
+                    with jax.named_scope("pre_mlp_norm"):
+                        h = norm(x, p["g"], p["b"])
+                    with jax.named_scope("feed_forward"):
+                        x = x + jax.nn.gelu(h @ p["w1"]) @ p["w2"]
+            with jax.named_scope("final_norm"):
+                return norm(x, p["g"], p["b"])
+
+    f32 = lambda *s: rng.standard_normal(s).astype(np.float32)
+    params = {"tok": f32(cfg["vocab_size"], d), "pos": f32(64, d), "g": f32(d), "b": f32(d),
+              "wqkv": f32(d, 3 * d), "wo": f32(d, d), "w1": f32(d, 4 * d), "w2": f32(4 * d, d)}
+    text = jax.jit(model).lower(params, np.zeros((2, 16), np.int32)).as_text(debug_info=True)
+    (tmp_path / "foreign.mlir").write_text(text)
+    report = diff_files(tmp_path / "foreign.mlir", golden("gpt2", "torch-torch_xla"))
+    for role in ("attention", "mlp"):
+        assert _layers(report, role) == [(0,), (1,)]
+    assert len([x for x in report.blocks if x.a.role == "norm"]) == 5
+    assert len([x for x in report.blocks if x.a.role == "embedding"]) == 2
+
+
+@pytest.mark.parametrize("path, layer, role", [
+    ("h.3.attn.c_attn", (3,), "attention"),
+    ("encoder.layer.7.attention.output.LayerNorm", (7,), "norm"),
+    ("encoder.layer.7.output.dense", (7,), "mlp"),
+    ("encoder.layer.7.intermediate.dense", (7,), "mlp"),
+    ("Transformer.blocks_4.self_attn", (4,), "attention"),
+    ("encoder.stages.1.layers.2.layer.0.normalization", (1, 2, 0), "batchnorm"),
+    ("embeddings.word_embeddings", (), "embedding"),
+    ("ln_f", (), "norm"),
+    ("h.3", (3,), "residual"),
+])
+def test_classify_module_paths(path, layer, role):
+    assert classify(path)[:2] == (layer, role)
+
+
+def test_identical_files_exit_0_and_different_exit_1(cli, tmp_path):
+    a = golden("gemm", "jax")
+    code, out, _ = cli("diff", a, a)
+    assert code == 0
+    code, _, _ = cli("diff", a, golden("gemm", "torch-torch_xla"))
+    assert code == 0  # one dot_general each: the same ops, so nothing differs
+    code, _, _ = cli("diff", golden("mha", "jax"), golden("mha", "torch-torch_xla"))
+    assert code == 1
+
+
+def test_json_and_markdown_outputs(cli, tmp_path):
+    code, _, _ = cli("diff", golden("gpt2", "jax"), golden("gpt2", "torch-torch_xla"),
+                     "--json", tmp_path / "d.json", "--markdown", tmp_path / "d.md")
+    assert code == 1
+    data = json.loads((tmp_path / "d.json").read_text())
+    assert data["format"] == 1 and data["differs"] is True
+    assert {b["label"] for b in data["blocks"]} >= {"attention[0]#0", "mlp[1]#0", "norm#0"}
+    md = (tmp_path / "d.md").read_text()
+    assert "## Findings" in md and "batch_norm_training" in md and "```mlir" in md
+
+
+def test_unmatched_blocks_are_reported_not_dropped():
+    a, b = load_one(golden("gpt2", "jax")), load_one(golden("bert", "jax"))
+    report = diff_modules(a, b)
+    total_a = len(segment(a).blocks)
+    assert len(report.alignment.pairs) + len(report.alignment.only_a) == total_a
+
+
+@pytest.mark.parametrize("content", [None, b"", b"not mlir at all\n"])
+def test_bad_input_exit_2(cli, tmp_path, content):
+    bad = tmp_path / "bad.mlir"
+    if content is not None:
+        bad.write_bytes(content)
+    out_json = tmp_path / "out.json"
+    code, out, err = cli("diff", golden("gpt2", "jax"), bad, "--json", out_json)
+    assert code == 2 and "Traceback" not in err and len(err.strip().splitlines()) == 1
+    assert str(bad) in err and not out_json.exists()
