@@ -119,3 +119,65 @@ def diff_cmd(file_a, file_b, json_path, md_path, html_path, mode, excerpts):
     click.echo(diff_text(report, excerpts=excerpts))
     write_outputs(report, json_path=json_path, md_path=md_path, html_path=html_path)
     sys.exit(EXIT_DIFFERENT if report.differs else 0)
+
+
+@main.command("bench")
+@click.argument("targets", nargs=-1, required=True)
+@click.option("--framework", default="both", show_default=True, help="With MODEL: only 'both' is timed.")
+@click.option("--exporter", "exporters", multiple=True, default=("torch_xla",), show_default=True,
+              help="With MODEL: PyTorch exporter(s); 'all' for both.")
+@click.option("--size", default="tiny", show_default=True, help="With MODEL: tiny or base.")
+@click.option("--batch", "batches", default="", help="With MODEL: batch sizes, e.g. 1,4,16 (a sweep).")
+@click.option("--seq", type=int, help="With MODEL: sequence length (image size for resnet50).")
+@click.option("--baselines", default="jax,eager", show_default=True,
+              help="With MODEL: native runtimes to time too, from jax,eager,inductor,torch_xla ('none').")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=Path("captures"),
+              show_default=True, help="With MODEL: where captures are read from or written to.")
+@click.option("--backend", default=None, help="cpu, gpu or tpu (default: what jax picks).")
+@click.option("--timeout", type=float, default=None, help="Seconds of timing per executable.")
+@click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path), help="Write JSON here.")
+def bench_cmd(targets, framework, exporters, size, batches, seq, baselines, out_dir, backend, timeout, json_path):
+    """Time StableHLO files (FILE.mlir ...) or a model (MODEL) on the XLA backend.
+
+    Reports compile time, first run, second run and steady state (median, p10-p90), XLA's cost
+    and memory analysis, the optimized HLO's fusions, and a roofline against measured peaks.
+    """
+    import json
+
+    from . import models
+    from .bench.native import BASELINES
+    from .bench.run import bench_files, bench_model
+    from .capture import EXPORTERS
+    from .capture.artifact import dump_json, write_atomic
+    from .report.text import bench_text
+
+    if len(targets) == 1 and targets[0] in models.CATALOG and not Path(targets[0]).exists():
+        if framework != "both":
+            raise StackwarsError(f"bench MODEL times both frameworks; got --framework {framework}",
+                                 fix="use --framework both, or bench the capture files directly")
+        wanted = () if baselines == "none" else tuple(b for b in baselines.split(",") if b)
+        bad = [b for b in wanted if b not in BASELINES]
+        if bad:
+            raise StackwarsError(f"unknown baseline {bad[0]!r}", fix=f"choose from {', '.join(BASELINES)}")
+        exps = EXPORTERS if "all" in exporters else tuple(dict.fromkeys(exporters))
+        sweep = _int_list(batches) or (None,)
+        report = bench_model(targets[0], size=size, batches=sweep, seq=seq, exporters=exps, baselines=wanted,
+                             out_dir=out_dir, backend=backend, timeout=timeout)
+    else:
+        report = bench_files([Path(t) for t in targets], backend, timeout)
+    click.echo(bench_text(report))
+    if json_path:
+        write_atomic(json_path, dump_json(report.as_json()))
+    for e in report.failed:
+        click.echo(f"stackwars-ir: error: {e.error}", err=True)
+    sys.exit(EXIT_BAD_INPUT if report.failed else 0)
+
+
+def _int_list(text: str) -> tuple:
+    try:
+        values = tuple(int(x) for x in text.split(",") if x.strip())
+    except ValueError:
+        raise StackwarsError(f"--batch {text!r} is not a list of integers", fix="e.g. --batch 1,4,16") from None
+    if any(v < 1 for v in values):
+        raise StackwarsError("--batch sizes must be positive", fix="e.g. --batch 1,4,16")
+    return values

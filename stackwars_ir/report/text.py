@@ -82,3 +82,26 @@ def _side_by_side(left: list, right: list, width: int = 70) -> list:
         lft = lft if len(lft) <= width else lft[:width - 3] + "..."
         rows.append(f"{lft:<{width}} | {rgt}")
     return rows
+
+
+def bench_text(report) -> str:
+    """The bench as a table: one row per executable (and batch size)."""
+    rows = []
+    for batch, e in report.rows:
+        t = e.timing
+        ms = (lambda s: None if s is None else s * 1e3)
+        rows.append([e.label if len(e.label) < 48 else "..." + e.label[-45:], batch, ms(e.compile_s),
+                     ms(t.first) if t else None, ms(t.second) if t else None, ms(t.steady) if t else None,
+                     f"{t.spread:.0%}" if t else "-", t.iterations if t else None,
+                     (e.flops / t.steady / 1e9) if (t and e.flops) else None,
+                     e.hlo.get("fusions") if e.hlo else None, "ok" if e.ok else "FAILED"])
+    out = [f"backend: {report.backend}   machine: {report.machine.get('processor')} "
+           f"({report.machine.get('cpus')} cpus)"]
+    if report.peaks:
+        out.append(f"measured peaks: {report.peaks['flops_per_s'] / 1e9:.1f} GFLOP/s, "
+                   f"{report.peaks['bytes_per_s'] / 1e9:.1f} GB/s")
+    out += ["", table(["executable", "batch", "compile ms", "first ms", "second ms", "steady ms", "spread",
+                       "iters", "GFLOP/s", "fusions", ""], rows, right={1, 2, 3, 4, 5, 7, 8, 9})]
+    if report.crossover:
+        out += ["", f"crossover: {report.crossover}"]
+    return "\n".join(out)

@@ -1,0 +1,227 @@
+"""Bench: compile StableHLO on the XLA backend (PJRT), time it, and read XLA's cost and memory analysis."""
+from __future__ import annotations
+
+import os
+import platform
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import BenchError, StackwarsError
+from .timing import Timeout, Timing, measure
+
+BENCH_FORMAT = 1
+
+
+@dataclass(frozen=True)
+class Executable:
+    """One measured StableHLO module (or native baseline): timings and XLA's own analyses."""
+
+    label: str
+    kind: str  # "stablehlo" | "jax.jit" | "torch eager" | "torch.compile" | "torch_xla lazy"
+    compile_s: float | None
+    timing: Timing | None
+    flops: float | None = None
+    bytes_accessed: float | None = None
+    memory: dict = field(default_factory=dict)
+    hlo: dict = field(default_factory=dict)  # fusions, optimized op histogram
+    arguments: str = ""  # where the argument values came from
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+    def as_json(self, peaks: dict | None = None) -> dict:
+        out = {"label": self.label, "kind": self.kind, "compile_s": self.compile_s,
+               "timing": self.timing.as_json() if self.timing else None, "flops": self.flops,
+               "bytes_accessed": self.bytes_accessed, "memory": self.memory, "optimized_hlo": self.hlo,
+               "arguments": self.arguments, "error": self.error}
+        if self.timing and self.flops:
+            out["achieved_flops_per_s"] = self.flops / self.timing.steady
+            if peaks:
+                out["roofline"] = roofline(self.flops, self.bytes_accessed, self.timing.steady, peaks)
+        return out
+
+
+def roofline(flops: float, nbytes: float | None, seconds: float, peaks: dict) -> dict:
+    """Where a run sits: its intensity, the bound the measured peaks allow, and the share reached."""
+    intensity = flops / nbytes if nbytes else None
+    bound = peaks["flops_per_s"] if intensity is None else min(peaks["flops_per_s"], intensity * peaks["bytes_per_s"])
+    return {"intensity_flops_per_byte": intensity, "bound_flops_per_s": bound,
+            "bound_by": "compute" if bound == peaks["flops_per_s"] else "memory",
+            "fraction_of_bound": (flops / seconds) / bound if bound else None}
+
+
+def machine() -> dict:
+    from ..capture.artifact import host
+
+    info = host()
+    info["xla_flags"] = os.environ.get("XLA_FLAGS", "")
+    info["threads"] = os.cpu_count()
+    info["platform"] = platform.platform()
+    return info
+
+
+def signature_arguments(module, sidecar: dict | None, rng: np.random.Generator) -> tuple[list, str]:
+    """Argument arrays for the entry function: the capture's real weights and inputs when its
+    sidecar is there, else synthetic values (integers kept inside the tables they index)."""
+    if sidecar is not None:
+        return _sidecar_arguments(module, sidecar), f"capture sidecar ({sidecar['model']}-{sidecar['size']}, seed {sidecar['seed']})"
+    arrays = []
+    for i, vid in enumerate(module.entry.args):
+        t = module.values[vid].type
+        if any(d is None for d in t.shape):
+            raise BenchError(f"{module.source}: argument {i} has a dynamic shape ({t})",
+                             fix="benchmark a module exported with static shapes")
+        arrays.append(_synthetic(t, _index_limit(module, vid), rng, f"{module.source}: argument {i}"))
+    return arrays, "synthetic (normal floats, integers within the indexed table)"
+
+
+_NUMPY = {"f32": np.float32, "f64": np.float64, "f16": np.float16, "i64": np.int64, "i32": np.int32,
+          "i16": np.int16, "i8": np.int8, "ui8": np.uint8, "ui32": np.uint32, "i1": np.bool_}
+
+
+def _synthetic(t, limit: int, rng, where: str):
+    if t.dtype == "bf16":
+        import ml_dtypes
+
+        return rng.standard_normal(t.shape).astype(ml_dtypes.bfloat16)
+    dtype = _NUMPY.get(t.dtype)
+    if dtype is None:
+        raise BenchError(f"{where}: unsupported element type {t.dtype}", fix="benchmark float or integer modules")
+    if np.issubdtype(dtype, np.floating):
+        return (rng.standard_normal(t.shape) * 0.5).astype(dtype)
+    if dtype == np.bool_:
+        return rng.integers(0, 2, t.shape).astype(np.bool_)
+    return rng.integers(0, max(limit, 1), t.shape).astype(dtype)
+
+
+def _index_limit(module, vid: int) -> int:
+    """Rows of the table an integer argument indexes (through converts and reshapes), else 2."""
+    frontier, seen = [vid], set()
+    users = {}
+    for op in module.ops:
+        for pos, v in enumerate(op.operands):
+            users.setdefault(v, []).append((op, pos))
+    for _ in range(6):
+        nxt = []
+        for v in frontier:
+            for op, pos in users.get(v, ()):
+                if op.id in seen:
+                    continue
+                seen.add(op.id)
+                if op.name in ("stablehlo.gather", "func.call") and pos >= 1 and op.operands:
+                    table = module.values[op.operands[0]].type
+                    if table.rank >= 1 and table.shape[0]:
+                        return table.shape[0]
+                if op.name in ("stablehlo.convert", "stablehlo.reshape", "stablehlo.broadcast_in_dim"):
+                    nxt.extend(op.results)
+        frontier = nxt
+    return 2
+
+
+def _sidecar_arguments(module, sidecar: dict) -> list:
+    from ..capture import Request, prepare
+    from ..capture.artifact import Argument, Capture
+    from ..capture.parity import argument_values
+
+    shapes = {i["name"]: i["shape"] for i in sidecar["inputs"]}
+    first = next(iter(shapes.values()))
+    req = Request(sidecar["model"], sidecar["size"], "torch", batch=first[0],
+                  seq=first[-1], seed=sidecar["seed"]).validated()
+    _, _, weights, inputs, _ = prepare(req)
+    constants = {k: np.asarray(v["values"], dtype=v["dtype"]).reshape(v["shape"])
+                 for k, v in sidecar.get("constants", {}).items()}
+    args = tuple(Argument(a["index"], a["kind"], a["name"], tuple(a["shape"]), a["dtype"])
+                 for a in sidecar["arguments"])
+    if len(args) != len(module.entry.args):
+        raise BenchError(f"{module.source}: sidecar lists {len(args)} arguments, the module has "
+                         f"{len(module.entry.args)}", fix="re-run stackwars-ir capture")
+    return argument_values(Capture("", "", "", args, {}, constants), weights, inputs)
+
+
+def hlo_stats(executable) -> dict:
+    """Kernels of XLA's optimized HLO: the entry computation's op histogram and its fusions."""
+    hist = Counter()
+    for module in executable.hlo_modules():
+        text = module.to_string()
+        entry = next((line.split()[1].lstrip("%") for line in text.splitlines() if line.startswith("ENTRY ")), None)
+        for comp in module.computations():
+            name = comp.name() if callable(comp.name) else comp.name
+            if name != entry:
+                continue
+            for inst in comp.instructions():
+                op = str(inst.opcode).rsplit(".", 1)[-1]
+                op = op[1:] if op.startswith("k") and op[1:2].isupper() else op
+                hist[op.lower()] += 1
+    hist.pop("parameter", None)
+    return {"fusions": hist.get("fusion", 0), "histogram": dict(hist.most_common())}
+
+
+def bench_text(path: Path, text: str, module, rt, sidecar: dict | None, timeout: float | None,
+               seed: int = 0) -> Executable:
+    """Compile and time one StableHLO module; failures come back as an Executable with `error`."""
+    label = str(path)
+    try:
+        arrays, origin = signature_arguments(module, sidecar, np.random.default_rng(seed))
+        t0 = time.perf_counter()
+        exe = rt.compile(text, label)
+        compile_s = time.perf_counter() - t0
+        buffers = rt.put(arrays)  # on the device before timing: no host copies inside the loop
+        deadline = time.monotonic() + timeout if timeout else None
+        timing = measure(lambda: rt.run(exe, buffers), deadline=deadline)
+        cost = _cost(exe)
+        return Executable(label, "stablehlo", compile_s, timing, cost.get("flops"), cost.get("bytes accessed"),
+                          _memory(exe), hlo_stats(exe), origin)
+    except Timeout:
+        return Executable(label, "stablehlo", None, None, error=f"{label}: ran past --timeout {timeout} s")
+    except StackwarsError as e:
+        return Executable(label, "stablehlo", None, None, error=e.one_line())
+    except Exception as e:  # an XLA runtime failure: one line, the others still run
+        return Executable(label, "stablehlo", None, None,
+                          error=f"{label}: {type(e).__name__}: {' '.join(str(e).split())[:200]}")
+
+
+def _cost(exe) -> dict:
+    try:
+        c = exe.cost_analysis()
+    except Exception:
+        return {}
+    if isinstance(c, list):  # older jaxlib
+        c = c[0] if c else {}
+    return {k: float(v) for k, v in c.items() if k in ("flops", "bytes accessed", "transcendentals")}
+
+
+def _memory(exe) -> dict:
+    try:
+        m = exe.get_compiled_memory_stats()
+    except Exception:
+        return {}
+    return {"argument_bytes": m.argument_size_in_bytes, "output_bytes": m.output_size_in_bytes,
+            "temp_bytes": m.temp_size_in_bytes, "generated_code_bytes": m.generated_code_size_in_bytes}
+
+
+def peaks(rt) -> dict:
+    """Attainable peaks on this device, measured: a large f32 GEMM and a large elementwise add."""
+    n = 1024
+    gemm = _hlo_fn(rt, f"""func.func @main(%a: tensor<{n}x{n}xf32>, %b: tensor<{n}x{n}xf32>) -> tensor<{n}x{n}xf32> {{
+  %0 = stablehlo.dot_general %a, %b, contracting_dims = [1] x [0] : (tensor<{n}x{n}xf32>, tensor<{n}x{n}xf32>) -> tensor<{n}x{n}xf32>
+  return %0 : tensor<{n}x{n}xf32>
+}}""", [(n, n), (n, n)])
+    m = 1 << 24
+    add = _hlo_fn(rt, f"""func.func @main(%a: tensor<{m}xf32>, %b: tensor<{m}xf32>) -> tensor<{m}xf32> {{
+  %0 = stablehlo.add %a, %b : tensor<{m}xf32>
+  return %0 : tensor<{m}xf32>
+}}""", [(m,), (m,)])
+    return {"flops_per_s": 2 * n ** 3 / gemm, "bytes_per_s": 3 * 4 * m / add,
+            "method": f"XLA {n}^3 f32 dot_general and {m}-element f32 add, median time"}
+
+
+def _hlo_fn(rt, text: str, shapes) -> float:
+    exe = rt.compile(text, "peak probe")
+    bufs = rt.put([np.ones(s, np.float32) for s in shapes])
+    return measure(lambda: rt.run(exe, bufs), min_time=0.3, max_time=2.0).steady

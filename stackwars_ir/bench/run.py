@@ -1,0 +1,120 @@
+"""Bench runs: a list of StableHLO files, or a model captured and timed beside its native runtimes."""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from . import BENCH_FORMAT, Executable, bench_text, machine, peaks
+
+
+@dataclass(frozen=True)
+class BenchReport:
+    """Executables per batch size, the measured peaks and the machine; rendered as text and JSON."""
+
+    backend: str
+    rows: tuple  # (batch or None, Executable)
+    peaks: dict = field(default_factory=dict)
+    machine: dict = field(default_factory=dict)
+    crossover: str | None = None
+
+    @property
+    def failed(self) -> list:
+        return [e for _, e in self.rows if not e.ok]
+
+    def as_json(self) -> dict:
+        return {"format": BENCH_FORMAT, "backend": self.backend, "machine": self.machine, "peaks": self.peaks,
+                "results": [dict(e.as_json(self.peaks), batch=b) for b, e in self.rows],
+                "crossover": self.crossover}
+
+
+def bench_files(paths, backend: str | None = None, timeout: float | None = None,
+                with_peaks: bool = True) -> BenchReport:
+    from ..capture.artifact import read_sidecar
+    from ..ir import load
+    from ..runtime import runtime
+
+    rt = runtime(backend)
+    rows = []
+    for result, path in zip(load(paths), paths):
+        if not result.ok:
+            rows.append((None, Executable(str(path), "stablehlo", None, None, error=result.error)))
+            continue
+        module = result.modules[0]
+        text = Path(path).read_text(errors="replace") if not str(path).endswith(".mlirbc") else Path(path).read_bytes()
+        side = read_sidecar(Path(path))
+        rows.append((_batch(side), bench_text(Path(path), text, module, rt, side, timeout)))
+    return BenchReport(rt.platform, tuple(rows), peaks(rt) if with_peaks else {}, machine())
+
+
+def _batch(side) -> int | None:
+    if not side:
+        return None
+    return side["inputs"][0]["shape"][0]
+
+
+def bench_model(model: str, *, size: str = "tiny", batches=(None,), seq: int | None = None,
+                exporters=("torch_xla",), baselines=("jax", "eager"), out_dir: Path = Path("captures"),
+                backend: str | None = None, timeout: float | None = None, show: bool | None = None) -> BenchReport:
+    """Capture MODEL (reusing captures already on disk) at each batch size and time everything."""
+    from ..capture import Request, run
+    from ..capture.artifact import target_paths
+    from .native import run_baselines
+
+    rows, files_by_batch = [], {}
+    for batch in batches:
+        req = Request(model, size, "both", tuple(exporters), batch, seq).validated()
+        folder = Path(out_dir) / f"b{req.batch}-s{req.seq}" if batches != (None,) or seq else Path(out_dir)
+        stems = ["jax"] + [f"torch-{e}" for e in exporters]
+        files = [target_paths(folder, model, size, s)[0] for s in stems]
+        if not all(f.exists() and _same_request(f, req) for f in files):
+            run(req, folder, force=True, show=show)
+        report = bench_files(files, backend, timeout, with_peaks=False)
+        rows += [(req.batch, e) for _, e in report.rows]
+        rows += [(req.batch, e) for e in run_baselines(req, baselines, timeout)]
+        files_by_batch[req.batch] = files
+    from ..runtime import runtime
+
+    rt = runtime(backend)
+    return BenchReport(rt.platform, tuple(rows), peaks(rt), machine(), crossover(rows, exporters))
+
+
+def _same_request(path: Path, req) -> bool:
+    try:
+        side = json.loads(path.with_suffix(".json").read_text())
+    except (OSError, ValueError):
+        return False
+    shape = side["inputs"][0]["shape"]
+    return side["seed"] == req.seed and shape[0] == req.batch and shape[-1] == req.seq
+
+
+def crossover(rows, exporters) -> str | None:
+    """The first batch size at which the faster of the JAX and PyTorch executables changes."""
+    torch_label = f"torch-{exporters[0]}"
+    by_batch: dict = {}
+    for batch, e in rows:
+        if e.ok and e.kind == "stablehlo":
+            stem = Path(e.label).stem
+            if stem in ("jax", torch_label):
+                by_batch.setdefault(batch, {})[stem] = e.timing
+    # -1: JAX faster, +1: torch faster, 0: their p10-p90 ranges overlap (a tie at this noise)
+    series = [(b, _winner(v["jax"], v[torch_label])) for b, v in sorted(by_batch.items()) if len(v) == 2]
+    if len(series) < 2:
+        return None
+    decided = [(b, w) for b, w in series if w]
+    for (b0, w0), (b1, w1) in zip(decided, decided[1:]):
+        if w0 != w1:
+            first, second = ("jax", torch_label) if w1 < 0 else (torch_label, "jax")
+            return f"{first} overtakes {second} between batch {b0} and {b1}"
+    if not decided:
+        return "no crossover: JAX and PyTorch executables are indistinguishable (p10-p90 overlap) at every batch"
+    lead = "jax" if decided[0][1] < 0 else torch_label
+    return f"no crossover: {lead} is faster wherever the two differ beyond noise ({len(decided)} of {len(series)} batch sizes)"
+
+
+def _winner(a, b) -> int:
+    if a.p90 < b.p10:
+        return -1
+    if b.p90 < a.p10:
+        return 1
+    return 0

@@ -1,0 +1,83 @@
+"""Timing discipline: first run, second run, steady state (median and spread) with adaptive iterations."""
+from __future__ import annotations
+
+import statistics
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+
+@dataclass(frozen=True)
+class Timing:
+    """Seconds. `steady` is the median of `iterations` runs after `warmup` discarded ones."""
+
+    first: float
+    second: float
+    steady: float
+    p10: float
+    p90: float
+    iterations: int
+    warmup: int
+
+    @property
+    def spread(self) -> float:
+        """(p90 - p10) / median: below 0.1 reads as a quiet measurement."""
+        return (self.p90 - self.p10) / self.steady if self.steady else 0.0
+
+    def as_json(self) -> dict:
+        return {"first_s": self.first, "second_s": self.second, "steady_median_s": self.steady,
+                "steady_p10_s": self.p10, "steady_p90_s": self.p90, "spread": round(self.spread, 4),
+                "iterations": self.iterations, "warmup": self.warmup}
+
+
+def measure(run: Callable[[], None], *, min_time: float = 0.5, max_time: float = 10.0, min_iters: int = 10,
+            max_iters: int = 1000, target_spread: float = 0.1, warmup: int = 2,
+            deadline: float | None = None) -> Timing:
+    """Time `run` (which must block until its results are ready).
+
+    Runs 1 and 2 are reported as they are; `warmup` more are discarded; then runs continue
+    until at least `min_iters` and `min_time`, and the p10-p90 spread is under `target_spread`
+    of the median, or `max_iters`/`max_time`/`deadline` (time.monotonic()) is reached.
+    """
+    clock = time.perf_counter
+    t0 = clock()
+    run()
+    first = clock() - t0
+    t0 = clock()
+    run()
+    second = clock() - t0
+    for _ in range(warmup):
+        _check(deadline)
+        run()
+    samples: list[float] = []
+    start = clock()
+    while True:
+        if deadline is not None and time.monotonic() > deadline:
+            if samples:
+                break  # keep what was measured; the JSON says how many iterations
+            raise Timeout
+        t0 = clock()
+        run()
+        samples.append(clock() - t0)
+        elapsed = clock() - start
+        if len(samples) >= max_iters or elapsed >= max_time:
+            break
+        if len(samples) >= min_iters and elapsed >= min_time and _spread(samples) <= target_spread:
+            break
+    q = statistics.quantiles(samples, n=10) if len(samples) >= 2 else [samples[0]] * 9
+    return Timing(first, second, statistics.median(samples), q[0], q[-1], len(samples), warmup)
+
+
+def _spread(samples: list[float]) -> float:
+    q = statistics.quantiles(samples, n=10)
+    med = statistics.median(samples)
+    return (q[-1] - q[0]) / med if med else 0.0
+
+
+class Timeout(Exception):
+    """The --timeout budget ran out before a steady-state sample was taken."""
+
+
+def _check(deadline: float | None) -> None:
+    if deadline is not None and time.monotonic() > deadline:
+        raise Timeout
