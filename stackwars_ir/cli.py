@@ -142,7 +142,6 @@ def bench_cmd(targets, framework, exporters, size, batches, seq, baselines, out_
     Reports compile time, first run, second run and steady state (median, p10-p90), XLA's cost
     and memory analysis, the optimized HLO's fusions, and a roofline against measured peaks.
     """
-    import json
 
     from . import models
     from .bench.native import BASELINES

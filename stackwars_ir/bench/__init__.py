@@ -129,10 +129,8 @@ def _sidecar_arguments(module, sidecar: dict) -> list:
     from ..capture.artifact import Argument, Capture
     from ..capture.parity import argument_values
 
-    shapes = {i["name"]: i["shape"] for i in sidecar["inputs"]}
-    first = next(iter(shapes.values()))
-    req = Request(sidecar["model"], sidecar["size"], "torch", batch=first[0],
-                  seq=first[-1], seed=sidecar["seed"]).validated()
+    req = Request(sidecar["model"], sidecar["size"], "torch", batch=sidecar["batch"],
+                  seq=sidecar["seq"], seed=sidecar["seed"]).validated()
     _, _, weights, inputs, _ = prepare(req)
     constants = {k: np.asarray(v["values"], dtype=v["dtype"]).reshape(v["shape"])
                  for k, v in sidecar.get("constants", {}).items()}

@@ -174,7 +174,7 @@ def _write(cap: Capture, req: Request, inputs, result: parity.Parity, out_dir: P
                            fix="report this as a bug in stackwars-ir's path sanitizer")
     sidecar = {
         "format": artifact.SIDECAR_FORMAT,
-        "model": req.model, "size": req.size, "seed": req.seed,
+        "model": req.model, "size": req.size, "seed": req.seed, "batch": req.batch, "seq": req.seq,
         "config": models.entry(req.model).sizes[req.size],
         "framework": cap.framework, "exporter": cap.exporter,
         "stablehlo": mlir_path.name,
