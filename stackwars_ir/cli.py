@@ -180,3 +180,34 @@ def _int_list(text: str) -> tuple:
     if any(v < 1 for v in values):
         raise StackwarsError("--batch sizes must be positive", fix="e.g. --batch 1,4,16")
     return values
+
+
+@main.command("report")
+@click.argument("file_a", type=click.Path(path_type=Path))
+@click.argument("file_b", type=click.Path(path_type=Path))
+@click.option("-o", "--output", "out", type=click.Path(dir_okay=False, path_type=Path), required=True,
+              help="The HTML file to write.")
+@click.option("--bench", "bench_path", type=click.Path(dir_okay=False, path_type=Path),
+              help="A `stackwars-ir bench --json` file whose timings the report charts.")
+@click.option("--mode", type=click.Choice(["auto", "provenance", "structure"]), default="auto", show_default=True,
+              help="How to segment into blocks (see diff).")
+def report_cmd(file_a, file_b, out, bench_path, mode):
+    """Write a self-contained HTML report (op histograms, heat map, alignment, IR, timings)."""
+    import json
+
+    from .diff import diff_files
+    from .report import write_outputs
+
+    bench = None
+    if bench_path:
+        try:
+            bench = json.loads(Path(bench_path).read_text())
+        except (OSError, ValueError) as e:
+            raise StackwarsError(f"{bench_path}: not a readable bench JSON file: {e}",
+                                 fix="write one with stackwars-ir bench ... --json FILE") from None
+        if not isinstance(bench, dict) or "results" not in bench:
+            raise StackwarsError(f"{bench_path}: not a stackwars-ir bench JSON file (no 'results')",
+                                 fix="write one with stackwars-ir bench ... --json FILE")
+    report = diff_files(file_a, file_b, mode)
+    write_outputs(report, html_path=out, bench=bench)
+    click.echo(f"wrote {out}")

@@ -96,6 +96,9 @@ def write_atomic(path: Path, content: str) -> None:
     try:
         with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as f:
             f.write(content)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; a written capture is for sharing
         os.replace(tmp, path)
     except BaseException:
         with __import__("contextlib").suppress(OSError):

@@ -1,0 +1,63 @@
+"""Inline SVG charts (no library, nothing fetched): grouped bars and a heat-map colour scale."""
+from __future__ import annotations
+
+import math
+
+from .escape import esc
+
+COLORS = ("#3b6fb6", "#e07b39", "#59a14f", "#b07aa1", "#9c755f", "#76b7b2")
+
+
+def grouped_bars(categories: list[str], series: list[tuple[str, list[float]]], *, log: bool = False,
+                 unit: str = "", width: int = 900, bar_h: int = 9, title: str = "") -> str:
+    """Horizontal grouped bars: one group per category, one bar per series."""
+    n = max(len(series), 1)
+    label_w, top = 230, 28
+    group_h = bar_h * n + 6
+    height = top + group_h * len(categories) + 24
+    values = [v for _, vs in series for v in vs if v is not None]
+    vmax = max(values, default=1) or 1
+
+    def scale(v: float) -> float:
+        if v is None or v <= 0:
+            return 0.0
+        if log:
+            return (width - label_w - 80) * math.log10(1 + v) / math.log10(1 + vmax)
+        return (width - label_w - 80) * v / vmax
+
+    parts = [f'<svg class="chart" role="img" viewBox="0 0 {width} {height}" width="{width}" height="{height}" '
+             f'xmlns="http://www.w3.org/2000/svg"><title>{esc(title)}</title>']
+    for k, (name, _) in enumerate(series):
+        x = label_w + k * 170
+        parts.append(f'<rect x="{x}" y="6" width="12" height="12" fill="{COLORS[k % len(COLORS)]}"/>'
+                     f'<text x="{x + 16}" y="16" font-size="12">{esc(name)}</text>')
+    for i, cat in enumerate(categories):
+        y0 = top + i * group_h
+        parts.append(f'<text x="{label_w - 6}" y="{y0 + group_h / 2 + 3}" font-size="11" text-anchor="end">'
+                     f'{esc(cat)}</text>')
+        for k, (name, vs) in enumerate(series):
+            v = vs[i]
+            w = scale(v)
+            y = y0 + k * bar_h
+            parts.append(f'<rect class="bar" x="{label_w}" y="{y}" width="{w:.1f}" height="{bar_h - 1}" '
+                         f'fill="{COLORS[k % len(COLORS)]}"><title>{esc(name)}: {esc(_fmt(v))}{esc(unit)}</title></rect>')
+            parts.append(f'<text x="{label_w + w + 4:.1f}" y="{y + bar_h - 2}" font-size="9">{esc(_fmt(v))}</text>')
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def heat(value: int, vmax: int) -> str:
+    """Background colour for a heat-map cell (white to blue)."""
+    if not value or not vmax:
+        return "#ffffff"
+    t = math.log1p(value) / math.log1p(vmax)
+    r, g, b = (int(255 - t * (255 - c)) for c in (59, 111, 182))
+    return f"#{r:02x}{g:02x}{b:02x}"
+
+
+def _fmt(v) -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, float) and not v.is_integer():
+        return f"{v:.3g}"
+    return f"{int(v)}"

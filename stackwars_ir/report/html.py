@@ -1,0 +1,209 @@
+"""The self-contained HTML report: charts, heat map, alignment, IR side by side, timings, provenance.
+
+Everything is inline (styles, the few lines of script, SVG charts); nothing is fetched when the
+page is viewed. Every string that came from an IR file goes through escape.esc.
+"""
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+from .charts import grouped_bars, heat
+from .escape import esc, highlight
+
+TOP_OPS = 30
+HEAT_OPS = 12
+
+_STYLE = """
+body{font:14px/1.45 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:24px auto;max-width:1280px;color:#222;padding:0 16px}
+h1{font-size:22px}h2{font-size:17px;border-bottom:1px solid #ddd;padding-bottom:4px;margin-top:32px}
+table{border-collapse:collapse;margin:8px 0}td,th{border:1px solid #ddd;padding:3px 7px;vertical-align:top}
+th{background:#f4f4f4;text-align:left}td.n{text-align:right;font-variant-numeric:tabular-nums}
+.pair{display:grid;grid-template-columns:1fr 1fr;gap:10px}
+pre{background:#fafafa;border:1px solid #e4e4e4;padding:8px;overflow-x:auto;font-size:11.5px;margin:4px 0}
+.v{color:#7a3e9d}.s{color:#b35900}.o{color:#1f5fa6;font-weight:600}.t{color:#2e7d32}
+.muted{color:#777}button{margin:4px 6px 4px 0}.hidden{display:none}
+.heat td{text-align:center;min-width:34px;font-size:11px}
+"""
+
+_SCRIPT = """
+(function(){
+  var errors = [];
+  window.addEventListener('error', function(e){ errors.push(String(e.message)); document.body.dataset.errors = errors.join(' | '); });
+  document.querySelectorAll('button[data-scale]').forEach(function(b){
+    b.addEventListener('click', function(){
+      var log = b.dataset.scale === 'log';
+      document.getElementById('hist-linear').classList.toggle('hidden', log);
+      document.getElementById('hist-log').classList.toggle('hidden', !log);
+    });
+  });
+  document.body.dataset.rendered = String(document.querySelectorAll('svg.chart rect.bar').length);
+})();
+"""
+
+
+def diff_html(report, bench: dict | None = None) -> str:
+    a, b = report.a, report.b
+    title = f"StableHLO diff: {a.name} vs {b.name}"
+    parts = [f"<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>{esc(title)}</title>",
+             f"<meta name=\"viewport\" content=\"width=device-width\"><style>{_STYLE}</style></head><body>",
+             f"<h1>{esc(title)}</h1>",
+             _inputs(report), _findings(report), _histogram(report), _heatmap(report), _blocks(report),
+             _excerpts(report)]
+    if bench:
+        parts.append(_timings(bench))
+    parts.append(f"<p class=\"muted\">Written by stackwars-ir. Regenerate: <code>stackwars-ir report "
+                 f"{esc(a.module.source)} {esc(b.module.source)} -o report.html</code></p>")
+    parts.append(f"<script>{_SCRIPT}</script></body></html>\n")
+    return "\n".join(parts)
+
+
+def _inputs(report) -> str:
+    from ..capture.artifact import read_sidecar
+
+    rows = []
+    for side in (report.a, report.b):
+        seg = side.segmentation
+        try:
+            sc = read_sidecar(Path(side.module.source))
+        except Exception:  # a broken sidecar must not break the report
+            sc = None
+        prov = "-"
+        if sc:
+            v = sc.get("versions", {})
+            shapes = ", ".join(f"{i['name']} {i['dtype']}{i['shape']}" for i in sc.get("inputs", []))
+            prov = (f"{sc.get('model')}-{sc.get('size')} via {sc.get('exporter')}; inputs {shapes}; "
+                    f"jax {v.get('jax')}, torch {v.get('torch')}, torch_xla {v.get('torch_xla')}, "
+                    f"torchax {v.get('torchax')}, transformers {v.get('transformers')}; "
+                    f"host {sc.get('run', {}).get('host', {}).get('processor')}")
+        rows.append(f"<tr><td>{esc(side.name)}</td><td><code>{esc(side.module.source)}</code></td>"
+                    f"<td>{esc(seg.mode)}</td><td class=n>{seg.coverage:.0%}</td>"
+                    f"<td class=n>{sum(side.histogram.values())}</td><td class=n>{len(seg.blocks)}</td>"
+                    f"<td>{esc(prov)}</td></tr>")
+    al = report.alignment
+    return ("<h2 id=\"inputs\">Inputs</h2><table><tr><th>side</th><th>file</th><th>segmented by</th>"
+            "<th>ops with a location</th><th>ops</th><th>blocks</th><th>provenance</th></tr>" + "".join(rows)
+            + f"</table><p>{len(al.pairs)} block pairs aligned by {esc(al.method)}; unmatched: "
+            f"{len(al.only_a)} in {esc(report.a.name)}, {len(al.only_b)} in {esc(report.b.name)}.</p>")
+
+
+def _findings(report) -> str:
+    if not report.summary:
+        return ""
+    rows = "".join(f"<tr><th>{esc(t)}</th><td>{esc(s)}</td></tr>" for t, s in report.summary)
+    return f"<h2 id=\"findings\">Findings</h2><table>{rows}</table>"
+
+
+def _histogram(report) -> str:
+    ha, hb = report.a.histogram, report.b.histogram
+    ops = sorted(set(ha) | set(hb), key=lambda k: (-(ha[k] + hb[k]), k))[:TOP_OPS]
+    series = [(report.a.name, [ha[o] for o in ops]), (report.b.name, [hb[o] for o in ops])]
+    cats = [o.split(".", 1)[-1] if o.startswith("stablehlo.") else o for o in ops]
+    linear = grouped_bars(cats, series, title="op histogram (linear)")
+    log = grouped_bars(cats, series, log=True, title="op histogram (log scale)")
+    more = len(set(ha) | set(hb)) - len(ops)
+    return ("<h2 id=\"histogram\">Op histogram</h2><p>Calls inlined; stablehlo. prefix dropped."
+            + (f" {more} rarer op kinds not shown." if more > 0 else "")
+            + "</p><button data-scale=\"linear\">linear</button><button data-scale=\"log\">log scale</button>"
+            f"<div id=\"hist-linear\">{linear}</div><div id=\"hist-log\" class=\"hidden\">{log}</div>")
+
+
+def _heatmap(report) -> str:
+    total = Counter()
+    for d in report.blocks:
+        total += d.facts_a.histogram + d.facts_b.histogram
+    ops = [o for o, _ in total.most_common(HEAT_OPS)]
+    vmax = max((max(d.facts_a.histogram[o], d.facts_b.histogram[o]) for d in report.blocks for o in ops), default=1)
+    head = "".join(f"<th>{esc(o.split('.', 1)[-1])}</th>" for o in ops)
+    rows = []
+    for d in report.blocks:
+        cells = []
+        for o in ops:
+            x, y = d.facts_a.histogram[o], d.facts_b.histogram[o]
+            cells.append(f"<td style=\"background:linear-gradient(90deg,{heat(x, vmax)} 50%,{heat(y, vmax)} 50%)\" "
+                         f"title=\"{esc(report.a.name)} {x} / {esc(report.b.name)} {y}\">{x}/{y}</td>")
+        rows.append(f"<tr><th>{esc(d.label)}</th>{''.join(cells)}</tr>")
+    return (f"<h2 id=\"heatmap\">Op counts per block</h2><p>Each cell: {esc(report.a.name)} / "
+            f"{esc(report.b.name)}; left and right halves shaded by count.</p>"
+            f"<table class=\"heat\"><tr><th>block</th>{head}</tr>{''.join(rows)}</table>")
+
+
+def _blocks(report) -> str:
+    rows = []
+    for d in report.blocks:
+        findings = "<br>".join(esc(f) for f in d.findings) or "<span class=muted>same op histogram</span>" \
+            if not d.delta else "<br>".join(esc(f) for f in d.findings) or "-"
+        rows.append(f"<tr><td>{esc(d.label)}</td><td><code>{esc(d.a.name)}</code></td><td><code>{esc(d.b.name)}</code>"
+                    f"</td><td class=n>{sum(d.facts_a.histogram.values())}</td>"
+                    f"<td class=n>{sum(d.facts_b.histogram.values())}</td><td>{findings}</td></tr>")
+    al = report.alignment
+    extra = ""
+    for name, blocks in ((report.a.name, al.only_a), (report.b.name, al.only_b)):
+        if blocks:
+            extra += (f"<p>Only in {esc(name)}: " + ", ".join(f"<code>{esc(x.label)}</code> ({esc(x.name)})"
+                                                               for x in blocks) + "</p>")
+    return ("<h2 id=\"blocks\">Block alignment</h2><table><tr><th>block</th><th>" + esc(report.a.name)
+            + "</th><th>" + esc(report.b.name) + "</th><th>ops</th><th>ops</th><th>findings</th></tr>"
+            + "".join(rows) + "</table>" + extra)
+
+
+def _excerpts(report) -> str:
+    from ..diff import excerpt
+
+    shown, out = set(), []
+    for d in report.blocks:
+        if d.a.role in shown or d.a.role == "other":
+            continue
+        shown.add(d.a.role)
+        left = "\n".join(highlight(x) for x in excerpt(report.a.module, d.a, 30))
+        right = "\n".join(highlight(x) for x in excerpt(report.b.module, d.b, 30))
+        out.append(f"<h3>{esc(d.label)}</h3><div class=\"pair\"><div><b>{esc(report.a.name)}</b> "
+                   f"<code>{esc(d.a.name)}</code><pre>{left}</pre></div><div><b>{esc(report.b.name)}</b> "
+                   f"<code>{esc(d.b.name)}</code><pre>{right}</pre></div></div>")
+    return "<h2 id=\"excerpts\">IR side by side</h2><p>The first block of each kind.</p>" + "".join(out)
+
+
+def _timings(bench: dict) -> str:
+    rows = [r for r in bench.get("results", []) if r.get("timing")]
+    if not rows:
+        return "<h2 id=\"timings\">Timings</h2><p>No successful timing in the bench file.</p>"
+    labels = [f"{Path(r['label']).stem if r['kind'] == 'stablehlo' else r['label']}"
+              + (f" (batch {r['batch']})" if r.get("batch") is not None else "") for r in rows]
+    series = [(name, [r["timing"][key] * 1e3 for r in rows]) for name, key in
+              (("first run", "first_s"), ("second run", "second_s"), ("steady state", "steady_median_s"))]
+    chart = grouped_bars(labels, series, log=True, unit=" ms", title="latency per run (ms, log scale)")
+    m = bench.get("machine", {})
+    table = "".join(
+        f"<tr><td>{esc(lbl)}</td><td class=n>{_ms(r.get('compile_s'))}</td><td class=n>{_ms(r['timing']['first_s'])}</td>"
+        f"<td class=n>{_ms(r['timing']['second_s'])}</td><td class=n>{_ms(r['timing']['steady_median_s'])}</td>"
+        f"<td class=n>{r['timing']['spread']:.0%}</td><td class=n>{_gf(r.get('achieved_flops_per_s'))}</td></tr>"
+        for lbl, r in zip(labels, rows))
+    sweep = _sweep(bench)
+    return (f"<h2 id=\"timings\">Timings</h2><p>{esc(bench.get('backend'))} backend on {esc(m.get('processor'))} "
+            f"({esc(m.get('cpus'))} cpus). Log scale: first runs include compilation.</p>{chart}"
+            "<table><tr><th>executable</th><th>compile ms</th><th>first ms</th><th>second ms</th><th>steady ms</th>"
+            f"<th>spread</th><th>GFLOP/s</th></tr>{table}</table>{sweep}"
+            + (f"<p>Crossover: {esc(bench['crossover'])}</p>" if bench.get("crossover") else ""))
+
+
+def _sweep(bench: dict) -> str:
+    rows = [r for r in bench.get("results", []) if r.get("timing") and r.get("batch") is not None]
+    batches = sorted({r["batch"] for r in rows})
+    if len(batches) < 2:
+        return ""
+    names = sorted({Path(r["label"]).stem if r["kind"] == "stablehlo" else r["label"] for r in rows})
+    series = []
+    for n in names:
+        by = {r["batch"]: r["timing"]["steady_median_s"] * 1e3 for r in rows
+              if (Path(r["label"]).stem if r["kind"] == "stablehlo" else r["label"]) == n}
+        series.append((n, [by.get(b) for b in batches]))
+    return "<h3>Batch sweep: steady state (ms)</h3>" + grouped_bars([f"batch {b}" for b in batches], series,
+                                                                     unit=" ms", title="steady state per batch")
+
+
+def _ms(s) -> str:
+    return "-" if s is None else f"{s * 1e3:.3g}"
+
+
+def _gf(x) -> str:
+    return "-" if not x else f"{x / 1e9:.3g}"
