@@ -1,0 +1,93 @@
+"""Report: the HTML is self-contained, escapes what comes from IR files, and renders in Chromium."""
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+
+import pytest
+
+from conftest import ROOT, golden
+
+HOSTILE = "<img src=x onerror=alert`1`>"  # no "/" or "(": it survives as a scope name
+
+
+def _hostile_capture(tmp_path):
+    """A real capture whose locations carry markup, in a scope name and a file name."""
+    text = golden("gemm", "jax").read_text()
+    text = re.sub(r'loc\("jit\(forward\)/dot_general"', f'loc("jit(forward)/{HOSTILE}/dot_general"', text)
+    path = tmp_path / "hostile.mlir"
+    path.write_text(text)
+    assert HOSTILE in text
+    return path
+
+
+def test_html_is_self_contained(cli, tmp_path):
+    out = tmp_path / "r.html"
+    code, stdout, _ = cli("report", golden("gpt2", "jax"), golden("gpt2", "torch-torch_xla"), "-o", out)
+    assert code == 0 and str(out) in stdout
+    html = out.read_text()
+    assert "<svg" in html and "batch_norm_training" in html
+    for fetch in ('src="http', "src='http", 'href="http', "@import", "<link", 'src="//'):
+        assert fetch not in html
+
+
+def test_ir_text_is_escaped(cli, tmp_path):
+    path = _hostile_capture(tmp_path)
+    out = tmp_path / "r.html"
+    code, _, err = cli("report", path, golden("gemm", "torch-torch_xla"), "-o", out)
+    assert code == 0, err
+    html = out.read_text()
+    assert "<img src=x" not in html
+    assert "&lt;img src=x onerror=alert`1`&gt;" in html  # shown, as text
+
+
+def test_diff_html_option(cli, tmp_path):
+    out = tmp_path / "d.html"
+    code, _, _ = cli("diff", golden("bert", "jax"), golden("bert", "torch-torchax"), "--html", out)
+    assert code == 1 and "<svg" in out.read_text()
+
+
+def test_bad_bench_file(cli, tmp_path):
+    bad = tmp_path / "bench.json"
+    bad.write_text("{}")
+    out = tmp_path / "r.html"
+    code, _, err = cli("report", golden("gemm", "jax"), golden("gemm", "jax"), "--bench", bad, "-o", out)
+    assert code == 2 and "no 'results'" in err and not out.exists()
+
+
+def _chromium() -> str | None:
+    return shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+def _run_chromium(*args, cwd):
+    flags = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+             "--disable-component-update", "--no-first-run", "--disable-sync", f"--user-data-dir={cwd}/profile",
+             "--enable-logging=stderr", "--v=0"]
+    return subprocess.run([_chromium(), *flags, *args], capture_output=True, text=True, timeout=120, cwd=cwd)
+
+
+@pytest.mark.browser
+def test_report_renders_in_headless_chromium(tmp_path):
+    if not _chromium():
+        pytest.skip("chromium is not installed (.ci/run installs it)")
+    from stackwars_ir.bench.run import bench_files
+    from stackwars_ir.diff import diff_files
+    from stackwars_ir.report import write_outputs
+
+    a, b = golden("gpt2", "jax"), golden("gpt2", "torch-torch_xla")
+    bench = bench_files([a, b], "cpu", timeout=20, with_peaks=False).as_json()
+    page = tmp_path / "report.html"
+    write_outputs(diff_files(a, b), html_path=page, bench=bench)
+    dom = _run_chromium("--dump-dom", page.as_uri(), cwd=tmp_path)
+    body = re.search(r"<body([^>]*)>", dom.stdout).group(1)
+    rendered = int(re.search(r'data-rendered="(\d+)"', body).group(1))
+    assert rendered > 50, "the script ran and counted the chart bars"
+    assert "data-errors" not in body
+    console = [line for line in dom.stderr.splitlines() if "CONSOLE" in line]
+    assert console == [], console
+    shot = tmp_path / "report.png"
+    _run_chromium("--window-size=1400,2400", f"--screenshot={shot}", page.as_uri(), cwd=tmp_path)
+    assert shot.stat().st_size > 10_000
+    (ROOT / "out").mkdir(exist_ok=True)
+    shutil.copy(shot, ROOT / "out" / "report-gpt2-tiny.png")  # for people to look at after CI
