@@ -20,7 +20,8 @@ $(STAMP): requirements.lock pyproject.toml
 demo: setup
 	$(BIN)/stackwars-ir capture gpt2 --framework both --exporter all --size tiny --out out/captures --force
 	$(BIN)/stackwars-ir diff out/captures/gpt2-tiny/jax.mlir out/captures/gpt2-tiny/torch-torch_xla.mlir --markdown out/gpt2-diff.md || test $$? -eq 1
-	$(BIN)/stackwars-ir report out/captures/gpt2-tiny/jax.mlir out/captures/gpt2-tiny/torch-torch_xla.mlir -o out/gpt2-report.html
+	$(BIN)/stackwars-ir bench out/captures/gpt2-tiny/jax.mlir out/captures/gpt2-tiny/torch-torch_xla.mlir out/captures/gpt2-tiny/torch-torchax.mlir --json out/gpt2-bench.json
+	$(BIN)/stackwars-ir report out/captures/gpt2-tiny/jax.mlir out/captures/gpt2-tiny/torch-torch_xla.mlir --bench out/gpt2-bench.json -o out/gpt2-report.html
 
 test: setup
 	$(BIN)/python -m pytest -q -ra
@@ -36,3 +37,9 @@ captures: setup
 
 clean:
 	rm -rf out .pytest_cache
+
+# The docs that are generated: the CLI reference and the findings page (base models, minutes).
+docs: setup
+	$(BIN)/python -m stackwars_ir.docs > docs/cli.md
+findings: setup
+	$(BIN)/python benchmarks/findings.py > docs/findings.md
