@@ -248,16 +248,11 @@ def _by_structure(module: Module, items: list) -> list[Block]:
     for op in top:
         for vid in op.results:
             producer[vid] = op.id
-    neighbours: dict = defaultdict(list)
-    for op in top:
-        for vid in op.operands:
-            src = producer.get(vid)
-            if src is not None:
-                neighbours[op.id].append(src)
-                neighbours[src].append(op.id)
+    parents, users = _parents(top, producer), _users(top, producer)
+    neighbours = {k: parents.get(k, []) + users.get(k, []) for k in set(parents) | set(users)}
     kinds = {op.id: k for op in top if (k := _anchor_kind(module, op))}
     owner = _nearest(list(kinds), neighbours, index)
-    roles = _anchor_roles(top, kinds, neighbours, producer, module)
+    roles = _anchor_roles(top, kinds, parents, users)
     groups: dict = defaultdict(list)
     for op in top:
         a = owner.get(op.id)
@@ -300,7 +295,7 @@ def _nearest(anchors: list, neighbours: dict, index: dict) -> dict:
     return owner
 
 
-def _anchor_roles(top, kinds, neighbours, producer, module) -> dict:
+def _anchor_roles(top, kinds, parents: dict, users: dict) -> dict:
     """(layer, role, ordinal) of every anchor, from dataflow rather than print order.
 
     Layer of a softmax = the number of softmaxes upstream of it; the dot_generals next to it
@@ -309,18 +304,12 @@ def _anchor_roles(top, kinds, neighbours, producer, module) -> dict:
     feeds (pre-LN's ln_1 and ln_2 alike); one that feeds neither is the final norm.
     """
     order = [op for op in top if op.id in kinds]
-    depth: dict = {}  # softmaxes upstream, including the op itself
+    depth: dict = {}  # softmaxes upstream, including the op itself (ops come in SSA order)
     for op in top:
-        d = 0
-        for vid in op.operands:
-            src = producer.get(vid)
-            if src is not None:
-                d = max(d, depth.get(src, 0))
+        d = max((depth.get(src, 0) for src in parents.get(op.id, ())), default=0)
         depth[op.id] = d + (1 if kinds.get(op.id) == "softmax" else 0)
     softmaxes = [op.id for op in order if kinds[op.id] == "softmax"]
     attention_of = {s: depth[s] - 1 for s in softmaxes}
-    users = _users(top, producer)
-    parents = _parents(top, producer)
     for s in softmaxes:
         for dot in _attention_dots(s, kinds, users, parents):
             attention_of.setdefault(dot, depth[s] - 1)
