@@ -62,6 +62,13 @@ def machine() -> dict:
     info = host()
     info["xla_flags"] = os.environ.get("XLA_FLAGS", "")
     info["threads"] = os.cpu_count()
+    info["x64"] = "per argument: int64/float64 arguments are placed as 64-bit buffers, nothing else changes"
+    try:
+        import jax
+
+        info["jax_devices"] = [str(d) for d in jax.devices()]
+    except Exception:  # machine() must never fail a bench
+        pass
     info["platform"] = platform.platform()
     return info
 
