@@ -8,6 +8,7 @@ and layers are counted by attention (or, failing that, by the anchors in program
 """
 from __future__ import annotations
 
+import functools
 import re
 from collections import Counter, defaultdict, deque
 from dataclasses import dataclass, field
@@ -58,7 +59,8 @@ class Segmentation:
 def segment(module: Module, mode: str = "auto") -> Segmentation:
     """Blocks of the entry function (calls inlined). mode: auto, provenance or structure."""
     items = [(op, path) for op, path in module.inlined if not op.name.endswith("return")]
-    top = [(op, path) for op, path in items if op.parent is None or op.func != module.entry.name]
+    entry = module.entry.name
+    top = [(op, path) for op, path in items if op.parent is None or op.func != entry]
     with_path = sum(1 for _, p in top if p)
     coverage = with_path / len(top) if top else 0.0
     use = mode if mode != "auto" else ("provenance" if coverage >= 0.5 else "structure")
@@ -111,6 +113,7 @@ def _role_of(word: str) -> str | None:
     return None
 
 
+@functools.lru_cache(maxsize=65536)
 def classify(path: str) -> tuple[tuple, str, str]:
     """(layer numbers, role, instance path) of a module path."""
     if not path:

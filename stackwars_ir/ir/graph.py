@@ -13,31 +13,30 @@ def op_graph(module: Module, func: str | None = None):
 
     f = module.func_by_name[func] if func else module.entry
     g = nx.MultiDiGraph(module=module.source, func=f.name)
-    source = {}
+    source, nodes, edges = {}, [], []
     for i, vid in enumerate(f.args):
-        node = ("arg", i)
         v = module.values[vid]
-        g.add_node(node, kind="arg", name=v.name, shape=v.type.shape, dtype=v.type.dtype)
-        source[vid] = node
+        nodes.append((("arg", i), {"kind": "arg", "name": v.name, "shape": v.type.shape, "dtype": v.type.dtype}))
+        source[vid] = ("arg", i)
     for op_id in f.ops:
         op = module.ops[op_id]
-        g.add_node(("op", op_id), kind="op", name=op.name, path=op.path, parent=op.parent)
+        nodes.append((("op", op_id), {"kind": "op", "name": op.name, "path": op.path, "parent": op.parent}))
         for vid in op.results:
             source[vid] = ("op", op_id)
     for op_id in f.ops:
-        op = module.ops[op_id]
-        for pos, vid in enumerate(op.operands):
-            _edge(g, module, source, vid, ("op", op_id), pos)
+        for pos, vid in enumerate(module.ops[op_id].operands):
+            _edge(edges, module, source, vid, ("op", op_id), pos)
     for i, vid in enumerate(f.returns):
-        node = ("result", i)
-        g.add_node(node, kind="result")
-        _edge(g, module, source, vid, node, i)
+        nodes.append((("result", i), {"kind": "result"}))
+        _edge(edges, module, source, vid, ("result", i), i)
+    g.add_nodes_from(nodes)  # in bulk: several times faster than one call per node
+    g.add_edges_from(edges)
     return g
 
 
-def _edge(g, module: Module, source: dict, vid: int, dst, pos: int) -> None:
+def _edge(edges: list, module: Module, source: dict, vid: int, dst, pos: int) -> None:
     src = source.get(vid)
     if src is None:  # a region's block argument: no producer in this graph
         return
     t = module.values[vid].type
-    g.add_edge(src, dst, key=pos, value=vid, shape=t.shape, dtype=t.dtype)
+    edges.append((src, dst, pos, {"value": vid, "shape": t.shape, "dtype": t.dtype}))

@@ -29,6 +29,9 @@ def top_name(loc: str) -> str | None:
 
 def _read_string(s: str, i: int) -> tuple[str, int]:
     """Decode the MLIR string literal starting at s[i] == '"'; return it and the index after it."""
+    end = s.find('"', i + 1)
+    if end >= 0 and "\\" not in s[i + 1:end]:  # the common case: no escapes
+        return s[i + 1:end], end + 1
     out = []
     j = i + 1
     n = len(s)

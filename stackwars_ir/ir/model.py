@@ -111,7 +111,7 @@ class Module:
     def func_by_name(self) -> dict:
         return {f.name: f for f in self.funcs}
 
-    @property
+    @cached_property
     def entry(self) -> Func:
         """The public `main`, else the first public function, else the first function."""
         if "main" in self.func_by_name:
