@@ -95,6 +95,13 @@ def _side_json(side: Side) -> dict:
 
 
 def diff_modules(a: Module, b: Module, names: tuple[str, str] = ("A", "B"), mode: str = "auto") -> DiffReport:
+    from ..ir import no_gc
+
+    with no_gc():
+        return _diff_modules(a, b, names, mode)
+
+
+def _diff_modules(a: Module, b: Module, names: tuple[str, str], mode: str) -> DiffReport:
     sa, sb = segment(a, mode), segment(b, mode)
     al = align(sa, sb)
     diffs = []
