@@ -24,10 +24,14 @@ def ms(s) -> str:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--captures", type=Path, default=ROOT / "out" / "bench-captures")
+    ap.add_argument("--captures", type=Path, default=Path("out") / "bench-captures",
+                    help="relative to the project root, so reports show no machine paths")
     ap.add_argument("--size", default="base")
     ap.add_argument("--baselines", default="jax,eager")
     a = ap.parse_args()
+    import os
+
+    os.chdir(ROOT)
     from stackwars_ir.bench.run import bench_model
     from stackwars_ir.diff import diff_files
     from stackwars_ir.report import write_outputs
