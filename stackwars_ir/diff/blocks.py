@@ -251,7 +251,7 @@ def _by_structure(module: Module, items: list) -> list[Block]:
     for op in top:
         for vid in op.results:
             producer[vid] = op.id
-    parents, users = _parents(top, producer), _users(top, producer)
+    parents, users = _edges(top, producer)
     neighbours = {k: parents.get(k, []) + users.get(k, []) for k in set(parents) | set(users)}
     kinds = {op.id: k for op in top if (k := _anchor_kind(module, op))}
     owner = _nearest(list(kinds), neighbours, index)
@@ -340,16 +340,6 @@ def _anchor_roles(top, kinds, parents: dict, users: dict) -> dict:
     return roles
 
 
-def _users(top, producer) -> dict:
-    out: dict = defaultdict(list)
-    for op in top:
-        for vid in op.operands:
-            src = producer.get(vid)
-            if src is not None:
-                out[src].append(op.id)
-    return out
-
-
 def _first_fed(start: int, users: dict, roles: dict, kinds: dict):
     """The role of the first attention or MLP anchor downstream of `start` (breadth first)."""
     seen, frontier = {start}, deque([start])
@@ -373,15 +363,17 @@ def _numbered(layer: tuple, role: str, counts: Counter) -> tuple:
     return (layer, role, n)
 
 
-def _parents(top, producer) -> dict:
-    out: dict = defaultdict(list)
+def _edges(top, producer) -> tuple[dict, dict]:
+    """(parents, users) of each op: the ops producing its operands, the ops using its results."""
+    parents: dict = defaultdict(list)
+    users: dict = defaultdict(list)
     for op in top:
         for vid in op.operands:
             src = producer.get(vid)
             if src is not None:
-                out[op.id].append(src)
-    return out
-
+                parents[op.id].append(src)
+                users[src].append(op.id)
+    return parents, users
 
 def _first_dots(starts, edges: dict, kinds: dict) -> set:
     """The first dot_generals met walking `edges` (users or producers) from `starts`."""
