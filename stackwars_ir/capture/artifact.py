@@ -1,6 +1,7 @@
 """The capture artifact: StableHLO text plus a JSON sidecar, written atomically and deterministically."""
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import platform
@@ -101,7 +102,7 @@ def write_atomic(path: Path, content: str) -> None:
         os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; a written capture is for sharing
         os.replace(tmp, path)
     except BaseException:
-        with __import__("contextlib").suppress(OSError):
+        with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
 

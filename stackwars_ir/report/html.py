@@ -131,8 +131,9 @@ def _heatmap(report) -> str:
 def _blocks(report) -> str:
     rows = []
     for d in report.blocks:
-        findings = "<br>".join(esc(f) for f in d.findings) or "<span class=muted>same op histogram</span>" \
-            if not d.delta else "<br>".join(esc(f) for f in d.findings) or "-"
+        findings = "<br>".join(esc(f) for f in d.findings)
+        if not findings:
+            findings = "-" if d.delta else "<span class=muted>same op histogram</span>"
         rows.append(f"<tr><td>{esc(d.label)}</td><td><code>{esc(d.a.name)}</code></td><td><code>{esc(d.b.name)}</code>"
                     f"</td><td class=n>{sum(d.facts_a.histogram.values())}</td>"
                     f"<td class=n>{sum(d.facts_b.histogram.values())}</td><td>{findings}</td></tr>")
