@@ -73,7 +73,7 @@ def main() -> None:
     total_b = sum(b.values())
     total_t = sum(t[s] for s in b)
     print(f"{'export stages together':28} {total_b:8.2f} {total_t:8.2f} {total_t / total_b:6.2f}  (goal <= 1.10)")
-    print(f"\nother tool stages (no bare counterpart): "
+    print("\nother tool stages (no bare counterpart): "
           + ", ".join(f"{k} {v:.2f} s" for k, v in t.items() if k not in b))
 
 
