@@ -84,6 +84,11 @@ def stats_cmd(files, as_json, top):
     if as_json:
         click.echo(json.dumps({"modules": [s.as_json() for s in stats],
                                "errors": [r.error for r in results if not r.ok]}, indent=2))
+    elif sys.stdout.isatty() and _has("rich"):
+        from .report.text import stats_rich
+
+        for s in stats:
+            stats_rich(s, top)
     else:
         for s in stats:
             click.echo(stats_text(s, top))
@@ -170,6 +175,12 @@ def bench_cmd(targets, framework, exporters, size, batches, seq, baselines, out_
     for e in report.failed:
         click.echo(f"stackwars-ir: error: {e.error}", err=True)
     sys.exit(EXIT_BAD_INPUT if report.failed else 0)
+
+
+def _has(module: str) -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec(module) is not None
 
 
 def _int_list(text: str) -> tuple:

@@ -181,3 +181,12 @@ def test_stats_json(cli):
     data = json.loads(out)
     assert [m["source"].split("/")[-1] for m in data["modules"]] == ["jax.mlir", "torch-torch_xla.mlir"]
     assert data["modules"][1]["histogram"]["stablehlo.batch_norm_training"] == 5
+
+
+def test_stats_rich_tables_carry_the_same_figures(capsys):
+    from stackwars_ir.report.text import stats_rich
+
+    s = module_stats(load_one(golden("gpt2", "torch-torch_xla")))
+    stats_rich(s, top=40)
+    out = capsys.readouterr().out
+    assert "stablehlo.batch_norm_training" in out and f"{s.ops_inlined} with calls inlined" in out

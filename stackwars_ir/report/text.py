@@ -105,3 +105,31 @@ def bench_text(report) -> str:
     if report.crossover:
         out += ["", f"crossover: {report.crossover}"]
     return "\n".join(out)
+
+
+def stats_rich(s: ModuleStats, top: int = 15) -> None:
+    """The same content as stats_text, as rich tables (used on a terminal when rich is installed)."""
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    console.rule(s.source)
+    console.print(f"functions: {len(s.functions)}; ops: {s.ops_written} as written, {s.ops_inlined} with calls "
+                  f"inlined ({s.calls} calls); entry arguments: {s.arguments}, {human_bytes(s.argument_bytes)}",
+                  markup=False, highlight=False)
+    for title, headers, rows in (
+            ("ops", ["op", "count"], [[k, str(v)] for k, v in s.by_op[:top]]),
+            ("dialects", ["dialect", "ops"], [[k, str(v)] for k, v in s.by_dialect]),
+            ("largest tensors", ["type", "what", "bytes"], [[t, w, human_bytes(b)] for t, w, b in s.largest])):
+        table = Table(title=title, title_justify="left")
+        for i, h in enumerate(headers):
+            table.add_column(h, justify="right" if i == len(headers) - 1 else "left")
+        for row in rows:
+            table.add_row(*(escape_markup(c) for c in row))
+        console.print(table)
+
+
+def escape_markup(text: str) -> str:
+    from rich.markup import escape
+
+    return escape(str(text))
