@@ -83,7 +83,7 @@ def main() -> None:
     print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     for model, rep in benches.items():
         for _, e in rep.rows:
-            name = Path(e.label).stem if e.kind == "stablehlo" else e.label
+            name = e.name
             if not e.ok:
                 print(f"| {model} | {name} | failed: {e.error} | | | | | | |")
                 continue
@@ -93,7 +93,7 @@ def main() -> None:
     print("\n## 6. JAX against PyTorch at steady state, same XLA runtime\n")
     print("| model | torch_xla steady / JAX steady | torchax steady / JAX steady |\n| --- | ---: | ---: |")
     for model, rep in benches.items():
-        st = {Path(e.label).stem: e.timing.steady for _, e in rep.rows if e.ok and e.kind == "stablehlo"}
+        st = {e.name: e.timing.steady for _, e in rep.rows if e.ok and e.kind == "stablehlo"}
         cells = [f"{st[f'torch-{x}'] / st['jax']:.2f}" if f"torch-{x}" in st and "jax" in st else "-"
                  for x in EXPORTERS]
         print(f"| {model} | {cells[0]} | {cells[1]} |")

@@ -35,8 +35,13 @@ class Executable:
     def ok(self) -> bool:
         return self.error is None
 
+    @property
+    def name(self) -> str:
+        """Short name: a StableHLO file's stem (`jax`, `torch-torch_xla`), a baseline's label."""
+        return Path(self.label).stem if self.kind == "stablehlo" else self.label
+
     def as_json(self, peaks: dict | None = None) -> dict:
-        out = {"label": self.label, "kind": self.kind, "compile_s": self.compile_s,
+        out = {"label": self.label, "name": self.name, "kind": self.kind, "compile_s": self.compile_s,
                "timing": self.timing.as_json() if self.timing else None, "flops": self.flops,
                "bytes_accessed": self.bytes_accessed, "memory": self.memory, "optimized_hlo": self.hlo,
                "arguments": self.arguments, "error": self.error}

@@ -92,10 +92,8 @@ def crossover(rows, exporters) -> str | None:
     torch_label = f"torch-{exporters[0]}"
     by_batch: dict = {}
     for batch, e in rows:
-        if e.ok and e.kind == "stablehlo":
-            stem = Path(e.label).stem
-            if stem in ("jax", torch_label):
-                by_batch.setdefault(batch, {})[stem] = e.timing
+        if e.ok and e.kind == "stablehlo" and e.name in ("jax", torch_label):
+            by_batch.setdefault(batch, {})[e.name] = e.timing
     # -1: JAX faster, +1: torch faster, 0: their p10-p90 ranges overlap (a tie at this noise)
     series = [(b, _winner(v["jax"], v[torch_label])) for b, v in sorted(by_batch.items()) if len(v) == 2]
     if len(series) < 2:

@@ -8,7 +8,7 @@ from pathlib import Path
 from ..ir.model import Module
 from .align import Alignment, align
 from .blocks import Block, Segmentation, segment
-from .findings import BlockFacts, block_findings, facts
+from .findings import BlockFacts, block_findings, facts, shape_text
 
 DIFF_FORMAT = 1
 EXCERPT_LINES = 40
@@ -30,9 +30,7 @@ class BlockDiff:
 
     @property
     def delta(self) -> Counter:
-        d = Counter(self.facts_a.histogram)
-        d.subtract(self.facts_b.histogram)
-        return Counter({k: v for k, v in d.items() if v})
+        return counter_delta(self.facts_a.histogram, self.facts_b.histogram)
 
     @property
     def differs(self) -> bool:
@@ -87,6 +85,13 @@ class DiffReport:
         }
 
 
+def counter_delta(a: Counter, b: Counter) -> Counter:
+    """a - b, keeping negative counts and dropping zeros (Counter's own `-` drops negatives)."""
+    d = Counter(a)
+    d.subtract(b)
+    return Counter({k: v for k, v in d.items() if v})
+
+
 def _side_json(side: Side) -> dict:
     seg = side.segmentation
     return {"name": side.name, "source": side.module.source, "mode": seg.mode, "location_coverage": seg.coverage,
@@ -113,17 +118,10 @@ def _diff_modules(a: Module, b: Module, names: tuple[str, str], mode: str) -> Di
 
 
 def diff_files(path_a: str | Path, path_b: str | Path, mode: str = "auto") -> DiffReport:
-    from ..errors import ParseError
-    from ..ir import load
+    from ..ir import load_single
 
-    results = load([path_a, path_b])
-    for r in results:
-        if not r.ok:
-            raise ParseError(r.error)
-        if len(r.modules) != 1:
-            raise ParseError(f"{r.path}: holds {len(r.modules)} modules (split by // -----)",
-                             fix="diff files holding one module each")
-    return diff_modules(results[0].modules[0], results[1].modules[0], side_names(path_a, path_b), mode)
+    a, b = load_single([path_a, path_b])
+    return diff_modules(a, b, side_names(path_a, path_b), mode)
 
 
 def side_names(path_a, path_b) -> tuple[str, str]:
@@ -154,7 +152,8 @@ def study_summary(diffs: list, names: tuple[str, str]) -> list[tuple[str, str]]:
     if dots_a or dots_b:
         def flat(dots) -> str:
             n = sum(1 for x in dots if x.flattened_from)
-            example = next((f" ({_sh(x.flattened_from)} -> {_sh(x.lhs)})" for x in dots if x.flattened_from), "")
+            example = next((f" ({shape_text(x.flattened_from)} -> {shape_text(x.lhs)})"
+                            for x in dots if x.flattened_from), "")
             return f"{n} of {len(dots)} dot_general take a flattened input{example}"
         out.append(("flattening", f"{a}: {flat(dots_a)}; {b}: {flat(dots_b)}"))
     emb = [d for d in diffs if d.a.role == "embedding"]
@@ -188,10 +187,6 @@ def _merge(fs: list) -> BlockFacts:
 
 def _top(c: Counter) -> str:
     return ", ".join(f"{k} x{v}" for k, v in c.most_common())
-
-
-def _sh(t: str) -> str:
-    return "[" + ",".join(t.split("x")[:-1]) + "]"
 
 
 def excerpt(module: Module, block: Block, limit: int = EXCERPT_LINES) -> list[str]:

@@ -342,18 +342,11 @@ def _anchor_roles(top, kinds, parents: dict, users: dict) -> dict:
 
 def _first_fed(start: int, users: dict, roles: dict, kinds: dict):
     """The role of the first attention or MLP anchor downstream of `start` (breadth first)."""
-    seen, frontier = {start}, deque([start])
-    while frontier:
-        node = frontier.popleft()
-        for nxt in users.get(node, ()):
-            if nxt in seen:
-                continue
-            seen.add(nxt)
-            role = roles.get(nxt)
-            if role and role[1] in ("attention", "mlp"):
-                return role
-            frontier.append(nxt)
-    return None
+    def hit(n):
+        return bool(roles.get(n)) and roles[n][1] in ("attention", "mlp")
+
+    found = next(_hits([start], users, hit, lambda n: True), None)
+    return roles[found] if found is not None else None
 
 
 def _numbered(layer: tuple, role: str, counts: Counter) -> tuple:
@@ -375,21 +368,26 @@ def _edges(top, producer) -> tuple[dict, dict]:
                 users[src].append(op.id)
     return parents, users
 
-def _first_dots(starts, edges: dict, kinds: dict) -> set:
-    """The first dot_generals met walking `edges` (users or producers) from `starts`."""
-    found, seen = set(), set(starts)
-    frontier = deque(starts)
+def _hits(starts, edges: dict, is_hit, passable):
+    """Breadth-first from `starts` along `edges`: yield each node `is_hit` accepts, walking on only
+    through nodes that are neither hits nor impassable. Lazy, so a caller may stop at the first."""
+    seen, frontier = set(starts), deque(starts)
     while frontier:
         node = frontier.popleft()
         for nxt in edges.get(node, ()):
             if nxt in seen:
                 continue
             seen.add(nxt)
-            if kinds.get(nxt) == "dot":
-                found.add(nxt)
-            elif kinds.get(nxt) not in ("softmax", "norm", "act", "embed"):
+            if is_hit(nxt):
+                yield nxt
+            elif passable(nxt):
                 frontier.append(nxt)
-    return found
+
+
+def _first_dots(starts, edges: dict, kinds: dict) -> set:
+    """The first dot_generals met walking `edges` (users or producers) from `starts`."""
+    return set(_hits(starts, edges, lambda n: kinds.get(n) == "dot",
+                     lambda n: kinds.get(n) not in ("softmax", "norm", "act", "embed")))
 
 
 def _attention_dots(softmax: int, kinds: dict, users: dict, parents: dict) -> set:

@@ -124,11 +124,12 @@ def _flattening(fa: BlockFacts, fb: BlockFacts, names) -> str | None:
     x, fx, flat, y, fy = (names[0], fa, fla, names[1], fb) if fla else (names[1], fb, flb, names[0], fa)
     d = flat[0]
     kept = sorted({_rank(e.lhs) for e in fy.dots})
-    return (f"{x} flattens {_shape(d.flattened_from)} -> {_shape(d.lhs)} before {len(flat)} of {len(fx.dots)} "
+    return (f"{x} flattens {shape_text(d.flattened_from)} -> {shape_text(d.lhs)} before {len(flat)} of {len(fx.dots)} "
             f"dot_general; {y} keeps rank-{'/'.join(map(str, kept))} operands")
 
 
-def _shape(t: str) -> str:
+def shape_text(t: str) -> str:
+    """ "2x16x64xf32" -> "[2,16,64]" (the study's notation)."""
     return "[" + ",".join(t.split("x")[:-1]) + "]"
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 from ..errors import ParseError
 from .model import Func, Module, Op, Tensor, Value
 
-__all__ = ["Func", "Module", "Op", "Tensor", "Value", "Parser", "ParseResult", "load", "load_one"]
+__all__ = ["Func", "Module", "Op", "Tensor", "Value", "Parser", "ParseResult", "load", "load_one", "load_single"]
 
 
 @dataclass(frozen=True)
@@ -134,12 +134,19 @@ def _load(paths: list, jobs: int | None) -> list[ParseResult]:
     return results
 
 
+def load_single(paths) -> list[Module]:
+    """The one module of each file, parsed side by side; ParseError for the first that fails."""
+    modules = []
+    for result in load(paths):
+        if not result.ok:
+            raise ParseError(result.error)
+        if len(result.modules) != 1:
+            raise ParseError(f"{result.path}: holds {len(result.modules)} modules (split by // -----)",
+                             fix="give a file with one module")
+        modules.append(result.modules[0])
+    return modules
+
+
 def load_one(path: str | Path) -> Module:
     """The single module of one file; ParseError otherwise."""
-    result = load([path])[0]
-    if not result.ok:
-        raise ParseError(result.error)
-    if len(result.modules) != 1:
-        raise ParseError(f"{path}: holds {len(result.modules)} modules (split by // -----)",
-                         fix="give a file with one module")
-    return result.modules[0]
+    return load_single([path])[0]

@@ -168,8 +168,7 @@ def _timings(bench: dict) -> str:
     rows = [r for r in bench.get("results", []) if r.get("timing")]
     if not rows:
         return "<h2 id=\"timings\">Timings</h2><p>No successful timing in the bench file.</p>"
-    labels = [f"{Path(r['label']).stem if r['kind'] == 'stablehlo' else r['label']}"
-              + (f" (batch {r['batch']})" if r.get("batch") is not None else "") for r in rows]
+    labels = [_name(r) + (f" (batch {r['batch']})" if r.get("batch") is not None else "") for r in rows]
     series = [(name, [r["timing"][key] * 1e3 for r in rows]) for name, key in
               (("first run", "first_s"), ("second run", "second_s"), ("steady state", "steady_median_s"))]
     chart = grouped_bars(labels, series, log=True, unit=" ms", title="latency per run (ms, log scale)")
@@ -192,14 +191,17 @@ def _sweep(bench: dict) -> str:
     batches = sorted({r["batch"] for r in rows})
     if len(batches) < 2:
         return ""
-    names = sorted({Path(r["label"]).stem if r["kind"] == "stablehlo" else r["label"] for r in rows})
+    names = sorted({_name(r) for r in rows})
     series = []
     for n in names:
-        by = {r["batch"]: r["timing"]["steady_median_s"] * 1e3 for r in rows
-              if (Path(r["label"]).stem if r["kind"] == "stablehlo" else r["label"]) == n}
+        by = {r["batch"]: r["timing"]["steady_median_s"] * 1e3 for r in rows if _name(r) == n}
         series.append((n, [by.get(b) for b in batches]))
     return "<h3>Batch sweep: steady state (ms)</h3>" + grouped_bars([f"batch {b}" for b in batches], series,
                                                                      unit=" ms", title="steady state per batch")
+
+
+def _name(row: dict) -> str:
+    return str(row.get("name") or row.get("label") or "?")
 
 
 def _ms(s) -> str:

@@ -27,7 +27,7 @@ def stats_text(s: ModuleStats, top: int = 15) -> str:
 
 def diff_text(report, excerpts: bool = False) -> str:
     """The diff as terminal text: inputs, the study's three findings, the block table, extras."""
-    from ..diff import excerpt
+    from ..diff import counter_delta, excerpt
 
     a, b, al = report.a, report.b, report.alignment
     out = [
@@ -55,17 +55,9 @@ def diff_text(report, excerpts: bool = False) -> str:
     if excerpts:
         for d in report.blocks:
             out += ["", f"--- {d.label}", *_side_by_side(excerpt(a.module, d.a), excerpt(b.module, d.b))]
-    hist = _delta_text(_total_delta(a.histogram, b.histogram), limit=12)
+    hist = _delta_text(counter_delta(a.histogram, b.histogram), limit=12)
     out += ["", f"whole module op delta (A - B): {hist or 'none'}"]
     return "\n".join(out)
-
-
-def _total_delta(ha, hb):
-    from collections import Counter
-
-    d = Counter(ha)
-    d.subtract(hb)
-    return Counter({k: v for k, v in d.items() if v})
 
 
 def _delta_text(delta, limit: int = 4) -> str:
