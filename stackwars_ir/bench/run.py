@@ -44,7 +44,8 @@ def bench_files(paths, backend: str | None = None, timeout: float | None = None,
         text = Path(path).read_text(errors="replace") if not str(path).endswith(".mlirbc") else Path(path).read_bytes()
         side = read_sidecar(Path(path))
         rows.append((_batch(side), bench_text(Path(path), text, module, rt, side, timeout)))
-    return BenchReport(rt.platform, tuple(rows), peaks(rt) if with_peaks else {}, machine())
+    measured = with_peaks and any(e.ok for _, e in rows)  # no roofline to draw when nothing ran
+    return BenchReport(rt.platform, tuple(rows), peaks(rt) if measured else {}, machine())
 
 
 def _batch(side) -> int | None:

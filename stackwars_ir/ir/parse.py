@@ -172,7 +172,8 @@ def _diagnostic(err, source: str, first_line: int) -> ParseError:
     d = diags[0]
     line, col = _line_col(str(d.location))
     where = f"{source}:{line + first_line - 1}:{col}" if line else source
-    return ParseError(f"{where}: {d.message.strip().splitlines()[0]}")
+    return ParseError(f"{where}: {d.message.strip().splitlines()[0]}",
+                      fix="give StableHLO MLIR, e.g. jax.jit(f).lower(...).as_text() or stackwars-ir capture")
 
 
 def _line_col(loc: str) -> tuple[int, int]:
