@@ -11,6 +11,21 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 os.environ.setdefault("PJRT_DEVICE", "CPU")
 
 
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def captures_dir() -> Path:
+    """The --captures option of the scripts that read base captures (written by `make findings`);
+    prints the machine line first, as every script does."""
+    import argparse
+
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--captures", type=Path, default=ROOT / "out" / "bench-captures")
+    folder = ap.parse_args().captures
+    print(f"machine: {machine_line()}\n")
+    return folder
+
+
 def machine_line() -> str:
     from stackwars_ir.capture.artifact import host
 
@@ -33,9 +48,9 @@ def gpt2_layers_module(layers: int, debug_info: bool = True) -> str:
     import jax
     import numpy as np
     from flax import nnx
+    from stackwars_ir.models import gpt2
 
     from stackwars_ir.capture.lowering import lower_text
-    from stackwars_ir.models import gpt2
 
     d = 64
     cfg = dict(n_layer=layers, n_embd=d, n_head=4, vocab_size=512, n_positions=128, layer_norm_epsilon=1e-5)

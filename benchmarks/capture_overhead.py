@@ -19,7 +19,10 @@ from _common import machine_line
 def bare(model: str, size: str, batch: int, seq: int) -> dict:
     import jax
     import torch
-    from torch_xla.stablehlo import StableHLOExportOptions, exported_program_to_stablehlo
+    from torch_xla.stablehlo import (
+        StableHLOExportOptions,
+        exported_program_to_stablehlo,
+    )
     from torchax import export as tx
 
     from stackwars_ir.capture import Request, prepare

@@ -4,14 +4,11 @@ Usage: .venv/bin/python benchmarks/diff_speed.py [--captures DIR]
 """
 from __future__ import annotations
 
-import argparse
 import tempfile
 import time
 from pathlib import Path
 
-from _common import best_of, gpt2_layers_module, machine_line
-
-ROOT = Path(__file__).resolve().parents[1]
+from _common import best_of, captures_dir, gpt2_layers_module
 
 
 def timed_diff(a: Path, b: Path) -> tuple[float, object]:
@@ -23,11 +20,8 @@ def timed_diff(a: Path, b: Path) -> tuple[float, object]:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--captures", type=Path, default=ROOT / "out" / "bench-captures")
-    args = ap.parse_args()
-    print(f"machine: {machine_line()}\n")
-    base = args.captures / "gpt2-base"
+    captures = captures_dir()
+    base = captures / "gpt2-base"
     for other in ("torch-torch_xla", "torch-torchax"):
         if (base / f"{other}.mlir").exists():
             t, r = timed_diff(base / "jax.mlir", base / f"{other}.mlir")

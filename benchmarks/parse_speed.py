@@ -6,16 +6,14 @@ Usage: .venv/bin/python benchmarks/parse_speed.py [--captures DIR]
 """
 from __future__ import annotations
 
-import argparse
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-from _common import best_of, gpt2_layers_module, machine_line
+from _common import ROOT, best_of, captures_dir, gpt2_layers_module
 
-ROOT = Path(__file__).resolve().parents[1]
 CORPUS = ROOT.parent / "shared" / "corpus" / "stablehlo-testdata"
 
 BARE = """
@@ -70,17 +68,14 @@ def in_process(text: str) -> tuple[float, float]:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--captures", type=Path, default=ROOT / "out" / "bench-captures")
-    args = ap.parse_args()
-    print(f"machine: {machine_line()}\n")
+    captures = captures_dir()
     if CORPUS.is_dir():
         files = sorted(CORPUS.rglob("*.mlir"))
         bare = min(bare_process(files) for _ in range(2))
         ours = min(ours_process(files) for _ in range(2))
         print(f"corpus, {len(files)} files, whole process: bare parse {bare:.2f} s, `stackwars-ir stats` "
               f"{ours:.2f} s, ratio {ours / bare:.2f}x (goal <= 4x)")
-    for path in sorted(args.captures.glob("gpt2-base/*.mlir")):
+    for path in sorted(captures.glob("gpt2-base/*.mlir")):
         bare, ours = in_process(path.read_text())
         print(f"{path.parent.name}/{path.name}: bare {bare * 1e3:.0f} ms, parse+graph {ours * 1e3:.0f} ms, "
               f"ratio {ours / bare:.2f}x (goal <= 3x)")

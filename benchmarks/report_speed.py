@@ -4,24 +4,18 @@ Usage: .venv/bin/python benchmarks/report_speed.py [--captures DIR]
 """
 from __future__ import annotations
 
-import argparse
 import tempfile
 from pathlib import Path
 
-from _common import best_of, machine_line
-
-ROOT = Path(__file__).resolve().parents[1]
+from _common import best_of, captures_dir
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--captures", type=Path, default=ROOT / "out" / "bench-captures")
-    args = ap.parse_args()
+    captures = captures_dir()
     from stackwars_ir.diff import diff_files
     from stackwars_ir.report import write_outputs
 
-    print(f"machine: {machine_line()}\n")
-    base = args.captures / "gpt2-base"
+    base = captures / "gpt2-base"
     with tempfile.TemporaryDirectory() as d:
         out = Path(d) / "r.html"
         t = best_of(lambda: write_outputs(diff_files(base / "jax.mlir", base / "torch-torch_xla.mlir"), html_path=out))
