@@ -129,14 +129,19 @@ def run(req: Request, out_dir: Path, *, force: bool = False, show: bool | None =
     from ..runtime import runtime
 
     rt = runtime("cpu")
-    results, files = [], []
-    for cap in captures:
+    checked = []
+    for cap in captures:  # every check before any write: a failure leaves no partial set behind
         check = Stages(f"{label} {cap.stem}", show=show)
         with check.stage("parity (compile + run on XLA CPU)"):
             result = parity.check(cap, weights, inputs, reference, rt)
-        results.append(result)
-        cap = dataclasses.replace(cap, seconds={**prep.seconds, **cap.seconds, **check.seconds})
-        files += _write(cap, req, inputs, result, out_dir)
+        checked.append((dataclasses.replace(cap, seconds={**prep.seconds, **cap.seconds, **check.seconds}), result))
+    for cap, _ in checked:
+        leftover = absolute_paths(cap.text)
+        if leftover:
+            raise CaptureError(f"{cap.stem}: absolute path {leftover[0]!r} left in the capture",
+                               fix="report this as a bug in stackwars-ir's path sanitizer")
+    results = [result for _, result in checked]
+    files = [f for cap, result in checked for f in _write(cap, req, inputs, result, out_dir)]
     outcome = CaptureSet(req.model, req.size, tuple(files), tuple(results))
     if not outcome.ok:
         bad = [p for p in results if not p.ok]
@@ -168,10 +173,6 @@ def _write(cap: Capture, req: Request, inputs, result: parity.Parity, out_dir: P
     from stackwars_ir import models
 
     mlir_path, json_path = artifact.target_paths(out_dir, req.model, req.size, cap.stem)
-    leftover = absolute_paths(cap.text)
-    if leftover:
-        raise CaptureError(f"{mlir_path}: absolute path {leftover[0]!r} left in the capture",
-                           fix="report this as a bug in stackwars-ir's path sanitizer")
     sidecar = {
         "format": artifact.SIDECAR_FORMAT,
         "model": req.model, "size": req.size, "seed": req.seed, "batch": req.batch, "seq": req.seq,
