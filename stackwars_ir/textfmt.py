@@ -4,8 +4,8 @@ from __future__ import annotations
 
 def table(headers: list[str], rows: list[list], right: set[int] | None = None) -> str:
     """Left-aligned columns, right-aligned where `right` says (numbers)."""
-    right = right if right is not None else {i for i, c in enumerate(rows[0]) if isinstance(c, (int, float))} \
-        if rows else set()
+    if right is None:  # numbers in the first row say which columns are numeric
+        right = {i for i, c in enumerate(rows[0]) if isinstance(c, (int, float))} if rows else set()
     cells = [[str(h) for h in headers]] + [[_fmt(c) for c in r] for r in rows]
     widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
 
