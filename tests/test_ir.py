@@ -8,7 +8,8 @@ import pytest
 from conftest import golden
 from stackwars_ir.ir import Parser, load, load_one
 from stackwars_ir.ir.graph import op_graph
-from stackwars_ir.ir.locations import provenance, top_name
+from stackwars_ir.ir.locations import loc_name, provenance, top_name
+from stackwars_ir.ir.model import Func, Op, Tensor, Value
 from stackwars_ir.ir.stats import module_stats
 
 
@@ -75,9 +76,82 @@ def test_provenance_from_jax_torchax_and_torch_xla():
     ('loc("a.py":1:2)', ""),
     ("loc(unknown)", ""),
     ('loc(fused["jit(f)/ln_f/add", "x"])', "ln_f"),
+    ('loc(fused<"meta">["jit(f)/ln_f/add", "x"])', "ln_f"),
+    ('loc(callsite(callsite("jit(f)/q/r/add" at "x":1:1) at "b.py":3:4))', "q.r"),
+    ('loc("jit(f)/a\\"b/add")', 'a"b'),
+    ("loc(fused[])", ""),
 ])
 def test_location_to_module_path(loc, path):
+    """Both readers (Location structure, printed form) give the same provenance."""
+    from jaxlib.mlir import ir
+
+    from stackwars_ir.ir.parse import mlir_context
+
     assert provenance(top_name(loc))[0] == path
+    text = f"func.func @main() {{\n  %0 = stablehlo.constant dense<1.0> : tensor<f32> {loc}\n  return\n}}"
+    with mlir_context():
+        module = ir.Module.parse(text)  # kept: its ops die with it
+        op = module.body.operations[0].regions[0].blocks[0].operations[0]
+        assert provenance(loc_name(op.location, (ir.NameLoc, ir.CallSiteLoc, ir.FusedLoc)))[0] == path
+
+
+@pytest.mark.parametrize("model", ["gpt2", "resnet50"])
+def test_location_structure_reads_as_the_printed_form(model):
+    """The fast structural reader agrees with the printed form on every op of real captures."""
+    from jaxlib.mlir import ir
+
+    from stackwars_ir.ir.parse import mlir_context
+
+    kinds = (ir.NameLoc, ir.CallSiteLoc, ir.FusedLoc)
+    with mlir_context():
+        for stem in ("jax", "torch-torchax", "torch-torch_xla"):
+            module = ir.Module.parse(golden(model, stem).read_text())
+            seen = []
+            module.operation.walk(lambda op: seen.append(op) or ir.WalkResult.ADVANCE)
+            assert len(seen) > 40
+            for op in seen:
+                assert loc_name(op.location, kinds) == top_name(str(op.location)), str(op.location)
+
+
+def test_parsed_module_is_made_of_the_ir_types():
+    module = load_one(golden("gpt2", "jax"))
+    assert all(type(f) is Func and all(type(t) is Tensor for t in f.results) for f in module.funcs)
+    assert all(type(op) is Op for op in module.ops)
+    assert all(type(v) is Value and type(v.type) is Tensor for v in module.values)
+    assert [op.id for op in module.ops] == list(range(len(module.ops)))
+    assert [v.id for v in module.values] == list(range(len(module.values)))
+
+
+@pytest.mark.parametrize("model, stem", [("gpt2", "jax"), ("gpt2", "torch-torch_xla"), ("resnet50", "torch-torchax")])
+def test_op_graph_is_the_graph_built_edge_by_edge(model, stem):
+    """op_graph fills networkx's dicts directly: it must equal the public API's graph."""
+    import networkx as nx
+
+    module = load_one(golden(model, stem))
+    f = module.entry
+    ref = nx.MultiDiGraph(module=module.source, func=f.name)
+    source = {}
+    for i, vid in enumerate(f.args):
+        v = module.values[vid]
+        ref.add_node(("arg", i), kind="arg", name=v.name, shape=v.type.shape, dtype=v.type.dtype)
+        source[vid] = ("arg", i)
+    for op_id in f.ops:
+        op = module.ops[op_id]
+        ref.add_node(("op", op_id), kind="op", name=op.name, path=op.path, parent=op.parent)
+        source.update({vid: ("op", op_id) for vid in op.results})
+    uses = [(vid, ("op", o), pos) for o in f.ops for pos, vid in enumerate(module.ops[o].operands)]
+    for i, vid in enumerate(f.returns):
+        ref.add_node(("result", i), kind="result")
+        uses.append((vid, ("result", i), i))
+    for vid, dst, pos in uses:
+        if vid in source:
+            t = module.values[vid].type
+            ref.add_edge(source[vid], dst, key=pos, value=vid, shape=t.shape, dtype=t.dtype)
+    g = op_graph(module)
+    assert nx.utils.graphs_equal(g, ref)
+    assert list(g.edges(keys=True, data=True)) == list(ref.edges(keys=True, data=True))
+    assert sorted(g.in_edges(keys=True)) == sorted(ref.in_edges(keys=True))
+    assert g.graph == ref.graph and g.number_of_edges() > 100
 
 
 def test_graph_edges_carry_shape_and_dtype():

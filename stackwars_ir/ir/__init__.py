@@ -64,7 +64,7 @@ class Parser:
         except (EOFError, BrokenPipeError, OSError):
             return ParseResult(label, error=self._crash(label))
         if status == "ok":
-            return ParseResult(label, tuple(payload))
+            return ParseResult(label, tuple(Module.from_wire(w) for w in payload))
         return ParseResult(label, error=payload)
 
     def _crash(self, label: str) -> str:

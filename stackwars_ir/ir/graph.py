@@ -1,6 +1,7 @@
 """The op graph: a networkx MultiDiGraph of ops with def-use edges carrying shape and dtype."""
 from __future__ import annotations
 
+from . import no_gc
 from .model import Module
 
 
@@ -8,35 +9,55 @@ def op_graph(module: Module, func: str | None = None):
     """Nodes: ("op", id) for each op of `func` (default: the entry function, regions included),
     ("arg", i) for its arguments and ("result", i) for what it returns. An edge runs from a
     value's producer to each user, keyed by operand position, with `shape`, `dtype` and `value`.
+
+    The graph's dicts are filled directly and handed to networkx in one assignment, as its
+    `_adj`/`_pred` descriptors provide for: 2.5x faster than add_edges_from on 100,000s of
+    edges, and the same graph (tests/test_ir.py compares it with one built edge by edge).
     """
+    with no_gc():  # 100,000s of long-lived dicts: the cyclic GC would rescan them repeatedly
+        return _op_graph(module, func)
+
+
+def _op_graph(module: Module, func: str | None):
     import networkx as nx
 
     f = module.func_by_name[func] if func else module.entry
-    g = nx.MultiDiGraph(module=module.source, func=f.name)
-    source, nodes, edges = {}, [], []
+    values, ops = module.values, module.ops
+    nodes, succ, pred, source = {}, {}, {}, {}
+
+    def add_node(n, attrs: dict) -> None:
+        nodes[n] = attrs
+        succ[n] = {}
+        pred[n] = {}
+
+    def add_edge(vid: int, dst, pos: int) -> None:
+        src = source.get(vid)
+        if src is None:  # a region's block argument: no producer in this graph
+            return
+        t = values[vid].type
+        keyed = succ[src].get(dst)
+        if keyed is None:
+            keyed = succ[src][dst] = pred[dst][src] = {}
+        keyed[pos] = {"value": vid, "shape": t.shape, "dtype": t.dtype}
+
     for i, vid in enumerate(f.args):
-        v = module.values[vid]
-        nodes.append((("arg", i), {"kind": "arg", "name": v.name, "shape": v.type.shape, "dtype": v.type.dtype}))
+        v = values[vid]
+        add_node(("arg", i), {"kind": "arg", "name": v.name, "shape": v.type.shape, "dtype": v.type.dtype})
         source[vid] = ("arg", i)
     for op_id in f.ops:
-        op = module.ops[op_id]
-        nodes.append((("op", op_id), {"kind": "op", "name": op.name, "path": op.path, "parent": op.parent}))
+        op = ops[op_id]
+        node = ("op", op_id)
+        add_node(node, {"kind": "op", "name": op.name, "path": op.path, "parent": op.parent})
         for vid in op.results:
-            source[vid] = ("op", op_id)
+            source[vid] = node
+    for i in range(len(f.returns)):
+        add_node(("result", i), {"kind": "result"})
     for op_id in f.ops:
-        for pos, vid in enumerate(module.ops[op_id].operands):
-            _edge(edges, module, source, vid, ("op", op_id), pos)
+        node = ("op", op_id)
+        for pos, vid in enumerate(ops[op_id].operands):
+            add_edge(vid, node, pos)
     for i, vid in enumerate(f.returns):
-        nodes.append((("result", i), {"kind": "result"}))
-        _edge(edges, module, source, vid, ("result", i), i)
-    g.add_nodes_from(nodes)  # in bulk: several times faster than one call per node
-    g.add_edges_from(edges)
+        add_edge(vid, ("result", i), i)
+    g = nx.MultiDiGraph(module=module.source, func=f.name)
+    g._node, g._adj, g._pred = nodes, succ, pred  # _adj's descriptor sets _succ too
     return g
-
-
-def _edge(edges: list, module: Module, source: dict, vid: int, dst, pos: int) -> None:
-    src = source.get(vid)
-    if src is None:  # a region's block argument: no producer in this graph
-        return
-    t = module.values[vid].type
-    edges.append((src, dst, pos, {"value": vid, "shape": t.shape, "dtype": t.dtype}))

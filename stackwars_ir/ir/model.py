@@ -12,7 +12,7 @@ _ITEMSIZE = {"f64": 8, "i64": 8, "ui64": 8, "c64": 8, "complex<f32>": 8, "comple
 
 
 # Tensor, Op and Value are NamedTuples: immutable like frozen dataclasses, but several times
-# cheaper to build and to pickle across the parse worker's pipe (a module has 100,000s of them).
+# cheaper to build (a module has 100,000s of them); the parse worker sends them as plain tuples.
 
 
 class Tensor(NamedTuple):
@@ -106,6 +106,20 @@ class Module:
 
     def __str__(self) -> str:
         return f"Module({self.source}: {len(self.funcs)} functions, {len(self.ops)} ops)"
+
+    @classmethod
+    def from_wire(cls, wire: tuple) -> "Module":
+        """A module from the parse worker's plain-tuple form (see parse.py: _build), which
+        marshal sends across the pipe several times faster than pickle sends NamedTuples."""
+        source, parser, funcs, ops, values, types = wire
+        new = tuple.__new__
+        tensors = [new(Tensor, t) for t in types]
+        funcs = (new(Func, (*f[:3], tuple(new(Tensor, t) for t in f[3]), *f[4:])) for f in funcs)
+        return cls(source,
+                   tuple(funcs),
+                   tuple([new(Op, o) for o in ops]),
+                   tuple([new(Value, (i, tensors[t], p, a, n)) for i, t, p, a, n in values]),
+                   parser)
 
     @cached_property
     def func_by_name(self) -> dict:

@@ -6,8 +6,7 @@ parser, and that must never take the caller down.
 from __future__ import annotations
 
 from ..errors import ParseError
-from .locations import provenance, top_name
-from .model import Func, Module, Op, Tensor, Value
+from .locations import loc_name, provenance
 
 BYTECODE_MAGIC = b"ML\xefR"
 SPLIT_MARKER = "// -----"
@@ -76,8 +75,9 @@ class _Contexts:
 CONTEXTS = _Contexts()
 
 
-def parse_bytes(data: bytes, source: str) -> list[Module]:
-    """Every module in `data` (one, or several split by `// -----`); ParseError names file:line:col."""
+def parse_wire(data: bytes, source: str) -> list[tuple]:
+    """Every module in `data` (one, or several split by `// -----`), in the wire form of
+    Module.from_wire; ParseError names file:line:col."""
     if not data.strip():
         raise ParseError(f"{source}: empty file", fix="give a StableHLO .mlir or .mlirbc file")
     if data.startswith(BYTECODE_MAGIC):
@@ -110,7 +110,7 @@ def _split(text: str) -> list[tuple[int, str]]:
     return [(s, c) for s, c in chunks if c.strip()] or [(1, text)]
 
 
-def _parse_text(chunk: str, label: str, source: str, first_line: int) -> Module:
+def _parse_text(chunk: str, label: str, source: str, first_line: int) -> tuple:
     from jaxlib.mlir import ir
 
     ctx = CONTEXTS.jaxlib()
@@ -124,7 +124,7 @@ def _parse_text(chunk: str, label: str, source: str, first_line: int) -> Module:
         raise _diagnostic(e, source, first_line) from None
 
 
-def _parse_quantized(chunk: str, label: str, source: str, first_line: int) -> Module:
+def _parse_quantized(chunk: str, label: str, source: str, first_line: int) -> tuple:
     try:
         from iree.compiler import ir
     except ImportError:
@@ -139,7 +139,7 @@ def _parse_quantized(chunk: str, label: str, source: str, first_line: int) -> Mo
         raise _diagnostic(e, source, first_line) from None
 
 
-def _parse_bytecode(data: bytes, source: str) -> Module:
+def _parse_bytecode(data: bytes, source: str) -> tuple:
     from jaxlib.mlir import ir
     from jaxlib.mlir.dialects import stablehlo
 
@@ -189,18 +189,28 @@ def _line_col(loc: str) -> tuple[int, int]:
 
 
 class _Builder:
-    """Walks one MLIR module and records functions, ops and values."""
+    """Walks one MLIR module and records functions, ops and values.
+
+    The walk is the parse worker's hot loop (100,000s of ops): binding calls are made once per
+    op, types and provenance are cached (types are uniqued per context; names repeat), and it
+    records plain tuples (the wire form of Module.from_wire): values name their type by index.
+    """
 
     def __init__(self, ir):
         self.ir = ir
         self.ops: list[Op] = []
         self.values: list[Value] = []
         self.ids: dict = {}
-        self.types: dict = {}
-        self.locs: dict = {}
+        self.types: dict = {}  # MLIR type -> index into self.tensors
+        self.tensors: list = []  # (shape, dtype)
+        self.places: dict = {None: ("", "")}
+        self.attr_values: dict = {}
+        self.splats: dict = {}
+        self.loc_kinds = tuple(getattr(ir, k, None) for k in ("NameLoc", "CallSiteLoc", "FusedLoc"))
 
-    def tensor(self, t) -> Tensor:
-        hit = self.types.get(t)  # types are uniqued per context: hashing one is cheap
+    def tensor(self, t) -> int:
+        """The index of a type's (shape, dtype) in self.tensors."""
+        hit = self.types.get(t)
         if hit is None:
             key = str(t)
             ir = self.ir
@@ -208,31 +218,26 @@ class _Builder:
                 rt = ir.RankedTensorType(t)
                 dyn = ir.ShapedType.get_dynamic_size()
                 shape = tuple(None if d == dyn else d for d in rt.shape)
-                hit = Tensor(shape, str(rt.element_type))
+                tensor = (shape, str(rt.element_type))
             elif _is(ir.ShapedType, t) and not ir.ShapedType(t).has_rank:
-                hit = Tensor((None,), str(ir.ShapedType(t).element_type))  # unranked: one unknown dim
+                tensor = ((None,), str(ir.ShapedType(t).element_type))  # unranked: one unknown dim
             else:
-                hit = Tensor((), key)  # tokens, tuples, scalars of other dialects
-            self.types[t] = hit
+                tensor = ((), key)  # tokens, tuples, scalars of other dialects
+            hit = self.types[t] = len(self.tensors)
+            self.tensors.append(tensor)
         return hit
 
     def value(self, v, producer: int | None, arg_index: int | None = None, name: str = "") -> int:
         vid = len(self.values)
-        self.values.append(Value(vid, self.tensor(v.type), producer, arg_index, name))
+        self.values.append((vid, self.tensor(v.type), producer, arg_index, name))
         self.ids[v] = vid
         return vid
 
-    def where(self, op) -> tuple[str, str]:
-        # Location attributes are uniqued, so hashing one is cheap, and ops share them (about 45%
-        # of a JAX module's ops): print each distinct location once. Printing is the costly part.
-        loc = op.location
-        try:
-            key = loc.attr
-        except AttributeError:  # bindings without Location.attr
-            key = str(loc)
-        hit = self.locs.get(key)
+    def where(self, loc) -> tuple[str, str]:
+        name = loc_name(loc, self.loc_kinds)
+        hit = self.places.get(name)
         if hit is None:
-            hit = self.locs[key] = provenance(top_name(str(loc)))
+            hit = self.places[name] = provenance(name)
         return hit
 
     def func(self, fop) -> Func:
@@ -240,70 +245,96 @@ class _Builder:
         name = self.ir.StringAttr(attrs["sym_name"]).value
         visibility = self.ir.StringAttr(attrs["sym_visibility"]).value if "sym_visibility" in attrs else "public"
         ftype = self.ir.FunctionType(self.ir.TypeAttr(attrs["function_type"]).value)
-        results = tuple(self.tensor(t) for t in ftype.results)
+        results = tuple(self.tensors[self.tensor(t)] for t in ftype.results)
         if not fop.regions or not fop.regions[0].blocks:  # a declaration
-            return Func(name, visibility, (), results, ())
+            return (name, visibility, (), results, (), ())
         entry = fop.regions[0].blocks[0]
-        args = tuple(self.value(a, None, i, _arg_name(a)) for i, a in enumerate(entry.arguments))
+        args = tuple(self.value(a, None, i, self.arg_name(a)) for i, a in enumerate(entry.arguments))
         first = len(self.ops)
         returns = self.block(fop.regions[0], name, None)
-        return Func(name, visibility, args, results, tuple(range(first, len(self.ops))), returns)
+        return (name, visibility, args, results, tuple(range(first, len(self.ops))), returns)
 
     def block(self, region, func: str, parent: int | None) -> tuple:
-        """Record the ops of a region; return the operands of its top-level return."""
+        """Record the ops of a region (nested regions included); return the operands of its
+        top-level return."""
         returns = ()
         for block in region.blocks:
             for a in block.arguments:
                 if a not in self.ids:
                     self.value(a, parent)
-            for op in block.operations:
-                op = op.operation
-                ids = self.op(op, func, parent)
-                if op.name in ("func.return", "stablehlo.return", "mhlo.return") and parent is None:
-                    returns = ids
+            returns = self.run(block.operations, func, parent) or returns
         return returns
 
-    def op(self, op, func: str, parent: int | None) -> tuple:
-        oid = len(self.ops)
-        ids = self.ids
-        operands = tuple([i if (i := ids.get(v)) is not None else self.value(v, None) for v in op.operands])
-        results = tuple(self.value(r, oid) for r in op.results)
-        path, mtype = self.where(op)
-        self.ops.append(Op(oid, op.name, func, parent, operands, results, self.attrs(op), path, mtype))
-        for region in op.regions:
-            self.block(region, func, oid)
-        return operands
+    def run(self, operations, func: str, parent: int | None) -> tuple:
+        """Record a sequence of ops; return the operands of a top-level return among them."""
+        returns = ()
+        ops, values, ids, types, places = self.ops, self.values, self.ids, self.types, self.places
+        tensor, attrs, value = self.tensor, self.attrs, self.value
+        name_loc, kinds = self.loc_kinds[0], self.loc_kinds
+        for op in operations:
+            op = op.operation
+            oid = len(ops)
+            name = op.name
+            operands = tuple([i if (i := ids.get(v)) is not None else value(v, None) for v in op.operands])
+            results = []
+            for r in op.results:
+                vid = len(values)
+                t = types.get(r.type)
+                values.append((vid, tensor(r.type) if t is None else t, oid, None, ""))
+                ids[r] = vid
+                results.append(vid)
+            loc = op.location
+            where = places.get(loc.name_str if type(loc) is name_loc else loc_name(loc, kinds))
+            if where is None:
+                where = self.where(loc)
+            attributes = op.attributes
+            ops.append((oid, name, func, parent, operands, tuple(results),
+                        attrs(attributes, name) if len(attributes) else (), *where))
+            if len(op.regions):
+                for inner in op.regions:
+                    self.block(inner, func, oid)
+            if parent is None and name in _RETURNS:
+                returns = operands
+        return returns
 
-    def attrs(self, op) -> tuple:
+    def attrs(self, attributes, op_name: str) -> tuple:
         kept = []
-        attributes = op.attributes
         for key in attributes:  # names in this binding version (NamedAttribute in older ones)
             if not isinstance(key, str):
                 key = key.name
-            wanted = key in _KEPT_ATTRS or key == "dot_dimension_numbers" or (
-                key == "value" and op.name.endswith(".constant"))
-            if not wanted:
+            if key not in _KEPT_ATTRS and key != "dot_dimension_numbers" and not (
+                    key == "value" and op_name.endswith(".constant")):
                 continue
             try:
                 a = attributes[key]  # auto-downcast: fails for some element types (complex)
             except TypeError:
                 continue
+            # Attributes are uniqued like types, and ops repeat them (broadcast dimensions,
+            # comparison directions): read each distinct one once.
             if key == "dot_dimension_numbers":
                 kept.extend(_dot_dims(a))
             elif key == "value":
-                kept.append(("splat", _is_splat(self.ir, a)))
+                hit = self.splats.get(a)
+                if hit is None:
+                    hit = self.splats[a] = _is_splat(self.ir, a)
+                kept.append(("splat", hit))
             else:
-                kept.append((key, _attr_value(self.ir, a)))
+                hit = self.attr_values.get(a)
+                if hit is None:
+                    hit = self.attr_values[a] = _attr_value(self.ir, a)
+                kept.append((key, hit))
         return tuple(kept)
 
+    def arg_name(self, arg) -> str:
+        try:
+            loc = arg.location
+        except Exception:  # older bindings: block arguments without locations
+            return ""
+        name = loc_name(loc, self.loc_kinds) or ""
+        return name if len(name) < 200 else ""
 
-def _arg_name(arg) -> str:
-    try:
-        loc = str(arg.location)
-    except Exception:  # older bindings: block arguments without locations
-        return ""
-    name = top_name(loc) or ""
-    return name if len(name) < 200 else ""
+
+_RETURNS = frozenset({"func.return", "stablehlo.return", "mhlo.return"})
 
 
 def _is(cls, x) -> bool:
@@ -344,7 +375,8 @@ def _is_splat(ir, a) -> bool:
         return False
 
 
-def _build(module, label: str, parser: str, ir=None) -> Module:
+def _build(module, label: str, parser: str, ir=None) -> tuple:
+    """The wire form of a parsed module: see Module.from_wire."""
     if ir is None:
         from jaxlib.mlir import ir
     b = _Builder(ir)
@@ -354,14 +386,15 @@ def _build(module, label: str, parser: str, ir=None) -> Module:
         if op.name == "func.func":
             funcs.append(b.func(op))
         else:  # module-level ops other than functions (rare): keep them in a pseudo-function
-            b.op(op, "<module>", None)
-    ops = tuple(b.ops)
+            b.run([op], "<module>", None)
+    ops = b.ops
+    dialects = {name.split(".", 1)[0] if "." in name else "" for name in {o[1] for o in ops}}
     if not funcs:
         raise ParseError(f"{label}: MLIR module without any func.func", fix="give a StableHLO module")
-    foreign = sorted({o.dialect for o in ops} - STABLEHLO_DIALECTS - {"func", "check", ""})
-    if foreign and not any(o.dialect in STABLEHLO_DIALECTS for o in ops):
+    foreign = sorted(dialects - STABLEHLO_DIALECTS - {"func", "check", ""})
+    if foreign and not dialects & STABLEHLO_DIALECTS:
         # An identity function (func ops only) is valid StableHLO; arith/linalg/tosa code is not.
         raise ParseError(f"{label}: MLIR but not StableHLO (no stablehlo/chlo/mhlo op; dialects: "
                          f"{', '.join(foreign)})",
                          fix="give the StableHLO export of the model (jax.jit(...).lower(...).as_text())")
-    return Module(label, tuple(funcs), ops, tuple(b.values), parser)
+    return (label, parser, funcs, ops, b.values, b.tensors)
