@@ -23,41 +23,34 @@ def _op_graph(module: Module, func: str | None):
 
     f = module.func_by_name[func] if func else module.entry
     values, ops = module.values, module.ops
-    nodes, succ, pred, source = {}, {}, {}, {}
-
-    def add_node(n, attrs: dict) -> None:
-        nodes[n] = attrs
-        succ[n] = {}
-        pred[n] = {}
-
-    def add_edge(vid: int, dst, pos: int) -> None:
-        src = source.get(vid)
-        if src is None:  # a region's block argument: no producer in this graph
-            return
-        t = values[vid].type
-        keyed = succ[src].get(dst)
-        if keyed is None:
-            keyed = succ[src][dst] = pred[dst][src] = {}
-        keyed[pos] = {"value": vid, "shape": t.shape, "dtype": t.dtype}
-
+    nodes, source = {}, {}
     for i, vid in enumerate(f.args):
         v = values[vid]
-        add_node(("arg", i), {"kind": "arg", "name": v.name, "shape": v.type.shape, "dtype": v.type.dtype})
+        nodes[("arg", i)] = {"kind": "arg", "name": v.name, "shape": v.type.shape, "dtype": v.type.dtype}
         source[vid] = ("arg", i)
     for op_id in f.ops:
         op = ops[op_id]
         node = ("op", op_id)
-        add_node(node, {"kind": "op", "name": op.name, "path": op.path, "parent": op.parent})
+        nodes[node] = {"kind": "op", "name": op.name, "path": op.path, "parent": op.parent}
         for vid in op.results:
             source[vid] = node
     for i in range(len(f.returns)):
-        add_node(("result", i), {"kind": "result"})
-    for op_id in f.ops:
-        node = ("op", op_id)
-        for pos, vid in enumerate(ops[op_id].operands):
-            add_edge(vid, node, pos)
-    for i, vid in enumerate(f.returns):
-        add_edge(vid, ("result", i), i)
+        nodes[("result", i)] = {"kind": "result"}
+    succ = {n: {} for n in nodes}
+    pred = {n: {} for n in nodes}
+    uses = [(("op", op_id), enumerate(ops[op_id].operands)) for op_id in f.ops]
+    uses += [(("result", i), ((i, vid),)) for i, vid in enumerate(f.returns)]  # keyed by position
+    get = source.get
+    for dst, operands in uses:
+        for pos, vid in operands:
+            src = get(vid)
+            if src is None:  # a region's block argument: no producer in this graph
+                continue
+            t = values[vid].type
+            keyed = succ[src].get(dst)
+            if keyed is None:
+                keyed = succ[src][dst] = pred[dst][src] = {}
+            keyed[pos] = {"value": vid, "shape": t.shape, "dtype": t.dtype}
     g = nx.MultiDiGraph(module=module.source, func=f.name)
     g._node, g._adj, g._pred = nodes, succ, pred  # _adj's descriptor sets _succ too
     return g

@@ -1,13 +1,16 @@
 """The parse worker: a child process that parses files, so a crash in MLIR's native code kills only it.
 
 Protocol on stdin/stdout: length-prefixed marshal data (both ends run the same Python).
-Request: a file path (str) or ("bytes", label, data). Reply: ("ok", [wire, ...]), each the
-plain-tuple form that Module.from_wire reads, or ("error", one-line message). marshal writes
-and reads plain tuples 3x faster than pickle does the IR's NamedTuples.
+Request: (path, j, k, crash): parse the file, or part j of k of it (see parse._Builder).
+Reply: ("ok", [wire, ...]), each the plain-tuple form that Module.from_wire reads, or
+("error", one-line message). marshal writes and reads plain tuples 3x faster than pickle
+does the IR's NamedTuples.
 """
 from __future__ import annotations
 
 import marshal
+import os
+import signal
 import struct
 import sys
 
@@ -31,31 +34,23 @@ def receive(stream):
 
 
 def handle(request):
-    import os
-
     from ..errors import StackwarsError
     from .parse import parse_wire
 
-    # Test seam: die like MLIR's native parser does on some malformed files (SIGSEGV, SIGFPE).
-    crash_on = os.environ.get("STACKWARS_IR_TEST_CRASH_ON")
-    if crash_on and str(request).endswith(crash_on):
-        os.kill(os.getpid(), 11)
-
+    path, j, k, crash = request
+    if crash:  # the parent's test seam: die as MLIR's native parser does on some files (SIGSEGV)
+        os.kill(os.getpid(), signal.SIGSEGV)
     try:
-        if isinstance(request, tuple):
-            _, label, data = request
-        else:
-            label = request
-            with open(request, "rb") as f:
-                data = f.read()
-        return ("ok", parse_wire(data, label))
+        with open(path, "rb") as f:
+            data = f.read()
+        return ("ok", parse_wire(data, path, (j, k)))
     except StackwarsError as e:
         return ("error", e.one_line())
     except OSError as e:
-        return ("error", f"{request}: cannot read: {e.strerror}")
+        return ("error", f"{path}: cannot read: {e.strerror}")
     except Exception as e:  # a bug of ours: still one line, still not a crash of the caller
         detail = " ".join(str(e).split())[:200]
-        return ("error", f"{label}: internal error while parsing: {type(e).__name__}: {detail}")
+        return ("error", f"{path}: internal error while parsing: {type(e).__name__}: {detail}")
 
 
 def main() -> None:
