@@ -224,6 +224,22 @@ def test_a_crashing_parser_does_not_take_the_caller_down(monkeypatch, tmp_path):
     assert second.ok
 
 
+def test_the_worker_runs_this_stackwars_ir_whatever_the_working_directory(monkeypatch, tmp_path):
+    """A stackwars_ir folder in the working directory (another checkout) must not be imported
+    by the parse worker in place of the caller's own code."""
+    import stackwars_ir.ir as ir_pkg
+
+    decoy = tmp_path / "stackwars_ir"
+    decoy.mkdir()
+    (decoy / "__init__.py").write_text("raise ImportError('decoy stackwars_ir imported')\n")
+    monkeypatch.chdir(tmp_path)
+    ir_pkg._POOL.close()  # a fresh worker, started here
+    try:
+        assert load_one(golden("gemm", "jax")).histogram()
+    finally:
+        ir_pkg._POOL.close()
+
+
 def test_stats_of_a_capture():
     s = module_stats(load_one(golden("gpt2", "jax")))
     assert s.calls > 0 and s.ops_inlined > s.ops_written - 50

@@ -52,8 +52,12 @@ class Parser:
     def _start(self) -> subprocess.Popen:
         env = dict(os.environ)
         env.setdefault("JAX_PLATFORMS", "cpu")
-        env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
-        return subprocess.Popen([sys.executable, "-m", "stackwars_ir.ir.worker"], stdin=subprocess.PIPE,
+        # The worker imports exactly this process's stackwars_ir: `python -m` would put the
+        # working directory first on sys.path, and a stackwars_ir folder there (another checkout)
+        # would be parsing instead.
+        boot = f"import sys; sys.path[:] = {[p for p in sys.path if p]!r}; " \
+               "from stackwars_ir.ir.worker import main; main()"
+        return subprocess.Popen([sys.executable, "-c", boot], stdin=subprocess.PIPE,
                                 stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
 
     def parse(self, path: str | Path) -> ParseResult:
