@@ -113,6 +113,44 @@ def test_location_structure_reads_as_the_printed_form(model):
                 assert loc_name(op.location, kinds) == top_name(str(op.location)), str(op.location)
 
 
+def _parts_join_to_the_whole(path) -> int:
+    """Parse `path` whole and in 2 and 3 parts (in this process); the joined parts must be the
+    whole module, op for op and value for value. Returns the number of ops."""
+    from stackwars_ir.ir.model import Module
+    from stackwars_ir.ir.parse import parse_wire
+
+    data = path.read_bytes()
+    whole = parse_wire(data, str(path))
+    for k in (2, 3):
+        parts = [parse_wire(data, str(path), (j, k)) for j in range(k)]
+        if len(whole) != 1:  # several modules: not shared
+            assert parts[0] == whole and not any(parts[1:])
+            continue
+        joined, ref = Module.from_wire(*(p[0] for p in parts)), Module.from_wire(whole[0])
+        assert (joined.funcs, joined.ops, joined.values) == (ref.funcs, ref.ops, ref.values), (path, k)
+        assert all(p[0][3] for p in parts[:-1]) or len(ref.ops) < 10, "a part recorded nothing"
+    return sum(len(m[3]) for m in whole)
+
+
+def test_a_module_walked_in_parts_is_the_whole_module(corpus):
+    ops = sum(_parts_join_to_the_whole(golden(model, stem)) for model in ("gpt2", "resnet50", "bert")
+              for stem in ("jax", "torch-torchax", "torch-torch_xla"))
+    files = sorted(corpus.rglob("*.mlir"))[::25]  # regions, calls, dynamic shapes, quantized files
+    ops += sum(_parts_join_to_the_whole(f) for f in files)
+    assert ops > 4000
+
+
+def test_load_shares_a_big_file_between_workers(monkeypatch):
+    import stackwars_ir.ir as ir_pkg
+
+    path = golden("gpt2", "torch-torchax")
+    with Parser() as parser:
+        whole = parser.parse(path).modules[0]
+    monkeypatch.setattr(ir_pkg, "SHARE_BYTES", 0)
+    shared = load([path], jobs=3)[0].modules[0]
+    assert (shared.funcs, shared.ops, shared.values) == (whole.funcs, whole.ops, whole.values)
+
+
 def test_parsed_module_is_made_of_the_ir_types():
     module = load_one(golden("gpt2", "jax"))
     assert all(type(f) is Func and all(type(t) is Tensor for t in f.results) for f in module.funcs)

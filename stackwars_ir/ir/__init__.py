@@ -62,13 +62,11 @@ class Parser:
 
     def parse(self, path: str | Path) -> ParseResult:
         """Every module of one file, or the one-line reason it could not be read."""
-        status, payload = self.request(path)
-        if status != "ok":
-            return ParseResult(str(path), error=payload)
-        return ParseResult(str(path), tuple(Module.from_wire(w) for w in payload))
+        return _result(str(path), [self.request(path)])
 
-    def request(self, path: str | Path) -> tuple:
-        """The worker's reply for one file: ("ok", [wire, ...]) or ("error", one line)."""
+    def request(self, path: str | Path, part: tuple = (0, 1)) -> tuple:
+        """The worker's reply for one file, or part j of k of it: ("ok", [wire, ...]) or
+        ("error", one line)."""
         from .worker import receive, send
 
         label = str(path)
@@ -85,7 +83,7 @@ class Parser:
         crash_on = os.environ.get("STACKWARS_IR_TEST_CRASH_ON")
         crash = bool(crash_on) and label.endswith(crash_on)
         try:
-            send(self.proc.stdin, (label, crash))
+            send(self.proc.stdin, (label, *part, crash))
             return receive(self.proc.stdout)
         except (EOFError, BrokenPipeError, OSError):
             return ("error", self._crash(label))
@@ -108,6 +106,20 @@ class Parser:
                     self.proc.kill()
             self.proc = None
         self.read = 0
+
+
+def _result(label: str, replies: list) -> ParseResult:
+    """One file's ParseResult from its workers' replies, one per part, in order."""
+    for status, payload in replies:
+        if status != "ok":
+            return ParseResult(label, error=payload)
+    first = replies[0][1]
+    if len(replies) == 1 or len(first) != 1:  # not shared: a file of several modules is part 0's
+        return ParseResult(label, tuple(Module.from_wire(w) for w in first))
+    try:
+        return ParseResult(label, (Module.from_wire(*(payload[0] for _, payload in replies)),))
+    except ValueError as e:  # a bug of ours: still one line
+        return ParseResult(label, error=f"{label}: internal error while parsing: {e}")
 
 
 class _Pool:
@@ -149,17 +161,29 @@ def no_gc():
             gc.enable()
 
 
+# A file this big, with a core to spare, is walked by several workers at once (see _Builder).
+# Measured on 2 cores: 15.5 MB 1.8 s -> 1.45 s, 7.7 MB 0.86 s -> 0.68 s; under 1 MB no gain.
+SHARE_BYTES = 2 << 20
+
+
 def load(paths, jobs: int | None = None) -> list[ParseResult]:
     """Parse every file, in order. Each worker keeps one MLIR context for all its files (a
-    context per file costs 10x); with several files, one worker per core shares the work."""
+    context per file costs 10x); several workers (one per core) share the files, and share a
+    big file when there are fewer files than cores."""
     with no_gc():
         return _load([str(p) for p in paths], jobs)
 
 
 def _load(paths: list, jobs: int | None) -> list[ParseResult]:
-    jobs = max(1, min(jobs or os.cpu_count() or 1, len(paths)))
-    results: list = [None] * len(paths)
-    todo = iter(enumerate(paths))
+    jobs = max(1, jobs or os.cpu_count() or 1)
+    shares = [1] * len(paths)
+    if len(paths) < jobs:
+        for i, p in enumerate(paths):
+            if os.path.isfile(p) and os.path.getsize(p) >= SHARE_BYTES:
+                shares[i] = jobs // len(paths)
+    tasks = [(i, (j, k)) for i, k in enumerate(shares) for j in range(k)]
+    replies: dict = {}
+    todo = iter(tasks)
     lock = threading.Lock()
 
     def drain() -> None:
@@ -167,22 +191,24 @@ def _load(paths: list, jobs: int | None) -> list[ParseResult]:
         try:
             while True:
                 with lock:
-                    i, path = next(todo, (None, None))
-                if path is None:
+                    task = next(todo, None)
+                if task is None:
                     return
-                results[i] = parser.parse(path)
+                i, part = task
+                replies[i, part[0]] = parser.request(paths[i], part)
         finally:
             _POOL.give(parser)
 
-    if jobs == 1:
+    workers = min(jobs, len(tasks))
+    if workers <= 1:
         drain()
-        return results
-    threads = [threading.Thread(target=drain, daemon=True) for _ in range(jobs)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    return results
+    else:
+        threads = [threading.Thread(target=drain, daemon=True) for _ in range(workers)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    return [_result(p, [replies[i, j] for j in range(shares[i])]) for i, p in enumerate(paths)]
 
 
 def load_single(paths) -> list[Module]:

@@ -108,18 +108,26 @@ class Module:
         return f"Module({self.source}: {len(self.funcs)} functions, {len(self.ops)} ops)"
 
     @classmethod
-    def from_wire(cls, wire: tuple) -> "Module":
+    def from_wire(cls, *parts: tuple) -> "Module":
         """A module from the parse worker's plain-tuple form (see parse.py: _build), which
-        marshal sends across the pipe several times faster than pickle sends NamedTuples."""
-        source, parser, funcs, ops, values, types = wire
+        marshal sends across the pipe several times faster than pickle sends NamedTuples.
+
+        Several parts (a module walked by several workers) are joined in order: their ops and
+        values are consecutive runs of the module's, and the last part has every function.
+        """
+        source, parser, funcs = parts[-1][:3]
         new = tuple.__new__
-        tensors = [new(Tensor, t) for t in types]
+        ops: list = []
+        values: list = []
+        for part in parts:
+            tensors = [new(Tensor, t) for t in part[5]]
+            if (part[3] and part[3][0][0] != len(ops)) or (part[4] and part[4][0][0] != len(values)):
+                raise ValueError(f"{source}: parse parts do not join (ops from {part[3][0][0]}, "
+                                 f"values from {part[4][0][0] if part[4] else '-'})")
+            ops += [new(Op, o) for o in part[3]]
+            values += [new(Value, (i, tensors[t], p, a, n)) for i, t, p, a, n in part[4]]
         funcs = (new(Func, (*f[:3], tuple(new(Tensor, t) for t in f[3]), *f[4:])) for f in funcs)
-        return cls(source,
-                   tuple(funcs),
-                   tuple([new(Op, o) for o in ops]),
-                   tuple([new(Value, (i, tensors[t], p, a, n)) for i, t, p, a, n in values]),
-                   parser)
+        return cls(source, tuple(funcs), tuple(ops), tuple(values), parser)
 
     @cached_property
     def func_by_name(self) -> dict:

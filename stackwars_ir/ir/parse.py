@@ -75,13 +75,17 @@ class _Contexts:
 CONTEXTS = _Contexts()
 
 
-def parse_wire(data: bytes, source: str) -> list[tuple]:
+def parse_wire(data: bytes, source: str, part: tuple = (0, 1)) -> list[tuple]:
     """Every module in `data` (one, or several split by `// -----`), in the wire form of
-    Module.from_wire; ParseError names file:line:col."""
+    Module.from_wire; ParseError names file:line:col.
+
+    With part=(j, k), the share j of k of a single-module file (see _Builder). A file of several
+    modules is not shared: part 0 gives them all, the others nothing.
+    """
     if not data.strip():
         raise ParseError(f"{source}: empty file", fix="give a StableHLO .mlir or .mlirbc file")
     if data.startswith(BYTECODE_MAGIC):
-        return [_parse_bytecode(data, source)]
+        return [_parse_bytecode(data, source, part)]
     if b"\x00" in data[:4096]:
         raise ParseError(f"{source}: binary file that is not MLIR bytecode",
                          fix="give StableHLO text (.mlir) or MLIR bytecode (.mlirbc)")
@@ -90,11 +94,13 @@ def parse_wire(data: bytes, source: str) -> list[tuple]:
     except UnicodeDecodeError as e:
         raise ParseError(f"{source}: not UTF-8 text (byte {e.start})", fix="give a StableHLO .mlir file") from e
     chunks = _split(text)
-    modules = []
-    for k, (first_line, chunk) in enumerate(chunks):
-        label = source if len(chunks) == 1 else f"{source}#{k}"
-        modules.append(_parse_text(chunk, label, source, first_line))
-    return modules
+    if len(chunks) == 1:
+        first_line, chunk = chunks[0]
+        return [_parse_text(chunk, source, source, first_line, part)]
+    if part[0] > 0:
+        return []
+    return [_parse_text(chunk, f"{source}#{k}", source, first_line)
+            for k, (first_line, chunk) in enumerate(chunks)]
 
 
 def _split(text: str) -> list[tuple[int, str]]:
@@ -112,21 +118,21 @@ def _split(text: str) -> list[tuple[int, str]]:
     return [(s, c) for s, c in chunks if c.strip()] or [(1, text)]
 
 
-def _parse_text(chunk: str, label: str, source: str, first_line: int) -> tuple:
+def _parse_text(chunk: str, label: str, source: str, first_line: int, part: tuple = (0, 1)) -> tuple:
     from jaxlib.mlir import ir
 
     ctx = CONTEXTS.jaxlib()
     try:
         with ctx:
             module = ir.Module.parse(chunk)
-            return _build(module, label, "jaxlib")
+            return _build(module, label, "jaxlib", part=part)
     except ir.MLIRError as e:
         if "quant" in chunk and "!quant." in chunk:
-            return _parse_quantized(chunk, label, source, first_line)
+            return _parse_quantized(chunk, label, source, first_line, part)
         raise _diagnostic(e, source, first_line) from None
 
 
-def _parse_quantized(chunk: str, label: str, source: str, first_line: int) -> tuple:
+def _parse_quantized(chunk: str, label: str, source: str, first_line: int, part: tuple) -> tuple:
     try:
         from iree.compiler import ir
     except ImportError:
@@ -136,12 +142,12 @@ def _parse_quantized(chunk: str, label: str, source: str, first_line: int) -> tu
     try:
         with ctx:
             module = ir.Module.parse(chunk)
-            return _build(module, label, "iree", ir)
+            return _build(module, label, "iree", ir, part)
     except ir.MLIRError as e:
         raise _diagnostic(e, source, first_line) from None
 
 
-def _parse_bytecode(data: bytes, source: str) -> tuple:
+def _parse_bytecode(data: bytes, source: str, part: tuple) -> tuple:
     from jaxlib.mlir import ir
     from jaxlib.mlir.dialects import stablehlo
 
@@ -152,7 +158,7 @@ def _parse_bytecode(data: bytes, source: str) -> tuple:
             if any(op.name.startswith("vhlo.") for op in _walk_names(module)):
                 # A portable artifact: upgrade VHLO to StableHLO, as compilers do.
                 module = stablehlo.deserialize_portable_artifact(ctx, data)
-            return _build(module, source, "jaxlib")
+            return _build(module, source, "jaxlib", part=part)
     except ir.MLIRError as e:
         raise _diagnostic(e, source, 1) from None
 
@@ -190,18 +196,32 @@ def _line_col(loc: str) -> tuple[int, int]:
         return 0, 0
 
 
+class _Stop(Exception):
+    """The walk reached the end of this part's share of the module."""
+
+
 class _Builder:
     """Walks one MLIR module and records functions, ops and values.
 
     The walk is the parse worker's hot loop (100,000s of ops): binding calls are made once per
     op, types and provenance are cached (types are uniqued per context; names repeat), and it
     records plain tuples (the wire form of Module.from_wire): values name their type by index.
+
+    A big module is walked by several workers at once, each recording the top-level ops
+    ("units") numbered [lo, hi). The units before `lo` are skipped: only numbered, so that op and
+    value ids are the same as in a whole walk (ids count ops and values in walk order). The
+    walk stops at `hi`. A value belongs to the part whose unit range holds the moment it is made.
     """
 
-    def __init__(self, ir):
+    def __init__(self, ir, lo: int = 0, hi: float = float("inf")):
         self.ir = ir
+        self.lo, self.hi = lo, hi
+        self.unit = 0  # the number of the next (or current) top-level op
         self.ops: list = []
         self.values: list = []
+        self.skipped_ops = 0  # ops and values made before this part's share
+        self.skipped_values = 0
+        self.skipped_names: set = set()
         self.ids: dict = {}
         self.types: dict = {}  # MLIR type -> index into self.tensors
         self.tensors: list = []  # (shape, dtype)
@@ -209,6 +229,12 @@ class _Builder:
         self.attr_values: dict = {}
         self.splats: dict = {}
         self.loc_kinds = tuple(getattr(ir, k, None) for k in ("NameLoc", "CallSiteLoc", "FusedLoc"))
+
+    def owned(self) -> bool:
+        """Whether what is made now belongs to this part; _Stop past its share."""
+        if self.unit >= self.hi:
+            raise _Stop
+        return self.unit >= self.lo
 
     def tensor(self, t) -> int:
         """The index of a type's (shape, dtype) in self.tensors."""
@@ -230,8 +256,12 @@ class _Builder:
         return hit
 
     def value(self, v, producer: int | None, arg_index: int | None = None, name: str = "") -> int:
-        vid = len(self.values)
-        self.values.append((vid, self.tensor(v.type), producer, arg_index, name))
+        if self.owned():
+            vid = self.skipped_values + len(self.values)
+            self.values.append((vid, self.tensor(v.type), producer, arg_index, name))
+        else:
+            vid = self.skipped_values
+            self.skipped_values += 1
         self.ids[v] = vid
         return vid
 
@@ -252,9 +282,9 @@ class _Builder:
             return (name, visibility, (), results, (), ())
         entry = fop.regions[0].blocks[0]
         args = tuple(self.value(a, None, i, self.arg_name(a)) for i, a in enumerate(entry.arguments))
-        first = len(self.ops)
+        first = self.skipped_ops + len(self.ops)
         returns = self.block(fop.regions[0], name, None)
-        return (name, visibility, args, results, tuple(range(first, len(self.ops))), returns)
+        return (name, visibility, args, results, tuple(range(first, self.skipped_ops + len(self.ops))), returns)
 
     def block(self, region, func: str, parent: int | None) -> tuple:
         """Record the ops of a region (nested regions included); return the operands of its
@@ -270,17 +300,24 @@ class _Builder:
     def run(self, operations, func: str, parent: int | None) -> tuple:
         """Record a sequence of ops; return the operands of a top-level return among them."""
         returns = ()
+        top = parent is None
         ops, values, ids, types, places = self.ops, self.values, self.ids, self.types, self.places
         tensor, attrs, value = self.tensor, self.attrs, self.value
         name_loc, kinds = self.loc_kinds[0], self.loc_kinds
+        op_base, value_base = self.skipped_ops, self.skipped_values
         for op in operations:
             op = op.operation
-            oid = len(ops)
+            if top and not self.owned():
+                returns = self.skip(op) or returns
+                self.unit += 1
+                op_base, value_base = self.skipped_ops, self.skipped_values
+                continue
+            oid = op_base + len(ops)
             name = op.name
             operands = tuple([i if (i := ids.get(v)) is not None else value(v, None) for v in op.operands])
             results = []
             for r in op.results:
-                vid = len(values)
+                vid = value_base + len(values)
                 t = types.get(r.type)
                 values.append((vid, tensor(r.type) if t is None else t, oid, None, ""))
                 ids[r] = vid
@@ -295,9 +332,38 @@ class _Builder:
             if len(op.regions):
                 for inner in op.regions:
                     self.block(inner, func, oid)
-            if parent is None and name in _RETURNS:
-                returns = operands
+            if top:
+                self.unit += 1
+                if name in _RETURNS:
+                    returns = operands
         return returns
+
+    def skip(self, op) -> tuple:
+        """Number an op of another part's share, its values and its nested ops, as run() would;
+        return its operands if it is a return."""
+        ids = self.ids
+        self.skipped_ops += 1
+        name = op.name
+        self.skipped_names.add(name)
+        operands = []
+        for v in op.operands:
+            i = ids.get(v)
+            if i is None:
+                i = ids[v] = self.skipped_values
+                self.skipped_values += 1
+            operands.append(i)
+        for r in op.results:
+            ids[r] = self.skipped_values
+            self.skipped_values += 1
+        for region in op.regions:
+            for block in region.blocks:
+                for a in block.arguments:
+                    if a not in ids:
+                        ids[a] = self.skipped_values
+                        self.skipped_values += 1
+                for inner in block.operations:
+                    self.skip(inner.operation)
+        return tuple(operands) if name in _RETURNS else ()
 
     def attrs(self, attributes, op_name: str) -> tuple:
         kept = []
@@ -377,20 +443,25 @@ def _is_splat(ir, a) -> bool:
         return False
 
 
-def _build(module, label: str, parser: str, ir=None) -> tuple:
-    """The wire form of a parsed module: see Module.from_wire."""
+def _build(module, label: str, parser: str, ir=None, part: tuple = (0, 1)) -> tuple:
+    """The wire form of a parsed module, or of part j of k of it: see Module.from_wire."""
     if ir is None:
         from jaxlib.mlir import ir
-    b = _Builder(ir)
+    body = [op.operation for op in module.body.operations]  # an OpView's .name is its symbol
+    j, k = part
+    lo, hi = _share(j, k, _units(body)) if k > 1 else (0, float("inf"))
+    b = _Builder(ir, lo, hi)
     funcs = []
-    for op in module.body.operations:
-        op = op.operation  # an OpView's .name is its symbol; the Operation's is the op name
-        if op.name == "func.func":
-            funcs.append(b.func(op))
-        else:  # module-level ops other than functions (rare): keep them in a pseudo-function
-            b.run([op], "<module>", None)
-    ops = b.ops
-    dialects = {name.split(".", 1)[0] if "." in name else "" for name in {o[1] for o in ops}}
+    try:
+        for op in body:
+            if op.name == "func.func":
+                funcs.append(b.func(op))
+            else:  # module-level ops other than functions (rare): keep them in a pseudo-function
+                b.run([op], "<module>", None)
+    except _Stop:  # a part before the last: its functions are partial, the last part has them all
+        return (label, parser, [], b.ops, b.values, b.tensors)
+    names = {o[1] for o in b.ops} | b.skipped_names
+    dialects = {name.split(".", 1)[0] if "." in name else "" for name in names}
     if not funcs:
         raise ParseError(f"{label}: MLIR module without any func.func", fix="give a StableHLO module")
     foreign = sorted(dialects - STABLEHLO_DIALECTS - {"func", "check", ""})
@@ -399,4 +470,30 @@ def _build(module, label: str, parser: str, ir=None) -> tuple:
         raise ParseError(f"{label}: MLIR but not StableHLO (no stablehlo/chlo/mhlo op; dialects: "
                          f"{', '.join(foreign)})",
                          fix="give the StableHLO export of the model (jax.jit(...).lower(...).as_text())")
-    return (label, parser, funcs, ops, b.values, b.tensors)
+    return (label, parser, funcs, b.ops, b.values, b.tensors)
+
+
+# Skipping a unit (numbering its values) costs about this fraction of recording it.
+SKIP_COST = 0.3
+
+
+def _units(body: list) -> int:
+    """The number of top-level ops: those of the functions' blocks, and module-level others."""
+    n = 0
+    for op in body:
+        if op.name == "func.func":
+            n += sum(len(block.operations) for region in op.regions for block in region.blocks)
+        else:
+            n += 1
+    return n
+
+
+def _share(j: int, k: int, units: int) -> tuple:
+    """Units [lo, hi) of part j of k, sized so every part takes about as long: part j skips
+    the units before lo (at SKIP_COST each) and records its own. The last part runs to the end."""
+    bounds = [0.0]
+    for _ in range(k):
+        bounds.append(bounds[-1] * (1 - SKIP_COST) + 1)
+    lo = round(units * bounds[j] / bounds[k])
+    hi = round(units * bounds[j + 1] / bounds[k]) if j < k - 1 else float("inf")
+    return lo, hi

@@ -1,7 +1,7 @@
 """The parse worker: a child process that parses files, so a crash in MLIR's native code kills only it.
 
 Protocol on stdin/stdout: length-prefixed marshal data (both ends run the same Python).
-Request: (path, crash): parse the file (crash: the parent's test seam, see Parser.request).
+Request: (path, j, k, crash): parse the file, or part j of k of it (see parse._Builder).
 Reply: ("ok", [wire, ...]), each the plain-tuple form that Module.from_wire reads, or
 ("error", one-line message). marshal writes and reads plain tuples 3x faster than pickle
 does the IR's NamedTuples.
@@ -37,13 +37,13 @@ def handle(request):
     from ..errors import StackwarsError
     from .parse import parse_wire
 
-    path, crash = request
+    path, j, k, crash = request
     if crash:  # the parent's test seam: die as MLIR's native parser does on some files (SIGSEGV)
         os.kill(os.getpid(), signal.SIGSEGV)
     try:
         with open(path, "rb") as f:
             data = f.read()
-        return ("ok", parse_wire(data, path))
+        return ("ok", parse_wire(data, path, (j, k)))
     except StackwarsError as e:
         return ("error", e.one_line())
     except OSError as e:
