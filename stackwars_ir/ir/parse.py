@@ -265,8 +265,8 @@ class _Builder:
         self.ids[v] = vid
         return vid
 
-    def where(self, loc) -> tuple[str, str]:
-        name = loc_name(loc, self.loc_kinds)
+    def where(self, name: str | None) -> tuple[str, str]:
+        """(module path, module class) of a location name, read once per distinct name."""
         hit = self.places.get(name)
         if hit is None:
             hit = self.places[name] = provenance(name)
@@ -323,9 +323,9 @@ class _Builder:
                 ids[r] = vid
                 results.append(vid)
             loc = op.location
-            where = places.get(loc.name_str if type(loc) is name_loc else loc_name(loc, kinds))
-            if where is None:
-                where = self.where(loc)
+            # NameLoc, the common case, read inline; loc_name walks the other kinds
+            lname = loc.name_str if type(loc) is name_loc else loc_name(loc, kinds)
+            where = places.get(lname) or self.where(lname)
             attributes = op.attributes
             ops.append((oid, name, func, parent, operands, tuple(results),
                         attrs(attributes, name) if len(attributes) else (), *where))
