@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 export PJRT_DEVICE ?= CPU
 
-.PHONY: setup demo test test-fast captures docs bench clean
+.PHONY: setup setup-gpu demo test test-fast captures docs findings clean
 
 setup: $(STAMP)
 
@@ -38,8 +38,15 @@ captures: setup
 clean:
 	rm -rf out .pytest_cache
 
-# The docs that are generated: the CLI reference and the findings page (base models, minutes).
+# The CUDA PJRT plugin for jax (GPU machines only): `bench --backend gpu`, `make findings BACKEND=gpu`.
+setup-gpu: setup
+	$(BIN)/python -m pip install --quiet -r requirements-gpu.lock -c requirements.lock
+
+# The docs that are generated: the CLI reference and the findings pages (base models, minutes).
+# BACKEND=gpu writes docs/findings-gpu.md instead of docs/findings.md (after `make setup-gpu`).
+BACKEND ?= cpu
+FINDINGS := docs/findings$(if $(filter cpu,$(BACKEND)),,-$(BACKEND)).md
 docs: setup
-	$(BIN)/python -m stackwars_ir.docs > docs/cli.md
+	$(BIN)/python -m stackwars_ir.docs > docs/cli.md.tmp && mv docs/cli.md.tmp docs/cli.md
 findings: setup
-	$(BIN)/python benchmarks/findings.py > docs/findings.md
+	$(BIN)/python benchmarks/findings.py --backend $(BACKEND) > $(FINDINGS).tmp && mv $(FINDINGS).tmp $(FINDINGS)

@@ -52,12 +52,25 @@ class Runtime:
         return outs
 
 
+BACKENDS = ("cpu", "gpu", "tpu")
+_INSTALL = {
+    "gpu": "on a machine with an NVIDIA GPU and driver, `make setup-gpu` adds jax's CUDA plugin "
+           "(jax-cuda12-plugin 0.10.2) to .venv; elsewhere use --backend cpu",
+    "tpu": "on a TPU VM, install libtpu 0.0.42.1 (the release jax 0.10.2 pins); elsewhere use --backend cpu",
+}
+
+
 def runtime(backend: str | None = None) -> Runtime:
     """The runtime of `backend` ("cpu", "gpu", "tpu"), default whatever jax picks."""
+    if backend == "cuda":
+        backend = "gpu"
+    if backend is not None and backend not in BACKENDS:
+        raise BenchError(f"unknown backend {backend!r}", fix=f"choose one of: {', '.join(BACKENDS)}")
     jax, _ = _jax()
     try:
         client = jax.extend.backend.get_backend(backend)
     except Exception as e:
-        raise BenchError(f"no {backend} backend: {str(e).splitlines()[0]}",
-                         fix="use --backend cpu, or install the jax plugin for that device") from e
+        detail = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise BenchError(f"no {backend} backend is available to jax here ({detail})",
+                         fix=_INSTALL.get(backend, "use --backend cpu")) from e
     return Runtime(client, client.local_devices()[0])

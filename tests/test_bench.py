@@ -71,3 +71,91 @@ def test_bench_model_with_baselines_and_sweep(tmp_path):
     kinds = {(b, e.kind) for b, e in report.rows}
     assert {(1, "stablehlo"), (1, "jax.jit"), (1, "torch eager"), (2, "stablehlo")} <= kinds
     assert not report.failed and report.crossover
+
+
+# Proof of work: a time without the right output is an error, on the real runtimes.
+
+def test_an_executable_computing_another_function_is_an_error_not_a_number(tmp_path):
+    src = golden("ffn", "jax")
+    wrong = tmp_path / "ffn-wrong.mlir"
+    # The second bias is subtracted instead of added: same shapes, same cost, another function.
+    text = src.read_text().replace("%16 = stablehlo.add %13, %15", "%16 = stablehlo.subtract %13, %15")
+    assert text != src.read_text()
+    wrong.write_text(text)
+    wrong.with_suffix(".json").write_text(src.with_suffix(".json").read_text())
+    report = bench_files([src, wrong], "cpu", timeout=30, with_peaks=False)
+    (_, right), (_, bad) = report.rows
+    assert right.ok and right.proof.ok and right.proof.max_abs < 1e-3
+    assert not bad.ok and bad.timing is None and "differs from PyTorch eager" in bad.error
+
+
+def test_a_baseline_that_discards_its_output_is_an_error(monkeypatch):
+    from stackwars_ir.bench import native
+    from stackwars_ir.capture import Request
+
+    real = native._eager
+
+    def discarding(*args):
+        label, kind, run, counters, done = real(*args)
+        return label, kind, lambda: (run(), None)[1], counters, done  # runs the model, drops the result
+
+    monkeypatch.setattr(native, "_eager", discarding)
+    (row,) = native.run_baselines(Request("gemm").validated(), ("eager",), 30)
+    assert not row.ok and row.timing is None and "returned no output" in row.error
+
+
+@pytest.mark.slow
+def test_every_baseline_proves_its_output_and_torch_xla_compiles_then_executes_every_run():
+    from stackwars_ir.bench.native import BASELINES, run_baselines
+    from stackwars_ir.capture import Request
+
+    rows = {e.kind: e for e in run_baselines(Request("gemm").validated(), BASELINES, 30)}
+    assert set(rows) == {"jax.jit", "torch eager", "torch.compile", "torch_xla lazy"}
+    for e in rows.values():
+        assert e.ok, e.error
+        assert e.proof.ok and e.proof.max_abs < 1e-3 and "PyTorch eager" in e.proof.reference
+    xla = rows["torch_xla lazy"].timing.counters
+    assert xla["first"]["compiles"] + xla["first"]["cache hits"] >= 1  # the first run built its graph
+    assert xla["first"]["executions"] == 1 and xla["second"]["executions"] == 1
+    assert xla["steady"]["executions"] == xla["steady"]["runs"]  # every timed run executed
+    assert rows["jax.jit"].timing.counters["first"]["compiles"] >= 1
+    assert rows["jax.jit"].timing.counters["second"]["compiles"] == 0
+    assert rows["torch.compile"].timing.counters["first"]["graphs compiled"] == 1
+
+
+def test_measure_inspects_the_first_output_and_reads_counters_around_runs():
+    from stackwars_ir.bench.proof import Checker
+    from stackwars_ir.errors import BenchError
+
+    import numpy as np
+
+    seen = {"n": 0}
+
+    def run():
+        seen["n"] += 1
+        return np.ones(3)
+
+    t = measure(run, min_time=0.0, min_iters=3, max_iters=3, inspect=Checker("x", np.ones(3), "cpu", "ones"),
+                counters=lambda: {"calls": seen["n"]})
+    assert t.counters["first"] == {"calls": 1} and t.counters["second"] == {"calls": 1}
+    assert t.counters["steady"] == {"calls": t.warmup + 3, "runs": t.warmup + 3}
+    with pytest.raises(BenchError, match="differs from ones"):
+        measure(run, min_iters=1, inspect=Checker("x", np.zeros(3), "cpu", "ones"))
+
+
+def test_gpu_backend_without_a_gpu_says_how_to_install_it(cli, tmp_path):
+    from stackwars_ir.runtime import runtime
+
+    try:
+        runtime("gpu")
+    except Exception:
+        pass
+    else:
+        pytest.skip("this machine has a GPU backend")
+    for target in (golden("gemm", "jax"), "gemm"):
+        code, out, err = cli("bench", target, "--backend", "gpu", "--out", tmp_path)
+        assert code == 2 and "Traceback" not in err and len(err.strip().splitlines()) == 1
+        assert "no gpu backend is available" in err and "make setup-gpu" in err
+    assert list(tmp_path.iterdir()) == []  # nothing captured before the backend was found missing
+    code, _, err = cli("bench", golden("gemm", "jax"), "--backend", "metal")
+    assert code == 2 and "unknown backend 'metal'" in err

@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import BenchError, StackwarsError
+from .proof import Checker, Proof
 from .timing import Timeout, Timing, measure
 
 BENCH_FORMAT = 1
@@ -30,6 +31,7 @@ class Executable:
     hlo: dict = field(default_factory=dict)  # fusions, optimized op histogram
     arguments: str = ""  # where the argument values came from
     error: str | None = None
+    proof: Proof | None = None  # the first run's output against the reference output
 
     @property
     def ok(self) -> bool:
@@ -44,7 +46,8 @@ class Executable:
         out = {"label": self.label, "name": self.name, "kind": self.kind, "compile_s": self.compile_s,
                "timing": self.timing.as_json() if self.timing else None, "flops": self.flops,
                "bytes_accessed": self.bytes_accessed, "memory": self.memory, "optimized_hlo": self.hlo,
-               "arguments": self.arguments, "error": self.error}
+               "arguments": self.arguments, "error": self.error,
+               "proof": self.proof.as_json() if self.proof else None}
         if self.timing and self.flops:
             out["achieved_flops_per_s"] = self.flops / self.timing.steady
             if peaks:
@@ -78,11 +81,13 @@ def machine() -> dict:
     return info
 
 
-def signature_arguments(module, sidecar: dict | None, rng: np.random.Generator) -> tuple[list, str]:
-    """Argument arrays for the entry function: the capture's real weights and inputs when its
-    sidecar is there, else synthetic values (integers kept inside the tables they index)."""
+def signature_arguments(module, sidecar: dict | None, rng: np.random.Generator) -> tuple[list, str, np.ndarray | None]:
+    """Argument arrays for the entry function and the output they must give: the capture's real
+    weights and inputs and PyTorch eager's output when its sidecar is there, else synthetic values
+    (integers kept inside the tables they index) and no reference."""
     if sidecar is not None:
-        return _sidecar_arguments(module, sidecar), f"capture sidecar ({sidecar['model']}-{sidecar['size']}, seed {sidecar['seed']})"
+        arrays, reference = _sidecar_arguments(module, sidecar)
+        return arrays, f"capture sidecar ({sidecar['model']}-{sidecar['size']}, seed {sidecar['seed']})", reference
     arrays = []
     for i, vid in enumerate(module.entry.args):
         t = module.values[vid].type
@@ -90,7 +95,7 @@ def signature_arguments(module, sidecar: dict | None, rng: np.random.Generator) 
             raise BenchError(f"{module.source}: argument {i} has a dynamic shape ({t})",
                              fix="benchmark a module exported with static shapes")
         arrays.append(_synthetic(t, _index_limit(module, vid), rng, f"{module.source}: argument {i}"))
-    return arrays, "synthetic (normal floats, integers within the indexed table)"
+    return arrays, "synthetic (normal floats, integers within the indexed table)", None
 
 
 _NUMPY = {"f32": np.float32, "f64": np.float64, "f16": np.float16, "i64": np.int64, "i32": np.int32,
@@ -136,14 +141,14 @@ def _index_limit(module, vid: int) -> int:
     return 2
 
 
-def _sidecar_arguments(module, sidecar: dict) -> list:
+def _sidecar_arguments(module, sidecar: dict) -> tuple[list, np.ndarray]:
     from ..capture import Request, prepare
     from ..capture.artifact import Argument, Capture
     from ..capture.parity import argument_values
 
     req = Request(sidecar["model"], sidecar["size"], "torch", batch=sidecar["batch"],
                   seq=sidecar["seq"], seed=sidecar["seed"]).validated()
-    _, _, weights, inputs, _ = prepare(req)
+    _, _, weights, inputs, reference = prepare(req)
     constants = {k: np.asarray(v["values"], dtype=v["dtype"]).reshape(v["shape"])
                  for k, v in sidecar.get("constants", {}).items()}
     args = tuple(Argument(a["index"], a["kind"], a["name"], tuple(a["shape"]), a["dtype"])
@@ -151,7 +156,7 @@ def _sidecar_arguments(module, sidecar: dict) -> list:
     if len(args) != len(module.entry.args):
         raise BenchError(f"{module.source}: sidecar lists {len(args)} arguments, the module has "
                          f"{len(module.entry.args)}", fix="re-run stackwars-ir capture")
-    return argument_values(Capture("", "", "", args, {}, constants), weights, inputs)
+    return argument_values(Capture("", "", "", args, {}, constants), weights, inputs), reference
 
 
 def hlo_stats(executable) -> dict:
@@ -177,16 +182,17 @@ def bench_text(path: Path, text: str, module, rt, sidecar: dict | None, timeout:
     """Compile and time one StableHLO module; failures come back as an Executable with `error`."""
     label = str(path)
     try:
-        arrays, origin = signature_arguments(module, sidecar, np.random.default_rng(seed))
+        arrays, origin, reference = signature_arguments(module, sidecar, np.random.default_rng(seed))
         t0 = time.perf_counter()
         exe = rt.compile(text, label)
         compile_s = time.perf_counter() - t0
         buffers = rt.put(arrays)  # on the device before timing: no host copies inside the loop
         deadline = time.monotonic() + timeout if timeout else None
-        timing = measure(lambda: rt.run(exe, buffers), deadline=deadline)
+        checker = Checker(label, reference, rt.platform, "PyTorch eager on the CPU, same inputs")
+        timing = measure(lambda: rt.run(exe, buffers), deadline=deadline, inspect=checker)
         cost = _cost(exe)
         return Executable(label, "stablehlo", compile_s, timing, cost.get("flops"), cost.get("bytes accessed"),
-                          _memory(exe), hlo_stats(exe), origin)
+                          _memory(exe), hlo_stats(exe), origin, proof=checker.proof)
     except Timeout:
         return Executable(label, "stablehlo", None, None, error=f"{label}: ran past --timeout {timeout} s")
     except StackwarsError as e:
@@ -216,13 +222,13 @@ def _memory(exe) -> dict:
 
 
 def peaks(rt) -> dict:
-    """Attainable peaks on this device, measured: a large f32 GEMM and a large elementwise add."""
-    n = 1024
+    """Attainable peaks on this device, measured: a large f32 GEMM and a large elementwise add
+    (sized so that a GPU is busy for milliseconds, not microseconds of launch overhead)."""
+    n, m = (1024, 1 << 24) if rt.platform == "cpu" else (8192, 1 << 27)
     gemm = _hlo_fn(rt, f"""func.func @main(%a: tensor<{n}x{n}xf32>, %b: tensor<{n}x{n}xf32>) -> tensor<{n}x{n}xf32> {{
   %0 = stablehlo.dot_general %a, %b, contracting_dims = [1] x [0] : (tensor<{n}x{n}xf32>, tensor<{n}x{n}xf32>) -> tensor<{n}x{n}xf32>
   return %0 : tensor<{n}x{n}xf32>
 }}""", [(n, n), (n, n)])
-    m = 1 << 24
     add = _hlo_fn(rt, f"""func.func @main(%a: tensor<{m}xf32>, %b: tensor<{m}xf32>) -> tensor<{m}xf32> {{
   %0 = stablehlo.add %a, %b : tensor<{m}xf32>
   return %0 : tensor<{m}xf32>

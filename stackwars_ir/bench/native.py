@@ -1,80 +1,193 @@
-"""Native baselines beside the StableHLO executables: jax.jit, PyTorch eager, torch.compile, torch_xla."""
+"""Native baselines beside the StableHLO executables: jax.jit, PyTorch eager, torch.compile, torch_xla.
+
+Every baseline returns its output from each timed run; the first output is checked against
+PyTorch eager's on the CPU (bench.proof), and the runtime's own counters are read around the
+runs (bench.timing), so a baseline that times nothing is an error, not a number.
+
+What "first run" includes, per row (docs/benchmarks.md says the same):
+- jax.jit: tracing, lowering, XLA compile, the transfer of nothing (arguments are placed first), the run;
+- torch eager: the run (there is nothing to compile);
+- torch.compile: dynamo's trace, inductor's codegen and compile (dynamo's caches are reset first), the run;
+- torch_xla lazy: tracing the lazy graph, its XLA compile (unless torch_xla's cache already held that
+  graph: the counters say so), the run, and the transfer of the output's handle (not its values).
+"""
 from __future__ import annotations
 
 import os
 import time
 
 from . import Executable
+from .proof import Checker
 from .timing import Timeout, measure
 
 BASELINES = ("jax", "eager", "inductor", "torch_xla")
+REFERENCE = "PyTorch eager on the CPU, same weights and inputs"
 
 
-def run_baselines(req, which, deadline_s: float | None) -> list[Executable]:
+def run_baselines(req, which, deadline_s: float | None, backend: str = "cpu") -> list[Executable]:
     from ..capture import prepare
 
-    adapter, model, weights, inputs, _ = prepare(req)
+    adapter, model, weights, inputs, reference = prepare(req)
+    backend = backend or "cpu"
     out = []
     for name in which:
         fn = {"jax": _jax, "eager": _eager, "inductor": _inductor, "torch_xla": _torch_xla}[name]
         try:
-            out.append(fn(adapter, req, model, weights, inputs, deadline_s))
+            label, kind, run, counters, done = fn(adapter, req, model, weights, inputs, backend)
+        except Exception as e:  # a baseline that cannot start is reported, the others still run
+            out.append(_failed(name, e))
+            continue
+        try:
+            checker = Checker(label, reference, backend, REFERENCE)
+            timing = measure(run, deadline=_deadline(deadline_s), inspect=checker, counters=counters)
+            out.append(Executable(label, kind, None, timing, arguments="same weights and inputs",
+                                  proof=checker.proof))
         except Timeout:
-            out.append(Executable(name, name, None, None,
-                                  error=f"{name}: ran past --timeout {deadline_s} s before a steady-state run"))
-        except Exception as e:  # a baseline that fails is reported, the others still run
-            out.append(Executable(name, name, None, None, error=f"{name}: {type(e).__name__}: "
-                                  f"{' '.join(str(e).split())[:200]}"))
+            out.append(Executable(label, kind, None, None,
+                                  error=f"{label}: ran past --timeout {deadline_s} s before a steady-state run"))
+        except Exception as e:
+            out.append(_failed(label, e, kind))
+        finally:
+            done()
     return out
+
+
+def _failed(label: str, e: Exception, kind: str | None = None) -> Executable:
+    from ..errors import StackwarsError
+
+    message = e.one_line() if isinstance(e, StackwarsError) else \
+        f"{label}: {type(e).__name__}: {' '.join(str(e).split())[:200]}"
+    return Executable(label, kind or label, None, None, error=message)
 
 
 def _deadline(s):
     return time.monotonic() + s if s else None
 
 
-def _jax(adapter, req, model, weights, inputs, deadline_s) -> Executable:
+def _nothing() -> None:
+    pass
+
+
+# jax.monitoring has no way to remove a listener: one per process counts every backend compile.
+_JAX_EVENTS = {"compiles": 0, "persistent cache hits": 0}
+
+
+def _jax_counters() -> dict:
+    import jax
+
+    if not getattr(_jax_counters, "registered", False):
+        def on_duration(name, _secs, **_kw):
+            if name == "/jax/core/compile/backend_compile_duration":
+                _JAX_EVENTS["compiles"] += 1
+
+        def on_event(name, **_kw):
+            if name == "/jax/compilation_cache/cache_hits":
+                _JAX_EVENTS["persistent cache hits"] += 1
+
+        jax.monitoring.register_event_duration_secs_listener(on_duration)
+        jax.monitoring.register_event_listener(on_event)
+        _jax_counters.registered = True
+    return dict(_JAX_EVENTS)
+
+
+def _jax(adapter, req, model, weights, inputs, backend):
     import jax
     from flax import nnx
 
     from ..capture.jax_capture import jax_inputs
+    from ..runtime import runtime
 
+    device = runtime(backend).device
+    _jax_counters()
     graphdef, state = nnx.split(adapter.jax_model(req.size, weights))
-    fn = jax.jit(lambda s, *a: nnx.merge(graphdef, s)(*a))
-    args = [jax.device_put(v) for v in jax_inputs(inputs).values()]
-    state = jax.device_put(state)
-    timing = measure(lambda: fn(state, *args).block_until_ready(), deadline=_deadline(deadline_s))
-    return Executable("jax.jit (native)", "jax.jit", None, timing, arguments="same weights and inputs")
+    fn = jax.jit(lambda s, *a: nnx.merge(graphdef, s)(*a))  # a new function: its first call compiles
+    args = [jax.device_put(v, device) for v in jax_inputs(inputs).values()]
+    state = jax.device_put(state, device)
+
+    def run():
+        return fn(state, *args).block_until_ready()
+
+    return "jax.jit (native)", "jax.jit", run, _jax_counters, _nothing
 
 
-def _eager(adapter, req, model, weights, inputs, deadline_s) -> Executable:
+def _torch_device(backend: str) -> str:
+    if backend == "cpu":
+        return "cpu"
     import torch
 
-    xs = [torch.from_numpy(v) for v in inputs.values()]
+    if backend in ("gpu", "cuda") and torch.cuda.is_available():
+        return "cuda"
+    from ..errors import BenchError
+
+    raise BenchError(f"PyTorch has no {backend} device here", fix="use --backend cpu, or a CUDA build of torch")
+
+
+def _synchronizer(device: str):
+    import torch
+
+    return torch.cuda.synchronize if device == "cuda" else _nothing
+
+
+def _eager(adapter, req, model, weights, inputs, backend):
+    import torch
+
+    device = _torch_device(backend)
+    m = model.to(device)
+    xs = [torch.from_numpy(v).to(device) for v in inputs.values()]
+    sync = _synchronizer(device)
 
     def run():
         with torch.no_grad():
-            model(*xs)
+            out = m(*xs)
+        sync()  # CUDA kernels run asynchronously: the clock stops when they are done
+        return out
 
-    timing = measure(run, deadline=_deadline(deadline_s))
-    return Executable(f"torch eager ({torch.get_num_threads()} threads)", "torch eager", None, timing,
-                      arguments="same weights and inputs")
+    where = f"{torch.get_num_threads()} threads" if device == "cpu" else torch.cuda.get_device_name()
+    return f"torch eager ({where})", "torch eager", run, None, lambda: model.to("cpu")
 
 
-def _inductor(adapter, req, model, weights, inputs, deadline_s) -> Executable:
+def _dynamo_counters() -> dict:
+    from torch._dynamo.utils import counters
+
+    return {"graphs compiled": counters["stats"]["unique_graphs"],
+            "recompiles": counters["recompiles"].total() if counters["recompiles"] else 0}
+
+
+def _inductor(adapter, req, model, weights, inputs, backend):
     import torch
 
-    compiled = torch.compile(model)
-    xs = [torch.from_numpy(v) for v in inputs.values()]
+    torch._dynamo.reset()  # first is first: nothing this process compiled before is reused
+    device = _torch_device(backend)
+    compiled = torch.compile(model.to(device))
+    xs = [torch.from_numpy(v).to(device) for v in inputs.values()]
+    sync = _synchronizer(device)
 
     def run():
         with torch.no_grad():
-            compiled(*xs)
+            out = compiled(*xs)
+        sync()
+        return out
 
-    timing = measure(run, deadline=_deadline(deadline_s))
-    return Executable("torch.compile (inductor)", "torch.compile", None, timing, arguments="same weights and inputs")
+    return "torch.compile (inductor)", "torch.compile", run, _dynamo_counters, lambda: model.to("cpu")
 
 
-def _torch_xla(adapter, req, model, weights, inputs, deadline_s) -> Executable:
+def _xla_counters() -> dict:
+    import torch_xla.debug.metrics as met
+
+    def counter(name):
+        return met.counter_value(name) or 0
+
+    return {"compiles": counter("UncachedCompile"), "cache hits": counter("CachedCompile"),
+            "executions": counter("ExecuteComputation")}
+
+
+def _torch_xla(adapter, req, model, weights, inputs, backend):
+    if backend != "cpu":
+        from ..errors import BenchError
+
+        raise BenchError(f"torch_xla lazy: no {backend} route on this stack (torch_xla 2.8 deprecated XLA:CUDA, "
+                         "2.9 removed it, and its CUDA plugin was never on PyPI)",
+                         fix="compare the torch_xla StableHLO capture on the XLA GPU runtime instead")
     os.environ.setdefault("PJRT_DEVICE", "CPU")
     import torch
     import torch_xla
@@ -83,15 +196,15 @@ def _torch_xla(adapter, req, model, weights, inputs, deadline_s) -> Executable:
     dev = torch_xla.device()
     m = model.to(dev)
     xs = [torch.from_numpy(v).to(dev) for v in inputs.values()]
+    torch_xla.sync()  # the inputs' transfers are not part of the first run
 
     def run():
+        # The output stays alive through the sync: a lazy graph with no live output is never
+        # compiled or executed (what this baseline timed before: nothing).
         with torch.no_grad():
-            m(*xs)
+            out = m(*xs)
         torch_xla.sync()
         xm.wait_device_ops()
+        return out
 
-    try:
-        timing = measure(run, deadline=_deadline(deadline_s))
-    finally:
-        model.to("cpu")
-    return Executable("torch_xla lazy tensors", "torch_xla lazy", None, timing, arguments="same weights and inputs")
+    return "torch_xla lazy tensors", "torch_xla lazy", run, _xla_counters, lambda: model.to("cpu")

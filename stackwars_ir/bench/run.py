@@ -62,6 +62,9 @@ def bench_model(model: str, *, size: str = "tiny", batches=(None,), seq: int | N
     from ..capture.artifact import target_paths
     from .native import run_baselines
 
+    from ..runtime import runtime
+
+    rt = runtime(backend)  # before any capture: a missing backend fails first, in one line
     rows, files_by_batch = [], {}
     for batch in batches:
         req = Request(model, size, "both", tuple(exporters), batch, seq).validated()
@@ -72,11 +75,8 @@ def bench_model(model: str, *, size: str = "tiny", batches=(None,), seq: int | N
             run(req, folder, force=True, show=show)
         report = bench_files(files, backend, timeout, with_peaks=False)
         rows += [(req.batch, e) for _, e in report.rows]
-        rows += [(req.batch, e) for e in run_baselines(req, baselines, timeout)]
+        rows += [(req.batch, e) for e in run_baselines(req, baselines, timeout, rt.platform)]
         files_by_batch[req.batch] = files
-    from ..runtime import runtime
-
-    rt = runtime(backend)
     return BenchReport(rt.platform, tuple(rows), peaks(rt), machine(), crossover(rows, exporters))
 
 

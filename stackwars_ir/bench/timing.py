@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import statistics
 import time
-from dataclasses import dataclass
-from typing import Callable
+from dataclasses import dataclass, field
+from typing import Any, Callable
 
 
 @dataclass(frozen=True)
@@ -18,6 +18,9 @@ class Timing:
     p90: float
     iterations: int
     warmup: int
+    # Runtime counters (compiles, executions, cache hits) per phase: "first", "second", and
+    # "steady" (summed over the warm-up and steady runs, with "runs" saying how many).
+    counters: dict = field(default_factory=dict, compare=False)
 
     @property
     def spread(self) -> float:
@@ -27,25 +30,37 @@ class Timing:
     def as_json(self) -> dict:
         return {"first_s": self.first, "second_s": self.second, "steady_median_s": self.steady,
                 "steady_p10_s": self.p10, "steady_p90_s": self.p90, "spread": round(self.spread, 4),
-                "iterations": self.iterations, "warmup": self.warmup}
+                "iterations": self.iterations, "warmup": self.warmup, "counters": self.counters}
 
 
-def measure(run: Callable[[], None], *, min_time: float = 0.5, max_time: float = 10.0, min_iters: int = 10,
+def measure(run: Callable[[], Any], *, min_time: float = 0.5, max_time: float = 10.0, min_iters: int = 10,
             max_iters: int = 1000, target_spread: float = 0.1, warmup: int = 2,
-            deadline: float | None = None) -> Timing:
+            deadline: float | None = None, inspect: Callable[[Any], None] | None = None,
+            counters: Callable[[], dict] | None = None) -> Timing:
     """Time `run` (which must block until its results are ready).
 
     Runs 1 and 2 are reported as they are; `warmup` more are discarded; then runs continue
     until at least `min_iters` and `min_time`, and the p10-p90 spread is under `target_spread`
     of the median, or `max_iters`/`max_time`/`deadline` (time.monotonic()) is reached.
+
+    Proof of work, outside the clock: `inspect` gets what the first run returned (it raises if
+    that is not the expected output), and `counters()` is read around runs 1 and 2 and around
+    the rest, so a first run that compiled nothing, or runs that executed nothing, show.
     """
     clock = time.perf_counter
+    read = counters or dict
+    before = read()
     t0 = clock()
-    run()
+    result = run()
     first = clock() - t0
+    after_first = read()
+    if inspect is not None:
+        inspect(result)
+    del result
     t0 = clock()
     run()
     second = clock() - t0
+    after_second = read()
     for _ in range(warmup):
         _check(deadline)
         run()
@@ -65,7 +80,16 @@ def measure(run: Callable[[], None], *, min_time: float = 0.5, max_time: float =
         if len(samples) >= min_iters and elapsed >= min_time and _spread(samples) <= target_spread:
             break
     q = statistics.quantiles(samples, n=10) if len(samples) >= 2 else [samples[0]] * 9
-    return Timing(first, second, statistics.median(samples), q[0], q[-1], len(samples), warmup)
+    phases = {}
+    if counters is not None:
+        rest = _delta(read(), after_second)
+        rest["runs"] = warmup + len(samples)
+        phases = {"first": _delta(after_first, before), "second": _delta(after_second, after_first), "steady": rest}
+    return Timing(first, second, statistics.median(samples), q[0], q[-1], len(samples), warmup, phases)
+
+
+def _delta(now: dict, then: dict) -> dict:
+    return {k: now[k] - then.get(k, 0) for k in now}
 
 
 def _spread(samples: list[float]) -> float:

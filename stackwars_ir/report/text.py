@@ -86,17 +86,30 @@ def bench_text(report) -> str:
                      ms(t.first) if t else None, ms(t.second) if t else None, ms(t.steady) if t else None,
                      f"{t.spread:.0%}" if t else "-", t.iterations if t else None,
                      (e.flops / t.steady / 1e9) if (t and e.flops) else None,
-                     e.hlo.get("fusions") if e.hlo else None, "ok" if e.ok else "FAILED"])
+                     e.hlo.get("fusions") if e.hlo else None, e.proof.summary if e.proof else "-",
+                     counters_text(t.counters) if t else "-", "ok" if e.ok else "FAILED"])
     out = [f"backend: {report.backend}   machine: {report.machine.get('processor')} "
            f"({report.machine.get('cpus')} cpus)"]
     if report.peaks:
         out.append(f"measured peaks: {report.peaks['flops_per_s'] / 1e9:.1f} GFLOP/s, "
                    f"{report.peaks['bytes_per_s'] / 1e9:.1f} GB/s")
     out += ["", table(["executable", "batch", "compile ms", "first ms", "second ms", "steady ms", "spread",
-                       "iters", "GFLOP/s", "fusions", ""], rows, right={1, 2, 3, 4, 5, 7, 8, 9})]
+                       "iters", "GFLOP/s", "fusions", "output", "counters 1st/2nd/rest", "status"], rows,
+                      right={1, 2, 3, 4, 5, 7, 8, 9})]
+    out += ["", "output: the first run's max abs error against PyTorch eager on the CPU (same inputs); "
+                "counters: the runtime's own, per run (rest: all later runs together)"]
     if report.crossover:
         out += ["", f"crossover: {report.crossover}"]
     return "\n".join(out)
+
+
+def counters_text(counters: dict) -> str:
+    """`compiles 1/0/0, executions 1/1/57`: each counter for the first, second and later runs."""
+    if not counters:
+        return "-"
+    phases = [counters.get(k, {}) for k in ("first", "second", "steady")]
+    names = [k for k in phases[0] if k != "runs"]
+    return ", ".join(f"{k} {'/'.join(str(p.get(k, 0)) for p in phases)}" for k in names)
 
 
 def stats_rich(s: ModuleStats, top: int = 15) -> None:
