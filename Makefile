@@ -31,7 +31,7 @@ test-fast: setup
 
 # Regenerate the committed golden captures (tiny, every adapter, both frameworks and exporters).
 captures: setup
-	for m in gpt2 bert resnet50 gemm ffn mha; do \
+	for m in gpt2 bert resnet50 gemm ffn mha elementwise matmul matmul_skinny fft sort; do \
 	  $(BIN)/stackwars-ir capture $$m --framework both --exporter all --size tiny --out captures --force || exit 1; \
 	done
 

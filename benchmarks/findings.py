@@ -43,6 +43,14 @@ def counters_text(c) -> str:
     return text(c)
 
 
+def op_delta(report) -> str:
+    from stackwars_ir.diff import counter_delta
+
+    d = counter_delta(report.a.histogram, report.b.histogram)
+    return ", ".join(f"{k.split('.', 1)[-1]} {v:+d}" for k, v in sorted(d.items(), key=lambda kv: -abs(kv[1]))) \
+        or "none"
+
+
 def ms(s) -> str:
     return "-" if s is None else f"{s * 1e3:.3g}"
 
@@ -55,7 +63,11 @@ def main() -> None:
     ap.add_argument("--baselines", default="jax,eager,torch_xla",
                     help="torch_xla lazy is the study's PyTorch; on a GPU it reports that it has no route")
     ap.add_argument("--backend", default="cpu", choices=("cpu", "gpu"))
+    ap.add_argument("--workload-batches", default=None,
+                    help="batch sweep of seed 002's workloads (default 1,8 on the CPU, 1,8,64 on a GPU)")
+    ap.add_argument("--workload-baselines", default="jax,eager")
     a = ap.parse_args()
+    sweep = tuple(int(x) for x in (a.workload_batches or ("1,8" if a.backend == "cpu" else "1,8,64")).split(","))
     import os
 
     os.chdir(ROOT)
@@ -140,6 +152,41 @@ def main() -> None:
         st = {e.kind if e.kind != "stablehlo" else e.name: e.timing.steady for _, e in rep.rows if e.ok}
         cells = [f"{st[k] / st['jax']:.2f}" if k in st and "jax" in st else "-" for k in NATIVE]
         print(f"| {model} | " + " | ".join(cells) + " |")
+    print("\n## 8. Seed 002's basic workloads: batch sweep and crossover\n")
+    print(f"Each workload at its `base` size (seed 002's large size: 1,000,000 elements, 2000 x 2000 matrices; "
+          f"the skinny multiply is [4096, 1024] x [1024, 8]), at batch {', '.join(map(str, sweep))}, "
+          "inputs only (no weights). The StableHLO rows run on one XLA runtime; the native rows are "
+          f"{a.workload_baselines}. The crossover says at which batch the faster of the JAX and PyTorch "
+          "StableHLO executables changes (seed 000's method; ties within the p10-p90 ranges do not count).\n")
+    from stackwars_ir import models
+    from stackwars_ir.capture import EXPORTERS as ALL_EXPORTERS
+
+    print("| workload | batch | executable | compile ms | first ms | second ms | steady ms | spread | output |")
+    print("| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | --- |")
+    crossings, deltas = {}, {}
+    for w in models.WORKLOADS:
+        exporters = models.exporters_for(w, ALL_EXPORTERS)[0]
+        rep = bench_model(w, size="base", batches=sweep, exporters=exporters, out_dir=a.captures, backend=a.backend,
+                          baselines=tuple(x for x in a.workload_baselines.split(",") if x), timeout=60, show=False)
+        (ROOT / "out" / f"{w}-base{suffix}-bench.json").write_text(json.dumps(rep.as_json(), indent=1))
+        crossings[w] = rep.crossover
+        for b, e in rep.rows:
+            if not e.ok:
+                print(f"| {w} | {b} | {e.name} | failed: {e.error} | | | | | |")
+                continue
+            t = e.timing
+            print(f"| {w} | {b} | {e.name} | {ms(e.compile_s)} | {ms(t.first)} | {ms(t.second)} | {ms(t.steady)} | "
+                  f"{t.spread:.0%} | {e.proof.summary if e.proof else '-'} |")
+        first = Path(a.captures) / f"b{sweep[0]}-s{models.entry(w).shapes['base']['seq']}" / f"{w}-base"
+        deltas[w] = {e: op_delta(diff_files(first / "jax.mlir", first / f"torch-{e}.mlir")) for e in exporters}
+    print("\n| workload | crossover (JAX StableHLO against the first PyTorch exporter's) |\n| --- | --- |")
+    for w, c in crossings.items():
+        print(f"| {w} | {c or '-'} |")
+    print("\nWhat the IR differs in (whole-module op counts, JAX minus PyTorch; none: the same ops):\n")
+    print("| workload | JAX vs | op delta |\n| --- | --- | --- |")
+    for w, per in deltas.items():
+        for e, delta in per.items():
+            print(f"| {w} | {e} | {delta} |")
     print(f"\nMeasured peaks on this machine: {benches['gpt2'].peaks['flops_per_s'] / 1e9:.0f} GFLOP/s "
           f"(f32 GEMM), {benches['gpt2'].peaks['bytes_per_s'] / 1e9:.1f} GB/s (f32 add). Raw JSON: "
           f"`out/<model>-base{suffix}-bench.json`; the GPT-2 base HTML report: `out/gpt2-base{suffix}-report.html`.")

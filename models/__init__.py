@@ -20,6 +20,7 @@ class Entry:
     sizes: dict = field(repr=False)
     shapes: dict = field(repr=False)  # size -> {"batch": N, "seq": N}
     seq_meaning: str = "sequence length"
+    unsupported: dict = field(default_factory=dict, repr=False)  # exporter -> why it cannot export this model
 
 
 CATALOG = {
@@ -52,8 +53,32 @@ CATALOG = {
         "mha", "multi-head self-attention (q, k, v, out projections) on [batch, seq, d], the study's MHA",
         {"tiny": dict(d=64, heads=4), "base": dict(d=768, heads=12)},
         {"tiny": dict(batch=2, seq=16), "base": dict(batch=8, seq=128)}),
+    # Seed 002's basic workloads: small (tiny) and large (base) as that benchmark sized them.
+    "elementwise": Entry(
+        "elementwise", "element-wise chain sin(a * b + a) + b on two [batch, n] arrays (seed 002's add, multiply, sine)",
+        {"tiny": {}, "base": {}},
+        {"tiny": dict(batch=1, seq=1000), "base": dict(batch=1, seq=1_000_000)}, seq_meaning="elements n"),
+    "matmul": Entry(
+        "matmul", "square matrix multiply A @ B, both [batch, n, n] inputs (seed 002's matmul)",
+        {"tiny": {}, "base": {}},
+        {"tiny": dict(batch=1, seq=100), "base": dict(batch=1, seq=2000)}, seq_meaning="matrix size n"),
+    "matmul_skinny": Entry(
+        "matmul_skinny", "tall-skinny multiply A @ B, A [batch, m, k], B [batch, k, 8] (memory-bound)",
+        {"tiny": dict(k=64, n=8), "base": dict(k=1024, n=8)},
+        {"tiny": dict(batch=1, seq=256), "base": dict(batch=1, seq=4096)}, seq_meaning="rows m"),
+    "fft": Entry(
+        "fft", "real FFT magnitude |rfft(x)| (orthonormal) of [batch, n] (seed 002's FFT)",
+        {"tiny": {}, "base": {}},
+        {"tiny": dict(batch=1, seq=1000), "base": dict(batch=1, seq=1_000_000)}, seq_meaning="elements n",
+        unsupported={"torch_xla": "torch_xla 2.9 cannot capture aten::_fft_r2c (\"ops not capturable by "
+                                  "Pytorch/XLA\")"}),
+    "sort": Entry(
+        "sort", "sort along the last axis of [batch, n] (seed 002's sort)",
+        {"tiny": {}, "base": {}},
+        {"tiny": dict(batch=1, seq=1000), "base": dict(batch=1, seq=1_000_000)}, seq_meaning="elements n"),
 }
 ADAPTERS = tuple(CATALOG)
+WORKLOADS = ("elementwise", "matmul", "matmul_skinny", "fft", "sort")
 SIZE_NAMES = ("tiny", "base")
 
 
@@ -63,6 +88,13 @@ def entry(name: str) -> Entry:
     if name not in CATALOG:
         raise StackwarsError(f"unknown model {name!r}", fix=f"choose one of: {', '.join(ADAPTERS)}")
     return CATALOG[name]
+
+
+def exporters_for(name: str, exporters) -> tuple[tuple, dict]:
+    """The exporters of `exporters` that can export model `name`, and why the others cannot."""
+    unsupported = entry(name).unsupported
+    return tuple(e for e in exporters if e not in unsupported), \
+        {e: unsupported[e] for e in exporters if e in unsupported}
 
 
 def adapter(name: str) -> ModuleType:

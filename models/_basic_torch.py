@@ -1,4 +1,4 @@
-"""The study's basic operations (GEMM, FFN, MHA) as small PyTorch modules."""
+"""The basic operations as small PyTorch modules: the study's GEMM, FFN, MHA and seed 002's workloads."""
 from __future__ import annotations
 
 import math
@@ -43,3 +43,23 @@ class MHA(nn.Module):
         q, k, v = split(self.q_proj(x)), split(self.k_proj(x)), split(self.v_proj(x))
         probs = torch.softmax(q @ k.transpose(-1, -2) / math.sqrt(hd), dim=-1)
         return self.out_proj((probs @ v).transpose(1, 2).reshape(b, t, d))
+
+
+class Elementwise(nn.Module):
+    def forward(self, a, b):
+        return torch.sin(a * b + a) + b
+
+
+class Matmul(nn.Module):
+    def forward(self, a, b):
+        return a @ b
+
+
+class FFTMagnitude(nn.Module):
+    def forward(self, x):
+        return torch.fft.rfft(x, norm="ortho").abs()
+
+
+class Sort(nn.Module):
+    def forward(self, x):
+        return torch.sort(x, dim=-1).values

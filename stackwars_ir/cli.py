@@ -58,7 +58,7 @@ def capture_cmd(model, framework, exporters, size, batch, seq, seed, attn, out_d
     """Export MODEL from JAX and/or PyTorch to StableHLO on the same weights, and check parity."""
     from .capture import EXPORTERS, Request, run
 
-    exporters = EXPORTERS if "all" in exporters else tuple(dict.fromkeys(exporters))
+    exporters = _exporters(model, exporters)
     req = Request(model, size, framework, exporters, batch, seq, seed, attn)
     result = run(req, out_dir, force=force)
     for p in result.parity:
@@ -163,7 +163,7 @@ def bench_cmd(targets, framework, exporters, size, batches, seq, baselines, out_
         bad = [b for b in wanted if b not in BASELINES]
         if bad:
             raise StackwarsError(f"unknown baseline {bad[0]!r}", fix=f"choose from {', '.join(BASELINES)}")
-        exps = EXPORTERS if "all" in exporters else tuple(dict.fromkeys(exporters))
+        exps = _exporters(targets[0], exporters)
         sweep = _int_list(batches) or (None,)
         report = bench_model(targets[0], size=size, batches=sweep, seq=seq, exporters=exps, baselines=wanted,
                              out_dir=out_dir, backend=backend, timeout=timeout)
@@ -175,6 +175,21 @@ def bench_cmd(targets, framework, exporters, size, batches, seq, baselines, out_
     for e in report.failed:
         click.echo(f"stackwars-ir: error: {e.error}", err=True)
     sys.exit(EXIT_BAD_INPUT if report.failed else 0)
+
+
+def _exporters(model: str, given) -> tuple:
+    """The exporters asked for; 'all' means all that can export this model (a note names the others)."""
+    from . import models
+    from .capture import EXPORTERS
+
+    if "all" not in given:
+        return tuple(dict.fromkeys(given))
+    if model not in models.CATALOG:
+        return EXPORTERS  # an unknown model gets its one-line error from the capture itself
+    usable, skipped = models.exporters_for(model, EXPORTERS)
+    for e, why in skipped.items():
+        click.echo(f"stackwars-ir: note: {model}: {e} skipped: {why}", err=True)
+    return usable
 
 
 def _has(module: str) -> bool:

@@ -53,6 +53,11 @@ class Request:
         _choose("framework", self.framework, FRAMEWORKS)
         for e in self.exporters:
             _choose("exporter", e, EXPORTERS)
+        if self.framework != "jax":
+            _, cannot = models.exporters_for(self.model, self.exporters)
+            for e, why in cannot.items():
+                raise StackwarsError(f"{self.model} cannot be captured through {e}: {why}",
+                                     fix="use another --exporter, or --framework jax")
         if self.attn != "eager":
             raise StackwarsError(
                 f"attention implementation {self.attn!r} cannot be captured: the sdpa decomposition fails in "

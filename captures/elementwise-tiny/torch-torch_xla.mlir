@@ -1,0 +1,15 @@
+#loc1 = loc("<XLA_MLIR_DEBUGINFO_BEGIN>{\22stack_trace\22: \22File \\\22models/_basic_torch.py\\\22, line 50, in forward\\n    return torch.sin(a * b + a) + b\22, \22nn_module_stack\22: \22L__self__,,stackwars_ir.models._basic_torch.Elementwise\22, \22torch_fn\22: \22mul_1;method_descriptor.mul\22}<XLA_MLIR_DEBUGINFO_END>xla__device_data")
+module @IrToHlo.14 attributes {mhlo.cross_program_prefetches = [], mhlo.input_output_alias = [], mhlo.is_dynamic = false, mhlo.use_auto_spmd_partitioning = false} {
+  func.func @main(%arg0: tensor<1x1000xf32> loc("<XLA_MLIR_DEBUGINFO_BEGIN>{\22stack_trace\22: \22File \\\22models/_basic_torch.py\\\22, line 50, in forward\\n    return torch.sin(a * b + a) + b\22, \22nn_module_stack\22: \22L__self__,,stackwars_ir.models._basic_torch.Elementwise\22, \22torch_fn\22: \22mul_1;method_descriptor.mul\22}<XLA_MLIR_DEBUGINFO_END>xla__device_data"), %arg1: tensor<1x1000xf32> loc("<XLA_MLIR_DEBUGINFO_BEGIN>{\22stack_trace\22: \22File \\\22models/_basic_torch.py\\\22, line 50, in forward\\n    return torch.sin(a * b + a) + b\22, \22nn_module_stack\22: \22L__self__,,stackwars_ir.models._basic_torch.Elementwise\22, \22torch_fn\22: \22mul_1;method_descriptor.mul\22}<XLA_MLIR_DEBUGINFO_END>xla__device_data")) -> tensor<1x1000xf32> {
+    %0 = stablehlo.multiply %arg1, %arg0 : tensor<1x1000xf32> loc(#loc2)
+    %1 = stablehlo.add %0, %arg1 : tensor<1x1000xf32> loc(#loc3)
+    %2 = stablehlo.sine %1 : tensor<1x1000xf32> loc(#loc4)
+    %3 = stablehlo.add %2, %arg0 : tensor<1x1000xf32> loc(#loc5)
+    return %3 : tensor<1x1000xf32> loc(#loc)
+  } loc(#loc)
+} loc(#loc)
+#loc = loc(unknown)
+#loc2 = loc("{\22stack_trace\22: \22File \\\22models/_basic_torch.py\\\22, line 50, in forward\\n    return torch.sin(a * b + a) + b\22, \22nn_module_stack\22: \22L__self__,,stackwars_ir.models._basic_torch.Elementwise\22, \22torch_fn\22: \22mul_1;method_descriptor.mul\22}")
+#loc3 = loc("{\22stack_trace\22: \22File \\\22models/_basic_torch.py\\\22, line 50, in forward\\n    return torch.sin(a * b + a) + b\22, \22nn_module_stack\22: \22L__self__,,stackwars_ir.models._basic_torch.Elementwise\22, \22torch_fn\22: \22add_1;method_descriptor.add\22}")
+#loc4 = loc("{\22stack_trace\22: \22File \\\22models/_basic_torch.py\\\22, line 50, in forward\\n    return torch.sin(a * b + a) + b\22, \22nn_module_stack\22: \22L__self__,,stackwars_ir.models._basic_torch.Elementwise\22, \22torch_fn\22: \22sin_1;builtin_function_or_method.sin\22}")
+#loc5 = loc("{}")

@@ -1,0 +1,18 @@
+#loc1 = loc("args[0]")
+#loc2 = loc("args[1]")
+module @jit_forward attributes {mhlo.num_partitions = 1 : i32, mhlo.num_replicas = 1 : i32} {
+  func.func public @main(%arg0: tensor<1x256x64xf32> loc("args[0]"), %arg1: tensor<1x64x8xf32> loc("args[1]")) -> (tensor<1x256x8xf32> {jax.result_info = "result"}) {
+    %0 = stablehlo.reshape %arg0 : (tensor<1x256x64xf32>) -> tensor<256x64xf32> loc(#loc6)
+    %1 = stablehlo.reshape %arg1 : (tensor<1x64x8xf32>) -> tensor<64x8xf32> loc(#loc6)
+    %2 = stablehlo.dot_general %0, %1, contracting_dims = [1] x [0], precision = [DEFAULT, DEFAULT] : (tensor<256x64xf32>, tensor<64x8xf32>) -> tensor<256x8xf32> loc(#loc7)
+    %3 = stablehlo.broadcast_in_dim %2, dims = [1, 2] : (tensor<256x8xf32>) -> tensor<1x256x8xf32> loc(#loc8)
+    return %3 : tensor<1x256x8xf32> loc(#loc4)
+  } loc(#loc)
+} loc(#loc)
+#loc = loc(unknown)
+#loc3 = loc("models/matmul.py":28:15 to :31)
+#loc4 = loc("jit(forward)")
+#loc5 = loc("Matmul.__call__"(#loc3))
+#loc6 = loc("jit(forward)/squeeze"(#loc5))
+#loc7 = loc("jit(forward)/dot_general"(#loc5))
+#loc8 = loc("jit(forward)/broadcast_in_dim"(#loc5))

@@ -1,0 +1,26 @@
+"""Tall-skinny matrix multiply of two inputs, in PyTorch and JAX (memory-bound)."""
+from __future__ import annotations
+
+import numpy as np
+
+from . import CATALOG
+
+SIZES = CATALOG["matmul_skinny"].sizes
+
+
+def torch_model(size: str):
+    from ._basic_torch import Matmul
+
+    return Matmul().eval()
+
+
+def inputs(size: str, batch: int, seq: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
+    k, n = SIZES[size]["k"], SIZES[size]["n"]
+    return {"a": rng.standard_normal((batch, seq, k), dtype=np.float32) * np.float32(1 / np.sqrt(k)),
+            "b": rng.standard_normal((batch, k, n), dtype=np.float32)}
+
+
+def jax_model(size: str, weights: dict[str, np.ndarray]):
+    from .matmul import Matmul
+
+    return Matmul("")
