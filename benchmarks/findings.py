@@ -66,6 +66,7 @@ def main() -> None:
     ap.add_argument("--workload-batches", default=None,
                     help="batch sweep of seed 002's workloads (default 1,8 on the CPU, 1,8,64 on a GPU)")
     ap.add_argument("--workload-baselines", default="jax,eager")
+    ap.add_argument("--workload-size", default="base")
     a = ap.parse_args()
     sweep = tuple(int(x) for x in (a.workload_batches or ("1,8" if a.backend == "cpu" else "1,8,64")).split(","))
     import os
@@ -166,9 +167,9 @@ def main() -> None:
     crossings, deltas = {}, {}
     for w in models.WORKLOADS:
         exporters = models.exporters_for(w, ALL_EXPORTERS)[0]
-        rep = bench_model(w, size="base", batches=sweep, exporters=exporters, out_dir=a.captures, backend=a.backend,
+        rep = bench_model(w, size=a.workload_size, batches=sweep, exporters=exporters, out_dir=a.captures, backend=a.backend,
                           baselines=tuple(x for x in a.workload_baselines.split(",") if x), timeout=60, show=False)
-        (ROOT / "out" / f"{w}-base{suffix}-bench.json").write_text(json.dumps(rep.as_json(), indent=1))
+        (ROOT / "out" / f"{w}-{a.workload_size}{suffix}-bench.json").write_text(json.dumps(rep.as_json(), indent=1))
         crossings[w] = rep.crossover
         for b, e in rep.rows:
             if not e.ok:
@@ -177,7 +178,7 @@ def main() -> None:
             t = e.timing
             print(f"| {w} | {b} | {e.name} | {ms(e.compile_s)} | {ms(t.first)} | {ms(t.second)} | {ms(t.steady)} | "
                   f"{t.spread:.0%} | {e.proof.summary if e.proof else '-'} |")
-        first = Path(a.captures) / f"b{sweep[0]}-s{models.entry(w).shapes['base']['seq']}" / f"{w}-base"
+        first = Path(a.captures) / f"b{sweep[0]}-s{models.entry(w).shapes[a.workload_size]['seq']}" / f"{w}-{a.workload_size}"
         deltas[w] = {e: op_delta(diff_files(first / "jax.mlir", first / f"torch-{e}.mlir")) for e in exporters}
     print("\n| workload | crossover (JAX StableHLO against the first PyTorch exporter's) |\n| --- | --- |")
     for w, c in crossings.items():
@@ -188,7 +189,7 @@ def main() -> None:
         for e, delta in per.items():
             print(f"| {w} | {e} | {delta} |")
     print(f"\nMeasured peaks on this machine: {benches['gpt2'].peaks['flops_per_s'] / 1e9:.0f} GFLOP/s "
-          f"(f32 GEMM), {benches['gpt2'].peaks['bytes_per_s'] / 1e9:.1f} GB/s (f32 add). Raw JSON: "
+          f"(f32 GEMM{', TF32 on this GPU' if a.backend == 'gpu' else ''}), {benches['gpt2'].peaks['bytes_per_s'] / 1e9:.1f} GB/s (f32 add). Raw JSON: "
           f"`out/<model>-base{suffix}-bench.json`; the GPT-2 base HTML report: `out/gpt2-base{suffix}-report.html`.")
 
 

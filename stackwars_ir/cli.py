@@ -23,11 +23,33 @@ class Group(click.Group):
 
 @click.group(cls=Group, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="stackwars-ir")
-def main():
+@click.option("--parse-memory", metavar="SIZE",
+              help="Memory limit of each parse worker, e.g. 8G (default 3G; env STACKWARS_IR_PARSE_MEMORY).")
+@click.option("--parse-timeout", metavar="SECONDS",
+              help="Time limit to parse one file (default 60; env STACKWARS_IR_PARSE_TIMEOUT).")
+def main(parse_memory, parse_timeout):
     """Capture, parse, diff, benchmark and report StableHLO from JAX and PyTorch.
 
-    The pipeline: capture -> parse (stats) -> diff -> bench -> report.
+    The pipeline: capture -> parse (stats) -> diff -> bench -> report. Every file is parsed in a
+    worker process under a memory and a time limit; a file over either gets one line, exit 2.
     """
+    import os
+
+    from .ir import MEMORY_ENV, TIMEOUT_ENV, Limits, parse_bytes
+
+    memory = str(parse_bytes(parse_memory)) if parse_memory is not None else None
+    if parse_timeout is not None:
+        try:
+            ok = float(parse_timeout) > 0
+        except ValueError:
+            ok = False
+        if not ok:
+            raise StackwarsError(f"--parse-timeout {parse_timeout!r} is not a positive number of seconds",
+                                 fix="e.g. 60")
+        os.environ[TIMEOUT_ENV] = parse_timeout
+    if memory is not None:
+        os.environ[MEMORY_ENV] = memory
+    Limits.from_env()  # a bad value in the environment fails here, in one line, before any work
 
 
 @main.command("models")

@@ -159,3 +159,9 @@ def test_gpu_backend_without_a_gpu_says_how_to_install_it(cli, tmp_path):
     assert list(tmp_path.iterdir()) == []  # nothing captured before the backend was found missing
     code, _, err = cli("bench", golden("gemm", "jax"), "--backend", "metal")
     assert code == 2 and "unknown backend 'metal'" in err
+
+
+def test_a_capture_without_a_torch_xla_route_benches_from_its_sidecar():
+    report = bench_files([golden("fft", "torch-torchax")], "cpu", timeout=30, with_peaks=False)
+    (_, e), = report.rows
+    assert e.ok and e.proof.ok and e.arguments.startswith("capture sidecar (fft-tiny")

@@ -331,3 +331,59 @@ def test_stats_rich_tables_carry_the_same_figures(capsys):
     stats_rich(s, top=40)
     out = capsys.readouterr().out
     assert "stablehlo.batch_norm_training" in out and f"{s.ops_inlined} with calls inlined" in out
+
+
+# Bounded resources per input: a memory and a time limit per parse worker.
+
+HOSTILE_CONV = """func.func @main(%a: tensor<2x3x9x10xf32>, %w: tensor<3x3x10x5xf32>) -> tensor<2x3x0x6xf32> {
+  %0 = stablehlo.convolution(%a, %w) dim_numbers = [b, f, 0, 1073741000]x[o, i, 0, 1]->[b, f, 0, 1], window = {} {batch_group_count = 1 : i64, feature_group_count = 1 : i64} : (tensor<2x3x9x10xf32>, tensor<3x3x10x5xf32>) -> tensor<2x3x0x6xf32>
+  return %0 : tensor<2x3x0x6xf32>
+}
+"""
+
+
+@pytest.fixture
+def limits_env(monkeypatch):
+    """The CLI's --parse-* options set the environment; this restores it after each test."""
+    from stackwars_ir.ir import MEMORY_ENV, TIMEOUT_ENV
+
+    monkeypatch.delenv(MEMORY_ENV, raising=False)
+    monkeypatch.delenv(TIMEOUT_ENV, raising=False)
+    return monkeypatch
+
+
+def test_a_hostile_line_stops_at_the_memory_limit_and_the_next_file_is_parsed(cli, tmp_path, limits_env):
+    # One line that made MLIR allocate a billion-entry list: 8.5 GB and 12 s before its own error.
+    hostile = tmp_path / "conv.mlir"
+    hostile.write_text(HOSTILE_CONV)
+    code, out, err = cli("stats", hostile, golden("gemm", "jax"))
+    assert code == 2 and "Traceback" not in err
+    lines = err.strip().splitlines()
+    assert lines[0].startswith(f"stackwars-ir: error: {hostile}: parsing needed more than the memory limit of 3 GiB")
+    assert "--parse-memory" in lines[0] and "STACKWARS_IR_PARSE_MEMORY" in lines[0]
+    assert lines[1] == "parsed 1 of 2 files" and "stablehlo.dot_general" in out
+
+
+def test_a_file_past_the_time_limit_is_stopped_and_the_next_file_is_parsed(cli, tmp_path, limits_env):
+    slow = tmp_path / "slow.mlir"
+    slow.write_text(golden("gemm", "jax").read_text())
+    limits_env.setenv("STACKWARS_IR_TEST_HANG_ON", "slow.mlir")  # the worker never answers for it
+    code, out, err = cli("--parse-timeout", "2", "stats", slow, golden("gemm", "jax"))
+    assert code == 2
+    assert f"{slow}: parsing took longer than the limit of 2 s per file" in err and "--parse-timeout" in err
+    assert "parsed 1 of 2 files" in err and "stablehlo.dot_general" in out
+
+
+def test_a_raised_memory_limit_is_used_and_bad_limits_get_one_line(cli, limits_env):
+    from stackwars_ir.ir import MEMORY_ENV, Limits
+
+    code, out, _ = cli("--parse-memory", "4G", "stats", golden("gemm", "jax"))
+    assert code == 0 and Limits.from_env().memory == 4 << 30
+    for args, message in ((["--parse-memory", "lots"], "--parse-memory 'lots' is not a size"),
+                          (["--parse-memory", "10M"], "below 256M"),
+                          (["--parse-timeout", "0"], "--parse-timeout '0' is not a positive number of seconds")):
+        code, _, err = cli(*args, "stats", golden("gemm", "jax"))
+        assert code == 2 and message in err and len(err.strip().splitlines()) == 1, err
+    limits_env.setenv(MEMORY_ENV, "x")
+    code, _, err = cli("stats", golden("gemm", "jax"))
+    assert code == 2 and "STACKWARS_IR_PARSE_MEMORY 'x' is not a size" in err

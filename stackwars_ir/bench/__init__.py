@@ -146,7 +146,8 @@ def _sidecar_arguments(module, sidecar: dict) -> tuple[list, np.ndarray]:
     from ..capture.artifact import Argument, Capture
     from ..capture.parity import argument_values
 
-    req = Request(sidecar["model"], sidecar["size"], "torch", batch=sidecar["batch"],
+    # Only the weights and inputs are rebuilt: no exporter runs (fft has no torch_xla route).
+    req = Request(sidecar["model"], sidecar["size"], "torch", exporters=(), batch=sidecar["batch"],
                   seq=sidecar["seq"], seed=sidecar["seed"]).validated()
     _, _, weights, inputs, reference = prepare(req)
     constants = {k: np.asarray(v["values"], dtype=v["dtype"]).reshape(v["shape"])

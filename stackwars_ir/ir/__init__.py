@@ -5,17 +5,21 @@ import atexit
 import contextlib
 import gc
 import os
+import select
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import ParseError
+from ..errors import ParseError, StackwarsError
 from .model import Func, Module, Op, Tensor, Value
 
-__all__ = ["Func", "Module", "Op", "Tensor", "Value", "Parser", "ParseResult", "load", "load_one", "load_single"]
+__all__ = ["Func", "Module", "Op", "Tensor", "Value", "Limits", "Parser", "ParseResult", "load", "load_one",
+           "load_single", "parse_bytes"]
 
 
 @dataclass(frozen=True)
@@ -35,12 +39,68 @@ class ParseResult:
 # life: a worker is replaced once it has read this much, so memory stays bounded.
 RECYCLE_BYTES = 512 << 20
 
+# What one parse worker may use: its whole address space (so also its resident memory) and the
+# wall time of one file. A hostile line (a dimension number near 2^30 makes MLIR build a
+# billion-entry list) otherwise takes 8.5 GB and 12 s before its error. A worker idles at about
+# 0.5 GB of address space; the largest files measured in docs/parse.md stay far below the default.
+MEMORY_ENV, TIMEOUT_ENV = "STACKWARS_IR_PARSE_MEMORY", "STACKWARS_IR_PARSE_TIMEOUT"
+DEFAULT_MEMORY = 3 << 30
+DEFAULT_SECONDS = 60.0
+_UNITS = {"": 1, "b": 1, "k": 1 << 10, "kb": 1 << 10, "kib": 1 << 10, "m": 1 << 20, "mb": 1 << 20,
+          "mib": 1 << 20, "g": 1 << 30, "gb": 1 << 30, "gib": 1 << 30, "t": 1 << 40, "tb": 1 << 40, "tib": 1 << 40}
+
+
+def parse_bytes(text: str, what: str = "--parse-memory") -> int:
+    """`3G`, `512MiB`, `2.5gb` or plain bytes (binary units: 1G = 2^30 bytes)."""
+    t = str(text).strip().lower().replace(" ", "")
+    num = t.rstrip("abcdefghijklmnopqrstuvwxyz")
+    unit = t[len(num):]
+    try:
+        value = float(num) * _UNITS[unit]
+    except (ValueError, KeyError):
+        raise StackwarsError(f"{what} {text!r} is not a size", fix="e.g. 3G, 512M or 3221225472") from None
+    if value < (256 << 20):
+        raise StackwarsError(f"{what} {text!r} is below 256M, too little to start a parse worker",
+                             fix="e.g. 3G") from None
+    return int(value)
+
+
+@dataclass(frozen=True)
+class Limits:
+    """The memory (bytes of address space) and time (seconds per file) of one parse worker."""
+
+    memory: int = DEFAULT_MEMORY
+    seconds: float = DEFAULT_SECONDS
+
+    @classmethod
+    def from_env(cls) -> "Limits":
+        memory = os.environ.get(MEMORY_ENV)
+        seconds = os.environ.get(TIMEOUT_ENV)
+        if seconds is not None:
+            try:
+                secs = float(seconds)
+            except ValueError:
+                secs = -1.0
+            if not secs > 0:
+                raise StackwarsError(f"{TIMEOUT_ENV}={seconds!r} is not a positive number of seconds",
+                                     fix="e.g. 60")
+        return cls(parse_bytes(memory, MEMORY_ENV) if memory else DEFAULT_MEMORY,
+                   float(seconds) if seconds is not None else DEFAULT_SECONDS)
+
+
+def _human(n: int) -> str:
+    return f"{n / (1 << 30):g} GiB" if n >= 1 << 30 else f"{n / (1 << 20):g} MiB"
+
+
+
 
 class Parser:
     """A parse worker process, restarted after a crash; use as a context manager."""
 
-    def __init__(self):
+    def __init__(self, limits: Limits | None = None):
+        self.limits = limits or Limits.from_env()
         self.proc: subprocess.Popen | None = None
+        self.stderr = None  # the worker's stderr, a temporary file: how it died, when it dies
         self.read = 0  # bytes of input the current worker has parsed
 
     def __enter__(self) -> "Parser":
@@ -55,10 +115,16 @@ class Parser:
         # The worker imports exactly this process's stackwars_ir: `python -m` would put the
         # working directory first on sys.path, and a stackwars_ir folder there (another checkout)
         # would be parsing instead.
-        boot = f"import sys; sys.path[:] = {[p for p in sys.path if p]!r}; " \
+        # The worker limits its own address space first thing: a preexec_fn would force a plain
+        # fork() of this (multithreaded, once jax is imported) process, which can deadlock.
+        boot = f"import resource; resource.setrlimit(resource.RLIMIT_AS, ({self.limits.memory}, " \
+               f"{self.limits.memory})); import sys; sys.path[:] = {[p for p in sys.path if p]!r}; " \
                "from stackwars_ir.ir.worker import main; main()"
-        return subprocess.Popen([sys.executable, "-c", boot], stdin=subprocess.PIPE,
-                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
+        if self.stderr is not None:
+            self.stderr.close()
+        self.stderr = tempfile.TemporaryFile()
+        return subprocess.Popen([sys.executable, "-c", boot], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                stderr=self.stderr, env=env)
 
     def parse(self, path: str | Path) -> ParseResult:
         """Every module of one file, or the one-line reason it could not be read."""
@@ -79,19 +145,65 @@ class Parser:
         if self.proc is None or self.proc.poll() is not None:
             self.proc = self._start()
         self.read += os.path.getsize(path)
-        # Test seam: the worker dies as MLIR's native parser does on some malformed files.
-        crash_on = os.environ.get("STACKWARS_IR_TEST_CRASH_ON")
-        crash = bool(crash_on) and label.endswith(crash_on)
+        # Test seams: the worker dies as MLIR's native parser does on some malformed files, or hangs.
+        seam = None
+        for kind in ("crash", "hang"):
+            suffix = os.environ.get(f"STACKWARS_IR_TEST_{kind.upper()}_ON")
+            if suffix and label.endswith(suffix):
+                seam = kind
         try:
-            send(self.proc.stdin, (label, *part, crash))
-            return receive(self.proc.stdout)
+            send(self.proc.stdin, (label, *part, seam))
+            if not self._reply_within(self.limits.seconds):
+                return ("error", self._timed_out(label))
+            status, payload = receive(self.proc.stdout)
+            if status == "memory":  # the worker is replaced: MLIR may be half-way through an allocation
+                self.proc.kill()
+                self._forget()
+                return ("error", self._over_memory(label))
+            return status, payload
         except (EOFError, BrokenPipeError, OSError):
             return ("error", self._crash(label))
 
-    def _crash(self, label: str) -> str:
-        code = self.proc.wait()
+    def _reply_within(self, seconds: float) -> bool:
+        """Wait until the worker starts its reply (or dies); False after `seconds`."""
+        deadline = time.monotonic() + seconds
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            ready, _, _ = select.select([self.proc.stdout], [], [], min(left, 1.0))
+            if ready:
+                return True
+
+    def _timed_out(self, label: str) -> str:
+        self.proc.kill()
+        self._forget()
+        return (f"{label}: parsing took longer than the limit of {self.limits.seconds:g} s per file and was "
+                f"stopped (fix: raise it with --parse-timeout SECONDS or {TIMEOUT_ENV})")
+
+    def _over_memory(self, label: str) -> str:
+        return (f"{label}: parsing needed more than the memory limit of {_human(self.limits.memory)} per parse "
+                f"worker and was stopped (fix: raise it with --parse-memory SIZE or {MEMORY_ENV}, e.g. 8G)")
+
+    def _forget(self) -> None:
+        self.proc.wait()
         self.proc = None
         self.read = 0
+
+    def _died_of_memory(self) -> bool:
+        if self.stderr is None:
+            return False
+        self.stderr.seek(0, os.SEEK_END)
+        self.stderr.seek(max(0, self.stderr.tell() - 4096))
+        tail = self.stderr.read().decode(errors="replace")
+        return any(s in tail for s in ("out of memory", "bad_alloc", "MemoryError", "Cannot allocate memory"))
+
+    def _crash(self, label: str) -> str:
+        code = self.proc.wait()
+        memory = self._died_of_memory()
+        self._forget()
+        if memory:
+            return self._over_memory(label)
         how = f"signal {signal.Signals(-code).name}" if code < 0 else f"exit code {code}"
         return (f"{label}: MLIR's parser crashed on this file ({how}); the file is malformed "
                 "(fix: check it with stablehlo-opt, or re-export it)")
@@ -105,6 +217,9 @@ class Parser:
                 except subprocess.TimeoutExpired:
                     self.proc.kill()
             self.proc = None
+        if self.stderr is not None:
+            self.stderr.close()
+            self.stderr = None
         self.read = 0
 
 
@@ -132,8 +247,14 @@ class _Pool:
         atexit.register(self.close)
 
     def take(self) -> Parser:
+        limits = Limits.from_env()
         with self.lock:
-            return self.idle.pop() if self.idle else Parser()
+            stale = [p for p in self.idle if p.limits != limits]  # started under other limits
+            self.idle = [p for p in self.idle if p.limits == limits]
+            parser = self.idle.pop() if self.idle else Parser(limits)
+        for p in stale:
+            p.close()
+        return parser
 
     def give(self, parser: Parser) -> None:
         with self.lock:

@@ -1,9 +1,10 @@
 """The parse worker: a child process that parses files, so a crash in MLIR's native code kills only it.
 
 Protocol on stdin/stdout: length-prefixed marshal data (both ends run the same Python).
-Request: (path, j, k, crash): parse the file, or part j of k of it (see parse._Builder).
-Reply: ("ok", [wire, ...]), each the plain-tuple form that Module.from_wire reads, or
-("error", one-line message). marshal writes and reads plain tuples 3x faster than pickle
+Request: (path, j, k, seam): parse the file, or part j of k of it (see parse._Builder); seam is
+None, or a test's "crash" or "hang".
+Reply: ("ok", [wire, ...]), each the plain-tuple form that Module.from_wire reads,
+("error", one-line message), or ("memory", detail) when the worker's memory limit was hit. marshal writes and reads plain tuples 3x faster than pickle
 does the IR's NamedTuples.
 """
 from __future__ import annotations
@@ -37,15 +38,21 @@ def handle(request):
     from ..errors import StackwarsError
     from .parse import parse_wire
 
-    path, j, k, crash = request
-    if crash:  # the parent's test seam: die as MLIR's native parser does on some files (SIGSEGV)
+    path, j, k, seam = request
+    if seam == "crash":  # the parent's test seams: die as MLIR's native parser does on some files
         os.kill(os.getpid(), signal.SIGSEGV)
+    if seam == "hang":  # ... or never finish, as a parse of a hostile file can
+        import time
+
+        time.sleep(3600)
     try:
         with open(path, "rb") as f:
             data = f.read()
         return ("ok", parse_wire(data, path, (j, k)))
     except StackwarsError as e:
         return ("error", e.one_line())
+    except MemoryError as e:  # the address-space limit (MLIR's std::bad_alloc arrives as this)
+        return ("memory", str(e))
     except OSError as e:
         return ("error", f"{path}: cannot read: {e.strerror}")
     except Exception as e:  # a bug of ours: still one line, still not a crash of the caller
