@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 export PJRT_DEVICE ?= CPU
 
-.PHONY: setup setup-gpu demo test test-fast captures docs findings clean
+.PHONY: setup setup-gpu demo test test-fast captures docs findings fuzz clean
 
 setup: $(STAMP)
 
@@ -50,3 +50,7 @@ docs: setup
 	$(BIN)/python -m stackwars_ir.docs > docs/cli.md.tmp && mv docs/cli.md.tmp docs/cli.md
 findings: setup
 	$(BIN)/python benchmarks/findings.py --backend $(BACKEND) > $(FINDINGS).tmp && mv $(FINDINGS).tmp $(FINDINGS)
+
+# 100,000 mutated StableHLO inputs through parse, stats and segmentation (about 6 minutes here).
+fuzz: setup
+	$(BIN)/python benchmarks/fuzz.py --count 100000
