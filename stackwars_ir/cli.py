@@ -161,9 +161,13 @@ def diff_cmd(file_a, file_b, json_path, md_path, html_path, mode, excerpts):
 @click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=Path("captures"),
               show_default=True, help="With MODEL: where captures are read from or written to.")
 @click.option("--backend", default=None, help="cpu, gpu or tpu (default: what jax picks).")
-@click.option("--timeout", type=float, default=None, help="Seconds of timing per executable.")
+@click.option("--timeout", type=float, default=None,
+              help="Seconds per executable for its compile and runs; one still running 10 s later is stopped.")
+@click.option("--max-memory", metavar="SIZE", default=None,
+              help="Resident memory an executable's worker may use, e.g. 8G (default: 3/4 of this machine's).")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path), help="Write JSON here.")
-def bench_cmd(targets, framework, exporters, size, batches, seq, baselines, out_dir, backend, timeout, json_path):
+def bench_cmd(targets, framework, exporters, size, batches, seq, baselines, out_dir, backend, timeout, max_memory,
+              json_path):
     """Time StableHLO files (FILE.mlir ...) or a model (MODEL) on the XLA backend.
 
     Reports compile time, first run, second run and steady state (median, p10-p90), XLA's cost
@@ -175,8 +179,13 @@ def bench_cmd(targets, framework, exporters, size, batches, seq, baselines, out_
     from .bench.run import bench_files, bench_model
     from .capture import EXPORTERS
     from .capture.artifact import dump_json, write_atomic
+    from .bench.worker import default_max_memory
+    from .ir import parse_bytes
     from .report.text import bench_text
 
+    if timeout is not None and not timeout > 0:
+        raise StackwarsError(f"--timeout {timeout:g} must be a positive number of seconds", fix="e.g. --timeout 60")
+    memory = parse_bytes(max_memory, "--max-memory") if max_memory else default_max_memory()
     if len(targets) == 1 and targets[0] in models.CATALOG and not Path(targets[0]).exists():
         if framework != "both":
             raise StackwarsError(f"bench MODEL times both frameworks; got --framework {framework}",
@@ -188,9 +197,9 @@ def bench_cmd(targets, framework, exporters, size, batches, seq, baselines, out_
         exps = _exporters(targets[0], exporters)
         sweep = _int_list(batches) or (None,)
         report = bench_model(targets[0], size=size, batches=sweep, seq=seq, exporters=exps, baselines=wanted,
-                             out_dir=out_dir, backend=backend, timeout=timeout)
+                             out_dir=out_dir, backend=backend, timeout=timeout, max_memory=memory)
     else:
-        report = bench_files([Path(t) for t in targets], backend, timeout)
+        report = bench_files([Path(t) for t in targets], backend, timeout, max_memory=memory)
     click.echo(bench_text(report))
     if json_path:
         write_atomic(json_path, dump_json(report.as_json()))

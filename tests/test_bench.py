@@ -165,3 +165,54 @@ def test_a_capture_without_a_torch_xla_route_benches_from_its_sidecar():
     report = bench_files([golden("fft", "torch-torchax")], "cpu", timeout=30, with_peaks=False)
     (_, e), = report.rows
     assert e.ok and e.proof.ok and e.arguments.startswith("capture sidecar (fft-tiny")
+
+
+# Killable benchmarks: a compile or run that will not finish, or eats memory, is stopped alone.
+
+FOREVER = """func.func @main(%x: tensor<f32>) -> tensor<f32> {
+  %0 = stablehlo.while(%iter = %x) : tensor<f32>
+    cond {
+      %t = stablehlo.constant dense<true> : tensor<i1>
+      stablehlo.return %t : tensor<i1>
+    } do {
+      %y = stablehlo.add %iter, %iter : tensor<f32>
+      stablehlo.return %y : tensor<f32>
+    }
+  return %0 : tensor<f32>
+}
+"""
+
+HUGE = """func.func @main(%x: tensor<f32>) -> tensor<1073741824xf32> {
+  %0 = stablehlo.broadcast_in_dim %x, dims = [] : (tensor<f32>) -> tensor<1073741824xf32>
+  return %0 : tensor<1073741824xf32>
+}
+"""
+
+
+@pytest.mark.slow
+def test_an_executable_that_never_finishes_stops_at_its_timeout_and_the_others_are_measured(cli, tmp_path):
+    forever = tmp_path / "forever.mlir"
+    forever.write_text(FOREVER)
+    out = tmp_path / "b.json"
+    code, stdout, err = cli("bench", forever, golden("gemm", "jax"), "--timeout", "1", "--json", out)
+    assert code == 2 and "Traceback" not in err
+    assert f"{forever}: timed out: compile and runs took longer than --timeout 1 s + 10 s" in err
+    first, second = json.loads(out.read_text())["results"]
+    assert first["error"] and first["timing"] is None
+    assert second["error"] is None and second["proof"]["ok"] and second["timing"]["steady_median_s"] > 0
+
+
+@pytest.mark.slow
+def test_an_executable_over_the_memory_limit_is_stopped_and_the_others_are_measured(cli, tmp_path):
+    huge = tmp_path / "huge.mlir"  # a 4 GiB output
+    huge.write_text(HUGE)
+    code, _, err = cli("bench", huge, golden("gemm", "jax"), "--max-memory", "1G", "--timeout", "60")
+    assert code == 2 and f"{huge}: used" in err and "more than --max-memory 1.0 GiB" in err
+    assert err.count("stackwars-ir: error:") == 1  # the gemm row ran
+
+
+def test_bad_bench_limits_get_one_line(cli):
+    for args, message in ((["--timeout", "0"], "--timeout 0 must be a positive"),
+                          (["--max-memory", "much"], "--max-memory 'much' is not a size")):
+        code, _, err = cli("bench", golden("gemm", "jax"), *args)
+        assert code == 2 and message in err and len(err.strip().splitlines()) == 1

@@ -38,6 +38,9 @@ def run_baselines(req, which, deadline_s: float | None, backend: str = "cpu") ->
             out.append(_failed(name, e))
             continue
         try:
+            from .worker import started
+
+            started()  # in a bench worker: the time limit of the compile and runs starts now
             checker = Checker(label, reference, backend, REFERENCE)
             timing = measure(run, deadline=_deadline(deadline_s), inspect=checker, counters=counters)
             out.append(Executable(label, kind, None, timing, arguments="same weights and inputs",

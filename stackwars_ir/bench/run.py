@@ -28,22 +28,37 @@ class BenchReport:
                 "crossover": self.crossover}
 
 
-def bench_files(paths, backend: str | None = None, timeout: float | None = None,
-                with_peaks: bool = True) -> BenchReport:
+def bench_one(path: Path, backend: str | None, timeout: float | None) -> Executable:
+    """Compile and time one StableHLO file in this process (the bench worker calls this)."""
     from ..capture.artifact import read_sidecar
     from ..ir import load
     from ..runtime import runtime
 
+    (result,) = load([path])
+    if not result.ok:
+        return Executable(str(path), "stablehlo", None, None, error=result.error)
+    text = Path(path).read_text(errors="replace") if not str(path).endswith(".mlirbc") else Path(path).read_bytes()
+    return bench_text(Path(path), text, result.modules[0], runtime(backend), read_sidecar(Path(path)), timeout)
+
+
+def bench_files(paths, backend: str | None = None, timeout: float | None = None,
+                with_peaks: bool = True, max_memory: int | None = None) -> BenchReport:
+    """Every file compiled and timed in a bench worker that is killed past the file's time or
+    memory limit (2 x timeout + a grace; max_memory bytes resident); the others still run."""
+    from ..capture.artifact import read_sidecar
+    from ..ir import load
+    from ..runtime import runtime
+    from .worker import Isolated
+
     rt = runtime(backend)
     rows = []
-    for result, path in zip(load(paths), paths):
-        if not result.ok:
-            rows.append((None, Executable(str(path), "stablehlo", None, None, error=result.error)))
-            continue
-        module = result.modules[0]
-        text = Path(path).read_text(errors="replace") if not str(path).endswith(".mlirbc") else Path(path).read_bytes()
-        side = read_sidecar(Path(path))
-        rows.append((_batch(side), bench_text(Path(path), text, module, rt, side, timeout)))
+    with Isolated(max_memory) as worker:
+        for result, path in zip(load(paths), paths):
+            if not result.ok:
+                rows.append((None, Executable(str(path), "stablehlo", None, None, error=result.error)))
+                continue
+            side = read_sidecar(Path(path))
+            rows.append((_batch(side), worker.run(("file", str(path), rt.platform, timeout), timeout)))
     measured = with_peaks and any(e.ok for _, e in rows)  # no roofline to draw when nothing ran
     return BenchReport(rt.platform, tuple(rows), peaks(rt) if measured else {}, machine())
 
@@ -56,11 +71,12 @@ def _batch(side) -> int | None:
 
 def bench_model(model: str, *, size: str = "tiny", batches=(None,), seq: int | None = None,
                 exporters=("torch_xla",), baselines=("jax", "eager"), out_dir: Path = Path("captures"),
-                backend: str | None = None, timeout: float | None = None, show: bool | None = None) -> BenchReport:
+                backend: str | None = None, timeout: float | None = None, show: bool | None = None,
+                max_memory: int | None = None) -> BenchReport:
     """Capture MODEL (reusing captures already on disk) at each batch size and time everything."""
     from ..capture import Request, run
     from ..capture.artifact import target_paths
-    from .native import run_baselines
+    from .worker import Isolated
 
     from ..runtime import runtime
 
@@ -73,9 +89,11 @@ def bench_model(model: str, *, size: str = "tiny", batches=(None,), seq: int | N
         files = [target_paths(folder, model, size, s)[0] for s in stems]
         if not all(f.exists() and _same_request(f, req) for f in files):
             run(req, folder, force=True, show=show)
-        report = bench_files(files, backend, timeout, with_peaks=False)
+        report = bench_files(files, backend, timeout, with_peaks=False, max_memory=max_memory)
         rows += [(req.batch, e) for _, e in report.rows]
-        rows += [(req.batch, e) for e in run_baselines(req, baselines, timeout, rt.platform)]
+        with Isolated(max_memory) as worker:  # one worker for the baselines: the weights are built once
+            rows += [(req.batch, worker.run(("baseline", req, name, rt.platform, timeout), timeout))
+                     for name in baselines]
         files_by_batch[req.batch] = files
     return BenchReport(rt.platform, tuple(rows), peaks(rt), machine(), crossover(rows, exporters))
 

@@ -1,0 +1,207 @@
+"""The bench worker: compiles and times executables in a child process, so a hung or runaway one can be killed.
+
+Protocol on stdin/stdout: length-prefixed pickles (both ends run the same Python and code).
+Job: ("file", path, backend, timeout) or ("baseline", request, name, backend, timeout).
+Replies: ("started",) when the inputs are ready and the compile begins, then the Executable it
+measured (errors included, as Executable.error).
+
+The parent side (`Isolated`) waits for each reply under a wall-time limit (SETUP_S to prepare the
+inputs, then the job's timeout + GRACE_S to compile and run) and a resident-memory limit; past
+either it kills the worker, reports that executable, and starts a fresh worker for the next job. XLA's compile and run are native code that Python cannot interrupt: killing the
+process is the only way to stop one that will not finish.
+"""
+from __future__ import annotations
+
+import os
+import pickle
+import select
+import signal
+import struct
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+SETUP_S = 300.0  # imports, building the model's weights and reference (a base model: seconds)
+GRACE_S = 10.0  # beyond --timeout: the run in flight when the budget ends, and the reply
+_NOTIFY = None
+
+
+def started() -> None:
+    """Called by the bench code when the inputs are ready and the compile starts (no-op in-process)."""
+    if _NOTIFY is not None:
+        _NOTIFY()
+
+
+def _send(stream, obj) -> None:
+    data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+    stream.write(struct.pack("<Q", len(data)))
+    stream.write(data)
+    stream.flush()
+
+
+def _receive(stream):
+    head = stream.read(8)
+    if len(head) < 8:
+        raise EOFError
+    (n,) = struct.unpack("<Q", head)
+    data = stream.read(n)
+    if len(data) < n:
+        raise EOFError
+    return pickle.loads(data)
+
+
+def _label(job) -> str:
+    return str(job[1]) if job[0] == "file" else job[2]
+
+
+def _kind(job) -> str:
+    return "stablehlo" if job[0] == "file" else job[2]
+
+
+def _prepared_once():
+    """Within one worker, build each model's weights and reference once, for every job that needs them."""
+    from .. import capture
+
+    real, memo = capture.prepare, {}
+
+    def prepare(req):
+        if req not in memo:
+            memo[req] = real(req)
+        return memo[req]
+
+    capture.prepare = prepare
+
+
+def _run(job):
+    from . import Executable
+
+    try:
+        if job[0] == "file":
+            from .run import bench_one
+
+            _, path, backend, timeout = job
+            return bench_one(Path(path), backend, timeout)
+        from .native import run_baselines
+
+        _, req, name, backend, timeout = job
+        return run_baselines(req, (name,), timeout, backend)[0]
+    except Exception as e:  # a bug of ours, or a framework failure: still one row
+        from ..errors import StackwarsError
+
+        message = e.one_line() if isinstance(e, StackwarsError) else \
+            f"{_label(job)}: {type(e).__name__}: {' '.join(str(e).split())[:200]}"
+        return Executable(_label(job), _kind(job), None, None, error=message)
+
+
+def main() -> None:
+    global _NOTIFY
+    stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
+    sys.stdout = sys.stderr  # nothing else may write into the reply stream
+    _NOTIFY = lambda: _send(stdout, ("started",))  # noqa: E731
+    _prepared_once()
+    while True:
+        try:
+            job = _receive(stdin)
+        except EOFError:
+            return
+        _send(stdout, _run(job))
+
+
+def _rss(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
+def default_max_memory() -> int | None:
+    """Three quarters of this machine's memory: a runaway compile fails alone, the machine stays up."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemTotal:"):
+                    return int(line.split()[1]) * 1024 * 3 // 4
+    except OSError:
+        pass
+    return None
+
+
+class Isolated:
+    """Runs bench jobs in a worker process under a time and a memory limit; a context manager."""
+
+    def __init__(self, max_memory: int | None = None):
+        self.max_memory = max_memory
+        self.proc: subprocess.Popen | None = None
+
+    def __enter__(self) -> "Isolated":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def _start(self) -> subprocess.Popen:
+        boot = f"import sys; sys.path[:] = {[p for p in sys.path if p]!r}; " \
+               "from stackwars_ir.bench.worker import main; main()"
+        return subprocess.Popen([sys.executable, "-c", boot], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                env=dict(os.environ))
+
+    def run(self, job, timeout: float | None):
+        """The worker's Executable for `job`, or an Executable with the error that stopped it."""
+        from . import Executable
+
+        if self.proc is None or self.proc.poll() is not None:
+            self.proc = self._start()
+        deadline = time.monotonic() + SETUP_S
+        phase = "preparing its inputs"
+        try:
+            _send(self.proc.stdin, job)
+            while True:
+                wait = max(0.0, min(0.2, deadline - time.monotonic()))
+                ready, _, _ = select.select([self.proc.stdout], [], [], wait)
+                if ready:
+                    reply = _receive(self.proc.stdout)
+                    if reply == ("started",):
+                        phase = "compile and runs"
+                        deadline = time.monotonic() + (timeout + GRACE_S if timeout else float("inf"))
+                        continue
+                    return reply
+                if time.monotonic() >= deadline:
+                    self._kill()
+                    budget = f"--timeout {timeout:g} s + {GRACE_S:g} s" if phase != "preparing its inputs" \
+                        else f"{SETUP_S:g} s"
+                    return Executable(_label(job), _kind(job), None, None, error=(
+                        f"{_label(job)}: timed out: {phase} took longer than {budget} and was stopped; "
+                        "the others were measured"))
+                used = _rss(self.proc.pid)
+                if self.max_memory and used > self.max_memory:
+                    self._kill()
+                    return Executable(_label(job), _kind(job), None, None, error=(
+                        f"{_label(job)}: used {used / 2**30:.1f} GiB, more than --max-memory "
+                        f"{self.max_memory / 2**30:.1f} GiB, and was stopped (fix: raise --max-memory)"))
+        except (EOFError, BrokenPipeError, OSError):
+            code = self.proc.wait()
+            self.proc = None
+            how = f"signal {signal.Signals(-code).name}" if code < 0 else f"exit code {code}"
+            return Executable(_label(job), _kind(job), None, None,
+                              error=f"{_label(job)}: the bench worker died ({how}) while compiling or running it")
+
+    def _kill(self) -> None:
+        self.proc.kill()
+        self.proc.wait()
+        self.proc = None
+
+    def close(self) -> None:
+        if self.proc is not None:
+            if self.proc.poll() is None:
+                self.proc.stdin.close()
+                try:
+                    self.proc.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    self.proc.kill()
+                    self.proc.wait()
+            self.proc = None
