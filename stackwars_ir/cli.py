@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from . import __version__
-from .errors import EXIT_BAD_INPUT, EXIT_DIFFERENT, StackwarsError
+from .errors import EXIT_BAD_INPUT, EXIT_DIFFERENT, EXIT_INTERRUPTED, StackwarsError
 
 
 class Group(click.Group):
@@ -19,6 +19,9 @@ class Group(click.Group):
         except StackwarsError as e:
             click.echo(f"stackwars-ir: error: {e.one_line()}", err=True)
             sys.exit(getattr(e, "exit_code", EXIT_BAD_INPUT))
+        except KeyboardInterrupt:  # every file is written whole or not at all: nothing to clean up
+            click.echo("stackwars-ir: interrupted; no file was left half-written", err=True)
+            sys.exit(EXIT_INTERRUPTED)
 
 
 @click.group(cls=Group, context_settings={"help_option_names": ["-h", "--help"]})

@@ -5,6 +5,7 @@ from __future__ import annotations
 EXIT_OK = 0
 EXIT_DIFFERENT = 1
 EXIT_BAD_INPUT = 2
+EXIT_INTERRUPTED = 130  # Ctrl-C, as shells report SIGINT
 
 
 class StackwarsError(Exception):

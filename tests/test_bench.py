@@ -1,6 +1,7 @@
 """Bench: every figure present and sane on the tiny golden captures; bad modules fail alone."""
 from __future__ import annotations
 
+import hashlib
 import json
 
 import pytest
@@ -82,7 +83,9 @@ def test_an_executable_computing_another_function_is_an_error_not_a_number(tmp_p
     text = src.read_text().replace("%16 = stablehlo.add %13, %15", "%16 = stablehlo.subtract %13, %15")
     assert text != src.read_text()
     wrong.write_text(text)
-    wrong.with_suffix(".json").write_text(src.with_suffix(".json").read_text())
+    side = json.loads(src.with_suffix(".json").read_text())  # a sidecar that describes this very file
+    side.update(stablehlo=wrong.name, sha256=hashlib.sha256(text.encode()).hexdigest())
+    wrong.with_suffix(".json").write_text(json.dumps(side))
     report = bench_files([src, wrong], "cpu", timeout=30, with_peaks=False)
     (_, right), (_, bad) = report.rows
     assert right.ok and right.proof.ok and right.proof.max_abs < 1e-3

@@ -5,6 +5,7 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..errors import StackwarsError
 from . import BENCH_FORMAT, Executable, bench_text, machine, peaks
 
 
@@ -57,7 +58,11 @@ def bench_files(paths, backend: str | None = None, timeout: float | None = None,
             if not result.ok:
                 rows.append((None, Executable(str(path), "stablehlo", None, None, error=result.error)))
                 continue
-            side = read_sidecar(Path(path))
+            try:
+                side = read_sidecar(Path(path))
+            except StackwarsError as e:  # a sidecar that does not describe its file: this row only
+                rows.append((None, Executable(str(path), "stablehlo", None, None, error=e.one_line())))
+                continue
             rows.append((_batch(side), worker.run(("file", str(path), rt.platform, timeout), timeout)))
     measured = with_peaks and any(e.ok for _, e in rows)  # no roofline to draw when nothing ran
     return BenchReport(rt.platform, tuple(rows), peaks(rt) if measured else {}, machine())

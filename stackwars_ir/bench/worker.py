@@ -96,6 +96,8 @@ def _run(job):
 
 def main() -> None:
     global _NOTIFY
+    # Ctrl-C reaches the whole process group: the caller handles it and ends this worker.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
     sys.stdout = sys.stderr  # nothing else may write into the reply stream
     _NOTIFY = lambda: _send(stdout, ("started",))  # noqa: E731
@@ -141,7 +143,9 @@ class Isolated:
     def __enter__(self) -> "Isolated":
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, exc_type, *exc) -> None:
+        if exc_type is not None and self.proc is not None and self.proc.poll() is None:
+            self._kill()  # interrupted (Ctrl-C) or failed: the worker's measurement is not wanted
         self.close()
 
     def _start(self) -> subprocess.Popen:

@@ -146,7 +146,10 @@ def run(req: Request, out_dir: Path, *, force: bool = False, show: bool | None =
             raise CaptureError(f"{cap.stem}: absolute path {leftover[0]!r} left in the capture",
                                fix="report this as a bug in stackwars-ir's path sanitizer")
     results = [result for _, result in checked]
-    files = [f for cap, result in checked for f in _write(cap, req, inputs, result, out_dir)]
+    contents = [f for cap, result in checked for f in _contents(cap, req, inputs, result, out_dir)]
+    with artifact.locked_folder(Path(out_dir) / f"{req.model}-{req.size}"):
+        artifact.write_set(contents)
+    files = [path for path, _ in contents]
     outcome = CaptureSet(req.model, req.size, tuple(files), tuple(results))
     if not outcome.ok:
         bad = [p for p in results if not p.ok]
@@ -174,7 +177,7 @@ def _capture_all(req, frameworks, adapter, model, weights, inputs, label, show) 
     return [dataclasses.replace(c, text=relativize(c.text)) for c in captures]
 
 
-def _write(cap: Capture, req: Request, inputs, result: parity.Parity, out_dir: Path) -> list[Path]:
+def _contents(cap: Capture, req: Request, inputs, result: parity.Parity, out_dir: Path) -> list[tuple[Path, str]]:
     from stackwars_ir import models
 
     mlir_path, json_path = artifact.target_paths(out_dir, req.model, req.size, cap.stem)
@@ -194,6 +197,4 @@ def _write(cap: Capture, req: Request, inputs, result: parity.Parity, out_dir: P
         # The one part that differs between two runs of the same capture.
         "run": {"seconds": cap.seconds, "host": artifact.host()},
     }
-    artifact.write_atomic(mlir_path, cap.text)
-    artifact.write_atomic(json_path, artifact.dump_json(sidecar))
-    return [mlir_path, json_path]
+    return [(mlir_path, cap.text), (json_path, artifact.dump_json(sidecar))]

@@ -66,6 +66,8 @@ def main() -> None:
     # A module is 100,000s of small tuples that live until the reply is sent: the cyclic GC
     # would rescan them again and again (a third of the build time on a 50k-op module).
     gc.disable()
+    # Ctrl-C reaches the whole process group: the caller handles it and ends this worker.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
     sys.stdout = sys.stderr  # nothing else may write into the reply stream
     while True:

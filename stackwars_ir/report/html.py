@@ -64,11 +64,12 @@ def _inputs(report) -> str:
     rows = []
     for side in (report.a, report.b):
         seg = side.segmentation
+        prov = "-"
         try:
             sc = read_sidecar(Path(side.module.source))
-        except Exception:  # a broken sidecar must not break the report
+        except Exception as e:  # a broken sidecar must not break the report, but is named in it
             sc = None
-        prov = "-"
+            prov = f"sidecar ignored: {e}"
         if sc:
             v = sc.get("versions", {})
             shapes = ", ".join(f"{i['name']} {i['dtype']}{i['shape']}" for i in sc.get("inputs", []))

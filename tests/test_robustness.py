@@ -1,0 +1,89 @@
+"""Interrupts, concurrent captures and sidecars that do not describe their file, with the real CLI."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conftest import golden
+
+CLI = [sys.executable, "-c", "from stackwars_ir.cli import main; main()"]
+
+
+def _copy_capture(tmp_path, model="gemm", stem="jax"):
+    folder = tmp_path / f"{model}-tiny"
+    folder.mkdir()
+    for suffix in (".mlir", ".json"):
+        shutil.copy(golden(model, stem).with_suffix(suffix), folder / f"{stem}{suffix}")
+    return folder / f"{stem}.mlir"
+
+
+@pytest.mark.parametrize("how, message", [
+    ("edited", "its sha256 differs from the one recorded at capture"),
+    ("truncated", "its sha256 differs from the one recorded at capture"),
+    ("another capture", "it describes 'torch-torch_xla.mlir'"),
+])
+def test_a_sidecar_that_does_not_describe_its_file_is_named(cli, tmp_path, how, message):
+    path = _copy_capture(tmp_path)
+    if how == "edited":
+        path.write_text(path.read_text().replace("stablehlo.dot_general", "stablehlo.dot_general ", 1))
+    elif how == "truncated":
+        path.write_text(path.read_text()[:-1])
+    else:
+        shutil.copy(golden("gemm", "torch-torch_xla").with_suffix(".json"), path.with_suffix(".json"))
+        shutil.copy(golden("gemm", "torch-torch_xla"), path)
+    code, _, err = cli("bench", path, golden("gemm", "torch-torchax"))
+    assert code == 2 and "Traceback" not in err
+    lines = [line for line in err.splitlines() if line.startswith("stackwars-ir: error:")]
+    assert len(lines) == 1 and f"{path.with_suffix('.json')}: does not describe jax.mlir: {message}" in lines[0]
+
+
+def _interrupt_after(args, seconds, cwd):
+    # A terminal's Ctrl-C signals the whole process group: the CLI and its workers alike.
+    proc = subprocess.Popen([*CLI, *args], cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            start_new_session=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    time.sleep(seconds)
+    os.killpg(proc.pid, signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    return proc.returncode, out.decode(), err.decode()
+
+
+@pytest.mark.slow
+def test_ctrl_c_during_a_capture_exits_130_and_leaves_no_file(tmp_path):
+    code, _, err = _interrupt_after(["capture", "resnet50", "--exporter", "all", "--out", str(tmp_path)], 6, tmp_path)
+    assert code == 130, err
+    assert "interrupted" in err and "Traceback" not in err
+    assert [p for p in tmp_path.rglob("*") if p.is_file()] == []
+
+
+@pytest.mark.slow
+def test_ctrl_c_during_a_bench_exits_130_and_writes_no_json(tmp_path):
+    out = tmp_path / "b.json"
+    args = ["bench", str(golden("gpt2", "jax")), str(golden("gpt2", "torch-torch_xla")), "--json", str(out)]
+    code, _, err = _interrupt_after(args, 5, tmp_path)
+    assert code == 130, err
+    assert "interrupted" in err and "Traceback" not in err and not out.exists()
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.slow
+def test_two_captures_into_one_folder_at_once_leave_a_consistent_pair(tmp_path):
+    from stackwars_ir.capture.artifact import read_sidecar
+
+    procs = [subprocess.Popen([*CLI, "capture", "gemm", "--framework", "jax", "--batch", str(b), "--out",
+                               str(tmp_path), "--force"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+             for b in (2, 3)]
+    for p in procs:
+        p.communicate(timeout=120)
+        assert p.returncode == 0
+    path = tmp_path / "gemm-tiny" / "jax.mlir"
+    side = read_sidecar(path)  # raises if the .json describes the other capture's .mlir
+    assert side["batch"] in (2, 3) and f"tensor<{side['batch'] * 16}x64xf32>" in path.read_text()
+    assert sorted(p.name for p in path.parent.iterdir()) == ["jax.json", "jax.mlir"]  # no temporary left
+    assert json.loads(path.with_suffix(".json").read_text())["sha256"] == side["sha256"]
