@@ -86,7 +86,11 @@ def entry(name: str) -> Entry:
     from stackwars_ir.errors import StackwarsError
 
     if name not in CATALOG:
-        raise StackwarsError(f"unknown model {name!r}", fix=f"choose one of: {', '.join(ADAPTERS)}")
+        import difflib
+
+        close = difflib.get_close_matches(name, ADAPTERS, n=1)
+        hint = f"did you mean {close[0]!r}? " if close else ""
+        raise StackwarsError(f"unknown model {name!r}", fix=f"{hint}choose one of: {', '.join(ADAPTERS)}")
     return CATALOG[name]
 
 

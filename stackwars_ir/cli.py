@@ -70,7 +70,7 @@ def models_cmd():
 @click.argument("model")
 @click.option("--framework", default="both", show_default=True, help="jax, torch or both.")
 @click.option("--exporter", "exporters", multiple=True, default=("torch_xla",), show_default=True,
-              help="PyTorch exporter: torch_xla or torchax; repeat it, or say 'all', for both.")
+              help="PyTorch exporter: torch_xla or torchax; comma-separated or repeated, or 'all'.")
 @click.option("--size", default="tiny", show_default=True, help="tiny (tests) or base (published configs).")
 @click.option("--batch", type=int, help="Batch size (default: the adapter's for this size).")
 @click.option("--seq", type=int, help="Sequence length, or image size for resnet50.")
@@ -94,9 +94,11 @@ def capture_cmd(model, framework, exporters, size, batch, seq, seed, attn, out_d
 
 @main.command("stats")
 @click.argument("files", nargs=-1, required=True, type=click.Path(path_type=Path))
-@click.option("--json", "as_json", is_flag=True, help="Print JSON (one object per module) instead of tables.")
+@click.option("--json", "json_path", is_flag=False, flag_value="-", default=None, metavar="[FILE|-]",
+              type=click.Path(dir_okay=False, allow_dash=True, path_type=Path),
+              help="JSON (one object per module) to FILE, or to stdout instead of the tables ('-' or no value).")
 @click.option("--top", default=15, show_default=True, help="Rows of the op histogram to show.")
-def stats_cmd(files, as_json, top):
+def stats_cmd(files, json_path, top):
     """Op histogram by op and dialect, functions, arguments, parameter bytes, largest tensors."""
     import json
 
@@ -104,11 +106,19 @@ def stats_cmd(files, as_json, top):
     from .ir.stats import module_stats
     from .report.text import stats_text
 
+    if json_path is not None and json_path.suffix in (".mlir", ".mlirbc"):
+        # `stats --json a.mlir b.mlir`: click took the first input as the JSON path; it is an input.
+        files, json_path = (str(json_path), *files), Path("-")
     results = load(files)
     stats = [module_stats(m) for r in results if r.ok for m in r.modules]
-    if as_json:
-        click.echo(json.dumps({"modules": [s.as_json() for s in stats],
-                               "errors": [r.error for r in results if not r.ok]}, indent=2))
+    data = {"modules": [s.as_json() for s in stats], "errors": [r.error for r in results if not r.ok]}
+    if json_path is not None and str(json_path) == "-":
+        click.echo(json.dumps(data, indent=2))
+    elif json_path is not None:
+        from .capture.artifact import write_atomic
+
+        write_atomic(Path(json_path), json.dumps(data, indent=2) + "\n")
+        click.echo(f"wrote {json_path}", err=True)
     elif sys.stdout.isatty() and _has("rich"):
         from .report.text import stats_rich
 
@@ -128,7 +138,8 @@ def stats_cmd(files, as_json, top):
 @main.command("diff")
 @click.argument("file_a", type=click.Path(path_type=Path))
 @click.argument("file_b", type=click.Path(path_type=Path))
-@click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path), help="Write JSON here.")
+@click.option("--json", "json_path", type=click.Path(dir_okay=False, allow_dash=True, path_type=Path),
+              help="Write JSON here ('-': to stdout, the text to stderr).")
 @click.option("--markdown", "md_path", type=click.Path(dir_okay=False, path_type=Path),
               help="Write Markdown here.")
 @click.option("--html", "html_path", type=click.Path(dir_okay=False, path_type=Path),
@@ -146,8 +157,15 @@ def diff_cmd(file_a, file_b, json_path, md_path, html_path, mode, excerpts):
     from .report.text import diff_text
 
     report = diff_files(file_a, file_b, mode)
-    click.echo(diff_text(report, excerpts=excerpts))
-    write_outputs(report, json_path=json_path, md_path=md_path, html_path=html_path)
+    to_stdout = json_path is not None and str(json_path) == "-"
+    click.echo(diff_text(report, excerpts=excerpts), err=to_stdout)
+    if to_stdout:
+        import json
+
+        click.echo(json.dumps(report.as_json(), indent=2))
+        json_path = None
+    for path in write_outputs(report, json_path=json_path, md_path=md_path, html_path=html_path):
+        click.echo(f"wrote {path}", err=True)
     sys.exit(EXIT_DIFFERENT if report.differs else 0)
 
 
@@ -155,7 +173,7 @@ def diff_cmd(file_a, file_b, json_path, md_path, html_path, mode, excerpts):
 @click.argument("targets", nargs=-1, required=True)
 @click.option("--framework", default="both", show_default=True, help="With MODEL: only 'both' is timed.")
 @click.option("--exporter", "exporters", multiple=True, default=("torch_xla",), show_default=True,
-              help="With MODEL: PyTorch exporter(s); 'all' for both.")
+              help="With MODEL: PyTorch exporter(s), comma-separated or repeated; 'all' for every one.")
 @click.option("--size", default="tiny", show_default=True, help="With MODEL: tiny or base.")
 @click.option("--batch", "batches", default="", help="With MODEL: batch sizes, e.g. 1,4,16 (a sweep).")
 @click.option("--seq", type=int, help="With MODEL: sequence length (image size for resnet50).")
@@ -168,7 +186,8 @@ def diff_cmd(file_a, file_b, json_path, md_path, html_path, mode, excerpts):
               help="Seconds per executable for its compile and runs; one still running 10 s later is stopped.")
 @click.option("--max-memory", metavar="SIZE", default=None,
               help="Resident memory an executable's worker may use, e.g. 8G (default: 3/4 of this machine's).")
-@click.option("--json", "json_path", type=click.Path(dir_okay=False, path_type=Path), help="Write JSON here.")
+@click.option("--json", "json_path", type=click.Path(dir_okay=False, allow_dash=True, path_type=Path),
+              help="Write JSON here ('-': to stdout, the table to stderr).")
 def bench_cmd(targets, framework, exporters, size, batches, seq, baselines, out_dir, backend, timeout, max_memory,
               json_path):
     """Time StableHLO files (FILE.mlir ...) or a model (MODEL) on the XLA backend.
@@ -181,7 +200,6 @@ def bench_cmd(targets, framework, exporters, size, batches, seq, baselines, out_
     from .bench.native import BASELINES
     from .bench.run import bench_files, bench_model
     from .capture import EXPORTERS
-    from .capture.artifact import dump_json, write_atomic
     from .bench.worker import default_max_memory
     from .ir import parse_bytes
     from .report.text import bench_text
@@ -189,7 +207,20 @@ def bench_cmd(targets, framework, exporters, size, batches, seq, baselines, out_
     if timeout is not None and not timeout > 0:
         raise StackwarsError(f"--timeout {timeout:g} must be a positive number of seconds", fix="e.g. --timeout 60")
     memory = parse_bytes(max_memory, "--max-memory") if max_memory else default_max_memory()
-    if len(targets) == 1 and targets[0] in models.CATALOG and not Path(targets[0]).exists():
+    if len(targets) == 1 and not Path(targets[0]).exists() and _looks_like_a_name(targets[0]):
+        models.entry(targets[0])  # an unknown name: one line with a did-you-mean
+    model_mode = len(targets) == 1 and targets[0] in models.CATALOG and not Path(targets[0]).exists()
+    if not model_mode:
+        ctx = click.get_current_context()
+        given = [f"--{n.replace('_', '-')}" for n in ("framework", "exporters", "size", "batches", "seq", "baselines",
+                                                         "out_dir")
+                 if ctx.get_parameter_source(n) == click.core.ParameterSource.COMMANDLINE]
+        if given:
+            flag = {"--exporters": "--exporter", "--batches": "--batch", "--out-dir": "--out"}.get(given[0], given[0])
+            raise StackwarsError(f"{flag} applies to `bench MODEL`, not to StableHLO files (a file is captured "
+                                 "already: its model, batch and exporter are fixed)",
+                                 fix=f"drop {flag}, or bench a model by name")
+    if model_mode:
         if framework != "both":
             raise StackwarsError(f"bench MODEL times both frameworks; got --framework {framework}",
                                  fix="use --framework both, or bench the capture files directly")
@@ -203,9 +234,7 @@ def bench_cmd(targets, framework, exporters, size, batches, seq, baselines, out_
                              out_dir=out_dir, backend=backend, timeout=timeout, max_memory=memory)
     else:
         report = bench_files([Path(t) for t in targets], backend, timeout, max_memory=memory)
-    click.echo(bench_text(report))
-    if json_path:
-        write_atomic(json_path, dump_json(report.as_json()))
+    _emit(bench_text(report), report.as_json(), json_path)
     for e in report.failed:
         click.echo(f"stackwars-ir: error: {e.error}", err=True)
     sys.exit(EXIT_BAD_INPUT if report.failed else 0)
@@ -216,6 +245,7 @@ def _exporters(model: str, given) -> tuple:
     from . import models
     from .capture import EXPORTERS
 
+    given = tuple(x.strip() for g in given for x in g.split(",") if x.strip())  # repeated, or commas
     if "all" not in given:
         return tuple(dict.fromkeys(given))
     if model not in models.CATALOG:
@@ -224,6 +254,46 @@ def _exporters(model: str, given) -> tuple:
     for e, why in skipped.items():
         click.echo(f"stackwars-ir: note: {model}: {e} skipped: {why}", err=True)
     return usable
+
+
+def _check_bench_belongs(bench_path: Path, bench: dict, files) -> None:
+    """A bench JSON charted in a report must have timed at least one of the report's files."""
+    import hashlib
+
+    timed = {r.get("sha256") for r in bench["results"] if r.get("kind") == "stablehlo"} - {None}
+    if not timed:
+        raise StackwarsError(f"{bench_path}: records no file hashes, so nothing shows it timed these files",
+                             fix="re-run stackwars-ir bench on them with --json")
+    mine = set()
+    for f in files:
+        try:
+            mine.add(hashlib.sha256(Path(f).read_bytes()).hexdigest())
+        except OSError:
+            pass  # the diff reports a missing file in its own words
+    if mine and not timed & mine:
+        labels = ", ".join(sorted({Path(r["label"]).name for r in bench["results"] if r.get("kind") == "stablehlo"}))
+        raise StackwarsError(f"{bench_path}: timed other files ({labels}), not {Path(files[0]).name} or "
+                             f"{Path(files[1]).name}", fix="bench these files with --json, or drop --bench")
+
+
+def _looks_like_a_name(target: str) -> bool:
+    """`gpt3` is a mistyped model; `x.mlir` or `dir/x` is a missing file (the parser says so)."""
+    return "/" not in target and "." not in target
+
+
+def _emit(text: str, data: dict, json_path) -> None:
+    """The human text on stdout, and the JSON to a file; with `--json -` the JSON takes stdout and
+    the text goes to stderr, so `... --json - | jq` reads clean JSON."""
+    from .capture.artifact import dump_json, write_atomic
+
+    if json_path is not None and str(json_path) == "-":
+        click.echo(text, err=True)
+        click.echo(dump_json(data), nl=False)
+        return
+    click.echo(text)
+    if json_path is not None:
+        write_atomic(Path(json_path), dump_json(data))
+        click.echo(f"wrote {json_path}", err=True)
 
 
 def _has(module: str) -> bool:
@@ -268,6 +338,7 @@ def report_cmd(file_a, file_b, out, bench_path, mode):
         if not isinstance(bench, dict) or "results" not in bench:
             raise StackwarsError(f"{bench_path}: not a stackwars-ir bench JSON file (no 'results')",
                                  fix="write one with stackwars-ir bench ... --json FILE")
+        _check_bench_belongs(bench_path, bench, (file_a, file_b))
     report = diff_files(file_a, file_b, mode)
     write_outputs(report, html_path=out, bench=bench)
     click.echo(f"wrote {out}")

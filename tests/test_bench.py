@@ -219,3 +219,69 @@ def test_bad_bench_limits_get_one_line(cli):
                           (["--max-memory", "much"], "--max-memory 'much' is not a size")):
         code, _, err = cli("bench", golden("gemm", "jax"), *args)
         assert code == 2 and message in err and len(err.strip().splitlines()) == 1
+
+
+def test_a_verdict_says_how_much_faster_or_indistinguishable():
+    import random
+
+    from stackwars_ir.bench.compare import ratio_interval
+
+    rng = random.Random(0)
+    a = tuple(1.0 + 0.05 * rng.random() for _ in range(200))
+    b = tuple(2.0 + 0.1 * rng.random() for _ in range(200))
+    same = tuple(1.0 + 0.05 * rng.random() for _ in range(200))
+    ratio, low, high = ratio_interval(a, b)
+    assert 1.9 < low <= ratio <= high < 2.1
+    ratio, low, high = ratio_interval(a, same)
+    assert low <= 1.0 <= high  # the same distribution: the interval spans 1
+
+
+def test_bench_of_two_files_ends_with_a_verdict(gpt2_bench):
+    (verdict,) = gpt2_bench.verdicts
+    assert {verdict.faster, verdict.slower} == {"jax", "torch-torch_xla"} and verdict.ratio >= 1
+    assert verdict.sentence().startswith(verdict.faster)
+    assert gpt2_bench.as_json()["verdicts"][0]["interval_95"][0] <= verdict.ratio
+
+
+# One set of conventions (issue 16): validation before work, --json -, commas.
+
+@pytest.mark.parametrize("args, message", [
+    (["bench", "gpt3"], "unknown model 'gpt3' (fix: did you mean 'gpt2'?"),
+    (["bench", str(golden("gemm", "jax")), "--batch", "4"], "--batch applies to `bench MODEL`, not to StableHLO files"),
+    (["bench", str(golden("gemm", "jax")), "--exporter", "torchax"], "--exporter applies to `bench MODEL`"),
+    (["capture", "gpt2", "--batch", "0", "--framework", "jax"], "--batch and --seq must be positive"),
+    (["capture", "gpt3"], "did you mean 'gpt2'?"),
+])
+def test_bad_requests_fail_before_any_work_in_one_line(cli, tmp_path, args, message):
+    code, _, err = cli(*args, *(["--out", tmp_path] if args[0] == "capture" else []))
+    assert code == 2 and message in err and len(err.strip().splitlines()) == 1
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_json_dash_writes_json_to_stdout_on_every_command(cli, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # a file named '-' would land here
+    a, b = golden("gemm", "jax"), golden("gemm", "torch-torchax")
+    for args in (["bench", a, "--json", "-"], ["diff", a, b, "--json", "-"], ["stats", a, "--json", "-"],
+                 ["stats", "--json", a, b]):
+        code, out, _ = cli(*args)
+        assert code in (0, 1) and isinstance(json.loads(out), dict), args
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_exporters_take_commas(cli, tmp_path):
+    code, out, _ = cli("capture", "gemm", "--exporter", "torch_xla,torchax", "--out", tmp_path)
+    assert code == 0 and sorted(p.name for p in (tmp_path / "gemm-tiny").glob("*.mlir")) == \
+        ["jax.mlir", "torch-torch_xla.mlir", "torch-torchax.mlir"]
+
+
+def test_report_refuses_a_bench_of_other_files(cli, tmp_path):
+    bench = tmp_path / "gpt2-bench.json"
+    code, _, _ = cli("bench", golden("gpt2", "jax"), "--json", bench)
+    assert code == 0 and json.loads(bench.read_text())["results"][0]["sha256"]
+    code, _, err = cli("report", golden("resnet50", "jax"), golden("resnet50", "torch-torch_xla"),
+                       "--bench", bench, "-o", tmp_path / "r.html")
+    assert code == 2 and "timed other files (jax.mlir), not jax.mlir or torch-torch_xla.mlir" in err
+    assert not (tmp_path / "r.html").exists()
+    code, _, _ = cli("report", golden("gpt2", "jax"), golden("gpt2", "torch-torch_xla"), "--bench", bench,
+                     "-o", tmp_path / "r.html")
+    assert code == 0 and (tmp_path / "r.html").exists()

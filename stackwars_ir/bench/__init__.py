@@ -32,6 +32,7 @@ class Executable:
     arguments: str = ""  # where the argument values came from
     error: str | None = None
     proof: Proof | None = None  # the first run's output against the reference output
+    sha256: str | None = None  # of a StableHLO file: which file this row timed (report --bench checks it)
 
     @property
     def ok(self) -> bool:
@@ -47,7 +48,7 @@ class Executable:
                "timing": self.timing.as_json() if self.timing else None, "flops": self.flops,
                "bytes_accessed": self.bytes_accessed, "memory": self.memory, "optimized_hlo": self.hlo,
                "arguments": self.arguments, "error": self.error,
-               "proof": self.proof.as_json() if self.proof else None}
+               "proof": self.proof.as_json() if self.proof else None, "sha256": self.sha256}
         if self.timing and self.flops:
             out["achieved_flops_per_s"] = self.flops / self.timing.steady
             if peaks:

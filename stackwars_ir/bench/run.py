@@ -23,10 +23,16 @@ class BenchReport:
     def failed(self) -> list:
         return [e for _, e in self.rows if not e.ok]
 
+    @property
+    def verdicts(self) -> list:
+        from .compare import verdicts
+
+        return verdicts(self.rows)
+
     def as_json(self) -> dict:
         return {"format": BENCH_FORMAT, "backend": self.backend, "machine": self.machine, "peaks": self.peaks,
                 "results": [dict(e.as_json(self.peaks), batch=b) for b, e in self.rows],
-                "crossover": self.crossover}
+                "verdicts": [v.as_json() for v in self.verdicts], "crossover": self.crossover}
 
 
 def bench_one(path: Path, backend: str | None, timeout: float | None) -> Executable:
@@ -38,8 +44,13 @@ def bench_one(path: Path, backend: str | None, timeout: float | None) -> Executa
     (result,) = load([path])
     if not result.ok:
         return Executable(str(path), "stablehlo", None, None, error=result.error)
-    text = Path(path).read_text(errors="replace") if not str(path).endswith(".mlirbc") else Path(path).read_bytes()
-    return bench_text(Path(path), text, result.modules[0], runtime(backend), read_sidecar(Path(path)), timeout)
+    import dataclasses
+    import hashlib
+
+    data = Path(path).read_bytes()
+    text = data if str(path).endswith(".mlirbc") else data.decode(errors="replace")
+    row = bench_text(Path(path), text, result.modules[0], runtime(backend), read_sidecar(Path(path)), timeout)
+    return dataclasses.replace(row, sha256=hashlib.sha256(data).hexdigest())
 
 
 def bench_files(paths, backend: str | None = None, timeout: float | None = None,

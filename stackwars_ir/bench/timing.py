@@ -21,6 +21,7 @@ class Timing:
     # Runtime counters (compiles, executions, cache hits) per phase: "first", "second", and
     # "steady" (summed over the warm-up and steady runs, with "runs" saying how many).
     counters: dict = field(default_factory=dict, compare=False)
+    samples: tuple = field(default=(), compare=False, repr=False)  # the steady-state runs, seconds
 
     @property
     def spread(self) -> float:
@@ -30,7 +31,8 @@ class Timing:
     def as_json(self) -> dict:
         return {"first_s": self.first, "second_s": self.second, "steady_median_s": self.steady,
                 "steady_p10_s": self.p10, "steady_p90_s": self.p90, "spread": round(self.spread, 4),
-                "iterations": self.iterations, "warmup": self.warmup, "counters": self.counters}
+                "iterations": self.iterations, "warmup": self.warmup, "counters": self.counters,
+                "samples_s": list(self.samples)}
 
 
 def measure(run: Callable[[], Any], *, min_time: float = 0.5, max_time: float = 10.0, min_iters: int = 10,
@@ -85,7 +87,8 @@ def measure(run: Callable[[], Any], *, min_time: float = 0.5, max_time: float = 
         rest = _delta(read(), after_second)
         rest["runs"] = warmup + len(samples)
         phases = {"first": _delta(after_first, before), "second": _delta(after_second, after_first), "steady": rest}
-    return Timing(first, second, statistics.median(samples), q[0], q[-1], len(samples), warmup, phases)
+    return Timing(first, second, statistics.median(samples), q[0], q[-1], len(samples), warmup, phases,
+                  tuple(samples))
 
 
 def _delta(now: dict, then: dict) -> dict:

@@ -63,7 +63,9 @@ class Request:
                 f"attention implementation {self.attn!r} cannot be captured: the sdpa decomposition fails in "
                 "both exporters (\"Cannot view a tensor with shape ...\")", fix="use --attn eager (the default)")
         shape = entry.shapes[self.size]
-        batch, seq = self.batch or shape["batch"], self.seq or shape["seq"]
+        # 0 is a value, and an error below: only a missing option takes the adapter's default.
+        batch = shape["batch"] if self.batch is None else self.batch
+        seq = shape["seq"] if self.seq is None else self.seq
         if batch < 1 or seq < 1:
             raise StackwarsError("--batch and --seq must be positive integers", fix="e.g. --batch 2 --seq 64")
         return dataclasses.replace(self, batch=batch, seq=seq)

@@ -98,8 +98,16 @@ def bench_text(report) -> str:
                       right={1, 2, 3, 4, 5, 7, 8, 9})]
     out += ["", "output: the first run's max abs error against PyTorch eager on the CPU (same inputs); "
                 "counters: the runtime's own, per run (rest: all later runs together)"]
+    from ..bench.compare import noisy
+
+    warnings = noisy(report.rows)
+    if warnings:
+        out += [""] + [f"warning: {w}" for w in warnings]
     if report.crossover:
         out += ["", f"crossover: {report.crossover}"]
+    verdicts = report.verdicts
+    if verdicts:
+        out += [""] + [f"verdict: {v.sentence()}" for v in verdicts]
     return "\n".join(out)
 
 

@@ -1,0 +1,74 @@
+"""Comparison: which executable is faster, by how much, and how sure, from the timed samples (bootstrap)."""
+from __future__ import annotations
+
+import random
+import statistics
+from dataclasses import dataclass
+
+RESAMPLES = 1000
+SPREAD_TARGET = 0.1  # (p90 - p10) / median above this: the measurement is noisy
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """`faster` against `slower`: the ratio of their steady-state medians with a 95% bootstrap interval;
+    `tie` when the interval spans 1 (the two cannot be told apart at this noise)."""
+
+    batch: int | None
+    faster: str
+    slower: str
+    ratio: float  # slower median / faster median, >= 1
+    low: float
+    high: float
+
+    @property
+    def tie(self) -> bool:
+        return self.low <= 1.0
+
+    def sentence(self) -> str:
+        at = f" (batch {self.batch})" if self.batch is not None else ""
+        if self.tie:
+            return (f"{self.faster} and {self.slower}{at}: indistinguishable (ratio {self.ratio:.2f}, 95% interval "
+                    f"{self.low:.2f}-{self.high:.2f} spans 1)")
+        return (f"{self.faster} ran {self.ratio:.2f}x as fast as {self.slower}{at} "
+                f"(95% interval {self.low:.2f}-{self.high:.2f})")
+
+    def as_json(self) -> dict:
+        return {"batch": self.batch, "faster": self.faster, "slower": self.slower, "ratio": self.ratio,
+                "interval_95": [self.low, self.high], "indistinguishable": self.tie}
+
+
+def ratio_interval(fast: tuple, slow: tuple, seed: int = 0) -> tuple[float, float, float]:
+    """median(slow) / median(fast) and its 2.5-97.5 percentile over bootstrap resamples of both."""
+    rng = random.Random(seed)
+    point = statistics.median(slow) / statistics.median(fast)
+    ratios = sorted(statistics.median(rng.choices(slow, k=len(slow))) /
+                    statistics.median(rng.choices(fast, k=len(fast))) for _ in range(RESAMPLES))
+    return point, ratios[int(0.025 * RESAMPLES)], ratios[int(0.975 * RESAMPLES) - 1]
+
+
+def verdicts(rows) -> list[Verdict]:
+    """Per batch size, the fastest measured row against each other one."""
+    by_batch: dict = {}
+    for batch, e in rows:
+        if e.ok and e.timing and len(e.timing.samples) >= 2:
+            by_batch.setdefault(batch, []).append(e)
+    out = []
+    for batch, execs in by_batch.items():
+        if len(execs) < 2:
+            continue
+        fastest = min(execs, key=lambda e: e.timing.steady)
+        for other in execs:
+            if other is fastest:
+                continue
+            ratio, low, high = ratio_interval(fastest.timing.samples, other.timing.samples)
+            out.append(Verdict(batch, fastest.name, other.name, ratio, low, high))
+    return out
+
+
+def noisy(rows) -> list[str]:
+    """A warning for each row whose spread exceeds the target, with what to do about it."""
+    return [f"{e.name}{f' (batch {b})' if b is not None else ''}: spread {e.timing.spread:.0%} exceeds "
+            f"{SPREAD_TARGET:.0%}: other programs are competing for this machine; close them, pin the run "
+            "(taskset -c 1 stackwars-ir bench ...), or compare ratios measured in one run"
+            for b, e in rows if e.ok and e.timing and e.timing.spread > SPREAD_TARGET]
