@@ -10,6 +10,22 @@ from . import __version__
 from .errors import EXIT_BAD_INPUT, EXIT_DIFFERENT, EXIT_INTERRUPTED, StackwarsError
 
 
+def _quiet_third_parties() -> None:
+    """Keep messages that say nothing to a user of this tool out of its output: absl's note that
+    TensorFlow is absent (from orbax, through flax) and torchax's duplicate op registrations."""
+    import logging
+
+    class Drop(logging.Filter):
+        def filter(self, record: logging.LogRecord) -> bool:
+            text = record.getMessage()
+            return not (text.startswith("Tensorflow library not found") or text.startswith("Duplicate op registration"))
+
+    for name in ("", "absl"):
+        logging.getLogger(name).addFilter(Drop())
+    for handler in logging.getLogger().handlers:
+        handler.addFilter(Drop())
+
+
 class Group(click.Group):
     """Turns every StackwarsError into one line on stderr and exit code 2."""
 
@@ -39,6 +55,8 @@ def main(parse_memory, parse_timeout):
     import os
 
     from .ir import MEMORY_ENV, TIMEOUT_ENV, Limits, parse_bytes
+
+    _quiet_third_parties()
 
     memory = str(parse_bytes(parse_memory)) if parse_memory is not None else None
     if parse_timeout is not None:
@@ -80,14 +98,20 @@ def models_cmd():
               show_default=True, help="Folder to write MODEL-SIZE/<framework>.mlir and .json into.")
 @click.option("--force", is_flag=True, help="Overwrite existing captures.")
 def capture_cmd(model, framework, exporters, size, batch, seq, seed, attn, out_dir, force):
-    """Export MODEL from JAX and/or PyTorch to StableHLO on the same weights, and check parity."""
-    from .capture import EXPORTERS, Request, run
+    """Export MODEL from JAX and/or PyTorch to StableHLO on the same weights, and check parity.
+
+    Exit code 0: written and parity-checked; 1: written, but a capture differs from PyTorch eager;
+    2: bad input, nothing written; 130: interrupted, nothing written.
+    """
+    from .capture import Request, run
+    from .capture.parity import ATOL, RTOL
 
     exporters = _exporters(model, exporters)
     req = Request(model, size, framework, exporters, batch, seq, seed, attn)
     result = run(req, out_dir, force=force)
     for p in result.parity:
-        click.echo(f"parity {p.stem:16} max abs error {p.max_abs:.3g}  max rel error {p.max_rel:.3g}  ok")
+        click.echo(f"parity {p.stem:16} max abs error {p.max_abs:.3g}  max rel error {p.max_rel:.3g}  ok "
+                   f"(tolerance |x - eager| <= {ATOL:g} + {RTOL:g} * |eager|)")
     for f in result.files:
         click.echo(f"wrote {f}")
 
@@ -99,7 +123,10 @@ def capture_cmd(model, framework, exporters, size, batch, seq, seed, attn, out_d
               help="JSON (one object per module) to FILE, or to stdout instead of the tables ('-' or no value).")
 @click.option("--top", default=15, show_default=True, help="Rows of the op histogram to show.")
 def stats_cmd(files, json_path, top):
-    """Op histogram by op and dialect, functions, arguments, parameter bytes, largest tensors."""
+    """Op histogram by op and dialect, functions, arguments, parameter bytes, largest tensors.
+
+    Exit code 0: every file parsed; 2: a file could not be parsed (the others are still shown).
+    """
     import json
 
     from .ir import load
@@ -150,7 +177,7 @@ def stats_cmd(files, json_path, top):
 def diff_cmd(file_a, file_b, json_path, md_path, html_path, mode, excerpts):
     """Align FILE_A and FILE_B block by block and name what differs.
 
-    Exit code 0: nothing differs; 1: something differs; 2: bad input.
+    Exit code 0: nothing differs; 1: something differs; 2: bad input; 130: interrupted.
     """
     from .diff import diff_files
     from .report import write_outputs
@@ -179,8 +206,9 @@ def diff_cmd(file_a, file_b, json_path, md_path, html_path, mode, excerpts):
 @click.option("--seq", type=int, help="With MODEL: sequence length (image size for resnet50).")
 @click.option("--baselines", default="jax,eager", show_default=True,
               help="With MODEL: native runtimes to time too, from jax,eager,inductor,torch_xla ('none').")
-@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=Path("captures"),
-              show_default=True, help="With MODEL: where captures are read from or written to.")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path),
+              default=Path("out") / "captures", show_default=True,
+              help="With MODEL: where captures are read from or written to (never the golden captures/ by default).")
 @click.option("--backend", default=None, help="cpu, gpu or tpu (default: what jax picks).")
 @click.option("--timeout", type=float, default=None,
               help="Seconds per executable for its compile and runs; one still running 10 s later is stopped.")
@@ -192,8 +220,12 @@ def bench_cmd(targets, framework, exporters, size, batches, seq, baselines, out_
               json_path):
     """Time StableHLO files (FILE.mlir ...) or a model (MODEL) on the XLA backend.
 
-    Reports compile time, first run, second run and steady state (median, p10-p90), XLA's cost
-    and memory analysis, the optimized HLO's fusions, and a roofline against measured peaks.
+    Reports compile time, first run, second run and steady state (median, p10-p90), the proof that
+    each row did the work, XLA's cost and memory analysis, the optimized HLO's fusions, a roofline
+    against measured peaks, and a verdict per pair.
+
+    Exit code 0: every row measured; 2: bad input, or a row failed (the others are still measured);
+    130: interrupted.
     """
 
     from . import models
@@ -231,9 +263,9 @@ def bench_cmd(targets, framework, exporters, size, batches, seq, baselines, out_
         exps = _exporters(targets[0], exporters)
         sweep = _int_list(batches) or (None,)
         report = bench_model(targets[0], size=size, batches=sweep, seq=seq, exporters=exps, baselines=wanted,
-                             out_dir=out_dir, backend=backend, timeout=timeout, max_memory=memory)
+                             out_dir=out_dir, backend=backend, timeout=timeout, max_memory=memory, progress=_progress)
     else:
-        report = bench_files([Path(t) for t in targets], backend, timeout, max_memory=memory)
+        report = bench_files([Path(t) for t in targets], backend, timeout, max_memory=memory, progress=_progress)
     _emit(bench_text(report), report.as_json(), json_path)
     for e in report.failed:
         click.echo(f"stackwars-ir: error: {e.error}", err=True)
@@ -274,6 +306,11 @@ def _check_bench_belongs(bench_path: Path, bench: dict, files) -> None:
         labels = ", ".join(sorted({Path(r["label"]).name for r in bench["results"] if r.get("kind") == "stablehlo"}))
         raise StackwarsError(f"{bench_path}: timed other files ({labels}), not {Path(files[0]).name} or "
                              f"{Path(files[1]).name}", fix="bench these files with --json, or drop --bench")
+
+
+def _progress(message: str) -> None:
+    """Slow steps (capture, compile, first run) said on stderr as they start, terminal or not."""
+    click.echo(f"stackwars-ir: {message}", err=True)
 
 
 def _looks_like_a_name(target: str) -> bool:
@@ -322,7 +359,10 @@ def _int_list(text: str) -> tuple:
 @click.option("--mode", type=click.Choice(["auto", "provenance", "structure"]), default="auto", show_default=True,
               help="How to segment into blocks (see diff).")
 def report_cmd(file_a, file_b, out, bench_path, mode):
-    """Write a self-contained HTML report (op histograms, heat map, alignment, IR, timings)."""
+    """Write a self-contained HTML report (op histograms, heat map, alignment, IR, timings).
+
+    Exit code 0: written; 2: bad input, nothing written; 130: interrupted, nothing written.
+    """
     import json
 
     from .diff import diff_files

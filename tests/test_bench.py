@@ -285,3 +285,23 @@ def test_report_refuses_a_bench_of_other_files(cli, tmp_path):
     code, _, _ = cli("report", golden("gpt2", "jax"), golden("gpt2", "torch-torch_xla"), "--bench", bench,
                      "-o", tmp_path / "r.html")
     assert code == 0 and (tmp_path / "r.html").exists()
+
+
+def test_a_sidecar_given_as_ir_gets_a_did_you_mean(cli):
+    code, _, err = cli("diff", golden("gemm", "jax").with_suffix(".json"), golden("gemm", "torch-torchax"))
+    assert code == 2 and f"did you mean {golden('gemm', 'jax')}?" in err
+
+
+def test_every_command_documents_its_exit_codes():
+    import click
+
+    from stackwars_ir.cli import main
+
+    for name in ("capture", "stats", "diff", "bench", "report"):
+        assert "Exit code 0" in main.get_command(click.Context(main), name).help, name
+
+
+def test_bench_says_what_it_is_doing_on_stderr(cli):
+    code, out, err = cli("bench", golden("gemm", "jax"))
+    assert code == 0 and f"{golden('gemm', 'jax')}: compiling and timing ..." in err
+    assert "done in" in err and "compiling" not in out

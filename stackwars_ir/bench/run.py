@@ -54,7 +54,7 @@ def bench_one(path: Path, backend: str | None, timeout: float | None) -> Executa
 
 
 def bench_files(paths, backend: str | None = None, timeout: float | None = None,
-                with_peaks: bool = True, max_memory: int | None = None) -> BenchReport:
+                with_peaks: bool = True, max_memory: int | None = None, progress=None) -> BenchReport:
     """Every file compiled and timed in a bench worker that is killed past the file's time or
     memory limit (2 x timeout + a grace; max_memory bytes resident); the others still run."""
     from ..capture.artifact import read_sidecar
@@ -74,9 +74,24 @@ def bench_files(paths, backend: str | None = None, timeout: float | None = None,
             except StackwarsError as e:  # a sidecar that does not describe its file: this row only
                 rows.append((None, Executable(str(path), "stablehlo", None, None, error=e.one_line())))
                 continue
-            rows.append((_batch(side), worker.run(("file", str(path), rt.platform, timeout), timeout)))
+            rows.append((_batch(side), _timed(worker, ("file", str(path), rt.platform, timeout), timeout, progress)))
     measured = with_peaks and any(e.ok for _, e in rows)  # no roofline to draw when nothing ran
+    if measured and progress:
+        progress("measuring this device's peaks (a large GEMM and a large add)")
     return BenchReport(rt.platform, tuple(rows), peaks(rt) if measured else {}, machine())
+
+
+def _timed(worker, job, timeout, progress) -> Executable:
+    import time
+
+    label = job[1] if job[0] == "file" else job[2]
+    if progress:
+        progress(f"{label}: compiling and timing ...")
+    t0 = time.perf_counter()
+    row = worker.run(job, timeout)
+    if progress:
+        progress(f"{label}: {'done' if row.ok else 'failed'} in {time.perf_counter() - t0:.1f} s")
+    return row
 
 
 def _batch(side) -> int | None:
@@ -88,7 +103,7 @@ def _batch(side) -> int | None:
 def bench_model(model: str, *, size: str = "tiny", batches=(None,), seq: int | None = None,
                 exporters=("torch_xla",), baselines=("jax", "eager"), out_dir: Path = Path("captures"),
                 backend: str | None = None, timeout: float | None = None, show: bool | None = None,
-                max_memory: int | None = None) -> BenchReport:
+                max_memory: int | None = None, progress=None) -> BenchReport:
     """Capture MODEL (reusing captures already on disk) at each batch size and time everything."""
     from ..capture import Request, run
     from ..capture.artifact import target_paths
@@ -104,11 +119,15 @@ def bench_model(model: str, *, size: str = "tiny", batches=(None,), seq: int | N
         stems = ["jax"] + [f"torch-{e}" for e in exporters]
         files = [target_paths(folder, model, size, s)[0] for s in stems]
         if not all(f.exists() and _same_request(f, req) for f in files):
+            if progress:
+                progress(f"capturing {model}-{size} at batch {req.batch} into {folder} ...")
             run(req, folder, force=True, show=show)
-        report = bench_files(files, backend, timeout, with_peaks=False, max_memory=max_memory)
+        elif progress:
+            progress(f"using the captures of {model}-{size} at batch {req.batch} in {folder}")
+        report = bench_files(files, backend, timeout, with_peaks=False, max_memory=max_memory, progress=progress)
         rows += [(req.batch, e) for _, e in report.rows]
         with Isolated(max_memory) as worker:  # one worker for the baselines: the weights are built once
-            rows += [(req.batch, worker.run(("baseline", req, name, rt.platform, timeout), timeout))
+            rows += [(req.batch, _timed(worker, ("baseline", req, name, rt.platform, timeout), timeout, progress))
                      for name in baselines]
         files_by_batch[req.batch] = files
     return BenchReport(rt.platform, tuple(rows), peaks(rt), machine(), crossover(rows, exporters))

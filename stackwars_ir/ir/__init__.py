@@ -140,6 +140,10 @@ class Parser:
             return ("error", f"{label}: no such file")
         if Path(path).is_dir():
             return ("error", f"{label}: is a directory, not a StableHLO file")
+        if Path(path).suffix == ".json":
+            twin = Path(path).with_suffix(".mlir")
+            hint = f"did you mean {twin}?" if twin.exists() else "give the .mlir file it describes"
+            return ("error", f"{label}: is a JSON file (a capture sidecar?), not StableHLO (fix: {hint})")
         if self.read > RECYCLE_BYTES:
             self.close()
         if self.proc is None or self.proc.poll() is not None:
