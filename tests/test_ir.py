@@ -387,3 +387,14 @@ def test_a_raised_memory_limit_is_used_and_bad_limits_get_one_line(cli, limits_e
     limits_env.setenv(MEMORY_ENV, "x")
     code, _, err = cli("stats", golden("gemm", "jax"))
     assert code == 2 and "STACKWARS_IR_PARSE_MEMORY 'x' is not a size" in err
+
+
+def test_a_string_that_is_not_utf8_gets_one_line_instead_of_aborting_the_worker(cli, tmp_path):
+    # Found by fuzzing: MLIR parses it, then jaxlib's bindings abort reading the location name.
+    bad = tmp_path / "loc.mlir"
+    bad.write_text(golden("gemm", "jax").read_text().replace('loc("args[0]")', 'loc("\\00\\ff")', 1))
+    assert '\\00\\ff' in bad.read_text()
+    code, _, err = cli("stats", bad, golden("gemm", "jax"))
+    lines = err.strip().splitlines()
+    assert code == 2 and "holds bytes that are not UTF-8" in lines[0] and f"{bad}:" in lines[0]
+    assert lines[1] == "parsed 1 of 2 files"

@@ -16,11 +16,12 @@ import os
 import pickle
 import select
 import signal
-import struct
 import subprocess
 import sys
 import time
 from pathlib import Path
+
+from ..wire import receive_bytes, send_bytes
 
 SETUP_S = 300.0  # imports, building the model's weights and reference (a base model: seconds)
 GRACE_S = 10.0  # beyond --timeout: the run in flight when the budget ends, and the reply
@@ -34,21 +35,11 @@ def started() -> None:
 
 
 def _send(stream, obj) -> None:
-    data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
-    stream.write(struct.pack("<Q", len(data)))
-    stream.write(data)
-    stream.flush()
+    send_bytes(stream, pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL))
 
 
 def _receive(stream):
-    head = stream.read(8)
-    if len(head) < 8:
-        raise EOFError
-    (n,) = struct.unpack("<Q", head)
-    data = stream.read(n)
-    if len(data) < n:
-        raise EOFError
-    return pickle.loads(data)
+    return pickle.loads(receive_bytes(stream))
 
 
 def _label(job) -> str:

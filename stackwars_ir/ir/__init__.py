@@ -209,8 +209,8 @@ class Parser:
         if memory:
             return self._over_memory(label)
         how = f"signal {signal.Signals(-code).name}" if code < 0 else f"exit code {code}"
-        return (f"{label}: MLIR's parser crashed on this file ({how}); the file is malformed "
-                "(fix: check it with stablehlo-opt, or re-export it)")
+        return (f"{label}: MLIR's parser or its Python bindings crashed on this file ({how}); the file is "
+                "malformed (fix: check it with stablehlo-opt, or re-export it)")
 
     def close(self) -> None:
         if self.proc is not None:

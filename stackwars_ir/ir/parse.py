@@ -5,6 +5,8 @@ parser, and that must never take the caller down.
 """
 from __future__ import annotations
 
+import re
+
 from ..errors import ParseError
 from .locations import loc_name, provenance
 
@@ -124,9 +126,57 @@ def _split(text: str) -> list[tuple[int, str]]:
     return [(s, c) for s, c in chunks if c.strip()] or [(1, text)]
 
 
+_HIGH_ESCAPE = re.compile(r"\\[89a-fA-F][0-9a-fA-F]")
+_STRING = re.compile(r'"((?:[^"\\\n]|\\.)*)"')
+_HEX = frozenset("0123456789abcdefABCDEF")
+
+
+def _unescape(text: str) -> bytes:
+    """The bytes of an MLIR string literal's body (escapes: \\XX hex, \\n, \\t, \\\\, \\")."""
+    out, i = bytearray(), 0
+    while i < len(text):
+        c = text[i]
+        if c == "\\" and i + 1 < len(text):
+            nxt = text[i + 1]
+            if nxt in "\\\"":
+                out += nxt.encode()
+                i += 2
+                continue
+            if nxt in "nt":
+                out += b"\n" if nxt == "n" else b"\t"
+                i += 2
+                continue
+            if i + 2 < len(text) and nxt in _HEX and text[i + 2] in _HEX:
+                out.append(int(text[i + 1:i + 3], 16))
+                i += 3
+                continue
+        out += c.encode()
+        i += 1
+    return bytes(out)
+
+
+def _check_strings(chunk: str, source: str, first_line: int) -> None:
+    """Found by fuzzing: a string whose escapes make invalid UTF-8 (`loc("\\00\\ff")`) parses, but
+    jaxlib's bindings abort the process (nanobind's "conversion error", SIGABRT) when the walk
+    reads it. Such a file gets one line instead. Strings without a byte escape >= 0x80 skip this."""
+    if not _HIGH_ESCAPE.search(chunk):
+        return
+    for m in _STRING.finditer(chunk):
+        body = m.group(1)
+        if "\\" not in body or not _HIGH_ESCAPE.search(body):
+            continue
+        try:
+            _unescape(body).decode("utf-8")
+        except UnicodeDecodeError:
+            line = first_line + chunk.count("\n", 0, m.start())
+            raise ParseError(f"{source}:{line}: the string \"{body[:40]}\" holds bytes that are not UTF-8, which "
+                             "jaxlib's MLIR bindings cannot read", fix="escape only valid UTF-8 in names and strings")
+
+
 def _parse_text(chunk: str, label: str, source: str, first_line: int, part: tuple = (0, 1)) -> tuple:
     from jaxlib.mlir import ir
 
+    _check_strings(chunk, source, first_line)
     ctx = CONTEXTS.jaxlib()
     try:
         with ctx:

@@ -12,26 +12,17 @@ from __future__ import annotations
 import marshal
 import os
 import signal
-import struct
 import sys
+
+from ..wire import receive_bytes, send_bytes
 
 
 def send(stream, obj) -> None:
-    data = marshal.dumps(obj)
-    stream.write(struct.pack("<Q", len(data)))
-    stream.write(data)
-    stream.flush()
+    send_bytes(stream, marshal.dumps(obj))
 
 
 def receive(stream):
-    head = stream.read(8)
-    if len(head) < 8:
-        raise EOFError
-    (n,) = struct.unpack("<Q", head)
-    data = stream.read(n)
-    if len(data) < n:
-        raise EOFError
-    return marshal.loads(data)
+    return marshal.loads(receive_bytes(stream))
 
 
 def handle(request):
