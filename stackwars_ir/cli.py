@@ -137,7 +137,7 @@ def stats_cmd(files, json_path, top):
         # `stats --json a.mlir b.mlir`: click took the first input as the JSON path; it is an input.
         files, json_path = (str(json_path), *files), Path("-")
     results = load(files)
-    stats = [module_stats(m) for r in results if r.ok for m in r.modules]
+    stats = [module_stats(m, arg_names=_sidecar_names(r.path)) for r in results if r.ok for m in r.modules]
     data = {"modules": [s.as_json() for s in stats], "errors": [r.error for r in results if not r.ok]}
     if json_path is not None and str(json_path) == "-":
         click.echo(json.dumps(data, indent=2))
@@ -308,6 +308,19 @@ def _check_bench_belongs(bench_path: Path, bench: dict, files) -> None:
                              f"{Path(files[1]).name}", fix="bench these files with --json, or drop --bench")
 
 
+def _sidecar_names(path) -> dict:
+    """Argument index -> PyTorch tensor name, from a capture's sidecar (torch_xla's arguments carry
+    no names of their own); nothing for a file without one, or whose sidecar describes another file."""
+    from .capture.artifact import read_sidecar
+
+    try:
+        side = read_sidecar(Path(path))
+    except StackwarsError as e:
+        click.echo(f"stackwars-ir: note: {e.one_line()}", err=True)
+        return {}
+    return {a["index"]: a["name"] for a in side.get("arguments", [])} if side else {}
+
+
 def _progress(message: str) -> None:
     """Slow steps (capture, compile, first run) said on stderr as they start, terminal or not."""
     click.echo(f"stackwars-ir: {message}", err=True)
@@ -380,5 +393,10 @@ def report_cmd(file_a, file_b, out, bench_path, mode):
                                  fix="write one with stackwars-ir bench ... --json FILE")
         _check_bench_belongs(bench_path, bench, (file_a, file_b))
     report = diff_files(file_a, file_b, mode)
-    write_outputs(report, html_path=out, bench=bench)
+    import shlex
+
+    command = " ".join(shlex.quote(str(x)) for x in ("stackwars-ir", "report", file_a, file_b, "-o", out,
+                                                       *(("--bench", bench_path) if bench_path else ()),
+                                                       *(("--mode", mode) if mode != "auto" else ())))
+    write_outputs(report, html_path=out, bench=bench, command=command)
     click.echo(f"wrote {out}")

@@ -179,3 +179,8 @@ def test_bad_input_exit_2(cli, tmp_path, content):
     code, out, err = cli("diff", golden("gpt2", "jax"), bad, "--json", out_json)
     assert code == 2 and "Traceback" not in err and len(err.strip().splitlines()) == 1
     assert str(bad) in err and not out_json.exists()
+
+
+def test_inference_batch_norm_is_labelled_by_the_ops_it_has():
+    summary = dict(diff_files(golden("resnet50", "jax"), golden("resnet50", "torch-torch_xla")).summary)
+    assert "spelled out (rsqrt)" in summary["normalization"] and "reduce" not in summary["normalization"]

@@ -398,3 +398,8 @@ def test_a_string_that_is_not_utf8_gets_one_line_instead_of_aborting_the_worker(
     lines = err.strip().splitlines()
     assert code == 2 and "holds bytes that are not UTF-8" in lines[0] and f"{bad}:" in lines[0]
     assert lines[1] == "parsed 1 of 2 files"
+
+
+def test_stats_names_torch_xla_arguments_from_the_sidecar(cli):
+    code, out, _ = cli("stats", golden("gemm", "torch-torch_xla"))
+    assert code == 0 and "argument 0 (weight)" in out and "argument 1 (x)" in out

@@ -91,3 +91,16 @@ def test_report_renders_in_headless_chromium(tmp_path):
     assert shot.stat().st_size > 10_000
     (ROOT / "out").mkdir(exist_ok=True)
     shutil.copy(shot, ROOT / "out" / "report-gpt2-tiny.png")  # for people to look at after CI
+
+
+def test_the_report_states_each_sides_own_inputs_and_its_full_command(cli, tmp_path):
+    bench = tmp_path / "b.json"
+    assert cli("bench", golden("gpt2", "jax"), "--json", bench)[0] == 0
+    out = tmp_path / "r.html"
+    code, _, err = cli("report", golden("gpt2", "jax"), golden("gpt2", "torch-torch_xla"), "-o", out,
+                       "--bench", bench, "--mode", "structure")
+    assert code == 0, err
+    html = out.read_text()
+    jax_row, torch_row = re.findall(r"<tr><td>[^<]*</td><td><code>[^<]*</code>.*?</tr>", html)[:2]
+    assert "input_ids int32[2, 16]" in jax_row and "input_ids int64[2, 16]" in torch_row
+    assert f"--bench {bench} --mode structure</code>" in html and f"-o {out}" in html

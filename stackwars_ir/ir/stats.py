@@ -37,7 +37,8 @@ class ModuleStats:
         }
 
 
-def module_stats(module: Module, top: int = 5) -> ModuleStats:
+def module_stats(module: Module, top: int = 5, arg_names: dict | None = None) -> ModuleStats:
+    """`arg_names`: argument index -> name (a capture's sidecar), for arguments whose location has none."""
     hist = module.histogram(inlined=True)
     dialects = Counter()
     for name, n in hist.items():
@@ -55,16 +56,17 @@ def module_stats(module: Module, top: int = 5) -> ModuleStats:
         by_dialect=tuple(sorted(dialects.items(), key=lambda kv: (-kv[1], kv[0]))),
         arguments=len(entry.args),
         argument_bytes=None if any(s is None for s in sizes) else sum(sizes),
-        largest=_largest(module, top),
+        largest=_largest(module, top, arg_names or {}),
     )
 
 
-def _largest(module: Module, top: int) -> tuple:
+def _largest(module: Module, top: int, arg_names: dict) -> tuple:
     seen = []
     entry = module.entry
     for i, vid in enumerate(entry.args):
         v = module.values[vid]
-        seen.append((v.type, f"argument {i}" + (f" ({v.name})" if v.name else "")))
+        name = v.name or arg_names.get(i)
+        seen.append((v.type, f"argument {i}" + (f" ({name})" if name else "")))
     for op, _ in module.inlined:
         for vid in op.results:
             seen.append((module.values[vid].type, f"result of {op.name}"))

@@ -6,7 +6,7 @@ from pathlib import Path
 
 
 def write_outputs(report, *, json_path: Path | None = None, md_path: Path | None = None,
-                  html_path: Path | None = None, bench: dict | None = None) -> list[Path]:
+                  html_path: Path | None = None, bench: dict | None = None, command: str | None = None) -> list[Path]:
     """Write each requested rendering atomically; return the paths written."""
     from ..capture.artifact import write_atomic
 
@@ -25,6 +25,6 @@ def write_outputs(report, *, json_path: Path | None = None, md_path: Path | None
     if html_path:
         from .html import diff_html
 
-        write_atomic(Path(html_path), diff_html(report, bench))
+        write_atomic(Path(html_path), diff_html(report, bench, command))
         written.append(Path(html_path))
     return written

@@ -42,7 +42,8 @@ _SCRIPT = """
 """
 
 
-def diff_html(report, bench: dict | None = None) -> str:
+def diff_html(report, bench: dict | None = None, command: str | None = None) -> str:
+    """The self-contained HTML report; `command` is the full command that regenerates it."""
     a, b = report.a, report.b
     title = f"StableHLO diff: {a.name} vs {b.name}"
     parts = [f"<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>{esc(title)}</title>",
@@ -52,8 +53,8 @@ def diff_html(report, bench: dict | None = None) -> str:
              _excerpts(report)]
     if bench:
         parts.append(_timings(bench))
-    parts.append(f"<p class=\"muted\">Written by stackwars-ir. Regenerate: <code>stackwars-ir report "
-                 f"{esc(a.module.source)} {esc(b.module.source)} -o report.html</code></p>")
+    command = command or f"stackwars-ir report {a.module.source} {b.module.source} -o report.html"
+    parts.append(f"<p class=\"muted\">Written by stackwars-ir. Regenerate: <code>{esc(command)}</code></p>")
     parts.append(f"<script>{_SCRIPT}</script></body></html>\n")
     return "\n".join(parts)
 
@@ -72,7 +73,9 @@ def _inputs(report) -> str:
             prov = f"sidecar ignored: {e}"
         if sc:
             v = sc.get("versions", {})
-            shapes = ", ".join(f"{i['name']} {i['dtype']}{i['shape']}" for i in sc.get("inputs", []))
+            # This side's own function inputs (a JAX capture takes int32 ids where PyTorch takes int64).
+            own = [x for x in sc.get("arguments", []) if x.get("kind") == "input"] or sc.get("inputs", [])
+            shapes = ", ".join(f"{i['name']} {i['dtype']}{i['shape']}" for i in own)
             prov = (f"{sc.get('model')}-{sc.get('size')} via {sc.get('exporter')}; inputs {shapes}; "
                     f"jax {v.get('jax')}, torch {v.get('torch')}, torch_xla {v.get('torch_xla')}, "
                     f"torchax {v.get('torchax')}, transformers {v.get('transformers')}; "
