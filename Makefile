@@ -29,10 +29,14 @@ test: setup
 test-fast: setup
 	$(BIN)/python -m pytest -q -m "not slow and not browser"
 
-# Regenerate the committed golden captures (tiny, every adapter, both frameworks and exporters).
+# Regenerate the committed golden captures (tiny, every adapter, both frameworks and exporters;
+# training steps of every adapter that has parameters).
 captures: setup
 	for m in gpt2 bert resnet50 gemm ffn mha elementwise matmul matmul_skinny fft sort; do \
 	  $(BIN)/stackwars-ir capture $$m --framework both --exporter all --size tiny --out captures --force || exit 1; \
+	done
+	for m in gpt2 bert resnet50 gemm ffn mha; do \
+	  $(BIN)/stackwars-ir capture $$m --step train --framework both --exporter all --size tiny --out captures --force || exit 1; \
 	done
 
 clean:

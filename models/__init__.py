@@ -21,6 +21,10 @@ class Entry:
     shapes: dict = field(repr=False)  # size -> {"batch": N, "seq": N}
     seq_meaning: str = "sequence length"
     unsupported: dict = field(default_factory=dict, repr=False)  # exporter -> why it cannot export this model
+    # Training step's loss: "lm" (next-token cross-entropy through the tied embedding), "mse" (mean
+    # squared error of the output against a seeded normal target), None (nothing to train).
+    loss: str | None = "mse"
+    train_unsupported: dict = field(default_factory=dict, repr=False)  # exporter -> why no training step
 
 
 CATALOG = {
@@ -28,7 +32,7 @@ CATALOG = {
         "gpt2", "GPT-2 decoder (transformers GPT2Model); input token ids [batch, seq]",
         {"tiny": dict(n_layer=2, n_embd=64, n_head=4, vocab_size=512, n_positions=128),
          "base": dict(n_layer=12, n_embd=768, n_head=12, vocab_size=50257, n_positions=1024)},
-        {"tiny": dict(batch=2, seq=16), "base": dict(batch=2, seq=64)}),
+        {"tiny": dict(batch=2, seq=16), "base": dict(batch=2, seq=64)}, loss="lm"),
     "bert": Entry(
         "bert", "BERT encoder (transformers BertModel, no pooler); input token ids [batch, seq]",
         {"tiny": dict(num_hidden_layers=2, hidden_size=64, num_attention_heads=4, intermediate_size=256,
@@ -40,7 +44,13 @@ CATALOG = {
         "resnet50", "ResNet-50 (transformers ResNetModel, pooled output); input images [batch, 3, seq, seq]",
         {"tiny": dict(embedding_size=8, hidden_sizes=[16, 32], depths=[1, 1]),
          "base": dict(embedding_size=64, hidden_sizes=[256, 512, 1024, 2048], depths=[3, 4, 6, 3])},
-        {"tiny": dict(batch=2, seq=32), "base": dict(batch=2, seq=224)}, seq_meaning="image size"),
+        {"tiny": dict(batch=2, seq=32), "base": dict(batch=2, seq=224)}, seq_meaning="image size",
+        train_unsupported={"torch_xla": "torch_xla 2.9's batch-norm backward fails in eval mode (\"The size of "
+                                        "mean should be compatible with feature count, but the size of offset "
+                                        "factor is 0\")",
+                           "torchax": "torchax 0.0.13 computes max-pool indices with a generic reduce_window over "
+                                      "(indices, values), which JAX cannot differentiate (\"Linearization failed "
+                                      "to produce known values for all output primals\")"}),
     "gemm": Entry(
         "gemm", "one matrix multiply x @ W ([batch*seq, d] x [d, d]), the study's GEMM",
         {"tiny": dict(d=64), "base": dict(d=1024)},
@@ -57,27 +67,28 @@ CATALOG = {
     "elementwise": Entry(
         "elementwise", "element-wise chain sin(a * b + a) + b on two [batch, n] arrays (seed 002's add, multiply, sine)",
         {"tiny": {}, "base": {}},
-        {"tiny": dict(batch=1, seq=1000), "base": dict(batch=1, seq=1_000_000)}, seq_meaning="elements n"),
+        {"tiny": dict(batch=1, seq=1000), "base": dict(batch=1, seq=1_000_000)}, seq_meaning="elements n", loss=None),
     "matmul": Entry(
         "matmul", "square matrix multiply A @ B, both [batch, n, n] inputs (seed 002's matmul)",
         {"tiny": {}, "base": {}},
-        {"tiny": dict(batch=1, seq=100), "base": dict(batch=1, seq=2000)}, seq_meaning="matrix size n"),
+        {"tiny": dict(batch=1, seq=100), "base": dict(batch=1, seq=2000)}, seq_meaning="matrix size n", loss=None),
     "matmul_skinny": Entry(
         "matmul_skinny", "tall-skinny multiply A @ B, A [batch, m, k], B [batch, k, 8] (memory-bound)",
         {"tiny": dict(k=64, n=8), "base": dict(k=1024, n=8)},
-        {"tiny": dict(batch=1, seq=256), "base": dict(batch=1, seq=4096)}, seq_meaning="rows m"),
+        {"tiny": dict(batch=1, seq=256), "base": dict(batch=1, seq=4096)}, seq_meaning="rows m", loss=None),
     "fft": Entry(
         "fft", "real FFT magnitude |rfft(x)| (orthonormal) of [batch, n] (seed 002's FFT)",
         {"tiny": {}, "base": {}},
         {"tiny": dict(batch=1, seq=1000), "base": dict(batch=1, seq=1_000_000)}, seq_meaning="elements n",
         unsupported={"torch_xla": "torch_xla 2.9 cannot capture aten::_fft_r2c (\"ops not capturable by "
-                                  "Pytorch/XLA\")"}),
+                                  "Pytorch/XLA\")"}, loss=None),
     "sort": Entry(
         "sort", "sort along the last axis of [batch, n] (seed 002's sort)",
         {"tiny": {}, "base": {}},
-        {"tiny": dict(batch=1, seq=1000), "base": dict(batch=1, seq=1_000_000)}, seq_meaning="elements n"),
+        {"tiny": dict(batch=1, seq=1000), "base": dict(batch=1, seq=1_000_000)}, seq_meaning="elements n", loss=None),
 }
 ADAPTERS = tuple(CATALOG)
+TRAINABLE = tuple(n for n, e in CATALOG.items() if e.loss)
 WORKLOADS = ("elementwise", "matmul", "matmul_skinny", "fft", "sort")
 SIZE_NAMES = ("tiny", "base")
 
@@ -94,9 +105,10 @@ def entry(name: str) -> Entry:
     return CATALOG[name]
 
 
-def exporters_for(name: str, exporters) -> tuple[tuple, dict]:
-    """The exporters of `exporters` that can export model `name`, and why the others cannot."""
-    unsupported = entry(name).unsupported
+def exporters_for(name: str, exporters, step: str = "forward") -> tuple[tuple, dict]:
+    """The exporters of `exporters` that can export model `name` (its training step, for "train"),
+    and why the others cannot."""
+    unsupported = {**entry(name).unsupported, **(entry(name).train_unsupported if step == "train" else {})}
     return tuple(e for e in exporters if e not in unsupported), \
         {e: unsupported[e] for e in exporters if e in unsupported}
 

@@ -97,3 +97,7 @@ class GPT2(Scoped):
 def jax_model(size: str, weights: dict[str, np.ndarray]):
     cfg = dict(SIZES[size], layer_norm_epsilon=config(size).layer_norm_epsilon)
     return GPT2(weights, cfg)
+
+
+# At the end of the file: the captures' locations carry this file's line numbers.
+LM_HEAD = "wte.weight"  # the training loss's output projection: the tied token embedding, as GPT2LMHeadModel's

@@ -94,24 +94,24 @@ def models_cmd():
 @click.option("--seq", type=int, help="Sequence length, or image size for resnet50.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the random weights and inputs.")
 @click.option("--attn", default="eager", show_default=True, help="Attention implementation (only eager exports).")
+@click.option("--step", default="forward", show_default=True,
+              help="forward, or train: loss, backward and one AdamW update (files named <framework>-train).")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=Path("captures"),
               show_default=True, help="Folder to write MODEL-SIZE/<framework>.mlir and .json into.")
 @click.option("--force", is_flag=True, help="Overwrite existing captures.")
-def capture_cmd(model, framework, exporters, size, batch, seq, seed, attn, out_dir, force):
+def capture_cmd(model, framework, exporters, size, batch, seq, seed, attn, step, out_dir, force):
     """Export MODEL from JAX and/or PyTorch to StableHLO on the same weights, and check parity.
 
     Exit code 0: written and parity-checked; 1: written, but a capture differs from PyTorch eager;
     2: bad input, nothing written; 130: interrupted, nothing written.
     """
     from .capture import Request, run
-    from .capture.parity import ATOL, RTOL
 
-    exporters = _exporters(model, exporters)
-    req = Request(model, size, framework, exporters, batch, seq, seed, attn)
+    exporters = _exporters(model, exporters, step)
+    req = Request(model, size, framework, exporters, batch, seq, seed, attn, step)
     result = run(req, out_dir, force=force)
     for p in result.parity:
-        click.echo(f"parity {p.stem:16} max abs error {p.max_abs:.3g}  max rel error {p.max_rel:.3g}  ok "
-                   f"(tolerance |x - eager| <= {ATOL:g} + {RTOL:g} * |eager|)")
+        click.echo(p.line())
     for f in result.files:
         click.echo(f"wrote {f}")
 
@@ -272,7 +272,7 @@ def bench_cmd(targets, framework, exporters, size, batches, seq, baselines, out_
     sys.exit(EXIT_BAD_INPUT if report.failed else 0)
 
 
-def _exporters(model: str, given) -> tuple:
+def _exporters(model: str, given, step: str = "forward") -> tuple:
     """The exporters asked for; 'all' means all that can export this model (a note names the others)."""
     from . import models
     from .capture import EXPORTERS
@@ -282,7 +282,7 @@ def _exporters(model: str, given) -> tuple:
         return tuple(dict.fromkeys(given))
     if model not in models.CATALOG:
         return EXPORTERS  # an unknown model gets its one-line error from the capture itself
-    usable, skipped = models.exporters_for(model, EXPORTERS)
+    usable, skipped = models.exporters_for(model, EXPORTERS, step)
     for e, why in skipped.items():
         click.echo(f"stackwars-ir: note: {model}: {e} skipped: {why}", err=True)
     return usable

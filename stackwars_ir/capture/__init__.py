@@ -15,6 +15,7 @@ from .artifact import Capture
 from .sanitize import absolute_paths, relativize
 
 FRAMEWORKS = ("jax", "torch", "both")
+STEPS = ("forward", "train")
 EXPORTERS = ("torch_xla", "torchax")
 
 
@@ -44,6 +45,7 @@ class Request:
     seq: int | None = None
     seed: int = 0
     attn: str = "eager"
+    step: str = "forward"  # "train": loss, backward and one AdamW update (capture/train.py)
 
     def validated(self) -> "Request":
         from stackwars_ir import models
@@ -51,12 +53,19 @@ class Request:
         entry = models.entry(self.model)
         _choose("size", self.size, models.SIZE_NAMES)
         _choose("framework", self.framework, FRAMEWORKS)
+        _choose("step", self.step, STEPS)
+        if self.step == "train":
+            from .train import loss_of
+
+            loss_of(self.model)
         for e in self.exporters:
             _choose("exporter", e, EXPORTERS)
         if self.framework != "jax":
-            _, cannot = models.exporters_for(self.model, self.exporters)
+            _, cannot = models.exporters_for(self.model, self.exporters, self.step)
             for e, why in cannot.items():
-                raise StackwarsError(f"{self.model} cannot be captured through {e}: {why}",
+                what = "'s training step" if self.step == "train" and e in models.entry(self.model).train_unsupported \
+                    else ""
+                raise StackwarsError(f"{self.model}{what} cannot be captured through {e}: {why}",
                                      fix="use another --exporter, or --framework jax")
         if self.attn != "eager":
             raise StackwarsError(
@@ -122,8 +131,9 @@ def run(req: Request, out_dir: Path, *, force: bool = False, show: bool | None =
     """Capture, check parity, then write every file (atomically); raise ParityError after writing."""
     req = req.validated()
     frameworks = ("jax", "torch") if req.framework == "both" else (req.framework,)
-    stems = (["jax"] if "jax" in frameworks else []) + \
-            ([f"torch-{e}" for e in req.exporters] if "torch" in frameworks else [])
+    suffix = "-train" if req.step == "train" else ""
+    stems = (["jax" + suffix] if "jax" in frameworks else []) + \
+            ([f"torch-{e}{suffix}" for e in req.exporters] if "torch" in frameworks else [])
     targets = [p for s in stems for p in artifact.target_paths(out_dir, req.model, req.size, s)]
     artifact.refuse_existing(targets, force)
 
@@ -131,7 +141,17 @@ def run(req: Request, out_dir: Path, *, force: bool = False, show: bool | None =
     prep = Stages(label, show=show)
     with prep.stage("build torch model"):
         adapter, model, weights, inputs, reference = prepare(req)
-    captures = _capture_all(req, frameworks, adapter, model, weights, inputs, label, show)
+    state = None
+    if req.step == "train":
+        from .train import register_torch_xla, train_state
+
+        if "torch" in frameworks and "torch_xla" in req.exporters:
+            register_torch_xla()  # before the eager steps' backward
+        with prep.stage("two torch eager training steps"):
+            state = train_state(req, model, inputs, reference)
+        captures = _capture_train(req, frameworks, adapter, model, state, label, show)
+    else:
+        captures = _capture_all(req, frameworks, adapter, model, weights, inputs, label, show)
 
     from ..runtime import runtime
 
@@ -140,7 +160,8 @@ def run(req: Request, out_dir: Path, *, force: bool = False, show: bool | None =
     for cap in captures:  # every check before any write: a failure leaves no partial set behind
         check = Stages(f"{label} {cap.stem}", show=show)
         with check.stage("parity (compile + run on XLA CPU)"):
-            result = parity.check(cap, weights, inputs, reference, rt)
+            result = parity.check(cap, weights, inputs, reference, rt) if state is None else \
+                parity.check_train(cap, state, rt)
         checked.append((dataclasses.replace(cap, seconds={**prep.seconds, **cap.seconds, **check.seconds}), result))
     for cap, _ in checked:
         leftover = absolute_paths(cap.text)
@@ -148,15 +169,15 @@ def run(req: Request, out_dir: Path, *, force: bool = False, show: bool | None =
             raise CaptureError(f"{cap.stem}: absolute path {leftover[0]!r} left in the capture",
                                fix="report this as a bug in stackwars-ir's path sanitizer")
     results = [result for _, result in checked]
-    contents = [f for cap, result in checked for f in _contents(cap, req, inputs, result, out_dir)]
+    contents = [f for cap, result in checked
+                for f in _contents(cap, req, state.inputs if state else inputs, result, out_dir, state)]
     with artifact.locked_folder(Path(out_dir) / f"{req.model}-{req.size}"):
         artifact.write_set(contents)
     files = [path for path, _ in contents]
     outcome = CaptureSet(req.model, req.size, tuple(files), tuple(results))
     if not outcome.ok:
         bad = [p for p in results if not p.ok]
-        raise ParityError(f"{label}: {bad[0].stem} differs from PyTorch eager by up to {bad[0].max_abs:.3g} "
-                          f"(tolerance {parity.ATOL} + {parity.RTOL}*|x|); files written for inspection")
+        raise ParityError(f"{label}: {bad[0].line()}; files written for inspection")
     return outcome
 
 
@@ -179,7 +200,22 @@ def _capture_all(req, frameworks, adapter, model, weights, inputs, label, show) 
     return [dataclasses.replace(c, text=relativize(c.text)) for c in captures]
 
 
-def _contents(cap: Capture, req: Request, inputs, result: parity.Parity, out_dir: Path) -> list[tuple[Path, str]]:
+def _capture_train(req, frameworks, adapter, model, state, label, show) -> list[Capture]:
+    from . import train
+
+    captures = []
+    if "jax" in frameworks:
+        captures.append(train.capture_jax_train(adapter, req.size, state, Stages(f"{label} jax train", show=show)))
+    if "torch" in frameworks:
+        for exporter in req.exporters:
+            stages = Stages(f"{label} {exporter} train", show=show)
+            fn = train.capture_torch_xla_train if exporter == "torch_xla" else train.capture_torchax_train
+            captures.append(fn(model, state, stages))
+    return [dataclasses.replace(c, text=relativize(c.text)) for c in captures]
+
+
+def _contents(cap: Capture, req: Request, inputs, result: parity.Parity, out_dir: Path,
+              state=None) -> list[tuple[Path, str]]:
     from stackwars_ir import models
 
     mlir_path, json_path = artifact.target_paths(out_dir, req.model, req.size, cap.stem)
@@ -199,4 +235,12 @@ def _contents(cap: Capture, req: Request, inputs, result: parity.Parity, out_dir
         # The one part that differs between two runs of the same capture.
         "run": {"seconds": cap.seconds, "host": artifact.host()},
     }
+    if state is not None:
+        from .train import ADAMW
+
+        sidecar["step"] = "train"
+        sidecar["train"] = {
+            "loss": state.loss, "optimizer": {"name": "AdamW", **ADAMW},
+            "captured step": 2, "state": "PyTorch eager's after step 1 on the same weights and batch",
+            "outputs": list(cap.outputs), **cap.extra}
     return [(mlir_path, cap.text), (json_path, artifact.dump_json(sidecar))]

@@ -41,10 +41,13 @@ class Capture:
     arguments: tuple[Argument, ...] = field(repr=False)
     seconds: dict = field(default_factory=dict)
     constants: dict = field(default_factory=dict, repr=False)  # name -> numpy array (torch_xla lifted constants)
+    outputs: tuple = field(default=(), repr=False)  # training step: {"index", "kind", "name"} per result
+    stem_suffix: str = ""  # "-train" for a training step
+    extra: dict = field(default_factory=dict, repr=False)  # route-specific evidence for the sidecar
 
     @property
     def stem(self) -> str:
-        return "jax" if self.framework == "jax" else f"torch-{self.exporter}"
+        return ("jax" if self.framework == "jax" else f"torch-{self.exporter}") + self.stem_suffix
 
     def __str__(self) -> str:
         return f"Capture({self.stem}, {len(self.arguments)} arguments, {len(self.text)} chars)"

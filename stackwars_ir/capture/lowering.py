@@ -24,6 +24,10 @@ def lower_text(fn, *args, x64: bool = False) -> str:
     import jax
 
     _exclude_callers()
+    # JAX caches some traced helpers with the source location of their first trace (lax's scatter
+    # combiner, used by every gather's transpose): without a clear, a capture's locations would
+    # depend on what this process lowered before (measured: BERT's torchax training step after GPT-2's).
+    jax.clear_caches()
     box: dict = {}
 
     def work():

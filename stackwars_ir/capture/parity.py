@@ -17,14 +17,41 @@ class Parity:
     """How far one capture's output lies from the PyTorch eager reference."""
 
     stem: str
-    max_abs: float
+    max_abs: float  # of the output (of the loss, for a training step)
     max_rel: float
     ok: bool
+    # Training step (capture/train.py says why these three):
+    grad_rel: float | None = None  # ||gradients - eager's|| / ||eager's||, all parameters
+    rule_max_abs: float | None = None  # worst |new parameter - AdamW on the capture's own moments|
+    param_max_abs: float | None = None  # worst |new parameter - eager's|, reported only
 
     def as_json(self) -> dict:
-        return {"reference": "torch eager (float32, CPU)", "max_abs_error": self.max_abs,
-                "max_rel_error": self.max_rel, "rtol": RTOL, "atol": ATOL, "ok": self.ok}
+        out = {"reference": "torch eager (float32, CPU)", "max_abs_error": self.max_abs,
+               "max_rel_error": self.max_rel, "rtol": RTOL, "atol": ATOL, "ok": self.ok}
+        if self.grad_rel is not None:
+            from .train import GRAD_RTOL, RULE_ATOL
 
+            out.update({"reference": "torch eager's second AdamW step (float32, CPU), from its first step's state",
+                        "compared": "the loss (max_abs_error, within atol + rtol*|loss|); the gradients, read "
+                                    "from the new exp_avg, norm-wise over all parameters (gradient_rel_error, "
+                                    "within gradient_rtol); each new parameter against AdamW applied to the "
+                                    "capture's own new moments (adamw_rule_max_abs_error, within adamw_rule_atol)",
+                        "gradient_rel_error": self.grad_rel, "gradient_rtol": GRAD_RTOL,
+                        "adamw_rule_max_abs_error": self.rule_max_abs, "adamw_rule_atol": RULE_ATOL,
+                        "parameter_max_abs_error": self.param_max_abs})
+        return out
+
+    def line(self) -> str:
+        """One line for the terminal: the errors and the tolerance they were held to."""
+        if self.grad_rel is None:
+            return (f"parity {self.stem:22} max abs error {self.max_abs:.3g}  max rel error {self.max_rel:.3g}  "
+                    f"{'ok' if self.ok else 'DIFFERS'} (tolerance |x - eager| <= {ATOL:g} + {RTOL:g} * |eager|)")
+        from .train import GRAD_RTOL, RULE_ATOL
+
+        return (f"parity {self.stem:22} {'ok' if self.ok else 'DIFFERS'}: loss {self.max_abs:.2g} (tolerance "
+                f"{ATOL:g} + {RTOL:g} * |loss|), gradients {self.grad_rel:.2g} norm-wise (<= {GRAD_RTOL:g}), "
+                f"AdamW rule {self.rule_max_abs:.2g} (<= {RULE_ATOL:g}); new parameters vs eager's "
+                f"{self.param_max_abs:.2g} at worst")
 
 def argument_values(capture: Capture, weights: dict[str, np.ndarray],
                     inputs: dict[str, np.ndarray]) -> list[np.ndarray]:
@@ -61,3 +88,37 @@ def check(capture: Capture, weights: dict[str, np.ndarray], inputs: dict[str, np
     exe = rt.compile(capture.text, capture.stem)
     out = rt.run(exe, rt.put(argument_values(capture, weights, inputs)))
     return compare(capture.stem, np.asarray(out[0]), reference)
+
+
+def check_train(capture: Capture, state, rt=None) -> Parity:
+    """Run a captured training step from `state` and compare its loss and new parameters with eager's."""
+    from ..runtime import runtime
+    from .train import ADAMW, GRAD_RTOL, RULE_ATOL
+
+    rt = rt or runtime("cpu")
+    exe = rt.compile(capture.text, capture.stem)
+    outs = rt.run(exe, rt.put(argument_values(capture, state.values(), state.inputs)))
+    got = {o["name"]: np.asarray(outs[o["index"]], dtype=np.float64) for o in capture.outputs}
+    names = [n for n in state.ref_params if state.ref_params[n].size]
+    wanted = ["loss"] + [f"{k}{n}" for n in names for k in ("", "exp_avg.", "exp_avg_sq.")]
+    if any(w not in got for w in wanted):
+        inf = float("inf")
+        return Parity(capture.stem, inf, inf, False, inf, inf, inf)
+    loss = compare(capture.stem, got["loss"].reshape(()), np.asarray(state.ref_loss))
+    a, t = ADAMW, state.step + 1
+    bc1, bc2 = 1 - a["b1"] ** t, 1 - a["b2"] ** t
+    grad_err = grad_ref = rule = param = 0.0
+    for n in names:
+        m_old = state.exp_avg[n].astype(np.float64)
+        g = (got[f"exp_avg.{n}"] - a["b1"] * m_old) / (1 - a["b1"])
+        g_ref = (state.ref_exp_avg[n].astype(np.float64) - a["b1"] * m_old) / (1 - a["b1"])
+        grad_err += float(np.sum((g - g_ref) ** 2))
+        grad_ref += float(np.sum(g_ref ** 2))
+        m, v, p = got[f"exp_avg.{n}"], got[f"exp_avg_sq.{n}"], state.params[n].astype(np.float64)
+        expect = p * (1 - a["lr"] * a["weight_decay"]) - a["lr"] / bc1 * m / (np.sqrt(np.maximum(v, 0)) / np.sqrt(bc2)
+                                                                             + a["eps"])
+        rule = max(rule, float(np.abs(got[n] - expect).max()))
+        param = max(param, float(np.abs(got[n] - state.ref_params[n]).max()))
+    grad_rel = (grad_err ** 0.5) / max(grad_ref ** 0.5, 1e-30)
+    ok = loss.ok and grad_rel <= GRAD_RTOL and rule <= RULE_ATOL
+    return Parity(capture.stem, loss.max_abs, loss.max_rel, ok, grad_rel, rule, param)

@@ -1,0 +1,473 @@
+"""Training-step capture: loss, backward and one AdamW update, from JAX, torch_xla and torchax, parity-checked.
+
+The captured step is the second one: every route starts from the state PyTorch eager reaches after
+one step on the seeded weights and batch (parameters, AdamW's exp_avg and exp_avg_sq, step 1), so
+the second step is the steady one on every side (torch_xla builds a different graph for the first
+step, when AdamW creates its state) and its bias correction is not the trivial one. Parity: the
+loss and every parameter update against PyTorch eager's second step.
+"""
+from __future__ import annotations
+
+import copy
+import os
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..errors import CaptureError, MissingExtra, StackwarsError
+from ..progress import Stages
+from .artifact import Argument, Capture
+from .lowering import lower_text
+
+# The same AdamW on every side: torch.optim.AdamW's defaults but the learning rate, optax.adamw's names.
+ADAMW = {"lr": 1e-3, "b1": 0.9, "b2": 0.999, "eps": 1e-8, "weight_decay": 0.01}
+# Parity of a step, in two parts that do not amplify rounding:
+# - the gradients, read back from the new exp_avg (g = (m_new - b1 m_old) / (1 - b1), exact), against
+#   eager's, norm-wise over all parameters: ||g - g_eager|| <= GRAD_RTOL * ||g_eager||;
+# - the AdamW rule, element by element, on the capture's own moments: new p = p (1 - lr wd)
+#   - lr / bc1 * m / (sqrt(v) / sqrt(bc2) + eps), within RULE_ATOL.
+# Not new parameters against eager's element by element: Adam divides by sqrt(v), so where the true
+# gradient is zero (tiny MHA's key bias: softmax ignores it) each framework's rounding noise becomes
+# an update of up to lr, a different one in each (measured: 6.5e-6 = 0.65 lr, JAX, torch_xla and
+# torchax alike against eager). That difference is reported, not held to a tolerance.
+GRAD_RTOL = 1e-3
+RULE_ATOL = 1e-3 * ADAMW["lr"]
+STEPS_OBSERVED = 3  # torch_xla's graphs are counted over this many steps
+
+
+def loss_of(model_name: str) -> str:
+    """The adapter's training loss ("lm" or "mse"); a one-line error for one without parameters."""
+    from stackwars_ir import models
+
+    loss = models.entry(model_name).loss
+    if loss is None:
+        raise StackwarsError(f"{model_name} has no parameters to train, so it has no training step",
+                             fix=f"use --step forward, or one of: {', '.join(models.TRAINABLE)}")
+    return loss
+
+
+@dataclass(frozen=True)
+class TrainState:
+    """The state every route starts its captured step from, and PyTorch eager's result of that step."""
+
+    loss: str
+    params: dict = field(repr=False)  # trainable tensors, after eager step 1
+    buffers: dict = field(repr=False)  # everything else the model reads (held constant)
+    exp_avg: dict = field(repr=False)
+    exp_avg_sq: dict = field(repr=False)
+    step: int
+    inputs: dict = field(repr=False)  # the model's inputs, plus "target" for the mse loss
+    ref_loss: float
+    ref_params: dict = field(repr=False)  # after eager step 2
+    ref_exp_avg: dict = field(repr=False)
+    ref_exp_avg_sq: dict = field(repr=False)
+
+    def values(self) -> dict[str, np.ndarray]:
+        """Argument name -> array, for every argument kind a training capture has."""
+        out = {**self.params, **self.buffers}
+        out.update({f"exp_avg.{k}": v for k, v in self.exp_avg.items()})
+        out.update({f"exp_avg_sq.{k}": v for k, v in self.exp_avg_sq.items()})
+        out["step"] = np.asarray(self.step)
+        return out
+
+
+def torch_loss(model, loss: str, tensors: list, target, forward=None):
+    """The loss on the PyTorch side: LM cross-entropy with the tied head, or mean squared error."""
+    import torch
+
+    out = (forward or model)(*tensors)
+    if loss == "lm":
+        ids = tensors[0]
+        logits = out @ model.get_input_embeddings().weight.T
+        return torch.nn.functional.cross_entropy(
+            logits[:, :-1].reshape(-1, logits.shape[-1]), ids[:, 1:].reshape(-1))
+    return ((out - target) ** 2).mean()
+
+
+def _optimizer(params):
+    import torch
+
+    a = ADAMW
+    return torch.optim.AdamW(params, lr=a["lr"], betas=(a["b1"], a["b2"]), eps=a["eps"],
+                             weight_decay=a["weight_decay"])
+
+
+def register_torch_xla() -> None:
+    """Import torch_xla before PyTorch's first backward in this process.
+
+    PyTorch's autograd engine sizes its per-device queues once, at the first backward; a device
+    whose runtime starts later (torch_xla's) fails every backward with an internal assert
+    (measured here: importing torch_xla is not enough, its runtime must have started).
+    """
+    os.environ.setdefault("PJRT_DEVICE", "CPU")
+    try:
+        import torch_xla
+    except Exception as e:
+        raise MissingExtra("torch_xla", e) from e
+    torch_xla.device()  # the runtime starts, so the engine counts its device
+
+
+def train_state(req, model, inputs: dict[str, np.ndarray], reference: np.ndarray) -> TrainState:
+    """Two PyTorch eager steps on a copy of `model`: the state after the first, the result of the second."""
+    import torch
+
+    loss = loss_of(req.model)
+    inputs = dict(inputs)
+    if loss == "mse":
+        rng = np.random.default_rng(req.seed + 2)
+        inputs["target"] = rng.standard_normal(reference.shape).astype(np.float32)
+    m = copy.deepcopy(model)
+    trainable = dict(m.named_parameters())
+    opt = _optimizer(list(trainable.values()))
+    args = [torch.from_numpy(v) for k, v in inputs.items() if k != "target"]
+    target = torch.from_numpy(inputs["target"]) if "target" in inputs else None
+
+    def step():
+        opt.zero_grad(set_to_none=True)
+        value = torch_loss(m, loss, args, target)
+        value.backward()
+        opt.step()
+        return float(value.detach())
+
+    step()
+    snap = {k: v.detach().numpy().copy() for k, v in trainable.items()}
+    state = {k: opt.state[p] for k, p in trainable.items()}
+    exp_avg = {k: s["exp_avg"].numpy().copy() for k, s in state.items()}
+    exp_avg_sq = {k: s["exp_avg_sq"].numpy().copy() for k, s in state.items()}
+    tensors = {**dict(m.named_parameters()), **dict(m.named_buffers())}
+    buffers = {k: v.detach().numpy().copy() for k, v in sorted(tensors.items()) if k not in trainable}
+    ref_loss = step()
+    after = {k: v.detach().numpy().copy() for k, v in trainable.items()}
+    ref_m = {k: s["exp_avg"].numpy().copy() for k, s in state.items()}
+    ref_v = {k: s["exp_avg_sq"].numpy().copy() for k, s in state.items()}
+    return TrainState(loss, dict(sorted(snap.items())), buffers, exp_avg, exp_avg_sq, 1, inputs, ref_loss, after,
+                      ref_m, ref_v)
+
+
+# ---------------------------------------------------------------------------------------------------
+# JAX and torchax: a loss function of (params, buffers, inputs), differentiated and updated by optax.
+
+
+def _adamw_step(loss_fn):
+    """step(params, opt_state, buffers, inputs) -> (loss, new params, new opt_state), optax's AdamW."""
+    import jax
+    import optax
+
+    a = ADAMW
+    tx = optax.adamw(a["lr"], b1=a["b1"], b2=a["b2"], eps=a["eps"], weight_decay=a["weight_decay"])
+
+    def step(params, opt_state, buffers, inputs):
+        value, grads = jax.value_and_grad(loss_fn)(params, buffers, inputs)
+        updates, opt_state = tx.update(grads, opt_state, params)
+        return value, optax.apply_updates(params, updates), opt_state
+
+    return tx, step
+
+
+def _opt_state(tx, state: TrainState):
+    """optax's AdamW state holding the eager state after step 1 (count 1, mu, nu)."""
+    import jax
+    import jax.numpy as jnp
+
+    params = {k: jnp.asarray(v) for k, v in state.params.items()}
+    init = tx.init(params)
+
+    def fill(path, leaf):
+        names = [getattr(k, "name", None) for k in path]
+        key = path[-1].key if isinstance(path[-1], jax.tree_util.DictKey) else None
+        if "mu" in names:
+            return jnp.asarray(state.exp_avg[key])
+        if "nu" in names:
+            return jnp.asarray(state.exp_avg_sq[key])
+        if "count" in names:
+            return jnp.asarray(state.step, dtype=leaf.dtype)
+        return leaf
+
+    return jax.tree_util.tree_map_with_path(fill, init)
+
+
+def _leaf_kind_name(top: str, path) -> tuple[str, str]:
+    """(kind, name) of one leaf of the step's (params, opt_state, buffers, inputs) arguments or outputs."""
+    import jax
+
+    key = path[-1].key if path and isinstance(path[-1], jax.tree_util.DictKey) else None
+    if top == "params":
+        return "parameter", key
+    if top == "buffers":
+        return "buffer", key
+    if top == "inputs":
+        return "input", key
+    names = [getattr(k, "name", None) for k in path]
+    if "mu" in names:
+        return "optimizer", f"exp_avg.{key}"
+    if "nu" in names:
+        return "optimizer", f"exp_avg_sq.{key}"
+    if "count" in names:
+        return "optimizer", "step"
+    raise CaptureError(f"unexpected optax state leaf {jax.tree_util.keystr(path)}",
+                       fix="report this: optax's AdamW state changed layout")
+
+
+def _named_leaves(tops: list[tuple[str, object]]) -> list[tuple[str, str, object]]:
+    import jax
+
+    out = []
+    for top, tree in tops:
+        if top == "loss":
+            out.append(("loss", "loss", tree))
+            continue
+        for path, leaf in jax.tree_util.tree_flatten_with_path(tree)[0]:
+            kind, name = _leaf_kind_name(top, path)
+            out.append((kind, name, leaf))
+    return out
+
+
+def _lower_step(exporter: str, step, args: dict, stages: Stages, x64: bool, constants=None) -> Capture:
+    """Lower `step`, and name its arguments (lifted constants carry their values) and its outputs."""
+    import jax
+
+    with stages.stage("jax.jit lower"):
+        text = lower_text(step, args["params"], args["opt_state"], args["buffers"], args["inputs"], x64=x64)
+    leaves = _named_leaves([(k, args[k]) for k in ("params", "opt_state", "buffers", "inputs")])
+    constants = constants or {}
+    arguments = tuple(Argument(i, "constant" if name in constants else kind, name, tuple(np.shape(v)),
+                               str(np.asarray(v).dtype)) for i, (kind, name, v) in enumerate(leaves))
+    with jax.enable_x64(x64):
+        shapes = jax.eval_shape(step, args["params"], args["opt_state"], args["buffers"], args["inputs"])
+    loss, params, opt_state = shapes
+    outs = _named_leaves([("loss", loss), ("params", params), ("opt_state", opt_state)])
+    outputs = tuple({"index": i, "kind": kind, "name": name} for i, (kind, name, _) in enumerate(outs))
+    return Capture("jax" if exporter == "jax" else "torch", exporter, text, arguments, dict(stages.seconds),
+                   constants, outputs=outputs, stem_suffix="-train")
+
+
+def capture_jax_train(adapter, size: str, state: TrainState, stages: Stages) -> Capture:
+    import jax
+    import jax.numpy as jnp
+    from flax import nnx
+
+    from .jax_capture import _leaf_name, jax_inputs
+
+    with stages.stage("build jax"):
+        model = adapter.jax_model(size, {**state.params, **state.buffers})
+        graphdef, nstate = nnx.split(model)
+        leaves, treedef = jax.tree_util.tree_flatten_with_path(nstate)
+        names = [_leaf_name(p) for p, _ in leaves]
+    head = getattr(adapter, "LM_HEAD", None)
+
+    def loss_fn(params, buffers, inputs):
+        merged = jax.tree_util.tree_unflatten(treedef, [params[n] if n in params else buffers[n] for n in names])
+        xs = [inputs[k] for k in state.inputs if k != "target"]  # jax.jit hands dicts back key-sorted
+        out = nnx.merge(graphdef, merged)(*xs)
+        if state.loss == "lm":
+            logits = out @ params[head].T
+            logp = jax.nn.log_softmax(logits[:, :-1], axis=-1)
+            return -jnp.take_along_axis(logp, xs[0][:, 1:, None], axis=-1).mean()
+        return jnp.mean((out - inputs["target"]) ** 2)
+
+    tx, step = _adamw_step(loss_fn)
+    missing = [n for n in names if n not in state.params and n not in state.buffers]
+    if missing:
+        raise CaptureError(f"the Flax twin's parameter {missing[0]!r} has no PyTorch tensor of that name",
+                           fix="name the NNX attributes after the PyTorch module path")
+    args = {"params": {k: jnp.asarray(v) for k, v in state.params.items()},
+            "opt_state": _opt_state(tx, state),
+            "buffers": {k: jnp.asarray(v) for k, v in state.buffers.items() if k in names},
+            "inputs": {k: jnp.asarray(v) for k, v in jax_inputs(state.inputs).items()}}
+    return _lower_step("jax", step, args, stages, x64=False)
+
+
+def capture_torchax_train(model, state: TrainState, stages: Stages) -> Capture:
+    """The PyTorch module and loss, exported, run by torchax's interpreter under jax.value_and_grad."""
+    try:
+        import jax
+        import torchax
+        from torchax import export as tx_export
+    except Exception as e:
+        raise MissingExtra("torchax", e) from e
+
+    from .torch_capture import _needs_x64, _torchax_function
+
+    with stages.stage("torch.export (loss)"):
+        ep = export_loss(model, state)
+    with stages.stage("torchax to StableHLO"):
+        try:
+            names, consts, forward = _torchax_function(ep, tx_export)
+            wide = _needs_x64(state.inputs)
+            values = state.values()
+            with jax.enable_x64(wide):
+                env = torchax.default_env()
+                params = {n: jax.numpy.asarray(state.params[n]) for n in names if n in state.params}
+                fixed = {n: (jax.numpy.asarray(values[n]) if n in values else env.t2j_copy(c))
+                         for n, c in zip(names, consts) if n not in state.params}
+                lifted = {n: np.asarray(fixed[n]) for n in fixed if n not in values}
+                inputs = {k: jax.numpy.asarray(v) for k, v in state.inputs.items()}
+
+            order = list(state.inputs)  # the export's order; a dict through jax.jit comes back key-sorted
+
+            def loss_fn(params, buffers, inputs):
+                args = [params[n] if n in params else buffers[n] for n in names]
+                return forward(args, [inputs[k] for k in order])[0]
+
+            tx, step = _adamw_step(loss_fn)
+            args = {"params": params, "opt_state": _opt_state(tx, state), "buffers": fixed, "inputs": inputs}
+            return _lower_step("torchax", step, args, stages, x64=wide, constants=lifted)
+        except StackwarsError:
+            raise
+        except Exception as e:
+            raise CaptureError(f"torchax training export failed: {type(e).__name__}: {str(e).splitlines()[0]}") from e
+
+
+def export_loss(model, state: TrainState):
+    """torch.export of the model with its loss as forward, parameter names and module paths unchanged."""
+    import torch
+
+    m = copy.deepcopy(model)
+    loss, base = state.loss, type(m)
+
+    def forward(self, *xs):
+        tensors, target = (xs[:-1], xs[-1]) if loss == "mse" else (xs, None)
+        return torch_loss(self, loss, list(tensors), target, forward=super(sub, self).forward)
+
+    sub = type(base.__name__, (base,), {"forward": forward, "__module__": base.__module__})
+    m.__class__ = sub  # a subclass, not a wrapper: no "model." prefix on names and module paths
+    try:
+        return torch.export.export(m, tuple(torch.from_numpy(v) for v in state.inputs.values()))
+    except Exception as e:
+        raise CaptureError(f"torch.export of the loss failed: {type(e).__name__}: {str(e).splitlines()[0]}") from e
+
+
+# ---------------------------------------------------------------------------------------------------
+# torch_xla: the real training loop on lazy tensors; the second step's graph is the capture.
+
+
+def capture_torch_xla_train(model, state: TrainState, stages: Stages) -> Capture:
+    os.environ.setdefault("PJRT_DEVICE", "CPU")
+    try:
+        import torch
+        import torch_xla
+        import torch_xla.debug.metrics as met
+    except Exception as e:
+        raise MissingExtra("torch_xla", e) from e
+
+    def counters():
+        return {"compiles": met.counter_value("UncachedCompile") or 0,
+                "cache hits": met.counter_value("CachedCompile") or 0,
+                "executions": met.counter_value("ExecuteComputation") or 0}
+
+    dev = torch_xla.device()
+    # From the seeded weights (step 1 creates AdamW's state), exactly as a user's loop runs.
+    m = copy.deepcopy(model).to(dev)
+    params = dict(m.named_parameters())
+    opt = _optimizer(list(params.values()))
+    xs = [torch.from_numpy(v).to(dev) for k, v in state.inputs.items() if k != "target"]
+    target = torch.from_numpy(state.inputs["target"]).to(dev) if "target" in state.inputs else None
+    # Op metadata (locations such as loc("aten__addmm")), as torch_xla's exporter sets it. torch_xla
+    # reads the variable once per process: the check below refuses a capture made without it.
+    saved = os.environ.get("XLA_HLO_DEBUG")
+    os.environ["XLA_HLO_DEBUG"] = "1"
+    with stages.stage("torch_xla training loop (3 steps)"):
+        try:
+            text, arguments, scalars, named, steps = _lazy_loop(m, params, opt, xs, target, state, counters)
+        except StackwarsError:
+            raise
+        except Exception as e:
+            raise CaptureError(f"torch_xla training step failed: {type(e).__name__}: {str(e).splitlines()[0]}") from e
+        finally:
+            if saved is None:
+                os.environ.pop("XLA_HLO_DEBUG", None)
+            else:
+                os.environ["XLA_HLO_DEBUG"] = saved
+    if 'loc("aten__' not in text:
+        raise CaptureError("torch_xla left its op metadata out of the training graph (this process built a "
+                           "lazy graph before with XLA_HLO_DEBUG unset), so the capture would differ from "
+                           "a fresh process's", fix="run the training capture in a fresh process, or set "
+                                                    "XLA_HLO_DEBUG=1 before the first torch_xla graph")
+    m.to("cpu")
+    outputs = tuple({"index": i, "kind": kind, "name": name} for i, (kind, name, _) in enumerate(named))
+    return Capture("torch", "torch_xla", text, arguments, dict(stages.seconds), scalars,
+                   outputs=outputs, stem_suffix="-train", extra={"torch_xla_steps": steps})
+
+
+def _lazy_loop(m, params, opt, xs, target, state, counters):
+    """Three steps of the user's loop; the second step's graph is exported before it runs."""
+    import torch_xla
+    import torch_xla.core.xla_model as xm
+
+    from .torch_capture import portable_to_text
+
+    steps, text, arguments, scalars, named, known = [], None, None, {}, None, {}
+    for i in range(1, STEPS_OBSERVED + 1):
+        before = counters()
+        if i == 2:  # what each piece of device data the step reads is (see _lazy_graph)
+            known = {_tensor_id(p): ("parameter", n) for n, p in params.items()}
+            for n, p in params.items():
+                known[_tensor_id(opt.state[p]["exp_avg"])] = ("optimizer", f"exp_avg.{n}")
+                known[_tensor_id(opt.state[p]["exp_avg_sq"])] = ("optimizer", f"exp_avg_sq.{n}")
+            names = [k for k in state.inputs if k != "target"]
+            known.update({_tensor_id(x): ("input", n) for n, x in zip(names, xs)})
+            if target is not None:
+                known[_tensor_id(target)] = ("input", "target")
+        opt.zero_grad(set_to_none=True)
+        loss = torch_loss(m, state.loss, xs, target)
+        try:
+            loss.backward()
+        except RuntimeError as e:
+            if "device_ready_queues_" not in str(e):
+                raise
+            raise CaptureError("torch_xla was imported after this process's first PyTorch backward, so "
+                               "autograd has no queue for the XLA device",
+                               fix="call stackwars_ir.capture.train.register_torch_xla() before any "
+                                   "backward (the CLI does)") from e
+        opt.step()
+        if i == 2:
+            named = _step_tensors(loss, params, opt)
+            text, arguments, scalars = _lazy_graph(named, known, xm, portable_to_text)
+        torch_xla.sync()
+        xm.wait_device_ops()  # executions are asynchronous: count them once they ran
+        after = counters()
+        steps.append({"step": i, **{k: after[k] - before[k] for k in after}})
+    return text, arguments, scalars, named, steps
+
+
+def _step_tensors(loss, params, opt) -> list[tuple[str, str, object]]:
+    named = [("loss", "loss", loss)]
+    named += [("parameter", n, p) for n, p in sorted(params.items())]
+    named += [("optimizer", f"exp_avg.{n}", opt.state[p]["exp_avg"]) for n, p in sorted(params.items())]
+    named += [("optimizer", f"exp_avg_sq.{n}", opt.state[p]["exp_avg_sq"]) for n, p in sorted(params.items())]
+    return named
+
+
+def _lazy_graph(named, known: dict, xm, portable_to_text):
+    """The pending graph of the step's outputs as StableHLO, and the meaning of its arguments.
+
+    Its arguments are torch_xla's device-data nodes: the tensors the step read, matched by torch_xla's
+    tensor ids as its dynamo bridge matches them (device data keeps the id of the tensor that owned
+    it before the step's in-place updates), and the Python scalars AdamW passed (learning-rate and
+    bias-correction factors), which are recorded as constants with their values.
+    """
+    import torch_xla
+
+    tensors = [t for _, _, t in named]
+    try:
+        bytecode = xm.get_stablehlo_bytecode(tensors)
+        ids, values = torch_xla._XLAC._get_tensors_xla_device_data_node(tensors)
+    except Exception as e:
+        raise CaptureError(f"torch_xla could not export the training step: {type(e).__name__}: "
+                           f"{str(e).splitlines()[0]}") from e
+    arguments, constants = [], {}
+    for i, (tid, value) in enumerate(zip(ids, values)):
+        host = value.detach().cpu().numpy()
+        if tid in known:
+            kind, name = known[tid]
+        else:
+            kind, name = "constant", f"constant.{len(constants)}"
+            constants[name] = host.copy()
+        arguments.append(Argument(i, kind, name, tuple(host.shape), str(host.dtype)))
+    return portable_to_text(bytecode), tuple(arguments), constants
+
+
+def _tensor_id(t) -> int:
+    import torch_xla
+
+    return torch_xla._XLAC._xla_get_tensor_id(t)
