@@ -55,6 +55,73 @@ def ms(s) -> str:
     return "-" if s is None else f"{s * 1e3:.3g}"
 
 
+TRAIN_MODELS = ("gpt2", "bert")
+
+
+def steady_after(t) -> str:
+    """After how many runs (training steps) a row runs within 1.5x of its steady state."""
+    for n, secs in ((1, t.second), (2, t.third)):
+        if secs is not None and secs <= 1.5 * t.steady:
+            return str(n)
+    return "more than 2"
+
+
+def mib(n) -> str:
+    return "-" if n is None else f"{n / 2**20:,.0f}"
+
+
+def training(a, suffix: str) -> None:
+    """Section 9: whole training steps (capture --step train), the study's steady-state claim."""
+    from stackwars_ir.bench.run import bench_model
+    from stackwars_ir.capture.artifact import read_sidecar
+
+    print("\n## 9. Training steps: steady after one step or two? (the study: JAX after one, PyTorch after two, "
+          "\"because PyTorch creates optimizer state lazily during the first step\")\n")
+    print(f"One training step (loss, backward, AdamW lr 1e-3 on every parameter) of {', '.join(TRAIN_MODELS)} at "
+          f"`{a.size}` size, batch 2, sequence 64 (`bench MODEL --step train`). GPT-2's loss is next-token "
+          "cross-entropy through the tied embedding, BERT's the mean squared error of its output against a "
+          "seeded target. The StableHLO rows are the captured second step, run from eager's state after "
+          "step 1 (each run computes the same step: there is no loop around them). The native rows run "
+          "the user's own loop from the seeded weights and a fresh optimizer: run 1 is step 1, run 2 step 2, "
+          "run 3 step 3; their proof is step 1's loss against PyTorch eager's. `steady after` is the first step "
+          "after which a step takes at most 1.5x the steady state. `memory` is XLA's memory analysis of the "
+          "executable (arguments + outputs + temporaries, MiB).\n")
+    print("| model | executable | compile ms | step 1 ms | step 2 ms | step 3 ms | steady ms | spread | steady after "
+          "| output | counters (steps 1/2/3/rest) | memory MiB |")
+    print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- | ---: |")
+    lazy = {}
+    for model in TRAIN_MODELS:
+        rep = bench_model(model, size=a.size, exporters=EXPORTERS, out_dir=a.captures, backend=a.backend,
+                          baselines=("jax", "eager", "torch_xla") if a.backend == "cpu" else ("jax", "eager"),
+                          timeout=300, show=False, step="train")
+        (ROOT / "out" / f"{model}-{a.size}{suffix}-train-bench.json").write_text(json.dumps(rep.as_json(), indent=1))
+        for _, e in rep.rows:
+            if not e.ok:
+                print(f"| {model} | {e.name} | failed: {e.error} | | | | | | | | | |")
+                continue
+            t, m = e.timing, e.memory
+            total = sum(m.get(k, 0) for k in ("argument_bytes", "output_bytes", "temp_bytes")) if m else None
+            print(f"| {model} | {e.name} | {ms(e.compile_s)} | {ms(t.first)} | {ms(t.second)} | {ms(t.third)} | "
+                  f"{ms(t.steady)} | {t.spread:.0%} | {steady_after(t)} | {e.proof.summary if e.proof else '-'} | "
+                  f"{counters_text(t.counters)} | {mib(total)} |")
+        side = read_sidecar(a.captures / f"{model}-{a.size}" / "torch-torch_xla-train.mlir")
+        lazy[model] = side["train"]["torch_xla_steps"] if side else []
+    print("\nWhat torch_xla's own counters say about its lazy training loop, step by step, as recorded by the "
+          "capture (`train.torch_xla_steps` in the sidecar; optimizer state: AdamW's tensors that existed "
+          "when the step began):\n")
+    print("| model | step | graphs compiled | cache hits | graphs executed | optimizer state tensors at start |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: |")
+    for model, steps in lazy.items():
+        for st in steps:
+            print(f"| {model} | {st['step']} | {st['compiles']} | {st['cache hits']} | {st['executions']} | "
+                  f"{st.get('optimizer state tensors', '-')} |")
+    print("\nReading: a row steady after 2 compiled (or otherwise set up) again at step 2. For torch_xla the "
+          "counters show it: step 1 compiles the step's graph(s) while AdamW's `exp_avg`/`exp_avg_sq` do not "
+          "exist yet (torch.optim creates them inside the first `step()`), step 2 compiles a new graph that "
+          "reads them, step 3 compiles nothing. jax.jit compiles once: optax's state exists before the first "
+          "step (`tx.init`), so the first step's graph is the steady one.")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--captures", type=Path, default=Path("out") / "bench-captures",
@@ -188,6 +255,7 @@ def main() -> None:
     for w, per in deltas.items():
         for e, delta in per.items():
             print(f"| {w} | {e} | {delta} |")
+    training(a, suffix)
     print(f"\nMeasured peaks on this machine: {benches['gpt2'].peaks['flops_per_s'] / 1e9:.0f} GFLOP/s "
           f"(f32 GEMM{', TF32 on this GPU' if a.backend == 'gpu' else ''}), {benches['gpt2'].peaks['bytes_per_s'] / 1e9:.1f} GB/s (f32 add). Raw JSON: "
           f"`out/<model>-base{suffix}-bench.json`; the GPT-2 base HTML report: `out/gpt2-base{suffix}-report.html`.")

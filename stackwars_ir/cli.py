@@ -206,6 +206,9 @@ def diff_cmd(file_a, file_b, json_path, md_path, html_path, mode, excerpts):
 @click.option("--seq", type=int, help="With MODEL: sequence length (image size for resnet50).")
 @click.option("--baselines", default="jax,eager", show_default=True,
               help="With MODEL: native runtimes to time too, from jax,eager,inductor,torch_xla ('none').")
+@click.option("--step", default="forward", show_default=True,
+              help="With MODEL: forward, or train (one training step; baselines from jax,eager,torch_xla, each "
+                   "running its own loop, so runs 1-3 are steps 1-3).")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path),
               default=Path("out") / "captures", show_default=True,
               help="With MODEL: where captures are read from or written to (never the golden captures/ by default).")
@@ -216,8 +219,8 @@ def diff_cmd(file_a, file_b, json_path, md_path, html_path, mode, excerpts):
               help="Resident memory an executable's worker may use, e.g. 8G (default: 3/4 of this machine's).")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False, allow_dash=True, path_type=Path),
               help="Write JSON here ('-': to stdout, the table to stderr).")
-def bench_cmd(targets, framework, exporters, size, batches, seq, baselines, out_dir, backend, timeout, max_memory,
-              json_path):
+def bench_cmd(targets, framework, exporters, size, batches, seq, baselines, step, out_dir, backend, timeout,
+              max_memory, json_path):
     """Time StableHLO files (FILE.mlir ...) or a model (MODEL) on the XLA backend.
 
     Reports compile time, first run, second run and steady state (median, p10-p90), the proof that
@@ -229,9 +232,9 @@ def bench_cmd(targets, framework, exporters, size, batches, seq, baselines, out_
     """
 
     from . import models
-    from .bench.native import BASELINES
+    from .bench.native import BASELINES, TRAIN_BASELINES
     from .bench.run import bench_files, bench_model
-    from .capture import EXPORTERS
+    from .capture import EXPORTERS, STEPS
     from .bench.worker import default_max_memory
     from .ir import parse_bytes
     from .report.text import bench_text
@@ -245,7 +248,7 @@ def bench_cmd(targets, framework, exporters, size, batches, seq, baselines, out_
     if not model_mode:
         ctx = click.get_current_context()
         given = [f"--{n.replace('_', '-')}" for n in ("framework", "exporters", "size", "batches", "seq", "baselines",
-                                                         "out_dir")
+                                                         "step", "out_dir")
                  if ctx.get_parameter_source(n) == click.core.ParameterSource.COMMANDLINE]
         if given:
             flag = {"--exporters": "--exporter", "--batches": "--batch", "--out-dir": "--out"}.get(given[0], given[0])
@@ -257,13 +260,22 @@ def bench_cmd(targets, framework, exporters, size, batches, seq, baselines, out_
             raise StackwarsError(f"bench MODEL times both frameworks; got --framework {framework}",
                                  fix="use --framework both, or bench the capture files directly")
         wanted = () if baselines == "none" else tuple(b for b in baselines.split(",") if b)
-        bad = [b for b in wanted if b not in BASELINES]
+        allowed = TRAIN_BASELINES if step == "train" else BASELINES
+        bad = [b for b in wanted if b not in allowed]
         if bad:
-            raise StackwarsError(f"unknown baseline {bad[0]!r}", fix=f"choose from {', '.join(BASELINES)}")
-        exps = _exporters(targets[0], exporters)
+            what = " for a training step" if step == "train" and bad[0] in BASELINES else ""
+            raise StackwarsError(f"unknown baseline {bad[0]!r}{what}", fix=f"choose from {', '.join(allowed)}")
+        if step not in STEPS:
+            raise StackwarsError(f"unknown step {step!r}", fix=f"choose one of: {', '.join(STEPS)}")
+        if step == "train":
+            from .capture.train import loss_of
+
+            loss_of(targets[0])  # a model without parameters: one line, before any capture
+        exps = _exporters(targets[0], exporters, step)
         sweep = _int_list(batches) or (None,)
         report = bench_model(targets[0], size=size, batches=sweep, seq=seq, exporters=exps, baselines=wanted,
-                             out_dir=out_dir, backend=backend, timeout=timeout, max_memory=memory, progress=_progress)
+                             out_dir=out_dir, backend=backend, timeout=timeout, max_memory=memory, progress=_progress,
+                             step=step)
     else:
         report = bench_files([Path(t) for t in targets], backend, timeout, max_memory=memory, progress=_progress)
     _emit(bench_text(report), report.as_json(), json_path)

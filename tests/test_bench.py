@@ -141,7 +141,8 @@ def test_measure_inspects_the_first_output_and_reads_counters_around_runs():
     t = measure(run, min_time=0.0, min_iters=3, max_iters=3, inspect=Checker("x", np.ones(3), "cpu", "ones"),
                 counters=lambda: {"calls": seen["n"]})
     assert t.counters["first"] == {"calls": 1} and t.counters["second"] == {"calls": 1}
-    assert t.counters["steady"] == {"calls": t.warmup + 3, "runs": t.warmup + 3}
+    assert t.counters["third"] == {"calls": 1} and t.third is not None
+    assert t.counters["steady"] == {"calls": t.warmup - 1 + 3, "runs": t.warmup - 1 + 3}
     with pytest.raises(BenchError, match="differs from ones"):
         measure(run, min_iters=1, inspect=Checker("x", np.zeros(3), "cpu", "ones"))
 

@@ -94,6 +94,9 @@ def test_torch_xla_compiles_a_new_graph_at_step_2_and_none_at_step_3(model):
     assert [s["step"] for s in steps] == [1, 2, 3]
     assert steps[0]["compiles"] >= 1 and steps[1]["compiles"] == 1 and steps[2]["compiles"] == 0, steps
     assert all(s["executions"] == steps[0]["executions"] for s in steps), steps  # graphs per step
+    params = sum(a["kind"] == "parameter" for a in sidecar(golden(model, "torch-torch_xla-train"))["arguments"])
+    # where AdamW's state is created: inside step 1 (step, exp_avg, exp_avg_sq per parameter)
+    assert [s["optimizer state tensors"] for s in steps] == [0, 3 * params, 3 * params], steps
 
 
 def test_torch_xla_adamw_scalars_are_arguments_with_their_values():
@@ -113,5 +116,56 @@ def test_torch_xla_adamw_scalars_are_arguments_with_their_values():
 ])
 def test_bad_training_requests_get_one_line_and_exit_2(cli, tmp_path, args, message):
     code, out, err = cli("capture", *args, "--out", tmp_path)
+    assert code == 2 and message in err and len(err.strip().splitlines()) == 1, err
+    assert not any(tmp_path.iterdir())
+
+
+@pytest.mark.slow
+def test_bench_step_train_times_captures_and_native_loops_and_torch_xla_compiles_again_at_step_2(cli, tmp_path):
+    """The study's claim measured on the runtimes themselves, each in a fresh bench worker (torch_xla's
+    graph cache is per process): jax.jit compiles once (step 1); torch_xla's lazy loop compiles at
+    step 1 and again at step 2, then runs cached graphs."""
+    import json as _json
+
+    out = tmp_path / "b.json"
+    code, _, err = cli("bench", "gemm", "--step", "train", "--exporter", "torch_xla", "--baselines",
+                       "jax,eager,torch_xla", "--out", tmp_path / "c", "--json", out)
+    assert code == 0, err
+    rows = {r["kind"] if r["kind"] != "stablehlo" else r["label"].rsplit("/", 1)[-1]: r
+            for r in _json.loads(out.read_text())["results"]}
+    assert set(rows) == {"jax-train.mlir", "torch-torch_xla-train.mlir", "jax.jit", "torch eager", "torch_xla lazy"}
+    for r in rows.values():
+        assert r["proof"]["ok"], r
+    for kind in ("jax.jit", "torch eager", "torch_xla lazy"):
+        assert "first training step" in rows[kind]["proof"]["reference"]
+    jit = rows["jax.jit"]["timing"]["counters"]
+    assert jit["first"]["compiles"] >= 1 and jit["second"]["compiles"] == 0 and jit["third"]["compiles"] == 0
+    xla = rows["torch_xla lazy"]["timing"]["counters"]
+    assert xla["first"]["compiles"] >= 1 and xla["second"]["compiles"] == 1, xla
+    assert xla["third"]["compiles"] == 0 and xla["steady"]["compiles"] == 0, xla
+    assert xla["steady"]["executions"] == xla["steady"]["runs"]  # one graph per step here, every step ran
+
+
+@pytest.mark.slow
+def test_bench_of_a_training_capture_proves_its_loss(cli, tmp_path):
+    import json as _json
+
+    out = tmp_path / "b.json"
+    code, _, err = cli("bench", golden("ffn", "jax-train"), golden("ffn", "torch-torch_xla-train"), "--json", out)
+    assert code == 0, err
+    rows = _json.loads(out.read_text())["results"]
+    assert len(rows) == 2
+    for r in rows:
+        assert r["proof"]["ok"] and r["proof"]["reference"].startswith("PyTorch eager"), r["proof"]
+        assert r["timing"]["third_s"] is not None
+
+
+@pytest.mark.parametrize("args, message", [
+    (["gpt2", "--step", "train", "--baselines", "inductor"], "unknown baseline 'inductor' for a training step"),
+    (["sort", "--step", "train"], "has no parameters to train"),
+    (["gpt2", "--step", "sideways"], "unknown step 'sideways'"),
+])
+def test_bad_bench_training_requests_get_one_line_and_exit_2(cli, tmp_path, args, message):
+    code, _, err = cli("bench", *args, "--out", tmp_path)
     assert code == 2 and message in err and len(err.strip().splitlines()) == 1, err
     assert not any(tmp_path.iterdir())

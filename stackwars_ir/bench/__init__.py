@@ -149,8 +149,13 @@ def _sidecar_arguments(module, sidecar: dict) -> tuple[list, np.ndarray]:
 
     # Only the weights and inputs are rebuilt: no exporter runs (fft has no torch_xla route).
     req = Request(sidecar["model"], sidecar["size"], "torch", exporters=(), batch=sidecar["batch"],
-                  seq=sidecar["seq"], seed=sidecar["seed"]).validated()
-    _, _, weights, inputs, reference = prepare(req)
+                  seq=sidecar["seq"], seed=sidecar["seed"], step=sidecar.get("step", "forward")).validated()
+    _, model, weights, inputs, reference = prepare(req)
+    if req.step == "train":  # the captured step 2 runs from eager's state after step 1; its loss is the proof
+        from ..capture.train import train_state
+
+        state = train_state(req, model, inputs, reference)
+        weights, inputs, reference = state.values(), state.inputs, np.asarray(state.ref_loss, dtype=np.float32)
     constants = {k: np.asarray(v["values"], dtype=v["dtype"]).reshape(v["shape"])
                  for k, v in sidecar.get("constants", {}).items()}
     args = tuple(Argument(a["index"], a["kind"], a["name"], tuple(a["shape"]), a["dtype"])

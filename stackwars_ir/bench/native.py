@@ -16,6 +16,8 @@ from __future__ import annotations
 import os
 import time
 
+import numpy as np
+
 from . import Executable
 from .proof import Checker
 from .timing import Timeout, measure
@@ -24,14 +26,40 @@ BASELINES = ("jax", "eager", "inductor", "torch_xla")
 REFERENCE = "PyTorch eager on the CPU, same weights and inputs"
 
 
+TRAIN_BASELINES = ("jax", "eager", "torch_xla")
+TRAIN_REFERENCE = "PyTorch eager's first training step on the CPU (its loss), same weights and batch"
+
+
 def run_baselines(req, which, deadline_s: float | None, backend: str = "cpu") -> list[Executable]:
     from ..capture import prepare
 
+    train = req.step == "train"
+    if train and backend in (None, "cpu"):
+        # Before any backward of this worker, whichever baseline it runs first (see capture.train).
+        from ..capture.train import register_torch_xla
+        from ..errors import MissingExtra
+
+        try:
+            register_torch_xla()
+        except MissingExtra:
+            pass  # the torch_xla row reports it
     adapter, model, weights, inputs, reference = prepare(req)
+    what = REFERENCE
+    if train:
+        from ..capture.train import train_state
+
+        # Each timed run is the next step of a user's loop from the seeded weights: run 1 is step 1.
+        inputs = train_state(req, model, inputs, reference)
+        reference, what = np.asarray(inputs.first_loss, dtype=np.float32), TRAIN_REFERENCE
     backend = backend or "cpu"
     out = []
     for name in which:
-        fn = {"jax": _jax, "eager": _eager, "inductor": _inductor, "torch_xla": _torch_xla}[name]
+        fn = ({"jax": _jax_train, "eager": _eager_train, "torch_xla": _torch_xla_train} if train else
+              {"jax": _jax, "eager": _eager, "inductor": _inductor, "torch_xla": _torch_xla}).get(name)
+        if fn is None:
+            out.append(_failed(name, ValueError(f"no {name} baseline for training steps (choose from "
+                                                f"{', '.join(TRAIN_BASELINES)})")))
+            continue
         try:
             label, kind, run, counters, done = fn(adapter, req, model, weights, inputs, backend)
         except Exception as e:  # a baseline that cannot start is reported, the others still run
@@ -41,7 +69,7 @@ def run_baselines(req, which, deadline_s: float | None, backend: str = "cpu") ->
             from .worker import started
 
             started()  # in a bench worker: the time limit of the compile and runs starts now
-            checker = Checker(label, reference, backend, REFERENCE)
+            checker = Checker(label, reference, backend, what)
             timing = measure(run, deadline=_deadline(deadline_s), inspect=checker, counters=counters)
             out.append(Executable(label, kind, None, timing, arguments="same weights and inputs",
                                   proof=checker.proof))
@@ -211,3 +239,83 @@ def _torch_xla(adapter, req, model, weights, inputs, backend):
         return out
 
     return "torch_xla lazy tensors", "torch_xla lazy", run, _xla_counters, lambda: model.to("cpu")
+
+
+# Training steps (`bench MODEL --step train`): each run is the next step of the user's own loop,
+# from the seeded weights and a fresh AdamW, so runs 1, 2 and 3 are steps 1, 2 and 3. The loss of
+# run 1 is the proof (PyTorch eager's step 1); `state` is capture.train's TrainState.
+
+
+def _jax_train(adapter, req, model, weights, state, backend):
+    import jax
+
+    from ..capture.train import jax_step
+    from ..runtime import runtime
+
+    device = runtime(backend).device
+    _jax_counters()
+    step, args = jax_step(adapter, req.size, state, weights)
+    fn = jax.jit(step)  # a new function: its first call compiles
+    box = {k: jax.device_put(v, device) for k, v in args.items()}
+
+    def run():
+        loss, box["params"], box["opt_state"] = fn(box["params"], box["opt_state"], box["buffers"], box["inputs"])
+        return loss.block_until_ready()
+
+    return "jax.jit training step (native)", "jax.jit", run, _jax_counters, _nothing
+
+
+def _torch_loop(model, state, device):
+    import copy
+
+    import torch
+
+    from ..capture.train import _optimizer, torch_loss
+
+    m = copy.deepcopy(model).to(device)
+    opt = _optimizer(list(m.parameters()))
+    xs = [torch.from_numpy(v).to(device) for k, v in state.inputs.items() if k != "target"]
+    target = torch.from_numpy(state.inputs["target"]).to(device) if "target" in state.inputs else None
+
+    def step():
+        opt.zero_grad(set_to_none=True)
+        loss = torch_loss(m, state.loss, xs, target)
+        loss.backward()
+        opt.step()
+        return loss.detach()
+
+    return step
+
+
+def _eager_train(adapter, req, model, weights, state, backend):
+    import torch
+
+    device = _torch_device(backend)
+    step, sync = _torch_loop(model, state, device), _synchronizer(device)
+
+    def run():
+        loss = step()
+        sync()
+        return loss
+
+    where = f"{torch.get_num_threads()} threads" if device == "cpu" else torch.cuda.get_device_name()
+    return f"torch eager training step ({where})", "torch eager", run, None, _nothing
+
+
+def _torch_xla_train(adapter, req, model, weights, state, backend):
+    if backend != "cpu":
+        return _torch_xla(adapter, req, model, weights, state.inputs, backend)  # its one-line error
+    os.environ.setdefault("PJRT_DEVICE", "CPU")
+    import torch_xla
+    import torch_xla.core.xla_model as xm
+
+    step = _torch_loop(model, state, torch_xla.device())
+    torch_xla.sync()
+
+    def run():
+        loss = step()
+        torch_xla.sync()
+        xm.wait_device_ops()
+        return loss
+
+    return "torch_xla lazy training loop", "torch_xla lazy", run, _xla_counters, _nothing

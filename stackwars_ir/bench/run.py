@@ -103,8 +103,9 @@ def _batch(side) -> int | None:
 def bench_model(model: str, *, size: str = "tiny", batches=(None,), seq: int | None = None,
                 exporters=("torch_xla",), baselines=("jax", "eager"), out_dir: Path = Path("captures"),
                 backend: str | None = None, timeout: float | None = None, show: bool | None = None,
-                max_memory: int | None = None, progress=None) -> BenchReport:
-    """Capture MODEL (reusing captures already on disk) at each batch size and time everything."""
+                max_memory: int | None = None, progress=None, step: str = "forward") -> BenchReport:
+    """Capture MODEL (reusing captures already on disk) at each batch size and time everything;
+    `step="train"`: its training step, beside the native runtimes' own training loops."""
     from ..capture import Request, run
     from ..capture.artifact import target_paths
     from .worker import Isolated
@@ -114,9 +115,10 @@ def bench_model(model: str, *, size: str = "tiny", batches=(None,), seq: int | N
     rt = runtime(backend)  # before any capture: a missing backend fails first, in one line
     rows, files_by_batch = [], {}
     for batch in batches:
-        req = Request(model, size, "both", tuple(exporters), batch, seq).validated()
+        req = Request(model, size, "both", tuple(exporters), batch, seq, step=step).validated()
         folder = Path(out_dir) / f"b{req.batch}-s{req.seq}" if batches != (None,) or seq else Path(out_dir)
-        stems = ["jax"] + [f"torch-{e}" for e in exporters]
+        suffix = "-train" if step == "train" else ""
+        stems = [f"jax{suffix}"] + [f"torch-{e}{suffix}" for e in exporters]
         files = [target_paths(folder, model, size, s)[0] for s in stems]
         if not all(f.exists() and _same_request(f, req) for f in files):
             if progress:
@@ -138,7 +140,8 @@ def _same_request(path: Path, req) -> bool:
         side = json.loads(path.with_suffix(".json").read_text())
     except (OSError, ValueError):
         return False
-    return (side.get("seed"), side.get("batch"), side.get("seq")) == (req.seed, req.batch, req.seq)
+    return (side.get("seed"), side.get("batch"), side.get("seq"), side.get("step", "forward")) == \
+        (req.seed, req.batch, req.seq, req.step)
 
 
 def crossover(rows, exporters) -> str | None:

@@ -18,10 +18,11 @@ class Timing:
     p90: float
     iterations: int
     warmup: int
-    # Runtime counters (compiles, executions, cache hits) per phase: "first", "second", and
-    # "steady" (summed over the warm-up and steady runs, with "runs" saying how many).
+    # Runtime counters (compiles, executions, cache hits) per phase: "first", "second", "third" (the
+    # first warm-up run) and "steady" (summed over the later runs, with "runs" saying how many).
     counters: dict = field(default_factory=dict, compare=False)
     samples: tuple = field(default=(), compare=False, repr=False)  # the steady-state runs, seconds
+    third: float | None = field(default=None, compare=False)  # the first warm-up run (a training loop's step 3)
 
     @property
     def spread(self) -> float:
@@ -29,7 +30,8 @@ class Timing:
         return (self.p90 - self.p10) / self.steady if self.steady else 0.0
 
     def as_json(self) -> dict:
-        return {"first_s": self.first, "second_s": self.second, "steady_median_s": self.steady,
+        return {"first_s": self.first, "second_s": self.second, "third_s": self.third,
+                "steady_median_s": self.steady,
                 "steady_p10_s": self.p10, "steady_p90_s": self.p90, "spread": round(self.spread, 4),
                 "iterations": self.iterations, "warmup": self.warmup, "counters": self.counters,
                 "samples_s": list(self.samples)}
@@ -41,7 +43,8 @@ def measure(run: Callable[[], Any], *, min_time: float = 0.5, max_time: float = 
             counters: Callable[[], dict] | None = None) -> Timing:
     """Time `run` (which must block until its results are ready).
 
-    Runs 1 and 2 are reported as they are; `warmup` more are discarded; then runs continue
+    Runs 1, 2 and 3 (the first warm-up run) are reported as they are; the other warm-up runs are
+    discarded; then runs continue
     until at least `min_iters` and `min_time`, and the p10-p90 spread is under `target_spread`
     of the median, or `max_iters`/`max_time`/`deadline` (time.monotonic()) is reached.
 
@@ -63,9 +66,13 @@ def measure(run: Callable[[], Any], *, min_time: float = 0.5, max_time: float = 
     run()
     second = clock() - t0
     after_second = read()
-    for _ in range(warmup):
+    third, after_third = None, after_second
+    for i in range(warmup):
         _check(deadline)
+        t0 = clock()
         run()
+        if i == 0:
+            third, after_third = clock() - t0, read()
     samples: list[float] = []
     start = clock()
     while True:
@@ -84,11 +91,14 @@ def measure(run: Callable[[], Any], *, min_time: float = 0.5, max_time: float = 
     q = statistics.quantiles(samples, n=10) if len(samples) >= 2 else [samples[0]] * 9
     phases = {}
     if counters is not None:
-        rest = _delta(read(), after_second)
-        rest["runs"] = warmup + len(samples)
-        phases = {"first": _delta(after_first, before), "second": _delta(after_second, after_first), "steady": rest}
+        rest = _delta(read(), after_third)
+        rest["runs"] = max(warmup - 1, 0) + len(samples)
+        phases = {"first": _delta(after_first, before), "second": _delta(after_second, after_first)}
+        if warmup:
+            phases["third"] = _delta(after_third, after_second)
+        phases["steady"] = rest
     return Timing(first, second, statistics.median(samples), q[0], q[-1], len(samples), warmup, phases,
-                  tuple(samples))
+                  tuple(samples), third)
 
 
 def _delta(now: dict, then: dict) -> dict:

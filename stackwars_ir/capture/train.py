@@ -61,6 +61,7 @@ class TrainState:
     ref_params: dict = field(repr=False)  # after eager step 2
     ref_exp_avg: dict = field(repr=False)
     ref_exp_avg_sq: dict = field(repr=False)
+    first_loss: float = float("nan")  # eager's step 1 from the seeded weights (native baselines start there)
 
     def values(self) -> dict[str, np.ndarray]:
         """Argument name -> array, for every argument kind a training capture has."""
@@ -129,7 +130,7 @@ def train_state(req, model, inputs: dict[str, np.ndarray], reference: np.ndarray
         opt.step()
         return float(value.detach())
 
-    step()
+    first_loss = step()
     snap = {k: v.detach().numpy().copy() for k, v in trainable.items()}
     state = {k: opt.state[p] for k, p in trainable.items()}
     exp_avg = {k: s["exp_avg"].numpy().copy() for k, s in state.items()}
@@ -141,7 +142,7 @@ def train_state(req, model, inputs: dict[str, np.ndarray], reference: np.ndarray
     ref_m = {k: s["exp_avg"].numpy().copy() for k, s in state.items()}
     ref_v = {k: s["exp_avg_sq"].numpy().copy() for k, s in state.items()}
     return TrainState(loss, dict(sorted(snap.items())), buffers, exp_avg, exp_avg_sq, 1, inputs, ref_loss, after,
-                      ref_m, ref_v)
+                      ref_m, ref_v, first_loss)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -241,18 +242,19 @@ def _lower_step(exporter: str, step, args: dict, stages: Stages, x64: bool, cons
                    constants, outputs=outputs, stem_suffix="-train")
 
 
-def capture_jax_train(adapter, size: str, state: TrainState, stages: Stages) -> Capture:
+def jax_step(adapter, size: str, state: TrainState, weights: dict | None = None):
+    """The NNX twin's training step and its arguments: from `state` (the captured step 2), or from
+    `weights` with a fresh optimizer state (a user's first step: the native jax.jit baseline)."""
     import jax
     import jax.numpy as jnp
     from flax import nnx
 
     from .jax_capture import _leaf_name, jax_inputs
 
-    with stages.stage("build jax"):
-        model = adapter.jax_model(size, {**state.params, **state.buffers})
-        graphdef, nstate = nnx.split(model)
-        leaves, treedef = jax.tree_util.tree_flatten_with_path(nstate)
-        names = [_leaf_name(p) for p, _ in leaves]
+    model = adapter.jax_model(size, {**state.params, **state.buffers})
+    graphdef, nstate = nnx.split(model)
+    leaves, treedef = jax.tree_util.tree_flatten_with_path(nstate)
+    names = [_leaf_name(p) for p, _ in leaves]
     head = getattr(adapter, "LM_HEAD", None)
 
     def loss_fn(params, buffers, inputs):
@@ -270,10 +272,21 @@ def capture_jax_train(adapter, size: str, state: TrainState, stages: Stages) -> 
     if missing:
         raise CaptureError(f"the Flax twin's parameter {missing[0]!r} has no PyTorch tensor of that name",
                            fix="name the NNX attributes after the PyTorch module path")
-    args = {"params": {k: jnp.asarray(v) for k, v in state.params.items()},
-            "opt_state": _opt_state(tx, state),
+    if weights is None:
+        params = {k: jnp.asarray(v) for k, v in state.params.items()}
+        opt_state = _opt_state(tx, state)
+    else:
+        params = {k: jnp.asarray(weights[k]) for k in state.params}
+        opt_state = tx.init(params)
+    args = {"params": params, "opt_state": opt_state,
             "buffers": {k: jnp.asarray(v) for k, v in state.buffers.items() if k in names},
             "inputs": {k: jnp.asarray(v) for k, v in jax_inputs(state.inputs).items()}}
+    return step, args
+
+
+def capture_jax_train(adapter, size: str, state: TrainState, stages: Stages) -> Capture:
+    with stages.stage("build jax"):
+        step, args = jax_step(adapter, size, state)
     return _lower_step("jax", step, args, stages, x64=False)
 
 
@@ -399,6 +412,7 @@ def _lazy_loop(m, params, opt, xs, target, state, counters):
     steps, text, arguments, scalars, named, known = [], None, None, {}, None, {}
     for i in range(1, STEPS_OBSERVED + 1):
         before = counters()
+        created = sum(len(v) for v in opt.state.values())  # AdamW's state tensors when the step begins
         if i == 2:  # what each piece of device data the step reads is (see _lazy_graph)
             known = {_tensor_id(p): ("parameter", n) for n, p in params.items()}
             for n, p in params.items():
@@ -426,7 +440,7 @@ def _lazy_loop(m, params, opt, xs, target, state, counters):
         torch_xla.sync()
         xm.wait_device_ops()  # executions are asynchronous: count them once they ran
         after = counters()
-        steps.append({"step": i, **{k: after[k] - before[k] for k in after}})
+        steps.append({"step": i, **{k: after[k] - before[k] for k in after}, "optimizer state tensors": created})
     return text, arguments, scalars, named, steps
 
 

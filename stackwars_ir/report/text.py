@@ -83,7 +83,8 @@ def bench_text(report) -> str:
         t = e.timing
         ms = (lambda s: None if s is None else s * 1e3)
         rows.append([e.label if len(e.label) < 48 else "..." + e.label[-45:], batch, ms(e.compile_s),
-                     ms(t.first) if t else None, ms(t.second) if t else None, ms(t.steady) if t else None,
+                     ms(t.first) if t else None, ms(t.second) if t else None,
+                     ms(t.third) if t and t.third is not None else None, ms(t.steady) if t else None,
                      f"{t.spread:.0%}" if t else "-", t.iterations if t else None,
                      (e.flops / t.steady / 1e9) if (t and e.flops) else None,
                      e.hlo.get("fusions") if e.hlo else None, e.proof.summary if e.proof else "-",
@@ -93,9 +94,9 @@ def bench_text(report) -> str:
     if report.peaks:
         out.append(f"measured peaks: {report.peaks['flops_per_s'] / 1e9:.1f} GFLOP/s, "
                    f"{report.peaks['bytes_per_s'] / 1e9:.1f} GB/s")
-    out += ["", table(["executable", "batch", "compile ms", "first ms", "second ms", "steady ms", "spread",
-                       "iters", "GFLOP/s", "fusions", "output", "counters 1st/2nd/rest", "status"], rows,
-                      right={1, 2, 3, 4, 5, 7, 8, 9})]
+    out += ["", table(["executable", "batch", "compile ms", "first ms", "second ms", "third ms", "steady ms",
+                       "spread", "iters", "GFLOP/s", "fusions", "output", "counters 1st/2nd/3rd/rest", "status"], rows,
+                      right={1, 2, 3, 4, 5, 6, 8, 9, 10})]
     out += ["", "output: the first run's max abs error against PyTorch eager on the CPU (same inputs); "
                 "counters: the runtime's own, per run (rest: all later runs together)"]
     from ..bench.compare import noisy
@@ -112,10 +113,10 @@ def bench_text(report) -> str:
 
 
 def counters_text(counters: dict) -> str:
-    """`compiles 1/0/0, executions 1/1/57`: each counter for the first, second and later runs."""
+    """`compiles 1/0/0/0, executions 1/1/1/57`: each counter for the first, second, third and later runs."""
     if not counters:
         return "-"
-    phases = [counters.get(k, {}) for k in ("first", "second", "steady")]
+    phases = [counters[k] for k in ("first", "second", "third", "steady") if k in counters]
     names = [k for k in phases[0] if k != "runs"]
     return ", ".join(f"{k} {'/'.join(str(p.get(k, 0)) for p in phases)}" for k in names)
 
