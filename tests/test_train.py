@@ -169,3 +169,41 @@ def test_bad_bench_training_requests_get_one_line_and_exit_2(cli, tmp_path, args
     code, _, err = cli("bench", *args, "--out", tmp_path)
     assert code == 2 and message in err and len(err.strip().splitlines()) == 1, err
     assert not any(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize("name, want", [
+    ("jit(step)/transpose(jvp(h.3))/attn/c_attn/dot_general", ("h.3.attn.c_attn", "", "backward")),
+    ("jit(step)/jvp(h.3)/ln_1/rsqrt", ("h.3.ln_1", "", "forward")),
+    ("jit(step)/jvp(jit(log_softmax))/reduce_max", ("", "", "forward")),
+    ("jit(forward)/h.3/attn/dot_general", ("h.3.attn", "", "")),
+    ("jit(_take)/gather", ("", "", "")),
+])
+def test_provenance_keeps_the_scope_a_transformation_wraps_and_names_the_phase(name, want):
+    from stackwars_ir.ir.locations import provenance
+
+    assert provenance(name) == want
+
+
+def test_training_diff_aligns_every_forward_and_backward_block_and_names_the_update():
+    """JAX against torchax (both lowered by jax.jit): per layer, the forward block pairs with the
+    forward block and the backward (transpose) block with the backward block; the optimizer's
+    update is one region on each side."""
+    from stackwars_ir.diff import diff_files
+
+    r = diff_files(golden("gpt2", "jax-train"), golden("gpt2", "torch-torchax-train"))
+    keys = {a.key for a, _ in r.alignment.pairs}
+    for layer in (0, 1):
+        for role, ordinals in (("norm", (0, 1)), ("attention", (0,)), ("mlp", (0,))):
+            for k in ordinals:
+                assert ((layer,), role, k, "forward") in keys and ((layer,), role, k, "backward") in keys, (layer, role, k)
+    assert ((), "optimizer", 0, "update") in keys
+    assert not r.alignment.only_a, [b.label for b in r.alignment.only_a]
+    labels = {a.label for a, _ in r.alignment.pairs}
+    assert "attention[1]#0 (backward)" in labels and "optimizer#0 (update)" in labels
+
+
+def test_forward_diff_has_no_phases():
+    from stackwars_ir.diff import diff_files
+
+    r = diff_files(golden("gpt2", "jax"), golden("gpt2", "torch-torchax"))
+    assert all(a.phase == "" and b.phase == "" for a, b in r.alignment.pairs)

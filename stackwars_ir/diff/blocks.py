@@ -15,9 +15,15 @@ from dataclasses import dataclass, field
 
 from ..ir.model import Module, Op
 
-ROLES = ("embedding", "norm", "attention", "mlp", "residual", "conv", "batchnorm", "pool", "head", "other")
+ROLES = ("embedding", "norm", "attention", "mlp", "residual", "conv", "batchnorm", "pool", "head", "optimizer",
+         "other")
 # Roles whose blocks align layer by layer; the others align by their order in the program.
 LAYERED = ("norm", "attention", "mlp", "residual")
+# A training step's phases, read from JAX's transformation scopes (ir.locations.provenance):
+# forward (under jvp), backward (under transpose: the gradient of the block it names), and the
+# optimizer update (ops of the step outside both, with no module path).
+PHASES = ("forward", "backward", "update")
+PHASE_LABEL = {"backward": "(backward)", "update": "(update)"}
 
 
 @dataclass(frozen=True)
@@ -29,15 +35,17 @@ class Block:
     ordinal: int  # k-th block of this role in this layer (ln_1 -> 0, ln_2 -> 1)
     name: str  # module path, or a made-up name in structural mode ("layer 3 attention")
     ops: tuple = field(repr=False)  # (Op, path) in program order
+    phase: str = ""  # training step: "forward", "backward" (the gradient of that block), "update" (optimizer)
 
     @property
     def key(self) -> tuple:
-        return (self.layer, self.role, self.ordinal)
+        return (self.layer, self.role, self.ordinal) + ((self.phase,) if self.phase else ())
 
     @property
     def label(self) -> str:
         where = ".".join(map(str, self.layer))
-        return f"{self.role}[{where}]#{self.ordinal}" if where else f"{self.role}#{self.ordinal}"
+        base = f"{self.role}[{where}]#{self.ordinal}" if where else f"{self.role}#{self.ordinal}"
+        return f"{base} {PHASE_LABEL[self.phase]}" if self.phase in PHASE_LABEL else base
 
     def histogram(self) -> Counter:
         return Counter(op.name for op, _ in self.ops if not op.name.endswith("return"))
@@ -61,10 +69,15 @@ def segment(module: Module, mode: str = "auto") -> Segmentation:
     items = [(op, path) for op, path in module.inlined if not op.name.endswith("return")]
     entry = module.entry.name
     top = [(op, path) for op, path in items if op.parent is None or op.func != entry]
+    phases = _phases(module)
+    if phases:  # a training step: the optimizer's ops have no module path by nature
+        top = [(op, path) for op, path in top if phases.get(id(op))]
     with_path = sum(1 for _, p in top if p)
     coverage = with_path / len(top) if top else 0.0
     use = mode if mode != "auto" else ("provenance" if coverage >= 0.5 else "structure")
-    if use == "provenance":
+    if use == "provenance" and phases:
+        blocks = _by_provenance(items, phases)
+    elif use == "provenance":
         blocks = _by_provenance(items)
     else:
         blocks = _by_structure(module, items)
@@ -80,9 +93,13 @@ def _embeddings_by_size(module: Module, blocks: list) -> list:
                  if op.name in ("stablehlo.gather", "func.call") and op.operands]
         return max(sizes, default=0)
 
-    emb = sorted((b for b in blocks if b.role == "embedding" and not b.layer), key=lambda b: (-table(b), b.ordinal))
-    renumber = {id(b): i for i, b in enumerate(emb)}
-    return [Block(b.role, b.layer, renumber[id(b)], b.name, b.ops) if id(b) in renumber else b for b in blocks]
+    renumber = {}
+    for phase in {b.phase for b in blocks}:  # a training step numbers each phase's embeddings alike
+        emb = sorted((b for b in blocks if b.role == "embedding" and not b.layer and b.phase == phase),
+                     key=lambda b: (-table(b), b.ordinal))
+        renumber.update({id(b): i for i, b in enumerate(emb)})
+    return [Block(b.role, b.layer, renumber[id(b)], b.name, b.ops, b.phase) if id(b) in renumber else b
+            for b in blocks]
 
 
 # ---- provenance --------------------------------------------------------------------------
@@ -159,7 +176,33 @@ def _fill_paths(items: list) -> list:
     return out
 
 
-def _by_provenance(items: list) -> list[Block]:
+def _phases(module: Module) -> dict | None:
+    """Op id -> phase for a training step (any op under jvp or transpose), else None."""
+    items = [(op, ph) for (op, _), ph in zip(module.inlined, module.inlined_phases) if not op.name.endswith("return")]
+    if not any(ph for _, ph in items):
+        return None
+    return {id(op): ph for op, ph in items}
+
+
+def _by_provenance(items: list, phases: dict | None = None) -> list[Block]:
+    """Blocks keyed by (layer, role, instance); in a training step also by phase, so layer 3's
+    attention forward, its backward and the optimizer's update stay three blocks."""
+    if phases is not None:
+        parts = []
+        for phase in PHASES:
+            want = "" if phase == "update" else phase
+            # "update": outside jvp and transpose, the optimizer (and the loss's glue)
+            mine = [(op, path) for op, path in items if phases.get(id(op), "") == want]
+            if phase == "backward":
+                # Gradients run last layer first: number blocks from the end, so layer 3's second
+                # norm backward is `norm[3]#1 (backward)`, the gradient of `norm[3]#1`.
+                blocks = [Block(b.role, b.layer, b.ordinal, b.name, tuple(reversed(b.ops)))
+                          for b in reversed(_by_provenance(list(reversed(mine))))]
+            else:
+                blocks = _by_provenance(mine)
+            parts += [Block(b.role if phase != "update" or b.layer or b.role != "other" else "optimizer",
+                            b.layer, b.ordinal, b.name, b.ops, phase) for b in blocks]
+        return parts
     items = _fill_paths(items)
     groups: dict = {}
     order: list = []

@@ -89,22 +89,35 @@ _TORCH_XLA_BEGIN = "<XLA_MLIR_DEBUGINFO_BEGIN>"
 _TORCH_XLA_END = "<XLA_MLIR_DEBUGINFO_END>"
 
 
-def provenance(name: str | None) -> tuple[str, str]:
-    """(module path, module class) from a name location; ("", "") when it carries none.
+def provenance(name: str | None) -> tuple[str, str, str]:
+    """(module path, module class, phase) from a name location; ("", "", "") when it carries none.
 
     - torch_xla node metadata: JSON with `nn_module_stack` ("key,path,type;..."), last entry wins;
     - JAX named scopes (`jit(f)/h.3/attn/dot_general`, Flax linen `Model/h/3/attn/...`): the
-      scope components joined with "."; transformations (`jit(_take)`, `jvp(...)`) and the
-      trailing primitive name are dropped.
+      scope components joined with "."; function names (`jit(_take)`) and the trailing primitive
+      name are dropped; a transformation keeps the scope it wraps (`jvp(h.3)` -> `h.3`) and says
+      the phase of a training step: "forward" under `jvp(...)`, "backward" under `transpose(...)`.
     """
     if not name:
-        return "", ""
+        return "", "", ""
     if name.startswith(_TORCH_XLA_BEGIN) or name.startswith("{"):
-        return _torch_xla(name)
+        return (*_torch_xla(name), "")
     if "/" not in name:
-        return "", ""
+        return "", "", ""
     parts = name.split("/")[:-1]  # the last component is the primitive
-    return ".".join(p for p in parts if p and "(" not in p), ""
+    phase = "backward" if any(p.startswith("transpose(") for p in parts) else \
+        "forward" if any(p.startswith("jvp(") for p in parts) else ""
+    return ".".join(s for s in map(_unwrap, parts) if s), "", phase
+
+
+_TRANSFORMS = ("jvp(", "transpose(", "vmap(", "remat(", "checkpoint(", "pjit(")
+
+
+def _unwrap(part: str) -> str:
+    """`transpose(jvp(h.3))` -> `h.3`; `jit(_take)`, `jvp()`, `jvp(jit(log_softmax))` -> ""."""
+    while part.endswith(")") and part.startswith(_TRANSFORMS):
+        part = part[part.index("(") + 1:-1]
+    return "" if "(" in part else part
 
 
 def _torch_xla(name: str) -> tuple[str, str]:

@@ -56,6 +56,7 @@ class Op(NamedTuple):
     attrs: tuple  # ((name, python value), ...)
     path: str  # provenance normalized to a module path ("h.3.attn.c_attn"), "" when unknown
     module_type: str = ""  # the PyTorch module class, where the location says (torch_xla)
+    phase: str = ""  # a training step's "forward" (under jvp) or "backward" (under transpose); "" otherwise
 
     @property
     def dialect(self) -> str:
@@ -166,20 +167,32 @@ class Module:
         Each item is (op, path): a callee's op inherits the call site's path when it has none
         of its own. The call ops themselves stay, so "a call to @take" remains visible.
         """
-        out: list = []
-        self._expand(self.entry.name, "", out, ())
-        return tuple(out)
+        return self._inlined[0]
 
-    def _expand(self, func: str, site_path: str, out: list, stack: tuple) -> None:
+    @cached_property
+    def inlined_phases(self) -> tuple:
+        """The training phase of each item of `inlined` (a callee's op inherits its call site's)."""
+        return self._inlined[1]
+
+    @cached_property
+    def _inlined(self) -> tuple:
+        out: list = []
+        phases: list = []
+        self._expand(self.entry.name, "", "", out, phases, ())
+        return tuple(out), tuple(phases)
+
+    def _expand(self, func: str, site_path: str, site_phase: str, out: list, phases: list, stack: tuple) -> None:
         f = self.func_by_name.get(func)
         if f is None or func in stack:  # external declaration or recursion: nothing to inline
             return
         for op_id in f.ops:
             op = self.ops[op_id]
             path = op.path or site_path
+            phase = op.phase or site_phase
             out.append((op, path))
+            phases.append(phase)
             if op.name == "func.call":
-                self._expand(op.attr("callee"), path, out, stack + (func,))
+                self._expand(op.attr("callee"), path, phase, out, phases, stack + (func,))
 
     def histogram(self, inlined: bool = True) -> Counter:
         ops = (op for op, _ in self.inlined) if inlined else iter(self.ops)

@@ -294,7 +294,7 @@ class _Builder:
         self.ids: dict = {}
         self.types: dict = {}  # MLIR type -> index into self.tensors
         self.tensors: list = []  # (shape, dtype)
-        self.places: dict = {None: ("", "")}
+        self.places: dict = {None: ("", "", "")}
         self.attr_values: dict = {}
         self.splats: dict = {}
         self.loc_kinds = tuple(getattr(ir, k, None) for k in ("NameLoc", "CallSiteLoc", "FusedLoc"))
@@ -334,8 +334,8 @@ class _Builder:
         self.ids[v] = vid
         return vid
 
-    def where(self, name: str | None) -> tuple[str, str]:
-        """(module path, module class) of a location name, read once per distinct name."""
+    def where(self, name: str | None) -> tuple[str, str, str]:
+        """(module path, module class, phase) of a location name, read once per distinct name."""
         hit = self.places.get(name)
         if hit is None:
             hit = self.places[name] = provenance(name)
