@@ -89,7 +89,7 @@ def training(a, suffix: str) -> None:
     print("| model | executable | compile ms | step 1 ms | step 2 ms | step 3 ms | steady ms | spread | steady after "
           "| output | counters (steps 1/2/3/rest) | memory MiB |")
     print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- | ---: |")
-    lazy = {}
+    lazy, natives = {}, []
     for model in TRAIN_MODELS:
         rep = bench_model(model, size=a.size, exporters=EXPORTERS, out_dir=a.captures, backend=a.backend,
                           baselines=("jax", "eager", "torch_xla") if a.backend == "cpu" else ("jax", "eager"),
@@ -104,6 +104,8 @@ def training(a, suffix: str) -> None:
             print(f"| {model} | {e.name} | {ms(e.compile_s)} | {ms(t.first)} | {ms(t.second)} | {ms(t.third)} | "
                   f"{ms(t.steady)} | {t.spread:.0%} | {steady_after(t)} | {e.proof.summary if e.proof else '-'} | "
                   f"{counters_text(t.counters)} | {mib(total)} |")
+            if e.kind != "stablehlo":
+                natives.append((model, e))
         side = read_sidecar(a.captures / f"{model}-{a.size}" / "torch-torch_xla-train.mlir")
         lazy[model] = side["train"]["torch_xla_steps"] if side else []
     print("\nWhat torch_xla's own counters say about its lazy training loop, step by step, as recorded by the "
@@ -115,11 +117,31 @@ def training(a, suffix: str) -> None:
         for st in steps:
             print(f"| {model} | {st['step']} | {st['compiles']} | {st['cache hits']} | {st['executions']} | "
                   f"{st.get('optimizer state tensors', '-')} |")
-    print("\nReading: a row steady after 2 compiled (or otherwise set up) again at step 2. For torch_xla the "
-          "counters show it: step 1 compiles the step's graph(s) while AdamW's `exp_avg`/`exp_avg_sq` do not "
-          "exist yet (torch.optim creates them inside the first `step()`), step 2 compiles a new graph that "
-          "reads them, step 3 compiles nothing. jax.jit compiles once: optax's state exists before the first "
-          "step (`tx.init`), so the first step's graph is the steady one.")
+    print("\nWhat each native training loop shows (generated from the rows above):\n")
+    for model, e in natives:
+        print(f"- {model}, {e.name}: {native_reading(e, lazy.get(model, []))}")
+
+
+def native_reading(e, lazy_steps) -> str:
+    """One generated sentence: steady after how many steps, and what the counters say about why."""
+    t = e.timing
+    n = steady_after(t)
+    steps = "step" if n == "1" else "steps"
+    out = f"steady after {n} {steps} (step 2 at {t.second / t.steady:.2f}x, step 3 at {t.third / t.steady:.2f}x " \
+          f"the steady state, spread {t.spread:.0%})"
+    compiles = [t.counters.get(k, {}).get("compiles") for k in ("first", "second", "third", "steady")]
+    if compiles[0] is None:
+        return out + "; no compiler, no counters (PyTorch eager runs op by op)."
+    out += f"; compiles per step 1/2/3/later: {'/'.join(str(c) for c in compiles)}"
+    if compiles[1]:
+        out += ": it compiled a new graph at step 2"
+        if lazy_steps and len(lazy_steps) >= 2 and lazy_steps[0].get("optimizer state tensors") == 0:
+            out += (f", the step that first finds AdamW's state ({lazy_steps[1]['optimizer state tensors']} "
+                    "tensors, created inside step 1's `optimizer.step()`)")
+        return out + "."
+    if n != "1":
+        return out + ": nothing compiled after step 1, so its slower later steps are not compilation."
+    return out + ": one compile, at step 1, whose graph every later step reuses."
 
 
 def main() -> None:
