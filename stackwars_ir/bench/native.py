@@ -270,10 +270,10 @@ def _torch_loop(model, state, device):
 
     import torch
 
-    from ..capture.train import _optimizer, torch_loss
+    from ..capture.train import optimizer, torch_loss
 
     m = copy.deepcopy(model).to(device)
-    opt = _optimizer(list(m.parameters()))
+    opt = optimizer(list(m.parameters()))
     xs = [torch.from_numpy(v).to(device) for k, v in state.inputs.items() if k != "target"]
     target = torch.from_numpy(state.inputs["target"]).to(device) if "target" in state.inputs else None
 

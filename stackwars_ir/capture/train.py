@@ -3,8 +3,8 @@
 The captured step is the second one: every route starts from the state PyTorch eager reaches after
 one step on the seeded weights and batch (parameters, AdamW's exp_avg and exp_avg_sq, step 1), so
 the second step is the steady one on every side (torch_xla builds a different graph for the first
-step, when AdamW creates its state) and its bias correction is not the trivial one. Parity: the
-loss and every parameter update against PyTorch eager's second step.
+step, when AdamW creates its state) and its bias correction is not the trivial one. Parity against
+PyTorch eager's second step: the loss, the gradients and the AdamW rule (see GRAD_RTOL below).
 """
 from __future__ import annotations
 
@@ -85,7 +85,8 @@ def torch_loss(model, loss: str, tensors: list, target, forward=None):
     return ((out - target) ** 2).mean()
 
 
-def _optimizer(params):
+def optimizer(params):
+    """torch.optim.AdamW with ADAMW's hyper-parameters (the PyTorch side of every route)."""
     import torch
 
     a = ADAMW
@@ -119,7 +120,7 @@ def train_state(req, model, inputs: dict[str, np.ndarray], reference: np.ndarray
         inputs["target"] = rng.standard_normal(reference.shape).astype(np.float32)
     m = copy.deepcopy(model)
     trainable = dict(m.named_parameters())
-    opt = _optimizer(list(trainable.values()))
+    opt = optimizer(list(trainable.values()))
     args = [torch.from_numpy(v) for k, v in inputs.items() if k != "target"]
     target = torch.from_numpy(inputs["target"]) if "target" in inputs else None
 
@@ -372,7 +373,7 @@ def capture_torch_xla_train(model, state: TrainState, stages: Stages) -> Capture
     # From the seeded weights (step 1 creates AdamW's state), exactly as a user's loop runs.
     m = copy.deepcopy(model).to(dev)
     params = dict(m.named_parameters())
-    opt = _optimizer(list(params.values()))
+    opt = optimizer(list(params.values()))
     xs = [torch.from_numpy(v).to(dev) for k, v in state.inputs.items() if k != "target"]
     target = torch.from_numpy(state.inputs["target"]).to(dev) if "target" in state.inputs else None
     # Op metadata (locations such as loc("aten__addmm")), as torch_xla's exporter sets it. torch_xla
