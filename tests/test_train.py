@@ -11,8 +11,6 @@ from stackwars_ir.capture import EXPORTERS, Request, run
 from stackwars_ir.capture.train import register_torch_xla
 from stackwars_ir.ir import load_one
 
-# Before any backward of this test process: autograd sizes its device queues at the first one.
-register_torch_xla()
 
 
 def exporters(model: str) -> tuple:
@@ -32,6 +30,10 @@ XLA = [m for m in models.TRAINABLE if "torch_xla" in exporters(m)]
 def fresh(tmp_path_factory):
     """Every trainable adapter's training step captured anew, tiny, every route that has one."""
     out = tmp_path_factory.mktemp("train")
+    # Before any backward of this test process (autograd sizes its device queues at the first one);
+    # not at import: with torch_xla's runtime started during collection, the Ctrl-C tests' CLI
+    # children (test_robustness) ran to completion through their SIGINT (measured, cause not found).
+    register_torch_xla()
     return out, {m: run(Request(m, exporters=exporters(m), step="train"), out) for m in models.TRAINABLE}
 
 
