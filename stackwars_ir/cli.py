@@ -30,8 +30,17 @@ class Group(click.Group):
     """Turns every StackwarsError into one line on stderr and exit code 2."""
 
     def invoke(self, ctx):
+        import signal
+
+        from .errors import INTERRUPTED, on_sigint
+
+        if signal.getsignal(signal.SIGINT) is signal.default_int_handler:  # not when the shell ignores it
+            signal.signal(signal.SIGINT, on_sigint)
         try:
-            return super().invoke(ctx)
+            result = super().invoke(ctx)
+            if INTERRUPTED["flag"]:  # a Ctrl-C that a callback swallowed: still an interrupt
+                raise KeyboardInterrupt
+            return result
         except StackwarsError as e:
             click.echo(f"stackwars-ir: error: {e.one_line()}", err=True)
             sys.exit(getattr(e, "exit_code", EXIT_BAD_INPUT))

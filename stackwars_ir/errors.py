@@ -51,3 +51,20 @@ class ParityError(StackwarsError):
 
 class BenchError(StackwarsError):
     """An executable could not be compiled or run."""
+
+
+# Ctrl-C, remembered: Python raises KeyboardInterrupt wherever the main thread is, and when that is
+# a callback whose exceptions are ignored (jax's gc callback, measured) the interrupt is lost and the
+# command runs on. The CLI's handler sets this as well; writers check it before they publish files.
+INTERRUPTED = {"flag": False}
+
+
+def on_sigint(signum, frame):
+    INTERRUPTED["flag"] = True
+    raise KeyboardInterrupt
+
+
+def check_interrupted() -> None:
+    """Raise KeyboardInterrupt if a Ctrl-C arrived, even one a callback swallowed."""
+    if INTERRUPTED["flag"]:
+        raise KeyboardInterrupt

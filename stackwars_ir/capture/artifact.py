@@ -171,6 +171,9 @@ def write_set(files: list[tuple[Path, str]]) -> None:
             os.chmod(tmp, 0o666 & ~umask)
         old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
         try:
+            from ..errors import check_interrupted
+
+            check_interrupted()  # a Ctrl-C some callback swallowed earlier: publish nothing
             for tmp, path in staged:
                 os.replace(tmp, path)
             staged = []
