@@ -31,8 +31,7 @@ def fresh(tmp_path_factory):
     """Every trainable adapter's training step captured anew, tiny, every route that has one."""
     out = tmp_path_factory.mktemp("train")
     # Before any backward of this test process (autograd sizes its device queues at the first one);
-    # not at import: with torch_xla's runtime started during collection, the Ctrl-C tests' CLI
-    # children (test_robustness) ran to completion through their SIGINT (measured, cause not found).
+    # here rather than at import, so collecting this file starts no runtime.
     register_torch_xla()
     return out, {m: run(Request(m, exporters=exporters(m), step="train"), out) for m in models.TRAINABLE}
 
