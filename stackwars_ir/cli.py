@@ -32,10 +32,11 @@ class Group(click.Group):
     def invoke(self, ctx):
         import signal
 
-        from .errors import INTERRUPTED, on_sigint
+        from .errors import INTERRUPTED, on_sigint, on_unraisable
 
         if signal.getsignal(signal.SIGINT) is signal.default_int_handler:  # not when the shell ignores it
             signal.signal(signal.SIGINT, on_sigint)
+            sys.unraisablehook = on_unraisable
         try:
             result = super().invoke(ctx)
             if INTERRUPTED["flag"]:  # a Ctrl-C that a callback swallowed: still an interrupt

@@ -64,6 +64,22 @@ def on_sigint(signum, frame):
     raise KeyboardInterrupt
 
 
+def on_unraisable(unraisable, _default=__import__("sys").unraisablehook) -> None:
+    """A Ctrl-C raised where Python ignores exceptions (jax's gc callback, a __del__) printed
+    "Exception ignored" and a traceback, and was lost. Print nothing; raise SIGINT again: its handler
+    runs in the main thread, outside the callback, and stops the command there."""
+    import os
+    import signal
+    import threading
+
+    if isinstance(unraisable.exc_value, KeyboardInterrupt):
+        INTERRUPTED["flag"] = True
+        # From another thread, 10 ms on: raised here, the handler would run inside this hook.
+        threading.Timer(0.01, os.kill, (os.getpid(), signal.SIGINT)).start()
+        return
+    _default(unraisable)
+
+
 def check_interrupted() -> None:
     """Raise KeyboardInterrupt if a Ctrl-C arrived, even one a callback swallowed."""
     if INTERRUPTED["flag"]:
