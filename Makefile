@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 export PJRT_DEVICE ?= CPU
 
-.PHONY: setup setup-gpu demo test test-fast captures docs findings fuzz clean
+.PHONY: setup setup-gpu setup-tpu demo test test-fast captures docs findings fuzz clean
 
 setup: $(STAMP)
 
@@ -45,6 +45,11 @@ clean:
 # The CUDA PJRT plugin for jax (GPU machines only): `bench --backend gpu`, `make findings BACKEND=gpu`.
 setup-gpu: setup
 	$(BIN)/python -m pip install --quiet -r requirements-gpu.lock -c requirements.lock
+
+# libtpu for jax 0.10.2 (any machine, no TPU needed): `memory --target tpu-v6e` compiles for TPU
+# generations on this CPU and reads the TPU compiler's own memory plan.
+setup-tpu: setup
+	$(BIN)/python -m pip install --quiet -r requirements-tpu.lock -c requirements.lock
 
 # The docs that are generated: the CLI reference and the findings pages (base models, minutes).
 # BACKEND=gpu writes docs/findings-gpu.md instead of docs/findings.md (after `make setup-gpu`).

@@ -67,6 +67,9 @@ def main(parse_memory, parse_timeout):
     from .ir import MEMORY_ENV, TIMEOUT_ENV, Limits, parse_bytes
 
     _quiet_third_parties()
+    from .runtime import quiet_libtpu
+
+    quiet_libtpu()  # before any jax backend starts, in this process and in every worker it starts
 
     memory = str(parse_bytes(parse_memory)) if parse_memory is not None else None
     if parse_timeout is not None:
@@ -291,6 +294,90 @@ def bench_cmd(targets, framework, exporters, size, batches, seq, baselines, step
     _emit(bench_text(report), report.as_json(), json_path)
     for e in report.failed:
         click.echo(f"stackwars-ir: error: {e.error}", err=True)
+    sys.exit(EXIT_BAD_INPUT if report.failed else 0)
+
+
+@main.command("memory")
+@click.argument("targets", nargs=-1, required=True)
+@click.option("--target", "target", default="cpu", show_default=True,
+              help="Compile for: cpu, gpu, or a TPU generation (tpu-v6e, tpu-v5e, tpu-v5p, tpu-v4; through "
+                   "libtpu, no TPU needed: `make setup-tpu`).")
+@click.option("--budget", "budget", default="", metavar="LIST",
+              help="Budgets to check each plan against: sizes (16G, 512MiB) or devices (t4, v6e-1, h100-80gb, ...).")
+@click.option("--measure", is_flag=True, help="Also run each executable once here (--target cpu) and measure its peak.")
+@click.option("--exporter", "exporters", multiple=True, default=("torch_xla",), show_default=True,
+              help="With MODEL: PyTorch exporter(s), comma-separated or repeated; 'all' for every one.")
+@click.option("--size", default="tiny", show_default=True, help="With MODEL: tiny or base.")
+@click.option("--batch", "batches", default="", help="With MODEL: batch sizes, e.g. 1,8.")
+@click.option("--seq", type=int, help="With MODEL: sequence length (image size for resnet50).")
+@click.option("--step", default="forward", show_default=True, help="With MODEL: forward, or train (one training step).")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path),
+              default=Path("out") / "captures", show_default=True,
+              help="With MODEL: where captures are read from or written to.")
+@click.option("--timeout", type=float, default=None, help="Seconds per executable to compile (and run with --measure).")
+@click.option("--max-memory", metavar="SIZE", default=None,
+              help="Resident memory the compiling worker may use, e.g. 8G (default: 3/4 of this machine's).")
+@click.option("--json", "json_path", type=click.Path(dir_okay=False, allow_dash=True, path_type=Path),
+              help="Write JSON here ('-': to stdout, the table to stderr).")
+@click.option("--markdown", "md_path", type=click.Path(dir_okay=False, path_type=Path), help="Write Markdown here.")
+def memory_cmd(targets, target, budget, measure, exporters, size, batches, seq, step, out_dir, timeout, max_memory,
+               json_path, md_path):
+    """Will it fit? XLA's memory plan of StableHLO files (FILE.mlir ...) or a model (MODEL).
+
+    Each executable is compiled for --target, not run: arguments, outputs, aliased outputs,
+    temporaries, generated code and the planned peak, against each --budget. With --measure (cpu)
+    each is also run once and its peak measured beside the plan.
+
+    Exit code 0: every executable planned (fitting or not); 2: bad input, or one failed to compile
+    (the others are still planned); 130: interrupted.
+    """
+    from . import models
+    from .bench.memory import budgets as parse_budgets, check_target, plan_files, plan_model
+    from .bench.worker import default_max_memory
+    from .capture import STEPS
+    from .capture.artifact import write_atomic
+    from .ir import parse_bytes
+    from .report.markdown import memory_markdown
+    from .report.text import memory_text
+
+    if timeout is not None and not timeout > 0:
+        raise StackwarsError(f"--timeout {timeout:g} must be a positive number of seconds", fix="e.g. --timeout 600")
+    limits = parse_budgets(budget)
+    memory = parse_bytes(max_memory, "--max-memory") if max_memory else default_max_memory()
+    check_target(target)
+    if measure and target != "cpu":
+        raise StackwarsError(f"--measure runs each executable here, so it needs --target cpu (got {target})",
+                             fix="drop --measure, or use --target cpu")
+    if len(targets) == 1 and not Path(targets[0]).exists() and _looks_like_a_name(targets[0]):
+        models.entry(targets[0])  # an unknown name: one line with a did-you-mean
+    model_mode = len(targets) == 1 and targets[0] in models.CATALOG and not Path(targets[0]).exists()
+    if model_mode:
+        if step not in STEPS:
+            raise StackwarsError(f"unknown step {step!r}", fix=f"choose one of: {', '.join(STEPS)}")
+        if step == "train":
+            from .capture.train import loss_of
+
+            loss_of(targets[0])
+        report = plan_model(targets[0], size=size, batches=_int_list(batches) or (None,), seq=seq,
+                            exporters=_exporters(targets[0], exporters, step), step=step, out_dir=out_dir,
+                            target=target, budgets_=limits, measure=measure, max_memory=memory, timeout=timeout,
+                            progress=_progress)
+    else:
+        ctx = click.get_current_context()
+        given = [f"--{n.replace('_', '-')}" for n in ("exporters", "size", "batches", "seq", "step", "out_dir")
+                 if ctx.get_parameter_source(n) == click.core.ParameterSource.COMMANDLINE]
+        if given:
+            flag = {"--exporters": "--exporter", "--batches": "--batch", "--out-dir": "--out"}.get(given[0], given[0])
+            raise StackwarsError(f"{flag} applies to `memory MODEL`, not to StableHLO files (a file is captured "
+                                 "already: its model, batch and exporter are fixed)",
+                                 fix=f"drop {flag}, or name a model")
+        report = plan_files([Path(t) for t in targets], target, limits, measure, memory, timeout, _progress)
+    _emit(memory_text(report), report.as_json(), json_path)
+    if md_path is not None:
+        write_atomic(md_path, memory_markdown(report))
+        click.echo(f"wrote {md_path}", err=True)
+    for p in report.failed:
+        click.echo(f"stackwars-ir: error: {p.error}", err=True)
     sys.exit(EXIT_BAD_INPUT if report.failed else 0)
 
 

@@ -8,7 +8,23 @@ import numpy as np
 from .errors import BenchError, MissingExtra
 
 
+def quiet_libtpu() -> None:
+    """With libtpu installed (`make setup-tpu`) on a machine without a TPU, every jax backend start
+    tries the TPU and prints libtpu's start-up errors (metadata server, worker hostnames) before it
+    falls back. Tell libtpu it is alone, so it says nothing; a TPU VM is left as it is."""
+    import glob
+    import importlib.util
+    import os
+
+    if glob.glob("/dev/accel*") or glob.glob("/dev/vfio/[0-9]*") or importlib.util.find_spec("libtpu") is None:
+        return
+    for k, v in (("TPU_SKIP_MDS_QUERY", "1"), ("TPU_ACCELERATOR_TYPE", "v6e-4"),
+                 ("TPU_WORKER_HOSTNAMES", "localhost"), ("TPU_WORKER_ID", "0")):
+        os.environ.setdefault(k, v)
+
+
 def _jax():
+    quiet_libtpu()
     try:
         import jax
         import jax.extend  # noqa: F401  (not imported by `import jax`)

@@ -106,26 +106,15 @@ def bench_model(model: str, *, size: str = "tiny", batches=(None,), seq: int | N
                 max_memory: int | None = None, progress=None, step: str = "forward") -> BenchReport:
     """Capture MODEL (reusing captures already on disk) at each batch size and time everything;
     `step="train"`: its training step, beside the native runtimes' own training loops."""
-    from ..capture import Request, run
-    from ..capture.artifact import target_paths
-    from .worker import Isolated
-
+    from ..capture import Request
     from ..runtime import runtime
+    from .worker import Isolated
 
     rt = runtime(backend)  # before any capture: a missing backend fails first, in one line
     rows, files_by_batch = [], {}
     for batch in batches:
         req = Request(model, size, "both", tuple(exporters), batch, seq, step=step).validated()
-        folder = Path(out_dir) / f"b{req.batch}-s{req.seq}" if batches != (None,) or seq else Path(out_dir)
-        suffix = "-train" if step == "train" else ""
-        stems = [f"jax{suffix}"] + [f"torch-{e}{suffix}" for e in exporters]
-        files = [target_paths(folder, model, size, s)[0] for s in stems]
-        if not all(f.exists() and _same_request(f, req) for f in files):
-            if progress:
-                progress(f"capturing {model}-{size} at batch {req.batch} into {folder} ...")
-            run(req, folder, force=True, show=show)
-        elif progress:
-            progress(f"using the captures of {model}-{size} at batch {req.batch} in {folder}")
+        files = captured(req, out_dir, sweep=batches != (None,) or bool(seq), show=show, progress=progress)
         report = bench_files(files, backend, timeout, with_peaks=False, max_memory=max_memory, progress=progress)
         rows += [(req.batch, e) for _, e in report.rows]
         with Isolated(max_memory) as worker:  # one worker for the baselines: the weights are built once
@@ -133,6 +122,25 @@ def bench_model(model: str, *, size: str = "tiny", batches=(None,), seq: int | N
                      for name in baselines]
         files_by_batch[req.batch] = files
     return BenchReport(rt.platform, tuple(rows), peaks(rt), machine(), crossover(rows, exporters))
+
+
+def captured(req, out_dir: Path, *, sweep: bool, show: bool | None = None, progress=None) -> list[Path]:
+    """The capture files of `req` (JAX's, then each exporter's), captured unless the same request
+    is on disk already; a sweep keeps each batch and sequence length in its own folder."""
+    from ..capture import run
+    from ..capture.artifact import target_paths
+
+    folder = Path(out_dir) / f"b{req.batch}-s{req.seq}" if sweep else Path(out_dir)
+    suffix = "-train" if req.step == "train" else ""
+    stems = [f"jax{suffix}"] + [f"torch-{e}{suffix}" for e in req.exporters]
+    files = [target_paths(folder, req.model, req.size, s)[0] for s in stems]
+    if not all(f.exists() and _same_request(f, req) for f in files):
+        if progress:
+            progress(f"capturing {req.model}-{req.size} at batch {req.batch} into {folder} ...")
+        run(req, folder, force=True, show=show)
+    elif progress:
+        progress(f"using the captures of {req.model}-{req.size} at batch {req.batch} in {folder}")
+    return files
 
 
 def _same_request(path: Path, req) -> bool:

@@ -1,9 +1,10 @@
 """The bench worker: compiles and times executables in a child process, so a hung or runaway one can be killed.
 
 Protocol on stdin/stdout: length-prefixed pickles (both ends run the same Python and code).
-Job: ("file", path, backend, timeout) or ("baseline", request, name, backend, timeout).
+Job: ("file", path, backend, timeout), ("baseline", request, name, backend, timeout) or
+("memory", path, target, measure).
 Replies: ("started",) when the inputs are ready and the compile begins, then the Executable it
-measured (errors included, as Executable.error).
+measured, or for "memory" the MemoryPlan (errors included, as their `error`).
 
 The parent side (`Isolated`) waits for each reply under a wall-time limit (SETUP_S to prepare the
 inputs, then the job's timeout + GRACE_S to compile and run) and a resident-memory limit; past
@@ -43,7 +44,18 @@ def _receive(stream):
 
 
 def _label(job) -> str:
-    return str(job[1]) if job[0] == "file" else job[2]
+    return str(job[1]) if job[0] in ("file", "memory") else job[2]
+
+
+def _failed(job, message: str):
+    """The row for a job that did not finish: an Executable, or a MemoryPlan for a memory job."""
+    if job[0] == "memory":
+        from .memory import MemoryPlan
+
+        return MemoryPlan(_label(job), job[2], error=message)
+    from . import Executable
+
+    return Executable(_label(job), _kind(job), None, None, error=message)
 
 
 def _kind(job) -> str:
@@ -65,9 +77,12 @@ def _prepared_once():
 
 
 def _run(job):
-    from . import Executable
-
     try:
+        if job[0] == "memory":
+            from .memory import plan_file
+
+            _, path, target, measure = job
+            return plan_file(Path(path), target, measure)
         if job[0] == "file":
             from .run import bench_one
 
@@ -82,7 +97,7 @@ def _run(job):
 
         message = e.one_line() if isinstance(e, StackwarsError) else \
             f"{_label(job)}: {type(e).__name__}: {' '.join(str(e).split())[:200]}"
-        return Executable(_label(job), _kind(job), None, None, error=message)
+        return _failed(job, message)
 
 
 def main() -> None:
@@ -146,9 +161,7 @@ class Isolated:
                                 env=dict(os.environ))
 
     def run(self, job, timeout: float | None):
-        """The worker's Executable for `job`, or an Executable with the error that stopped it."""
-        from . import Executable
-
+        """The worker's reply for `job`, or a row (Executable, MemoryPlan) with the error that stopped it."""
         if self.proc is None or self.proc.poll() is not None:
             self.proc = self._start()
         deadline = time.monotonic() + SETUP_S
@@ -169,21 +182,20 @@ class Isolated:
                     self._kill()
                     budget = f"--timeout {timeout:g} s + {GRACE_S:g} s" if phase != "preparing its inputs" \
                         else f"{SETUP_S:g} s"
-                    return Executable(_label(job), _kind(job), None, None, error=(
+                    return _failed(job, (
                         f"{_label(job)}: timed out: {phase} took longer than {budget} and was stopped; "
                         "the others were measured"))
                 used = _rss(self.proc.pid)
                 if self.max_memory and used > self.max_memory:
                     self._kill()
-                    return Executable(_label(job), _kind(job), None, None, error=(
+                    return _failed(job, (
                         f"{_label(job)}: used {used / 2**30:.1f} GiB, more than --max-memory "
                         f"{self.max_memory / 2**30:.1f} GiB, and was stopped (fix: raise --max-memory)"))
         except (EOFError, BrokenPipeError, OSError):
             code = self.proc.wait()
             self.proc = None
             how = f"signal {signal.Signals(-code).name}" if code < 0 else f"exit code {code}"
-            return Executable(_label(job), _kind(job), None, None,
-                              error=f"{_label(job)}: the bench worker died ({how}) while compiling or running it")
+            return _failed(job, f"{_label(job)}: the bench worker died ({how}) while compiling or running it")
 
     def _kill(self) -> None:
         self.proc.kill()

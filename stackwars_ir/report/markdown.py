@@ -1,4 +1,4 @@
-"""Markdown rendering of the diff report."""
+"""Markdown renderings of the diff and memory reports."""
 from __future__ import annotations
 
 
@@ -39,4 +39,19 @@ def diff_markdown(report) -> str:
         lines += ["", f"## Excerpt: {d.label}", "", f"A (`{_cell(d.a.name)}`):", "", "```mlir",
                   *excerpt(a.module, d.a, 25), "```", "", f"B (`{_cell(d.b.name)}`):", "", "```mlir",
                   *excerpt(b.module, d.b, 25), "```"]
+    return "\n".join(lines) + "\n"
+
+
+def memory_markdown(report) -> str:
+    """The memory plans as a Markdown table (the same rows as the text table)."""
+    from ..bench.memory import MEASURED_NOTE, NOTES, table_rows
+
+    headers, rows = table_rows(report)
+    lines = [f"# Memory plan: {_cell(report.target)}", "", f"Plan of {_cell(report.whose_plan)}.", "",
+             "| " + " | ".join(_cell(h) for h in headers) + " |",
+             "| " + " | ".join("---" if i == 0 else "---:" for i in range(len(headers))) + " |"]
+    lines += ["| " + " | ".join(_cell("-" if c is None else c) for c in r) + " |" for r in rows]
+    lines += ["", NOTES]
+    if any(p.measured for p in report.plans):
+        lines.append(MEASURED_NOTE)
     return "\n".join(lines) + "\n"

@@ -147,3 +147,16 @@ def escape_markup(text: str) -> str:
     from rich.markup import escape
 
     return escape(str(text))
+
+
+def memory_text(report) -> str:
+    """The memory plans as a table: one row per executable, one column per budget."""
+    from ..bench.memory import MEASURED_NOTE, NOTES, table_rows
+
+    headers, rows = table_rows(report)
+    out = [f"memory plan of {report.whose_plan}; nothing was run"
+           + (" except where 'run' is measured" if any(p.measured for p in report.plans) else ""), "",
+           table(headers, rows, right=set(range(1, 8))), "", NOTES]
+    if any(p.measured for p in report.plans):
+        out.append(MEASURED_NOTE)
+    return "\n".join(out)

@@ -1,0 +1,403 @@
+"""Memory: XLA's buffer-assignment plan of each executable for a target device, against budgets, and the peak a run takes."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..errors import BenchError, StackwarsError
+
+# Nominal memory of the devices users ask about, in GiB (2^30 bytes) as their vendors count it; a
+# runtime reserves some of it (CUDA context, TPU runtime), so a plan within a few percent of a
+# budget is "tight", not safe.
+DEVICES = {
+    "t4": 16, "v100-16gb": 16, "v100-32gb": 32, "a100-40gb": 40, "a100-80gb": 80, "l4": 24,
+    "h100-80gb": 80, "h200": 141,
+    "v4-1": 32, "v5e-1": 16, "v5p-1": 95, "v6e-1": 32,
+}
+TIGHT = 0.05  # headroom below this share of the budget: "tight"
+
+# Compile targets. TPU generations compile on this machine without a TPU, through libtpu's
+# compile-only client (a 2x2 slice: one chip's devices are the same in any slice).
+TOPOLOGIES = {"tpu-v6e": "v6e:2x2", "tpu-v5e": "v5e:2x2", "tpu-v5p": "v5p:2x2x1", "tpu-v4": "v4:2x2x1"}
+TARGETS = ("cpu", "gpu", *TOPOLOGIES)
+LIBTPU = "libtpu==0.0.42.1"
+_UNITS = {"": 1, "b": 1, "k": 1 << 10, "kb": 1 << 10, "kib": 1 << 10, "m": 1 << 20, "mb": 1 << 20, "mib": 1 << 20,
+          "g": 1 << 30, "gb": 1 << 30, "gib": 1 << 30, "t": 1 << 40, "tb": 1 << 40, "tib": 1 << 40}
+
+
+@dataclass(frozen=True)
+class Budget:
+    """A memory budget: a named device's nominal memory, or a size given in bytes."""
+
+    name: str
+    bytes: int
+
+    @classmethod
+    def parse(cls, text: str) -> "Budget":
+        t = text.strip().lower().replace(" ", "")
+        if t in DEVICES:
+            return cls(t, DEVICES[t] << 30)
+        num = t.rstrip("abcdefghijklmnopqrstuvwxyz")
+        unit = t[len(num):]
+        try:
+            value = float(num) * _UNITS[unit]
+        except (ValueError, KeyError):
+            raise StackwarsError(f"--budget {text!r} is neither a size nor a device I know",
+                                 fix=f"a size like 16G or 512MiB, or a device: {', '.join(DEVICES)}") from None
+        if not value > 0:
+            raise StackwarsError(f"--budget {text!r} must be more than 0 bytes", fix="e.g. --budget 16G")
+        return cls(text.strip(), int(value))
+
+
+def budgets(text: str | None) -> tuple[Budget, ...]:
+    """`v6e-1,t4,24G` -> the budgets, in the order given."""
+    return tuple(Budget.parse(b) for b in (text or "").split(",") if b.strip())
+
+
+@dataclass(frozen=True)
+class Measured:
+    """What one run of the executable took beyond what was resident before it (this process's peak
+    resident set, reset before the run), against the plan's share for a run: temporaries + outputs."""
+
+    run_bytes: int
+    method: str
+
+
+@dataclass(frozen=True)
+class MemoryPlan:
+    """XLA's memory analysis of one executable compiled for one target (nothing run)."""
+
+    label: str
+    target: str
+    argument_bytes: int = 0
+    output_bytes: int = 0
+    alias_bytes: int = 0  # outputs that reuse an argument's buffer (donation)
+    temp_bytes: int = 0
+    code_bytes: int = 0
+    compile_s: float | None = None
+    measured: Measured | None = None
+    error: str | None = None
+    sha256: str | None = None
+    batch: int | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+    @property
+    def name(self) -> str:
+        return Path(self.label).stem
+
+    @property
+    def peak_bytes(self) -> int:
+        """Live at once at the worst point, as XLA's buffer assignment plans it: every argument,
+        every output not aliased to an argument, and the temporaries; code counted apart."""
+        return self.argument_bytes + self.output_bytes - self.alias_bytes + self.temp_bytes
+
+    def fits(self, budget: Budget) -> tuple[bool, int]:
+        """Whether the plan (code included: it sits in device memory too) fits, and the headroom."""
+        headroom = budget.bytes - self.peak_bytes - self.code_bytes
+        return headroom >= 0, headroom
+
+    def as_json(self, budgets_=()) -> dict:
+        out = {"label": self.label, "name": self.name, "target": self.target, "batch": self.batch,
+               "argument_bytes": self.argument_bytes, "output_bytes": self.output_bytes,
+               "alias_bytes": self.alias_bytes, "temp_bytes": self.temp_bytes, "code_bytes": self.code_bytes,
+               "peak_bytes": self.peak_bytes if self.ok else None, "compile_s": self.compile_s,
+               "error": self.error, "sha256": self.sha256}
+        if self.measured is not None:
+            planned = self.temp_bytes + self.output_bytes - self.alias_bytes
+            out["measured"] = {"run_bytes": self.measured.run_bytes, "planned_run_bytes": planned,
+                               "ratio": self.measured.run_bytes / planned if planned else None,
+                               "method": self.measured.method}
+        if self.ok:
+            out["budgets"] = {b.name: {"bytes": b.bytes, "fits": self.fits(b)[0], "headroom_bytes": self.fits(b)[1]}
+                              for b in budgets_}
+        return out
+
+
+@dataclass(frozen=True)
+class MemoryReport:
+    """Plans of every executable for one target, against the budgets; rendered as text, JSON, Markdown."""
+
+    target: str
+    plans: tuple[MemoryPlan, ...]
+    budgets: tuple[Budget, ...] = ()
+    machine: dict = field(default_factory=dict)
+    versions: dict = field(default_factory=dict)
+
+    @property
+    def failed(self) -> list:
+        return [p for p in self.plans if not p.ok]
+
+    @property
+    def whose_plan(self) -> str:
+        return whose_plan(self.target)
+
+    def as_json(self) -> dict:
+        return {"format": 1, "target": self.target, "plan_of": self.whose_plan,
+                "budgets": [{"name": b.name, "bytes": b.bytes} for b in self.budgets],
+                "executables": [p.as_json(self.budgets) for p in self.plans],
+                "machine": self.machine, "versions": self.versions}
+
+
+def whose_plan(target: str) -> str:
+    if target == "cpu":
+        return ("XLA's CPU backend: a CPU plan is not a device plan (the CPU backend computes bfloat16 "
+                "in float32 and plans its temporaries so)")
+    if target == "gpu":
+        return "XLA's GPU backend, on this machine's GPU"
+    return (f"the TPU {target[4:]} compiler (libtpu, compile-only: no TPU needed), per chip")
+
+
+def check_target(target: str) -> str:
+    """The target, validated; a TPU target without libtpu says how to install it."""
+    if target not in TARGETS:
+        raise StackwarsError(f"unknown --target {target!r}", fix=f"choose one of: {', '.join(TARGETS)}")
+    if target in TOPOLOGIES:
+        import importlib.util
+
+        if importlib.util.find_spec("libtpu") is None:
+            raise StackwarsError(f"--target {target} compiles through libtpu, which is not installed",
+                                 fix=f"`make setup-tpu` adds {LIBTPU} (the release jax 0.10.2 pins) to .venv; "
+                                     "or use --target cpu")
+    return target
+
+
+class Compiler:
+    """Compiles StableHLO for one target without running it (a loaded executable on cpu/gpu)."""
+
+    def __init__(self, target: str):
+        self.target = check_target(target)
+        self._device = None
+        self._runtime = None
+
+    def compile(self, text, label: str):
+        if self.target in ("cpu", "gpu"):
+            if self._runtime is None:
+                from ..runtime import runtime
+
+                self._runtime = runtime(self.target)
+            return self._runtime.compile(text, label)
+        from jax._src.interpreters import mlir as jmlir
+        from jax._src.lib import xla_client as xc
+        from jaxlib.mlir import ir
+
+        if self._device is None:
+            from ..runtime import quiet_libtpu
+
+            quiet_libtpu()
+            from jax.experimental import topologies
+
+            try:
+                topo = topologies.get_topology_desc(platform="tpu", topology_name=TOPOLOGIES[self.target])
+            except Exception as e:
+                raise BenchError(f"libtpu could not describe a {self.target} topology: {_first_line(e)}",
+                                 fix=f"reinstall with `make setup-tpu` ({LIBTPU})") from e
+            self._device = topo.devices[0]
+        try:
+            with jmlir.make_ir_context():
+                module = ir.Module.parse(text)
+                return self._device.client.compile(module, xc.DeviceList((self._device,)), xc.CompileOptions())
+        except Exception as e:
+            raise BenchError(f"{label}: XLA failed to compile it for {self.target}: {_first_line(e)}") from e
+
+    @property
+    def runtime(self):
+        return self._runtime
+
+
+def _first_line(e: Exception) -> str:
+    s = str(e).strip()
+    return s.splitlines()[0][:300] if s else type(e).__name__
+
+
+def plan_text(path: Path, text, compiler: Compiler, measure: bool = False, sidecar: dict | None = None,
+              module=None) -> MemoryPlan:
+    """XLA's plan for one module; with `measure` (cpu only) also one run's measured peak."""
+    import time
+
+    label = str(path)
+    try:
+        from .worker import started
+
+        started()
+        t0 = time.perf_counter()
+        exe = compiler.compile(text, label)
+        compile_s = time.perf_counter() - t0
+        m = exe.get_compiled_memory_stats()
+        plan = MemoryPlan(label, compiler.target, m.argument_size_in_bytes, m.output_size_in_bytes,
+                          m.alias_size_in_bytes, m.temp_size_in_bytes, m.generated_code_size_in_bytes, compile_s)
+        if measure:
+            import dataclasses
+
+            plan = dataclasses.replace(plan, measured=measure_run(exe, compiler, module, sidecar))
+        return plan
+    except StackwarsError as e:
+        return MemoryPlan(label, compiler.target, error=e.one_line())
+    except Exception as e:
+        return MemoryPlan(label, compiler.target, error=f"{label}: {type(e).__name__}: {_first_line(e)}")
+
+
+def measure_run(exe, compiler: Compiler, module, sidecar: dict | None) -> Measured:
+    """One run's peak resident memory above what was resident before it. Linux resets a process's
+    peak (VmHWM) when 5 is written to /proc/self/clear_refs: the peak read after the run is the
+    run's own (its temporaries and outputs), the arguments being placed before the reset."""
+    import gc
+
+    import numpy as np
+
+    from . import signature_arguments
+
+    if compiler.target != "cpu":
+        raise BenchError(f"--measure runs the executable here: it needs --target cpu (got {compiler.target})",
+                         fix="drop --measure, or use --target cpu")
+    arrays, _, _ = signature_arguments(module, sidecar, np.random.default_rng(0))
+    rt = compiler.runtime
+    buffers = rt.put(arrays)
+    del arrays
+    gc.collect()
+    _trim()  # freed memory goes back to the system: the run cannot reuse pages earlier jobs touched
+    before = _status("VmRSS")
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")
+    outs = rt.run(exe, buffers)
+    peak = _status("VmHWM")
+    del outs
+    return Measured(max(0, peak - before), "peak resident set (VmHWM, reset before the run) minus the resident "
+                                             "set before it; arguments placed and freed memory trimmed before")
+
+
+def _trim() -> None:
+    """glibc: free pages go back to the system (malloc_trim), and every block of 128 KiB or more is
+    mapped anew (a fixed mmap threshold: glibc raises it after each free of a mapped block, and a
+    later run would then reuse pages an earlier one touched, unseen). Elsewhere: nothing to do."""
+    import ctypes
+
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+        libc.mallopt(-3, 128 << 10)  # M_MMAP_THRESHOLD
+        libc.malloc_trim(0)
+    except (OSError, AttributeError):
+        pass
+
+
+def _status(key: str) -> int:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(key + ":"):
+                return int(line.split()[1]) * 1024
+    raise BenchError(f"/proc/self/status has no {key}", fix="--measure needs Linux")
+
+
+def plan_file(path: Path, target: str, measure: bool = False) -> MemoryPlan:
+    """Plan one StableHLO file in this process (the bench worker calls this)."""
+    import dataclasses
+    import hashlib
+
+    from ..capture.artifact import read_sidecar
+    from ..ir import load
+
+    (result,) = load([path])
+    if not result.ok:
+        return MemoryPlan(str(path), target, error=result.error)
+    data = Path(path).read_bytes()
+    text = data if str(path).endswith(".mlirbc") else data.decode(errors="replace")
+    try:
+        side = read_sidecar(Path(path))
+        compiler = _compiler(target)
+    except StackwarsError as e:
+        return MemoryPlan(str(path), target, error=e.one_line())
+    plan = plan_text(Path(path), text, compiler, measure, side, result.modules[0])
+    return dataclasses.replace(plan, sha256=hashlib.sha256(data).hexdigest(), batch=(side or {}).get("batch"))
+
+
+_COMPILERS: dict = {}
+
+
+def _compiler(target: str) -> Compiler:
+    """One compiler per target per process (a TPU topology is described once)."""
+    if target not in _COMPILERS:
+        _COMPILERS[target] = Compiler(target)
+    return _COMPILERS[target]
+
+
+def plan_files(paths, target: str = "cpu", budgets_=(), measure: bool = False, max_memory: int | None = None,
+               timeout: float | None = None, progress=None) -> MemoryReport:
+    """Every file compiled for `target` in a worker killed past its time or memory limit; the
+    others are still planned."""
+    from . import machine
+    from ..capture.artifact import versions
+    from .worker import Isolated
+
+    check_target(target)
+    if measure and target != "cpu":
+        raise StackwarsError(f"--measure runs each executable here, so it needs --target cpu (got {target})",
+                             fix="drop --measure, or use --target cpu")
+    plans = []
+    with Isolated(max_memory) as worker:
+        for path in paths:
+            if progress:
+                progress(f"{path}: compiling for {target} ...")
+            plans.append(worker.run(("memory", str(path), target, measure), timeout))
+    found = versions()
+    if target in TOPOLOGIES:  # the compiler that made the plan
+        from importlib import metadata
+
+        found["libtpu"] = metadata.version("libtpu")
+    return MemoryReport(target, tuple(plans), tuple(budgets_), machine(), found)
+
+
+def table_rows(report: MemoryReport) -> tuple[list[str], list[list]]:
+    """The memory table's headers and rows, shared by the text and Markdown renderings."""
+    from ..textfmt import human_bytes
+
+    headers = ["executable", "batch", "arguments", "outputs", "aliased", "temporaries", "code", "peak"]
+    measured = any(p.measured for p in report.plans)
+    if measured:
+        headers.append("run: measured / planned")
+    headers += [f"{b.name} ({human_bytes(b.bytes)})" for b in report.budgets]
+    rows = []
+    for p in report.plans:
+        if not p.ok:
+            rows.append([p.label, p.batch] + ["-"] * (len(headers) - 3) + ["FAILED"])
+            continue
+        row = [p.label, p.batch] + [human_bytes(n) for n in (p.argument_bytes, p.output_bytes, p.alias_bytes,
+                                                              p.temp_bytes, p.code_bytes, p.peak_bytes)]
+        if measured:
+            if p.measured:
+                planned = p.temp_bytes + p.output_bytes - p.alias_bytes
+                ratio = f" ({p.measured.run_bytes / planned:.2f}x)" if planned else ""
+                row.append(f"{human_bytes(p.measured.run_bytes)} / {human_bytes(planned)}{ratio}")
+            else:
+                row.append("-")
+        for b in report.budgets:
+            ok, headroom = p.fits(b)
+            if not ok:
+                row.append(f"OOM, needs {human_bytes(-headroom)} more")
+            else:
+                row.append(f"fits{', tight' if headroom < TIGHT * b.bytes else ''}, {human_bytes(headroom)} free")
+        rows.append(row)
+    return headers, rows
+
+
+NOTES = ("peak: arguments + outputs - aliased + temporaries, as XLA's buffer assignment plans them (code apart; "
+         "a budget must hold both). Budgets are nominal device memory; the runtime reserves part of it.")
+MEASURED_NOTE = ("run: what one execution added to this process's peak resident set (arguments placed "
+                 "before), against the plan's temporaries + outputs - aliased")
+
+
+def plan_model(model: str, *, size: str = "tiny", batches=(None,), seq: int | None = None, exporters=("torch_xla",),
+               step: str = "forward", out_dir: Path = Path("out") / "captures", target: str = "cpu", budgets_=(),
+               measure: bool = False, max_memory: int | None = None, timeout: float | None = None,
+               show: bool | None = None, progress=None) -> MemoryReport:
+    """MODEL captured (or its captures reused) at each batch size, every capture planned for `target`."""
+    from ..capture import Request
+    from .run import captured
+
+    check_target(target)  # a missing libtpu fails before any capture
+    files = []
+    for batch in batches:
+        req = Request(model, size, "both", tuple(exporters), batch, seq, step=step).validated()
+        files += captured(req, out_dir, sweep=batches != (None,) or bool(seq), show=show, progress=progress)
+    return plan_files(files, target, budgets_, measure, max_memory, timeout, progress)

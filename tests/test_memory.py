@@ -1,0 +1,115 @@
+"""Memory: XLA's plan of each executable for a target, budgets, the measured run beside the plan, bad input."""
+from __future__ import annotations
+
+import importlib.util
+import json
+
+import numpy as np
+import pytest
+
+from conftest import golden
+from stackwars_ir.bench.memory import Budget, budgets, plan_files
+from stackwars_ir.errors import StackwarsError
+
+HAS_LIBTPU = importlib.util.find_spec("libtpu") is not None
+ITEMSIZE = {"float32": 4, "int32": 4, "int64": 8, "float64": 8, "bool": 1}
+
+
+def _sidecar_argument_bytes(path) -> int:
+    side = json.loads(path.with_suffix(".json").read_text())
+    return sum(int(np.prod(a["shape"], dtype=np.int64)) * ITEMSIZE[a["dtype"]] for a in side["arguments"])
+
+
+@pytest.fixture(scope="module")
+def gpt2_plans():
+    files = [golden("gpt2", "jax"), golden("gpt2", "torch-torch_xla"), golden("gpt2", "jax-train")]
+    return files, plan_files(files, "cpu", budgets("t4,1M"), timeout=120)
+
+
+def test_the_cpu_plan_holds_exactly_the_captured_arguments(gpt2_plans):
+    files, report = gpt2_plans
+    assert not report.failed and report.target == "cpu" and "CPU backend" in report.whose_plan
+    for path, plan in zip(files, report.plans):
+        assert plan.argument_bytes == _sidecar_argument_bytes(path)
+        assert plan.peak_bytes == plan.argument_bytes + plan.output_bytes - plan.alias_bytes + plan.temp_bytes
+        assert plan.batch == 2 and plan.sha256
+    forward, train = report.plans[0], report.plans[2]
+    assert forward.output_bytes == 2 * 16 * 64 * 4  # the last hidden state, float32
+    # A training step returns the new parameters and both AdamW moments beside the loss: every state
+    # tensor comes back, none donated, so its outputs are about as large as its arguments.
+    assert train.alias_bytes == 0 and train.output_bytes > 0.9 * train.argument_bytes
+
+
+def test_budgets_say_fits_or_oom_with_the_headroom(gpt2_plans):
+    _, report = gpt2_plans
+    data = report.as_json()
+    jax_train = data["executables"][2]
+    assert jax_train["budgets"]["t4"]["fits"] and jax_train["budgets"]["t4"]["headroom_bytes"] > 15 << 30
+    one_mib = jax_train["budgets"]["1M"]
+    assert not one_mib["fits"] and one_mib["headroom_bytes"] == (1 << 20) - jax_train["peak_bytes"] - jax_train["code_bytes"]
+
+
+def test_budget_names_and_sizes():
+    assert Budget.parse("v6e-1").bytes == 32 << 30 and Budget.parse("T4").bytes == 16 << 30
+    assert Budget.parse("512MiB").bytes == 512 << 20 and Budget.parse("1.5G").bytes == 3 << 29
+    assert [b.name for b in budgets("t4, h100-80gb,8G")] == ["t4", "h100-80gb", "8G"]
+    for bad in ("3Q", "v7x-1", "0G", "-1G"):
+        with pytest.raises(StackwarsError):
+            Budget.parse(bad)
+
+
+def test_a_measured_run_matches_its_plan(tmp_path):
+    # 4 MiB output, no temporaries: what one run adds to the process's peak is the output.
+    n = 1024
+    path = tmp_path / "add.mlir"
+    path.write_text(f"func.func @main(%a: tensor<{n}x{n}xf32>, %b: tensor<{n}x{n}xf32>) -> tensor<{n}x{n}xf32> {{\n"
+                    f"  %0 = stablehlo.add %a, %b : tensor<{n}x{n}xf32>\n  return %0 : tensor<{n}x{n}xf32>\n}}\n")
+    (plan,) = plan_files([path], "cpu", measure=True, timeout=60).plans
+    assert plan.ok and plan.argument_bytes == 2 * n * n * 4
+    planned = plan.temp_bytes + plan.output_bytes
+    assert planned >= n * n * 4
+    assert 0.85 * planned <= plan.measured.run_bytes <= 1.15 * planned + (1 << 20)
+
+
+def test_cli_table_json_and_markdown(cli, tmp_path):
+    out, md = tmp_path / "m.json", tmp_path / "m.md"
+    code, stdout, err = cli("memory", golden("gemm", "jax"), "--budget", "v6e-1", "--json", out, "--markdown", md)
+    assert code == 0, err
+    assert "CPU backend" in stdout and "fits" in stdout and "v6e-1 (32.0 GiB)" in stdout
+    data = json.loads(out.read_text())
+    assert data["executables"][0]["budgets"]["v6e-1"]["fits"] and data["versions"]["jax"]
+    assert "| executable |" in md.read_text()
+
+
+def test_bad_input_is_one_line_and_the_others_are_still_planned(cli, tmp_path):
+    bad = tmp_path / "unknown.mlir"
+    bad.write_text("func.func @main(%a: tensor<4xf32>) -> tensor<4xf32> {\n"
+                   "  %0 = stablehlo.custom_call @no_such_kernel_anywhere(%a) : (tensor<4xf32>) -> tensor<4xf32>\n"
+                   "  return %0 : tensor<4xf32>\n}\n")
+    out = tmp_path / "m.json"
+    code, stdout, err = cli("memory", bad, golden("gemm", "jax"), "--json", out)
+    assert code == 2 and "Traceback" not in err
+    rows = json.loads(out.read_text())["executables"]
+    assert rows[0]["error"] and rows[1]["peak_bytes"] > 0
+    for args, words in ((("--budget", "3Q"), "neither a size nor a device"),
+                        (("--target", "tpu-v9"), "unknown --target"),
+                        (("--measure", "--target", "gpu"), "needs --target cpu"),
+                        (("--batch", "4"), "applies to `memory MODEL`")):
+        code, stdout, err = cli("memory", golden("gemm", "jax"), *args)
+        assert code == 2 and words in err and len(err.strip().splitlines()) == 1, err
+
+
+@pytest.mark.skipif(HAS_LIBTPU, reason="libtpu is installed here")
+def test_a_tpu_target_without_libtpu_says_how_to_install_it(cli):
+    code, _, err = cli("memory", golden("gemm", "jax"), "--target", "tpu-v6e")
+    assert code == 2 and "make setup-tpu" in err and "libtpu==0.0.42.1" in err
+
+
+@pytest.mark.skipif(not HAS_LIBTPU, reason="needs libtpu (`make setup-tpu`)")
+def test_the_tpu_compiler_plans_without_a_tpu():
+    files = [golden("gpt2", "jax"), golden("gpt2", "torch-torch_xla")]
+    report = plan_files(files, "tpu-v6e", budgets("v6e-1"), timeout=300)
+    assert not report.failed and "TPU v6e" in report.whose_plan
+    for plan in report.plans:
+        # TPU layouts pad to tiles: never less than the arguments' own bytes.
+        assert plan.argument_bytes >= _sidecar_argument_bytes(golden("gpt2", plan.name)) and plan.code_bytes > 0
