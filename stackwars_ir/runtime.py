@@ -18,9 +18,17 @@ def quiet_libtpu() -> None:
 
     if glob.glob("/dev/accel*") or glob.glob("/dev/vfio/[0-9]*") or importlib.util.find_spec("libtpu") is None:
         return
+    # ALLOW_MULTIPLE_LIBTPU_LOAD: each process that loads libtpu takes /tmp/libtpu_lockfile, and the
+    # next compiling worker was refused ("Internal error when accessing libtpu multi-process
+    # lockfile", measured); compile-only devices touch no chip, so several loads are harmless.
     for k, v in (("TPU_SKIP_MDS_QUERY", "1"), ("TPU_ACCELERATOR_TYPE", "v6e-4"),
-                 ("TPU_WORKER_HOSTNAMES", "localhost"), ("TPU_WORKER_ID", "0")):
+                 ("TPU_WORKER_HOSTNAMES", "localhost"), ("TPU_WORKER_ID", "0"), ("ALLOW_MULTIPLE_LIBTPU_LOAD", "1")):
         os.environ.setdefault(k, v)
+    # Nor may jax start a TPU client here: it takes libtpu's machine-wide lock file, and a second
+    # process (the worker compiling for a TPU target) then waited on it, measured. Compile-only TPU
+    # devices (memory --target tpu-*) need no client.
+    gpu = glob.glob("/dev/nvidia[0-9]*") and importlib.util.find_spec("jax_plugins.xla_cuda12") is not None
+    os.environ.setdefault("JAX_PLATFORMS", "cuda,cpu" if gpu else "cpu")
 
 
 def _jax():
