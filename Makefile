@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 export PJRT_DEVICE ?= CPU
 
-.PHONY: setup setup-gpu setup-tpu demo test test-fast captures docs findings fuzz clean
+.PHONY: setup setup-gpu setup-tpu findings-memory demo test test-fast captures docs findings fuzz clean
 
 setup: $(STAMP)
 
@@ -32,10 +32,10 @@ test-fast: setup
 # Regenerate the committed golden captures (tiny, every adapter, both frameworks and exporters;
 # training steps of every adapter that has parameters).
 captures: setup
-	for m in gpt2 bert resnet50 gemm ffn mha elementwise matmul matmul_skinny fft sort; do \
+	for m in gpt2 bert resnet50 gemm ffn mha llama elementwise matmul matmul_skinny fft sort; do \
 	  $(BIN)/stackwars-ir capture $$m --framework both --exporter all --size tiny --out captures --force || exit 1; \
 	done
-	for m in gpt2 bert resnet50 gemm ffn mha; do \
+	for m in gpt2 bert resnet50 gemm ffn mha llama; do \
 	  $(BIN)/stackwars-ir capture $$m --step train --framework both --exporter all --size tiny --out captures --force || exit 1; \
 	done
 
@@ -59,6 +59,10 @@ docs: setup
 	$(BIN)/python -m stackwars_ir.docs > docs/cli.md.tmp && mv docs/cli.md.tmp docs/cli.md
 findings: setup
 	$(BIN)/python benchmarks/findings.py --backend $(BACKEND) > $(FINDINGS).tmp && mv $(FINDINGS).tmp $(FINDINGS)
+
+# The study's OOM rows recomputed by the TPU v6e compiler, on this machine (after `make setup-tpu`; minutes).
+findings-memory: setup
+	$(BIN)/python benchmarks/findings_memory.py > docs/findings-memory.md.tmp && mv docs/findings-memory.md.tmp docs/findings-memory.md
 
 # 100,000 mutated StableHLO inputs through parse, stats and segmentation (about 6 minutes here).
 fuzz: setup

@@ -111,11 +111,11 @@ def training(a, suffix: str) -> None:
     print("\nWhat torch_xla's own counters say about its lazy training loop, step by step, as recorded by the "
           "capture (`train.torch_xla_steps` in the sidecar; optimizer state: AdamW's tensors that existed "
           "when the step began):\n")
-    print("| model | step | graphs compiled | cache hits | graphs executed | optimizer state tensors at start |")
+    print("| model | step | graphs | new graphs | graphs executed | optimizer state tensors at start |")
     print("| --- | ---: | ---: | ---: | ---: | ---: |")
     for model, steps in lazy.items():
         for st in steps:
-            print(f"| {model} | {st['step']} | {st['compiles']} | {st['cache hits']} | {st['executions']} | "
+            print(f"| {model} | {st['step']} | {st['graphs']} | {st['new graphs']} | {st['executions']} | "
                   f"{st.get('optimizer state tensors', '-')} |")
     print("\nWhat each native training loop shows (generated from the rows above):\n")
     for model, e in natives:

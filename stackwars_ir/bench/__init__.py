@@ -85,7 +85,9 @@ def machine() -> dict:
 def signature_arguments(module, sidecar: dict | None, rng: np.random.Generator) -> tuple[list, str, np.ndarray | None]:
     """Argument arrays for the entry function and the output they must give: the capture's real
     weights and inputs and PyTorch eager's output when its sidecar is there, else synthetic values
-    (integers kept inside the tables they index) and no reference."""
+    (integers kept inside the tables they index) and no reference; so also for an abstract capture."""
+    if sidecar is not None and sidecar.get("abstract"):
+        sidecar = None  # captured from shapes alone: there are no weights to rebuild
     if sidecar is not None:
         arrays, reference = _sidecar_arguments(module, sidecar)
         return arrays, f"capture sidecar ({sidecar['model']}-{sidecar['size']}, seed {sidecar['seed']})", reference

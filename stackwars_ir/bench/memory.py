@@ -79,6 +79,9 @@ class MemoryPlan:
     error: str | None = None
     sha256: str | None = None
     batch: int | None = None
+    # The TPU compiler refuses a program whose buffers exceed the chip's memory: no plan, but its
+    # own figures, "required" (what its buffers need) and "available" (the chip's usable memory).
+    refused: dict | None = None
 
     @property
     def ok(self) -> bool:
@@ -91,7 +94,10 @@ class MemoryPlan:
     @property
     def peak_bytes(self) -> int:
         """Live at once at the worst point, as XLA's buffer assignment plans it: every argument,
-        every output not aliased to an argument, and the temporaries; code counted apart."""
+        every output not aliased to an argument, and the temporaries; code counted apart. For a
+        program the compiler refused, what it said the program requires."""
+        if self.refused:
+            return self.refused["required_bytes"]
         return self.argument_bytes + self.output_bytes - self.alias_bytes + self.temp_bytes
 
     def fits(self, budget: Budget) -> tuple[bool, int]:
@@ -104,7 +110,7 @@ class MemoryPlan:
                "argument_bytes": self.argument_bytes, "output_bytes": self.output_bytes,
                "alias_bytes": self.alias_bytes, "temp_bytes": self.temp_bytes, "code_bytes": self.code_bytes,
                "peak_bytes": self.peak_bytes if self.ok else None, "compile_s": self.compile_s,
-               "error": self.error, "sha256": self.sha256}
+               "error": self.error, "sha256": self.sha256, "refused_by_compiler": self.refused}
         if self.measured is not None:
             planned = self.temp_bytes + self.output_bytes - self.alias_bytes
             out["measured"] = {"run_bytes": self.measured.run_bytes, "planned_run_bytes": planned,
@@ -218,6 +224,7 @@ def plan_text(path: Path, text, compiler: Compiler, measure: bool = False, sidec
     import time
 
     label = str(path)
+    t0 = time.perf_counter()
     try:
         from .worker import started
 
@@ -234,9 +241,29 @@ def plan_text(path: Path, text, compiler: Compiler, measure: bool = False, sidec
             plan = dataclasses.replace(plan, measured=measure_run(exe, compiler, module, sidecar))
         return plan
     except StackwarsError as e:
+        refused = refusal(str(e.__cause__ or ""))
+        if refused:
+            return MemoryPlan(label, compiler.target, compile_s=time.perf_counter() - t0, refused=refused)
         return MemoryPlan(label, compiler.target, error=e.one_line())
     except Exception as e:
         return MemoryPlan(label, compiler.target, error=f"{label}: {type(e).__name__}: {_first_line(e)}")
+
+
+_SIZE = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+
+
+def refusal(message: str) -> dict | None:
+    """The TPU compiler's out-of-memory refusal, read: "Ran out of memory on HBM, the total memory
+    required for HLO temporaries (84.01G) exceeds available HBM (31.25G)" (XLA counts in 2^30)."""
+    import re
+
+    m = re.search(r"RESOURCE_EXHAUSTED: Ran out of memory in memory space (\w+)|"
+                  r"required for ([\w ]+?) \(([\d.]+)([KMGT]?)\) exceeds available (\w+) \(([\d.]+)([KMGT]?)\)", message)
+    if not m or m.group(3) is None:
+        return None
+    return {"required_bytes": int(float(m.group(3)) * _SIZE[m.group(4)]), "what": m.group(2),
+            "available_bytes": int(float(m.group(6)) * _SIZE[m.group(7)]), "memory": m.group(5),
+            "message": " ".join(message.split())[:300]}
 
 
 def measure_run(exe, compiler: Compiler, module, sidecar: dict | None) -> Measured:
@@ -362,8 +389,12 @@ def table_rows(report: MemoryReport) -> tuple[list[str], list[list]]:
         if not p.ok:
             rows.append([p.label, p.batch] + ["-"] * (len(headers) - 3) + ["FAILED"])
             continue
-        row = [p.label, p.batch] + [human_bytes(n) for n in (p.argument_bytes, p.output_bytes, p.alias_bytes,
-                                                              p.temp_bytes, p.code_bytes, p.peak_bytes)]
+        if p.refused:
+            row = [p.label, p.batch] + ["-"] * 5 + [f"{human_bytes(p.peak_bytes)} (refused: more than the "
+                                                    f"{human_bytes(p.refused['available_bytes'])} it has)"]
+        else:
+            row = [p.label, p.batch] + [human_bytes(n) for n in (p.argument_bytes, p.output_bytes, p.alias_bytes,
+                                                                  p.temp_bytes, p.code_bytes, p.peak_bytes)]
         if measured:
             if p.measured:
                 planned = p.temp_bytes + p.output_bytes - p.alias_bytes
@@ -382,7 +413,8 @@ def table_rows(report: MemoryReport) -> tuple[list[str], list[list]]:
 
 
 NOTES = ("peak: arguments + outputs - aliased + temporaries, as XLA's buffer assignment plans them (code apart; "
-         "a budget must hold both). Budgets are nominal device memory; the runtime reserves part of it.")
+         "a budget must hold both); 'refused': the TPU compiler would not build it, and the peak is what it said the "
+         "program requires. Budgets are nominal device memory; the runtime reserves part of it.")
 MEASURED_NOTE = ("run: what one execution added to this process's peak resident set (arguments placed "
                  "before), against the plan's temporaries + outputs - aliased")
 
@@ -390,7 +422,8 @@ MEASURED_NOTE = ("run: what one execution added to this process's peak resident 
 def plan_model(model: str, *, size: str = "tiny", batches=(None,), seq: int | None = None, exporters=("torch_xla",),
                step: str = "forward", out_dir: Path = Path("out") / "captures", target: str = "cpu", budgets_=(),
                measure: bool = False, max_memory: int | None = None, timeout: float | None = None,
-               show: bool | None = None, progress=None) -> MemoryReport:
+               show: bool | None = None, progress=None, abstract: bool = False, dtype: str = "float32",
+               framework: str = "both") -> MemoryReport:
     """MODEL captured (or its captures reused) at each batch size, every capture planned for `target`."""
     from ..capture import Request
     from .run import captured
@@ -398,6 +431,7 @@ def plan_model(model: str, *, size: str = "tiny", batches=(None,), seq: int | No
     check_target(target)  # a missing libtpu fails before any capture
     files = []
     for batch in batches:
-        req = Request(model, size, "both", tuple(exporters), batch, seq, step=step).validated()
+        req = Request(model, size, framework, tuple(exporters), batch, seq, step=step, abstract=abstract,
+                      dtype=dtype).validated()
         files += captured(req, out_dir, sweep=batches != (None,) or bool(seq), show=show, progress=progress)
     return plan_files(files, target, budgets_, measure, max_memory, timeout, progress)

@@ -132,7 +132,8 @@ def captured(req, out_dir: Path, *, sweep: bool, show: bool | None = None, progr
 
     folder = Path(out_dir) / f"b{req.batch}-s{req.seq}" if sweep else Path(out_dir)
     suffix = "-train" if req.step == "train" else ""
-    stems = [f"jax{suffix}"] + [f"torch-{e}{suffix}" for e in req.exporters]
+    stems = ([f"jax{suffix}"] if req.framework in ("jax", "both") else []) + \
+        ([f"torch-{e}{suffix}" for e in req.exporters] if req.framework in ("torch", "both") else [])
     files = [target_paths(folder, req.model, req.size, s)[0] for s in stems]
     if not all(f.exists() and _same_request(f, req) for f in files):
         if progress:
@@ -148,8 +149,9 @@ def _same_request(path: Path, req) -> bool:
         side = json.loads(path.with_suffix(".json").read_text())
     except (OSError, ValueError):
         return False
-    return (side.get("seed"), side.get("batch"), side.get("seq"), side.get("step", "forward")) == \
-        (req.seed, req.batch, req.seq, req.step)
+    return (side.get("seed"), side.get("batch"), side.get("seq"), side.get("step", "forward"),
+            side.get("abstract", False), side.get("dtype", "float32")) == \
+        (req.seed, req.batch, req.seq, req.step, req.abstract, req.dtype)
 
 
 def crossover(rows, exporters) -> str | None:

@@ -46,12 +46,14 @@ class Request:
     seed: int = 0
     attn: str = "eager"
     step: str = "forward"  # "train": loss, backward and one AdamW update (capture/train.py)
+    abstract: bool = False  # shapes only, no weight materialized, no parity (capture/abstract.py)
+    dtype: str = "float32"  # of the weights; bfloat16 with --abstract
 
     def validated(self) -> "Request":
         from stackwars_ir import models
 
         entry = models.entry(self.model)
-        _choose("size", self.size, models.SIZE_NAMES)
+        _choose("size", self.size, tuple(entry.sizes))
         _choose("framework", self.framework, FRAMEWORKS)
         _choose("step", self.step, STEPS)
         if self.step == "train":
@@ -67,6 +69,12 @@ class Request:
                     else ""
                 raise StackwarsError(f"{self.model}{what} cannot be captured through {e}: {why}",
                                      fix="use another --exporter, or --framework jax")
+        from .abstract import DTYPES
+
+        _choose("dtype", self.dtype, DTYPES)
+        if self.dtype != "float32" and not self.abstract:
+            raise StackwarsError(f"--dtype {self.dtype} is captured abstractly only, for now (parity in bfloat16 "
+                                 "needs its own tolerances)", fix="add --abstract, or use --dtype float32")
         if self.attn != "eager":
             raise StackwarsError(
                 f"attention implementation {self.attn!r} cannot be captured: the sdpa decomposition fails in "
@@ -138,6 +146,11 @@ def run(req: Request, out_dir: Path, *, force: bool = False, show: bool | None =
     artifact.refuse_existing(targets, force)
 
     label = f"{req.model}-{req.size}"
+    if req.abstract:
+        return _run_abstract(req, frameworks, out_dir, label, show)
+    from .abstract import check_fits
+
+    check_fits(req)  # an 8B model's weights, materialized three times, do not fit: say --abstract
     prep = Stages(label, show=show)
     with prep.stage("build torch model"):
         adapter, model, weights, inputs, reference = prepare(req)
@@ -181,6 +194,23 @@ def run(req: Request, out_dir: Path, *, force: bool = False, show: bool | None =
     return outcome
 
 
+def _run_abstract(req, frameworks, out_dir: Path, label: str, show) -> CaptureSet:
+    """Captures from shapes alone, written with a sidecar that says parity was not checked."""
+    from .abstract import capture_abstract
+
+    captures, inputs = capture_abstract(req, frameworks, lambda what: Stages(f"{label} {what}", show=show))
+    captures = [dataclasses.replace(c, text=relativize(c.text)) for c in captures]
+    for cap in captures:
+        leftover = absolute_paths(cap.text)
+        if leftover:
+            raise CaptureError(f"{cap.stem}: absolute path {leftover[0]!r} left in the capture",
+                               fix="report this as a bug in stackwars-ir's path sanitizer")
+    contents = [f for cap in captures for f in _contents(cap, req, inputs, None, out_dir)]
+    with artifact.locked_folder(Path(out_dir) / f"{req.model}-{req.size}"):
+        artifact.write_set(contents)
+    return CaptureSet(req.model, req.size, tuple(p for p, _ in contents), ())
+
+
 def _capture_all(req, frameworks, adapter, model, weights, inputs, label, show) -> list[Capture]:
     from .jax_capture import capture_jax
 
@@ -214,7 +244,13 @@ def _capture_train(req, frameworks, adapter, model, state, label, show) -> list[
     return [dataclasses.replace(c, text=relativize(c.text)) for c in captures]
 
 
-def _contents(cap: Capture, req: Request, inputs, result: parity.Parity, out_dir: Path,
+def _not_checked() -> str:
+    from .abstract import NOT_CHECKED
+
+    return NOT_CHECKED
+
+
+def _contents(cap: Capture, req: Request, inputs, result: parity.Parity | None, out_dir: Path,
               state=None) -> list[tuple[Path, str]]:
     from stackwars_ir import models
 
@@ -231,10 +267,13 @@ def _contents(cap: Capture, req: Request, inputs, result: parity.Parity, out_dir
         "constants": {k: {"shape": list(v.shape), "dtype": str(v.dtype), "values": v.ravel().tolist()}
                       for k, v in sorted(cap.constants.items())},
         "versions": artifact.versions(),
-        "parity": result.as_json(),
+        "parity": result.as_json() if result is not None else {"checked": False, "why": _not_checked()},
         # The one part that differs between two runs of the same capture.
         "run": {"seconds": cap.seconds, "host": artifact.host()},
     }
+    if req.abstract:
+        sidecar["abstract"] = True
+        sidecar["dtype"] = req.dtype
     if state is not None:
         from .train import ADAMW
 

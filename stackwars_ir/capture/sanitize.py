@@ -24,6 +24,9 @@ def _prefixes() -> list[str]:
 _LEFTOVER = re.compile(r'(?:(?<=\\22)|(?<![A-Za-z0-9_.+/\\-]))/(?:[A-Za-z0-9_.+-]+/)+([A-Za-z0-9_.+-]+\.py)')
 
 
+_EVAL_WITH_KEY = re.compile(r"<eval_with_key>\.\d+")
+
+
 def relativize(text: str) -> str:
     """Replace absolute source paths by import-relative ones (`transformers/models/gpt2/...`).
 
@@ -31,6 +34,10 @@ def relativize(text: str) -> str:
     """
     for prefix in _prefixes():
         text = text.replace(prefix, "")
+    # torch.fx names generated code by a per-process counter (`<eval_with_key>.284`): the number
+    # says how many graphs this process made before, not where the code is (seen in LLaMA's
+    # no_grad rotary embedding, which torch.export wraps in a generated submodule).
+    text = _EVAL_WITH_KEY.sub("<eval_with_key>", text)
     return _LEFTOVER.sub(r"\1", text)
 
 

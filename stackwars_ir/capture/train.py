@@ -233,7 +233,8 @@ def _lower_step(exporter: str, step, args: dict, stages: Stages, x64: bool, cons
     leaves = _named_leaves([(k, args[k]) for k in ("params", "opt_state", "buffers", "inputs")])
     constants = constants or {}
     arguments = tuple(Argument(i, "constant" if name in constants else kind, name, tuple(np.shape(v)),
-                               str(np.asarray(v).dtype)) for i, (kind, name, v) in enumerate(leaves))
+                               str(v.dtype if hasattr(v, "dtype") else np.asarray(v).dtype))
+                      for i, (kind, name, v) in enumerate(leaves))
     with jax.enable_x64(x64):
         shapes = jax.eval_shape(step, args["params"], args["opt_state"], args["buffers"], args["inputs"])
     loss, params, opt_state = shapes
@@ -252,7 +253,11 @@ def jax_step(adapter, size: str, state: TrainState, weights: dict | None = None)
 
     from .jax_capture import _leaf_name, jax_inputs
 
-    model = adapter.jax_model(size, {**state.params, **state.buffers})
+    abstract = any(isinstance(v, jax.ShapeDtypeStruct) for v in state.params.values())
+    if abstract:  # shapes only (capture/abstract.py): the twin is built under nnx.eval_shape
+        model = nnx.eval_shape(lambda w: adapter.jax_model(size, w), {**state.params, **state.buffers})
+    else:
+        model = adapter.jax_model(size, {**state.params, **state.buffers})
     graphdef, nstate = nnx.split(model)
     leaves, treedef = jax.tree_util.tree_flatten_with_path(nstate)
     names = [_leaf_name(p) for p, _ in leaves]
@@ -273,14 +278,17 @@ def jax_step(adapter, size: str, state: TrainState, weights: dict | None = None)
     if missing:
         raise CaptureError(f"the Flax twin's parameter {missing[0]!r} has no PyTorch tensor of that name",
                            fix="name the NNX attributes after the PyTorch module path")
-    if weights is None:
+    if abstract:  # a fresh AdamW state's shapes: the step is the same whichever step it is
+        params = dict(state.params)
+        opt_state = jax.eval_shape(tx.init, params)
+    elif weights is None:
         params = {k: jnp.asarray(v) for k, v in state.params.items()}
         opt_state = _opt_state(tx, state)
     else:
         params = {k: jnp.asarray(weights[k]) for k in state.params}
         opt_state = tx.init(params)
     args = {"params": params, "opt_state": opt_state,
-            "buffers": {k: jnp.asarray(v) for k, v in state.buffers.items() if k in names},
+            "buffers": {k: v if abstract else jnp.asarray(v) for k, v in state.buffers.items() if k in names},
             "inputs": {k: jnp.asarray(v) for k, v in jax_inputs(state.inputs).items()}}
     return step, args
 
@@ -441,7 +449,15 @@ def _lazy_loop(m, params, opt, xs, target, state, counters):
         torch_xla.sync()
         xm.wait_device_ops()  # executions are asynchronous: count them once they ran
         after = counters()
-        steps.append({"step": i, **{k: after[k] - before[k] for k in after}, "optimizer state tensors": created})
+        d = {k: after[k] - before[k] for k in after}
+        # torch_xla's compilation cache is process-wide: a graph another capture in this process built
+        # (LLaMA's step 1 shares one with an earlier model's) is a cache hit, not a compile. What the
+        # sidecar records must not depend on that: every graph the step ran ("graphs"), and the graphs
+        # new to this loop: all of step 1's; from step 2 on, the compiles (the loop's own graphs are
+        # cache hits by then).
+        graphs = d["compiles"] + d["cache hits"]
+        steps.append({"step": i, "graphs": graphs, "new graphs": graphs if i == 1 else d["compiles"],
+                      "executions": d["executions"], "optimizer state tensors": created})
     return text, arguments, scalars, named, steps
 
 

@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 
 from ..ir.model import Module, Op
 
-ROLES = ("embedding", "norm", "attention", "mlp", "residual", "conv", "batchnorm", "pool", "head", "optimizer",
-         "other")
+ROLES = ("embedding", "rotary", "norm", "attention", "mlp", "residual", "conv", "batchnorm", "pool", "head",
+         "optimizer", "other")
 # Roles whose blocks align layer by layer; the others align by their order in the program.
 LAYERED = ("norm", "attention", "mlp", "residual")
 # A training step's phases, read from JAX's transformation scopes (ir.locations.provenance):
@@ -113,6 +113,8 @@ def _role_of(word: str) -> str | None:
         return "batchnorm"
     if "norm" in w or w in ("ln", "ln_1", "ln_2", "ln_f") or re.fullmatch(r"ln_?\w*", w):
         return "norm"
+    if "rotary" in w or w in ("rope", "rotary_emb", "freqs_cis"):  # rotary position tables (LLaMA), before "embed"
+        return "rotary"
     if ("embed" in w and w != "embedder") or w in ("wte", "wpe", "tok_embeddings"):
         return "embedding"
     if "attn" in w or "attention" in w or w in (

@@ -1,0 +1,159 @@
+"""Abstract capture: a model lowered from shapes and dtypes alone, no weight materialized (JAX and torchax)."""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from ..errors import CaptureError, StackwarsError
+from .artifact import Argument, Capture
+
+DTYPES = ("float32", "bfloat16")
+NOT_CHECKED = "abstract capture: no weight was materialized, so nothing ran; the adapter's tiny size carries the parity evidence"
+
+
+def meta_model(req):
+    """The PyTorch model on the meta device, in the request's dtype: shapes, no storage."""
+    import torch
+
+    from stackwars_ir import models
+
+    adapter = models.adapter(req.model)
+    with torch.device("meta"):
+        model = adapter.torch_model(req.size)
+    return adapter, model.to(getattr(torch, req.dtype))
+
+
+def weight_bytes(req) -> int:
+    """What the model's weights would take materialized (parameters and buffers), from its meta twin."""
+    _, model = meta_model(req)
+    tensors = {**dict(model.named_parameters()), **dict(model.named_buffers())}
+    return sum(t.numel() * t.element_size() for t in tensors.values())
+
+
+def check_fits(req) -> None:
+    """A materialized capture whose weights take more than half this machine's memory: refuse, say --abstract."""
+    from ..bench.worker import default_max_memory
+
+    ram = (default_max_memory() or 0) * 4 // 3
+    need = weight_bytes(req)
+    # Weights live as torch tensors, numpy copies and JAX arrays at once during a capture: 3x.
+    if ram and 3 * need > ram:
+        raise StackwarsError(f"{req.model}-{req.size}'s weights take {need / 2**30:.1f} GiB in {req.dtype}; a capture "
+                             f"with weights holds them about 3 times, more than this machine's "
+                             f"{ram / 2**30:.0f} GiB", fix="add --abstract (shapes only, no parity check)")
+
+
+def _jax_dtype(torch_dtype):
+    import jax.numpy as jnp
+
+    return {"float32": jnp.float32, "bfloat16": jnp.bfloat16, "int64": jnp.int64, "int32": jnp.int32,
+            "float64": jnp.float64, "bool": jnp.bool_}[str(torch_dtype).replace("torch.", "")]
+
+
+def capture_abstract(req, frameworks, stages_for) -> tuple[list[Capture], dict]:
+    """Captures of `req` from shapes: JAX's twin under nnx.eval_shape, torchax from the meta-device
+    model's torch.export. Returns the captures and the inputs' shapes/dtypes (as numpy zeros of size 0
+    are not wanted, a dict name -> (shape, dtype))."""
+    import jax
+
+    from stackwars_ir import models
+
+    adapter, model = meta_model(req)
+    inputs = adapter.inputs(req.size, req.batch, req.seq, np.random.default_rng(req.seed))
+    specs = {k: (tuple(t.shape), t.dtype) for k, t in
+             sorted({**dict(model.named_parameters()), **dict(model.named_buffers())}.items())}
+    if req.step == "train":
+        return _train(req, frameworks, adapter, model, specs, inputs, stages_for)
+    captures = []
+    if "jax" in frameworks:
+        from flax import nnx
+
+        from .jax_capture import _leaf_name, jax_inputs
+
+        st = stages_for("jax")
+        with st.stage("build jax (abstract)"):
+            sds = {k: jax.ShapeDtypeStruct(s, _jax_dtype(d)) for k, (s, d) in specs.items()}
+            abstract = nnx.eval_shape(lambda w: adapter.jax_model(req.size, w), sds)
+            graphdef, state = nnx.split(abstract)
+
+        def forward(state, *args):
+            return nnx.merge(graphdef, state)(*args)
+
+        args = [jax.ShapeDtypeStruct(v.shape, v.dtype) for v in jax_inputs(inputs).values()]
+        from .lowering import lower_text
+
+        with st.stage("jax.jit lower"):
+            text = lower_text(forward, state, *args)
+        leaves = jax.tree_util.tree_flatten_with_path(state)[0]
+        arguments = [Argument(i, "parameter", _leaf_name(p), tuple(v.shape), str(v.dtype))
+                     for i, (p, v) in enumerate(leaves)]
+        arguments += [Argument(len(arguments) + j, "input", name, tuple(a.shape), str(a.dtype))
+                      for j, (name, a) in enumerate(jax_inputs(inputs).items())]
+        captures.append(Capture("jax", "jax", text, tuple(arguments), dict(st.seconds)))
+    if "torch" in frameworks:
+        for exporter in req.exporters:
+            if exporter != "torchax":
+                raise StackwarsError(f"{exporter} cannot capture without weights: its lazy tensors hold data "
+                                     "(torch_xla 2.9 has no meta-device or fake-tensor route to StableHLO)",
+                                     fix="use --exporter torchax with --abstract, or a size whose weights fit")
+            captures.append(_torchax_abstract(model, inputs, stages_for("torchax")))
+    return captures, inputs
+
+
+def _torchax_abstract(model, inputs, st) -> Capture:
+    import jax
+    import torch
+    from torchax import export as tx_export
+
+    from .lowering import lower_text
+    from .torch_capture import _spec_kind, _torchax_function
+
+    with st.stage("torch.export (meta)"):
+        try:
+            meta_inputs = tuple(torch.empty(v.shape, dtype=getattr(torch, str(v.dtype)), device="meta")
+                                for v in inputs.values())
+            ep = torch.export.export(model, meta_inputs)
+        except Exception as e:
+            raise CaptureError(f"torch.export of the meta-device model failed: {type(e).__name__}: "
+                               f"{str(e).splitlines()[0] if str(e) else ''}") from e
+    with st.stage("torchax to StableHLO (abstract)"):
+        names, states, func = _torchax_function(ep, tx_export)
+        wide = any(v.dtype in (np.int64, np.float64) for v in inputs.values())
+        with jax.enable_x64(wide):
+            abstract_states = [jax.ShapeDtypeStruct(tuple(s.shape), _jax_dtype(s.dtype)) for s in states]
+            args = [jax.ShapeDtypeStruct(v.shape, v.dtype) for v in inputs.values()]
+        t0 = time.perf_counter()
+        text = lower_text(func, abstract_states, args, x64=wide)
+        st.seconds["lower"] = time.perf_counter() - t0
+    kinds = {s.target: _spec_kind(s) for s in ep.graph_signature.input_specs if s.target}
+    arguments = [Argument(i, kinds.get(n, "constant"), n, tuple(s.shape), str(s.dtype).replace("torch.", ""))
+                 for i, (n, s) in enumerate(zip(names, states))]
+    arguments += [Argument(len(arguments) + j, "input", n, tuple(v.shape), str(v.dtype))
+                  for j, (n, v) in enumerate(inputs.items())]
+    return Capture("torch", "torchax", text, tuple(arguments), dict(st.seconds))
+
+
+def _train(req, frameworks, adapter, model, specs, inputs, stages_for) -> tuple[list[Capture], dict]:
+    """The training step from shapes: JAX's route (value_and_grad and optax's AdamW, from a fresh
+    optimizer state's shapes). torchax's training route converts the exported loss's constants to
+    values, so it has no abstract form yet."""
+    import jax
+
+    from .train import TrainState, capture_jax_train, loss_of
+
+    loss = loss_of(req.model)
+    if "torch" in frameworks:
+        raise StackwarsError("--abstract --step train is captured through JAX only, for now (torchax's training "
+                             "route materializes the exported loss's constants)",
+                             fix="add --framework jax, or drop --abstract at a size that fits")
+    if loss != "lm":
+        raise StackwarsError(f"--abstract --step train needs a language model's loss; {req.model}'s is {loss}",
+                             fix="drop --abstract at a size that fits")
+    trainable = {k for k, _ in model.named_parameters()}
+    sds = {k: jax.ShapeDtypeStruct(s, _jax_dtype(d)) for k, (s, d) in specs.items()}
+    state = TrainState(loss, {k: v for k, v in sds.items() if k in trainable},
+                       {k: v for k, v in sds.items() if k not in trainable}, {}, {}, 1, inputs, float("nan"),
+                       {}, {}, {})
+    cap = capture_jax_train(adapter, req.size, state, stages_for("jax train"))
+    return [cap], inputs

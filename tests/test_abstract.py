@@ -1,0 +1,65 @@
+"""Abstract capture: from shapes alone, the same IR as with weights; sizes that do not fit refused; the TPU compiler's refusal read."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from conftest import golden
+from stackwars_ir.bench.memory import refusal
+from stackwars_ir.capture import Request, run
+from stackwars_ir.capture.sanitize import relativize
+
+
+@pytest.fixture(scope="module")
+def abstract_llama(tmp_path_factory):
+    out = tmp_path_factory.mktemp("abstract")
+    run(Request("llama", exporters=("torchax",), abstract=True), out, show=False)
+    run(Request("llama", framework="jax", step="train", abstract=True), out, show=False)
+    return out / "llama-tiny"
+
+
+@pytest.mark.parametrize("stem", ["jax", "torch-torchax", "jax-train"])
+def test_shapes_alone_lower_to_the_same_ir_as_the_weights(abstract_llama, stem):
+    # The weights are arguments either way: the capture without them is the golden, byte for byte.
+    assert (abstract_llama / f"{stem}.mlir").read_text() == golden("llama", stem).read_text()
+    side = json.loads((abstract_llama / f"{stem}.json").read_text())
+    assert side["abstract"] is True and side["dtype"] == "float32"
+    assert side["parity"]["checked"] is False and "tiny size" in side["parity"]["why"]
+    assert side["arguments"] == json.loads(golden("llama", stem).with_suffix(".json").read_text())["arguments"]
+
+
+def test_an_abstract_capture_benches_on_synthetic_arguments(abstract_llama):
+    from stackwars_ir.bench.run import bench_files
+
+    (_, e), = bench_files([abstract_llama / "jax.mlir"], "cpu", timeout=60, with_peaks=False).rows
+    assert e.ok and e.arguments.startswith("synthetic")
+
+
+def test_bad_abstract_requests_are_one_line(cli, tmp_path):
+    cases = [
+        (("llama", "--abstract", "--exporter", "torch_xla"), "cannot capture without weights"),
+        (("llama", "--dtype", "bfloat16"), "add --abstract"),
+        (("llama", "--dtype", "float8"), "unknown dtype"),
+        (("llama", "--abstract", "--step", "train", "--exporter", "torchax"), "JAX only"),
+        (("gpt2", "--size", "8b"), "unknown size"),
+        # LLaMA-3.1-8B in float32: 30 GiB of weights, held about three times by a capture with weights.
+        (("llama", "--size", "8b", "--framework", "jax"), "add --abstract"),
+    ]
+    for args, words in cases:
+        code, _, err = cli("capture", *args, "--out", tmp_path)
+        assert code == 2 and words in err and len(err.strip().splitlines()) == 1, (args, err)
+    assert not any(tmp_path.rglob("*.mlir"))
+
+
+def test_the_tpu_compilers_refusal_is_read_as_its_figures():
+    message = ("RESOURCE_EXHAUSTED: Ran out of memory on HBM, the total memory required for HLO temporaries "
+               "(84.01G) exceeds available HBM (31.25G). Consider ...")
+    r = refusal(message)
+    assert r["required_bytes"] == int(84.01 * 2 ** 30) and r["available_bytes"] == int(31.25 * 2 ** 30)
+    assert r["memory"] == "HBM" and refusal("INVALID_ARGUMENT: something else") is None
+
+
+def test_fx_generated_code_counters_are_not_kept():
+    text = 'loc("<eval_with_key>.284\\22, line 10, in forward")'
+    assert relativize(text) == 'loc("<eval_with_key>\\22, line 10, in forward")'
