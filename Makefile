@@ -32,10 +32,10 @@ test-fast: setup
 # Regenerate the committed golden captures (tiny, every adapter, both frameworks and exporters;
 # training steps of every adapter that has parameters).
 captures: setup
-	for m in gpt2 bert resnet50 gemm ffn mha llama elementwise matmul matmul_skinny fft sort; do \
+	for m in gpt2 bert resnet50 gemm ffn mha llama vit gpt_neo elementwise matmul matmul_skinny fft sort; do \
 	  $(BIN)/stackwars-ir capture $$m --framework both --exporter all --size tiny --out captures --force || exit 1; \
 	done
-	for m in gpt2 bert resnet50 gemm ffn mha llama; do \
+	for m in gpt2 bert resnet50 gemm ffn mha llama vit gpt_neo; do \
 	  $(BIN)/stackwars-ir capture $$m --step train --framework both --exporter all --size tiny --out captures --force || exit 1; \
 	done
 

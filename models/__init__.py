@@ -75,6 +75,21 @@ CATALOG = {
                     rope_parameters=dict(rope_type="llama3", rope_theta=500000.0, factor=8.0, low_freq_factor=1.0,
                                          high_freq_factor=4.0, original_max_position_embeddings=8192))},
         {"tiny": dict(batch=2, seq=16), "8b": dict(batch=1, seq=128)}, loss="lm"),
+    "vit": Entry(
+        "vit", "ViT encoder (transformers ViTModel, no pooler); input images [batch, 3, seq, seq]; base: ViT-B/16",
+        {"tiny": dict(num_hidden_layers=2, hidden_size=64, num_attention_heads=4, intermediate_size=128,
+                      image_size=32, patch_size=8),
+         "base": dict(num_hidden_layers=12, hidden_size=768, num_attention_heads=12, intermediate_size=3072,
+                      image_size=224, patch_size=16)},
+        {"tiny": dict(batch=2, seq=32), "base": dict(batch=2, seq=224)}, seq_meaning="image size"),
+    "gpt_neo": Entry(
+        "gpt_neo", "GPT-Neo decoder (transformers GPTNeoModel: global and local attention layers alternating); "
+                   "input token ids [batch, seq]; 1.3b: GPT-Neo 1.3B's configuration",
+        {"tiny": dict(num_layers=2, hidden_size=64, num_heads=4, vocab_size=512, max_position_embeddings=128,
+                      attention_types=[[["global", "local"], 1]], window_size=4),
+         "1.3b": dict(num_layers=24, hidden_size=2048, num_heads=16, vocab_size=50257, max_position_embeddings=2048,
+                      attention_types=[[["global", "local"], 12]], window_size=256)},
+        {"tiny": dict(batch=2, seq=16), "1.3b": dict(batch=1, seq=128)}, loss="lm"),
     # Seed 002's basic workloads: small (tiny) and large (base) as that benchmark sized them.
     "elementwise": Entry(
         "elementwise", "element-wise chain sin(a * b + a) + b on two [batch, n] arrays (seed 002's add, multiply, sine)",

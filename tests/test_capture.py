@@ -158,3 +158,15 @@ def test_exporter_all_skips_an_exporter_that_cannot_export_the_model_and_says_so
 def test_seed_002_workloads_lower_to_their_op_in_every_capture(model, op):
     for stem in stems(model):
         assert load_one(golden(model, stem)).histogram()[op] >= 1, (model, stem)
+
+
+def test_an_argument_without_a_value_is_one_line_not_a_traceback():
+    # torch.export lifts tensors a model makes inside forward (GPT-Neo's mask value, measured): a
+    # capture whose argument has no known value must say so, not raise KeyError.
+    from stackwars_ir.capture.artifact import Argument, Capture
+    from stackwars_ir.capture.parity import argument_values
+    from stackwars_ir.errors import CaptureError
+
+    cap = Capture("torch", "torch_xla", "", (Argument(0, "constant", "h.1.attn.lifted_tensor_1", (), "float32"),), {})
+    with pytest.raises(CaptureError, match="neither a weight"):
+        argument_values(cap, {}, {})

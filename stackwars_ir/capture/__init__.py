@@ -173,8 +173,15 @@ def run(req: Request, out_dir: Path, *, force: bool = False, show: bool | None =
     for cap in captures:  # every check before any write: a failure leaves no partial set behind
         check = Stages(f"{label} {cap.stem}", show=show)
         with check.stage("parity (compile + run on XLA CPU)"):
-            result = parity.check(cap, weights, inputs, reference, rt) if state is None else \
-                parity.check_train(cap, state, rt)
+            try:
+                result = parity.check(cap, weights, inputs, reference, rt) if state is None else \
+                    parity.check_train(cap, state, rt)
+            except StackwarsError:
+                raise
+            except Exception as e:  # XLA refused to run it: one line, nothing written
+                first = str(e).strip().splitlines()[0][:300] if str(e).strip() else ""
+                raise CaptureError(f"{cap.stem}: the parity run on XLA CPU failed: {type(e).__name__}: {first}",
+                                   fix="report this capture as a bug in stackwars-ir") from e
         checked.append((dataclasses.replace(cap, seconds={**prep.seconds, **cap.seconds, **check.seconds}), result))
     for cap, _ in checked:
         leftover = absolute_paths(cap.text)

@@ -62,8 +62,15 @@ def argument_values(capture: Capture, weights: dict[str, np.ndarray],
             src = inputs[arg.name]
         elif arg.name in capture.constants:
             src = capture.constants[arg.name]
-        else:
+        elif arg.name in weights:
             src = weights[arg.name]
+        else:  # e.g. a tensor the model makes inside forward, lifted by torch.export (GPT-Neo's mask value)
+            from ..errors import CaptureError
+
+            raise CaptureError(f"{capture.stem}: argument {arg.index} ({arg.name!r}, {arg.kind}) is neither a weight, "
+                               "an input nor a recorded constant, so the capture cannot be run to check parity",
+                               fix="this exporter does not yet record the values of tensors lifted by torch.export; "
+                                   "try another --exporter")
         values.append(np.asarray(src).astype(arg.dtype, copy=False).reshape(arg.shape))
     return values
 

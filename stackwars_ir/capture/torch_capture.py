@@ -91,6 +91,8 @@ def capture_torch_xla(ep, inputs: dict[str, np.ndarray], stages: Stages) -> Capt
         kind = loc.type_.value
         if kind == "parameter":
             name, kind = loc.name, kinds.get(loc.name, "parameter")
+            if kind == "constant":  # a tensor made inside forward, lifted by torch.export: its value recorded
+                constants[name] = ep.constants[name].detach().cpu().numpy()
         elif kind == "constant":
             name = f"constant.{loc.position}"
             constants[name] = np.asarray(bundle.additional_constants[loc.position])
@@ -129,11 +131,34 @@ def capture_torchax(ep, inputs: dict[str, np.ndarray], stages: Stages) -> Captur
                  for i, (n, s) in enumerate(zip(names, states))]
     arguments += [Argument(len(arguments) + j, "input", n, tuple(v.shape), str(v.dtype))
                   for j, (n, v) in enumerate(inputs.items())]
-    return Capture("torch", "torchax", text, tuple(arguments), dict(stages.seconds))
+    # Tensors made inside forward and lifted by torch.export (GPT-Neo's mask value): values recorded.
+    constants = {n: np.asarray(v) for n, v in zip(names, states) if kinds.get(n) == "constant"}
+    return Capture("torch", "torchax", text, tuple(arguments), dict(stages.seconds), constants)
 
 
 def _needs_x64(inputs) -> bool:
     return any(v.dtype in (np.int64, np.float64) for v in inputs.values())
+
+
+def _states(program) -> tuple[list, list]:
+    """Names and tensors of the program's non-input placeholders, in the graph's own order.
+
+    torchax 0.0.13's `_extract_states_from_exported_program` returns parameters, then buffers, then
+    lifted constants' values without their names: where a model makes a tensor inside forward
+    (GPT-Neo's mask value) the names and values no longer line up, and a 128x128 mask buffer was
+    passed where the scalar belonged (measured: "Incompatible shapes for broadcasting"). The graph
+    signature's input_specs give every placeholder's kind and name in call order.
+    """
+    from torch.export.graph_signature import InputKind
+
+    tables = {**program.state_dict, **(getattr(program, "constants", None) or {})}
+    names, values = [], []
+    for spec in program.graph_signature.input_specs:
+        if spec.kind == InputKind.USER_INPUT:
+            continue
+        names.append(spec.target)
+        values.append(tables[spec.target])
+    return names, values
 
 
 def _torchax_function(ep, tx_export):
@@ -142,7 +167,7 @@ def _torchax_function(ep, tx_export):
 
     program = ep.run_decompositions()
     program = program.run_decompositions(tx_export.decompositions.DECOMPOSITIONS)
-    names, states = tx_export._extract_states_from_exported_program(program)
+    names, states = _states(program)
     mutations = len(program.graph_signature.buffers_to_mutate)
 
     class ScopedInterpreter(tx_export.JaxInterpreter):
