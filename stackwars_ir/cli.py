@@ -266,15 +266,8 @@ def bench_cmd(targets, framework, exporters, size, batches, seq, baselines, step
         models.entry(targets[0])  # an unknown name: one line with a did-you-mean
     model_mode = len(targets) == 1 and targets[0] in models.CATALOG and not Path(targets[0]).exists()
     if not model_mode:
-        ctx = click.get_current_context()
-        given = [f"--{n.replace('_', '-')}" for n in ("framework", "exporters", "size", "batches", "seq", "baselines",
-                                                         "step", "out_dir")
-                 if ctx.get_parameter_source(n) == click.core.ParameterSource.COMMANDLINE]
-        if given:
-            flag = {"--exporters": "--exporter", "--batches": "--batch", "--out-dir": "--out"}.get(given[0], given[0])
-            raise StackwarsError(f"{flag} applies to `bench MODEL`, not to StableHLO files (a file is captured "
-                                 "already: its model, batch and exporter are fixed)",
-                                 fix=f"drop {flag}, or bench a model by name")
+        _refuse_model_options("bench", ("framework", "exporters", "size", "batches", "seq", "baselines", "step",
+                                        "out_dir"), fix="bench a model by name")
     if model_mode:
         if framework != "both":
             raise StackwarsError(f"bench MODEL times both frameworks; got --framework {framework}",
@@ -373,15 +366,8 @@ def memory_cmd(targets, target, budget, measure, exporters, size, batches, seq, 
                             target=target, budgets_=limits, measure=measure, max_memory=memory, timeout=timeout,
                             progress=_progress, abstract=abstract, dtype=dtype, framework=framework)
     else:
-        ctx = click.get_current_context()
-        given = [f"--{n.replace('_', '-')}" for n in ("exporters", "size", "batches", "seq", "step", "out_dir",
-                                                         "framework", "abstract", "dtype")
-                 if ctx.get_parameter_source(n) == click.core.ParameterSource.COMMANDLINE]
-        if given:
-            flag = {"--exporters": "--exporter", "--batches": "--batch", "--out-dir": "--out"}.get(given[0], given[0])
-            raise StackwarsError(f"{flag} applies to `memory MODEL`, not to StableHLO files (a file is captured "
-                                 "already: its model, batch and exporter are fixed)",
-                                 fix=f"drop {flag}, or name a model")
+        _refuse_model_options("memory", ("exporters", "size", "batches", "seq", "step", "out_dir", "framework",
+                                         "abstract", "dtype"), fix="name a model")
         report = plan_files([Path(t) for t in targets], target, limits, measure, memory, timeout, _progress)
     _emit(memory_text(report), report.as_json(), json_path)
     if md_path is not None:
@@ -390,6 +376,17 @@ def memory_cmd(targets, target, budget, measure, exporters, size, batches, seq, 
     for p in report.failed:
         click.echo(f"stackwars-ir: error: {p.error}", err=True)
     sys.exit(EXIT_BAD_INPUT if report.failed else 0)
+
+
+def _refuse_model_options(command: str, names, fix: str) -> None:
+    """Options that only a MODEL takes, given with StableHLO files: one line naming the first."""
+    ctx = click.get_current_context()
+    given = [n for n in names if ctx.get_parameter_source(n) == click.core.ParameterSource.COMMANDLINE]
+    if given:
+        flag = {"exporters": "--exporter", "batches": "--batch", "out_dir": "--out"}.get(
+            given[0], f"--{given[0].replace('_', '-')}")
+        raise StackwarsError(f"{flag} applies to `{command} MODEL`, not to StableHLO files (a file is captured "
+                             "already: its model, batch and exporter are fixed)", fix=f"drop {flag}, or {fix}")
 
 
 def _exporters(model: str, given, step: str = "forward") -> tuple:

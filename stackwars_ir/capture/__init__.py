@@ -183,11 +183,7 @@ def run(req: Request, out_dir: Path, *, force: bool = False, show: bool | None =
                 raise CaptureError(f"{cap.stem}: the parity run on XLA CPU failed: {type(e).__name__}: {first}",
                                    fix="report this capture as a bug in stackwars-ir") from e
         checked.append((dataclasses.replace(cap, seconds={**prep.seconds, **cap.seconds, **check.seconds}), result))
-    for cap, _ in checked:
-        leftover = absolute_paths(cap.text)
-        if leftover:
-            raise CaptureError(f"{cap.stem}: absolute path {leftover[0]!r} left in the capture",
-                               fix="report this as a bug in stackwars-ir's path sanitizer")
+    _refuse_absolute_paths([cap for cap, _ in checked])
     results = [result for _, result in checked]
     contents = [f for cap, result in checked
                 for f in _contents(cap, req, state.inputs if state else inputs, result, out_dir, state)]
@@ -201,17 +197,22 @@ def run(req: Request, out_dir: Path, *, force: bool = False, show: bool | None =
     return outcome
 
 
+def _refuse_absolute_paths(captures) -> None:
+    """Captures are published: a path of this machine left in one stops the whole set."""
+    for cap in captures:
+        leftover = absolute_paths(cap.text)
+        if leftover:
+            raise CaptureError(f"{cap.stem}: absolute path {leftover[0]!r} left in the capture",
+                               fix="report this as a bug in stackwars-ir's path sanitizer")
+
+
 def _run_abstract(req, frameworks, out_dir: Path, label: str, show) -> CaptureSet:
     """Captures from shapes alone, written with a sidecar that says parity was not checked."""
     from .abstract import capture_abstract
 
     captures, inputs = capture_abstract(req, frameworks, lambda what: Stages(f"{label} {what}", show=show))
     captures = [dataclasses.replace(c, text=relativize(c.text)) for c in captures]
-    for cap in captures:
-        leftover = absolute_paths(cap.text)
-        if leftover:
-            raise CaptureError(f"{cap.stem}: absolute path {leftover[0]!r} left in the capture",
-                               fix="report this as a bug in stackwars-ir's path sanitizer")
+    _refuse_absolute_paths(captures)
     contents = [f for cap in captures for f in _contents(cap, req, inputs, None, out_dir)]
     with artifact.locked_folder(Path(out_dir) / f"{req.model}-{req.size}"):
         artifact.write_set(contents)
