@@ -15,11 +15,11 @@ from stackwars_ir.capture.sanitize import relativize
 def abstract_llama(tmp_path_factory):
     out = tmp_path_factory.mktemp("abstract")
     run(Request("llama", exporters=("torchax",), abstract=True), out, show=False)
-    run(Request("llama", framework="jax", step="train", abstract=True), out, show=False)
+    run(Request("llama", exporters=("torchax",), step="train", abstract=True), out, show=False)
     return out / "llama-tiny"
 
 
-@pytest.mark.parametrize("stem", ["jax", "torch-torchax", "jax-train"])
+@pytest.mark.parametrize("stem", ["jax", "torch-torchax", "jax-train", "torch-torchax-train"])
 def test_shapes_alone_lower_to_the_same_ir_as_the_weights(abstract_llama, stem):
     # The weights are arguments either way: the capture without them is the golden, byte for byte.
     assert (abstract_llama / f"{stem}.mlir").read_text() == golden("llama", stem).read_text()
@@ -41,7 +41,8 @@ def test_bad_abstract_requests_are_one_line(cli, tmp_path):
         (("llama", "--abstract", "--exporter", "torch_xla"), "cannot capture without weights"),
         (("llama", "--dtype", "bfloat16"), "add --abstract"),
         (("llama", "--dtype", "float8"), "unknown dtype"),
-        (("llama", "--abstract", "--step", "train", "--exporter", "torchax"), "JAX only"),
+        (("llama", "--abstract", "--step", "train", "--exporter", "torch_xla"), "cannot capture without weights"),
+        (("vit", "--abstract", "--step", "train", "--framework", "jax"), "language model's loss"),
         (("gpt2", "--size", "8b"), "unknown size"),
         # LLaMA-3.1-8B in float32: 30 GiB of weights, held about three times by a capture with weights.
         (("llama", "--size", "8b", "--framework", "jax"), "add --abstract"),

@@ -135,25 +135,31 @@ def _torchax_abstract(model, inputs, st) -> Capture:
 
 
 def _train(req, frameworks, adapter, model, specs, inputs, stages_for) -> tuple[list[Capture], dict]:
-    """The training step from shapes: JAX's route (value_and_grad and optax's AdamW, from a fresh
-    optimizer state's shapes). torchax's training route converts the exported loss's constants to
-    values, so it has no abstract form yet."""
+    """The training step from shapes: JAX's route (value_and_grad and optax's AdamW) and torchax's (the
+    meta-device model's exported loss under the same step), each from a fresh optimizer state's shapes."""
     import jax
 
-    from .train import TrainState, capture_jax_train, loss_of
+    from .train import TrainState, capture_jax_train, capture_torchax_train, loss_of
 
     loss = loss_of(req.model)
     if "torch" in frameworks:
-        raise StackwarsError("--abstract --step train is captured through JAX only, for now (torchax's training "
-                             "route materializes the exported loss's constants)",
-                             fix="add --framework jax, or drop --abstract at a size that fits")
+        for exporter in req.exporters:
+            if exporter != "torchax":
+                raise StackwarsError(f"{exporter} cannot capture without weights: its lazy tensors hold data "
+                                     "(torch_xla 2.9 has no meta-device or fake-tensor route to StableHLO)",
+                                     fix="use --exporter torchax with --abstract, or a size whose weights fit")
     if loss != "lm":
-        raise StackwarsError(f"--abstract --step train needs a language model's loss; {req.model}'s is {loss}",
+        raise StackwarsError(f"--abstract --step train needs a language model's loss; {req.model}'s is {loss} "
+                             "(its target's shape comes from a forward run)",
                              fix="drop --abstract at a size that fits")
     trainable = {k for k, _ in model.named_parameters()}
     sds = {k: jax.ShapeDtypeStruct(s, _jax_dtype(d)) for k, (s, d) in specs.items()}
     state = TrainState(loss, {k: v for k, v in sds.items() if k in trainable},
                        {k: v for k, v in sds.items() if k not in trainable}, {}, {}, 1, inputs, float("nan"),
                        {}, {}, {})
-    cap = capture_jax_train(adapter, req.size, state, stages_for("jax train"))
-    return [cap], inputs
+    captures = []
+    if "jax" in frameworks:
+        captures.append(capture_jax_train(adapter, req.size, state, stages_for("jax train")))
+    if "torch" in frameworks:
+        captures.append(capture_torchax_train(model, state, stages_for("torchax train")))
+    return captures, inputs

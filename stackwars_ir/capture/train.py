@@ -9,6 +9,7 @@ PyTorch eager's second step: the loss, the gradients and the AdamW rule (see GRA
 from __future__ import annotations
 
 import copy
+import dataclasses
 import os
 from dataclasses import dataclass, field
 
@@ -300,7 +301,11 @@ def capture_jax_train(adapter, size: str, state: TrainState, stages: Stages) -> 
 
 
 def capture_torchax_train(model, state: TrainState, stages: Stages) -> Capture:
-    """The PyTorch module and loss, exported, run by torchax's interpreter under jax.value_and_grad."""
+    """The PyTorch module and loss, exported, run by torchax's interpreter under jax.value_and_grad.
+
+    With a state of shapes (capture/abstract.py: a meta-device model, parameters as
+    jax.ShapeDtypeStruct), nothing is materialized: the loss is exported from meta tensors, buffers and
+    lifted constants become abstract arguments, and AdamW's state is a fresh one's shapes."""
     try:
         import jax
         import torchax
@@ -310,19 +315,28 @@ def capture_torchax_train(model, state: TrainState, stages: Stages) -> Capture:
 
     from .torch_capture import _needs_x64, _torchax_function
 
-    with stages.stage("torch.export (loss)"):
-        ep = export_loss(model, state)
-    with stages.stage("torchax to StableHLO"):
+    abstract = any(isinstance(v, jax.ShapeDtypeStruct) for v in state.params.values())
+    with stages.stage("torch.export (loss" + (", meta)" if abstract else ")")):
+        ep = export_loss(model, state, meta=abstract)
+    with stages.stage("torchax to StableHLO" + (" (abstract)" if abstract else "")):
         try:
             names, consts, forward = _torchax_function(ep, tx_export)
             wide = _needs_x64(state.inputs)
-            values = state.values()
+            values = state.values() if not abstract else {}
             with jax.enable_x64(wide):
-                env = torchax.default_env()
-                params = {n: jax.numpy.asarray(state.params[n]) for n in names if n in state.params}
-                fixed = {n: (jax.numpy.asarray(values[n]) if n in values else env.t2j_copy(c))
-                         for n, c in zip(names, consts) if n not in state.params}
-                lifted = {n: np.asarray(fixed[n]) for n in fixed if n not in values}
+                if abstract:
+                    from .abstract import _jax_dtype
+
+                    params = {n: state.params[n] for n in names if n in state.params}
+                    fixed = {n: jax.ShapeDtypeStruct(tuple(c.shape), _jax_dtype(c.dtype))
+                             for n, c in zip(names, consts) if n not in state.params}
+                    lifted = {n for n in fixed if n not in state.buffers}
+                else:
+                    env = torchax.default_env()
+                    params = {n: jax.numpy.asarray(state.params[n]) for n in names if n in state.params}
+                    fixed = {n: (jax.numpy.asarray(values[n]) if n in values else env.t2j_copy(c))
+                             for n, c in zip(names, consts) if n not in state.params}
+                    lifted = {n: np.asarray(fixed[n]) for n in fixed if n not in values}
                 inputs = {k: jax.numpy.asarray(v) for k, v in state.inputs.items()}
 
             order = list(state.inputs)  # the export's order; a dict through jax.jit comes back key-sorted
@@ -332,7 +346,13 @@ def capture_torchax_train(model, state: TrainState, stages: Stages) -> Capture:
                 return forward(args, [inputs[k] for k in order])[0]
 
             tx, step = _adamw_step(loss_fn)
-            args = {"params": params, "opt_state": _opt_state(tx, state), "buffers": fixed, "inputs": inputs}
+            opt_state = jax.eval_shape(tx.init, params) if abstract else _opt_state(tx, state)
+            args = {"params": params, "opt_state": opt_state, "buffers": fixed, "inputs": inputs}
+            if abstract:  # lifted constants without values: named as constants, passed as arguments
+                cap = _lower_step("torchax", step, args, stages, x64=wide)
+                arguments = tuple(a if a.name not in lifted or a.kind != "buffer" else
+                                  Argument(a.index, "constant", a.name, a.shape, a.dtype) for a in cap.arguments)
+                return dataclasses.replace(cap, arguments=arguments)
             return _lower_step("torchax", step, args, stages, x64=wide, constants=lifted)
         except StackwarsError:
             raise
@@ -340,8 +360,9 @@ def capture_torchax_train(model, state: TrainState, stages: Stages) -> Capture:
             raise CaptureError(f"torchax training export failed: {type(e).__name__}: {str(e).splitlines()[0]}") from e
 
 
-def export_loss(model, state: TrainState):
-    """torch.export of the model with its loss as forward, parameter names and module paths unchanged."""
+def export_loss(model, state: TrainState, meta: bool = False):
+    """torch.export of the model with its loss as forward, parameter names and module paths unchanged
+    (from meta-device example inputs when `meta`)."""
     import torch
 
     m = copy.deepcopy(model)
@@ -353,8 +374,10 @@ def export_loss(model, state: TrainState):
 
     sub = type(base.__name__, (base,), {"forward": forward, "__module__": base.__module__})
     m.__class__ = sub  # a subclass, not a wrapper: no "model." prefix on names and module paths
+    example = tuple(torch.empty(v.shape, dtype=getattr(torch, str(v.dtype)), device="meta") if meta
+                    else torch.from_numpy(v) for v in state.inputs.values())
     try:
-        return torch.export.export(m, tuple(torch.from_numpy(v) for v in state.inputs.values()))
+        return torch.export.export(m, example)
     except Exception as e:
         raise CaptureError(f"torch.export of the loss failed: {type(e).__name__}: {str(e).splitlines()[0]}") from e
 
