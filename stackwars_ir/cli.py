@@ -323,8 +323,11 @@ def bench_cmd(targets, framework, exporters, size, batches, seq, baselines, step
 @click.option("--framework", default="both", show_default=True, help="With MODEL: jax, torch or both.")
 @click.option("--abstract", is_flag=True, help="With MODEL: capture from shapes alone (no weights; see capture).")
 @click.option("--dtype", default="float32", show_default=True, help="With MODEL: float32, or bfloat16 with --abstract.")
+@click.option("--max-batch", is_flag=True,
+              help="With MODEL: the largest batch that fits each --budget, searched by compiling abstract captures "
+                   "(none run; torch_xla, which has none, left out); up to 1024.")
 def memory_cmd(targets, target, budget, measure, exporters, size, batches, seq, step, out_dir, timeout, max_memory,
-               json_path, md_path, framework, abstract, dtype):
+               json_path, md_path, framework, abstract, dtype, max_batch):
     """Will it fit? XLA's memory plan of StableHLO files (FILE.mlir ...) or a model (MODEL).
 
     Each executable is compiled for --target, not run: arguments, outputs, aliased outputs,
@@ -361,13 +364,25 @@ def memory_cmd(targets, target, budget, measure, exporters, size, batches, seq, 
             from .capture.train import loss_of
 
             loss_of(targets[0])
-        report = plan_model(targets[0], size=size, batches=_int_list(batches) or (None,), seq=seq,
-                            exporters=_exporters(targets[0], exporters, step), step=step, out_dir=out_dir,
-                            target=target, budgets_=limits, measure=measure, max_memory=memory, timeout=timeout,
-                            progress=_progress, abstract=abstract, dtype=dtype, framework=framework)
+        if max_batch:
+            from .bench.memory import max_batch_model
+
+            if batches or measure:
+                raise StackwarsError("--max-batch chooses the batches itself and runs nothing",
+                                     fix="drop --batch and --measure")
+            report = max_batch_model(targets[0], budgets_=limits, size=size, seq=seq,
+                                     exporters=_exporters(targets[0], exporters, step), step=step, out_dir=out_dir,
+                                     target=target, max_memory=memory, timeout=timeout, progress=_progress,
+                                     dtype=dtype, framework=framework)
+        else:
+            report = plan_model(targets[0], size=size, batches=_int_list(batches) or (None,), seq=seq,
+                                exporters=_exporters(targets[0], exporters, step), step=step, out_dir=out_dir,
+                                target=target, budgets_=limits, measure=measure, max_memory=memory,
+                                timeout=timeout, progress=_progress, abstract=abstract, dtype=dtype,
+                                framework=framework)
     else:
         _refuse_model_options("memory", ("exporters", "size", "batches", "seq", "step", "out_dir", "framework",
-                                         "abstract", "dtype"), fix="name a model")
+                                         "abstract", "dtype", "max_batch"), fix="name a model")
         report = plan_files([Path(t) for t in targets], target, limits, measure, memory, timeout, _progress)
     _emit(memory_text(report), report.as_json(), json_path)
     if md_path is not None:
@@ -405,24 +420,44 @@ def _exporters(model: str, given, step: str = "forward") -> tuple:
     return usable
 
 
-def _check_bench_belongs(bench_path: Path, bench: dict, files) -> None:
-    """A bench JSON charted in a report must have timed at least one of the report's files."""
+def _check_belongs(path: Path, hashes: dict, files, what: str) -> None:
+    """A bench or memory JSON charted in a report must have measured at least one of the report's
+    files: `hashes` maps each file it measured (sha256) to its label."""
     import hashlib
 
-    timed = {r.get("sha256") for r in bench["results"] if r.get("kind") == "stablehlo"} - {None}
-    if not timed:
-        raise StackwarsError(f"{bench_path}: records no file hashes, so nothing shows it timed these files",
-                             fix="re-run stackwars-ir bench on them with --json")
+    if not hashes:
+        raise StackwarsError(f"{path}: records no file hashes, so nothing shows it {what} these files",
+                             fix=f"re-run stackwars-ir {_COMMAND_OF[what]} on them with --json")
     mine = set()
     for f in files:
         try:
             mine.add(hashlib.sha256(Path(f).read_bytes()).hexdigest())
         except OSError:
             pass  # the diff reports a missing file in its own words
-    if mine and not timed & mine:
-        labels = ", ".join(sorted({Path(r["label"]).name for r in bench["results"] if r.get("kind") == "stablehlo"}))
-        raise StackwarsError(f"{bench_path}: timed other files ({labels}), not {Path(files[0]).name} or "
-                             f"{Path(files[1]).name}", fix="bench these files with --json, or drop --bench")
+    if mine and not set(hashes) & mine:
+        labels = ", ".join(sorted({Path(x).name for x in hashes.values()}))
+        raise StackwarsError(f"{path}: {what} other files ({labels}), not {Path(files[0]).name} or "
+                             f"{Path(files[1]).name}",
+                             fix=f"run stackwars-ir {_COMMAND_OF[what]} on these files with --json, or drop "
+                                 f"--{_COMMAND_OF[what]}")
+
+
+_COMMAND_OF = {"timed": "bench", "planned": "memory"}
+
+
+def _read_json_of(path: Path, command: str, key: str) -> dict:
+    """A `stackwars-ir COMMAND --json` file, or one line saying why it is not one."""
+    import json
+
+    try:
+        data = json.loads(Path(path).read_text())
+    except (OSError, ValueError) as e:
+        raise StackwarsError(f"{path}: not a readable {command} JSON file: {e}",
+                             fix=f"write one with stackwars-ir {command} ... --json FILE") from None
+    if not isinstance(data, dict) or not isinstance(data.get(key), list):
+        raise StackwarsError(f"{path}: not a stackwars-ir {command} JSON file (no {key!r})",
+                             fix=f"write one with stackwars-ir {command} ... --json FILE")
+    return data
 
 
 def _sidecar_names(path) -> dict:
@@ -486,34 +521,33 @@ def _int_list(text: str) -> tuple:
               help="The HTML file to write.")
 @click.option("--bench", "bench_path", type=click.Path(dir_okay=False, path_type=Path),
               help="A `stackwars-ir bench --json` file whose timings the report charts.")
+@click.option("--memory", "memory_path", type=click.Path(dir_okay=False, path_type=Path),
+              help="A `stackwars-ir memory --json` file whose plans the report charts (stacked per executable).")
 @click.option("--mode", type=click.Choice(["auto", "provenance", "structure"]), default="auto", show_default=True,
               help="How to segment into blocks (see diff).")
-def report_cmd(file_a, file_b, out, bench_path, mode):
+def report_cmd(file_a, file_b, out, bench_path, memory_path, mode):
     """Write a self-contained HTML report (op histograms, heat map, alignment, IR, timings).
 
     Exit code 0: written; 2: bad input, nothing written; 130: interrupted, nothing written.
     """
-    import json
-
     from .diff import diff_files
     from .report import write_outputs
 
-    bench = None
+    bench = memory = None
     if bench_path:
-        try:
-            bench = json.loads(Path(bench_path).read_text())
-        except (OSError, ValueError) as e:
-            raise StackwarsError(f"{bench_path}: not a readable bench JSON file: {e}",
-                                 fix="write one with stackwars-ir bench ... --json FILE") from None
-        if not isinstance(bench, dict) or "results" not in bench:
-            raise StackwarsError(f"{bench_path}: not a stackwars-ir bench JSON file (no 'results')",
-                                 fix="write one with stackwars-ir bench ... --json FILE")
-        _check_bench_belongs(bench_path, bench, (file_a, file_b))
+        bench = _read_json_of(bench_path, "bench", "results")
+        _check_belongs(bench_path, {r["sha256"]: r.get("label", "?") for r in bench["results"]
+                                    if isinstance(r, dict) and r.get("kind") == "stablehlo" and r.get("sha256")}, (file_a, file_b), "timed")
+    if memory_path:
+        memory = _read_json_of(memory_path, "memory", "executables")
+        _check_belongs(memory_path, {e["sha256"]: e.get("label", "?") for e in memory["executables"]
+                                     if isinstance(e, dict) and e.get("sha256")}, (file_a, file_b), "planned")
     report = diff_files(file_a, file_b, mode)
     import shlex
 
     command = " ".join(shlex.quote(str(x)) for x in ("stackwars-ir", "report", file_a, file_b, "-o", out,
                                                        *(("--bench", bench_path) if bench_path else ()),
+                                                       *(("--memory", memory_path) if memory_path else ()),
                                                        *(("--mode", mode) if mode != "auto" else ())))
-    write_outputs(report, html_path=out, bench=bench, command=command)
+    write_outputs(report, html_path=out, bench=bench, command=command, memory=memory)
     click.echo(f"wrote {out}")

@@ -113,3 +113,67 @@ def test_the_tpu_compiler_plans_without_a_tpu():
     for plan in report.plans:
         # TPU layouts pad to tiles: never less than the arguments' own bytes.
         assert plan.argument_bytes >= _sidecar_argument_bytes(golden("gpt2", plan.name)) and plan.code_bytes > 0
+
+
+def _search(need, budget, limit=1024):
+    from stackwars_ir.bench.memory import MemoryPlan, search_max_batch
+
+    asked = []
+
+    def probe(b):
+        asked.append(b)
+        return {"x": MemoryPlan("x", "cpu", argument_bytes=need(b))}
+
+    (m,) = search_max_batch(probe, ["x"], (Budget("b", budget),), limit)
+    return m, asked
+
+
+@pytest.mark.parametrize("need, budget, largest, most", [
+    (lambda b: 1000 + 100 * b, 50_000, 490, 4),  # linear: the line lands on the boundary
+    (lambda b: 1000 + 100 * b + (5000 if b >= 256 else 0), 27_000, 255, 12),  # XLA's plans step
+    (lambda b: 1000 + 3 * b * b, 10 ** 6, 577, 16),  # not linear: bisection finishes it
+    (lambda b: 1000 + 100 * b, 500, 0, 1),  # not even batch 1
+])
+def test_the_largest_batch_is_the_boundary_whatever_the_plans_shape(need, budget, largest, most):
+    m, asked = _search(need, budget)
+    assert m.largest == largest and not m.error and len(asked) <= most
+    # The answer is shown by compiles on both sides of it, never by extrapolation.
+    assert need(largest + 1) > budget and m.need(largest + 1) == need(largest + 1)
+    assert largest == 0 or m.need(largest) == need(largest) <= budget
+
+
+def test_the_search_stops_at_its_limit():
+    m, asked = _search(lambda b: 100 * b, 10 ** 12, limit=1024)
+    assert m.largest == 1024 and m.at_limit and asked == [1, 2, 1024]
+
+
+def test_max_batch_compiles_abstract_captures_on_both_sides_of_the_boundary(cli, tmp_path):
+    from stackwars_ir.bench.memory import plan_files
+
+    code, out, err = cli("memory", "mha", "--max-batch", "--budget", "3M", "--exporter", "torch_xla,torchax",
+                         "--out", tmp_path, "--json", tmp_path / "m.json")
+    assert code == 0, err
+    assert "torch_xla left out" in err and "largest batch that fits" in out
+    data = json.loads((tmp_path / "m.json").read_text())
+    found = {m["name"]: m for m in data["max_batch"]}
+    assert set(found) == {"jax", "torch-torchax"}
+    for name, m in found.items():
+        b = m["largest_batch"]
+        assert 1 < b < m["limit"] and m["need_bytes_at_largest"] <= 3 << 20 < m["need_bytes_at_next"]
+        # The boundary's captures are on disk, abstract, and plan again to the same figures.
+        at, nxt = (tmp_path / f"b{x}-s16" / "mha-tiny" / f"{name}.mlir" for x in (b, b + 1))
+        assert json.loads(at.with_suffix(".json").read_text())["abstract"] is True
+        again = plan_files([at, nxt], "cpu")
+        assert [p.peak_bytes + p.code_bytes for p in again.plans] == \
+            [m["need_bytes_at_largest"], m["need_bytes_at_next"]]
+
+
+def test_bad_max_batch_requests_are_one_line(cli, tmp_path):
+    for args, words in [(("mha", "--max-batch"), "none was given"),
+                        (("mha", "--max-batch", "--budget", "1G", "--batch", "2"), "chooses the batches itself"),
+                        (("mha", "--max-batch", "--budget", "1G", "--framework", "torch", "--exporter", "torch_xla"),
+                         "use --exporter torchax"),
+                        ((str(golden("mha", "jax")), "--max-batch"), "applies to `memory MODEL`")]:
+        code, _, err = cli("memory", *args, "--out", tmp_path)
+        assert code == 2 and words in err and len(err.strip().splitlines()) == 1, (args, err)
+    assert not any(tmp_path.rglob("*.mlir"))

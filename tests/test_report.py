@@ -1,6 +1,7 @@
 """Report: the HTML is self-contained, escapes what comes from IR files, and renders in Chromium."""
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import subprocess
@@ -76,9 +77,12 @@ def test_report_renders_in_headless_chromium(tmp_path):
     from stackwars_ir.report import write_outputs
 
     a, b = golden("gpt2", "jax"), golden("gpt2", "torch-torch_xla")
+    from stackwars_ir.bench.memory import budgets, plan_files
+
     bench = bench_files([a, b], "cpu", timeout=20, with_peaks=False).as_json()
+    memory = plan_files([a, b], "cpu", budgets("600K,1M"), timeout=60).as_json()
     page = tmp_path / "report.html"
-    write_outputs(diff_files(a, b), html_path=page, bench=bench)
+    write_outputs(diff_files(a, b), html_path=page, bench=bench, memory=memory)
     dom = _run_chromium("--dump-dom", page.as_uri(), cwd=tmp_path)
     body = re.search(r"<body([^>]*)>", dom.stdout).group(1)
     rendered = int(re.search(r'data-rendered="(\d+)"', body).group(1))
@@ -104,3 +108,39 @@ def test_the_report_states_each_sides_own_inputs_and_its_full_command(cli, tmp_p
     jax_row, torch_row = re.findall(r"<tr><td>[^<]*</td><td><code>[^<]*</code>.*?</tr>", html)[:2]
     assert "input_ids int32[2, 16]" in jax_row and "input_ids int64[2, 16]" in torch_row
     assert f"--bench {bench} --mode structure</code>" in html and f"-o {out}" in html
+
+
+def test_the_report_charts_a_memory_plan_of_its_own_files(cli, tmp_path):
+    a, b = golden("gpt2", "jax"), golden("gpt2", "torch-torch_xla")
+    plans = tmp_path / "m.json"
+    assert cli("memory", a, b, "--budget", "100K,t4", "--json", plans)[0] == 0
+    data = json.loads(plans.read_text())
+    out = tmp_path / "r.html"
+    code, _, err = cli("report", a, b, "-o", out, "--memory", plans)
+    assert code == 0, err
+    html = out.read_text()
+    section = html[html.index('<h2 id="memory">'):]
+    # One stacked bar per executable: arguments, outputs, temporaries (code is 0 B on the CPU backend).
+    bars = re.findall(r'<rect class="bar"[^>]*><title>([^<]*)</title>', section)
+    assert {t.split(":")[0] for t in bars} == {"jax.mlir (batch 2)", "torch-torch_xla.mlir (batch 2)"}
+    assert sum(t.split(": ")[1].startswith("arguments") for t in bars) == 2
+    for e in data["executables"]:  # the table carries the plan's own figures and each budget's verdict
+        assert "OOM, needs" in section and "fits, " in section
+        assert human(e["peak_bytes"]) in section
+    assert "--memory" in html[html.index("Regenerate"):]
+    # A plan of other files is refused, and nothing is written.
+    other = tmp_path / "other.json"
+    assert cli("memory", golden("bert", "jax"), "--json", other)[0] == 0
+    out2 = tmp_path / "r2.html"
+    code, _, err = cli("report", a, b, "-o", out2, "--memory", other)
+    assert code == 2 and "planned other files (jax.mlir)" in err and not out2.exists()
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"results": []}')
+    code, _, err = cli("report", a, b, "-o", out2, "--memory", bad)
+    assert code == 2 and "no 'executables'" in err and len(err.strip().splitlines()) == 1
+
+
+def human(n):
+    from stackwars_ir.textfmt import human_bytes
+
+    return human_bytes(n)

@@ -131,6 +131,7 @@ class MemoryReport:
     budgets: tuple[Budget, ...] = ()
     machine: dict = field(default_factory=dict)
     versions: dict = field(default_factory=dict)
+    max_batch: tuple = ()  # MaxBatch per executable and budget, with --max-batch
 
     @property
     def failed(self) -> list:
@@ -144,6 +145,7 @@ class MemoryReport:
         return {"format": 1, "target": self.target, "plan_of": self.whose_plan,
                 "budgets": [{"name": b.name, "bytes": b.bytes} for b in self.budgets],
                 "executables": [p.as_json(self.budgets) for p in self.plans],
+                **({"max_batch": [m.as_json() for m in self.max_batch]} if self.max_batch else {}),
                 "machine": self.machine, "versions": self.versions}
 
 
@@ -354,7 +356,6 @@ def plan_files(paths, target: str = "cpu", budgets_=(), measure: bool = False, m
     """Every file compiled for `target` in a worker killed past its time or memory limit; the
     others are still planned."""
     from . import machine
-    from ..capture.artifact import versions
     from .worker import Isolated
 
     check_target(target)
@@ -367,12 +368,19 @@ def plan_files(paths, target: str = "cpu", budgets_=(), measure: bool = False, m
             if progress:
                 progress(f"{path}: compiling for {target} ...")
             plans.append(worker.run(("memory", str(path), target, measure), timeout))
+    return MemoryReport(target, tuple(plans), tuple(budgets_), machine(), _versions(target))
+
+
+def _versions(target: str) -> dict:
+    """The stack's versions, and libtpu's when it made the plan."""
+    from ..capture.artifact import versions
+
     found = versions()
-    if target in TOPOLOGIES:  # the compiler that made the plan
+    if target in TOPOLOGIES:
         from importlib import metadata
 
         found["libtpu"] = metadata.version("libtpu")
-    return MemoryReport(target, tuple(plans), tuple(budgets_), machine(), found)
+    return found
 
 
 def table_rows(report: MemoryReport) -> tuple[list[str], list[list]]:
@@ -412,6 +420,31 @@ def table_rows(report: MemoryReport) -> tuple[list[str], list[list]]:
     return headers, rows
 
 
+def max_batch_rows(report: MemoryReport) -> tuple[list[str], list[list]]:
+    """The --max-batch table: per executable and budget, the largest batch that fits and the plans
+    on either side of the boundary."""
+    from ..textfmt import human_bytes
+
+    headers = ["executable", "budget", "largest batch that fits", "needs at it", "needs at the next", "compiles"]
+    rows = []
+    for m in report.max_batch:
+        budget = f"{m.budget.name} ({human_bytes(m.budget.bytes)})"
+        if m.error:
+            rows.append([m.name, budget, "FAILED", "-", "-", len(m.probes)])
+            continue
+        largest = f"{m.largest} or more (the search's limit)" if m.at_limit else \
+            ("none: batch 1 does not fit" if m.largest == 0 else str(m.largest))
+        at = m.need(m.largest) if m.largest else None
+        nxt = m.need(m.largest + 1) if not m.at_limit else None
+        rows.append([m.name, budget, largest, human_bytes(at) if at is not None else "-",
+                     human_bytes(nxt) if nxt is not None else "-", len(m.probes)])
+    return headers, rows
+
+
+MAX_BATCH_NOTE = ("largest batch: compiled at the batches a search asked for (a line through the plans nearest the "
+                  "boundary, then bisection), never run; 'needs': peak + code, as the budget columns count it. "
+                  "Abstract captures (the IR a capture with weights gives, no weight materialized).")
+
 NOTES = ("peak: arguments + outputs - aliased + temporaries, as XLA's buffer assignment plans them (code apart; "
          "a budget must hold both); 'refused': the TPU compiler would not build it, and the peak is what it said the "
          "program requires. Budgets are nominal device memory; the runtime reserves part of it.")
@@ -435,3 +468,121 @@ def plan_model(model: str, *, size: str = "tiny", batches=(None,), seq: int | No
                       dtype=dtype).validated()
         files += captured(req, out_dir, sweep=batches != (None,) or bool(seq), show=show, progress=progress)
     return plan_files(files, target, budgets_, measure, max_memory, timeout, progress)
+
+
+# --max-batch: the largest batch whose plan fits a budget, found by compiling, never running.
+MAX_BATCH_LIMIT = 1024  # the search stops here ("1024 or more"): inputs are generated at each probed batch
+LINEAR_GUESSES = 5  # compiles guided by a line through the plans, then doubling and bisection
+MAX_PROBES = LINEAR_GUESSES + 2 * MAX_BATCH_LIMIT.bit_length()  # per executable and budget: a bound, never reached
+
+
+@dataclass(frozen=True)
+class MaxBatch:
+    """The largest batch whose plan fits one budget, for one executable, and the compiles that show it."""
+
+    name: str  # the executable (jax, torch-torchax, jax-train, ...)
+    budget: Budget
+    largest: int | None  # 0: not even batch 1 fits; None: the search failed (see error)
+    probes: tuple  # (batch, bytes needed: peak + code), in the order compiled
+    limit: int = MAX_BATCH_LIMIT
+    error: str | None = None
+
+    @property
+    def at_limit(self) -> bool:
+        return self.largest is not None and self.largest >= self.limit
+
+    def need(self, batch: int) -> int | None:
+        return dict(self.probes).get(batch)
+
+    def as_json(self) -> dict:
+        return {"name": self.name, "budget": self.budget.name, "budget_bytes": self.budget.bytes,
+                "largest_batch": self.largest, "at_limit": self.at_limit, "limit": self.limit,
+                "need_bytes_at_largest": self.need(self.largest) if self.largest else None,
+                "need_bytes_at_next": None if self.largest is None or self.at_limit else self.need(self.largest + 1),
+                "probes": [{"batch": b, "need_bytes": n} for b, n in sorted(self.probes)], "error": self.error}
+
+
+def next_batch(points: dict, budget: int, limit: int) -> int | None:
+    """The next batch to compile in the search for the largest batch whose need fits `budget`, from the
+    needs known so far (batch -> bytes), or None when the answer is known. Memory grows about linearly
+    with the batch, so the first guesses follow the line through the two known points nearest the
+    boundary, the bracket once there is one (a linear plan is found in 3 or 4 compiles); from the fifth compile on, plain doubling and
+    bisection (XLA's plans step where its algorithms change: at most 2 log2(limit) more compiles)."""
+    fit = [b for b, n in points.items() if n <= budget]
+    lo = max(fit, default=0)
+    hi = min((b for b, n in points.items() if n > budget and b > lo), default=None)
+    if hi == lo + 1 or lo >= limit:
+        return None
+    if not points:
+        return 1
+    top = hi if hi is not None else limit + 1
+    if len(points) >= LINEAR_GUESSES:
+        return (lo + top) // 2 if hi is not None else min(2 * lo, limit)
+    other = hi if hi is not None else max((b for b in points if b < lo), default=None)
+    if lo == 0 or other is None:
+        guess = 2 * lo
+    else:  # the line through the bracket (lo, hi), or through lo and the point below it
+        slope = (points[other] - points[lo]) / (other - lo)
+        guess = lo + int((budget - points[lo]) // slope) if slope > 0 else 2 * lo
+    return max(lo + 1, min(guess, top - 1, limit))
+
+
+def search_max_batch(probe, names, budgets_, limit: int = MAX_BATCH_LIMIT) -> tuple[MaxBatch, ...]:
+    """For each executable name and budget, the largest batch that fits. `probe(batch)` compiles every
+    executable at that batch and returns name -> MemoryPlan (it caches: one compile per batch)."""
+    out = []
+    for name in names:
+        for budget in budgets_:
+            points, order, error = {}, [], None
+            for _ in range(MAX_PROBES + 1):
+                b = next_batch(points, budget.bytes, limit)
+                if b is None:
+                    break
+                plan = probe(b).get(name)
+                if plan is None or not plan.ok:
+                    error = plan.error if plan is not None else f"{name} was not captured at batch {b}"
+                    break
+                points[b] = plan.peak_bytes + plan.code_bytes
+                order.append((b, points[b]))
+            else:
+                error = f"no answer after {MAX_PROBES} compiles (the plan is not monotonic in the batch)"
+            largest = None if error else max((b for b, n in points.items() if n <= budget.bytes), default=0)
+            out.append(MaxBatch(name, budget, largest, tuple(order), limit, error))
+    return tuple(out)
+
+
+def max_batch_model(model: str, *, budgets_, limit: int = MAX_BATCH_LIMIT, exporters=("torchax",),
+                    framework: str = "both", progress=None, **kw) -> MemoryReport:
+    """--max-batch: MODEL's executables compiled at the batches the search asks for, from abstract
+    captures (shapes only: the IR is the one a capture with weights gives, and no batch is run), so
+    torch_xla, which has no route without weights, is left out."""
+    if not budgets_:
+        raise StackwarsError("--max-batch searches for the largest batch that fits a budget, and none was given",
+                             fix="add --budget, e.g. --budget v6e-1 or --budget 16G")
+    routes = tuple(e for e in exporters if e != "torch_xla")
+    if framework in ("torch", "both") and not routes:
+        if framework == "torch":
+            raise StackwarsError("--max-batch compiles abstract captures, and torch_xla has none (its lazy "
+                                 "tensors hold data)", fix="use --exporter torchax")
+        framework = "jax"
+    if progress and "torch_xla" in exporters and framework != "jax":
+        progress("--max-batch: torch_xla left out (it has no capture without weights)")
+    plans: dict[int, dict] = {}
+    every = []
+
+    def probe(batch: int) -> dict:
+        if batch not in plans:
+            report = plan_model(model, batches=(batch,), exporters=routes or ("torchax",), framework=framework,
+                                budgets_=budgets_, abstract=True, progress=progress, **kw)
+            plans[batch] = {p.name: p for p in report.plans}
+            every.extend(report.plans)
+        return plans[batch]
+
+    found = search_max_batch(probe, list(probe(1)), budgets_, limit)
+    from . import machine
+
+    # The table shows the plans on either side of each boundary; every compile is in the searches.
+    shown = {(m.name, b) for m in found for b in (1, m.largest, (m.largest or 0) + 1) if b}
+    target = kw.get("target", "cpu")
+    plans_shown = sorted((p for p in every if (p.name, p.batch) in shown or not p.ok), key=lambda p: (p.name, p.batch or 0))
+    return MemoryReport(target, tuple(plans_shown), tuple(budgets_), machine(), _versions(target), found)

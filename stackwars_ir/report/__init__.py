@@ -6,7 +6,8 @@ from pathlib import Path
 
 
 def write_outputs(report, *, json_path: Path | None = None, md_path: Path | None = None,
-                  html_path: Path | None = None, bench: dict | None = None, command: str | None = None) -> list[Path]:
+                  html_path: Path | None = None, bench: dict | None = None, command: str | None = None,
+                  memory: dict | None = None) -> list[Path]:
     """Write each requested rendering atomically; return the paths written."""
     from ..capture.artifact import write_atomic
 
@@ -15,6 +16,8 @@ def write_outputs(report, *, json_path: Path | None = None, md_path: Path | None
         data = report.as_json()
         if bench:
             data["bench"] = bench
+        if memory:
+            data["memory"] = memory
         write_atomic(Path(json_path), json.dumps(data, indent=2, sort_keys=False) + "\n")
         written.append(Path(json_path))
     if md_path:
@@ -25,6 +28,6 @@ def write_outputs(report, *, json_path: Path | None = None, md_path: Path | None
     if html_path:
         from .html import diff_html
 
-        write_atomic(Path(html_path), diff_html(report, bench, command))
+        write_atomic(Path(html_path), diff_html(report, bench, command, memory))
         written.append(Path(html_path))
     return written

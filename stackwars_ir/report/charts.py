@@ -1,4 +1,4 @@
-"""Inline SVG charts (no library, nothing fetched): grouped bars and a heat-map colour scale."""
+"""Inline SVG charts (no library, nothing fetched): grouped and stacked bars, and a heat-map colour scale."""
 from __future__ import annotations
 
 import math
@@ -42,6 +42,48 @@ def grouped_bars(categories: list[str], series: list[tuple[str, list[float]]], *
             parts.append(f'<rect class="bar" x="{label_w}" y="{y}" width="{w:.1f}" height="{bar_h - 1}" '
                          f'fill="{COLORS[k % len(COLORS)]}"><title>{esc(name)}: {esc(_fmt(v))}{esc(unit)}</title></rect>')
             parts.append(f'<text x="{label_w + w + 4:.1f}" y="{y + bar_h - 2}" font-size="9">{esc(_fmt(v))}</text>')
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def stacked_bars(categories: list[str], segments: list[tuple[str, list[float]]], *, marks=(),
+                 fmt=None, width: int = 900, bar_h: int = 16, title: str = "") -> str:
+    """Horizontal stacked bars: one bar per category, one segment per series (values >= 0); `marks`
+    are (name, value) vertical lines across all bars (budgets); `fmt` writes a value for the labels."""
+    fmt = fmt or _fmt
+    label_w, top, gap = 230, 28, 6
+    height = top + (bar_h + gap) * len(categories) + (16 * len(marks)) + 12
+    totals = [sum(v or 0 for _, vs in segments for v in [vs[i]]) for i in range(len(categories))]
+    vmax = max([*totals, *(v for _, v in marks)], default=1) or 1
+    span = width - label_w - 90
+
+    def x(v: float) -> float:
+        return label_w + span * max(v or 0, 0) / vmax
+
+    parts = [f'<svg class="chart" role="img" viewBox="0 0 {width} {height}" width="{width}" height="{height}" '
+             f'xmlns="http://www.w3.org/2000/svg"><title>{esc(title)}</title>']
+    lx = label_w
+    for k, (name, _) in enumerate(segments):
+        parts.append(f'<rect x="{lx}" y="6" width="12" height="12" fill="{COLORS[k % len(COLORS)]}"/>'
+                     f'<text x="{lx + 16}" y="16" font-size="12">{esc(name)}</text>')
+        lx += 36 + 7 * len(name)  # about 7 px a character at 12 px
+    for i, cat in enumerate(categories):
+        y = top + i * (bar_h + gap)
+        parts.append(f'<text x="{label_w - 6}" y="{y + bar_h - 4}" font-size="11" text-anchor="end">{esc(cat)}</text>')
+        start = 0.0
+        for k, (name, vs) in enumerate(segments):
+            v = vs[i] or 0
+            if v > 0:
+                parts.append(f'<rect class="bar" x="{x(start):.1f}" y="{y}" width="{x(start + v) - x(start):.1f}" '
+                             f'height="{bar_h}" fill="{COLORS[k % len(COLORS)]}"><title>{esc(cat)}: {esc(name)} '
+                             f'{esc(fmt(v))}</title></rect>')
+            start += v
+        parts.append(f'<text x="{x(start) + 4:.1f}" y="{y + bar_h - 4}" font-size="10">{esc(fmt(start))}</text>')
+    bottom = top + (bar_h + gap) * len(categories)
+    for j, (name, v) in enumerate(marks):
+        parts.append(f'<line x1="{x(v):.1f}" y1="{top - 4}" x2="{x(v):.1f}" y2="{bottom}" stroke="#c0392b" '
+                     f'stroke-dasharray="4 3"/><text x="{x(v):.1f}" y="{bottom + 12 + 16 * j}" font-size="10" '
+                     f'text-anchor="middle" fill="#c0392b">{esc(name)} {esc(fmt(v))}</text>')
     parts.append("</svg>")
     return "".join(parts)
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections import Counter
 from pathlib import Path
 
-from .charts import grouped_bars, heat
+from .charts import grouped_bars, heat, stacked_bars
 from .escape import esc, highlight
 
 TOP_OPS = 30
@@ -42,7 +42,7 @@ _SCRIPT = """
 """
 
 
-def diff_html(report, bench: dict | None = None, command: str | None = None) -> str:
+def diff_html(report, bench: dict | None = None, command: str | None = None, memory: dict | None = None) -> str:
     """The self-contained HTML report; `command` is the full command that regenerates it."""
     a, b = report.a, report.b
     title = f"StableHLO diff: {a.name} vs {b.name}"
@@ -53,6 +53,8 @@ def diff_html(report, bench: dict | None = None, command: str | None = None) -> 
              _excerpts(report)]
     if bench:
         parts.append(_timings(bench))
+    if memory:
+        parts.append(_memory(memory))
     command = command or f"stackwars-ir report {a.module.source} {b.module.source} -o report.html"
     parts.append(f"<p class=\"muted\">Written by stackwars-ir. Regenerate: <code>{esc(command)}</code></p>")
     parts.append(f"<script>{_SCRIPT}</script></body></html>\n")
@@ -214,3 +216,42 @@ def _ms(s) -> str:
 
 def _gf(x) -> str:
     return "-" if not x else f"{x / 1e9:.3g}"
+
+
+def _memory(memory: dict) -> str:
+    """A `stackwars-ir memory --json` file: its table and a stacked bar per executable against the budgets."""
+    from ..textfmt import human_bytes
+
+    plans = [e for e in memory.get("executables", []) if not e.get("error")]
+    budgets = memory.get("budgets", [])
+    labels = [Path(e["label"]).name + (f" (batch {e['batch']})" if e.get("batch") is not None else "") for e in plans]
+
+    def parts(e) -> list:
+        if e.get("refused_by_compiler"):  # no plan: what the compiler said it needs, in one segment
+            return [0, 0, e["refused_by_compiler"]["required_bytes"], 0]
+        return [e["argument_bytes"], e["output_bytes"] - e["alias_bytes"], e["temp_bytes"], e["code_bytes"]]
+
+    names = ("arguments", "outputs not aliased", "temporaries (or refused: required)", "code")
+    chart = stacked_bars(labels, [(n, [parts(e)[k] for e in plans]) for k, n in enumerate(names)],
+                         marks=[(b["name"], b["bytes"]) for b in budgets], fmt=human_bytes,
+                         title="planned memory per executable")
+    head = "".join(f"<th>{esc(h)}</th>" for h in ("executable", "arguments", "outputs", "aliased", "temporaries",
+                                                  "code", "peak", *(f"{b['name']} ({human_bytes(b['bytes'])})"
+                                                                    for b in budgets)))
+    rows = []
+    for lbl, e in zip(labels, plans):
+        fits = []
+        for b in budgets:
+            f = e.get("budgets", {}).get(b["name"], {})
+            fits.append("fits, " + human_bytes(f["headroom_bytes"]) + " free" if f.get("fits")
+                        else "OOM, needs " + human_bytes(-f["headroom_bytes"]) + " more" if f else "-")
+        nums = ["-"] * 5 if e.get("refused_by_compiler") else \
+            [human_bytes(e[k]) for k in ("argument_bytes", "output_bytes", "alias_bytes", "temp_bytes", "code_bytes")]
+        peak = human_bytes(e["peak_bytes"]) + (" (refused)" if e.get("refused_by_compiler") else "")
+        rows.append(f"<tr><td>{esc(lbl)}</td>" + "".join(f"<td class=n>{esc(x)}</td>" for x in (*nums, peak))
+                    + "".join(f"<td>{esc(x)}</td>" for x in fits) + "</tr>")
+    failed = [e for e in memory.get("executables", []) if e.get("error")]
+    note = "".join(f"<p class=muted>Not planned: {esc(e['error'])}</p>" for e in failed)
+    return (f"<h2 id=\"memory\">Memory</h2><p>Plan of {esc(memory.get('plan_of', memory.get('target')))}: "
+            "nothing was run. Dashed lines: the budgets.</p>" + chart
+            + f"<table><tr>{head}</tr>{''.join(rows)}</table>{note}")

@@ -54,4 +54,12 @@ def memory_markdown(report) -> str:
     lines += ["", NOTES]
     if any(p.measured for p in report.plans):
         lines.append(MEASURED_NOTE)
+    if report.max_batch:
+        from ..bench.memory import MAX_BATCH_NOTE, max_batch_rows
+
+        headers, rows = max_batch_rows(report)
+        lines += ["", "## Largest batch that fits", "", "| " + " | ".join(_cell(h) for h in headers) + " |",
+                  "| " + " | ".join("---" if i < 2 else "---:" for i in range(len(headers))) + " |"]
+        lines += ["| " + " | ".join(_cell(str(c)) for c in r) + " |" for r in rows]
+        lines += ["", MAX_BATCH_NOTE]
     return "\n".join(lines) + "\n"

@@ -159,4 +159,9 @@ def memory_text(report) -> str:
            table(headers, rows, right=set(range(1, 8))), "", NOTES]
     if any(p.measured for p in report.plans):
         out.append(MEASURED_NOTE)
+    if report.max_batch:
+        from ..bench.memory import MAX_BATCH_NOTE, max_batch_rows
+
+        headers, rows = max_batch_rows(report)
+        out += ["", table(headers, rows, right={3, 4, 5}), "", MAX_BATCH_NOTE]
     return "\n".join(out)
