@@ -27,6 +27,7 @@ def test_every_figure_is_present_and_sane(gpt2_bench):
         assert e.memory["argument_bytes"] > 0 and e.memory["output_bytes"] == 2 * 16 * 64 * 4
         assert e.hlo["fusions"] > 0
         assert e.arguments.startswith("capture sidecar")
+        assert e.resident_bytes > 0  # at least the compiler's own working memory
     data = gpt2_bench.as_json()
     assert data["peaks"]["flops_per_s"] > 0 and data["machine"]["cpus"]
     for r in data["results"]:
@@ -306,3 +307,18 @@ def test_bench_says_what_it_is_doing_on_stderr(cli):
     code, out, err = cli("bench", golden("gemm", "jax"))
     assert code == 0 and f"{golden('gemm', 'jax')}: compiling and timing ..." in err
     assert "done in" in err and "compiling" not in out
+
+
+def test_each_row_says_how_much_resident_memory_it_took():
+    # GEMM base: a 1024 x 1024 float32 weight (4 MiB). Every row holds its own copy of the weights, as
+    # a StableHLO executable holds its placed arguments: eager's and torch_xla's copies are measured.
+    from stackwars_ir.bench.native import run_baselines
+    from stackwars_ir.capture import Request
+
+    rows = {e.kind: e for e in run_baselines(Request("gemm", size="base", batch=1, seq=8).validated(),
+                                              ("eager", "torch_xla"), 30)}
+    weight = 1024 * 1024 * 4
+    for e in rows.values():
+        assert e.ok, e.error
+        assert e.resident_bytes >= weight, (e.kind, e.resident_bytes)
+        assert e.as_json()["resident"]["peak_growth_bytes"] == e.resident_bytes

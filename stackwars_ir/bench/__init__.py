@@ -33,6 +33,7 @@ class Executable:
     error: str | None = None
     proof: Proof | None = None  # the first run's output against the reference output
     sha256: str | None = None  # of a StableHLO file: which file this row timed (report --bench checks it)
+    resident_bytes: int | None = None  # the row's growth of peak resident memory (bench.memory.ResidentWindow)
 
     @property
     def ok(self) -> bool:
@@ -48,12 +49,20 @@ class Executable:
                "timing": self.timing.as_json() if self.timing else None, "flops": self.flops,
                "bytes_accessed": self.bytes_accessed, "memory": self.memory, "optimized_hlo": self.hlo,
                "arguments": self.arguments, "error": self.error,
-               "proof": self.proof.as_json() if self.proof else None, "sha256": self.sha256}
+               "proof": self.proof.as_json() if self.proof else None, "sha256": self.sha256,
+               "resident": None if self.resident_bytes is None else
+               {"peak_growth_bytes": self.resident_bytes, "method": _resident_method()}}
         if self.timing and self.flops:
             out["achieved_flops_per_s"] = self.flops / self.timing.steady
             if peaks:
                 out["roofline"] = roofline(self.flops, self.bytes_accessed, self.timing.steady, peaks)
         return out
+
+
+def _resident_method() -> str:
+    from .memory import ResidentWindow
+
+    return ResidentWindow.METHOD
 
 
 def roofline(flops: float, nbytes: float | None, seconds: float, peaks: dict) -> dict:
@@ -196,15 +205,19 @@ def bench_text(path: Path, text: str, module, rt, sidecar: dict | None, timeout:
 
         started()  # in a bench worker: the time limit of the compile and runs starts now
         deadline = time.monotonic() + timeout if timeout else None  # the budget covers the compile too
-        t0 = time.perf_counter()
-        exe = rt.compile(text, label)
-        compile_s = time.perf_counter() - t0
-        buffers = rt.put(arrays)  # on the device before timing: no host copies inside the loop
-        checker = Checker(label, reference, rt.platform, "PyTorch eager on the CPU, same inputs")
-        timing = measure(lambda: rt.run(exe, buffers), deadline=deadline, inspect=checker)
+        from .memory import ResidentWindow
+
+        with ResidentWindow() if rt.platform == "cpu" and ResidentWindow.available() else _no_window() as window:
+            t0 = time.perf_counter()
+            exe = rt.compile(text, label)
+            compile_s = time.perf_counter() - t0
+            buffers = rt.put(arrays)  # on the device before timing: no host copies inside the loop
+            checker = Checker(label, reference, rt.platform, "PyTorch eager on the CPU, same inputs")
+            timing = measure(lambda: rt.run(exe, buffers), deadline=deadline, inspect=checker)
+            del buffers
         cost = _cost(exe)
         return Executable(label, "stablehlo", compile_s, timing, cost.get("flops"), cost.get("bytes accessed"),
-                          _memory(exe), hlo_stats(exe), origin, proof=checker.proof)
+                          _memory(exe), hlo_stats(exe), origin, proof=checker.proof, resident_bytes=window.bytes)
     except Timeout:
         return Executable(label, "stablehlo", None, None, error=f"{label}: ran past --timeout {timeout} s")
     except StackwarsError as e:
@@ -212,6 +225,18 @@ def bench_text(path: Path, text: str, module, rt, sidecar: dict | None, timeout:
     except Exception as e:  # an XLA runtime failure: one line, the others still run
         return Executable(label, "stablehlo", None, None,
                           error=f"{label}: {type(e).__name__}: {' '.join(str(e).split())[:200]}")
+
+
+class _no_window:
+    """Where resident memory is not the device's (a GPU) or cannot be reset (not Linux): nothing measured."""
+
+    bytes = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        pass
 
 
 def _cost(exe) -> dict:

@@ -272,8 +272,6 @@ def measure_run(exe, compiler: Compiler, module, sidecar: dict | None) -> Measur
     """One run's peak resident memory above what was resident before it. Linux resets a process's
     peak (VmHWM) when 5 is written to /proc/self/clear_refs: the peak read after the run is the
     run's own (its temporaries and outputs), the arguments being placed before the reset."""
-    import gc
-
     import numpy as np
 
     from . import signature_arguments
@@ -285,16 +283,40 @@ def measure_run(exe, compiler: Compiler, module, sidecar: dict | None) -> Measur
     rt = compiler.runtime
     buffers = rt.put(arrays)
     del arrays
-    gc.collect()
-    _trim()  # freed memory goes back to the system: the run cannot reuse pages earlier jobs touched
-    before = _status("VmRSS")
-    with open("/proc/self/clear_refs", "w") as f:
-        f.write("5")
-    outs = rt.run(exe, buffers)
-    peak = _status("VmHWM")
-    del outs
-    return Measured(max(0, peak - before), "peak resident set (VmHWM, reset before the run) minus the resident "
-                                             "set before it; arguments placed and freed memory trimmed before")
+    with ResidentWindow() as window:  # arguments placed before: the run's own peak
+        rt.run(exe, buffers)
+    return Measured(window.bytes, "peak resident set (VmHWM, reset before the run) minus the resident "
+                                  "set before it; arguments placed and freed memory trimmed before")
+
+
+class ResidentWindow:
+    """The growth of this process's peak resident set over a stretch of work: freed memory trimmed and
+    the peak (VmHWM) reset at the start, read at the end. Bench rows use it alike, a StableHLO
+    executable (compile, arguments placed, every run) and a native baseline (its own copy of the weights
+    and state built, compile, every run), so the two say how much the runtime adds to the IR's plan."""
+
+    METHOD = ("growth of the process's peak resident set over the row (compile, the row's own weights and "
+              "state placed, every run), against the resident set before it")
+
+    def __enter__(self) -> "ResidentWindow":
+        import gc
+
+        gc.collect()
+        _trim()
+        self.before = _status("VmRSS")
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+        self.bytes = None
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.bytes = max(0, _status("VmHWM") - self.before)
+
+    @staticmethod
+    def available() -> bool:
+        import os
+
+        return os.path.exists("/proc/self/clear_refs")
 
 
 def _trim() -> None:

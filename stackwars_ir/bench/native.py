@@ -13,6 +13,7 @@ What "first run" includes, per row (docs/benchmarks.md says the same):
 """
 from __future__ import annotations
 
+import copy
 import os
 import time
 
@@ -60,6 +61,12 @@ def run_baselines(req, which, deadline_s: float | None, backend: str = "cpu") ->
             out.append(_failed(name, ValueError(f"no {name} baseline for training steps (choose from "
                                                 f"{', '.join(TRAIN_BASELINES)})")))
             continue
+        from .memory import ResidentWindow
+
+        # The row's resident growth: its own copy of the weights and state, compile and every run.
+        window = ResidentWindow() if backend == "cpu" and ResidentWindow.available() else None
+        if window:
+            window.__enter__()
         try:
             label, kind, run, counters, done = fn(adapter, req, model, weights, inputs, backend)
         except Exception as e:  # a baseline that cannot start is reported, the others still run
@@ -71,8 +78,10 @@ def run_baselines(req, which, deadline_s: float | None, backend: str = "cpu") ->
             started()  # in a bench worker: the time limit of the compile and runs starts now
             checker = Checker(label, reference, backend, what)
             timing = measure(run, deadline=_deadline(deadline_s), inspect=checker, counters=counters)
+            if window:
+                window.__exit__(None, None, None)
             out.append(Executable(label, kind, None, timing, arguments="same weights and inputs",
-                                  proof=checker.proof))
+                                  proof=checker.proof, resident_bytes=window.bytes if window else None))
         except Timeout:
             out.append(Executable(label, kind, None, None,
                                   error=f"{label}: ran past --timeout {deadline_s} s before a steady-state run"))
@@ -163,7 +172,7 @@ def _eager(adapter, req, model, weights, inputs, backend):
     import torch
 
     device = _torch_device(backend)
-    m = model.to(device)
+    m = copy.deepcopy(model).to(device)  # its own weights, as every row holds its own
     xs = [torch.from_numpy(v).to(device) for v in inputs.values()]
     sync = _synchronizer(device)
 
@@ -174,7 +183,7 @@ def _eager(adapter, req, model, weights, inputs, backend):
         return out
 
     where = f"{torch.get_num_threads()} threads" if device == "cpu" else torch.cuda.get_device_name()
-    return f"torch eager ({where})", "torch eager", run, None, lambda: model.to("cpu")
+    return f"torch eager ({where})", "torch eager", run, None, _nothing
 
 
 def _dynamo_counters() -> dict:
@@ -189,7 +198,7 @@ def _inductor(adapter, req, model, weights, inputs, backend):
 
     torch._dynamo.reset()  # first is first: nothing this process compiled before is reused
     device = _torch_device(backend)
-    compiled = torch.compile(model.to(device))
+    compiled = torch.compile(copy.deepcopy(model).to(device))
     xs = [torch.from_numpy(v).to(device) for v in inputs.values()]
     sync = _synchronizer(device)
 
@@ -199,7 +208,7 @@ def _inductor(adapter, req, model, weights, inputs, backend):
         sync()
         return out
 
-    return "torch.compile (inductor)", "torch.compile", run, _dynamo_counters, lambda: model.to("cpu")
+    return "torch.compile (inductor)", "torch.compile", run, _dynamo_counters, _nothing
 
 
 def _xla_counters() -> dict:
@@ -225,7 +234,7 @@ def _torch_xla(adapter, req, model, weights, inputs, backend):
     import torch_xla.core.xla_model as xm
 
     dev = torch_xla.device()
-    m = model.to(dev)
+    m = copy.deepcopy(model).to(dev)
     xs = [torch.from_numpy(v).to(dev) for v in inputs.values()]
     torch_xla.sync()  # the inputs' transfers are not part of the first run
 
@@ -238,7 +247,7 @@ def _torch_xla(adapter, req, model, weights, inputs, backend):
         xm.wait_device_ops()
         return out
 
-    return "torch_xla lazy tensors", "torch_xla lazy", run, _xla_counters, lambda: model.to("cpu")
+    return "torch_xla lazy tensors", "torch_xla lazy", run, _xla_counters, _nothing
 
 
 # Training steps (`bench MODEL --step train`): each run is the next step of the user's own loop,

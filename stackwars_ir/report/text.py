@@ -87,7 +87,9 @@ def bench_text(report) -> str:
                      ms(t.third) if t and t.third is not None else None, ms(t.steady) if t else None,
                      f"{t.spread:.0%}" if t else "-", t.iterations if t else None,
                      (e.flops / t.steady / 1e9) if (t and e.flops) else None,
-                     e.hlo.get("fusions") if e.hlo else None, e.proof.summary if e.proof else "-",
+                     e.hlo.get("fusions") if e.hlo else None,
+                     human_bytes(e.resident_bytes) if e.resident_bytes is not None else "-",
+                     e.proof.summary if e.proof else "-",
                      counters_text(t.counters) if t else "-", "ok" if e.ok else "FAILED"])
     out = [f"backend: {report.backend}   machine: {report.machine.get('processor')} "
            f"({report.machine.get('cpus')} cpus)"]
@@ -95,10 +97,11 @@ def bench_text(report) -> str:
         out.append(f"measured peaks: {report.peaks['flops_per_s'] / 1e9:.1f} GFLOP/s, "
                    f"{report.peaks['bytes_per_s'] / 1e9:.1f} GB/s")
     out += ["", table(["executable", "batch", "compile ms", "first ms", "second ms", "third ms", "steady ms",
-                       "spread", "iters", "GFLOP/s", "fusions", "output", "counters 1st/2nd/3rd/rest", "status"], rows,
-                      right={1, 2, 3, 4, 5, 6, 8, 9, 10})]
+                       "spread", "iters", "GFLOP/s", "fusions", "resident", "output", "counters 1st/2nd/3rd/rest",
+                       "status"], rows, right={1, 2, 3, 4, 5, 6, 8, 9, 10, 11})]
     out += ["", "output: the first run's max abs error against PyTorch eager on the CPU (same inputs); "
-                "counters: the runtime's own, per run (rest: all later runs together)"]
+                "counters: the runtime's own, per run (rest: all later runs together); resident: the row's growth "
+                "of peak resident memory (its own weights and state placed, compile, every run; CPU only)"]
     from ..bench.compare import noisy
 
     warnings = noisy(report.rows)
