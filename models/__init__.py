@@ -1,14 +1,23 @@
-"""Model adapters: each builds a PyTorch model, its Flax NNX twin on the same weights, and inputs.
+"""Model adapters: one file each (`gpt2.py`, ...) builds a PyTorch model, its Flax NNX twin on the same weights, and inputs.
 
-This file is the catalogue (plain data, no framework import, so `stackwars-ir models` is
-instant). An adapter module (`gpt2.py`, ...) defines `torch_model(size)`,
-`inputs(size, batch, seq, rng)` and `jax_model(size, weights)`.
+The catalogue is every adapter file's `ENTRY`, read without importing the file (so `stackwars-ir
+models` is instant): the files in this folder, then those named by STACKWARS_IR_ADAPTERS (files or
+folders, separated by the path separator; `stackwars-ir --adapters PATH` sets it). An adapter file
+defines `ENTRY = Entry(...)` (its data: sizes, default shapes, loss, what cannot export it, and an
+optional `roles` table), `torch_model(size)`, `inputs(size, batch, seq, rng)` and
+`jax_model(size, weights)`. docs/adapters.md is the protocol.
 """
 from __future__ import annotations
 
+import ast
 import importlib
+import os
 from dataclasses import dataclass, field
+from pathlib import Path
 from types import ModuleType
+
+ADAPTERS_ENV = "STACKWARS_IR_ADAPTERS"
+HERE = Path(__file__).resolve().parent
 
 
 @dataclass(frozen=True)
@@ -25,111 +34,122 @@ class Entry:
     # squared error of the output against a seeded normal target), None (nothing to train).
     loss: str | None = "mse"
     train_unsupported: dict = field(default_factory=dict, repr=False)  # exporter -> why no training step
+    # Module-path words the differ's generic table does not know, and their role ("output": "mlp" for
+    # BERT's layer.N.output): consulted, innermost word first, where no generic word names a role.
+    roles: dict = field(default_factory=dict, repr=False)
+    workload: bool = False  # one of seed 002's basic workloads (no layers)
+    path: str = field(default="", repr=False, compare=False)  # the adapter file (set by the catalogue)
 
 
-CATALOG = {
-    "gpt2": Entry(
-        "gpt2", "GPT-2 decoder (transformers GPT2Model); input token ids [batch, seq]",
-        {"tiny": dict(n_layer=2, n_embd=64, n_head=4, vocab_size=512, n_positions=128),
-         "base": dict(n_layer=12, n_embd=768, n_head=12, vocab_size=50257, n_positions=1024)},
-        {"tiny": dict(batch=2, seq=16), "base": dict(batch=2, seq=64)}, loss="lm"),
-    "bert": Entry(
-        "bert", "BERT encoder (transformers BertModel, no pooler); input token ids [batch, seq]",
-        {"tiny": dict(num_hidden_layers=2, hidden_size=64, num_attention_heads=4, intermediate_size=256,
-                      vocab_size=512, max_position_embeddings=128),
-         "base": dict(num_hidden_layers=12, hidden_size=768, num_attention_heads=12, intermediate_size=3072,
-                      vocab_size=30522, max_position_embeddings=512)},
-        {"tiny": dict(batch=2, seq=16), "base": dict(batch=2, seq=64)}),
-    "resnet50": Entry(
-        "resnet50", "ResNet-50 (transformers ResNetModel, pooled output); input images [batch, 3, seq, seq]",
-        {"tiny": dict(embedding_size=8, hidden_sizes=[16, 32], depths=[1, 1]),
-         "base": dict(embedding_size=64, hidden_sizes=[256, 512, 1024, 2048], depths=[3, 4, 6, 3])},
-        {"tiny": dict(batch=2, seq=32), "base": dict(batch=2, seq=224)}, seq_meaning="image size",
-        train_unsupported={"torch_xla": "torch_xla 2.9's batch-norm backward fails in eval mode (\"The size of "
-                                        "mean should be compatible with feature count, but the size of offset "
-                                        "factor is 0\")",
-                           "torchax": "torchax 0.0.13 computes max-pool indices with a generic reduce_window over "
-                                      "(indices, values), which JAX cannot differentiate (\"Linearization failed "
-                                      "to produce known values for all output primals\")"}),
-    "gemm": Entry(
-        "gemm", "one matrix multiply x @ W ([batch*seq, d] x [d, d]), the study's GEMM",
-        {"tiny": dict(d=64), "base": dict(d=1024)},
-        {"tiny": dict(batch=2, seq=16), "base": dict(batch=8, seq=128)}),
-    "ffn": Entry(
-        "ffn", "feed-forward block Linear-GELU-Linear on [batch, seq, d], the study's FFN",
-        {"tiny": dict(d=64, hidden=256), "base": dict(d=768, hidden=3072)},
-        {"tiny": dict(batch=2, seq=16), "base": dict(batch=8, seq=128)}),
-    "mha": Entry(
-        "mha", "multi-head self-attention (q, k, v, out projections) on [batch, seq, d], the study's MHA",
-        {"tiny": dict(d=64, heads=4), "base": dict(d=768, heads=12)},
-        {"tiny": dict(batch=2, seq=16), "base": dict(batch=8, seq=128)}),
-    "llama": Entry(
-        "llama", "LLaMA decoder (transformers LlamaModel: RMSNorm, llama3 rotary, grouped-query attention, SwiGLU); "
-                 "input token ids [batch, seq]; 8b: LLaMA-3.1-8B's configuration",
-        {"tiny": dict(num_hidden_layers=2, hidden_size=64, num_attention_heads=4, num_key_value_heads=2,
-                      intermediate_size=128, vocab_size=512, max_position_embeddings=128, rms_norm_eps=1e-5,
-                      rope_parameters=dict(rope_type="llama3", rope_theta=500000.0, factor=8.0, low_freq_factor=1.0,
-                                           high_freq_factor=4.0, original_max_position_embeddings=32)),
-         "8b": dict(num_hidden_layers=32, hidden_size=4096, num_attention_heads=32, num_key_value_heads=8,
-                    intermediate_size=14336, vocab_size=128256, max_position_embeddings=131072, rms_norm_eps=1e-5,
-                    rope_parameters=dict(rope_type="llama3", rope_theta=500000.0, factor=8.0, low_freq_factor=1.0,
-                                         high_freq_factor=4.0, original_max_position_embeddings=8192))},
-        {"tiny": dict(batch=2, seq=16), "8b": dict(batch=1, seq=128)}, loss="lm"),
-    "vit": Entry(
-        "vit", "ViT encoder (transformers ViTModel, no pooler); input images [batch, 3, seq, seq]; base: ViT-B/16",
-        {"tiny": dict(num_hidden_layers=2, hidden_size=64, num_attention_heads=4, intermediate_size=128,
-                      image_size=32, patch_size=8),
-         "base": dict(num_hidden_layers=12, hidden_size=768, num_attention_heads=12, intermediate_size=3072,
-                      image_size=224, patch_size=16)},
-        {"tiny": dict(batch=2, seq=32), "base": dict(batch=2, seq=224)}, seq_meaning="image size"),
-    "gpt_neo": Entry(
-        "gpt_neo", "GPT-Neo decoder (transformers GPTNeoModel: global and local attention layers alternating); "
-                   "input token ids [batch, seq]; 1.3b: GPT-Neo 1.3B's configuration",
-        {"tiny": dict(num_layers=2, hidden_size=64, num_heads=4, vocab_size=512, max_position_embeddings=128,
-                      attention_types=[[["global", "local"], 1]], window_size=4),
-         "1.3b": dict(num_layers=24, hidden_size=2048, num_heads=16, vocab_size=50257, max_position_embeddings=2048,
-                      attention_types=[[["global", "local"], 12]], window_size=256)},
-        {"tiny": dict(batch=2, seq=16), "1.3b": dict(batch=1, seq=128)}, loss="lm"),
-    # Seed 002's basic workloads: small (tiny) and large (base) as that benchmark sized them.
-    "elementwise": Entry(
-        "elementwise", "element-wise chain sin(a * b + a) + b on two [batch, n] arrays (seed 002's add, multiply, sine)",
-        {"tiny": {}, "base": {}},
-        {"tiny": dict(batch=1, seq=1000), "base": dict(batch=1, seq=1_000_000)}, seq_meaning="elements n", loss=None),
-    "matmul": Entry(
-        "matmul", "square matrix multiply A @ B, both [batch, n, n] inputs (seed 002's matmul)",
-        {"tiny": {}, "base": {}},
-        {"tiny": dict(batch=1, seq=100), "base": dict(batch=1, seq=2000)}, seq_meaning="matrix size n", loss=None),
-    "matmul_skinny": Entry(
-        "matmul_skinny", "tall-skinny multiply A @ B, A [batch, m, k], B [batch, k, 8] (memory-bound)",
-        {"tiny": dict(k=64, n=8), "base": dict(k=1024, n=8)},
-        {"tiny": dict(batch=1, seq=256), "base": dict(batch=1, seq=4096)}, seq_meaning="rows m", loss=None),
-    "fft": Entry(
-        "fft", "real FFT magnitude |rfft(x)| (orthonormal) of [batch, n] (seed 002's FFT)",
-        {"tiny": {}, "base": {}},
-        {"tiny": dict(batch=1, seq=1000), "base": dict(batch=1, seq=1_000_000)}, seq_meaning="elements n",
-        unsupported={"torch_xla": "torch_xla 2.9 cannot capture aten::_fft_r2c (\"ops not capturable by "
-                                  "Pytorch/XLA\")"}, loss=None),
-    "sort": Entry(
-        "sort", "sort along the last axis of [batch, n] (seed 002's sort)",
-        {"tiny": {}, "base": {}},
-        {"tiny": dict(batch=1, seq=1000), "base": dict(batch=1, seq=1_000_000)}, seq_meaning="elements n", loss=None),
-}
-ADAPTERS = tuple(CATALOG)
-TRAINABLE = tuple(n for n, e in CATALOG.items() if e.loss)
-WORKLOADS = ("elementwise", "matmul", "matmul_skinny", "fft", "sort")
+# What an ENTRY may be written with: it is evaluated without importing its file.
+_ENTRY_NAMES = {"Entry": Entry, "dict": dict, "list": list, "tuple": tuple, "True": True, "False": False,
+                "None": None}
+
+
+def read_entry(path: Path) -> Entry:
+    """The `ENTRY = Entry(...)` of one adapter file, evaluated alone (literals, dict/list/tuple and
+    Entry only), so the catalogue imports no framework. A file that is not an adapter: one line."""
+    from stackwars_ir.errors import StackwarsError
+
+    fix = "an adapter file assigns ENTRY = Entry(name, description, sizes, shapes, ...) with literals (docs/adapters.md)"
+    try:
+        source = path.read_text()
+        tree = ast.parse(source, str(path))
+    except (OSError, UnicodeDecodeError) as e:
+        raise StackwarsError(f"{path}: cannot read this adapter file: {e}", fix=fix) from None
+    except SyntaxError as e:
+        raise StackwarsError(f"{path}:{e.lineno}: not Python: {e.msg}", fix="correct the adapter file") from None
+    node = next((n for n in tree.body if isinstance(n, ast.Assign)
+                 and [getattr(t, "id", None) for t in n.targets] == ["ENTRY"]), None)
+    if node is None:
+        raise StackwarsError(f"{path}: no ENTRY = Entry(...) at the top level", fix=fix)
+    for n in ast.walk(node.value):
+        if isinstance(n, ast.Name) and n.id not in _ENTRY_NAMES:
+            raise StackwarsError(f"{path}:{n.lineno}: ENTRY uses {n.id!r}, which is only known once the file runs",
+                                 fix="write ENTRY with literals, dict(), list(), tuple() and Entry() only: the "
+                                     "catalogue reads it without importing the file")
+    try:
+        value = eval(compile(ast.Expression(node.value), str(path), "eval"),
+                     {"__builtins__": {}, **_ENTRY_NAMES})
+    except Exception as e:
+        raise StackwarsError(f"{path}:{node.lineno}: ENTRY does not evaluate: {type(e).__name__}: {e}",
+                             fix=fix) from None
+    if not isinstance(value, Entry):
+        raise StackwarsError(f"{path}:{node.lineno}: ENTRY is a {type(value).__name__}, not an Entry", fix=fix)
+    if value.name != path.stem:
+        raise StackwarsError(f"{path}:{node.lineno}: ENTRY names the model {value.name!r}, the file {path.stem!r}",
+                             fix=f"rename the file {value.name}.py, or the model {path.stem!r}")
+    if not value.sizes or set(value.shapes) != set(value.sizes):
+        raise StackwarsError(f"{path}:{node.lineno}: ENTRY's sizes and shapes must name the same sizes",
+                             fix="give every size a default shape: {'tiny': dict(batch=2, seq=16)}")
+    from dataclasses import replace
+
+    return replace(value, path=str(path))
+
+
+def _adapter_files() -> list[Path]:
+    from stackwars_ir.errors import StackwarsError
+
+    files = sorted(p for p in HERE.glob("*.py") if not p.name.startswith("_"))
+    for item in filter(None, os.environ.get(ADAPTERS_ENV, "").split(os.pathsep)):
+        p = Path(item).expanduser()
+        if p.is_dir():
+            files += sorted(q for q in p.glob("*.py") if not q.name.startswith("_"))
+        elif p.suffix == ".py" and p.is_file():
+            files.append(p)
+        else:
+            raise StackwarsError(f"{ADAPTERS_ENV}: {item}: no adapter file or folder there",
+                                 fix="name .py adapter files or folders that hold them (--adapters PATH)")
+    return list(dict.fromkeys(p.resolve() for p in files))  # a file named twice is read once
+
+
+_CACHE: dict = {}
+
+
+def catalog() -> dict[str, Entry]:
+    """Every adapter's entry, by name: this folder's, then STACKWARS_IR_ADAPTERS' (read once per value)."""
+    key = os.environ.get(ADAPTERS_ENV, "")
+    if key not in _CACHE:
+        from stackwars_ir.errors import StackwarsError
+
+        found: dict[str, Entry] = {}
+        for path in _adapter_files():
+            e = read_entry(path)
+            if e.name in found:
+                raise StackwarsError(f"{path}: a model named {e.name!r} exists already ({found[e.name].path})",
+                                     fix="give the adapter file another name")
+            found[e.name] = e
+        _CACHE[key] = found
+    return _CACHE[key]
+
+
+def __getattr__(name: str):
+    """CATALOG, ADAPTERS, TRAINABLE and WORKLOADS, from the adapter files found now."""
+    if name == "CATALOG":
+        return catalog()
+    if name == "ADAPTERS":
+        return tuple(catalog())
+    if name == "TRAINABLE":
+        return tuple(n for n, e in catalog().items() if e.loss)
+    if name == "WORKLOADS":
+        return tuple(n for n, e in catalog().items() if e.workload)
+    raise AttributeError(name)
+
+
 SIZE_NAMES = ("tiny", "base")  # most adapters'; an entry's own sizes are its `sizes` keys
 
 
 def entry(name: str) -> Entry:
     from stackwars_ir.errors import StackwarsError
 
-    if name not in CATALOG:
+    known = catalog()
+    if name not in known:
         import difflib
 
-        close = difflib.get_close_matches(name, ADAPTERS, n=1)
+        close = difflib.get_close_matches(name, list(known), n=1)
         hint = f"did you mean {close[0]!r}? " if close else ""
-        raise StackwarsError(f"unknown model {name!r}", fix=f"{hint}choose one of: {', '.join(ADAPTERS)}")
-    return CATALOG[name]
+        raise StackwarsError(f"unknown model {name!r}", fix=f"{hint}choose one of: {', '.join(known)}")
+    return known[name]
 
 
 def exporters_for(name: str, exporters, step: str = "forward") -> tuple[tuple, dict]:
@@ -141,6 +161,22 @@ def exporters_for(name: str, exporters, step: str = "forward") -> tuple[tuple, d
 
 
 def adapter(name: str) -> ModuleType:
-    """The adapter module for `name` (imports jax and flax)."""
-    entry(name)
-    return importlib.import_module(f"{__name__}.{name}")
+    """The adapter module for `name` (imports jax and flax): this package's, or a user's file."""
+    e = entry(name)
+    if Path(e.path).parent == HERE:
+        return importlib.import_module(f"{__name__}.{name}")
+    import sys
+
+    module_name = f"stackwars_ir_adapters.{name}"
+    if module_name not in sys.modules:
+        from importlib import util
+
+        spec = util.spec_from_file_location(module_name, e.path)
+        module = util.module_from_spec(spec)
+        sys.modules[module_name] = module
+        try:
+            spec.loader.exec_module(module)
+        except Exception:
+            del sys.modules[module_name]
+            raise
+    return sys.modules[module_name]

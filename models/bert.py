@@ -3,10 +3,18 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import CATALOG
+from . import Entry
 from ._nnx import Embedding, LayerNorm, Linear, Scoped, attention, gelu_erf
 
-SIZES = CATALOG["bert"].sizes
+ENTRY = Entry(
+    "bert", "BERT encoder (transformers BertModel, no pooler); input token ids [batch, seq]",
+    {"tiny": dict(num_hidden_layers=2, hidden_size=64, num_attention_heads=4, intermediate_size=256,
+                  vocab_size=512, max_position_embeddings=128),
+     "base": dict(num_hidden_layers=12, hidden_size=768, num_attention_heads=12, intermediate_size=3072,
+                  vocab_size=30522, max_position_embeddings=512)},
+    {"tiny": dict(batch=2, seq=16), "base": dict(batch=2, seq=64)},
+    roles={"output": "mlp"})  # transformers' layer.N.output: the MLP's second half
+SIZES = ENTRY.sizes
 
 
 def config(size: str):

@@ -3,10 +3,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import CATALOG
+from . import Entry
 from ._nnx import Scoped
 
-SIZES = CATALOG["elementwise"].sizes
+ENTRY = Entry(
+    "elementwise", "element-wise chain sin(a * b + a) + b on two [batch, n] arrays (seed 002's add, multiply, sine)",
+    {"tiny": {}, "base": {}},
+    {"tiny": dict(batch=1, seq=1000), "base": dict(batch=1, seq=1_000_000)}, seq_meaning="elements n", loss=None, workload=True)
+SIZES = ENTRY.sizes
 
 
 def torch_model(size: str):

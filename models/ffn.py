@@ -3,10 +3,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import CATALOG
+from . import Entry
 from ._nnx import Linear, Scoped, gelu_erf
 
-SIZES = CATALOG["ffn"].sizes
+ENTRY = Entry(
+    "ffn", "feed-forward block Linear-GELU-Linear on [batch, seq, d], the study's FFN",
+    {"tiny": dict(d=64, hidden=256), "base": dict(d=768, hidden=3072)},
+    {"tiny": dict(batch=2, seq=16), "base": dict(batch=8, seq=128)})
+SIZES = ENTRY.sizes
 
 
 def torch_model(size: str):

@@ -3,10 +3,16 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import CATALOG
+from . import Entry
 from ._nnx import Scoped
 
-SIZES = CATALOG["fft"].sizes
+ENTRY = Entry(
+    "fft", "real FFT magnitude |rfft(x)| (orthonormal) of [batch, n] (seed 002's FFT)",
+    {"tiny": {}, "base": {}},
+    {"tiny": dict(batch=1, seq=1000), "base": dict(batch=1, seq=1_000_000)}, seq_meaning="elements n",
+    unsupported={"torch_xla": "torch_xla 2.9 cannot capture aten::_fft_r2c (\"ops not capturable by "
+                              "Pytorch/XLA\")"}, loss=None, workload=True)
+SIZES = ENTRY.sizes
 
 
 def torch_model(size: str):

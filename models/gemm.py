@@ -3,10 +3,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import CATALOG
+from . import Entry
 from ._nnx import Scoped, param
 
-SIZES = CATALOG["gemm"].sizes
+ENTRY = Entry(
+    "gemm", "one matrix multiply x @ W ([batch*seq, d] x [d, d]), the study's GEMM",
+    {"tiny": dict(d=64), "base": dict(d=1024)},
+    {"tiny": dict(batch=2, seq=16), "base": dict(batch=8, seq=128)})
+SIZES = ENTRY.sizes
 
 
 def torch_model(size: str):

@@ -3,11 +3,15 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import Entry
 from ._nnx import Conv1D, Embedding, LayerNorm, Scoped, attention, gelu_tanh
 
-from . import CATALOG
-
-SIZES = CATALOG["gpt2"].sizes
+ENTRY = Entry(
+    "gpt2", "GPT-2 decoder (transformers GPT2Model); input token ids [batch, seq]",
+    {"tiny": dict(n_layer=2, n_embd=64, n_head=4, vocab_size=512, n_positions=128),
+     "base": dict(n_layer=12, n_embd=768, n_head=12, vocab_size=50257, n_positions=1024)},
+    {"tiny": dict(batch=2, seq=16), "base": dict(batch=2, seq=64)}, loss="lm")
+SIZES = ENTRY.sizes
 
 
 def config(size: str):

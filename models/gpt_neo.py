@@ -3,11 +3,18 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import Entry
 from ._nnx import Embedding, LayerNorm, Linear, Scoped, gelu_tanh
 
-from . import CATALOG
-
-SIZES = CATALOG["gpt_neo"].sizes
+ENTRY = Entry(
+    "gpt_neo", "GPT-Neo decoder (transformers GPTNeoModel: global and local attention layers alternating); "
+               "input token ids [batch, seq]; 1.3b: GPT-Neo 1.3B's configuration",
+    {"tiny": dict(num_layers=2, hidden_size=64, num_heads=4, vocab_size=512, max_position_embeddings=128,
+                  attention_types=[[["global", "local"], 1]], window_size=4),
+     "1.3b": dict(num_layers=24, hidden_size=2048, num_heads=16, vocab_size=50257, max_position_embeddings=2048,
+                  attention_types=[[["global", "local"], 12]], window_size=256)},
+    {"tiny": dict(batch=2, seq=16), "1.3b": dict(batch=1, seq=128)}, loss="lm")
+SIZES = ENTRY.sizes
 
 
 def config(size: str):

@@ -3,10 +3,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import CATALOG
+from . import Entry
 from ._nnx import Scoped
 
-SIZES = CATALOG["matmul"].sizes
+ENTRY = Entry(
+    "matmul", "square matrix multiply A @ B, both [batch, n, n] inputs (seed 002's matmul)",
+    {"tiny": {}, "base": {}},
+    {"tiny": dict(batch=1, seq=100), "base": dict(batch=1, seq=2000)}, seq_meaning="matrix size n", loss=None, workload=True)
+SIZES = ENTRY.sizes
 
 
 def torch_model(size: str):

@@ -3,9 +3,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import CATALOG
+from . import Entry
 
-SIZES = CATALOG["matmul_skinny"].sizes
+ENTRY = Entry(
+    "matmul_skinny", "tall-skinny multiply A @ B, A [batch, m, k], B [batch, k, 8] (memory-bound)",
+    {"tiny": dict(k=64, n=8), "base": dict(k=1024, n=8)},
+    {"tiny": dict(batch=1, seq=256), "base": dict(batch=1, seq=4096)}, seq_meaning="rows m", loss=None, workload=True)
+SIZES = ENTRY.sizes
 
 
 def torch_model(size: str):

@@ -3,10 +3,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import CATALOG
+from . import Entry
 from ._nnx import Linear, Scoped, attention
 
-SIZES = CATALOG["mha"].sizes
+ENTRY = Entry(
+    "mha", "multi-head self-attention (q, k, v, out projections) on [batch, seq, d], the study's MHA",
+    {"tiny": dict(d=64, heads=4), "base": dict(d=768, heads=12)},
+    {"tiny": dict(batch=2, seq=16), "base": dict(batch=8, seq=128)})
+SIZES = ENTRY.sizes
 
 
 def torch_model(size: str):

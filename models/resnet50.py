@@ -3,10 +3,21 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import CATALOG
+from . import Entry
 from ._nnx import BatchNorm2d, Conv2d, Scoped
 
-SIZES = CATALOG["resnet50"].sizes
+ENTRY = Entry(
+    "resnet50", "ResNet-50 (transformers ResNetModel, pooled output); input images [batch, 3, seq, seq]",
+    {"tiny": dict(embedding_size=8, hidden_sizes=[16, 32], depths=[1, 1]),
+     "base": dict(embedding_size=64, hidden_sizes=[256, 512, 1024, 2048], depths=[3, 4, 6, 3])},
+    {"tiny": dict(batch=2, seq=32), "base": dict(batch=2, seq=224)}, seq_meaning="image size",
+    train_unsupported={"torch_xla": "torch_xla 2.9's batch-norm backward fails in eval mode (\"The size of "
+                                    "mean should be compatible with feature count, but the size of offset "
+                                    "factor is 0\")",
+                       "torchax": "torchax 0.0.13 computes max-pool indices with a generic reduce_window over "
+                                  "(indices, values), which JAX cannot differentiate (\"Linearization failed "
+                                  "to produce known values for all output primals\")"})
+SIZES = ENTRY.sizes
 
 
 def config(size: str):

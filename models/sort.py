@@ -3,10 +3,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import CATALOG
+from . import Entry
 from ._nnx import Scoped
 
-SIZES = CATALOG["sort"].sizes
+ENTRY = Entry(
+    "sort", "sort along the last axis of [batch, n] (seed 002's sort)",
+    {"tiny": {}, "base": {}},
+    {"tiny": dict(batch=1, seq=1000), "base": dict(batch=1, seq=1_000_000)}, seq_meaning="elements n", loss=None, workload=True)
+SIZES = ENTRY.sizes
 
 
 def torch_model(size: str):

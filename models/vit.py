@@ -3,11 +3,18 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import Entry
 from ._nnx import Conv2d, LayerNorm, Linear, Scoped, attention, gelu_erf, param
 
-from . import CATALOG
-
-SIZES = CATALOG["vit"].sizes
+ENTRY = Entry(
+    "vit", "ViT encoder (transformers ViTModel, no pooler); input images [batch, 3, seq, seq]; base: ViT-B/16",
+    {"tiny": dict(num_hidden_layers=2, hidden_size=64, num_attention_heads=4, intermediate_size=128,
+                  image_size=32, patch_size=8),
+     "base": dict(num_hidden_layers=12, hidden_size=768, num_attention_heads=12, intermediate_size=3072,
+                  image_size=224, patch_size=16)},
+    {"tiny": dict(batch=2, seq=32), "base": dict(batch=2, seq=224)}, seq_meaning="image size",
+    roles={"output": "mlp"})  # transformers' layer.N.output: the MLP's second half
+SIZES = ENTRY.sizes
 
 
 def config(size: str):

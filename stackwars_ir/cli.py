@@ -56,7 +56,10 @@ class Group(click.Group):
               help="Memory limit of each parse worker, e.g. 8G (default 3G; env STACKWARS_IR_PARSE_MEMORY).")
 @click.option("--parse-timeout", metavar="SECONDS",
               help="Time limit to parse one file (default 60; env STACKWARS_IR_PARSE_TIMEOUT).")
-def main(parse_memory, parse_timeout):
+@click.option("--adapters", "adapters", metavar="PATH", multiple=True,
+              help="Model adapter files or folders of them to add to the catalogue (repeatable; env "
+                   "STACKWARS_IR_ADAPTERS; see docs/adapters.md).")
+def main(parse_memory, parse_timeout, adapters):
     """Capture, parse, diff, benchmark and report StableHLO from JAX and PyTorch.
 
     The pipeline: capture -> parse (stats) -> diff -> bench -> report. Every file is parsed in a
@@ -84,6 +87,16 @@ def main(parse_memory, parse_timeout):
     if memory is not None:
         os.environ[MEMORY_ENV] = memory
     Limits.from_env()  # a bad value in the environment fails here, in one line, before any work
+    if adapters:
+        from stackwars_ir.models import ADAPTERS_ENV
+
+        given = [str(Path(a).resolve()) for a in adapters]  # workers may run elsewhere: absolute paths
+        known = [p for p in os.environ.get(ADAPTERS_ENV, "").split(os.pathsep) if p]
+        os.environ[ADAPTERS_ENV] = os.pathsep.join(dict.fromkeys([*known, *given]))
+    if adapters or os.environ.get("STACKWARS_IR_ADAPTERS"):
+        from stackwars_ir.models import catalog
+
+        catalog()  # a bad adapter file fails here, in one line, before any work
 
 
 @main.command("models")
@@ -91,10 +104,13 @@ def models_cmd():
     """List the model adapters, their sizes and default input shapes."""
     from stackwars_ir import models
 
+    width = max(map(len, models.CATALOG)) + 1
     for entry in models.CATALOG.values():
-        click.echo(f"{entry.name:9} {entry.description}")
+        click.echo(f"{entry.name:{width}} {entry.description}")
+        if Path(entry.path).parent != models.HERE:
+            click.echo(f"{'':{width}} (adapter file {entry.path})")
         for size, shape in entry.shapes.items():
-            click.echo(f"{'':9}   {size:5} batch {shape['batch']}, {entry.seq_meaning} {shape['seq']}")
+            click.echo(f"{'':{width}}   {size:5} batch {shape['batch']}, {entry.seq_meaning} {shape['seq']}")
 
 
 @main.command("capture")

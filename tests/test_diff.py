@@ -130,7 +130,6 @@ def test_foreign_jax_code_with_its_own_naming_aligns(tmp_path):
 @pytest.mark.parametrize("path, layer, role", [
     ("h.3.attn.c_attn", (3,), "attention"),
     ("encoder.layer.7.attention.output.LayerNorm", (7,), "norm"),
-    ("encoder.layer.7.output.dense", (7,), "mlp"),
     ("encoder.layer.7.intermediate.dense", (7,), "mlp"),
     ("Transformer.blocks_4.self_attn", (4,), "attention"),
     ("encoder.stages.1.layers.2.layer.0.normalization", (1, 2, 0), "batchnorm"),
@@ -140,6 +139,16 @@ def test_foreign_jax_code_with_its_own_naming_aligns(tmp_path):
 ])
 def test_classify_module_paths(path, layer, role):
     assert classify(path)[:2] == (layer, role)
+
+
+def test_an_adapters_own_words_name_roles_the_generic_table_does_not():
+    from stackwars_ir import models
+
+    bert = tuple(models.entry("bert").roles.items())
+    assert classify("encoder.layer.7.output.dense")[:2] == ((7,), "residual")  # generic: a layer's rest
+    assert classify("encoder.layer.7.output.dense", bert)[:2] == ((7,), "mlp")  # BERT's layer.N.output
+    # Generic words still win: the attention's own output stays attention.
+    assert classify("encoder.layer.7.attention.output.dense", bert)[:2] == ((7,), "attention")
 
 
 def test_identical_files_exit_0_and_different_exit_1(cli, tmp_path):

@@ -106,8 +106,24 @@ def diff_modules(a: Module, b: Module, names: tuple[str, str] = ("A", "B"), mode
         return _diff_modules(a, b, names, mode)
 
 
+def adapter_roles(module: Module) -> tuple:
+    """The path-to-role words of the adapter that captured `module` (its sidecar names the model);
+    none for a file without a sidecar or of a model not in the catalogue."""
+    from stackwars_ir import models
+
+    from ..capture.artifact import read_sidecar
+    from ..errors import StackwarsError
+
+    try:
+        side = read_sidecar(Path(module.source)) or {}
+        entry = models.catalog().get(side.get("model"))
+    except (StackwarsError, OSError, ValueError):
+        return ()
+    return tuple(sorted(entry.roles.items())) if entry else ()
+
+
 def _diff_modules(a: Module, b: Module, names: tuple[str, str], mode: str) -> DiffReport:
-    sa, sb = segment(a, mode), segment(b, mode)
+    sa, sb = segment(a, mode, adapter_roles(a)), segment(b, mode, adapter_roles(b))
     al = align(sa, sb)
     diffs = []
     for blk_a, blk_b in al.pairs:

@@ -64,8 +64,9 @@ class Segmentation:
         return [b for b in self.blocks if b.role == role]
 
 
-def segment(module: Module, mode: str = "auto") -> Segmentation:
-    """Blocks of the entry function (calls inlined). mode: auto, provenance or structure."""
+def segment(module: Module, mode: str = "auto", roles: tuple = ()) -> Segmentation:
+    """Blocks of the entry function (calls inlined). mode: auto, provenance or structure. `roles`:
+    the adapter's own (word, role) pairs for module-path words the generic table does not know."""
     items = [(op, path) for op, path in module.inlined if not op.name.endswith("return")]
     entry = module.entry.name
     top = [(op, path) for op, path in items if op.parent is None or op.func != entry]
@@ -75,10 +76,8 @@ def segment(module: Module, mode: str = "auto") -> Segmentation:
     with_path = sum(1 for _, p in top if p)
     coverage = with_path / len(top) if top else 0.0
     use = mode if mode != "auto" else ("provenance" if coverage >= 0.5 else "structure")
-    if use == "provenance" and phases:
-        blocks = _by_provenance(items, phases)
-    elif use == "provenance":
-        blocks = _by_provenance(items)
+    if use == "provenance":
+        blocks = _by_provenance(items, phases, roles)
     else:
         blocks = _by_structure(module, items)
     blocks = _embeddings_by_size(module, blocks)
@@ -133,8 +132,9 @@ def _role_of(word: str) -> str | None:
 
 
 @functools.lru_cache(maxsize=65536)
-def classify(path: str) -> tuple[tuple, str, str]:
-    """(layer numbers, role, instance path) of a module path."""
+def classify(path: str, roles: tuple = ()) -> tuple[tuple, str, str]:
+    """(layer numbers, role, instance path) of a module path; `roles` (word, role) pairs are the
+    adapter's words, consulted innermost first where no generic word names a role."""
     if not path:
         return (), "other", ""
     parts = path.split(".")
@@ -145,10 +145,12 @@ def classify(path: str) -> tuple[tuple, str, str]:
         if role:
             at = i
             break
+    if role is None and roles:
+        own = dict(roles)
+        at = next((i for i in range(len(parts) - 1, -1, -1) if parts[i] in own), -1)
+        role = own[parts[at]] if at >= 0 else None
     if role is None:
-        if "output" in parts[numbers[-1][0] + 1:] if numbers else False:
-            role, at = "mlp", parts.index("output", numbers[-1][0] + 1)  # BERT's layer.N.output
-        elif numbers:
+        if numbers:
             return tuple(n for _, n in numbers), "residual", ".".join(parts[:numbers[-1][0] + 1])
         else:
             return (), "other", path
@@ -159,7 +161,7 @@ def classify(path: str) -> tuple[tuple, str, str]:
     return layer, role, ".".join(parts[:at + 1])
 
 
-def _fill_paths(items: list) -> list:
+def _fill_paths(items: list, roles: tuple = ()) -> list:
     """Ops without a path (constants, helper bodies) take the path of their users when those
     agree on the block; an op feeding several layers (a shared mask, say) stays unattributed."""
     users: dict = defaultdict(set)
@@ -168,7 +170,7 @@ def _fill_paths(items: list) -> list:
         op, path = out[i]
         if not path:
             found = {p for vid in op.results for p in users.get(vid, ())}
-            blocks = {classify(p)[:2] for p in found}
+            blocks = {classify(p, roles)[:2] for p in found}
             if len(blocks) == 1:
                 path = min(found)
             out[i] = (op, path)
@@ -186,7 +188,7 @@ def _phases(module: Module) -> dict | None:
     return {id(op): ph for op, ph in items}
 
 
-def _by_provenance(items: list, phases: dict | None = None) -> list[Block]:
+def _by_provenance(items: list, phases: dict | None = None, roles: tuple = ()) -> list[Block]:
     """Blocks keyed by (layer, role, instance); in a training step also by phase, so layer 3's
     attention forward, its backward and the optimizer's update stay three blocks."""
     if phases is not None:
@@ -199,18 +201,18 @@ def _by_provenance(items: list, phases: dict | None = None) -> list[Block]:
                 # Gradients run last layer first: number blocks from the end, so layer 3's second
                 # norm backward is `norm[3]#1 (backward)`, the gradient of `norm[3]#1`.
                 blocks = [Block(b.role, b.layer, b.ordinal, b.name, tuple(reversed(b.ops)))
-                          for b in reversed(_by_provenance(list(reversed(mine))))]
+                          for b in reversed(_by_provenance(list(reversed(mine)), roles=roles))]
             else:
-                blocks = _by_provenance(mine)
+                blocks = _by_provenance(mine, roles=roles)
             parts += [Block(b.role if phase != "update" or b.layer or b.role != "other" else "optimizer",
                             b.layer, b.ordinal, b.name, b.ops, phase) for b in blocks]
         return parts
-    items = _fill_paths(items)
+    items = _fill_paths(items, roles)
     groups: dict = {}
     order: list = []
     instances: dict = defaultdict(list)
     for op, path in items:
-        layer, role, instance = classify(path)
+        layer, role, instance = classify(path, roles)
         if role in ("attention", "mlp", "residual"):
             instance = f"{layer}:{role}"
         seen = instances[(layer, role)]
