@@ -185,20 +185,22 @@ def main() -> None:
             write_outputs(diffs[(model, "torch_xla")], html_path=ROOT / "out" / f"gpt2-{a.size}{suffix}-report.html",
                           bench=report.as_json())
 
+    from stackwars_ir.report.sentences import summaries
+
     print("## 1. LayerNorm lowering (the study: torch_xla uses `batch_norm_training`, JAX spells it out)\n")
     print("| model | JAX vs | normalization blocks |\n| --- | --- | --- |")
     for (model, e), r in diffs.items():
-        print(f"| {model} | {e} | {dict(r.summary).get('normalization', '-')} |")
+        print(f"| {model} | {e} | {dict(summaries(r.result())).get('normalization', '-')} |")
     print("\n## 2. Flattening before dot_general (the study: PyTorch merges batch and sequence)\n")
     print("| model | JAX vs | dot_general inputs |\n| --- | --- | --- |")
     for (model, e), r in diffs.items():
         if model != "resnet50":
-            print(f"| {model} | {e} | {dict(r.summary).get('flattening', '-')} |")
+            print(f"| {model} | {e} | {dict(summaries(r.result())).get('flattening', '-')} |")
     print("\n## 3. Embeddings (the study: iota + call @take against constant indices + gather)\n")
     print("| model | JAX vs | embedding blocks |\n| --- | --- | --- |")
     for (model, e), r in diffs.items():
         if model != "resnet50":
-            print(f"| {model} | {e} | {dict(r.summary).get('embedding', '-')} |")
+            print(f"| {model} | {e} | {dict(summaries(r.result())).get('embedding', '-')} |")
     print("\n## 4. Block alignment\n")
     print("| model | JAX vs | block pairs | by | unmatched in JAX | unmatched in PyTorch |\n| --- | --- | ---: | --- | ---: | ---: |")
     for (model, e), r in diffs.items():

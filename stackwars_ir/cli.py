@@ -219,17 +219,17 @@ def diff_cmd(file_a, file_b, json_path, md_path, html_path, mode, excerpts):
     from .report import write_outputs
     from .report.text import diff_text
 
-    report = diff_files(file_a, file_b, mode)
+    result = diff_files(file_a, file_b, mode).result()
     to_stdout = json_path is not None and str(json_path) == "-"
-    click.echo(diff_text(report, excerpts=excerpts), err=to_stdout)
+    click.echo(diff_text(result, excerpts=excerpts), err=to_stdout)
     if to_stdout:
         import json
 
-        click.echo(json.dumps(report.as_json(), indent=2))
+        click.echo(json.dumps(result.as_json(), indent=2))
         json_path = None
-    for path in write_outputs(report, json_path=json_path, md_path=md_path, html_path=html_path):
+    for path in write_outputs(result, json_path=json_path, md_path=md_path, html_path=html_path):
         click.echo(f"wrote {path}", err=True)
-    sys.exit(EXIT_DIFFERENT if report.differs else 0)
+    sys.exit(EXIT_DIFFERENT if result.differs else 0)
 
 
 @main.command("bench")
@@ -436,24 +436,15 @@ def _exporters(model: str, given, step: str = "forward") -> tuple:
     return usable
 
 
-def _check_belongs(path: Path, hashes: dict, files, what: str) -> None:
+def _check_belongs(path: Path, hashes: dict, mine: set, shown: tuple, what: str) -> None:
     """A bench or memory JSON charted in a report must have measured at least one of the report's
-    files: `hashes` maps each file it measured (sha256) to its label."""
-    import hashlib
-
+    files: `hashes` maps each file it measured (sha256) to its label, `mine` holds the report's."""
     if not hashes:
         raise StackwarsError(f"{path}: records no file hashes, so nothing shows it {what} these files",
                              fix=f"re-run stackwars-ir {_COMMAND_OF[what]} on them with --json")
-    mine = set()
-    for f in files:
-        try:
-            mine.add(hashlib.sha256(Path(f).read_bytes()).hexdigest())
-        except OSError:
-            pass  # the diff reports a missing file in its own words
     if mine and not set(hashes) & mine:
         labels = ", ".join(sorted({Path(x).name for x in hashes.values()}))
-        raise StackwarsError(f"{path}: {what} other files ({labels}), not {Path(files[0]).name} or "
-                             f"{Path(files[1]).name}",
+        raise StackwarsError(f"{path}: {what} other files ({labels}), not {shown[0]} or {shown[1]}",
                              fix=f"run stackwars-ir {_COMMAND_OF[what]} on these files with --json, or drop "
                                  f"--{_COMMAND_OF[what]}")
 
@@ -531,39 +522,76 @@ def _int_list(text: str) -> tuple:
 
 
 @main.command("report")
-@click.argument("file_a", type=click.Path(path_type=Path))
-@click.argument("file_b", type=click.Path(path_type=Path))
+@click.argument("files", nargs=-1, type=click.Path(path_type=Path))
 @click.option("-o", "--output", "out", type=click.Path(dir_okay=False, path_type=Path), required=True,
               help="The HTML file to write.")
+@click.option("--from", "from_path", type=click.Path(dir_okay=False, path_type=Path),
+              help="Render a saved `stackwars-ir diff --json` result instead of diffing FILE_A FILE_B (the .mlir "
+                   "files are not needed).")
 @click.option("--bench", "bench_path", type=click.Path(dir_okay=False, path_type=Path),
               help="A `stackwars-ir bench --json` file whose timings the report charts.")
 @click.option("--memory", "memory_path", type=click.Path(dir_okay=False, path_type=Path),
               help="A `stackwars-ir memory --json` file whose plans the report charts (stacked per executable).")
 @click.option("--mode", type=click.Choice(["auto", "provenance", "structure"]), default="auto", show_default=True,
               help="How to segment into blocks (see diff).")
-def report_cmd(file_a, file_b, out, bench_path, memory_path, mode):
-    """Write a self-contained HTML report (op histograms, heat map, alignment, IR, timings).
+def report_cmd(files, out, from_path, bench_path, memory_path, mode):
+    """Write a self-contained HTML report of FILE_A vs FILE_B (op histograms, heat map, alignment, IR,
+    timings, memory), or of a saved diff result (--from DIFF.json).
 
     Exit code 0: written; 2: bad input, nothing written; 130: interrupted, nothing written.
     """
+    import hashlib
+    import json
+
     from .diff import diff_files
+    from .diff.result import DiffResult
     from .report import write_outputs
 
+    if from_path is not None:
+        if files:
+            raise StackwarsError("report takes FILE_A FILE_B or --from DIFF.json, not both",
+                                 fix="drop the files, or drop --from")
+        if mode != "auto":
+            raise StackwarsError("--mode applies when diffing files; a saved result is segmented already",
+                                 fix="drop --mode, or diff the files again with it")
+        try:
+            data = json.loads(Path(from_path).read_text())
+        except (OSError, ValueError) as e:
+            raise StackwarsError(f"{from_path}: not a readable diff JSON file: {e}",
+                                 fix="write one with: stackwars-ir diff A.mlir B.mlir --json FILE") from None
+        result = DiffResult.from_json(data, str(from_path))
+        sides = (result.a, result.b)
+        mine = {s.sha256 for s in sides if s.sha256}
+        shown = tuple(Path(s.source).name for s in sides)
+    elif len(files) != 2:
+        raise StackwarsError(f"report takes two files to diff (got {len(files)})",
+                             fix="stackwars-ir report A.mlir B.mlir -o r.html, or --from DIFF.json")
+    else:
+        mine = set()
+        for f in files:
+            try:
+                mine.add(hashlib.sha256(Path(f).read_bytes()).hexdigest())
+            except OSError:
+                pass  # the diff reports a missing file in its own words
+        shown = tuple(Path(f).name for f in files)
     bench = memory = None
     if bench_path:
         bench = _read_json_of(bench_path, "bench", "results")
         _check_belongs(bench_path, {r["sha256"]: r.get("label", "?") for r in bench["results"]
-                                    if isinstance(r, dict) and r.get("kind") == "stablehlo" and r.get("sha256")}, (file_a, file_b), "timed")
+                                    if isinstance(r, dict) and r.get("kind") == "stablehlo" and r.get("sha256")},
+                       mine, shown, "timed")
     if memory_path:
         memory = _read_json_of(memory_path, "memory", "executables")
         _check_belongs(memory_path, {e["sha256"]: e.get("label", "?") for e in memory["executables"]
-                                     if isinstance(e, dict) and e.get("sha256")}, (file_a, file_b), "planned")
-    report = diff_files(file_a, file_b, mode)
+                                     if isinstance(e, dict) and e.get("sha256")}, mine, shown, "planned")
+    if from_path is None:
+        result = diff_files(files[0], files[1], mode).result()
     import shlex
 
-    command = " ".join(shlex.quote(str(x)) for x in ("stackwars-ir", "report", file_a, file_b, "-o", out,
+    given = ("--from", from_path) if from_path is not None else files
+    command = " ".join(shlex.quote(str(x)) for x in ("stackwars-ir", "report", *given, "-o", out,
                                                        *(("--bench", bench_path) if bench_path else ()),
                                                        *(("--memory", memory_path) if memory_path else ()),
                                                        *(("--mode", mode) if mode != "auto" else ())))
-    write_outputs(report, html_path=out, bench=bench, command=command, memory=memory)
+    write_outputs(result, html_path=out, bench=bench, command=command, memory=memory)
     click.echo(f"wrote {out}")

@@ -9,6 +9,7 @@ from conftest import golden
 from stackwars_ir.diff import diff_files, diff_modules
 from stackwars_ir.diff.blocks import classify, segment
 from stackwars_ir.ir import load_one
+from stackwars_ir.report.sentences import summaries
 
 PAIRS = [(m, e) for m in ("gpt2", "bert", "resnet50") for e in ("torch-torch_xla", "torch-torchax")]
 
@@ -36,7 +37,7 @@ def test_every_layer_aligns(model, stem):
 
 def test_the_study_findings_come_out_by_themselves():
     report = diff_files(golden("gpt2", "jax"), golden("gpt2", "torch-torch_xla"))
-    summary = dict(report.summary)
+    summary = dict(summaries(report.result()))
     assert "jax spelled out (reduce/rsqrt) x5" in summary["normalization"]
     assert "torch-torch_xla batch_norm_training x5" in summary["normalization"]
     assert "jax: 0 of 12 dot_general take a flattened input" in summary["flattening"]
@@ -65,8 +66,8 @@ def test_structural_mode_aligns_the_same_layers_without_locations(tmp_path, stem
         assert _layers(stripped, role) == [(0,), (1,)]
     norms = sorted(d.a.key for d in stripped.blocks if d.a.role == "norm")
     assert norms == [((), "norm", 0), ((0,), "norm", 0), ((0,), "norm", 1), ((1,), "norm", 0), ((1,), "norm", 1)]
-    with_locs = dict(diff_files(golden("gpt2", "jax"), golden("gpt2", stem)).summary)["flattening"]
-    assert dict(stripped.summary)["flattening"].split(":", 1)[1] == with_locs.split(":", 1)[1].replace(stem, "torch")
+    with_locs = dict(summaries(diff_files(golden("gpt2", "jax"), golden("gpt2", stem)).result()))["flattening"]
+    assert dict(summaries(stripped.result()))["flattening"].split(":", 1)[1] == with_locs.split(":", 1)[1].replace(stem, "torch")
 
 
 def test_one_side_with_locations_and_one_without(tmp_path):
@@ -166,7 +167,7 @@ def test_json_and_markdown_outputs(cli, tmp_path):
                      "--json", tmp_path / "d.json", "--markdown", tmp_path / "d.md")
     assert code == 1
     data = json.loads((tmp_path / "d.json").read_text())
-    assert data["format"] == 1 and data["differs"] is True
+    assert data["format"] == 2 and data["differs"] is True
     assert {b["label"] for b in data["blocks"]} >= {"attention[0]#0", "mlp[1]#0", "norm#0"}
     md = (tmp_path / "d.md").read_text()
     assert "## Findings" in md and "batch_norm_training" in md and "```mlir" in md
@@ -191,5 +192,5 @@ def test_bad_input_exit_2(cli, tmp_path, content):
 
 
 def test_inference_batch_norm_is_labelled_by_the_ops_it_has():
-    summary = dict(diff_files(golden("resnet50", "jax"), golden("resnet50", "torch-torch_xla")).summary)
+    summary = dict(summaries(diff_files(golden("resnet50", "jax"), golden("resnet50", "torch-torch_xla")).result()))
     assert "spelled out (rsqrt)" in summary["normalization"] and "reduce" not in summary["normalization"]

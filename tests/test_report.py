@@ -144,3 +144,47 @@ def human(n):
     from stackwars_ir.textfmt import human_bytes
 
     return human_bytes(n)
+
+
+def test_a_saved_diff_renders_the_same_report_without_the_mlir_files(cli, tmp_path):
+    a, b = tmp_path / "a" / "jax.mlir", tmp_path / "b" / "torch-torch_xla.mlir"
+    for src, dst in ((golden("gpt2", "jax"), a), (golden("gpt2", "torch-torch_xla"), b)):
+        dst.parent.mkdir()
+        shutil.copy(src, dst)
+        shutil.copy(src.with_suffix(".json"), dst.with_suffix(".json"))
+    plans = tmp_path / "m.json"
+    assert cli("memory", a, b, "--budget", "t4", "--json", plans)[0] == 0
+    assert cli("diff", a, b, "--json", tmp_path / "d.json")[0] == 1
+    assert cli("report", a, b, "-o", tmp_path / "direct.html", "--memory", plans)[0] == 0
+    for f in (a, b, a.with_suffix(".json"), b.with_suffix(".json")):
+        f.unlink()
+    code, _, err = cli("report", "--from", tmp_path / "d.json", "-o", tmp_path / "saved.html", "--memory", plans)
+    assert code == 0, err
+
+    def body(path):  # all but the regenerate line, which names the command that made each
+        return re.sub(r"Regenerate: <code>.*?</code>", "", path.read_text())
+
+    assert body(tmp_path / "saved.html") == body(tmp_path / "direct.html")
+    assert "report --from" in (tmp_path / "saved.html").read_text()
+    # The saved result keeps what the renderings need: provenance, excerpts, records with op ids.
+    data = json.loads((tmp_path / "d.json").read_text())
+    assert data["format"] == 2 and data["a"]["provenance"]["model"] == "gpt2" and data["a"]["sha256"]
+    block = next(x for x in data["blocks"] if x["findings"])
+    assert block["excerpt_a"] and block["op_ids_a"] and block["findings"][0]["kind"] and block["findings"][0]["text"]
+    assert "auto:" in data["a"]["mode_reason"] and "covered" in data["alignment"]["reason"]
+
+
+def test_bad_saved_diffs_are_one_line(cli, tmp_path):
+    out = tmp_path / "r.html"
+    old = tmp_path / "old.json"
+    old.write_text(json.dumps({"format": 1, "blocks": [], "alignment": {}}))
+    broken = tmp_path / "broken.json"
+    broken.write_text(json.dumps({"format": 2, "blocks": [{"label": "x"}], "alignment": {}}))
+    for args, words in [(("--from", tmp_path / "none.json"), "not a readable diff JSON"),
+                        (("--from", old), "format 1"),
+                        (("--from", broken), "missing or malformed field"),
+                        (("--from", old, golden("gemm", "jax")), "not both"),
+                        ((golden("gemm", "jax"),), "two files")]:
+        code, _, err = cli("report", *args, "-o", out)
+        assert code == 2 and words in err and len(err.strip().splitlines()) == 1, (args, err)
+    assert not out.exists()

@@ -1,4 +1,4 @@
-"""Diff: segment two modules into blocks, align them, and name what differs (the report model)."""
+"""Diff: segment two modules into blocks, align them, and name what differs (diff.result is what renderings read)."""
 from __future__ import annotations
 
 from collections import Counter
@@ -8,9 +8,9 @@ from pathlib import Path
 from ..ir.model import Module
 from .align import Alignment, align
 from .blocks import Block, Segmentation, segment
-from .findings import BlockFacts, block_findings, facts, shape_text
+from .findings import BlockFacts, block_findings, facts
+from .result import BlockResult, DiffResult, SideResult, Summary, Unmatched, counter_delta
 
-DIFF_FORMAT = 1
 EXCERPT_LINES = 40
 
 
@@ -22,7 +22,7 @@ class BlockDiff:
     b: Block = field(repr=False)
     facts_a: BlockFacts = field(repr=False)
     facts_b: BlockFacts = field(repr=False)
-    findings: tuple
+    findings: tuple  # diff.findings.Finding
 
     @property
     def label(self) -> str:
@@ -68,35 +68,61 @@ class DiffReport:
     def __str__(self) -> str:
         return f"DiffReport({self.a.name} vs {self.b.name}: {len(self.blocks)} aligned blocks)"
 
-    def as_json(self) -> dict:
+    def result(self) -> DiffResult:
+        """The typed result every rendering reads: everything found, without the live modules."""
+        blocks = tuple(
+            BlockResult(d.label, d.a.phase, d.a.layer, d.a.role, d.a.ordinal, d.a.name, d.b.name,
+                        _op_ids(d.a), _op_ids(d.b), d.facts_a.as_json(), d.facts_b.as_json(), d.findings,
+                        tuple(excerpt(self.a.module, d.a)), tuple(excerpt(self.b.module, d.b)))
+            for d in self.blocks)
         al = self.alignment
-        return {
-            "format": DIFF_FORMAT,
-            "a": _side_json(self.a), "b": _side_json(self.b),
-            "alignment": {"method": al.method, "coverage": round(al.coverage, 4), "pairs": len(al.pairs),
-                          "only_a": [blk.label for blk in al.only_a], "only_b": [blk.label for blk in al.only_b]},
-            "summary": [{"topic": t, "finding": s} for t, s in self.summary],
-            "blocks": [{"label": d.label, "role": d.a.role, "layer": list(d.a.layer),
-                        "name_a": d.a.name, "name_b": d.b.name,
-                        "ops_a": sum(d.facts_a.histogram.values()), "ops_b": sum(d.facts_b.histogram.values()),
-                        "delta": dict(sorted(d.delta.items())), "findings": list(d.findings),
-                        "a": d.facts_a.as_json(), "b": d.facts_b.as_json()} for d in self.blocks],
-            "differs": self.differs,
-        }
+        return DiffResult(_side_result(self.a), _side_result(self.b), al.method, al.reason, al.coverage, blocks,
+                          tuple(_unmatched(b) for b in al.only_a), tuple(_unmatched(b) for b in al.only_b),
+                          self.summary)
+
+    def as_json(self) -> dict:
+        return self.result().as_json()
 
 
-def counter_delta(a: Counter, b: Counter) -> Counter:
-    """a - b, keeping negative counts and dropping zeros (Counter's own `-` drops negatives)."""
-    d = Counter(a)
-    d.subtract(b)
-    return Counter({k: v for k, v in d.items() if v})
+def _op_ids(block: Block) -> tuple:
+    return tuple(op.id for op, _ in block.ops if not op.name.endswith("return"))
 
 
-def _side_json(side: Side) -> dict:
+def _unmatched(block: Block) -> Unmatched:
+    return Unmatched(block.label, block.name, len(block.ops))
+
+
+def _side_result(side: Side) -> SideResult:
     seg = side.segmentation
-    return {"name": side.name, "source": side.module.source, "mode": seg.mode, "location_coverage": seg.coverage,
-            "ops": sum(side.histogram.values()), "blocks": len(seg.blocks),
-            "histogram": dict(sorted(side.histogram.items()))}
+    import hashlib
+
+    provenance, note = _provenance(side.module.source)
+    try:
+        digest = hashlib.sha256(Path(side.module.source).read_bytes()).hexdigest()
+    except OSError:
+        digest = None  # a module parsed from text, not a file
+    return SideResult(side.name, side.module.source, seg.mode, seg.reason, seg.coverage,
+                      sum(side.histogram.values()), len(seg.blocks), dict(side.histogram), provenance, note, digest)
+
+
+def _provenance(source: str) -> tuple[dict | None, str]:
+    """What the capture's sidecar says of a file: model, exporter, this side's own inputs, versions, host."""
+    from ..capture.artifact import read_sidecar
+
+    try:
+        sc = read_sidecar(Path(source))
+    except Exception as e:  # a broken sidecar must not break the diff, but is named in it
+        return None, f"sidecar ignored: {e}"
+    if not sc:
+        return None, "no sidecar"
+    v = sc.get("versions", {})
+    # This side's own function inputs (a JAX capture takes int32 ids where PyTorch takes int64).
+    own = [x for x in sc.get("arguments", []) if x.get("kind") == "input"] or sc.get("inputs", [])
+    return {"model": sc.get("model"), "size": sc.get("size"), "exporter": sc.get("exporter"),
+            "step": sc.get("step", "forward"),
+            "inputs": [{"name": i.get("name"), "dtype": i.get("dtype"), "shape": list(i.get("shape", []))} for i in own],
+            "versions": {k: v.get(k) for k in ("jax", "torch", "torch_xla", "torchax", "transformers")},
+            "host": sc.get("run", {}).get("host", {}).get("processor")}, ""
 
 
 def diff_modules(a: Module, b: Module, names: tuple[str, str] = ("A", "B"), mode: str = "auto") -> DiffReport:
@@ -128,9 +154,9 @@ def _diff_modules(a: Module, b: Module, names: tuple[str, str], mode: str) -> Di
     diffs = []
     for blk_a, blk_b in al.pairs:
         fa, fb = facts(a, blk_a), facts(b, blk_b)
-        diffs.append(BlockDiff(blk_a, blk_b, fa, fb, tuple(block_findings(fa, fb, names))))
+        diffs.append(BlockDiff(blk_a, blk_b, fa, fb, tuple(block_findings(fa, fb))))
     report_a, report_b = Side(names[0], a, sa), Side(names[1], b, sb)
-    return DiffReport(report_a, report_b, al, tuple(diffs), tuple(study_summary(diffs, names)))
+    return DiffReport(report_a, report_b, al, tuple(diffs), tuple(study_summary(diffs)))
 
 
 def diff_files(path_a: str | Path, path_b: str | Path, mode: str = "auto") -> DiffReport:
@@ -148,9 +174,8 @@ def side_names(path_a, path_b) -> tuple[str, str]:
     return f"{a.parent.name}/{a.stem}", f"{b.parent.name}/{b.stem}"
 
 
-def study_summary(diffs: list, names: tuple[str, str]) -> list[tuple[str, str]]:
-    """The study's three questions, answered from the aligned blocks."""
-    a, b = names
+def study_summary(diffs: list) -> list[Summary]:
+    """The study's three questions, answered from the aligned blocks (report.sentences words them)."""
     out = []
     norms = [d for d in diffs if d.a.role in ("norm", "batchnorm")]
     if norms:
@@ -163,30 +188,23 @@ def study_summary(diffs: list, names: tuple[str, str]) -> list[tuple[str, str]]:
             return f"spelled out ({'/'.join(ops)})" if ops else "other"
         la = Counter(lowering(d.facts_a) for d in norms)
         lb = Counter(lowering(d.facts_b) for d in norms)
-        out.append(("normalization", f"{len(norms)} norm blocks: {a} {_top(la)}; {b} {_top(lb)}"))
+        out.append(Summary("normalization", {"blocks": len(norms), "a": [list(x) for x in la.most_common()],
+                                             "b": [list(x) for x in lb.most_common()]}))
     dots_a = [x for d in diffs if d.a.role in ("attention", "mlp") for x in d.facts_a.dots]
     dots_b = [x for d in diffs if d.a.role in ("attention", "mlp") for x in d.facts_b.dots]
     if dots_a or dots_b:
-        def flat(dots) -> str:
-            n = sum(1 for x in dots if x.flattened_from)
-            example = next((f" ({shape_text(x.flattened_from)} -> {shape_text(x.lhs)})"
-                            for x in dots if x.flattened_from), "")
-            return f"{n} of {len(dots)} dot_general take a flattened input{example}"
-        out.append(("flattening", f"{a}: {flat(dots_a)}; {b}: {flat(dots_b)}"))
+        def flat(dots) -> dict:
+            first = next((x for x in dots if x.flattened_from), None)
+            return {"flattened": sum(1 for x in dots if x.flattened_from), "dots": len(dots),
+                    "example": [first.flattened_from, first.lhs] if first else None}
+        out.append(Summary("flattening", {"a": flat(dots_a), "b": flat(dots_b)}))
     emb = [d for d in diffs if d.a.role == "embedding"]
     if emb:
-        def how(fs) -> str:
+        def how(fs) -> dict:
             f = _merge(fs)
-            parts = []
-            parts.append("iota positions" if f.iota else ("constant index table" if f.constant_tables else "no index op"))
-            if f.calls:
-                parts.append("lookup via " + ", ".join(sorted(f.calls)))
-            if f.histogram["stablehlo.gather"]:
-                parts.append(f"gather x{f.histogram['stablehlo.gather']}")
-            if f.converts:
-                parts.append("converts " + ", ".join(sorted(f.converts)))
-            return "; ".join(parts)
-        out.append(("embedding", f"{a}: {how([d.facts_a for d in emb])} | {b}: {how([d.facts_b for d in emb])}"))
+            return {"iota": bool(f.iota), "constant_tables": bool(f.constant_tables), "calls": sorted(f.calls),
+                    "gathers": f.histogram["stablehlo.gather"], "converts": sorted(f.converts)}
+        out.append(Summary("embedding", {"a": how([d.facts_a for d in emb]), "b": how([d.facts_b for d in emb])}))
     return out
 
 
@@ -200,10 +218,6 @@ def _merge(fs: list) -> BlockFacts:
         iota += f.iota
         tables += f.constant_tables
     return BlockFacts(hist, (), conv, calls, Counter(), iota, tables, 0, 0)
-
-
-def _top(c: Counter) -> str:
-    return ", ".join(f"{k} x{v}" for k, v in c.most_common())
 
 
 def excerpt(module: Module, block: Block, limit: int = EXCERPT_LINES) -> list[str]:

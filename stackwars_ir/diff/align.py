@@ -14,6 +14,7 @@ class Alignment:
     only_a: tuple
     only_b: tuple
     method: str  # "key": same layer, role and ordinal; "order": k-th block of a role to k-th
+    reason: str = ""  # why this method: the coverages that chose it
 
     @property
     def coverage(self) -> float:
@@ -21,14 +22,22 @@ class Alignment:
         return len(self.pairs) / total if total else 1.0
 
 
+KEY_ENOUGH = 0.8  # a pairing by key that leaves more than a fifth of the blocks unpaired falls back to order
+
+
 def align(a: Segmentation, b: Segmentation) -> Alignment:
     """Pair blocks by (layer, role, ordinal); where that leaves over a fifth unpaired (different
     naming of layers, one side without locations), pair the k-th block of each role instead."""
+    from dataclasses import replace
+
     by_key = _align_by(a.blocks, b.blocks, lambda blk: blk.key, "key")
-    if by_key.coverage >= 0.8:
-        return by_key
+    if by_key.coverage >= KEY_ENOUGH:
+        return replace(by_key, reason=f"pairing by key covered {by_key.coverage:.0%} of blocks (enough from "
+                                      f"{KEY_ENOUGH:.0%})")
     by_order = _align_by(_numbered(a.blocks), _numbered(b.blocks), lambda item: item[0], "order")
-    return by_key if by_key.coverage >= by_order.coverage else by_order
+    why = f"pairing by key covered {by_key.coverage:.0%} (under {KEY_ENOUGH:.0%}), by order {by_order.coverage:.0%}"
+    best = by_key if by_key.coverage >= by_order.coverage else by_order
+    return replace(best, reason=why + (": kept key" if best is by_key else ": fell back to order"))
 
 
 def _numbered(blocks) -> list:

@@ -23,6 +23,7 @@ LAYERED = ("norm", "attention", "mlp", "residual")
 # forward (under jvp), backward (under transpose: the gradient of the block it names), and the
 # optimizer update (ops of the step outside both, with no module path).
 PHASES = ("forward", "backward", "update")
+AUTO_PROVENANCE = 0.5  # --mode auto segments by module paths when at least this share of ops has one
 PHASE_LABEL = {"backward": "(backward)", "update": "(update)"}
 
 
@@ -59,6 +60,7 @@ class Segmentation:
     mode: str  # "provenance" | "structure"
     blocks: tuple
     coverage: float  # share of ops whose location names a module path
+    reason: str = ""  # why this mode: asked for, or auto's choice from the coverage
 
     def by_role(self, role: str) -> list:
         return [b for b in self.blocks if b.role == role]
@@ -75,13 +77,16 @@ def segment(module: Module, mode: str = "auto", roles: tuple = ()) -> Segmentati
         top = [(op, path) for op, path in top if phases.get(id(op))]
     with_path = sum(1 for _, p in top if p)
     coverage = with_path / len(top) if top else 0.0
-    use = mode if mode != "auto" else ("provenance" if coverage >= 0.5 else "structure")
+    use = mode if mode != "auto" else ("provenance" if coverage >= AUTO_PROVENANCE else "structure")
+    reason = (f"--mode {mode}" if mode != "auto" else
+              f"auto: {coverage:.0%} of ops carry a module path ({'at least' if use == 'provenance' else 'under'} "
+              f"{AUTO_PROVENANCE:.0%})")
     if use == "provenance":
         blocks = _by_provenance(items, phases, roles)
     else:
         blocks = _by_structure(module, items)
     blocks = _embeddings_by_size(module, blocks)
-    return Segmentation(module, use, tuple(blocks), round(coverage, 4))
+    return Segmentation(module, use, tuple(blocks), round(coverage, 4), reason)
 
 
 def _embeddings_by_size(module: Module, blocks: list) -> list:

@@ -1,9 +1,9 @@
-"""Findings: what differs inside an aligned pair of blocks, and across the two modules."""
+"""Findings: what differs inside an aligned pair of blocks, as records (report.sentences words them)."""
 from __future__ import annotations
 
 import re
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ..ir.model import Module, Op
 from .blocks import Block
@@ -24,6 +24,7 @@ class Dot:
     out: str
     batching: int
     flattened_from: str | None  # the type before the merging reshape, e.g. "2x16x64xf32"
+    id: int = -1  # the op's id in its module
 
     def as_json(self) -> dict:
         return {"lhs": self.lhs, "rhs": self.rhs, "result": self.out, "batching_dims": self.batching,
@@ -43,6 +44,7 @@ class BlockFacts:
     constant_tables: int  # non-splat integer constants (index tables)
     constants: int  # non-splat constants of any type
     broadcasts: int
+    ids: dict = field(default_factory=dict, repr=False)  # op name -> the ids of those ops, in block order
 
     def as_json(self) -> dict:
         return {"histogram": dict(sorted(self.histogram.items())), "dot_generals": [d.as_json() for d in self.dots],
@@ -72,7 +74,15 @@ def facts(module: Module, block: Block) -> BlockFacts:
                             and module.type_of(op.results[0]).rank >= 1),
         constants=len(consts),
         broadcasts=sum(1 for op in ops if op.name == "stablehlo.broadcast_in_dim"),
+        ids=_ids(ops),
     )
+
+
+def _ids(ops) -> dict:
+    out: dict = {}
+    for op in ops:
+        out.setdefault(op.name, []).append(op.id)
+    return {k: tuple(v) for k, v in out.items()}
 
 
 def _dot(module: Module, op: Op, by_id: dict) -> Dot:
@@ -86,56 +96,68 @@ def _dot(module: Module, op: Op, by_id: dict) -> Dot:
             before = module.type_of(prod.operands[0])
             if before.rank > lhs.rank and before.shape[-1:] == lhs.shape[-1:]:
                 flat = str(before)
-    return Dot(str(lhs), str(rhs), str(out), len(op.attr("lhs_batching_dimensions", ()) or ()), flat)
+    return Dot(str(lhs), str(rhs), str(out), len(op.attr("lhs_batching_dimensions", ()) or ()), flat, op.id)
 
 
-def block_findings(fa: BlockFacts, fb: BlockFacts, names: tuple[str, str]) -> list[str]:
-    """Sentences naming what differs between two aligned blocks (empty when nothing does)."""
-    a, b = names
+@dataclass(frozen=True)
+class Finding:
+    """One thing that differs between two aligned blocks, as data: what kind, about which side
+    ("a", "b", or "" for both), its figures, and the ops (ids in each module) it is about."""
+
+    kind: str  # high_level | calls | custom_calls | indices | flattening | converts
+    side: str
+    numbers: dict
+    ops_a: tuple = ()
+    ops_b: tuple = ()
+
+    def as_json(self) -> dict:
+        return {"kind": self.kind, "side": self.side, "numbers": self.numbers,
+                "ops_a": list(self.ops_a), "ops_b": list(self.ops_b)}
+
+    @classmethod
+    def from_json(cls, d: dict) -> "Finding":
+        return cls(d["kind"], d["side"], d["numbers"], tuple(d.get("ops_a", ())), tuple(d.get("ops_b", ())))
+
+
+def block_findings(fa: BlockFacts, fb: BlockFacts) -> list[Finding]:
+    """What differs between two aligned blocks (empty when nothing does)."""
     out = []
-    for x, fx, fy, y in ((a, fa, fb, b), (b, fb, fa, a)):
+    for x, fx, fy in (("a", fa, fb), ("b", fb, fa)):
         high = [n for n in HIGH_LEVEL if fx.histogram[n] and not fy.histogram[n] and n != "stablehlo.custom_call"]
         for n in high:
-            spelled = ", ".join(f"{k.split('.', 1)[1]} x{fy.histogram[k]}" for k in DECOMPOSED
-                                if fy.histogram[k]) if "batch_norm" in n else ""
-            out.append(f"{x} uses {n} x{fx.histogram[n]}; {y} does not"
-                       + (f" and spells it out ({spelled})" if spelled else ""))
-    if fa.calls != fb.calls:
-        out.append(f"calls: {a} {_counts(fa.calls) or 'none'}; {b} {_counts(fb.calls) or 'none'}")
-    if fa.custom_calls != fb.custom_calls:
-        out.append(f"custom_call targets: {a} {_counts(fa.custom_calls) or 'none'}; "
-                   f"{b} {_counts(fb.custom_calls) or 'none'}")
+            spelled = {k: fy.histogram[k] for k in DECOMPOSED if fy.histogram[k]} if "batch_norm" in n else {}
+            ids = fx.ids.get(n, ())
+            out.append(Finding("high_level", x, {"op": n, "count": fx.histogram[n], "spelled_out": spelled},
+                               *((ids, ()) if x == "a" else ((), ids))))
+    for kind, attr in (("calls", "calls"), ("custom_calls", "custom_calls")):
+        ca, cb = getattr(fa, attr), getattr(fb, attr)
+        if ca != cb:
+            out.append(Finding(kind, "", {"a": dict(sorted(ca.items())), "b": dict(sorted(cb.items()))}))
     if (fa.iota > 0) != (fb.iota > 0) and (fa.constant_tables or fb.constant_tables):
-        x, y = (a, b) if fa.iota else (b, a)
-        out.append(f"{x} builds indices with iota; {y} materializes a constant index table")
-    flat = _flattening(fa, fb, names)
+        x = "a" if fa.iota else "b"
+        ids = (fa if fa.iota else fb).ids.get("stablehlo.iota", ())
+        out.append(Finding("indices", x, {}, *((ids, ()) if x == "a" else ((), ids))))
+    flat = _flattening(fa, fb)
     if flat:
         out.append(flat)
     if fa.converts != fb.converts:
-        out.append(f"dtype conversions: {a} {_counts(fa.converts) or 'none'}; {b} {_counts(fb.converts) or 'none'}")
+        out.append(Finding("converts", "", {"a": dict(sorted(fa.converts.items())), "b": dict(sorted(fb.converts.items()))},
+                           fa.ids.get("stablehlo.convert", ()), fb.ids.get("stablehlo.convert", ())))
     return out
 
 
-def _flattening(fa: BlockFacts, fb: BlockFacts, names) -> str | None:
+def _flattening(fa: BlockFacts, fb: BlockFacts) -> Finding | None:
     fla = [d for d in fa.dots if d.flattened_from]
     flb = [d for d in fb.dots if d.flattened_from]
     if bool(fla) == bool(flb) or not (fa.dots and fb.dots):
         return None
-    x, fx, flat, y, fy = (names[0], fa, fla, names[1], fb) if fla else (names[1], fb, flb, names[0], fa)
+    x, fx, flat, fy = ("a", fa, fla, fb) if fla else ("b", fb, flb, fa)
     d = flat[0]
     kept = sorted({_rank(e.lhs) for e in fy.dots})
-    return (f"{x} flattens {shape_text(d.flattened_from)} -> {shape_text(d.lhs)} before {len(flat)} of {len(fx.dots)} "
-            f"dot_general; {y} keeps rank-{'/'.join(map(str, kept))} operands")
-
-
-def shape_text(t: str) -> str:
-    """ "2x16x64xf32" -> "[2,16,64]" (the study's notation)."""
-    return "[" + ",".join(t.split("x")[:-1]) + "]"
+    ids = tuple(e.id for e in flat)
+    return Finding("flattening", x, {"from": d.flattened_from, "to": d.lhs, "flattened": len(flat),
+                                     "dots": len(fx.dots), "kept_ranks": kept}, *((ids, ()) if x == "a" else ((), ids)))
 
 
 def _rank(t: str) -> int:
     return len(t.split("x")) - 1
-
-
-def _counts(c: Counter) -> str:
-    return ", ".join(f"{k} x{v}" for k, v in sorted(c.items()))

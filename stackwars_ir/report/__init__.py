@@ -1,33 +1,33 @@
-"""Report: one report model (the DiffReport, plus bench results) rendered as text, JSON, Markdown, HTML."""
+"""Report: one report model (diff.result.DiffResult, with bench and memory results) rendered as text, JSON, Markdown, HTML."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 
 def write_outputs(report, *, json_path: Path | None = None, md_path: Path | None = None,
                   html_path: Path | None = None, bench: dict | None = None, command: str | None = None,
                   memory: dict | None = None) -> list[Path]:
-    """Write each requested rendering atomically; return the paths written."""
+    """Write each requested rendering of a diff (a DiffReport, or a DiffResult already made or
+    loaded) atomically; return the paths written. Bench and memory results ride in its metrics."""
     from ..capture.artifact import write_atomic
 
+    result = report.result() if hasattr(report, "result") else report
+    metrics = dict(result.metrics, **({"bench": bench} if bench else {}), **({"memory": memory} if memory else {}))
+    result = replace(result, metrics=metrics)
     written = []
     if json_path:
-        data = report.as_json()
-        if bench:
-            data["bench"] = bench
-        if memory:
-            data["memory"] = memory
-        write_atomic(Path(json_path), json.dumps(data, indent=2, sort_keys=False) + "\n")
+        write_atomic(Path(json_path), json.dumps(result.as_json(), indent=2, sort_keys=False) + "\n")
         written.append(Path(json_path))
     if md_path:
         from .markdown import diff_markdown
 
-        write_atomic(Path(md_path), diff_markdown(report))
+        write_atomic(Path(md_path), diff_markdown(result))
         written.append(Path(md_path))
     if html_path:
         from .html import diff_html
 
-        write_atomic(Path(html_path), diff_html(report, bench, command, memory))
+        write_atomic(Path(html_path), diff_html(result, metrics.get("bench"), command, metrics.get("memory")))
         written.append(Path(html_path))
     return written

@@ -42,68 +42,61 @@ _SCRIPT = """
 """
 
 
-def diff_html(report, bench: dict | None = None, command: str | None = None, memory: dict | None = None) -> str:
-    """The self-contained HTML report; `command` is the full command that regenerates it."""
-    a, b = report.a, report.b
+def diff_html(result, bench: dict | None = None, command: str | None = None, memory: dict | None = None) -> str:
+    """The self-contained HTML report of a diff (a diff.result.DiffResult); `command` is the full
+    command that regenerates it."""
+    a, b = result.a, result.b
     title = f"StableHLO diff: {a.name} vs {b.name}"
     parts = [f"<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>{esc(title)}</title>",
              f"<meta name=\"viewport\" content=\"width=device-width\"><style>{_STYLE}</style></head><body>",
              f"<h1>{esc(title)}</h1>",
-             _inputs(report), _findings(report), _histogram(report), _heatmap(report), _blocks(report),
-             _excerpts(report)]
+             _inputs(result), _findings(result), _histogram(result), _heatmap(result), _blocks(result),
+             _excerpts(result)]
     if bench:
         parts.append(_timings(bench))
     if memory:
         parts.append(_memory(memory))
-    command = command or f"stackwars-ir report {a.module.source} {b.module.source} -o report.html"
+    command = command or f"stackwars-ir report {a.source} {b.source} -o report.html"
     parts.append(f"<p class=\"muted\">Written by stackwars-ir. Regenerate: <code>{esc(command)}</code></p>")
     parts.append(f"<script>{_SCRIPT}</script></body></html>\n")
     return "\n".join(parts)
 
 
-def _inputs(report) -> str:
-    from ..capture.artifact import read_sidecar
-
+def _inputs(result) -> str:
     rows = []
-    for side in (report.a, report.b):
-        seg = side.segmentation
-        prov = "-"
-        try:
-            sc = read_sidecar(Path(side.module.source))
-        except Exception as e:  # a broken sidecar must not break the report, but is named in it
-            sc = None
-            prov = f"sidecar ignored: {e}"
-        if sc:
-            v = sc.get("versions", {})
-            # This side's own function inputs (a JAX capture takes int32 ids where PyTorch takes int64).
-            own = [x for x in sc.get("arguments", []) if x.get("kind") == "input"] or sc.get("inputs", [])
-            shapes = ", ".join(f"{i['name']} {i['dtype']}{i['shape']}" for i in own)
-            prov = (f"{sc.get('model')}-{sc.get('size')} via {sc.get('exporter')}; inputs {shapes}; "
+    for side in (result.a, result.b):
+        p = side.provenance
+        if p:
+            v = p.get("versions", {})
+            shapes = ", ".join(f"{i['name']} {i['dtype']}{i['shape']}" for i in p.get("inputs", []))
+            prov = (f"{p.get('model')}-{p.get('size')} via {p.get('exporter')}; inputs {shapes}; "
                     f"jax {v.get('jax')}, torch {v.get('torch')}, torch_xla {v.get('torch_xla')}, "
-                    f"torchax {v.get('torchax')}, transformers {v.get('transformers')}; "
-                    f"host {sc.get('run', {}).get('host', {}).get('processor')}")
-        rows.append(f"<tr><td>{esc(side.name)}</td><td><code>{esc(side.module.source)}</code></td>"
-                    f"<td>{esc(seg.mode)}</td><td class=n>{seg.coverage:.0%}</td>"
-                    f"<td class=n>{sum(side.histogram.values())}</td><td class=n>{len(seg.blocks)}</td>"
+                    f"torchax {v.get('torchax')}, transformers {v.get('transformers')}; host {p.get('host')}")
+        else:
+            prov = side.provenance_note if side.provenance_note.startswith("sidecar ignored") else "-"
+        rows.append(f"<tr><td>{esc(side.name)}</td><td><code>{esc(side.source)}</code></td>"
+                    f"<td>{esc(side.mode)}</td><td class=n>{side.coverage:.0%}</td>"
+                    f"<td class=n>{side.ops}</td><td class=n>{side.blocks}</td>"
                     f"<td>{esc(prov)}</td></tr>")
-    al = report.alignment
     return ("<h2 id=\"inputs\">Inputs</h2><table><tr><th>side</th><th>file</th><th>segmented by</th>"
             "<th>ops with a location</th><th>ops</th><th>blocks</th><th>provenance</th></tr>" + "".join(rows)
-            + f"</table><p>{len(al.pairs)} block pairs aligned by {esc(al.method)}; unmatched: "
-            f"{len(al.only_a)} in {esc(report.a.name)}, {len(al.only_b)} in {esc(report.b.name)}.</p>")
+            + f"</table><p>{len(result.blocks)} block pairs aligned by {esc(result.method)}; unmatched: "
+            f"{len(result.only_a)} in {esc(result.a.name)}, {len(result.only_b)} in {esc(result.b.name)}.</p>")
 
 
-def _findings(report) -> str:
-    if not report.summary:
+def _findings(result) -> str:
+    from .sentences import summaries
+
+    if not result.summary:
         return ""
-    rows = "".join(f"<tr><th>{esc(t)}</th><td>{esc(s)}</td></tr>" for t, s in report.summary)
+    rows = "".join(f"<tr><th>{esc(t)}</th><td>{esc(s)}</td></tr>" for t, s in summaries(result))
     return f"<h2 id=\"findings\">Findings</h2><table>{rows}</table>"
 
 
-def _histogram(report) -> str:
-    ha, hb = report.a.histogram, report.b.histogram
+def _histogram(result) -> str:
+    ha, hb = Counter(result.a.histogram), Counter(result.b.histogram)
     ops = sorted(set(ha) | set(hb), key=lambda k: (-(ha[k] + hb[k]), k))[:TOP_OPS]
-    series = [(report.a.name, [ha[o] for o in ops]), (report.b.name, [hb[o] for o in ops])]
+    series = [(result.a.name, [ha[o] for o in ops]), (result.b.name, [hb[o] for o in ops])]
     cats = [o.split(".", 1)[-1] if o.startswith("stablehlo.") else o for o in ops]
     linear = grouped_bars(cats, series, title="op histogram (linear)")
     log = grouped_bars(cats, series, log=True, title="op histogram (log scale)")
@@ -114,59 +107,61 @@ def _histogram(report) -> str:
             f"<div id=\"hist-linear\">{linear}</div><div id=\"hist-log\" class=\"hidden\">{log}</div>")
 
 
-def _heatmap(report) -> str:
+def _heatmap(result) -> str:
     total = Counter()
-    for d in report.blocks:
-        total += d.facts_a.histogram + d.facts_b.histogram
+    hists = [(d, d.histogram_a, d.histogram_b) for d in result.blocks]
+    for _, x, y in hists:
+        total += x + y
     ops = [o for o, _ in total.most_common(HEAT_OPS)]
-    vmax = max((max(d.facts_a.histogram[o], d.facts_b.histogram[o]) for d in report.blocks for o in ops), default=1)
+    vmax = max((max(x[o], y[o]) for _, x, y in hists for o in ops), default=1)
     head = "".join(f"<th>{esc(o.split('.', 1)[-1])}</th>" for o in ops)
     rows = []
-    for d in report.blocks:
+    for d, hx, hy in hists:
         cells = []
         for o in ops:
-            x, y = d.facts_a.histogram[o], d.facts_b.histogram[o]
+            x, y = hx[o], hy[o]
             cells.append(f"<td style=\"background:linear-gradient(90deg,{heat(x, vmax)} 50%,{heat(y, vmax)} 50%)\" "
-                         f"title=\"{esc(report.a.name)} {x} / {esc(report.b.name)} {y}\">{x}/{y}</td>")
+                         f"title=\"{esc(result.a.name)} {x} / {esc(result.b.name)} {y}\">{x}/{y}</td>")
         rows.append(f"<tr><th>{esc(d.label)}</th>{''.join(cells)}</tr>")
-    return (f"<h2 id=\"heatmap\">Op counts per block</h2><p>Each cell: {esc(report.a.name)} / "
-            f"{esc(report.b.name)}; left and right halves shaded by count.</p>"
+    return (f"<h2 id=\"heatmap\">Op counts per block</h2><p>Each cell: {esc(result.a.name)} / "
+            f"{esc(result.b.name)}; left and right halves shaded by count.</p>"
             f"<table class=\"heat\"><tr><th>block</th>{head}</tr>{''.join(rows)}</table>")
 
 
-def _blocks(report) -> str:
+def _blocks(result) -> str:
+    from .sentences import finding
+
     rows = []
-    for d in report.blocks:
-        findings = "<br>".join(esc(f) for f in d.findings)
+    for d in result.blocks:
+        findings = "<br>".join(esc(finding(f, result.names)) for f in d.findings)
         if not findings:
             findings = "-" if d.delta else "<span class=muted>same op histogram</span>"
-        rows.append(f"<tr><td>{esc(d.label)}</td><td><code>{esc(d.a.name)}</code></td><td><code>{esc(d.b.name)}</code>"
-                    f"</td><td class=n>{sum(d.facts_a.histogram.values())}</td>"
-                    f"<td class=n>{sum(d.facts_b.histogram.values())}</td><td>{findings}</td></tr>")
-    al = report.alignment
+        rows.append(f"<tr><td>{esc(d.label)}</td><td><code>{esc(d.name_a)}</code></td><td><code>{esc(d.name_b)}</code>"
+                    f"</td><td class=n>{sum(d.histogram_a.values())}</td>"
+                    f"<td class=n>{sum(d.histogram_b.values())}</td><td>{findings}</td></tr>")
     extra = ""
-    for name, blocks in ((report.a.name, al.only_a), (report.b.name, al.only_b)):
+    for name, blocks in ((result.a.name, result.only_a), (result.b.name, result.only_b)):
         if blocks:
             extra += (f"<p>Only in {esc(name)}: " + ", ".join(f"<code>{esc(x.label)}</code> ({esc(x.name)})"
                                                                for x in blocks) + "</p>")
-    return ("<h2 id=\"blocks\">Block alignment</h2><table><tr><th>block</th><th>" + esc(report.a.name)
-            + "</th><th>" + esc(report.b.name) + "</th><th>ops</th><th>ops</th><th>findings</th></tr>"
+    return ("<h2 id=\"blocks\">Block alignment</h2><table><tr><th>block</th><th>" + esc(result.a.name)
+            + "</th><th>" + esc(result.b.name) + "</th><th>ops</th><th>ops</th><th>findings</th></tr>"
             + "".join(rows) + "</table>" + extra)
 
 
-def _excerpts(report) -> str:
-    from ..diff import excerpt
+def _excerpts(result) -> str:
+    from .markdown import excerpt_lines
 
     shown, out = set(), []
-    for d in report.blocks:
-        if d.a.role in shown or d.a.role == "other":
+    for d in result.blocks:
+        if d.role in shown or d.role == "other":
             continue
-        shown.add(d.a.role)
-        left = "\n".join(highlight(x) for x in excerpt(report.a.module, d.a, 30))
-        right = "\n".join(highlight(x) for x in excerpt(report.b.module, d.b, 30))
-        out.append(f"<h3>{esc(d.label)}</h3><div class=\"pair\"><div><b>{esc(report.a.name)}</b> "
-                   f"<code>{esc(d.a.name)}</code><pre>{left}</pre></div><div><b>{esc(report.b.name)}</b> "
-                   f"<code>{esc(d.b.name)}</code><pre>{right}</pre></div></div>")
+        shown.add(d.role)
+        left = "\n".join(highlight(x) for x in excerpt_lines(d.excerpt_a, len(d.ops_a), 30))
+        right = "\n".join(highlight(x) for x in excerpt_lines(d.excerpt_b, len(d.ops_b), 30))
+        out.append(f"<h3>{esc(d.label)}</h3><div class=\"pair\"><div><b>{esc(result.a.name)}</b> "
+                   f"<code>{esc(d.name_a)}</code><pre>{left}</pre></div><div><b>{esc(result.b.name)}</b> "
+                   f"<code>{esc(d.name_b)}</code><pre>{right}</pre></div></div>")
     return "<h2 id=\"excerpts\">IR side by side</h2><p>The first block of each kind.</p>" + "".join(out)
 
 

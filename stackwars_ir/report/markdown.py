@@ -6,40 +6,52 @@ def _cell(text) -> str:
     return str(text).replace("|", "\\|").replace("\n", " ")
 
 
-def diff_markdown(report) -> str:
-    from ..diff import excerpt
+def diff_markdown(result) -> str:
+    """The diff (a diff.result.DiffResult) as Markdown."""
+    from collections import Counter
 
-    a, b, al = report.a, report.b, report.alignment
+    from .sentences import finding, summaries
+
+    a, b = result.a, result.b
+    ha, hb = Counter(a.histogram), Counter(b.histogram)
     lines = [
         f"# StableHLO diff: `{_cell(a.name)}` vs `{_cell(b.name)}`", "",
-        f"- A: `{_cell(a.module.source)}` ({a.segmentation.mode}, {sum(a.histogram.values())} ops)",
-        f"- B: `{_cell(b.module.source)}` ({b.segmentation.mode}, {sum(b.histogram.values())} ops)",
-        f"- aligned {len(al.pairs)} block pairs by {al.method}; unmatched: {len(al.only_a)} in A, {len(al.only_b)} in B",
+        f"- A: `{_cell(a.source)}` ({a.mode}, {a.ops} ops)",
+        f"- B: `{_cell(b.source)}` ({b.mode}, {b.ops} ops)",
+        f"- aligned {len(result.blocks)} block pairs by {result.method}; unmatched: {len(result.only_a)} in A, "
+        f"{len(result.only_b)} in B",
         "",
     ]
-    if report.summary:
+    if result.summary:
         lines += ["## Findings", "", "| topic | finding |", "| --- | --- |"]
-        lines += [f"| {t} | {_cell(s)} |" for t, s in report.summary]
+        lines += [f"| {t} | {_cell(s)} |" for t, s in summaries(result)]
         lines.append("")
     lines += ["## Blocks", "", "| block | A name | B name | A ops | B ops | findings |", "| --- | --- | --- | ---: | ---: | --- |"]
-    for d in report.blocks:
-        lines.append(f"| {d.label} | `{_cell(d.a.name)}` | `{_cell(d.b.name)}` | {sum(d.facts_a.histogram.values())} "
-                     f"| {sum(d.facts_b.histogram.values())} | {_cell('; '.join(d.findings)) or '-'} |")
-    for side, blocks in (("A", al.only_a), ("B", al.only_b)):
+    for d in result.blocks:
+        words = "; ".join(finding(f, result.names) for f in d.findings)
+        lines.append(f"| {d.label} | `{_cell(d.name_a)}` | `{_cell(d.name_b)}` | {sum(d.histogram_a.values())} "
+                     f"| {sum(d.histogram_b.values())} | {_cell(words) or '-'} |")
+    for side, blocks in (("A", result.only_a), ("B", result.only_b)):
         if blocks:
-            lines += ["", f"Only in {side}: " + ", ".join(f"`{blk.label}`" for blk in blocks)]
+            lines += ["", f"Only in {side}: " + ", ".join(f"`{u.label}`" for u in blocks)]
     lines += ["", "## Op histogram", "", "| op | A | B |", "| --- | ---: | ---: |"]
-    for op in sorted(set(a.histogram) | set(b.histogram), key=lambda k: -(a.histogram[k] + b.histogram[k])):
-        lines.append(f"| `{op}` | {a.histogram[op]} | {b.histogram[op]} |")
+    for op in sorted(set(ha) | set(hb), key=lambda k: (-(ha[k] + hb[k]), k)):  # ties by name: deterministic
+        lines.append(f"| `{op}` | {ha[op]} | {hb[op]} |")
     shown = {}
-    for d in report.blocks:  # one excerpt per role: the first layer shows the pattern
-        if d.a.role not in shown and d.a.role != "other":
-            shown[d.a.role] = d
+    for d in result.blocks:  # one excerpt per role: the first layer shows the pattern
+        if d.role not in shown and d.role != "other":
+            shown[d.role] = d
     for role, d in shown.items():
-        lines += ["", f"## Excerpt: {d.label}", "", f"A (`{_cell(d.a.name)}`):", "", "```mlir",
-                  *excerpt(a.module, d.a, 25), "```", "", f"B (`{_cell(d.b.name)}`):", "", "```mlir",
-                  *excerpt(b.module, d.b, 25), "```"]
+        lines += ["", f"## Excerpt: {d.label}", "", f"A (`{_cell(d.name_a)}`):", "", "```mlir",
+                  *excerpt_lines(d.excerpt_a, len(d.ops_a), 25), "```", "", f"B (`{_cell(d.name_b)}`):", "",
+                  "```mlir", *excerpt_lines(d.excerpt_b, len(d.ops_b), 25), "```"]
     return "\n".join(lines) + "\n"
+
+
+def excerpt_lines(lines, ops: int, limit: int) -> list[str]:
+    """The first `limit` lines of a stored excerpt, and how many ops of the block are not shown."""
+    shown = [x for x in lines if not x.startswith("... ")][:limit]
+    return shown + ([f"... {ops - limit} more ops"] if ops > limit and len(shown) == limit else [])
 
 
 def memory_markdown(report) -> str:

@@ -25,37 +25,40 @@ def stats_text(s: ModuleStats, top: int = 15) -> str:
     return "\n".join(lines)
 
 
-def diff_text(report, excerpts: bool = False) -> str:
-    """The diff as terminal text: inputs, the study's three findings, the block table, extras."""
-    from ..diff import counter_delta, excerpt
+def diff_text(result, excerpts: bool = False) -> str:
+    """The diff (a diff.result.DiffResult) as terminal text: inputs, the study's three findings, the
+    block table, extras."""
+    from collections import Counter
 
-    a, b, al = report.a, report.b, report.alignment
+    from ..diff.result import counter_delta
+    from .sentences import finding, summaries
+
+    a, b = result.a, result.b
     out = [
-        f"A = {a.module.source}  ({a.segmentation.mode}, {sum(a.histogram.values())} ops, "
-        f"{len(a.segmentation.blocks)} blocks)",
-        f"B = {b.module.source}  ({b.segmentation.mode}, {sum(b.histogram.values())} ops, "
-        f"{len(b.segmentation.blocks)} blocks)",
-        f"aligned {len(al.pairs)} block pairs by {al.method}; unmatched: {len(al.only_a)} in A, {len(al.only_b)} in B",
+        f"A = {a.source}  ({a.mode}, {a.ops} ops, {a.blocks} blocks)",
+        f"B = {b.source}  ({b.mode}, {b.ops} ops, {b.blocks} blocks)",
+        f"aligned {len(result.blocks)} block pairs by {result.method}; unmatched: {len(result.only_a)} in A, "
+        f"{len(result.only_b)} in B",
         "",
     ]
-    if report.summary:
+    if result.summary:
         out.append("findings:")
-        out += [f"  {topic:13} {text}" for topic, text in report.summary]
+        out += [f"  {topic:13} {text}" for topic, text in summaries(result)]
         out.append("")
-    rows = [[d.label, d.a.name, sum(d.facts_a.histogram.values()), sum(d.facts_b.histogram.values()),
-             _delta_text(d.delta)] for d in report.blocks]
+    rows = [[d.label, d.name_a, sum(d.histogram_a.values()), sum(d.histogram_b.values()), _delta_text(d.delta)]
+            for d in result.blocks]
     out.append(table(["block", "A name", "A ops", "B ops", "op delta (A - B)"], rows, right={2, 3}))
-    details = [(d.label, f) for d in report.blocks for f in d.findings]
+    details = [(d.label, finding(f, result.names)) for d in result.blocks for f in d.findings]
     if details:
         out += ["", "per block:"]
         out += [f"  {label:18} {f}" for label, f in details]
-    for side, blocks in (("A", al.only_a), ("B", al.only_b)):
+    for side, blocks in (("A", result.only_a), ("B", result.only_b)):
         if blocks:
-            out += ["", f"only in {side}: " + ", ".join(f"{blk.label} ({blk.name}, {len(blk.ops)} ops)" for blk in blocks)]
+            out += ["", f"only in {side}: " + ", ".join(f"{u.label} ({u.name}, {u.ops} ops)" for u in blocks)]
     if excerpts:
-        for d in report.blocks:
-            out += ["", f"--- {d.label}", *_side_by_side(excerpt(a.module, d.a), excerpt(b.module, d.b))]
-    hist = _delta_text(counter_delta(a.histogram, b.histogram), limit=12)
+        for d in result.blocks:
+            out += ["", f"--- {d.label}", *_side_by_side(list(d.excerpt_a), list(d.excerpt_b))]
+    hist = _delta_text(counter_delta(Counter(a.histogram), Counter(b.histogram)), limit=12)
     out += ["", f"whole module op delta (A - B): {hist or 'none'}"]
     return "\n".join(out)
 

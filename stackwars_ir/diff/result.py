@@ -1,0 +1,195 @@
+"""The diff's result: one typed, versioned value that every rendering reads (text, JSON, Markdown, HTML), saved and loaded as JSON."""
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+from .findings import Finding
+
+RESULT_FORMAT = 2  # 1: the first JSON (no phases, findings as sentences); 2: this module's schema (docs/diff.md)
+
+
+@dataclass(frozen=True)
+class Summary:
+    """One of the study's questions answered for this pair, as data (normalization, flattening, embedding)."""
+
+    topic: str
+    numbers: dict
+
+    def as_json(self) -> dict:
+        return {"topic": self.topic, "numbers": self.numbers}
+
+
+@dataclass(frozen=True)
+class SideResult:
+    """One input of the diff: where it came from and what it holds."""
+
+    name: str
+    source: str
+    mode: str  # how it was segmented: provenance or structure
+    mode_reason: str  # why (auto chooses by the share of ops with a module path)
+    coverage: float  # share of ops whose location names a module path
+    ops: int
+    blocks: int
+    histogram: dict = field(repr=False)  # op name -> count, calls inlined
+    provenance: dict | None = field(default=None, repr=False)  # from the capture's sidecar, when it has one
+    provenance_note: str = ""  # why there is none ("no sidecar", "sidecar ignored: ...")
+    sha256: str | None = None  # of the file: which bench and memory results belong to this diff
+
+    def as_json(self) -> dict:
+        return {"name": self.name, "source": self.source, "sha256": self.sha256, "mode": self.mode,
+                "mode_reason": self.mode_reason,
+                "location_coverage": self.coverage, "ops": self.ops, "blocks": self.blocks,
+                "histogram": dict(sorted(self.histogram.items())), "provenance": self.provenance,
+                "provenance_note": self.provenance_note}
+
+
+@dataclass(frozen=True)
+class BlockResult:
+    """One aligned pair of blocks: its key (phase, layer, role, ordinal), both sides' ops and facts,
+    what differs, IR excerpts, and a slot for per-block metrics."""
+
+    label: str
+    phase: str  # "" (a forward pass), forward, backward, update
+    layer: tuple
+    role: str
+    ordinal: int
+    name_a: str
+    name_b: str
+    ops_a: tuple = field(repr=False)  # op ids in A's module, in block order
+    ops_b: tuple = field(repr=False)
+    facts_a: dict = field(repr=False)  # diff.findings.BlockFacts.as_json()
+    facts_b: dict = field(repr=False)
+    findings: tuple = ()  # Finding
+    excerpt_a: tuple = field(default=(), repr=False)  # the block's ops as IR lines
+    excerpt_b: tuple = field(default=(), repr=False)
+    metrics: dict = field(default_factory=dict, repr=False)  # per-block figures (timings, memory), when known
+
+    @property
+    def histogram_a(self) -> Counter:
+        return Counter(self.facts_a["histogram"])
+
+    @property
+    def histogram_b(self) -> Counter:
+        return Counter(self.facts_b["histogram"])
+
+    @property
+    def delta(self) -> Counter:
+        return counter_delta(self.histogram_a, self.histogram_b)
+
+    @property
+    def differs(self) -> bool:
+        return bool(self.delta) or bool(self.findings)
+
+    def as_json(self) -> dict:
+        return {"label": self.label, "phase": self.phase, "layer": list(self.layer), "role": self.role,
+                "ordinal": self.ordinal, "name_a": self.name_a, "name_b": self.name_b,
+                "ops_a": sum(self.histogram_a.values()), "ops_b": sum(self.histogram_b.values()),
+                "op_ids_a": list(self.ops_a), "op_ids_b": list(self.ops_b),
+                "delta": dict(sorted(self.delta.items())), "findings": [f.as_json() for f in self.findings],
+                "a": self.facts_a, "b": self.facts_b, "excerpt_a": list(self.excerpt_a),
+                "excerpt_b": list(self.excerpt_b), "metrics": self.metrics}
+
+
+@dataclass(frozen=True)
+class Unmatched:
+    """A block of one side that the alignment left without a partner."""
+
+    label: str
+    name: str
+    ops: int
+
+    def as_json(self) -> dict:
+        return {"label": self.label, "name": self.name, "ops": self.ops}
+
+
+@dataclass(frozen=True)
+class DiffResult:
+    """Everything a diff found, and nothing that needs the .mlir files again."""
+
+    a: SideResult
+    b: SideResult
+    method: str  # key: same phase, layer, role and ordinal; order: k-th block of a role to k-th
+    method_reason: str  # why that method (the fallback to order, and the coverages that decided it)
+    coverage: float  # share of blocks paired
+    blocks: tuple  # BlockResult, in A's program order
+    only_a: tuple = ()  # Unmatched
+    only_b: tuple = ()
+    summary: tuple = ()  # Summary
+    metrics: dict = field(default_factory=dict, repr=False)  # whole-module figures (bench, memory), when known
+
+    @property
+    def names(self) -> tuple[str, str]:
+        return self.a.name, self.b.name
+
+    @property
+    def differs(self) -> bool:
+        return bool(self.only_a or self.only_b) or any(b.differs for b in self.blocks) \
+            or self.a.histogram != self.b.histogram
+
+    def __str__(self) -> str:
+        return f"DiffResult({self.a.name} vs {self.b.name}: {len(self.blocks)} aligned blocks)"
+
+    def as_json(self) -> dict:
+        from ..report.sentences import finding, summary
+
+        names = self.names
+        data = {
+            "format": RESULT_FORMAT,
+            "a": self.a.as_json(), "b": self.b.as_json(),
+            "alignment": {"method": self.method, "reason": self.method_reason, "coverage": round(self.coverage, 4),
+                          "pairs": len(self.blocks), "only_a": [u.as_json() for u in self.only_a],
+                          "only_b": [u.as_json() for u in self.only_b]},
+            "summary": [dict(s.as_json(), text=summary(s, names)) for s in self.summary],
+            "blocks": [b.as_json() for b in self.blocks],
+            "differs": self.differs,
+            "metrics": self.metrics,
+        }
+        for blk, out in zip(self.blocks, data["blocks"]):  # each record with its words, for readers of the JSON
+            for f, fj in zip(blk.findings, out["findings"]):
+                fj["text"] = finding(f, names)
+        return data
+
+    @classmethod
+    def from_json(cls, data: dict, source: str = "diff JSON") -> "DiffResult":
+        """A saved result; anything that is not one gets one line naming what is wrong."""
+        from ..errors import StackwarsError
+
+        fix = "write one with: stackwars-ir diff A.mlir B.mlir --json FILE"
+        if not isinstance(data, dict) or "blocks" not in data or "alignment" not in data:
+            raise StackwarsError(f"{source}: not a stackwars-ir diff JSON file (no 'blocks' and 'alignment')", fix=fix)
+        if data.get("format") != RESULT_FORMAT:
+            raise StackwarsError(f"{source}: diff JSON format {data.get('format')!r}, this stackwars-ir reads "
+                                 f"format {RESULT_FORMAT}", fix="re-run stackwars-ir diff with this version")
+        try:
+            al = data["alignment"]
+            return cls(
+                _side(data["a"]), _side(data["b"]), al["method"], al.get("reason", ""), al["coverage"],
+                tuple(_block(b) for b in data["blocks"]),
+                tuple(Unmatched(u["label"], u["name"], u["ops"]) for u in al["only_a"]),
+                tuple(Unmatched(u["label"], u["name"], u["ops"]) for u in al["only_b"]),
+                tuple(Summary(s["topic"], s["numbers"]) for s in data["summary"]),
+                data.get("metrics", {}))
+        except (KeyError, TypeError, ValueError, AttributeError) as e:
+            raise StackwarsError(f"{source}: a diff JSON file with a missing or malformed field "
+                                 f"({type(e).__name__}: {e})", fix=fix) from None
+
+
+def _side(d: dict) -> SideResult:
+    return SideResult(d["name"], d["source"], d["mode"], d.get("mode_reason", ""), d["location_coverage"], d["ops"],
+                      d["blocks"], dict(d["histogram"]), d.get("provenance"), d.get("provenance_note", ""),
+                      d.get("sha256"))
+
+
+def _block(d: dict) -> BlockResult:
+    return BlockResult(d["label"], d["phase"], tuple(d["layer"]), d["role"], d["ordinal"], d["name_a"], d["name_b"],
+                       tuple(d["op_ids_a"]), tuple(d["op_ids_b"]), d["a"], d["b"],
+                       tuple(Finding.from_json(f) for f in d["findings"]), tuple(d["excerpt_a"]),
+                       tuple(d["excerpt_b"]), d.get("metrics", {}))
+
+
+def counter_delta(a: Counter, b: Counter) -> Counter:
+    """a - b, keeping negative counts and dropping zeros (Counter's own `-` drops negatives)."""
+    d = Counter(a)
+    d.subtract(b)
+    return Counter({k: v for k, v in d.items() if v})

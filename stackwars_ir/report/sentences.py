@@ -1,0 +1,67 @@
+"""Sentences: the diff's finding and summary records worded for people (every rendering uses these)."""
+from __future__ import annotations
+
+
+def shape_text(t: str) -> str:
+    """ "2x16x64xf32" -> "[2,16,64]" (the study's notation)."""
+    return "[" + ",".join(t.split("x")[:-1]) + "]"
+
+
+def _counts(c: dict) -> str:
+    return ", ".join(f"{k} x{v}" for k, v in sorted(c.items()))
+
+
+def finding(f, names: tuple[str, str]) -> str:
+    """One block finding (diff.findings.Finding) as a sentence, the sides called by `names`."""
+    a, b = names
+    x, y = (a, b) if f.side == "a" else (b, a)
+    n = f.numbers
+    if f.kind == "high_level":
+        spelled = ", ".join(f"{k.split('.', 1)[1]} x{v}" for k, v in n.get("spelled_out", {}).items())
+        return f"{x} uses {n['op']} x{n['count']}; {y} does not" + (f" and spells it out ({spelled})" if spelled else "")
+    if f.kind == "calls":
+        return f"calls: {a} {_counts(n['a']) or 'none'}; {b} {_counts(n['b']) or 'none'}"
+    if f.kind == "custom_calls":
+        return f"custom_call targets: {a} {_counts(n['a']) or 'none'}; {b} {_counts(n['b']) or 'none'}"
+    if f.kind == "indices":
+        return f"{x} builds indices with iota; {y} materializes a constant index table"
+    if f.kind == "flattening":
+        return (f"{x} flattens {shape_text(n['from'])} -> {shape_text(n['to'])} before {n['flattened']} of "
+                f"{n['dots']} dot_general; {y} keeps rank-{'/'.join(map(str, n['kept_ranks']))} operands")
+    if f.kind == "converts":
+        return f"dtype conversions: {a} {_counts(n['a']) or 'none'}; {b} {_counts(n['b']) or 'none'}"
+    return f"{f.kind}: {n}"  # a kind from a newer format: its data, unworded
+
+
+def summary(s, names: tuple[str, str]) -> str:
+    """One of the study's questions answered (diff.Summary) as a sentence."""
+    a, b = names
+    n = s.numbers
+    if s.topic == "normalization":
+        def top(pairs) -> str:
+            return ", ".join(f"{k} x{v}" for k, v in pairs)
+        return f"{n['blocks']} norm blocks: {a} {top(n['a'])}; {b} {top(n['b'])}"
+    if s.topic == "flattening":
+        def flat(x: dict) -> str:
+            example = f" ({shape_text(x['example'][0])} -> {shape_text(x['example'][1])})" if x["example"] else ""
+            return f"{x['flattened']} of {x['dots']} dot_general take a flattened input{example}"
+        return f"{a}: {flat(n['a'])}; {b}: {flat(n['b'])}"
+    if s.topic == "embedding":
+        def how(x: dict) -> str:
+            parts = ["iota positions" if x["iota"] else ("constant index table" if x["constant_tables"]
+                                                          else "no index op")]
+            if x["calls"]:
+                parts.append("lookup via " + ", ".join(x["calls"]))
+            if x["gathers"]:
+                parts.append(f"gather x{x['gathers']}")
+            if x["converts"]:
+                parts.append("converts " + ", ".join(x["converts"]))
+            return "; ".join(parts)
+        return f"{a}: {how(n['a'])} | {b}: {how(n['b'])}"
+    return f"{s.topic}: {n}"
+
+
+def summaries(result) -> list[tuple[str, str]]:
+    """(topic, sentence) for each of the study's questions a diff result answers."""
+    names = (result.a.name, result.b.name)
+    return [(s.topic, summary(s, names)) for s in result.summary]
