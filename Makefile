@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 export PJRT_DEVICE ?= CPU
 
-.PHONY: setup setup-gpu setup-tpu findings-memory demo test test-fast captures docs findings fuzz clean
+.PHONY: setup setup-gpu setup-tpu findings-memory demo test test-fast captures diff-goldens docs findings fuzz clean
 
 setup: $(STAMP)
 
@@ -37,6 +37,18 @@ captures: setup
 	done
 	for m in gpt2 bert resnet50 gemm ffn mha llama vit gpt_neo; do \
 	  $(BIN)/stackwars-ir capture $$m --step train --framework both --exporter all --size tiny --out captures --force || exit 1; \
+	done
+	$(MAKE) diff-goldens
+
+# The terminal text of each adapter's JAX-vs-PyTorch diff, pinned (tests/test_diff.py compares it).
+diff-goldens: setup
+	mkdir -p tests/diffs
+	for d in captures/*-tiny; do \
+	  m=$$(basename $$d -tiny); b=$$d/torch-torch_xla.mlir; [ -f $$b ] || b=$$d/torch-torchax.mlir; \
+	  $(BIN)/stackwars-ir diff $$d/jax.mlir $$b > tests/diffs/$$m.txt; [ $$? -le 1 ] || exit 1; \
+	  if [ -f $$d/jax-train.mlir ] && [ -f $$d/torch-torchax-train.mlir ]; then \
+	    $(BIN)/stackwars-ir diff $$d/jax-train.mlir $$d/torch-torchax-train.mlir > tests/diffs/$$m-train.txt; \
+	    [ $$? -le 1 ] || exit 1; fi; \
 	done
 
 clean:

@@ -2,10 +2,11 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
-from conftest import golden
+from conftest import ROOT, golden
 from stackwars_ir.diff import diff_files, diff_modules
 from stackwars_ir.diff.blocks import classify, segment
 from stackwars_ir.ir import load_one
@@ -194,3 +195,47 @@ def test_bad_input_exit_2(cli, tmp_path, content):
 def test_inference_batch_norm_is_labelled_by_the_ops_it_has():
     summary = dict(summaries(diff_files(golden("resnet50", "jax"), golden("resnet50", "torch-torch_xla")).result()))
     assert "spelled out (rsqrt)" in summary["normalization"] and "reduce" not in summary["normalization"]
+
+
+def _golden_pairs():
+    out = []
+    for txt in sorted((ROOT / "tests" / "diffs").glob("*.txt")):
+        model, train = txt.stem.removesuffix("-train"), txt.stem.endswith("-train")
+        folder = Path("captures") / f"{model}-tiny"
+        if train:
+            pair = (folder / "jax-train.mlir", folder / "torch-torchax-train.mlir")
+        else:
+            b = folder / "torch-torch_xla.mlir"
+            pair = (folder / "jax.mlir", b if (ROOT / b).exists() else folder / "torch-torchax.mlir")
+        out.append(pytest.param(txt, *pair, id=txt.stem))
+    return out
+
+
+@pytest.mark.parametrize("text, a, b", _golden_pairs())
+def test_the_diff_text_of_every_adapter_is_pinned(text, a, b, monkeypatch):
+    # Regenerate with `make diff-goldens` (after `make captures`) when a change is meant.
+    from stackwars_ir.report.text import diff_text
+
+    monkeypatch.chdir(ROOT)  # the text names the files as given: relative to the repository
+    assert diff_text(diff_files(a, b).result()) + "\n" == text.read_text()
+
+
+def test_every_adapter_has_a_pinned_diff():
+    from stackwars_ir import models
+
+    pinned = {p.stem for p in (ROOT / "tests" / "diffs").glob("*.txt")}
+    assert set(models.ADAPTERS) <= pinned
+    assert {f"{m}-train" for m in models.TRAINABLE if (ROOT / "captures" / f"{m}-tiny" / "torch-torchax-train.mlir").exists()} <= pinned
+
+
+def test_a_pairing_by_key_that_covers_too_little_falls_back_to_order_and_says_why():
+    # torch_xla's training graph carries no JAX phases and no module paths: keys cannot pair it.
+    report = diff_files(golden("gpt2", "jax-train"), golden("gpt2", "torch-torch_xla-train"))
+    result = report.result()
+    assert result.method == "order" and "fell back to order" in result.method_reason
+    # Both sides are accounted for: every block is paired once or listed as unmatched.
+    for side, only in (("a", result.only_a), ("b", result.only_b)):
+        seg = getattr(report, side).segmentation
+        paired = [getattr(d, side) for d in report.blocks]
+        assert len(paired) + len(only) == len(seg.blocks)
+        assert len({id(x) for x in paired}) == len(paired)
