@@ -71,6 +71,20 @@ def test_structural_mode_aligns_the_same_layers_without_locations(tmp_path, stem
     assert dict(summaries(stripped.result()))["flattening"].split(":", 1)[1] == with_locs.split(":", 1)[1].replace(stem, "torch")
 
 
+@pytest.mark.parametrize("model", ["llama", "vit", "gpt_neo", "bert"])
+@pytest.mark.parametrize("stem", ["torch-torch_xla", "torch-torchax"])
+def test_every_layer_aligns_with_its_parts_named_with_and_without_locations(tmp_path, model, stem):
+    # LLaMA's SiLU reaches StableHLO as x / (1 + exp(-x)) from torchax: an exp that no reduce sums,
+    # so an activation, not a softmax (counted as one, it doubled the layers and lost the MLPs).
+    for a, b in ((golden(model, "jax"), golden(model, stem)),
+                 (_strip_locations(golden(model, "jax"), tmp_path / "jax.mlir"),
+                  _strip_locations(golden(model, stem), tmp_path / "torch.mlir"))):
+        report = diff_files(a, b)
+        assert report.alignment.method == "key" and not report.alignment.only_a
+        for role in ("norm", "attention", "mlp"):
+            assert sorted({d.a.layer for d in report.blocks if d.a.role == role and d.a.layer}) == [(0,), (1,)], role
+
+
 def test_one_side_with_locations_and_one_without(tmp_path):
     b = _strip_locations(golden("gpt2", "torch-torch_xla"), tmp_path / "torch.mlir")
     report = diff_files(golden("gpt2", "jax"), b)

@@ -306,6 +306,10 @@ def _by_structure(module: Module, items: list) -> list[Block]:
     parents, users = _edges(top, producer)
     neighbours = {k: parents.get(k, []) + users.get(k, []) for k in set(parents) | set(users)}
     kinds = {op.id: k for op in top if (k := _anchor_kind(module, op))}
+    by_id = {op.id: op for op in top}
+    for k in [k for k, kind in kinds.items() if kind == "softmax"]:
+        if not _feeds_reduce(k, users, by_id):
+            kinds[k] = "act"  # an exp no reduce sums is an activation's (SiLU as x / (1 + exp(-x))), not a softmax
     owner = _nearest(list(kinds), neighbours, index)
     roles = _anchor_roles(top, kinds, parents, users)
     groups: dict = defaultdict(list)
@@ -323,6 +327,23 @@ def _by_structure(module: Module, items: list) -> list[Block]:
         where = f"layer {'.'.join(map(str, layer))} " if layer else ""
         blocks.append(Block(role, layer, ordinal, f"{where}{role} #{ordinal}".strip(), tuple(full)))
     return blocks
+
+
+def _feeds_reduce(op_id: int, users: dict, by_id: dict, depth: int = 3) -> bool:
+    """Whether a reduce uses this op's result within `depth` steps (a softmax sums its exponentials)."""
+    frontier, seen = [op_id], {op_id}
+    for _ in range(depth):
+        nxt = []
+        for o in frontier:
+            for u in users.get(o, ()):
+                if u in seen:
+                    continue
+                if by_id[u].name == "stablehlo.reduce":
+                    return True
+                seen.add(u)
+                nxt.append(u)
+        frontier = nxt
+    return False
 
 
 def _owner(module: Module, op: Op, entry: str) -> int:
