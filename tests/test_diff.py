@@ -253,3 +253,16 @@ def test_a_pairing_by_key_that_covers_too_little_falls_back_to_order_and_says_wh
         paired = [getattr(d, side) for d in report.blocks]
         assert len(paired) + len(only) == len(seg.blocks)
         assert len({id(x) for x in paired}) == len(paired)
+
+
+@pytest.mark.parametrize("model", ["gpt2", "gpt_neo", "llama"])
+def test_a_mask_built_once_for_every_layer_is_its_own_block(model):
+    # torch_xla builds the causal mask where layer 0's attention first needs it; every layer reads it.
+    report = diff_files(golden(model, "jax"), golden(model, "torch-torch_xla"))
+    shared = [blk for blk in report.alignment.only_b if blk.role == "shared"]
+    assert len(shared) == 1 and not any(blk.role == "shared" for blk in report.b.segmentation.blocks
+                                        if blk not in shared)
+    attn = [d for d in report.blocks if d.a.role == "attention"]
+    assert len({sum(d.facts_b.histogram.values()) for d in attn}) == 1  # layer 0's attention no larger than layer 1's
+    assert not any(d.facts_b.histogram["stablehlo.reduce_window"] for d in attn)
+    assert not any(blk.role == "shared" for blk in report.a.segmentation.blocks)  # JAX builds its mask per layer

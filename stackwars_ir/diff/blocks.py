@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 
 from ..ir.model import Module, Op
 
-ROLES = ("embedding", "rotary", "norm", "attention", "mlp", "residual", "conv", "batchnorm", "pool", "head",
-         "optimizer", "other")
+ROLES = ("embedding", "rotary", "shared", "norm", "attention", "mlp", "residual", "conv", "batchnorm", "pool",
+         "head", "optimizer", "other")
 # Roles whose blocks align layer by layer; the others align by their order in the program.
 LAYERED = ("norm", "attention", "mlp", "residual")
 # A training step's phases, read from JAX's transformation scopes (ir.locations.provenance):
@@ -62,9 +62,6 @@ class Segmentation:
     coverage: float  # share of ops whose location names a module path
     reason: str = ""  # why this mode: asked for, or auto's choice from the coverage
 
-    def by_role(self, role: str) -> list:
-        return [b for b in self.blocks if b.role == role]
-
 
 def segment(module: Module, mode: str = "auto", roles: tuple = ()) -> Segmentation:
     """Blocks of the entry function (calls inlined). mode: auto, provenance or structure. `roles`:
@@ -82,7 +79,7 @@ def segment(module: Module, mode: str = "auto", roles: tuple = ()) -> Segmentati
               f"auto: {coverage:.0%} of ops carry a module path ({'at least' if use == 'provenance' else 'under'} "
               f"{AUTO_PROVENANCE:.0%})")
     if use == "provenance":
-        blocks = _by_provenance(items, phases, roles)
+        blocks = _split_shared(module, _by_provenance(items, phases, roles))
     else:
         blocks = _by_structure(module, items)
     blocks = _embeddings_by_size(module, blocks)
@@ -238,6 +235,55 @@ def _by_provenance(items: list, phases: dict | None = None, roles: tuple = ()) -
     return blocks
 
 
+def _split_shared(module: Module, blocks: list) -> list:
+    """Structures built once and used by every layer (torch_xla's causal mask, made where layer 0's
+    attention first needs it) become blocks of their own, role "shared", instead of swelling the
+    layer that happened to build them. An op is shared when a block of the same role in another
+    layer reads its result; the ops feeding only shared ops (and the ops inside their regions)
+    go with it."""
+    entry = module.entry.name
+    where: dict = {}
+    for i, b in enumerate(blocks):
+        for op, _ in b.ops:
+            if op.func == entry:
+                where.setdefault(op.id, i)
+    uses, out, count = module.uses, [], 0
+    for i, b in enumerate(blocks):
+        if not b.layer or b.role == "residual":  # the residual stream goes from layer to layer by nature
+            out.append(b)
+            continue
+        shared = set()
+        for op, _ in b.ops:
+            if op.func == entry and any(
+                    (j := where.get(u)) is not None and j != i and blocks[j].role == b.role
+                    and blocks[j].layer != b.layer and blocks[j].phase == b.phase
+                    for vid in op.results for u, _ in uses[vid]):
+                shared.add(op.id)
+        if not shared:
+            out.append(b)
+            continue
+        for op, _ in reversed(b.ops):  # users come after their producers: reversed order sees them first
+            if op.func != entry or op.id in shared or op.parent is not None:
+                continue
+            readers = [u for vid in op.results for u, _ in uses[vid]]
+            if readers and all(u in shared for u in readers):
+                shared.add(op.id)
+        moved = [(op, path) for op, path in b.ops if op.func == entry and _top_of(module, op) in shared]
+        kept = [(op, path) for op, path in b.ops if not (op.func == entry and _top_of(module, op) in shared)]
+        out.append(Block("shared", (), count, b.name, tuple(moved), b.phase))
+        count += 1
+        if kept:
+            out.append(Block(b.role, b.layer, b.ordinal, b.name, tuple(kept), b.phase))
+    return out
+
+
+def _top_of(module: Module, op: Op) -> int:
+    """The id of the op whose region holds `op` at the top of its function (itself if it is there)."""
+    while op.parent is not None:
+        op = module.ops[op.parent]
+    return op.id
+
+
 def _common_prefix(paths: list) -> str:
     split = [p.split(".") for p in paths if p]
     if not split:
@@ -299,11 +345,7 @@ def _by_structure(module: Module, items: list) -> list[Block]:
         if not (op.func == entry and op.parent is None):
             nested[_owner(module, op, entry)].append((op, path))
     index = {op.id: i for i, op in enumerate(top)}
-    producer = {}
-    for op in top:
-        for vid in op.results:
-            producer[vid] = op.id
-    parents, users = _edges(top, producer)
+    parents, users = _edges(module, top, index)
     neighbours = {k: parents.get(k, []) + users.get(k, []) for k in set(parents) | set(users)}
     kinds = {op.id: k for op in top if (k := _anchor_kind(module, op))}
     by_id = {op.id: op for op in top}
@@ -429,17 +471,22 @@ def _numbered(layer: tuple, role: str, counts: Counter) -> tuple:
     return (layer, role, n)
 
 
-def _edges(top, producer) -> tuple[dict, dict]:
-    """(parents, users) of each op: the ops producing its operands, the ops using its results."""
+def _edges(module: Module, top, index: dict) -> tuple[dict, dict]:
+    """(parents, users) of each of the `top` ops (ids in `index`), from the module's def-use index:
+    the top ops producing its operands, the top ops reading its results."""
     parents: dict = defaultdict(list)
     users: dict = defaultdict(list)
+    values, uses = module.values, module.uses
     for op in top:
         for vid in op.operands:
-            src = producer.get(vid)
-            if src is not None:
+            src = values[vid].producer
+            if src in index:
                 parents[op.id].append(src)
-                users[src].append(op.id)
+        found = [u for vid in op.results for u, _ in uses[vid] if u in index]
+        if found:
+            users[op.id] = sorted(found, key=index.__getitem__)  # program order, as the BFS ties expect
     return parents, users
+
 
 def _hits(starts, edges: dict, is_hit, passable):
     """Breadth-first from `starts` along `edges`: yield each node `is_hit` accepts, walking on only
