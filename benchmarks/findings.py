@@ -46,7 +46,7 @@ def counters_text(c) -> str:
 def op_delta(report) -> str:
     from stackwars_ir.diff import counter_delta
 
-    d = counter_delta(report.a.histogram, report.b.histogram)
+    d = counter_delta(report.b.histogram, report.a.histogram)  # PyTorch - JAX: + is more in PyTorch
     return ", ".join(f"{k.split('.', 1)[-1]} {v:+d}" for k, v in sorted(d.items(), key=lambda kv: -abs(kv[1]))) \
         or "none"
 
@@ -275,7 +275,7 @@ def main() -> None:
     for w, c in crossings.items():
         print(f"| {w} | {c or '-'} |")
     print("\nWhat the IR differs in (whole-module op counts, JAX minus PyTorch; none: the same ops):\n")
-    print("| workload | JAX vs | op delta |\n| --- | --- | --- |")
+    print("| workload | JAX vs | ops PyTorch - JAX |\n| --- | --- | --- |")
     for w, per in deltas.items():
         for e, delta in per.items():
             print(f"| {w} | {e} | {delta} |")

@@ -75,7 +75,8 @@ class BlockResult:
 
     @property
     def delta(self) -> Counter:
-        return counter_delta(self.histogram_a, self.histogram_b)
+        """B - A per op, as git diff A B counts: + is more in B."""
+        return counter_delta(self.histogram_b, self.histogram_a)
 
     @property
     def differs(self) -> bool:

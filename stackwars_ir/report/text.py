@@ -47,7 +47,7 @@ def diff_text(result, excerpts: bool = False) -> str:
         out.append("")
     rows = [[d.label, d.name_a, sum(d.histogram_a.values()), sum(d.histogram_b.values()), _delta_text(d.delta)]
             for d in result.blocks]
-    out.append(table(["block", "A name", "A ops", "B ops", "op delta (A - B)"], rows, right={2, 3}))
+    out.append(table(["block", "A name", "A ops", "B ops", "ops B - A (+: more in B)"], rows, right={2, 3}))
     details = [(d.label, finding(f, result.names)) for d in result.blocks for f in d.findings]
     if details:
         out += ["", "per block:"]
@@ -58,8 +58,8 @@ def diff_text(result, excerpts: bool = False) -> str:
     if excerpts:
         for d in result.blocks:
             out += ["", f"--- {d.label}", *_side_by_side(list(d.excerpt_a), list(d.excerpt_b))]
-    hist = _delta_text(counter_delta(Counter(a.histogram), Counter(b.histogram)), limit=12)
-    out += ["", f"whole module op delta (A - B): {hist or 'none'}"]
+    hist = _delta_text(counter_delta(Counter(b.histogram), Counter(a.histogram)), limit=12)
+    out += ["", f"whole module, ops B - A (+: more in B, as in git diff A B): {hist or 'none'}"]
     return "\n".join(out)
 
 
