@@ -132,14 +132,11 @@ def _synthetic(t, limit: int, rng, where: str):
 def _index_limit(module, vid: int) -> int:
     """Rows of the table an integer argument indexes (through converts and reshapes), else 2."""
     frontier, seen = [vid], set()
-    users = {}
-    for op in module.ops:
-        for pos, v in enumerate(op.operands):
-            users.setdefault(v, []).append((op, pos))
     for _ in range(6):
         nxt = []
         for v in frontier:
-            for op, pos in users.get(v, ()):
+            for op_id, pos in module.uses[v]:
+                op = module.ops[op_id]
                 if op.id in seen:
                     continue
                 seen.add(op.id)

@@ -31,10 +31,6 @@ def _spec_kind(spec) -> str:
             InputKind.CONSTANT_TENSOR: "constant"}.get(spec.kind, "input")
 
 
-def _dtype(t) -> str:
-    return str(t.dtype).replace("torch.", "")
-
-
 def portable_to_text(bytecode: bytes) -> str:
     """StableHLO text with locations, from torch_xla's portable (VHLO) bytecode.
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .blocks import Block, Segmentation
+from .blocks import Segmentation
 
 
 @dataclass(frozen=True)
@@ -69,5 +69,3 @@ def _align_by(a_items, b_items, key, method: str) -> Alignment:
     return Alignment(tuple(pairs), tuple(only_a), tuple(only_b), method)
 
 
-def pair_label(a: Block, b: Block) -> str:
-    return a.label if a.label == b.label else f"{a.label} ~ {b.label}"

@@ -23,6 +23,8 @@ def _op_graph(module: Module, func: str | None):
 
     f = module.func_by_name[func] if func else module.entry
     values, ops = module.values, module.ops
+    # Its own value -> node map, not Value.producer: a region's block arguments name the region's op as
+    # their producer there, and have no producer in this graph.
     nodes, source = {}, {}
     for i, vid in enumerate(f.args):
         v = values[vid]

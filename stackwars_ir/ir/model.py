@@ -62,10 +62,6 @@ class Op(NamedTuple):
     def dialect(self) -> str:
         return self.name.split(".", 1)[0] if "." in self.name else ""
 
-    @property
-    def short(self) -> str:
-        return self.name.split(".", 1)[1] if "." in self.name else self.name
-
     def attr(self, key: str, default=None):
         for k, v in self.attrs:
             if k == key:
@@ -81,7 +77,7 @@ class Value(NamedTuple):
 
     id: int
     type: Tensor
-    producer: int | None  # op id, or None for a block argument
+    producer: int | None  # op id; for a region's block argument, the op holding the region; None: a function argument
     arg_index: int | None = None  # position among the entry block's arguments
     name: str = ""  # argument name from its location (torch_xla, jax `states[3]`), else ""
 
@@ -145,11 +141,18 @@ class Module:
     def type_of(self, value_id: int) -> Tensor:
         return self.values[value_id].type
 
-    def result_types(self, op: Op) -> list:
-        return [self.values[v].type for v in op.results]
 
-    def operand_types(self, op: Op) -> list:
-        return [self.values[v].type for v in op.operands]
+    @cached_property
+    def uses(self) -> tuple:
+        """The def-use index, with Value.producer its use-def half: for each value id, the
+        (op id, operand position) of every op that reads it, in program order. Built once, read by
+        the differ's structural segmentation and bench's synthetic arguments (the op graph keeps
+        its own map: it leaves regions' block arguments out)."""
+        out: list = [[] for _ in self.values]
+        for op in self.ops:
+            for pos, vid in enumerate(op.operands):
+                out[vid].append((op.id, pos))
+        return tuple(map(tuple, out))
 
     @cached_property
     def call_graph(self) -> dict:
