@@ -10,7 +10,7 @@ module @jit_forward attributes {mhlo.num_partitions = 1 : i32, mhlo.num_replicas
   } loc(#loc)
 } loc(#loc)
 #loc = loc(unknown)
-#loc3 = loc("models/matmul.py":28:15 to :31)
+#loc3 = loc("models/matmul.py":32:15 to :31)
 #loc4 = loc("jit(forward)")
 #loc5 = loc("Matmul.__call__"(#loc3))
 #loc6 = loc("jit(forward)/squeeze"(#loc5))

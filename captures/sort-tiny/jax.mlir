@@ -30,7 +30,7 @@ module @jit_forward attributes {mhlo.num_partitions = 1 : i32, mhlo.num_replicas
     return %0 : tensor<1x1000xf32> loc(#loc)
   } loc(#loc13)
 } loc(#loc)
-#loc2 = loc("models/sort.py":26:15 to :35)
+#loc2 = loc("models/sort.py":30:15 to :35)
 #loc3 = loc("jit(forward)")
 #loc5 = loc("eq")
 #loc6 = loc("select_n")
