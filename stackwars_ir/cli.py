@@ -585,7 +585,7 @@ def report_cmd(files, out, from_path, bench_path, memory_path, mode):
         _check_belongs(memory_path, {e["sha256"]: e.get("label", "?") for e in memory["executables"]
                                      if isinstance(e, dict) and e.get("sha256")}, mine, shown, "planned")
     if from_path is None:
-        result = diff_files(files[0], files[1], mode).result()
+        result = diff_files(files[0], files[1], mode).result(excerpts="first_of_role")  # what the page shows
     import shlex
 
     given = ("--from", from_path) if from_path is not None else files

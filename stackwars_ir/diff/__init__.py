@@ -68,13 +68,21 @@ class DiffReport:
     def __str__(self) -> str:
         return f"DiffReport({self.a.name} vs {self.b.name}: {len(self.blocks)} aligned blocks)"
 
-    def result(self) -> DiffResult:
-        """The typed result every rendering reads: everything found, without the live modules."""
+    def result(self, excerpts: str = "all") -> DiffResult:
+        """The typed result every rendering reads: everything found, without the live modules.
+        excerpts: "all" blocks' IR excerpts (a saved result), or only the first block of each role's
+        ("first_of_role": what the HTML and Markdown show, for a report written at once)."""
+        shown, seen = set(), set()
+        for i, d in enumerate(self.blocks):
+            if excerpts == "all" or (d.a.role != "other" and d.a.role not in seen):
+                seen.add(d.a.role)
+                shown.add(i)
         blocks = tuple(
             BlockResult(d.label, d.a.phase, d.a.layer, d.a.role, d.a.ordinal, d.a.name, d.b.name,
                         _op_ids(d.a), _op_ids(d.b), d.facts_a.as_json(), d.facts_b.as_json(), d.findings,
-                        tuple(excerpt(self.a.module, d.a)), tuple(excerpt(self.b.module, d.b)))
-            for d in self.blocks)
+                        tuple(excerpt(self.a.module, d.a)) if i in shown else (),
+                        tuple(excerpt(self.b.module, d.b)) if i in shown else ())
+            for i, d in enumerate(self.blocks))
         al = self.alignment
         return DiffResult(_side_result(self.a), _side_result(self.b), al.method, al.reason, al.coverage, blocks,
                           tuple(_unmatched(b) for b in al.only_a), tuple(_unmatched(b) for b in al.only_b),
@@ -154,7 +162,7 @@ def _diff_modules(a: Module, b: Module, names: tuple[str, str], mode: str) -> Di
     diffs = []
     for blk_a, blk_b in al.pairs:
         fa, fb = facts(a, blk_a), facts(b, blk_b)
-        diffs.append(BlockDiff(blk_a, blk_b, fa, fb, tuple(block_findings(fa, fb))))
+        diffs.append(BlockDiff(blk_a, blk_b, fa, fb, tuple(block_findings(fa, fb, blk_a, blk_b))))
     report_a, report_b = Side(names[0], a, sa), Side(names[1], b, sb)
     return DiffReport(report_a, report_b, al, tuple(diffs), tuple(study_summary(diffs)))
 

@@ -242,23 +242,26 @@ def _split_shared(module: Module, blocks: list) -> list:
     layer reads its result; the ops feeding only shared ops (and the ops inside their regions)
     go with it."""
     entry = module.entry.name
-    where: dict = {}
-    for i, b in enumerate(blocks):
-        for op, _ in b.ops:
-            if op.func == entry:
-                where.setdefault(op.id, i)
+    where = [-1] * len(module.ops)  # op id -> its (first) block
+    for i in range(len(blocks) - 1, -1, -1):
+        for op, _ in blocks[i].ops:
+            where[op.id] = i
     uses, out, count = module.uses, [], 0
+    kind = [(b.role, b.layer, b.phase) for b in blocks]
     for i, b in enumerate(blocks):
         if not b.layer or b.role == "residual":  # the residual stream goes from layer to layer by nature
             out.append(b)
             continue
         shared = set()
+        role, layer, phase = kind[i]
         for op, _ in b.ops:
-            if op.func == entry and any(
-                    (j := where.get(u)) is not None and j != i and blocks[j].role == b.role
-                    and blocks[j].layer != b.layer and blocks[j].phase == b.phase
-                    for vid in op.results for u, _ in uses[vid]):
-                shared.add(op.id)
+            if op.func != entry:
+                continue
+            for vid in op.results:
+                for u, _ in uses[vid]:
+                    j = where[u]
+                    if j != i and j >= 0 and kind[j][0] == role and kind[j][1] != layer and kind[j][2] == phase:
+                        shared.add(op.id)
         if not shared:
             out.append(b)
             continue
@@ -483,8 +486,8 @@ def _edges(module: Module, top, index: dict) -> tuple[dict, dict]:
             if src in index:
                 parents[op.id].append(src)
         found = [u for vid in op.results for u, _ in uses[vid] if u in index]
-        if found:
-            users[op.id] = sorted(found, key=index.__getitem__)  # program order, as the BFS ties expect
+        if found:  # program order, as the BFS ties expect (one result's uses are in it already)
+            users[op.id] = found if len(op.results) == 1 else sorted(found, key=index.__getitem__)
     return parents, users
 
 

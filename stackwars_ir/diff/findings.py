@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from ..ir.model import Module, Op
 from .blocks import Block
@@ -44,7 +44,6 @@ class BlockFacts:
     constant_tables: int  # non-splat integer constants (index tables)
     constants: int  # non-splat constants of any type
     broadcasts: int
-    ids: dict = field(default_factory=dict, repr=False)  # op name -> the ids of those ops, in block order
 
     def as_json(self) -> dict:
         return {"histogram": dict(sorted(self.histogram.items())), "dot_generals": [d.as_json() for d in self.dots],
@@ -74,15 +73,12 @@ def facts(module: Module, block: Block) -> BlockFacts:
                             and module.type_of(op.results[0]).rank >= 1),
         constants=len(consts),
         broadcasts=sum(1 for op in ops if op.name == "stablehlo.broadcast_in_dim"),
-        ids=_ids(ops),
     )
 
 
-def _ids(ops) -> dict:
-    out: dict = {}
-    for op in ops:
-        out.setdefault(op.name, []).append(op.id)
-    return {k: tuple(v) for k, v in out.items()}
+def op_ids(block: Block, name: str) -> tuple:
+    """The ids of the block's ops named `name`, in block order (what a finding is about)."""
+    return tuple(op.id for op, _ in block.ops if op.name == name)
 
 
 def _dot(module: Module, op: Op, by_id: dict) -> Dot:
@@ -119,14 +115,15 @@ class Finding:
         return cls(d["kind"], d["side"], d["numbers"], tuple(d.get("ops_a", ())), tuple(d.get("ops_b", ())))
 
 
-def block_findings(fa: BlockFacts, fb: BlockFacts) -> list[Finding]:
-    """What differs between two aligned blocks (empty when nothing does)."""
+def block_findings(fa: BlockFacts, fb: BlockFacts, a: Block, b: Block) -> list[Finding]:
+    """What differs between two aligned blocks `a` and `b` (empty when nothing does)."""
     out = []
+    blocks = {"a": a, "b": b}
     for x, fx, fy in (("a", fa, fb), ("b", fb, fa)):
         high = [n for n in HIGH_LEVEL if fx.histogram[n] and not fy.histogram[n] and n != "stablehlo.custom_call"]
         for n in high:
             spelled = {k: fy.histogram[k] for k in DECOMPOSED if fy.histogram[k]} if "batch_norm" in n else {}
-            ids = fx.ids.get(n, ())
+            ids = op_ids(blocks[x], n)
             out.append(Finding("high_level", x, {"op": n, "count": fx.histogram[n], "spelled_out": spelled},
                                *((ids, ()) if x == "a" else ((), ids))))
     for kind, attr in (("calls", "calls"), ("custom_calls", "custom_calls")):
@@ -135,14 +132,14 @@ def block_findings(fa: BlockFacts, fb: BlockFacts) -> list[Finding]:
             out.append(Finding(kind, "", {"a": dict(sorted(ca.items())), "b": dict(sorted(cb.items()))}))
     if (fa.iota > 0) != (fb.iota > 0) and (fa.constant_tables or fb.constant_tables):
         x = "a" if fa.iota else "b"
-        ids = (fa if fa.iota else fb).ids.get("stablehlo.iota", ())
+        ids = op_ids(blocks[x], "stablehlo.iota")
         out.append(Finding("indices", x, {}, *((ids, ()) if x == "a" else ((), ids))))
     flat = _flattening(fa, fb)
     if flat:
         out.append(flat)
     if fa.converts != fb.converts:
         out.append(Finding("converts", "", {"a": dict(sorted(fa.converts.items())), "b": dict(sorted(fb.converts.items()))},
-                           fa.ids.get("stablehlo.convert", ()), fb.ids.get("stablehlo.convert", ())))
+                           op_ids(a, "stablehlo.convert"), op_ids(b, "stablehlo.convert")))
     return out
 
 

@@ -143,16 +143,17 @@ class Module:
 
 
     @cached_property
-    def uses(self) -> tuple:
+    def uses(self) -> list:
         """The def-use index, with Value.producer its use-def half: for each value id, the
         (op id, operand position) of every op that reads it, in program order. Built once, read by
         the differ's structural segmentation and bench's synthetic arguments (the op graph keeps
         its own map: it leaves regions' block arguments out)."""
-        out: list = [[] for _ in self.values]
+        out: list = [()] * len(self.values)  # most values have one use: tuples, grown as found
         for op in self.ops:
+            i = op.id
             for pos, vid in enumerate(op.operands):
-                out[vid].append((op.id, pos))
-        return tuple(map(tuple, out))
+                out[vid] += ((i, pos),)
+        return out
 
     @cached_property
     def call_graph(self) -> dict:

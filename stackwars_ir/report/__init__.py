@@ -13,7 +13,8 @@ def write_outputs(report, *, json_path: Path | None = None, md_path: Path | None
     loaded) atomically; return the paths written. Bench and memory results ride in its metrics."""
     from ..capture.artifact import write_atomic
 
-    result = report.result() if hasattr(report, "result") else report
+    # A saved result keeps every block's excerpt; the pages show the first block of each role's.
+    result = report.result("all" if json_path else "first_of_role") if hasattr(report, "result") else report
     metrics = dict(result.metrics, **({"bench": bench} if bench else {}), **({"memory": memory} if memory else {}))
     result = replace(result, metrics=metrics)
     written = []
