@@ -140,6 +140,7 @@ def capture_cmd(model, framework, exporters, size, batch, seq, seed, attn, step,
     from .capture import Request, run
 
     exporters = _exporters(model, exporters, step)
+    abstract, dtype, exporters = _abstract_when_too_big(model, size, step, abstract, dtype, exporters)
     req = Request(model, size, framework, exporters, batch, seq, seed, attn, step, abstract, dtype)
     result = run(req, out_dir, force=force)
     for p in result.parity:
@@ -255,8 +256,14 @@ def diff_cmd(file_a, file_b, json_path, md_path, html_path, mode, excerpts):
               help="Resident memory an executable's worker may use, e.g. 8G (default: 3/4 of this machine's).")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False, allow_dash=True, path_type=Path),
               help="Write JSON here ('-': to stdout, the table to stderr).")
+@click.option("--warmup", type=int, default=None,
+              help="Runs after the second to discard before the steady state (default 2; the first is shown as "
+                   "'third').")
+@click.option("--runs", type=int, default=None,
+              help="Exactly this many steady-state runs per row (default: adaptive, until the p10-p90 spread is "
+                   "under 10%, 10 to 1000 runs, 0.5 to 10 s).")
 def bench_cmd(targets, framework, exporters, size, batches, seq, baselines, step, out_dir, backend, timeout,
-              max_memory, json_path):
+              max_memory, json_path, warmup, runs):
     """Time StableHLO files (FILE.mlir ...) or a model (MODEL) on the XLA backend.
 
     Reports compile time, first run, second run and steady state (median, p10-p90), the proof that
@@ -277,6 +284,17 @@ def bench_cmd(targets, framework, exporters, size, batches, seq, baselines, step
 
     if timeout is not None and not timeout > 0:
         raise StackwarsError(f"--timeout {timeout:g} must be a positive number of seconds", fix="e.g. --timeout 60")
+    if warmup is not None and warmup < 0:
+        raise StackwarsError(f"--warmup {warmup} must be 0 or more runs", fix="e.g. --warmup 2")
+    if runs is not None and runs < 1:
+        raise StackwarsError(f"--runs {runs} must be at least 1 run", fix="e.g. --runs 50, or drop it for adaptive")
+    if warmup is not None or runs is not None:
+        import os
+
+        from .bench.timing import SAMPLING_ENV
+
+        os.environ[SAMPLING_ENV] = ",".join(f"{k}={v}" for k, v in (("warmup", warmup), ("runs", runs))
+                                            if v is not None)
     memory = parse_bytes(max_memory, "--max-memory") if max_memory else default_max_memory()
     if len(targets) == 1 and not Path(targets[0]).exists() and _looks_like_a_name(targets[0]):
         models.entry(targets[0])  # an unknown name: one line with a did-you-mean
@@ -391,8 +409,10 @@ def memory_cmd(targets, target, budget, measure, exporters, size, batches, seq, 
                                      target=target, max_memory=memory, timeout=timeout, progress=_progress,
                                      dtype=dtype, framework=framework)
         else:
+            abstract, dtype, chosen = _abstract_when_too_big(targets[0], size, step, abstract, dtype,
+                                                             _exporters(targets[0], exporters, step))
             report = plan_model(targets[0], size=size, batches=_int_list(batches) or (None,), seq=seq,
-                                exporters=_exporters(targets[0], exporters, step), step=step, out_dir=out_dir,
+                                exporters=chosen, step=step, out_dir=out_dir,
                                 target=target, budgets_=limits, measure=measure, max_memory=memory,
                                 timeout=timeout, progress=_progress, abstract=abstract, dtype=dtype,
                                 framework=framework)
@@ -418,6 +438,42 @@ def _refuse_model_options(command: str, names, fix: str) -> None:
             given[0], f"--{given[0].replace('_', '-')}")
         raise StackwarsError(f"{flag} applies to `{command} MODEL`, not to StableHLO files (a file is captured "
                              "already: its model, batch and exporter are fixed)", fix=f"drop {flag}, or {fix}")
+
+
+def _abstract_when_too_big(model: str, size: str, step: str, abstract: bool, dtype: str, exporters) -> tuple:
+    """A published size whose weights do not fit this machine (LLaMA-3.1-8B: 28 GiB in float32, held
+    about three times by a capture with weights) is captured from shapes, as if --abstract were given,
+    in bfloat16 (the dtype such weights are published in) unless --dtype says otherwise, through the
+    exporters that have a route without weights; a note on stderr says so. What the user asked for
+    explicitly is kept, and refused in one line where it cannot be done."""
+    from . import models
+    from .capture import Request
+
+    if abstract or model not in models.CATALOG or size not in models.entry(model).sizes:
+        return abstract, dtype, exporters
+    ctx = click.get_current_context()
+    given = {n for n in ("dtype", "exporters") if ctx.get_parameter_source(n) == click.core.ParameterSource.COMMANDLINE}
+    from .capture.abstract import check_fits
+
+    try:
+        check_fits(Request(model, size, exporters=exporters or ("torchax",), step=step).validated())
+        return abstract, dtype, exporters
+    except StackwarsError as e:
+        if "add --abstract" not in (e.fix or ""):
+            raise
+        reason = e.message
+    if "exporters" in given and "torch_xla" in exporters:
+        raise StackwarsError(f"{reason}, and torch_xla cannot capture without weights (its lazy tensors hold data)",
+                             fix="use --exporter torchax (captured from shapes), or a size whose weights fit")
+    dtype = dtype if "dtype" in given else "bfloat16"
+    if "torch_xla" in exporters:
+        exporters = tuple(dict.fromkeys(x if x != "torch_xla" else "torchax" for x in exporters))
+        swap = "; torchax instead of torch_xla, which has no route without weights"
+    else:
+        swap = ""
+    click.echo(f"stackwars-ir: note: {reason}: capturing from shapes (--abstract), in {dtype}{swap}; no weight "
+               "is materialized and parity is not checked", err=True)
+    return True, dtype, exporters
 
 
 def _exporters(model: str, given, step: str = "forward") -> tuple:

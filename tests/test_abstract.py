@@ -44,8 +44,8 @@ def test_bad_abstract_requests_are_one_line(cli, tmp_path):
         (("llama", "--abstract", "--step", "train", "--exporter", "torch_xla"), "cannot capture without weights"),
         (("vit", "--abstract", "--step", "train", "--framework", "jax"), "language model's loss"),
         (("gpt2", "--size", "8b"), "unknown size"),
-        # LLaMA-3.1-8B in float32: 30 GiB of weights, held about three times by a capture with weights.
-        (("llama", "--size", "8b", "--framework", "jax"), "add --abstract"),
+        # Too big for weights, and an exporter asked for that has no route without them.
+        (("llama", "--size", "8b", "--exporter", "torch_xla"), "torch_xla cannot capture without weights"),
     ]
     for args, words in cases:
         code, _, err = cli("capture", *args, "--out", tmp_path)
@@ -64,3 +64,12 @@ def test_the_tpu_compilers_refusal_is_read_as_its_figures():
 def test_fx_generated_code_counters_are_not_kept():
     text = 'loc("<eval_with_key>.284\\22, line 10, in forward")'
     assert relativize(text) == 'loc("<eval_with_key>\\22, line 10, in forward")'
+
+
+def test_a_size_whose_weights_do_not_fit_is_captured_from_shapes_in_bfloat16(cli, tmp_path):
+    # LLaMA-3.1-8B in float32: 28 GiB of weights, held about three times by a capture with weights.
+    code, out, err = cli("capture", "llama", "--size", "8b", "--framework", "jax", "--out", tmp_path)
+    assert code == 0, err
+    assert "capturing from shapes (--abstract), in bfloat16" in err and "28.0 GiB" in err
+    side = json.loads((tmp_path / "llama-8b" / "jax.json").read_text())
+    assert side["abstract"] is True and side["dtype"] == "bfloat16" and side["parity"]["checked"] is False

@@ -322,3 +322,19 @@ def test_each_row_says_how_much_resident_memory_it_took():
         assert e.ok, e.error
         assert e.resident_bytes >= weight, (e.kind, e.resident_bytes)
         assert e.as_json()["resident"]["peak_growth_bytes"] == e.resident_bytes
+
+
+def test_warmup_and_runs_fix_the_sampling_of_every_row(cli, tmp_path, monkeypatch):
+    from stackwars_ir.bench.timing import SAMPLING_ENV
+
+    monkeypatch.setenv(SAMPLING_ENV, "")  # the CLI sets it for its workers; restored after the test
+    code, out, err = cli("bench", golden("gemm", "jax"), golden("gemm", "torch-torch_xla"), "--warmup", "0",
+                         "--runs", "7", "--json", tmp_path / "b.json")
+    assert code == 0, err
+    for r in json.loads((tmp_path / "b.json").read_text())["results"]:
+        t = r["timing"]
+        assert t["iterations"] == 7 and len(t["samples_s"]) == 7 and t["warmup"] == 0 and t["third_s"] is None
+    assert "XLA plan: arguments" in out and "bound by" in out  # memory and roofline in the text
+    for args, words in [(("--runs", "0"), "at least 1 run"), (("--warmup", "-1"), "0 or more runs")]:
+        code, _, err = cli("bench", golden("gemm", "jax"), *args)
+        assert code == 2 and words in err and len(err.strip().splitlines()) == 1

@@ -274,4 +274,4 @@ def peaks(rt) -> dict:
 def _hlo_fn(rt, text: str, shapes) -> float:
     exe = rt.compile(text, "peak probe")
     bufs = rt.put([np.ones(s, np.float32) for s in shapes])
-    return measure(lambda: rt.run(exe, bufs), min_time=0.3, max_time=2.0).steady
+    return measure(lambda: rt.run(exe, bufs), min_time=0.3, max_time=2.0, configurable=False).steady

@@ -1,6 +1,7 @@
 """Timing discipline: first run, second run, steady state (median and spread) with adaptive iterations."""
 from __future__ import annotations
 
+import os
 import statistics
 import time
 from dataclasses import dataclass, field
@@ -37,21 +38,44 @@ class Timing:
                 "samples_s": list(self.samples)}
 
 
+SAMPLING_ENV = "STACKWARS_IR_BENCH_SAMPLING"  # "warmup=N,runs=M": bench --warmup/--runs, for every worker
+WARMUP = 2
+
+
+def sampling() -> dict:
+    """The --warmup and --runs given to bench (through the environment, so workers see them too)."""
+    out = {}
+    for part in filter(None, os.environ.get(SAMPLING_ENV, "").split(",")):
+        key, _, value = part.partition("=")
+        if key in ("warmup", "runs") and value.isdigit():
+            out[key] = int(value)
+    return out
+
+
 def measure(run: Callable[[], Any], *, min_time: float = 0.5, max_time: float = 10.0, min_iters: int = 10,
-            max_iters: int = 1000, target_spread: float = 0.1, warmup: int = 2,
+            max_iters: int = 1000, target_spread: float = 0.1, warmup: int | None = None,
             deadline: float | None = None, inspect: Callable[[Any], None] | None = None,
-            counters: Callable[[], dict] | None = None) -> Timing:
+            counters: Callable[[], dict] | None = None, runs: int | None = None,
+            configurable: bool = True) -> Timing:
     """Time `run` (which must block until its results are ready).
 
     Runs 1, 2 and 3 (the first warm-up run) are reported as they are; the other warm-up runs are
     discarded; then runs continue
     until at least `min_iters` and `min_time`, and the p10-p90 spread is under `target_spread`
-    of the median, or `max_iters`/`max_time`/`deadline` (time.monotonic()) is reached.
+    of the median, or `max_iters`/`max_time`/`deadline` (time.monotonic()) is reached. `runs`:
+    exactly that many steady-state runs instead. Unless `configurable` is false, bench's --warmup and
+    --runs (sampling()) stand in for `warmup` and `runs` not given.
 
     Proof of work, outside the clock: `inspect` gets what the first run returned (it raises if
     that is not the expected output), and `counters()` is read around runs 1 and 2 and around
     the rest, so a first run that compiled nothing, or runs that executed nothing, show.
     """
+    given = sampling() if configurable else {}
+    warmup = warmup if warmup is not None else given.get("warmup", WARMUP)
+    runs = runs if runs is not None else given.get("runs")
+    if runs:  # exactly this many steady-state runs (hyperfine's --runs): no adaptive stop but the deadline
+        min_iters = max_iters = runs
+        min_time, max_time, target_spread = 0.0, float("inf"), float("inf")
     clock = time.perf_counter
     read = counters or dict
     before = read()

@@ -105,6 +105,12 @@ def bench_text(report) -> str:
     out += ["", "output: the first run's max abs error against PyTorch eager on the CPU (same inputs); "
                 "counters: the runtime's own, per run (rest: all later runs together); resident: the row's growth "
                 "of peak resident memory (its own weights and state placed, compile, every run; CPU only)"]
+    extra = _memory_and_roofline_rows(report)
+    if extra:
+        out += ["", table(["executable", "batch", "XLA plan: arguments", "outputs", "temporaries", "resident",
+                           "intensity (flop/B)", "bound by", "share of bound"], extra, right=set(range(1, 9)))]
+        out += ["plan: XLA's buffer assignment (memory for the full table and budgets); resident: what the row took; "
+                "bound: the roofline of the measured peaks at the executable's intensity (XLA's cost analysis)"]
     from ..bench.compare import noisy
 
     warnings = noisy(report.rows)
@@ -116,6 +122,27 @@ def bench_text(report) -> str:
     if verdicts:
         out += [""] + [f"verdict: {v.sentence()}" for v in verdicts]
     return "\n".join(out)
+
+
+def _memory_and_roofline_rows(report) -> list:
+    """Per StableHLO row: XLA's memory plan, the resident memory measured, and where the steady run sits
+    on the roofline of this machine's measured peaks."""
+    from ..bench import roofline
+
+    rows = []
+    for batch, e in report.rows:
+        if not e.ok or e.kind != "stablehlo" or not e.memory:
+            continue
+        m, t = e.memory, e.timing
+        r = roofline(e.flops, e.bytes_accessed, t.steady, report.peaks) if (report.peaks and e.flops and t) else None
+        intensity = r and r["intensity_flops_per_byte"]
+        rows.append([e.label if len(e.label) < 48 else "..." + e.label[-45:], batch,
+                     human_bytes(m.get("argument_bytes", 0)), human_bytes(m.get("output_bytes", 0)),
+                     human_bytes(m.get("temp_bytes", 0)),
+                     human_bytes(e.resident_bytes) if e.resident_bytes is not None else "-",
+                     f"{intensity:.3g}" if intensity else "-", r["bound_by"] if r else "-",
+                     f"{r['fraction_of_bound']:.0%}" if r and r["fraction_of_bound"] else "-"])
+    return rows
 
 
 def counters_text(counters: dict) -> str:
