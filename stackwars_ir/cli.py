@@ -211,7 +211,10 @@ def stats_cmd(files, json_path, top):
 @click.option("--mode", type=click.Choice(["auto", "provenance", "structure"]), default="auto", show_default=True,
               help="Segment by locations (provenance), by dataflow (structure), or pick per file.")
 @click.option("--excerpts/--no-excerpts", default=False, help="Print each block's IR side by side.")
-def diff_cmd(file_a, file_b, json_path, md_path, html_path, mode, excerpts):
+@click.option("--kernels", is_flag=True,
+              help="Also compile both on the XLA CPU backend (nothing is run) and count, per block, the kernels "
+                   "(fusions and unfused ops) each side compiled to.")
+def diff_cmd(file_a, file_b, json_path, md_path, html_path, mode, excerpts, kernels):
     """Align FILE_A and FILE_B block by block and name what differs.
 
     Exit code 0: nothing differs; 1: something differs; 2: bad input; 130: interrupted.
@@ -220,7 +223,8 @@ def diff_cmd(file_a, file_b, json_path, md_path, html_path, mode, excerpts):
     from .report import write_outputs
     from .report.text import diff_text
 
-    result = diff_files(file_a, file_b, mode).result()
+    report = diff_files(file_a, file_b, mode)
+    result = _with_kernels(report, report.result(), (file_a, file_b)) if kernels else report.result()
     to_stdout = json_path is not None and str(json_path) == "-"
     click.echo(diff_text(result, excerpts=excerpts), err=to_stdout)
     if to_stdout:
@@ -440,6 +444,18 @@ def _refuse_model_options(command: str, names, fix: str) -> None:
                              "already: its model, batch and exporter are fixed)", fix=f"drop {flag}, or {fix}")
 
 
+def _with_kernels(report, result, files):
+    """The diff result with each block's kernel counts (bench.kernels), both files compiled in a worker."""
+    from .bench.kernels import kernels_of_files
+    from .diff import with_kernels
+
+    ka, kb = kernels_of_files(files, "cpu", progress=_progress)
+    for k in (ka, kb):
+        if k.error:
+            raise StackwarsError(k.error, fix="drop --kernels to diff without compiling")
+    return with_kernels(report, result, ka, kb)
+
+
 def _abstract_when_too_big(model: str, size: str, step: str, abstract: bool, dtype: str, exporters) -> tuple:
     """A published size whose weights do not fit this machine (LLaMA-3.1-8B: 28 GiB in float32, held
     about three times by a capture with weights) is captured from shapes, as if --abstract were given,
@@ -590,7 +606,8 @@ def _int_list(text: str) -> tuple:
               help="A `stackwars-ir memory --json` file whose plans the report charts (stacked per executable).")
 @click.option("--mode", type=click.Choice(["auto", "provenance", "structure"]), default="auto", show_default=True,
               help="How to segment into blocks (see diff).")
-def report_cmd(files, out, from_path, bench_path, memory_path, mode):
+@click.option("--kernels", is_flag=True, help="Also count each block's kernels, as diff --kernels does.")
+def report_cmd(files, out, from_path, bench_path, memory_path, mode, kernels):
     """Write a self-contained HTML report of FILE_A vs FILE_B (op histograms, heat map, alignment, IR,
     timings, memory), or of a saved diff result (--from DIFF.json).
 
@@ -604,6 +621,9 @@ def report_cmd(files, out, from_path, bench_path, memory_path, mode):
     from .report import write_outputs
 
     if from_path is not None:
+        if kernels:
+            raise StackwarsError("--kernels compiles the files, and --from renders a saved result without them",
+                                 fix="diff the files with --kernels --json, then report --from that JSON")
         if files:
             raise StackwarsError("report takes FILE_A FILE_B or --from DIFF.json, not both",
                                  fix="drop the files, or drop --from")
@@ -641,13 +661,18 @@ def report_cmd(files, out, from_path, bench_path, memory_path, mode):
         _check_belongs(memory_path, {e["sha256"]: e.get("label", "?") for e in memory["executables"]
                                      if isinstance(e, dict) and e.get("sha256")}, mine, shown, "planned")
     if from_path is None:
-        result = diff_files(files[0], files[1], mode).result(excerpts="first_of_role")  # what the page shows
+        report = diff_files(files[0], files[1], mode)
+        result = report.result(excerpts="first_of_role")  # what the page shows
+        if kernels:
+            result = _with_kernels(report, result, files)
+
     import shlex
 
     given = ("--from", from_path) if from_path is not None else files
     command = " ".join(shlex.quote(str(x)) for x in ("stackwars-ir", "report", *given, "-o", out,
                                                        *(("--bench", bench_path) if bench_path else ()),
                                                        *(("--memory", memory_path) if memory_path else ()),
-                                                       *(("--mode", mode) if mode != "auto" else ())))
+                                                       *(("--mode", mode) if mode != "auto" else ()),
+                                                       *(("--kernels",) if kernels else ())))
     write_outputs(result, html_path=out, bench=bench, command=command, memory=memory)
     click.echo(f"wrote {out}")

@@ -266,3 +266,31 @@ def test_a_mask_built_once_for_every_layer_is_its_own_block(model):
     assert len({sum(d.facts_b.histogram.values()) for d in attn}) == 1  # layer 0's attention no larger than layer 1's
     assert not any(d.facts_b.histogram["stablehlo.reduce_window"] for d in attn)
     assert not any(blk.role == "shared" for blk in report.a.segmentation.blocks)  # JAX builds its mask per layer
+
+
+def test_kernels_per_block_account_for_every_kernel_xla_compiled(cli, tmp_path):
+    from stackwars_ir.bench import hlo_stats
+    from stackwars_ir.bench.kernels import kernels_of_files
+    from stackwars_ir.diff import with_kernels
+    from stackwars_ir.runtime import runtime
+
+    a, b = golden("gpt2", "jax"), golden("gpt2", "torch-torch_xla")
+    report = diff_files(a, b)
+    ka, kb = kernels_of_files([a, b])
+    result = with_kernels(report, report.result(), ka, kb)
+    totals = result.metrics["kernels"]
+    for side, ks, path in (("a", ka, a), ("b", kb, b)):
+        assert not ks.error and totals[side]["kernels"] == len(ks.kernels) > 0
+        # The same count as bench's reading of the optimized HLO (its fusions), compiled once more here.
+        exe = runtime("cpu").compile(path.read_text(), str(path))
+        assert totals[side]["fusions"] == hlo_stats(exe)["fusions"]
+        traced = sum(d.metrics["kernels"][side] for d in result.blocks)
+        unmatched = totals[side]["unattributed"]
+        assert traced + unmatched <= totals[side]["kernels"]  # unmatched blocks' kernels are neither
+        assert traced >= totals[side]["kernels"] // 2  # most kernels trace back to an aligned block
+    attn = [d.metrics["kernels"] for d in result.blocks if d.role == "attention"]
+    assert all(k["a"] > 0 and k["b"] > 0 for k in attn)
+    code, out, err = cli("diff", a, b, "--kernels")
+    assert code == 1 and "kernels A/B" in out and "not traced to a block" in out, err
+    code, _, err = cli("report", "--from", tmp_path / "x.json", "-o", tmp_path / "r.html", "--kernels")
+    assert code == 2 and "--kernels compiles the files" in err

@@ -1,8 +1,8 @@
 """The bench worker: compiles and times executables in a child process, so a hung or runaway one can be killed.
 
 Protocol on stdin/stdout: length-prefixed pickles (both ends run the same Python and code).
-Job: ("file", path, backend, timeout), ("baseline", request, name, backend, timeout) or
-("memory", path, target, measure).
+Job: ("file", path, backend, timeout), ("baseline", request, name, backend, timeout),
+("memory", path, target, measure) or ("kernels", path, backend).
 Replies: ("started",) when the inputs are ready and the compile begins, then the Executable it
 measured, or for "memory" the MemoryPlan (errors included, as their `error`).
 
@@ -44,7 +44,7 @@ def _receive(stream):
 
 
 def _label(job) -> str:
-    return str(job[1]) if job[0] in ("file", "memory") else job[2]
+    return str(job[1]) if job[0] in ("file", "memory", "kernels") else job[2]
 
 
 def _failed(job, message: str):
@@ -53,6 +53,10 @@ def _failed(job, message: str):
         from .memory import MemoryPlan
 
         return MemoryPlan(_label(job), job[2], error=message)
+    if job[0] == "kernels":
+        from .kernels import Kernels
+
+        return Kernels(_label(job), job[2], error=message)
     from . import Executable
 
     return Executable(_label(job), _kind(job), None, None, error=message)
@@ -83,6 +87,11 @@ def _run(job):
 
             _, path, target, measure = job
             return plan_file(Path(path), target, measure)
+        if job[0] == "kernels":
+            from .kernels import compile_kernels
+
+            _, path, backend = job
+            return compile_kernels(Path(path), backend)
         if job[0] == "file":
             from .run import bench_one
 

@@ -140,6 +140,46 @@ def diff_modules(a: Module, b: Module, names: tuple[str, str] = ("A", "B"), mode
         return _diff_modules(a, b, names, mode)
 
 
+def with_kernels(report: DiffReport, result: DiffResult, kernels_a, kernels_b) -> DiffResult:
+    """The result with, per aligned block, how many kernels each side compiled to (bench.kernels:
+    each kernel traced to the block whose ops carry its module path, or the longest prefix of it,
+    in its phase; a layer's block before a shared one); the kernels no block claims are counted as
+    unattributed."""
+    from dataclasses import replace
+
+    counts, totals = {}, {}
+    for side, ks in (("a", kernels_a), ("b", kernels_b)):
+        by_path: dict = {}
+        # A shared block's ops carry the path of the layer that built them (torch_xla's mask: h.0.attn),
+        # and a kernel's metadata names no more than that path: the layer's own block claims it.
+        blocks = sorted(getattr(report, side).segmentation.blocks, key=lambda b: b.role == "shared")
+        for blk in blocks:
+            for op, path in blk.ops:
+                if path:
+                    by_path.setdefault((path, op.phase), blk.label)
+        per: dict = {}
+        unattributed = 0
+        for k in ks.kernels:
+            p, label = k.path, None
+            while p and label is None:
+                label = by_path.get((p, k.phase))
+                p = p.rsplit(".", 1)[0] if "." in p else ""
+            if label is None:
+                unattributed += 1
+                continue
+            n, f = per.get(label, (0, 0))
+            per[label] = (n + 1, f + (k.opcode == "fusion"))
+        counts[side] = per
+        totals[side] = {"backend": ks.backend, "kernels": len(ks.kernels),
+                        "fusions": sum(k.opcode == "fusion" for k in ks.kernels), "unattributed": unattributed}
+    blocks = []
+    for blk, d in zip(result.blocks, report.blocks):
+        (na, fa), (nb, fb) = counts["a"].get(d.a.label, (0, 0)), counts["b"].get(d.b.label, (0, 0))
+        blocks.append(replace(blk, metrics=dict(blk.metrics, kernels={"a": na, "b": nb, "fusions_a": fa,
+                                                                      "fusions_b": fb})))
+    return replace(result, blocks=tuple(blocks), metrics=dict(result.metrics, kernels=totals))
+
+
 def adapter_roles(module: Module) -> tuple:
     """The path-to-role words of the adapter that captured `module` (its sidecar names the model);
     none for a file without a sidecar or of a model not in the catalogue."""

@@ -136,16 +136,26 @@ def _blocks(result) -> str:
         findings = "<br>".join(esc(finding(f, result.names)) for f in d.findings)
         if not findings:
             findings = "-" if d.delta else "<span class=muted>same op histogram</span>"
+        k = d.metrics.get("kernels")
+        kern = f"<td class=n>{k['a']} / {k['b']}</td>" if k else ""
         rows.append(f"<tr><td>{esc(d.label)}</td><td><code>{esc(d.name_a)}</code></td><td><code>{esc(d.name_b)}</code>"
                     f"</td><td class=n>{sum(d.histogram_a.values())}</td>"
-                    f"<td class=n>{sum(d.histogram_b.values())}</td><td>{findings}</td></tr>")
+                    f"<td class=n>{sum(d.histogram_b.values())}</td>{kern}<td>{findings}</td></tr>")
     extra = ""
     for name, blocks in ((result.a.name, result.only_a), (result.b.name, result.only_b)):
         if blocks:
             extra += (f"<p>Only in {esc(name)}: " + ", ".join(f"<code>{esc(x.label)}</code> ({esc(x.name)})"
                                                                for x in blocks) + "</p>")
-    return ("<h2 id=\"blocks\">Block alignment</h2><table><tr><th>block</th><th>" + esc(result.a.name)
-            + "</th><th>" + esc(result.b.name) + "</th><th>ops</th><th>ops</th><th>findings</th></tr>"
+    kernels = result.metrics.get("kernels")
+    note = ""
+    if kernels:
+        note = ("<p>Kernels: what XLA (" + esc(kernels["a"]["backend"]) + ") compiled each side to, traced to blocks "
+                "by module path; " + "; ".join(f"{esc(n)} {k['kernels']} ({k['fusions']} fusions, {k['unattributed']} "
+                                               "not traced)" for n, k in ((result.a.name, kernels["a"]),
+                                                                         (result.b.name, kernels["b"]))) + ".</p>")
+    return ("<h2 id=\"blocks\">Block alignment</h2>" + note + "<table><tr><th>block</th><th>" + esc(result.a.name)
+            + "</th><th>" + esc(result.b.name) + "</th><th>ops</th><th>ops</th>"
+            + ("<th>kernels</th>" if kernels else "") + "<th>findings</th></tr>"
             + "".join(rows) + "</table>" + extra)
 
 

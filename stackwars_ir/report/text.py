@@ -45,9 +45,17 @@ def diff_text(result, excerpts: bool = False) -> str:
         out.append("findings:")
         out += [f"  {topic:13} {text}" for topic, text in summaries(result)]
         out.append("")
-    rows = [[d.label, d.name_a, sum(d.histogram_a.values()), sum(d.histogram_b.values()), _delta_text(d.delta)]
-            for d in result.blocks]
-    out.append(table(["block", "A name", "A ops", "B ops", "ops B - A (+: more in B)"], rows, right={2, 3}))
+    kernels = result.metrics.get("kernels")
+    rows = [[d.label, d.name_a, sum(d.histogram_a.values()), sum(d.histogram_b.values())]
+            + ([f"{d.metrics['kernels']['a']}/{d.metrics['kernels']['b']}"] if kernels else [])
+            + [_delta_text(d.delta)] for d in result.blocks]
+    out.append(table(["block", "A name", "A ops", "B ops"] + (["kernels A/B"] if kernels else [])
+                     + ["ops B - A (+: more in B)"], rows, right={2, 3, 4} if kernels else {2, 3}))
+    if kernels:
+        out += ["", "kernels: what XLA (" + kernels["a"]["backend"] + ") compiled each side to, traced to blocks by "
+                "module path: " + "; ".join(
+                    f"{side} {k['kernels']} ({k['fusions']} fusions), {k['unattributed']} not traced to a block"
+                    for side, k in (("A", kernels["a"]), ("B", kernels["b"])))]
     details = [(d.label, finding(f, result.names)) for d in result.blocks for f in d.findings]
     if details:
         out += ["", "per block:"]
