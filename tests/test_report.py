@@ -188,3 +188,28 @@ def test_bad_saved_diffs_are_one_line(cli, tmp_path):
         code, _, err = cli("report", *args, "-o", out)
         assert code == 2 and words in err and len(err.strip().splitlines()) == 1, (args, err)
     assert not out.exists()
+
+
+def test_excerpts_are_the_files_own_lines_with_their_numbers(cli, tmp_path):
+    a, b = golden("gpt2", "jax"), golden("gpt2", "torch-torch_xla")
+    out = tmp_path / "r.html"
+    assert cli("report", a, b, "-o", out)[0] == 0
+    html = out.read_text()
+    import html as html_lib
+
+    files = [a.read_text().splitlines(), b.read_text().splitlines()]
+    pres = re.findall(r"<pre>(.*?)</pre>", html.split('<h2 id="excerpts">')[1], flags=re.S)
+    shown = []
+    for k, pre in enumerate(pres):  # A's column, then B's, block after block
+        for line in html_lib.unescape(re.sub(r"<[^>]+>", "", pre)).splitlines():
+            m = re.match(r"L(\d+): (.*)", line)
+            if m:
+                shown.append(m.groups())
+                # each line as its file writes it, the location dropped
+                assert files[k % 2][int(m.group(1)) - 1].strip().startswith(m.group(2).strip()), line
+    assert shown
+    # The evidence the study points at keeps its attributes: batch norm's epsilon and feature index.
+    norms = [t for _, t in shown if "stablehlo.batch_norm" in t]
+    assert norms and all("epsilon" in t and "feature_index" in t for t in norms)
+    block = re.search(r'<a href="#(ir-[^"]+)">', html)
+    assert block and f'id="{block.group(1)}"' in html  # the block table links to its IR

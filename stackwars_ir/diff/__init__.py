@@ -1,6 +1,7 @@
 """Diff: segment two modules into blocks, align them, and name what differs (diff.result is what renderings read)."""
 from __future__ import annotations
 
+import re
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -72,6 +73,7 @@ class DiffReport:
         """The typed result every rendering reads: everything found, without the live modules.
         excerpts: "all" blocks' IR excerpts (a saved result), or only the first block of each role's
         ("first_of_role": what the HTML and Markdown show, for a report written at once)."""
+        lines_a, lines_b = source_lines(self.a.module), source_lines(self.b.module)
         shown, seen = set(), set()
         for i, d in enumerate(self.blocks):
             if excerpts == "all" or (d.a.role != "other" and d.a.role not in seen):
@@ -80,8 +82,8 @@ class DiffReport:
         blocks = tuple(
             BlockResult(d.label, d.a.phase, d.a.layer, d.a.role, d.a.ordinal, d.a.name, d.b.name,
                         _op_ids(d.a), _op_ids(d.b), d.facts_a.as_json(), d.facts_b.as_json(), d.findings,
-                        tuple(excerpt(self.a.module, d.a)) if i in shown else (),
-                        tuple(excerpt(self.b.module, d.b)) if i in shown else ())
+                        tuple(excerpt(self.a.module, d.a, lines=lines_a)) if i in shown else (),
+                        tuple(excerpt(self.b.module, d.b, lines=lines_b)) if i in shown else ())
             for i, d in enumerate(self.blocks))
         al = self.alignment
         return DiffResult(_side_result(self.a), _side_result(self.b), al.method, al.reason, al.coverage, blocks,
@@ -268,8 +270,54 @@ def _merge(fs: list) -> BlockFacts:
     return BlockFacts(hist, (), conv, calls, Counter(), iota, tables, 0, 0)
 
 
-def excerpt(module: Module, block: Block, limit: int = EXCERPT_LINES) -> list[str]:
-    """The block's ops as compact IR lines (`%12 = stablehlo.add %10, %11 : 2x16x64xf32`)."""
+_OP_LINE = re.compile(r'^\s*(?:%[^=]*=\s*)?"?([a-z_][\w]*(?:\.[\w.]+)?)"?[\s(<{]')
+_LOC_TAIL = re.compile(r"\s+loc\((?:[^()]|\([^()]*\))*\)\s*$")
+
+
+def source_lines(module: Module) -> dict | None:
+    """Op id -> (line number, the line as written) in the module's own file, matched op by op in
+    program order; None when the file cannot be read or the match fails somewhere (a region printed
+    in its compact form, `reduce ... applies stablehlo.add`, has no lines of its own: its ops get
+    none). The trailing location is dropped from each line."""
+    try:
+        text = Path(module.source).read_text(errors="replace")
+    except (OSError, ValueError):
+        return None
+    candidates = []
+    for n, line in enumerate(text.splitlines(), 1):
+        m = _OP_LINE.match(line)
+        if not m or line.lstrip().startswith(("#", "^", "}", "module", "func.func")):
+            continue
+        name = m.group(1)
+        name = {"return": "func.return", "call": "func.call"}.get(name, name)
+        if "." in name:
+            candidates.append((n, name, _LOC_TAIL.sub("", line.strip())))
+    out, j = {}, 0
+    for op in module.ops:
+        if j < len(candidates) and candidates[j][1] == op.name:
+            out[op.id] = candidates[j][0], candidates[j][2]
+            j += 1
+        elif op.parent is None:
+            return None  # the text and the parsed module disagree: no line numbers rather than wrong ones
+    return out
+
+
+def excerpt(module: Module, block: Block, limit: int = EXCERPT_LINES, lines: dict | None = None) -> list[str]:
+    """The block's ops as IR lines: with `lines` (source_lines) the file's own lines and line numbers
+    (`L123: %12 = stablehlo.add %10, %11 : tensor<2x16x64xf32>`), else compact lines rebuilt from the
+    parsed ops (`%12 = stablehlo.add %10, %11 : 2x16x64xf32`, values numbered by the parser)."""
+    out = []
+    if lines:
+        for op, _ in block.ops:
+            if op.name.endswith("return") or op.id not in lines:
+                continue
+            n, text = lines[op.id]
+            out.append(f"L{n}: {text}")
+            if len(out) == limit:
+                out.append(f"... {len(block.ops) - limit} more ops")
+                break
+        if out:
+            return out
     lines = []
     for op, _ in block.ops:
         if op.name.endswith("return"):

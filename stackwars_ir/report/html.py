@@ -128,9 +128,24 @@ def _heatmap(result) -> str:
             f"<table class=\"heat\"><tr><th>block</th>{head}</tr>{''.join(rows)}</table>")
 
 
+def _excerpted(result) -> list:
+    """The blocks whose IR the page shows side by side: the first of each role (not `other`)."""
+    shown, out = set(), []
+    for d in result.blocks:
+        if d.role not in shown and d.role != "other":
+            shown.add(d.role)
+            out.append(d)
+    return out
+
+
+def _anchor(label: str) -> str:
+    return "ir-" + "".join(c if c.isalnum() else "-" for c in label)
+
+
 def _blocks(result) -> str:
     from .sentences import finding
 
+    linked = {d.label for d in _excerpted(result)}
     rows = []
     for d in result.blocks:
         findings = "<br>".join(esc(finding(f, result.names)) for f in d.findings)
@@ -138,7 +153,8 @@ def _blocks(result) -> str:
             findings = "-" if d.delta else "<span class=muted>same op histogram</span>"
         k = d.metrics.get("kernels")
         kern = f"<td class=n>{k['a']} / {k['b']}</td>" if k else ""
-        rows.append(f"<tr><td>{esc(d.label)}</td><td><code>{esc(d.name_a)}</code></td><td><code>{esc(d.name_b)}</code>"
+        label = (f"<a href=\"#{_anchor(d.label)}\">{esc(d.label)}</a>" if d.label in linked else esc(d.label))
+        rows.append(f"<tr><td>{label}</td><td><code>{esc(d.name_a)}</code></td><td><code>{esc(d.name_b)}</code>"
                     f"</td><td class=n>{sum(d.histogram_a.values())}</td>"
                     f"<td class=n>{sum(d.histogram_b.values())}</td>{kern}<td>{findings}</td></tr>")
     extra = ""
@@ -162,17 +178,15 @@ def _blocks(result) -> str:
 def _excerpts(result) -> str:
     from .markdown import excerpt_lines
 
-    shown, out = set(), []
-    for d in result.blocks:
-        if d.role in shown or d.role == "other":
-            continue
-        shown.add(d.role)
+    out = []
+    for d in _excerpted(result):
         left = "\n".join(highlight(x) for x in excerpt_lines(d.excerpt_a, len(d.ops_a), 30))
         right = "\n".join(highlight(x) for x in excerpt_lines(d.excerpt_b, len(d.ops_b), 30))
-        out.append(f"<h3>{esc(d.label)}</h3><div class=\"pair\"><div><b>{esc(result.a.name)}</b> "
+        out.append(f"<h3 id=\"{_anchor(d.label)}\">{esc(d.label)}</h3><div class=\"pair\"><div><b>{esc(result.a.name)}</b> "
                    f"<code>{esc(d.name_a)}</code><pre>{left}</pre></div><div><b>{esc(result.b.name)}</b> "
                    f"<code>{esc(d.name_b)}</code><pre>{right}</pre></div></div>")
-    return "<h2 id=\"excerpts\">IR side by side</h2><p>The first block of each kind.</p>" + "".join(out)
+    return ("<h2 id=\"excerpts\">IR side by side</h2><p>The first block of each kind, as each file writes it "
+            "(its own value names, attributes and line numbers; locations dropped).</p>" + "".join(out))
 
 
 def _timings(bench: dict) -> str:
