@@ -43,3 +43,35 @@ def test_help_is_instant_without_frameworks():
             "bad = [m for m in ('jax', 'torch', 'flax', 'transformers') if m in sys.modules]\n"
             "sys.exit(1 if bad else 0)")
     assert subprocess.run([sys.executable, "-c", code]).returncode == 0
+
+
+# What each command's help says it prints, and the marker of that part in what it really prints: a
+# help text promising a part the output lacks (or the reverse, once added here) fails.
+OUTPUT_SHAPES = {
+    "stats": (("{gemm}",), {"Op histogram by op": "op  ", "and dialect": "dialect", "functions": "functions:",
+                            "arguments": "entry arguments:", "largest tensors": "largest tensors"}),
+    "diff": (("{gemm}", "{gemm_xla}"), {"block by block": "block ", "name what differs": "whole module, ops B - A",
+                                        "Align": "aligned "}),
+    "bench": (("{gemm}", "{gemm_xla}", "--runs", "10"),
+              {"compile time": "compile ms", "first run": "first ms", "second run": "second ms",
+               "steady state (median, p10-p90)": "steady ms", "the proof": "output", "cost and memory analysis":
+               "XLA plan: arguments", "fusions": "fusions", "roofline": "bound by", "verdict per pair": "verdict:"}),
+    "memory": (("{gemm}", "--budget", "t4"), {"arguments": "arguments", "outputs": "outputs", "aliased": "aliased",
+                                               "temporaries": "temporaries", "generated code": "code",
+                                               "planned peak": "peak", "--budget": "t4 ("}),
+    "models": ((), {"adapters": "gpt2", "sizes": "tiny", "input shapes": "batch "}),
+}
+
+
+@pytest.mark.parametrize("name", sorted(OUTPUT_SHAPES))
+def test_each_command_prints_what_its_help_says(cli, name):
+    from conftest import golden
+
+    args, parts = OUTPUT_SHAPES[name]
+    files = {"gemm": golden("gemm", "jax"), "gemm_xla": golden("gemm", "torch-torch_xla")}
+    help_text = " ".join(main.get_command(click.Context(main), name).help.split())
+    code, out, err = cli(name, *[a.format(**files) for a in args])
+    assert code in (0, 1), err
+    for promised, marker in parts.items():
+        assert promised in help_text, f"{name} --help no longer says {promised!r}: update OUTPUT_SHAPES"
+        assert marker in out, f"{name} --help promises {promised!r}, its output has no {marker!r}"
