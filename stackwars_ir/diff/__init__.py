@@ -169,16 +169,18 @@ def with_kernels(report: DiffReport, result: DiffResult, kernels_a, kernels_b) -
             if label is None:
                 unattributed += 1
                 continue
-            n, f = per.get(label, (0, 0))
-            per[label] = (n + 1, f + (k.opcode == "fusion"))
+            n, f, names = per.get(label, (0, 0, ()))
+            per[label] = (n + 1, f + (k.opcode == "fusion"), names + (k.name,))
         counts[side] = per
         totals[side] = {"backend": ks.backend, "kernels": len(ks.kernels),
                         "fusions": sum(k.opcode == "fusion" for k in ks.kernels), "unattributed": unattributed}
     blocks = []
     for blk, d in zip(result.blocks, report.blocks):
-        (na, fa), (nb, fb) = counts["a"].get(d.a.label, (0, 0)), counts["b"].get(d.b.label, (0, 0))
+        (na, fa, ka), (nb, fb, kb) = counts["a"].get(d.a.label, (0, 0, ())), counts["b"].get(d.b.label, (0, 0, ()))
+        # XLA names a fusion after the ops it fused (`dot_add_fusion`): the names say what went in.
         blocks.append(replace(blk, metrics=dict(blk.metrics, kernels={"a": na, "b": nb, "fusions_a": fa,
-                                                                      "fusions_b": fb})))
+                                                                      "fusions_b": fb, "names_a": list(ka),
+                                                                      "names_b": list(kb)})))
     return replace(result, blocks=tuple(blocks), metrics=dict(result.metrics, kernels=totals))
 
 

@@ -152,7 +152,8 @@ def _blocks(result) -> str:
         if not findings:
             findings = "-" if d.delta else "<span class=muted>same op histogram</span>"
         k = d.metrics.get("kernels")
-        kern = f"<td class=n>{k['a']} / {k['b']}</td>" if k else ""
+        kern = (f"<td class=n title=\"{esc(', '.join(k.get('names_a', [])))} | "
+                f"{esc(', '.join(k.get('names_b', [])))}\">{k['a']} / {k['b']}</td>") if k else ""
         label = (f"<a href=\"#{_anchor(d.label)}\">{esc(d.label)}</a>" if d.label in linked else esc(d.label))
         rows.append(f"<tr><td>{label}</td><td><code>{esc(d.name_a)}</code></td><td><code>{esc(d.name_b)}</code>"
                     f"</td><td class=n>{sum(d.histogram_a.values())}</td>"
