@@ -108,6 +108,8 @@ def test_the_report_states_each_sides_own_inputs_and_its_full_command(cli, tmp_p
     jax_row, torch_row = re.findall(r"<tr><td>[^<]*</td><td><code>[^<]*</code>.*?</tr>", html)[:2]
     assert "input_ids int32[2, 16]" in jax_row and "input_ids int64[2, 16]" in torch_row
     assert f"--bench {bench} --mode structure</code>" in html and f"-o {out}" in html
+    timings = html[html.index('<h2 id="timings">'):]  # roofline and memory beside the timings
+    assert "XLA memory plan" in timings and re.search(r"\d+% of the (memory|compute) bound", timings)
 
 
 def test_the_report_charts_a_memory_plan_of_its_own_files(cli, tmp_path):

@@ -203,13 +203,14 @@ def _timings(bench: dict) -> str:
         f"<tr><td>{esc(lbl)}</td><td class=n>{_ms(r.get('compile_s'))}</td><td class=n>{_ms(r['timing']['first_s'])}</td>"
         f"<td class=n>{_ms(r['timing']['second_s'])}</td><td class=n>{_ms(r['timing']['steady_median_s'])}</td>"
         f"<td class=n>{r['timing']['spread']:.0%}</td><td class=n>{_gf(r.get('achieved_flops_per_s'))}</td>"
-        f"<td class=n>{esc(_resident(r))}</td></tr>"
+        f"<td>{esc(_roofline(r))}</td><td class=n>{esc(_plan(r))}</td><td class=n>{esc(_resident(r))}</td></tr>"
         for lbl, r in zip(labels, rows))
     sweep = _sweep(bench)
     return (f"<h2 id=\"timings\">Timings</h2><p>{esc(bench.get('backend'))} backend on {esc(m.get('processor'))} "
             f"({esc(m.get('cpus'))} cpus). Log scale: first runs include compilation.</p>{chart}"
             "<table><tr><th>executable</th><th>compile ms</th><th>first ms</th><th>second ms</th><th>steady ms</th>"
-            f"<th>spread</th><th>GFLOP/s</th><th>resident</th></tr>{table}</table>{sweep}"
+            f"<th>spread</th><th>GFLOP/s</th><th>roofline</th><th>XLA memory plan</th><th>resident</th></tr>"
+            f"{table}</table>{sweep}"
             + (f"<p>Crossover: {esc(bench['crossover'])}</p>" if bench.get("crossover") else ""))
 
 
@@ -225,6 +226,22 @@ def _sweep(bench: dict) -> str:
         series.append((n, [by.get(b) for b in batches]))
     return "<h3>Batch sweep: steady state (ms)</h3>" + grouped_bars([f"batch {b}" for b in batches], series,
                                                                      unit=" ms", title="steady state per batch")
+
+
+def _roofline(row: dict) -> str:
+    r = row.get("roofline")
+    if not r or not r.get("fraction_of_bound"):
+        return "-"
+    return f"{r['fraction_of_bound']:.0%} of the {r['bound_by']} bound"
+
+
+def _plan(row: dict) -> str:
+    from ..textfmt import human_bytes
+
+    m = row.get("memory") or {}
+    if not m:
+        return "-"
+    return human_bytes(m.get("argument_bytes", 0) + m.get("output_bytes", 0) + m.get("temp_bytes", 0))
 
 
 def _resident(row: dict) -> str:
