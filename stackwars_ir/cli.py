@@ -92,7 +92,7 @@ def main(parse_memory, parse_timeout, adapters):
 
         given = [str(Path(a).resolve()) for a in adapters]  # workers may run elsewhere: absolute paths
         known = [p for p in os.environ.get(ADAPTERS_ENV, "").split(os.pathsep) if p]
-        os.environ[ADAPTERS_ENV] = os.pathsep.join(dict.fromkeys([*known, *given]))
+        _set_env_for_command(ADAPTERS_ENV, os.pathsep.join(dict.fromkeys([*known, *given])))
     if adapters or os.environ.get("STACKWARS_IR_ADAPTERS"):
         from stackwars_ir.models import catalog
 
@@ -293,12 +293,10 @@ def bench_cmd(targets, framework, exporters, size, batches, seq, baselines, step
     if runs is not None and runs < 1:
         raise StackwarsError(f"--runs {runs} must be at least 1 run", fix="e.g. --runs 50, or drop it for adaptive")
     if warmup is not None or runs is not None:
-        import os
-
         from .bench.timing import SAMPLING_ENV
 
-        os.environ[SAMPLING_ENV] = ",".join(f"{k}={v}" for k, v in (("warmup", warmup), ("runs", runs))
-                                            if v is not None)
+        _set_env_for_command(SAMPLING_ENV, ",".join(f"{k}={v}" for k, v in (("warmup", warmup), ("runs", runs))
+                                                     if v is not None))
     memory = parse_bytes(max_memory, "--max-memory") if max_memory else default_max_memory()
     if len(targets) == 1 and not Path(targets[0]).exists() and _looks_like_a_name(targets[0]):
         models.entry(targets[0])  # an unknown name: one line with a did-you-mean
@@ -442,6 +440,24 @@ def _refuse_model_options(command: str, names, fix: str) -> None:
             given[0], f"--{given[0].replace('_', '-')}")
         raise StackwarsError(f"{flag} applies to `{command} MODEL`, not to StableHLO files (a file is captured "
                              "already: its model, batch and exporter are fixed)", fix=f"drop {flag}, or {fix}")
+
+
+def _set_env_for_command(name: str, value: str) -> None:
+    """Set an environment variable for this command and the workers it starts; put back as it was when
+    the command ends, so a caller running several commands in one process (tests, a notebook) keeps
+    its own environment."""
+    import os
+
+    before = os.environ.get(name)
+    os.environ[name] = value
+
+    def restore() -> None:
+        if before is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = before
+
+    click.get_current_context().call_on_close(restore)
 
 
 def _with_kernels(report, result, files):
@@ -614,7 +630,6 @@ def report_cmd(files, out, from_path, bench_path, memory_path, mode, kernels):
     Exit code 0: written; 2: bad input, nothing written; 130: interrupted, nothing written.
     """
     import hashlib
-    import json
 
     from .diff import diff_files
     from .diff.result import DiffResult
@@ -630,12 +645,7 @@ def report_cmd(files, out, from_path, bench_path, memory_path, mode, kernels):
         if mode != "auto":
             raise StackwarsError("--mode applies when diffing files; a saved result is segmented already",
                                  fix="drop --mode, or diff the files again with it")
-        try:
-            data = json.loads(Path(from_path).read_text())
-        except (OSError, ValueError) as e:
-            raise StackwarsError(f"{from_path}: not a readable diff JSON file: {e}",
-                                 fix="write one with: stackwars-ir diff A.mlir B.mlir --json FILE") from None
-        result = DiffResult.from_json(data, str(from_path))
+        result = DiffResult.from_json(_read_json_of(from_path, "diff", "blocks"), str(from_path))
         sides = (result.a, result.b)
         mine = {s.sha256 for s in sides if s.sha256}
         shown = tuple(Path(s.source).name for s in sides)

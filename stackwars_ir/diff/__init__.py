@@ -10,7 +10,7 @@ from ..ir.model import Module
 from .align import Alignment, align
 from .blocks import Block, Segmentation, segment
 from .findings import BlockFacts, block_findings, facts
-from .result import BlockResult, DiffResult, SideResult, Summary, Unmatched, counter_delta
+from .result import BlockResult, DiffResult, SideResult, Summary, Unmatched, counter_delta, first_of_each_role
 
 EXCERPT_LINES = 40
 
@@ -74,11 +74,8 @@ class DiffReport:
         excerpts: "all" blocks' IR excerpts (a saved result), or only the first block of each role's
         ("first_of_role": what the HTML and Markdown show, for a report written at once)."""
         lines_a, lines_b = source_lines(self.a.module), source_lines(self.b.module)
-        shown, seen = set(), set()
-        for i, d in enumerate(self.blocks):
-            if excerpts == "all" or (d.a.role != "other" and d.a.role not in seen):
-                seen.add(d.a.role)
-                shown.add(i)
+        shown = set(range(len(self.blocks))) if excerpts == "all" else \
+            set(first_of_each_role(d.a.role for d in self.blocks))
         blocks = tuple(
             BlockResult(d.label, d.a.phase, d.a.layer, d.a.role, d.a.ordinal, d.a.name, d.b.name,
                         _op_ids(d.a), _op_ids(d.b), d.facts_a.as_json(), d.facts_b.as_json(), d.findings,

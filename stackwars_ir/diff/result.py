@@ -189,6 +189,17 @@ def _block(d: dict) -> BlockResult:
                        tuple(d["excerpt_b"]), d.get("metrics", {}))
 
 
+def first_of_each_role(roles) -> list[int]:
+    """Indices of the first block of each role (`other` aside): the blocks whose IR the report and
+    the Markdown show side by side, and the only ones a report written at once needs excerpts of."""
+    seen, out = set(), []
+    for i, role in enumerate(roles):
+        if role != "other" and role not in seen:
+            seen.add(role)
+            out.append(i)
+    return out
+
+
 def counter_delta(a: Counter, b: Counter) -> Counter:
     """a - b, keeping negative counts and dropping zeros (Counter's own `-` drops negatives)."""
     d = Counter(a)

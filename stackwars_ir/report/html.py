@@ -130,12 +130,9 @@ def _heatmap(result) -> str:
 
 def _excerpted(result) -> list:
     """The blocks whose IR the page shows side by side: the first of each role (not `other`)."""
-    shown, out = set(), []
-    for d in result.blocks:
-        if d.role not in shown and d.role != "other":
-            shown.add(d.role)
-            out.append(d)
-    return out
+    from ..diff.result import first_of_each_role
+
+    return [result.blocks[i] for i in first_of_each_role(d.role for d in result.blocks)]
 
 
 def _anchor(label: str) -> str:

@@ -37,11 +37,10 @@ def diff_markdown(result) -> str:
     lines += ["", "## Op histogram", "", "| op | A | B |", "| --- | ---: | ---: |"]
     for op in sorted(set(ha) | set(hb), key=lambda k: (-(ha[k] + hb[k]), k)):  # ties by name: deterministic
         lines.append(f"| `{op}` | {ha[op]} | {hb[op]} |")
-    shown = {}
-    for d in result.blocks:  # one excerpt per role: the first layer shows the pattern
-        if d.role not in shown and d.role != "other":
-            shown[d.role] = d
-    for role, d in shown.items():
+    from ..diff.result import first_of_each_role
+
+    # One excerpt per role: the first layer shows the pattern.
+    for d in (result.blocks[i] for i in first_of_each_role(b.role for b in result.blocks)):
         lines += ["", f"## Excerpt: {d.label}", "", f"A (`{_cell(d.name_a)}`):", "", "```mlir",
                   *excerpt_lines(d.excerpt_a, len(d.ops_a), 25), "```", "", f"B (`{_cell(d.name_b)}`):", "",
                   "```mlir", *excerpt_lines(d.excerpt_b, len(d.ops_b), 25), "```"]
