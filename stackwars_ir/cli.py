@@ -211,10 +211,13 @@ def stats_cmd(files, json_path, top):
 @click.option("--mode", type=click.Choice(["auto", "provenance", "structure"]), default="auto", show_default=True,
               help="Segment by locations (provenance), by dataflow (structure), or pick per file.")
 @click.option("--excerpts/--no-excerpts", default=False, help="Print each block's IR side by side.")
+@click.option("--ops", "ops", is_flag=True,
+              help="Print the op-level diff of every block: each changed, rewritten or one-side-only group "
+                   "of ops, with its lines in the two files.")
 @click.option("--kernels", is_flag=True,
               help="Also compile both on the XLA CPU backend (nothing is run) and count, per block, the kernels "
                    "(fusions and unfused ops) each side compiled to.")
-def diff_cmd(file_a, file_b, json_path, md_path, html_path, mode, excerpts, kernels):
+def diff_cmd(file_a, file_b, json_path, md_path, html_path, mode, excerpts, ops, kernels):
     """Align FILE_A and FILE_B block by block and name what differs.
 
     Exit code 0: nothing differs; 1: something differs; 2: bad input; 130: interrupted.
@@ -226,7 +229,7 @@ def diff_cmd(file_a, file_b, json_path, md_path, html_path, mode, excerpts, kern
     report = diff_files(file_a, file_b, mode)
     result = _with_kernels(report, report.result(), (file_a, file_b)) if kernels else report.result()
     to_stdout = json_path is not None and str(json_path) == "-"
-    click.echo(diff_text(result, excerpts=excerpts), err=to_stdout)
+    click.echo(diff_text(result, excerpts=excerpts, ops=ops), err=to_stdout)
     if to_stdout:
         import json
 

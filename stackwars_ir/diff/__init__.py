@@ -10,6 +10,7 @@ from ..ir.model import Module
 from .align import Alignment, align
 from .blocks import Block, Segmentation, segment
 from .findings import BlockFacts, block_findings, facts
+from .ops import match_ops
 from .result import BlockResult, DiffResult, SideResult, Summary, Unmatched, counter_delta, first_of_each_role
 
 EXCERPT_LINES = 40
@@ -80,7 +81,8 @@ class DiffReport:
             BlockResult(d.label, d.a.phase, d.a.layer, d.a.role, d.a.ordinal, d.a.name, d.b.name,
                         _op_ids(d.a), _op_ids(d.b), d.facts_a.as_json(), d.facts_b.as_json(), d.findings,
                         tuple(excerpt(self.a.module, d.a, lines=lines_a)) if i in shown else (),
-                        tuple(excerpt(self.b.module, d.b, lines=lines_b)) if i in shown else ())
+                        tuple(excerpt(self.b.module, d.b, lines=lines_b)) if i in shown else (),
+                        op_diff=match_ops(self.a.module, _op_ids(d.a), self.b.module, _op_ids(d.b), lines_a, lines_b))
             for i, d in enumerate(self.blocks))
         al = self.alignment
         return DiffResult(_side_result(self.a), _side_result(self.b), al.method, al.reason, al.coverage, blocks,
@@ -198,7 +200,11 @@ def adapter_roles(module: Module) -> tuple:
 
 
 def _diff_modules(a: Module, b: Module, names: tuple[str, str], mode: str) -> DiffReport:
-    sa, sb = segment(a, mode, adapter_roles(a)), segment(b, mode, adapter_roles(b))
+    roles_a, roles_b = adapter_roles(a), adapter_roles(b)
+    # A side whose sidecar is gone or no longer matches (an edited copy of a capture) reads its
+    # module paths with the other side's words: the same words cut the same blocks.
+    roles_a, roles_b = roles_a or roles_b, roles_b or roles_a
+    sa, sb = segment(a, mode, roles_a), segment(b, mode, roles_b)
     al = align(sa, sb)
     diffs = []
     for blk_a, blk_b in al.pairs:

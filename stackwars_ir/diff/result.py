@@ -5,8 +5,11 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from .findings import Finding
+from .ops import OpDiff
 
-RESULT_FORMAT = 2  # 1: the first JSON (no phases, findings as sentences); 2: this module's schema (docs/diff.md)
+RESULT_FORMAT = 3  # 1: the first JSON (no phases, findings as sentences); 2: typed blocks (docs/diff.md);
+# 3: each block's op-level diff (diff.ops). Format 2 is still read: its blocks have no op-level diff.
+READS_FORMATS = (2, 3)
 
 
 @dataclass(frozen=True)
@@ -64,6 +67,7 @@ class BlockResult:
     excerpt_a: tuple = field(default=(), repr=False)  # the block's ops as IR lines
     excerpt_b: tuple = field(default=(), repr=False)
     metrics: dict = field(default_factory=dict, repr=False)  # per-block figures (timings, memory), when known
+    op_diff: OpDiff | None = field(default=None, repr=False)  # which ops match, changed, were rewritten
 
     @property
     def histogram_a(self) -> Counter:
@@ -89,7 +93,8 @@ class BlockResult:
                 "op_ids_a": list(self.ops_a), "op_ids_b": list(self.ops_b),
                 "delta": dict(sorted(self.delta.items())), "findings": [f.as_json() for f in self.findings],
                 "a": self.facts_a, "b": self.facts_b, "excerpt_a": list(self.excerpt_a),
-                "excerpt_b": list(self.excerpt_b), "metrics": self.metrics}
+                "excerpt_b": list(self.excerpt_b), "metrics": self.metrics,
+                "op_diff": self.op_diff.as_json() if self.op_diff else None}
 
 
 @dataclass(frozen=True)
@@ -159,9 +164,9 @@ class DiffResult:
         fix = "write one with: stackwars-ir diff A.mlir B.mlir --json FILE"
         if not isinstance(data, dict) or "blocks" not in data or "alignment" not in data:
             raise StackwarsError(f"{source}: not a stackwars-ir diff JSON file (no 'blocks' and 'alignment')", fix=fix)
-        if data.get("format") != RESULT_FORMAT:
+        if data.get("format") not in READS_FORMATS:
             raise StackwarsError(f"{source}: diff JSON format {data.get('format')!r}, this stackwars-ir reads "
-                                 f"format {RESULT_FORMAT}", fix="re-run stackwars-ir diff with this version")
+                                 f"formats {', '.join(map(str, READS_FORMATS))}", fix="re-run stackwars-ir diff with this version")
         try:
             al = data["alignment"]
             return cls(
@@ -186,7 +191,8 @@ def _block(d: dict) -> BlockResult:
     return BlockResult(d["label"], d["phase"], tuple(d["layer"]), d["role"], d["ordinal"], d["name_a"], d["name_b"],
                        tuple(d["op_ids_a"]), tuple(d["op_ids_b"]), d["a"], d["b"],
                        tuple(Finding.from_json(f) for f in d["findings"]), tuple(d["excerpt_a"]),
-                       tuple(d["excerpt_b"]), d.get("metrics", {}))
+                       tuple(d["excerpt_b"]), d.get("metrics", {}),
+                       OpDiff.from_json(d["op_diff"]) if d.get("op_diff") else None)
 
 
 def first_of_each_role(roles) -> list[int]:

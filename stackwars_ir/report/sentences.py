@@ -65,3 +65,31 @@ def summaries(result) -> list[tuple[str, str]]:
     """(topic, sentence) for each of the study's questions a diff result answers."""
     names = (result.a.name, result.b.name)
     return [(s.topic, summary(s, names)) for s in result.summary]
+
+
+def op_names(names) -> str:
+    """("stablehlo.reduce", "stablehlo.reduce", "stablehlo.rsqrt") -> "reduce x2, rsqrt"."""
+    from collections import Counter
+
+    c = Counter(n.split(".", 1)[-1] for n in names)
+    return ", ".join(f"{k} x{v}" if v > 1 else k for k, v in sorted(c.items(), key=lambda kv: (-kv[1], kv[0])))
+
+
+def op_group(g, names: tuple[str, str]) -> str:
+    """One op-level group (diff.ops.OpGroup) as a phrase."""
+    a, b = names
+    if g.status == "changed":
+        return f"changed {op_names(g.names_a)}: {'; '.join(g.what) or 'operands differ'}"
+    if g.status == "rewritten":
+        return f"rewritten: {a} {op_names(g.names_a)} = {b} {op_names(g.names_b)}"
+    if g.status == "only_a":
+        return f"only in {a}: {op_names(g.names_a)}"
+    return f"only in {b}: {op_names(g.names_b)}"
+
+
+def op_pattern(p, names: tuple[str, str]) -> str:
+    """An op-level change folded over blocks (diff.ops.OpPattern) as a line."""
+    where = f"{p.role}#{p.ordinal}" + (f" ({p.phase})" if p.phase in ("backward", "update") else "")
+    count = f"in {p.blocks} of {p.of} layers" if p.layered else \
+        (f"in {p.blocks} of {p.of} blocks" if p.of > 1 else "")
+    return f"{where}{', ' + count if count else ''}: {op_group(p.group, names)}"

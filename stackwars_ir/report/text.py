@@ -25,7 +25,10 @@ def stats_text(s: ModuleStats, top: int = 15) -> str:
     return "\n".join(lines)
 
 
-def diff_text(result, excerpts: bool = False) -> str:
+OP_PATTERN_LINES = 24  # op-level changes listed in the default text; `diff --ops` lists every block's
+
+
+def diff_text(result, excerpts: bool = False, ops: bool = False) -> str:
     """The diff (a diff.result.DiffResult) as terminal text: inputs, the study's three findings, the
     block table, extras."""
     from collections import Counter
@@ -63,12 +66,58 @@ def diff_text(result, excerpts: bool = False) -> str:
     for side, blocks in (("A", result.only_a), ("B", result.only_b)):
         if blocks:
             out += ["", f"only in {side}: " + ", ".join(f"{u.label} ({u.name}, {u.ops} ops)" for u in blocks)]
+    out += _op_level_text(result, every_block=ops)
     if excerpts:
         for d in result.blocks:
             out += ["", f"--- {d.label}", *_side_by_side(list(d.excerpt_a), list(d.excerpt_b))]
     hist = _delta_text(counter_delta(Counter(b.histogram), Counter(a.histogram)), limit=12)
     out += ["", f"whole module, ops B - A (+: more in B, as in git diff A B): {hist or 'none'}"]
     return "\n".join(out)
+
+
+def _op_level_text(result, every_block: bool) -> list:
+    """The op-level diff: totals, each change folded over the layers that share it, and with
+    every_block each block's groups with their lines in the files."""
+    from ..diff.ops import STATUSES, fold_patterns
+    from .sentences import op_group, op_names, op_pattern
+
+    diffs = [d for d in result.blocks if d.op_diff is not None]
+    if not diffs:
+        return []
+    totals = {s: sum(d.op_diff.count(s) for d in diffs) for s in STATUSES}
+    out = ["", "op level (ops of A; only B: ops of B): " + ", ".join(
+        f"{s.replace('_', ' ')} {n}" for s, n in totals.items())]
+    patterns = fold_patterns(result.blocks)
+    shown = patterns if every_block else patterns[:OP_PATTERN_LINES]
+    out += [f"  {op_pattern(p, result.names)}" for p in shown]
+    if len(shown) < len(patterns):
+        out.append(f"  ... {len(patterns) - len(shown)} more (diff --ops lists every block's)")
+    if every_block:
+        for d in diffs:
+            od = d.op_diff
+            if od.identical:
+                continue
+            counts = ", ".join(f"{s.replace('_', ' ')} {od.count(s)}" for s in STATUSES if od.count(s))
+            out += ["", f"--- {d.label}  (A {od.ops_a} ops, B {od.ops_b}: {counts})"]
+            for g in od.groups:
+                out.append(f"  {op_group(g, result.names)}")
+                for side, names, lines in (("A", g.names_a, g.lines_a), ("B", g.names_b, g.lines_b)):
+                    at = sorted({n for n in lines if n})
+                    if names and at:
+                        out.append(f"      {side} lines {_ranges(at)}")
+    return out
+
+
+def _ranges(numbers: list) -> str:
+    """[3, 4, 5, 9] -> "3-5, 9"."""
+    out, start = [], None
+    for i, n in enumerate(numbers):
+        if start is None:
+            start = n
+        if i + 1 == len(numbers) or numbers[i + 1] != n + 1:
+            out.append(str(start) if start == n else f"{start}-{n}")
+            start = None
+    return ", ".join(out)
 
 
 def _delta_text(delta, limit: int = 4) -> str:

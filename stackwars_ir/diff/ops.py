@@ -1,0 +1,489 @@
+"""Op-level diff inside one aligned pair of blocks: which ops match, changed, were rewritten, or exist on one side only.
+
+The method follows XLA's hlo_diff (../shared/PRIOR-ART.md) and adapts it to two frameworks:
+
+1. Identical subgraphs: each op's fingerprint hashes its signature (name, result types, the
+   attributes the parser keeps, the names of the ops in its regions) with its operands'
+   fingerprints. From the block's sinks back, an op pairs with the first unpaired op of the
+   other side with the same fingerprint, and so do their operands, recursively: the whole cone.
+2. The same from the other end: fingerprints of what each op feeds (its users', by operand
+   position). This pairs what lies downstream of a change, whose upstream cones differ.
+3. Neighbours: around each pair, operands at the same position, and users through the same
+   operand position, pair when they have the same op name (identical signature: matched;
+   otherwise changed, and what changed is named). A reshape, transpose or convert that only one
+   side has is looked through (the flattening reshapes PyTorch puts around a dot_general).
+4. What stays unpaired is cut into connected pieces per side. Pieces of the two sides that touch
+   the same pairs (their inputs come from, or their outputs feed, the same matched ops) form one
+   rewritten group: a batch_norm_training on one side for the reduce/rsqrt math on the other.
+   A piece that shares no pair with the other side exists only on its side.
+
+An op in a region (a reduce's body) follows the op that holds it.
+"""
+from __future__ import annotations
+
+import re
+from collections import Counter, defaultdict
+from dataclasses import dataclass
+
+from ..ir.model import Module, Op
+
+STATUSES = ("matched", "changed", "rewritten", "only_a", "only_b")
+# Ops that only move data around: one side may have them where the other has none.
+_LOOK_THROUGH = frozenset({"stablehlo.reshape", "stablehlo.transpose", "stablehlo.convert",
+                           "stablehlo.broadcast_in_dim"})
+_COMMUTATIVE = frozenset({"stablehlo.add", "stablehlo.multiply", "stablehlo.maximum", "stablehlo.minimum",
+                          "stablehlo.and", "stablehlo.or", "stablehlo.xor"})
+# Ops too common, or too exporter-specific, to pair by their rank among ops of their name.
+_MOVEMENT = _LOOK_THROUGH | {"stablehlo.constant", "stablehlo.iota", "func.call", "stablehlo.slice",
+                             "stablehlo.concatenate", "stablehlo.select", "stablehlo.compare"}
+_SKIP = frozenset({"func.return", "stablehlo.return", "mhlo.return"})
+_MAX_ROUNDS = 50  # neighbour propagation reaches its fixpoint in a few rounds; a bound all the same
+
+
+@dataclass(frozen=True)
+class OpGroup:
+    """Ops of A and of B that the matcher put together: one op each (changed), or a group on one
+    side for a group on the other (rewritten), or ops on one side only (only_a, only_b)."""
+
+    status: str
+    ops_a: tuple  # op ids in A's module, program order, each followed by the ops of its regions
+    ops_b: tuple
+    names_a: tuple  # the names of the group's ops, regions' ops left out (a reduce's body is the reduce)
+    names_b: tuple
+    what: tuple = ()  # changed: ("result type 2x16x64xf32 -> 32x64xf32", "comparison_direction GT -> GE")
+    lines_a: tuple = ()  # each op's line in its file (0: not known), when the file could be read
+    lines_b: tuple = ()
+
+    def as_json(self) -> dict:
+        return {"status": self.status, "ops_a": list(self.ops_a), "ops_b": list(self.ops_b),
+                "names_a": list(self.names_a), "names_b": list(self.names_b), "what": list(self.what),
+                "lines_a": list(self.lines_a), "lines_b": list(self.lines_b)}
+
+    @classmethod
+    def from_json(cls, d: dict) -> "OpGroup":
+        return cls(d["status"], tuple(d["ops_a"]), tuple(d["ops_b"]), tuple(d["names_a"]), tuple(d["names_b"]),
+                   tuple(d.get("what", ())), tuple(d.get("lines_a", ())), tuple(d.get("lines_b", ())))
+
+    @property
+    def pattern(self) -> tuple:
+        """What the group is, without where: the same change in every layer has one pattern."""
+        return (self.status, tuple(sorted(Counter(self.names_a).items())),
+                tuple(sorted(Counter(self.names_b).items())), self.what)
+
+
+@dataclass(frozen=True)
+class OpDiff:
+    """The op-level diff of one aligned pair of blocks."""
+
+    matched: tuple  # (op id in A, op id in B): identical ops
+    groups: tuple  # OpGroup: changed, rewritten, only_a, only_b, in A's program order (B's where A has none)
+    ops_a: int  # ops compared on each side (region ops folded into the op that holds them)
+    ops_b: int
+
+    @property
+    def identical(self) -> bool:
+        return not self.groups
+
+    def count(self, status: str) -> int:
+        """Ops of A (of B for only_b) with this status."""
+        if status == "matched":
+            return len(self.matched)
+        side = "ops_b" if status == "only_b" else "ops_a"
+        return sum(len(getattr(g, side)) for g in self.groups if g.status == status)
+
+    def status_of(self) -> tuple[dict, dict]:
+        """Op id -> status, for each side."""
+        a, b = {}, {}
+        for x, y in self.matched:
+            a[x] = b[y] = "matched"
+        for g in self.groups:
+            for x in g.ops_a:
+                a[x] = g.status
+            for y in g.ops_b:
+                b[y] = g.status
+        return a, b
+
+    def as_json(self) -> dict:
+        return {"ops_a": self.ops_a, "ops_b": self.ops_b,
+                "counts": {s: self.count(s) for s in STATUSES},
+                "matched": [list(p) for p in self.matched], "groups": [g.as_json() for g in self.groups]}
+
+    @classmethod
+    def from_json(cls, d: dict) -> "OpDiff":
+        return cls(tuple(tuple(p) for p in d["matched"]), tuple(OpGroup.from_json(g) for g in d["groups"]),
+                   d["ops_a"], d["ops_b"])
+
+
+class _Side:
+    """One block's ops with what the matcher reads: signatures, in-block producers and users."""
+
+    def __init__(self, module: Module, op_ids):
+        ops = module.ops
+        self.module = module
+        top, children = [], defaultdict(list)
+        ids = set(op_ids)
+        for i in op_ids:
+            op = ops[i]
+            if op.name in _SKIP:
+                continue
+            holder = op.parent
+            while holder is not None and ops[holder].parent is not None and holder in ids:
+                holder = ops[holder].parent
+            if op.parent is not None and holder in ids:
+                children[holder].append(i)
+            else:
+                top.append(i)
+        self.order = top  # top-level ops of the block, program order
+        self.pos = {i: k for k, i in enumerate(top)}
+        self.children = children
+        values, uses = module.values, module.uses
+        self.sig = {}
+        self.producers = {}  # op -> (producer op id in the block, or None), per operand
+        self.users = {}  # op -> ((user op id in the block, operand position), ...)
+        for i in top:
+            op = ops[i]
+            self.sig[i] = _signature(module, op, children.get(i, ()))
+            self.producers[i] = tuple(p if (p := values[v].producer) in self.pos else None for v in op.operands)
+            self.users[i] = tuple((u, k) for v in op.results for u, k in uses[v] if u in self.pos)
+
+    def name(self, i: int) -> str:
+        return self.module.ops[i].name
+
+    def up_fingerprints(self) -> dict:
+        fp = {}
+        values = self.module.values
+        for i in self.order:
+            op = self.module.ops[i]
+            fp[i] = hash((self.sig[i], tuple(fp[p] if p is not None else ("in", values[v].type)
+                                             for p, v in zip(self.producers[i], op.operands))))
+        return fp
+
+    def down_fingerprints(self) -> dict:
+        fp = {}
+        for i in reversed(self.order):
+            fp[i] = hash((self.sig[i], tuple(sorted((fp[u], k) for u, k in self.users[i]))))
+        return fp
+
+
+def _signature(module: Module, op: Op, children) -> tuple:
+    types = tuple(str(module.values[v].type) for v in op.results)
+    body = tuple(module.ops[c].name for c in children if module.ops[c].name not in _SKIP)
+    return (op.name, types, tuple((k, v) for k, v in op.attrs if not _is_default(k, v)), body)
+
+
+def _is_default(key: str, value) -> bool:
+    """An attribute one exporter spells out at its default where the other leaves it out."""
+    if key == "indices_are_sorted":
+        return value is False
+    if key == "precision_config":
+        return all(p == "DEFAULT" for p in re.findall(r"precision (\w+)", str(value)))
+    return False
+
+
+def _compatible(a: "_Side", b: "_Side", x: int, y: int) -> bool:
+    """Two ops of one name that may be the same op changed: their results agree in element types
+    or in shapes (an add of indices is not the add of activations)."""
+    ta = [a.module.values[v].type for v in a.module.ops[x].results]
+    tb = [b.module.values[v].type for v in b.module.ops[y].results]
+    return len(ta) == len(tb) and ([t.dtype for t in ta] == [t.dtype for t in tb]
+                                   or [t.shape for t in ta] == [t.shape for t in tb])
+
+
+def match_ops(module_a: Module, ids_a, module_b: Module, ids_b, lines_a: dict | None = None,
+              lines_b: dict | None = None) -> OpDiff:
+    """The op-level diff of two blocks, given as op ids of their modules (diff.result.BlockResult's
+    ops_a and ops_b, or diff.blocks.Block's ops). lines_a/lines_b (diff.source_lines): each op's
+    line in its file, named in the groups."""
+    a, b = _Side(module_a, ids_a), _Side(module_b, ids_b)
+    pair_ab: dict = {}
+    pair_ba: dict = {}
+
+    def pair(x: int, y: int) -> None:
+        pair_ab[x] = y
+        pair_ba[y] = x
+
+    # 1. identical upstream cones, sinks first, operands with them
+    fa, fb = a.up_fingerprints(), b.up_fingerprints()
+    free_b = defaultdict(list)
+    for y in reversed(b.order):
+        free_b[fb[y]].append(y)  # reversed: pop() gives program order
+    for x in reversed(a.order):
+        if x in pair_ab:
+            continue
+        cands = free_b.get(fa[x])
+        while cands and cands[-1] in pair_ba:
+            cands.pop()
+        if not cands:
+            continue
+        stack = [(x, cands.pop())]
+        while stack:
+            x1, y1 = stack.pop()
+            if x1 in pair_ab or y1 in pair_ba:
+                continue
+            pair(x1, y1)
+            for px, py in zip(a.producers[x1], b.producers[y1]):
+                if px is not None and py is not None and px not in pair_ab and py not in pair_ba:
+                    stack.append((px, py))
+    # 2. identical downstream cones, among what is left
+    da, db = a.down_fingerprints(), b.down_fingerprints()
+    free_b = defaultdict(list)
+    for y in reversed(b.order):
+        if y not in pair_ba:
+            free_b[db[y]].append(y)
+    for x in a.order:
+        if x in pair_ab:
+            continue
+        cands = free_b.get(da[x])
+        while cands and cands[-1] in pair_ba:
+            cands.pop()
+        if cands:
+            pair(x, cands.pop())
+    # 3. neighbours of pairs, with one side's data movement looked through
+    _grow(a, b, pair_ab, pair)
+    # 4. what neither cone nor neighbour pairs across frameworks: the k-th unpaired op of a
+    # computing kind (dot_general, exponential, reduce, ...) with the k-th of the other side, where
+    # both sides have as many; then their neighbours again
+    left_a, left_b = defaultdict(list), defaultdict(list)
+    for x in a.order:
+        if x not in pair_ab and a.name(x) not in _MOVEMENT:
+            left_a[a.name(x)].append(x)
+    for y in b.order:
+        if y not in pair_ba and b.name(y) not in _MOVEMENT:
+            left_b[b.name(y)].append(y)
+    seeded = False
+    for name, xs in left_a.items():
+        ys = left_b.get(name, ())
+        if len(xs) == len(ys) and all(_compatible(a, b, x, y) for x, y in zip(xs, ys)):
+            for x, y in zip(xs, ys):
+                pair(x, y)
+                seeded = True
+    if seeded:
+        _grow(a, b, pair_ab, pair)
+    return _result(a, b, pair_ab, lines_a or {}, lines_b or {})
+
+
+def _grow(a: _Side, b: _Side, pair_ab: dict, pair) -> None:
+    """Pair the neighbours of pairs until nothing more pairs."""
+    pair_ba = {y: x for x, y in pair_ab.items()}
+
+    def add(x: int, y: int) -> None:
+        pair(x, y)
+        pair_ba[y] = x
+
+    frontier = list(pair_ab.items())
+    for _ in range(_MAX_ROUNDS):
+        grown = []
+        for x, y in frontier:
+            pa, pb = a.producers[x], b.producers[y]
+            if a.name(x) in _COMMUTATIVE and len(pa) == 2 == len(pb) and not _same_names(a, b, pa, pb) \
+                    and _same_names(a, b, pa, pb[::-1]):
+                pb = pb[::-1]  # x + y on one side, y + x on the other
+            for px, py in zip(pa, pb):
+                hit = _through(a, b, px, py, pair_ab, pair_ba)
+                if hit:
+                    add(*hit)
+                    grown.append(hit)
+            for ux, k in a.users[x]:
+                if ux in pair_ab:
+                    continue
+                for uy, k2 in b.users[y]:
+                    if uy not in pair_ba and a.name(ux) == b.name(uy) and (
+                            k2 == k or a.name(ux) in _COMMUTATIVE) and _compatible(a, b, ux, uy):
+                        add(ux, uy)
+                        grown.append((ux, uy))
+                        break
+        if not grown:
+            break
+        frontier = grown
+
+
+def _same_names(a: _Side, b: _Side, pa, pb) -> bool:
+    return all(x is not None and y is not None and a.name(x) == b.name(y) for x, y in zip(pa, pb))
+
+
+def _through(a: _Side, b: _Side, px, py, pair_ab, pair_ba):
+    """The pair to make of two operands' producers, looking through data movement that only one
+    side has (px a reshape where py is the dot it feeds the other side's twin of, or the reverse)."""
+    for _ in range(4):
+        if px is None or py is None or px in pair_ab or py in pair_ba:
+            return None
+        if a.name(px) == b.name(py):
+            return (px, py) if _compatible(a, b, px, py) else None
+        if b.name(py) in _LOOK_THROUGH and b.producers[py]:
+            py = b.producers[py][0]
+        elif a.name(px) in _LOOK_THROUGH and a.producers[px]:
+            px = a.producers[px][0]
+        else:
+            return None
+    return None
+
+
+def _what_changed(a: _Side, b: _Side, x: int, y: int) -> tuple:
+    sa, sb = a.sig[x], b.sig[y]
+    out = []
+    if sa[0] != sb[0]:
+        return ()  # another op: its types and attributes are its own
+    if sa[1] != sb[1]:
+        out.append(f"result type {', '.join(sa[1])} -> {', '.join(sb[1])}")
+    attrs_a, attrs_b = dict(sa[2]), dict(sb[2])
+    for k in sorted(set(attrs_a) | set(attrs_b), key=str):
+        va, vb = attrs_a.get(k, "-"), attrs_b.get(k, "-")
+        if va != vb:
+            out.append(f"{k} {_short(va)} -> {_short(vb)}")
+    if sa[3] != sb[3]:
+        out.append(f"region {'/'.join(sa[3]) or '-'} -> {'/'.join(sb[3]) or '-'}")
+    return tuple(out)
+
+
+def _short(v) -> str:
+    if isinstance(v, tuple):
+        return "[" + ",".join(map(str, v)) + "]"
+    text = re.sub(r"#stablehlo<\w+ (\w+)>", r"\1", str(v))  # #stablehlo<comparison_direction EQ> -> EQ
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _result(a: _Side, b: _Side, pair_ab: dict, lines_a: dict, lines_b: dict) -> OpDiff:
+    matched, groups = [], []
+    for x in a.order:
+        y = pair_ab.get(x)
+        if y is None:
+            continue
+        if a.sig[x] == b.sig[y]:
+            matched.append((x, y))
+        else:
+            groups.append((a.pos[x], OpGroup("changed", (x,), (y,), (a.name(x),), (b.name(y),),
+                                             _what_changed(a, b, x, y), _lines((x,), lines_a),
+                                             _lines((y,), lines_b))))
+    pair_ba = {y: x for x, y in pair_ab.items()}
+    pieces_a = _pieces(a, pair_ab)
+    pieces_b = _pieces(b, pair_ba)
+    # Each piece touches pairs; pieces of the two sides touching a common pair are one group.
+    owner: dict = {}  # pair (A's op id) -> group index
+    parent = list(range(len(pieces_a) + len(pieces_b)))
+
+    def find(i: int) -> int:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    for gi, (ops, touch) in enumerate(pieces_a):
+        for t in touch:
+            owner.setdefault(("a", t), []).append(gi)
+    for gj, (ops, touch) in enumerate(pieces_b):
+        for t in touch:
+            owner.setdefault(("b", pair_ba[t]), []).append(len(pieces_a) + gj)
+    for t in {k[1] for k in owner}:
+        ia, ib = owner.get(("a", t), []), owner.get(("b", t), [])
+        if ia and ib:
+            for i in ia + ib[1:]:
+                parent[find(i)] = find(ib[0])
+    merged = defaultdict(lambda: ([], []))
+    for gi, (ops, _) in enumerate(pieces_a):
+        merged[find(gi)][0].extend(ops)
+    for gj, (ops, _) in enumerate(pieces_b):
+        merged[find(len(pieces_a) + gj)][1].extend(ops)
+    for ops_a, ops_b in merged.values():
+        ops_a.sort(key=a.pos.get)
+        ops_b.sort(key=b.pos.get)
+        status = "rewritten" if ops_a and ops_b else ("only_a" if ops_a else "only_b")
+        where = a.pos[ops_a[0]] if ops_a else _a_position(b, ops_b[0], pair_ba, a)
+        ids_a, ids_b = _with_children(a, ops_a), _with_children(b, ops_b)
+        what = ()
+        if len(ops_a) == 1 == len(ops_b):  # one op for one op between the same pairs: that op, changed
+            status = "changed"
+            what = (f"op {a.name(ops_a[0]).split('.', 1)[-1]} -> {b.name(ops_b[0]).split('.', 1)[-1]}",)
+        groups.append((where, OpGroup(status, ids_a, ids_b, tuple(a.name(i) for i in ops_a),
+                                      tuple(b.name(i) for i in ops_b), what, _lines(ids_a, lines_a),
+                                      _lines(ids_b, lines_b))))
+    groups.sort(key=lambda g: g[0])
+    return OpDiff(tuple(matched), tuple(g for _, g in groups), len(a.order), len(b.order))
+
+
+def _lines(ids, lines: dict) -> tuple:
+    if not lines:
+        return ()
+    return tuple(lines[i][0] if i in lines else 0 for i in ids)
+
+
+def _a_position(b: _Side, y: int, pair_ba: dict, a: _Side) -> float:
+    """Where in A's order an only-B op sits: just after the last paired op before it in B."""
+    k = b.pos[y]
+    for z in reversed(b.order[:k]):
+        if z in pair_ba:
+            return a.pos[pair_ba[z]] + 0.5
+    return -0.5
+
+
+def _with_children(side: _Side, ops: list) -> tuple:
+    out = []
+    for i in ops:
+        out.append(i)
+        out.extend(side.children.get(i, ()))
+    return tuple(out)
+
+
+def _pieces(side: _Side, paired: dict) -> list:
+    """The unpaired ops cut into connected pieces (dataflow either way): (ops, paired ops touched)."""
+    seen, out = set(), []
+    for start in side.order:
+        if start in paired or start in seen:
+            continue
+        ops, touch, stack = [], set(), [start]
+        seen.add(start)
+        while stack:
+            i = stack.pop()
+            ops.append(i)
+            near = [p for p in side.producers[i] if p is not None] + [u for u, _ in side.users[i]]
+            for n in near:
+                if n in paired:
+                    touch.add(n)
+                elif n not in seen:
+                    seen.add(n)
+                    stack.append(n)
+        out.append((ops, touch))
+    return out
+
+
+@dataclass(frozen=True)
+class OpPattern:
+    """One op-level change as it repeats over blocks of one kind: "in 12 of 12 layers, norm#0's
+    batch_norm_training (A) is the reduce/rsqrt math of B"."""
+
+    phase: str
+    role: str
+    ordinal: int
+    group: OpGroup  # the first block's instance (its op ids are that block's)
+    blocks: int  # blocks of this kind that have the change
+    of: int  # blocks of this kind
+    first: str  # the label of the first block that has it
+    layered: bool  # blocks of this kind are per layer
+
+    def as_json(self) -> dict:
+        return {"phase": self.phase, "role": self.role, "ordinal": self.ordinal, "blocks": self.blocks,
+                "of": self.of, "first": self.first, "layered": self.layered, "group": self.group.as_json()}
+
+
+def fold_patterns(blocks) -> tuple:
+    """The op-level changes of all aligned blocks (diff.result.BlockResult), each said once for the
+    blocks of one kind (phase, role, ordinal) that have it, in program order of first appearance."""
+    kinds: dict = {}
+    for blk in blocks:
+        kinds.setdefault((blk.phase, blk.role, blk.ordinal, bool(blk.layer)), []).append(blk)
+    out = []
+    for (phase, role, ordinal, _), members in kinds.items():
+        seen: dict = {}
+        for blk in members:
+            if blk.op_diff is None:
+                continue
+            for g in blk.op_diff.groups:
+                k = g.pattern
+                if k in seen:
+                    if seen[k][2] != blk.label:
+                        seen[k][1] += 1
+                        seen[k][2] = blk.label
+                else:
+                    seen[k] = [g, 1, blk.label, blk.label]
+        for g, n, _, first in seen.values():
+            out.append(OpPattern(phase, role, ordinal, g, n, len(members), first, bool(members[0].layer)))
+    return tuple(out)
