@@ -217,7 +217,10 @@ def stats_cmd(files, json_path, top):
 @click.option("--kernels", is_flag=True,
               help="Also compile both on the XLA CPU backend (nothing is run) and count, per block, the kernels "
                    "(fusions and unfused ops) each side compiled to.")
-def diff_cmd(file_a, file_b, json_path, md_path, html_path, mode, excerpts, ops, kernels):
+@click.option("--explorer", "explorer_dir", type=click.Path(file_okay=False, path_type=Path),
+              help="Write Model Explorer node-data overlays (op status, block, block op delta) for both files "
+                   "into this new folder, with a README saying how to open them.")
+def diff_cmd(file_a, file_b, json_path, md_path, html_path, mode, excerpts, ops, kernels, explorer_dir):
     """Align FILE_A and FILE_B block by block and name what differs.
 
     Exit code 0: nothing differs; 1: something differs; 2: bad input; 130: interrupted.
@@ -226,6 +229,8 @@ def diff_cmd(file_a, file_b, json_path, md_path, html_path, mode, excerpts, ops,
     from .report import write_outputs
     from .report.text import diff_text
 
+    if explorer_dir is not None:
+        _check_explorer_target(explorer_dir)  # before the work: a folder in the way, Model Explorer missing
     report = diff_files(file_a, file_b, mode)
     result = _with_kernels(report, report.result(), (file_a, file_b)) if kernels else report.result()
     to_stdout = json_path is not None and str(json_path) == "-"
@@ -237,7 +242,22 @@ def diff_cmd(file_a, file_b, json_path, md_path, html_path, mode, excerpts, ops,
         json_path = None
     for path in write_outputs(result, json_path=json_path, md_path=md_path, html_path=html_path):
         click.echo(f"wrote {path}", err=True)
+    if explorer_dir is not None:
+        from .report.explorer import write_explorer
+
+        written = write_explorer(report, result, explorer_dir)
+        click.echo(f"wrote {len(written)} files to {explorer_dir} (open: see {explorer_dir / 'README.md'})", err=True)
     sys.exit(EXIT_DIFFERENT if result.differs else 0)
+
+
+def _check_explorer_target(folder: Path) -> None:
+    from .report.explorer import INSTALL_HINT, explorer_installed
+
+    if folder.exists() and (not folder.is_dir() or any(folder.iterdir())):
+        raise StackwarsError(f"{folder}: exists and is not an empty folder",
+                             fix="name a new folder for the Model Explorer overlays")
+    if not explorer_installed():
+        raise StackwarsError("Model Explorer is not installed (ai-edge-model-explorer)", fix=INSTALL_HINT)
 
 
 @main.command("bench")

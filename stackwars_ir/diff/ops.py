@@ -77,7 +77,7 @@ class OpDiff:
 
     matched: tuple  # (op id in A, op id in B): identical ops
     groups: tuple  # OpGroup: changed, rewritten, only_a, only_b, in A's program order (B's where A has none)
-    ops_a: int  # ops compared on each side (region ops folded into the op that holds them)
+    ops_a: int  # ops of the block on each side, regions' ops included (they follow the op holding them)
     ops_b: int
 
     @property
@@ -85,7 +85,7 @@ class OpDiff:
         return not self.groups
 
     def count(self, status: str) -> int:
-        """Ops of A (of B for only_b) with this status."""
+        """Ops of A (of B for only_b) with this status, regions' ops included."""
         if status == "matched":
             return len(self.matched)
         side = "ops_b" if status == "only_b" else "ops_a"
@@ -134,6 +134,7 @@ class _Side:
             else:
                 top.append(i)
         self.order = top  # top-level ops of the block, program order
+        self.size = len(top) + sum(len(c) for c in children.values())  # with regions' ops
         self.pos = {i: k for k, i in enumerate(top)}
         self.children = children
         values, uses = module.values, module.uses
@@ -348,12 +349,14 @@ def _result(a: _Side, b: _Side, pair_ab: dict, lines_a: dict, lines_b: dict) -> 
         y = pair_ab.get(x)
         if y is None:
             continue
-        if a.sig[x] == b.sig[y]:
+        if a.sig[x] == b.sig[y]:  # the same op, its regions' ops (same names, same order) with it
             matched.append((x, y))
+            matched.extend(zip(a.children.get(x, ()), b.children.get(y, ())))
         else:
-            groups.append((a.pos[x], OpGroup("changed", (x,), (y,), (a.name(x),), (b.name(y),),
-                                             _what_changed(a, b, x, y), _lines((x,), lines_a),
-                                             _lines((y,), lines_b))))
+            ids_a, ids_b = _with_children(a, [x]), _with_children(b, [y])
+            groups.append((a.pos[x], OpGroup("changed", ids_a, ids_b, (a.name(x),), (b.name(y),),
+                                             _what_changed(a, b, x, y), _lines(ids_a, lines_a),
+                                             _lines(ids_b, lines_b))))
     pair_ba = {y: x for x, y in pair_ab.items()}
     pieces_a = _pieces(a, pair_ab)
     pieces_b = _pieces(b, pair_ba)
@@ -397,7 +400,7 @@ def _result(a: _Side, b: _Side, pair_ab: dict, lines_a: dict, lines_b: dict) -> 
                                       tuple(b.name(i) for i in ops_b), what, _lines(ids_a, lines_a),
                                       _lines(ids_b, lines_b))))
     groups.sort(key=lambda g: g[0])
-    return OpDiff(tuple(matched), tuple(g for _, g in groups), len(a.order), len(b.order))
+    return OpDiff(tuple(matched), tuple(g for _, g in groups), a.size, b.size)
 
 
 def _lines(ids, lines: dict) -> tuple:
@@ -487,3 +490,9 @@ def fold_patterns(blocks) -> tuple:
         for g, n, _, first in seen.values():
             out.append(OpPattern(phase, role, ordinal, g, n, len(members), first, bool(members[0].layer)))
     return tuple(out)
+
+
+def op_totals(blocks) -> dict:
+    """Ops of each status over all aligned blocks (diff.result.BlockResult) that have an op-level diff."""
+    diffs = [d.op_diff for d in blocks if d.op_diff is not None]
+    return {s: sum(d.count(s) for d in diffs) for s in STATUSES} if diffs else {}

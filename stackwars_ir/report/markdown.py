@@ -34,6 +34,17 @@ def diff_markdown(result) -> str:
     for side, blocks in (("A", result.only_a), ("B", result.only_b)):
         if blocks:
             lines += ["", f"Only in {side}: " + ", ".join(f"`{u.label}`" for u in blocks)]
+    from ..diff.ops import fold_patterns, op_totals
+    from .sentences import op_pattern, op_totals_text
+    from .text import OP_PATTERN_LINES
+
+    totals = op_totals(result.blocks)
+    if totals:
+        patterns = fold_patterns(result.blocks)
+        lines += ["", "## Op level", "", op_totals_text(totals) + ".", ""]
+        lines += [f"- {_cell(op_pattern(p, result.names))}" for p in patterns[:OP_PATTERN_LINES]]
+        if len(patterns) > OP_PATTERN_LINES:
+            lines.append(f"- ... {len(patterns) - OP_PATTERN_LINES} more (`stackwars-ir diff --ops` lists every block's)")
     lines += ["", "## Op histogram", "", "| op | A | B |", "| --- | ---: | ---: |"]
     for op in sorted(set(ha) | set(hb), key=lambda k: (-(ha[k] + hb[k]), k)):  # ties by name: deterministic
         lines.append(f"| `{op}` | {ha[op]} | {hb[op]} |")

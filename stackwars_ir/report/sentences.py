@@ -93,3 +93,9 @@ def op_pattern(p, names: tuple[str, str]) -> str:
     count = f"in {p.blocks} of {p.of} layers" if p.layered else \
         (f"in {p.blocks} of {p.of} blocks" if p.of > 1 else "")
     return f"{where}{', ' + count if count else ''}: {op_group(p.group, names)}"
+
+
+def op_totals_text(totals: dict) -> str:
+    """diff.ops.op_totals as a line."""
+    return "op level (ops of A; only B: ops of B): " + ", ".join(
+        f"{s.replace('_', ' ')} {n}" for s, n in totals.items())

@@ -78,15 +78,13 @@ def diff_text(result, excerpts: bool = False, ops: bool = False) -> str:
 def _op_level_text(result, every_block: bool) -> list:
     """The op-level diff: totals, each change folded over the layers that share it, and with
     every_block each block's groups with their lines in the files."""
-    from ..diff.ops import STATUSES, fold_patterns
-    from .sentences import op_group, op_names, op_pattern
+    from ..diff.ops import STATUSES, fold_patterns, op_totals
+    from .sentences import op_group, op_pattern, op_totals_text
 
     diffs = [d for d in result.blocks if d.op_diff is not None]
     if not diffs:
         return []
-    totals = {s: sum(d.op_diff.count(s) for d in diffs) for s in STATUSES}
-    out = ["", "op level (ops of A; only B: ops of B): " + ", ".join(
-        f"{s.replace('_', ' ')} {n}" for s, n in totals.items())]
+    out = ["", op_totals_text(op_totals(result.blocks))]
     patterns = fold_patterns(result.blocks)
     shown = patterns if every_block else patterns[:OP_PATTERN_LINES]
     out += [f"  {op_pattern(p, result.names)}" for p in shown]
