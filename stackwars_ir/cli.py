@@ -695,7 +695,7 @@ def report_cmd(files, out, from_path, bench_path, memory_path, mode, kernels):
                                      if isinstance(e, dict) and e.get("sha256")}, mine, shown, "planned")
     if from_path is None:
         report = diff_files(files[0], files[1], mode)
-        result = report.result(excerpts="first_of_role")  # what the page shows
+        result = report.result(excerpts="all")  # the graph view shows any block's IR
         if kernels:
             result = _with_kernels(report, result, files)
 

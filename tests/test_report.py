@@ -215,3 +215,64 @@ def test_excerpts_are_the_files_own_lines_with_their_numbers(cli, tmp_path):
     assert norms and all("epsilon" in t and "feature_index" in t for t in norms)
     block = re.search(r'<a href="#(ir-[^"]+)">', html)
     assert block and f'id="{block.group(1)}"' in html  # the block table links to its IR
+
+
+def test_graph_view_has_every_block_and_its_data_is_inert(cli, tmp_path):
+    path = _hostile_capture(tmp_path)
+    twin = tmp_path / "twin.mlir"
+    shutil.copy(path, twin)
+    out = tmp_path / "r.html"
+    assert cli("report", path, twin, "-o", out)[0] == 0
+    html = out.read_text()
+    assert "<img src=x" not in html
+    data = re.search(r'<script type="application/json" id="blockdata">(.*?)</script>', html, re.S).group(1)
+    assert "<" not in data and ">" not in data
+    blocks = json.loads(data)["blocks"]
+    assert len(blocks) == html.count('<g class="blk"') > 0
+    assert any(HOSTILE in (b["name_a"] + "".join(b["excerpt_a"])) for b in blocks)  # the data is the text itself
+
+
+@pytest.mark.browser
+def test_graph_view_click_shows_the_blocks_op_diff_and_ir_in_chromium(tmp_path):
+    from cdp import Browser, chromium
+
+    if not chromium():
+        pytest.skip("chromium is not installed (.ci/run installs it)")
+    from stackwars_ir.diff import diff_files
+    from stackwars_ir.report import write_outputs
+
+    page = tmp_path / "report.html"
+    report = diff_files(golden("gpt2", "jax"), golden("gpt2", "torch-torch_xla"))
+    write_outputs(report, html_path=page)
+    result = report.result()
+    with Browser(str(tmp_path / "profile"), 1400, 1100) as br:
+        br.open(page.as_uri())
+        assert int(br.wait("document.body && document.body.dataset.graphBlocks")) == len(result.blocks)
+        k = next(i for i, d in enumerate(result.blocks) if d.role == "norm" and d.layer)
+        br.evaluate(f"document.querySelector('svg.graph g.blk[data-i=\"{k}\"]')"
+                    ".dispatchEvent(new MouseEvent('click', {bubbles: true})); true")
+        assert br.wait("document.body.dataset.shown") == result.blocks[k].label
+        panel = br.evaluate("document.getElementById('blockpanel').innerText")
+        assert "rewritten: jax" in panel and "batch_norm_training" in panel
+        assert "L" in panel and "stablehlo.batch_norm_training" in panel  # torch_xla's IR lines, side by side
+        assert br.evaluate("document.body.dataset.errors || ''") == ""
+        br.evaluate("document.getElementById('graph').scrollIntoView(); true")
+        br.screenshot(tmp_path / "graph.png")
+    assert (tmp_path / "graph.png").stat().st_size > 20_000
+    (ROOT / "out").mkdir(exist_ok=True)
+    shutil.copy(tmp_path / "graph.png", ROOT / "out" / "report-graph-gpt2-tiny.png")
+
+
+def test_graph_view_too_large_says_so_and_keeps_the_table():
+    from dataclasses import replace
+
+    from stackwars_ir.diff import diff_files
+    from stackwars_ir.report.graph import GRAPH_LIMIT, graph_view
+    from stackwars_ir.report.html import diff_html
+
+    result = diff_files(golden("gpt2", "jax"), golden("gpt2", "torch-torch_xla")).result()
+    big = replace(result, blocks=result.blocks * (GRAPH_LIMIT // len(result.blocks) + 1), flow_a=(), flow_b=())
+    view = graph_view(big)
+    assert "too many for the graph view" in view and "<svg" not in view
+    page = diff_html(big)
+    assert "Block alignment" in page and page.count("<tr><td>") >= len(big.blocks)

@@ -87,10 +87,33 @@ class DiffReport:
         al = self.alignment
         return DiffResult(_side_result(self.a), _side_result(self.b), al.method, al.reason, al.coverage, blocks,
                           tuple(_unmatched(b) for b in al.only_a), tuple(_unmatched(b) for b in al.only_b),
-                          self.summary)
+                          self.summary, flow_a=_flow(self.a.module, [d.a for d in self.blocks]),
+                          flow_b=_flow(self.b.module, [d.b for d in self.blocks]))
 
     def as_json(self) -> dict:
         return self.result().as_json()
+
+
+def _flow(module: Module, blocks: list) -> tuple:
+    """(i, j) for each pair of blocks where an op of block i produces a value an op of block j reads."""
+    where = {}
+    for i, blk in enumerate(blocks):
+        for op, _ in blk.ops:
+            where.setdefault(op.id, i)
+    values, ops = module.values, module.ops
+    edges = set()
+    for j, blk in enumerate(blocks):
+        for op, _ in blk.ops:
+            for v in op.operands:
+                p = values[v].producer
+                if p is None:
+                    continue
+                while ops[p].parent is not None and p not in where:  # a region's block argument
+                    p = ops[p].parent
+                i = where.get(p)
+                if i is not None and i != j:
+                    edges.add((i, j))
+    return tuple(sorted(edges))
 
 
 def _op_ids(block: Block) -> tuple:

@@ -123,6 +123,10 @@ class DiffResult:
     only_b: tuple = ()
     summary: tuple = ()  # Summary
     metrics: dict = field(default_factory=dict, repr=False)  # whole-module figures (bench, memory), when known
+    # Block dataflow of each side: (i, j) when an op of aligned block i feeds one of block j (indices
+    # into `blocks`); what the report's graph view draws.
+    flow_a: tuple = field(default=(), repr=False)
+    flow_b: tuple = field(default=(), repr=False)
 
     @property
     def names(self) -> tuple[str, str]:
@@ -150,6 +154,7 @@ class DiffResult:
             "blocks": [b.as_json() for b in self.blocks],
             "differs": self.differs,
             "metrics": self.metrics,
+            "flow": {"a": [list(e) for e in self.flow_a], "b": [list(e) for e in self.flow_b]},
         }
         for blk, out in zip(self.blocks, data["blocks"]):  # each record with its words, for readers of the JSON
             for f, fj in zip(blk.findings, out["findings"]):
@@ -175,7 +180,9 @@ class DiffResult:
                 tuple(Unmatched(u["label"], u["name"], u["ops"]) for u in al["only_a"]),
                 tuple(Unmatched(u["label"], u["name"], u["ops"]) for u in al["only_b"]),
                 tuple(Summary(s["topic"], s["numbers"]) for s in data["summary"]),
-                data.get("metrics", {}))
+                data.get("metrics", {}),
+                tuple(tuple(e) for e in data.get("flow", {}).get("a", ())),
+                tuple(tuple(e) for e in data.get("flow", {}).get("b", ())))
         except (KeyError, TypeError, ValueError, AttributeError) as e:
             raise StackwarsError(f"{source}: a diff JSON file with a missing or malformed field "
                                  f"({type(e).__name__}: {e})", fix=fix) from None

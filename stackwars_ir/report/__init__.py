@@ -13,8 +13,9 @@ def write_outputs(report, *, json_path: Path | None = None, md_path: Path | None
     loaded) atomically; return the paths written. Bench and memory results ride in its metrics."""
     from ..capture.artifact import write_atomic
 
-    # A saved result keeps every block's excerpt; the pages show the first block of each role's.
-    result = report.result("all" if json_path else "first_of_role") if hasattr(report, "result") else report
+    # A saved result and the HTML (its graph view shows any block's IR) keep every block's excerpt; the
+    # Markdown shows the first block of each role's.
+    result = report.result("all" if json_path or html_path else "first_of_role") if hasattr(report, "result") else report
     metrics = dict(result.metrics, **({"bench": bench} if bench else {}), **({"memory": memory} if memory else {}))
     result = replace(result, metrics=metrics)
     written = []

@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections import Counter
 from pathlib import Path
 
+from . import graph
 from .charts import grouped_bars, heat, stacked_bars
 from .escape import esc, highlight
 
@@ -48,17 +49,17 @@ def diff_html(result, bench: dict | None = None, command: str | None = None, mem
     a, b = result.a, result.b
     title = f"StableHLO diff: {a.name} vs {b.name}"
     parts = [f"<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>{esc(title)}</title>",
-             f"<meta name=\"viewport\" content=\"width=device-width\"><style>{_STYLE}</style></head><body>",
+             f"<meta name=\"viewport\" content=\"width=device-width\"><style>{_STYLE}{graph.STYLE}</style></head><body>",
              f"<h1>{esc(title)}</h1>",
-             _inputs(result), _findings(result), _histogram(result), _heatmap(result), _blocks(result),
-             _excerpts(result)]
+             _inputs(result), _findings(result), _histogram(result), graph.graph_view(result), _heatmap(result),
+             _blocks(result), _excerpts(result)]
     if bench:
         parts.append(_timings(bench))
     if memory:
         parts.append(_memory(memory))
     command = command or f"stackwars-ir report {a.source} {b.source} -o report.html"
     parts.append(f"<p class=\"muted\">Written by stackwars-ir. Regenerate: <code>{esc(command)}</code></p>")
-    parts.append(f"<script>{_SCRIPT}</script></body></html>\n")
+    parts.append(f"<script>{_SCRIPT}{graph.SCRIPT}</script></body></html>\n")
     return "\n".join(parts)
 
 

@@ -99,3 +99,16 @@ def op_totals_text(totals: dict) -> str:
     """diff.ops.op_totals as a line."""
     return "op level (ops of A; only B: ops of B): " + ", ".join(
         f"{s.replace('_', ' ')} {n}" for s, n in totals.items())
+
+
+def line_ranges(numbers) -> str:
+    """[3, 4, 5, 9] -> "3-5, 9"."""
+    numbers = sorted(set(numbers))
+    out, start = [], None
+    for i, n in enumerate(numbers):
+        if start is None:
+            start = n
+        if i + 1 == len(numbers) or numbers[i + 1] != n + 1:
+            out.append(str(start) if start == n else f"{start}-{n}")
+            start = None
+    return ", ".join(out)

@@ -79,7 +79,7 @@ def _op_level_text(result, every_block: bool) -> list:
     """The op-level diff: totals, each change folded over the layers that share it, and with
     every_block each block's groups with their lines in the files."""
     from ..diff.ops import STATUSES, fold_patterns, op_totals
-    from .sentences import op_group, op_pattern, op_totals_text
+    from .sentences import line_ranges, op_group, op_pattern, op_totals_text
 
     diffs = [d for d in result.blocks if d.op_diff is not None]
     if not diffs:
@@ -102,20 +102,8 @@ def _op_level_text(result, every_block: bool) -> list:
                 for side, names, lines in (("A", g.names_a, g.lines_a), ("B", g.names_b, g.lines_b)):
                     at = sorted({n for n in lines if n})
                     if names and at:
-                        out.append(f"      {side} lines {_ranges(at)}")
+                        out.append(f"      {side} lines {line_ranges(at)}")
     return out
-
-
-def _ranges(numbers: list) -> str:
-    """[3, 4, 5, 9] -> "3-5, 9"."""
-    out, start = [], None
-    for i, n in enumerate(numbers):
-        if start is None:
-            start = n
-        if i + 1 == len(numbers) or numbers[i + 1] != n + 1:
-            out.append(str(start) if start == n else f"{start}-{n}")
-            start = None
-    return ", ".join(out)
 
 
 def _delta_text(delta, limit: int = 4) -> str:
