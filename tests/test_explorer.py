@@ -18,10 +18,13 @@ from stackwars_ir.report.explorer import STATUS_COLORS, explorer_graphs, write_e
 
 
 def _pairs():
+    """Each adapter's JAX-vs-PyTorch forward pair, and its training-step pair where it has one."""
     out = []
     for d in sorted(CAPTURES.glob("*-tiny")):
         b = d / "torch-torch_xla.mlir"
         out.append((d.name, d / "jax.mlir", b if b.is_file() else d / "torch-torchax.mlir"))
+        if (d / "jax-train.mlir").is_file() and (d / "torch-torchax-train.mlir").is_file():
+            out.append((d.name + "-train", d / "jax-train.mlir", d / "torch-torchax-train.mlir"))
     return out
 
 
