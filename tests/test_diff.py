@@ -242,9 +242,11 @@ def test_every_adapter_has_a_pinned_diff():
     assert {f"{m}-train" for m in models.TRAINABLE if (ROOT / "captures" / f"{m}-tiny" / "torch-torchax-train.mlir").exists()} <= pinned
 
 
-def test_a_pairing_by_key_that_covers_too_little_falls_back_to_order_and_says_why():
-    # torch_xla's training graph carries no JAX phases and no module paths: keys cannot pair it.
-    report = diff_files(golden("gpt2", "jax-train"), golden("gpt2", "torch-torch_xla-train"))
+def test_a_pairing_by_key_that_covers_too_little_falls_back_to_order_and_says_why(tmp_path):
+    # A training step without its locations is cut by structure: no phases, no module paths, so
+    # keys cannot pair it with the JAX step's blocks.
+    bare = _strip_locations(golden("gpt2", "torch-torch_xla-train"), tmp_path / "bare.mlir")
+    report = diff_files(golden("gpt2", "jax-train"), bare)
     result = report.result()
     assert result.method == "order" and "fell back to order" in result.method_reason
     # Both sides are accounted for: every block is paired once or listed as unmatched.
@@ -295,3 +297,18 @@ def test_kernels_per_block_account_for_every_kernel_xla_compiled(cli, tmp_path):
     assert code == 1 and "kernels A/B" in out and "not traced to a block" in out, err
     code, _, err = cli("report", "--from", tmp_path / "x.json", "-o", tmp_path / "r.html", "--kernels")
     assert code == 2 and "--kernels compiles the files" in err
+
+
+@pytest.mark.parametrize("model", ["gpt2", "bert", "gpt_neo", "llama", "vit"])
+def test_torch_xla_training_step_aligns_every_layer_forward_and_backward_with_jax(model):
+    # The lazy training loop's ops carry their module and phase (capture.train._OpNames).
+    result = diff_files(golden(model, "jax-train"), golden(model, "torch-torch_xla-train")).result()
+    assert result.method == "key" and result.b.mode == "provenance"
+    for phase in ("forward", "backward"):
+        for role in ("attention", "mlp"):
+            layers = sorted(d.layer for d in result.blocks if d.phase == phase and d.role == role)
+            assert layers == [(0,), (1,)], (phase, role, layers)
+        norms = [d for d in result.blocks if d.phase == phase and d.role == "norm" and d.layer]
+        assert len(norms) == 4, (phase, [d.label for d in norms])
+    update = [d for d in result.blocks if d.phase == "update"]
+    assert len(update) == 1 and update[0].role == "optimizer"
