@@ -209,3 +209,47 @@ def test_forward_diff_has_no_phases():
 
     r = diff_files(golden("gpt2", "jax"), golden("gpt2", "torch-torchax"))
     assert all(a.phase == "" and b.phase == "" for a, b in r.alignment.pairs)
+
+
+_NAMES_PROBE = r"""
+import os, re, sys
+os.environ["PJRT_DEVICE"] = "CPU"; os.environ["XLA_HLO_DEBUG"] = "1"
+import torch, torch_xla, torch_xla.core.xla_model as xm
+from stackwars_ir.capture.train import _OpNames
+from stackwars_ir.capture.torch_capture import portable_to_text
+torch.manual_seed(0)
+model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.Tanh(), torch.nn.Linear(8, 2)).to(torch_xla.device())
+x = torch.randn(3, 4).to(torch_xla.device())
+texts = []
+for named in (False, True):
+    model.zero_grad(set_to_none=True)
+    names = _OpNames(model)
+    if named:
+        names.__enter__()
+    try:
+        loss = model(x).square().mean()
+        loss.backward()
+    finally:
+        if named:
+            names.__exit__(None, None, None)
+    grads = [p.grad for p in model.parameters()]
+    texts.append(portable_to_text(xm.get_stablehlo_bytecode([loss, *grads])))
+from jax._src.interpreters import mlir as jmlir
+from jaxlib.mlir import ir
+with jmlir.make_ir_context():
+    bare = [ir.Module.parse(t).operation.get_asm(enable_debug_info=False) for t in texts]
+print("SAME" if bare[0] == bare[1] else "DIFFERENT")
+print(" ".join(sorted(set(re.findall(r'"((?:transpose\()?jvp\([^"]*)/aten__\w+"', texts[1])))))
+"""
+
+
+def test_op_names_change_the_locations_of_the_lazy_graph_and_nothing_else():
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-c", _NAMES_PROBE], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    same, names = out.stdout.splitlines()[-2:]
+    assert same == "SAME"
+    found = set(names.split())
+    assert {"jvp(0)", "jvp(1)", "jvp(2)", "transpose(jvp(0))", "transpose(jvp(2))"} <= found, found
