@@ -312,3 +312,20 @@ def test_torch_xla_training_step_aligns_every_layer_forward_and_backward_with_ja
         assert len(norms) == 4, (phase, [d.label for d in norms])
     update = [d for d in result.blocks if d.phase == "update"]
     assert len(update) == 1 and update[0].role == "optimizer"
+
+
+def test_training_summary_says_where_each_side_transposes_weights_and_what_its_backward_evaluates():
+    result = diff_files(golden("gpt2", "jax-train"), golden("gpt2", "torch-torch_xla-train")).result()
+    train = next(s for s in result.summary if s.topic == "training")
+    a, b = train.numbers["a"], train.numbers["b"]
+    # JAX transposes the tied embedding once for the head (forward) and none in the backward, whose
+    # dot_generals contract the right dimensions instead; torch_xla's backward transposes weights.
+    assert a["parameter_transposes"] == {"forward": 1, "backward": 0}
+    assert b["parameter_transposes"]["backward"] > 0
+    assert a["backward_transcendentals"] == {} and "exponential" in b["backward_transcendentals"]
+    assert set(a["backward_dot_types"]) == set(b["backward_dot_types"]) == {"f32"}
+    assert a["optimizer_ops"] > 0 and b["optimizer_ops"] > 0
+    forward = diff_files(golden("gpt2", "jax"), golden("gpt2", "torch-torch_xla")).result()
+    assert "training" not in {s.topic for s in forward.summary}
+    text = dict(summaries(result))["training"]
+    assert "parameters transposed 0 in the forward" in text and "transcendental ops in the backward: none" in text

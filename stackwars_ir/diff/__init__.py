@@ -234,7 +234,7 @@ def _diff_modules(a: Module, b: Module, names: tuple[str, str], mode: str) -> Di
         fa, fb = facts(a, blk_a), facts(b, blk_b)
         diffs.append(BlockDiff(blk_a, blk_b, fa, fb, tuple(block_findings(fa, fb, blk_a, blk_b))))
     report_a, report_b = Side(names[0], a, sa), Side(names[1], b, sb)
-    return DiffReport(report_a, report_b, al, tuple(diffs), tuple(study_summary(diffs)))
+    return DiffReport(report_a, report_b, al, tuple(diffs), tuple(study_summary(diffs, (a, b))))
 
 
 def diff_files(path_a: str | Path, path_b: str | Path, mode: str = "auto") -> DiffReport:
@@ -252,8 +252,48 @@ def side_names(path_a, path_b) -> tuple[str, str]:
     return f"{a.parent.name}/{a.stem}", f"{b.parent.name}/{b.stem}"
 
 
-def study_summary(diffs: list) -> list[Summary]:
-    """The study's three questions, answered from the aligned blocks (report.sentences words them)."""
+# Transcendental functions: in a backward block, each is a forward value computed again or part of a
+# derivative formula (log-softmax's takes exp of its saved output); none means every such value the
+# backward needs is read from the forward pass.
+TRANSCENDENTAL = ("stablehlo.exponential", "stablehlo.tanh", "stablehlo.logistic", "chlo.erf", "stablehlo.erf",
+              "stablehlo.rsqrt", "stablehlo.log")
+
+
+def training_summary(diffs: list, modules: tuple) -> Summary | None:
+    """What a training step's aligned blocks say per side: the optimizer region's size, the
+    parameters transposed in the forward and the backward, the transcendental functions the backward
+    evaluates (recomputation against saved activations), and the element types its dot_generals
+    produce (what gradients accumulate in). None for a forward pass."""
+    if not any(d.a.phase for d in diffs):
+        return None
+    numbers = {}
+    for side, module in zip(("a", "b"), modules):
+        args = set(module.entry.args)
+        transposes = Counter()
+        transcendentals, grad_types, update_ops = Counter(), Counter(), 0
+        for d in diffs:
+            blk = getattr(d, side)
+            for op, _ in blk.ops:
+                if blk.phase == "update":
+                    update_ops += not op.name.endswith("return")
+                    continue
+                if op.name == "stablehlo.transpose" and op.operands and op.operands[0] in args:
+                    transposes[blk.phase] += 1
+                if blk.phase == "backward":
+                    if op.name in TRANSCENDENTAL:
+                        transcendentals[op.name.split(".", 1)[1]] += 1
+                    if op.name == "stablehlo.dot_general":
+                        grad_types[module.values[op.results[0]].type.dtype] += 1
+        numbers[side] = {"optimizer_ops": update_ops,
+                         "parameter_transposes": {p: transposes[p] for p in ("forward", "backward")},
+                         "backward_transcendentals": dict(sorted(transcendentals.items())),
+                         "backward_dot_types": dict(sorted(grad_types.items()))}
+    return Summary("training", numbers)
+
+
+def study_summary(diffs: list, modules: tuple | None = None) -> list[Summary]:
+    """The study's three questions, answered from the aligned blocks (report.sentences words them);
+    for a training step, what its phases show too."""
     out = []
     norms = [d for d in diffs if d.a.role in ("norm", "batchnorm")]
     if norms:
@@ -283,6 +323,9 @@ def study_summary(diffs: list) -> list[Summary]:
             return {"iota": bool(f.iota), "constant_tables": bool(f.constant_tables), "calls": sorted(f.calls),
                     "gathers": f.histogram["stablehlo.gather"], "converts": sorted(f.converts)}
         out.append(Summary("embedding", {"a": how([d.facts_a for d in emb]), "b": how([d.facts_b for d in emb])}))
+    train = training_summary(diffs, modules) if modules else None
+    if train:
+        out.append(train)
     return out
 
 

@@ -58,6 +58,15 @@ def summary(s, names: tuple[str, str]) -> str:
                 parts.append("converts " + ", ".join(x["converts"]))
             return "; ".join(parts)
         return f"{a}: {how(n['a'])} | {b}: {how(n['b'])}"
+    if s.topic == "training":
+        def side(x: dict) -> str:
+            t = x["parameter_transposes"]
+            again = ", ".join(f"{k} x{v}" for k, v in x["backward_transcendentals"].items()) or "none"
+            dots = ", ".join(f"{k} x{v}" for k, v in x["backward_dot_types"].items()) or "none"
+            return (f"optimizer {x['optimizer_ops']} ops; parameters transposed {t['forward']} in the forward, "
+                    f"{t['backward']} in the backward; transcendental ops in the backward: {again}; its dot_generals "
+                    f"produce {dots}")
+        return f"{a}: {side(n['a'])} | {b}: {side(n['b'])}"
     return f"{s.topic}: {n}"
 
 
