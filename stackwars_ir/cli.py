@@ -271,7 +271,7 @@ def _check_explorer_target(folder: Path) -> None:
 @click.option("--baselines", default="jax,eager", show_default=True,
               help="With MODEL: native runtimes to time too, from jax,eager,inductor,torch_xla ('none').")
 @click.option("--step", default="forward", show_default=True,
-              help="With MODEL: forward, or train (one training step; baselines from jax,eager,torch_xla, each "
+              help="With MODEL: forward, or train (one training step; baselines from jax,eager,inductor,torch_xla, each "
                    "running its own loop, so runs 1-3 are steps 1-3).")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path),
               default=Path("out") / "captures", show_default=True,

@@ -27,7 +27,7 @@ BASELINES = ("jax", "eager", "inductor", "torch_xla")
 REFERENCE = "PyTorch eager on the CPU, same weights and inputs"
 
 
-TRAIN_BASELINES = ("jax", "eager", "torch_xla")
+TRAIN_BASELINES = ("jax", "eager", "inductor", "torch_xla")
 TRAIN_REFERENCE = "PyTorch eager's first training step on the CPU (its loss), same weights and batch"
 
 
@@ -55,7 +55,8 @@ def run_baselines(req, which, deadline_s: float | None, backend: str = "cpu") ->
     backend = backend or "cpu"
     out = []
     for name in which:
-        fn = ({"jax": _jax_train, "eager": _eager_train, "torch_xla": _torch_xla_train} if train else
+        fn = ({"jax": _jax_train, "eager": _eager_train, "inductor": _inductor_train,
+               "torch_xla": _torch_xla_train} if train else
               {"jax": _jax, "eager": _eager, "inductor": _inductor, "torch_xla": _torch_xla}).get(name)
         if fn is None:
             out.append(_failed(name, ValueError(f"no {name} baseline for training steps (choose from "
@@ -274,7 +275,7 @@ def _jax_train(adapter, req, model, weights, state, backend):
     return "jax.jit training step (native)", "jax.jit", run, _jax_counters, _nothing
 
 
-def _torch_loop(model, state, device):
+def _torch_loop(model, state, device, compile_model: bool = False):
     import copy
 
     import torch
@@ -285,10 +286,11 @@ def _torch_loop(model, state, device):
     opt = optimizer(list(m.parameters()))
     xs = [torch.from_numpy(v).to(device) for k, v in state.inputs.items() if k != "target"]
     target = torch.from_numpy(state.inputs["target"]).to(device) if "target" in state.inputs else None
+    forward = torch.compile(m) if compile_model else None
 
     def step():
         opt.zero_grad(set_to_none=True)
-        loss = torch_loss(m, state.loss, xs, target)
+        loss = torch_loss(m, state.loss, xs, target, forward=forward)
         loss.backward()
         opt.step()
         return loss.detach()
@@ -309,6 +311,24 @@ def _eager_train(adapter, req, model, weights, state, backend):
 
     where = f"{torch.get_num_threads()} threads" if device == "cpu" else torch.cuda.get_device_name()
     return f"torch eager training step ({where})", "torch eager", run, None, _nothing
+
+
+def _inductor_train(adapter, req, model, weights, state, backend):
+    """The user's loop with `torch.compile(model)`: dynamo traces the forward, AOTAutograd derives the
+    backward, inductor compiles both; the loss (outside the model) and AdamW's step run eagerly. The
+    counters say how many graphs dynamo compiled at each step."""
+    import torch
+
+    torch._dynamo.reset()  # first is first: nothing this process compiled before is reused
+    device = _torch_device(backend)
+    step, sync = _torch_loop(model, state, device, compile_model=True), _synchronizer(device)
+
+    def run():
+        loss = step()
+        sync()
+        return loss
+
+    return "torch.compile training step (model compiled, AdamW eager)", "torch.compile", run, _dynamo_counters, _nothing
 
 
 def _torch_xla_train(adapter, req, model, weights, state, backend):
