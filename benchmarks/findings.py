@@ -70,6 +70,11 @@ def mib(n) -> str:
     return "-" if n is None else f"{n / 2**20:,.0f}"
 
 
+def cell(text: str) -> str:
+    """A table cell: the sentences separate the two sides with " | ", which would end the cell."""
+    return str(text).replace("|", "\\|")
+
+
 def training(a, suffix: str) -> None:
     """Section 9: whole training steps (capture --step train), the study's steady-state claim."""
     from stackwars_ir.bench.run import bench_model
@@ -92,7 +97,8 @@ def training(a, suffix: str) -> None:
     lazy, natives = {}, []
     for model in TRAIN_MODELS:
         rep = bench_model(model, size=a.size, exporters=EXPORTERS, out_dir=a.captures, backend=a.backend,
-                          baselines=("jax", "eager", "torch_xla") if a.backend == "cpu" else ("jax", "eager"),
+                          baselines=("jax", "eager", "inductor", "torch_xla") if a.backend == "cpu"
+                          else ("jax", "eager", "inductor"),
                           timeout=300, show=False, step="train")
         (ROOT / "out" / f"{model}-{a.size}{suffix}-train-bench.json").write_text(json.dumps(rep.as_json(), indent=1))
         for _, e in rep.rows:
@@ -120,6 +126,40 @@ def training(a, suffix: str) -> None:
     print("\nWhat each native training loop shows (generated from the rows above):\n")
     for model, e in natives:
         print(f"- {model}, {e.name}: {native_reading(e, lazy.get(model, []))}")
+    training_ir(a)
+
+
+def training_ir(a) -> None:
+    """The captured training steps' IR, JAX against each PyTorch route: alignment by phase, and
+    the training summary (weight transposes, the backward's transcendental ops, gradient dtypes)."""
+    from stackwars_ir.diff import diff_files
+    from stackwars_ir.report.sentences import summaries
+
+    print("\nThe captured steps' IR, JAX against each PyTorch route (`stackwars-ir diff jax-train.mlir "
+          "torch-*-train.mlir`): blocks aligned per phase (forward, backward, the optimizer's update) and "
+          "what the training summary finds. Layers aligned counts the layers whose norm, attention and MLP "
+          "blocks all pair, in that phase.\n")
+    print("| model | JAX vs | block pairs | by | layers aligned, forward | layers aligned, backward | "
+          "optimizer region on both sides | training summary |")
+    print("| --- | --- | ---: | --- | ---: | ---: | --- | --- |")
+    for model in TRAIN_MODELS:
+        folder = a.captures / f"{model}-{a.size}"
+        for e in EXPORTERS:
+            other = folder / f"torch-{e}-train.mlir"
+            if not other.exists():
+                continue
+            r = diff_files(folder / "jax-train.mlir", other).result()
+            layers = {}
+            for phase in ("forward", "backward"):
+                per = {}
+                for d in r.blocks:
+                    if d.phase == phase and d.layer and d.role in ("norm", "attention", "mlp"):
+                        per.setdefault(d.layer, set()).add(d.role)
+                every = {x.layer for x in r.blocks if x.layer}
+                layers[phase] = f"{sum(1 for v in per.values() if v >= {'norm', 'attention', 'mlp'})} of {len(every)}"
+            update = "yes" if any(d.phase == "update" for d in r.blocks) else "no"
+            print(f"| {model} | {e} | {len(r.blocks)} | {r.method} | {layers['forward']} | {layers['backward']} | "
+                  f"{update} | {cell(dict(summaries(r)).get('training', '-'))} |")
 
 
 def native_reading(e, lazy_steps) -> str:
@@ -129,6 +169,12 @@ def native_reading(e, lazy_steps) -> str:
     steps = "step" if n == "1" else "steps"
     out = f"steady after {n} {steps} (step 2 at {t.second / t.steady:.2f}x, step 3 at {t.third / t.steady:.2f}x " \
           f"the steady state, spread {t.spread:.0%})"
+    graphs = [t.counters.get(k, {}).get("graphs compiled") for k in ("first", "second", "third", "steady")]
+    if graphs[0] is not None:  # torch.compile: dynamo's counters
+        out += f"; graphs dynamo compiled per step 1/2/3/later: {'/'.join(str(g) for g in graphs)}"
+        if any(graphs[1:]):
+            return out + ": it compiled again after step 1."
+        return out + ": every graph at step 1, none after (the backward is AOTAutograd's, AdamW runs eagerly)."
     compiles = [t.counters.get(k, {}).get("compiles") for k in ("first", "second", "third", "steady")]
     if compiles[0] is None:
         return out + "; no compiler, no counters (PyTorch eager runs op by op)."
@@ -190,17 +236,17 @@ def main() -> None:
     print("## 1. LayerNorm lowering (the study: torch_xla uses `batch_norm_training`, JAX spells it out)\n")
     print("| model | JAX vs | normalization blocks |\n| --- | --- | --- |")
     for (model, e), r in diffs.items():
-        print(f"| {model} | {e} | {dict(summaries(r.result())).get('normalization', '-')} |")
+        print(f"| {model} | {e} | {cell(dict(summaries(r.result())).get('normalization', '-'))} |")
     print("\n## 2. Flattening before dot_general (the study: PyTorch merges batch and sequence)\n")
     print("| model | JAX vs | dot_general inputs |\n| --- | --- | --- |")
     for (model, e), r in diffs.items():
         if model != "resnet50":
-            print(f"| {model} | {e} | {dict(summaries(r.result())).get('flattening', '-')} |")
+            print(f"| {model} | {e} | {cell(dict(summaries(r.result())).get('flattening', '-'))} |")
     print("\n## 3. Embeddings (the study: iota + call @take against constant indices + gather)\n")
     print("| model | JAX vs | embedding blocks |\n| --- | --- | --- |")
     for (model, e), r in diffs.items():
         if model != "resnet50":
-            print(f"| {model} | {e} | {dict(summaries(r.result())).get('embedding', '-')} |")
+            print(f"| {model} | {e} | {cell(dict(summaries(r.result())).get('embedding', '-'))} |")
     print("\n## 4. Block alignment\n")
     print("| model | JAX vs | block pairs | by | unmatched in JAX | unmatched in PyTorch |\n| --- | --- | ---: | --- | ---: | ---: |")
     for (model, e), r in diffs.items():
