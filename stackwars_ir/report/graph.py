@@ -40,7 +40,12 @@ def graph_view(result) -> str:
                 f"{GRAPH_LIMIT}); the block table below lists them all.</p>")
     if not n and not (result.only_a or result.only_b):
         return ""
-    return ("<h2 id=\"graph\">Graph</h2><p>Each row an aligned pair of blocks, "
+    from ..diff.ops import op_totals
+    from .sentences import op_totals_text
+
+    totals = op_totals(result.blocks)
+    line = f"<p>{esc(op_totals_text(totals))}.</p>" if totals else ""
+    return ("<h2 id=\"graph\">Graph</h2>" + line + "<p>Each row an aligned pair of blocks, "
             f"{esc(result.a.name)} left, {esc(result.b.name)} right, colored by the share of their ops that "
             "differ (green: the same; red: all different); arcs are each side's dataflow between blocks. "
             "Click a block for its op-level diff and its IR side by side.</p>"
