@@ -329,3 +329,23 @@ def test_training_summary_says_where_each_side_transposes_weights_and_what_its_b
     assert "training" not in {s.topic for s in forward.summary}
     text = dict(summaries(result))["training"]
     assert "parameters transposed 0 in the forward" in text and "transcendental ops in the backward: none" in text
+
+
+def test_a_training_steps_optimizer_kernels_are_traced_to_its_update_block():
+    from stackwars_ir.bench.kernels import kernels_of_files
+    from stackwars_ir.diff import with_kernels
+
+    a, b = golden("gpt2", "jax-train"), golden("gpt2", "torch-torch_xla-train")
+    report = diff_files(a, b)
+    ka, kb = kernels_of_files([a, b])
+    result = with_kernels(report, report.result(), ka, kb)
+    update = next(d for d in result.blocks if d.phase == "update")
+    from stackwars_ir.capture.artifact import read_sidecar
+
+    params = sum(1 for x in read_sidecar(a)["arguments"] if x["kind"] == "parameter")
+    for side in ("a", "b"):
+        k = update.metrics["kernels"][side]
+        # XLA fuses AdamW per parameter (a few kernels each), not into one region over all of them.
+        assert params <= k <= 6 * params, (side, k, params)
+        totals = result.metrics["kernels"][side]
+        assert totals["unattributed"] < totals["kernels"] // 10

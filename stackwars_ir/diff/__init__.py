@@ -167,7 +167,8 @@ def diff_modules(a: Module, b: Module, names: tuple[str, str] = ("A", "B"), mode
 def with_kernels(report: DiffReport, result: DiffResult, kernels_a, kernels_b) -> DiffResult:
     """The result with, per aligned block, how many kernels each side compiled to (bench.kernels:
     each kernel traced to the block whose ops carry its module path, or the longest prefix of it,
-    in its phase; a layer's block before a shared one); the kernels no block claims are counted as
+    in its phase; a layer's block before a shared one; in a training step, a kernel with neither
+    path nor phase to the optimizer's update); the kernels no block claims are counted as
     unattributed."""
     from dataclasses import replace
 
@@ -181,6 +182,9 @@ def with_kernels(report: DiffReport, result: DiffResult, kernels_a, kernels_b) -
             for op, path in blk.ops:
                 if path:
                     by_path.setdefault((path, op.phase), blk.label)
+        # A training step's update: its ops have neither module path nor phase, and so do the kernels
+        # XLA makes of them.
+        update = next((b.label for b in blocks if b.phase == "update"), None)
         per: dict = {}
         unattributed = 0
         for k in ks.kernels:
@@ -188,6 +192,8 @@ def with_kernels(report: DiffReport, result: DiffResult, kernels_a, kernels_b) -
             while p and label is None:
                 label = by_path.get((p, k.phase))
                 p = p.rsplit(".", 1)[0] if "." in p else ""
+            if label is None and not k.path and not k.phase:
+                label = update
             if label is None:
                 unattributed += 1
                 continue
