@@ -104,9 +104,12 @@ def provenance(name: str | None) -> tuple[str, str, str]:
         return (*_torch_xla(name), "")
     if "/" not in name:
         return "", "", ""
-    parts = name.split("/")[:-1]  # the last component is the primitive
-    phase = "backward" if any(p.startswith("transpose(") for p in parts) else \
-        "forward" if any(p.startswith("jvp(") for p in parts) else ""
+    every = name.split("/")
+    parts = every[:-1]  # the last component is the primitive
+    # ... or, for a call, the function it calls as transformed (`jvp(jit(log_softmax))`): it says
+    # the phase too.
+    phase = "backward" if any(p.startswith("transpose(") for p in every) else \
+        "forward" if any(p.startswith("jvp(") for p in every) else ""
     return ".".join(s for s in map(_unwrap, parts) if s), "", phase
 
 
