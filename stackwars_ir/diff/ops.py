@@ -178,16 +178,25 @@ def _is_default(key: str, value) -> bool:
         return value is False
     if key == "precision_config":
         return all(p == "DEFAULT" for p in re.findall(r"precision (\w+)", str(value)))
+    if key in ("lhs_dilation", "rhs_dilation", "window_strides", "window_dilations", "base_dilations"):
+        return isinstance(value, tuple) and all(v == 1 for v in value)
+    if key == "padding":
+        return re.fullmatch(r"dense<0> : tensor<\d+x2xi64>", str(value)) is not None
     return False
 
 
 def _compatible(a: "_Side", b: "_Side", x: int, y: int) -> bool:
-    """Two ops of one name that may be the same op changed: their results agree in element types
-    or in shapes (an add of indices is not the add of activations)."""
+    """Two ops of one name that may be the same op changed: their results have the same shapes, or
+    the same element types and ranks or sizes (an add of indices is not the add of activations, a
+    scalar maximum not a tensor's)."""
     ta = [a.module.values[v].type for v in a.module.ops[x].results]
     tb = [b.module.values[v].type for v in b.module.ops[y].results]
-    return len(ta) == len(tb) and ([t.dtype for t in ta] == [t.dtype for t in tb]
-                                   or [t.shape for t in ta] == [t.shape for t in tb])
+    if len(ta) != len(tb):
+        return False
+    if [t.shape for t in ta] == [t.shape for t in tb]:
+        return True  # a dtype changed
+    # the same element types, and a rank or a size in common (a flattened [2,16,64] is [32,64])
+    return all(x.dtype == y.dtype and (x.rank == y.rank or x.numel == y.numel) for x, y in zip(ta, tb))
 
 
 def match_ops(module_a: Module, ids_a, module_b: Module, ids_b, lines_a: dict | None = None,
@@ -381,6 +390,13 @@ def _result(a: _Side, b: _Side, pair_ab: dict, lines_a: dict, lines_b: dict) -> 
         if ia and ib:
             for i in ia + ib[1:]:
                 parent[find(i)] = find(ib[0])
+    # Pieces that touch no pair at all, on both sides: the block was written another way as a whole
+    # (batch_norm_inference for the spelled-out math, with nothing in common): one rewritten group.
+    loose_a = [gi for gi, (_, touch) in enumerate(pieces_a) if not touch]
+    loose_b = [len(pieces_a) + gj for gj, (_, touch) in enumerate(pieces_b) if not touch]
+    if loose_a and loose_b:
+        for i in loose_a + loose_b[1:]:
+            parent[find(i)] = find(loose_b[0])
     merged = defaultdict(lambda: ([], []))
     for gi, (ops, _) in enumerate(pieces_a):
         merged[find(gi)][0].extend(ops)
