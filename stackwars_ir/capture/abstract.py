@@ -24,11 +24,17 @@ def meta_model(req):
     return adapter, model.to(getattr(torch, req.dtype))
 
 
+_WEIGHT_BYTES: dict = {}  # (model, size, dtype) -> bytes: the CLI and the capture both ask, once is enough
+
+
 def weight_bytes(req) -> int:
     """What the model's weights would take materialized (parameters and buffers), from its meta twin."""
-    _, model = meta_model(req)
-    tensors = {**dict(model.named_parameters()), **dict(model.named_buffers())}
-    return sum(t.numel() * t.element_size() for t in tensors.values())
+    key = (req.model, req.size, req.dtype)
+    if key not in _WEIGHT_BYTES:
+        _, model = meta_model(req)
+        tensors = {**dict(model.named_parameters()), **dict(model.named_buffers())}
+        _WEIGHT_BYTES[key] = sum(t.numel() * t.element_size() for t in tensors.values())
+    return _WEIGHT_BYTES[key]
 
 
 def check_fits(req) -> None:
