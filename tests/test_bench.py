@@ -338,3 +338,27 @@ def test_warmup_and_runs_fix_the_sampling_of_every_row(cli, tmp_path, monkeypatc
     for args, words in [(("--runs", "0"), "at least 1 run"), (("--warmup", "-1"), "0 or more runs")]:
         code, _, err = cli("bench", golden("gemm", "jax"), *args)
         assert code == 2 and words in err and len(err.strip().splitlines()) == 1
+
+
+def test_bench_reuses_a_capture_only_from_the_same_request_and_capture_revision(tmp_path):
+    import json as _json
+
+    from stackwars_ir.bench.run import captured
+    from stackwars_ir.capture import Request
+    from stackwars_ir.capture.artifact import CAPTURE_REVISION
+
+    req = Request("gemm", exporters=("torch_xla",)).validated()
+    said = []
+    files = captured(req, tmp_path, sweep=False, show=False, progress=said.append)
+    assert said[-1].startswith("capturing")
+    side = files[0].with_suffix(".json")
+    assert _json.loads(side.read_text())["run"]["capture_revision"] == CAPTURE_REVISION
+    captured(req, tmp_path, sweep=False, show=False, progress=said.append)
+    assert said[-1].startswith("using the captures")
+    # Written by an older stackwars-ir (an older revision, or none recorded): captured again.
+    data = _json.loads(side.read_text())
+    del data["run"]["capture_revision"]
+    side.write_text(_json.dumps(data))
+    captured(req, tmp_path, sweep=False, show=False, progress=said.append)
+    assert said[-1].startswith("capturing")
+    assert _json.loads(side.read_text())["run"]["capture_revision"] == CAPTURE_REVISION

@@ -126,7 +126,8 @@ def bench_model(model: str, *, size: str = "tiny", batches=(None,), seq: int | N
 
 def captured(req, out_dir: Path, *, sweep: bool, show: bool | None = None, progress=None) -> list[Path]:
     """The capture files of `req` (JAX's, then each exporter's), captured unless the same request
-    is on disk already; a sweep keeps each batch and sequence length in its own folder."""
+    is on disk already, written by this capture revision; a sweep keeps each batch and sequence
+    length in its own folder."""
     from ..capture import run
     from ..capture.artifact import target_paths
 
@@ -149,9 +150,13 @@ def _same_request(path: Path, req) -> bool:
         side = json.loads(path.with_suffix(".json").read_text())
     except (OSError, ValueError):
         return False
+    from ..capture.artifact import CAPTURE_REVISION
+
+    # A capture an older stackwars-ir wrote for the same request may differ (see CAPTURE_REVISION).
     return (side.get("seed"), side.get("batch"), side.get("seq"), side.get("step", "forward"),
-            side.get("abstract", False), side.get("dtype", "float32")) == \
-        (req.seed, req.batch, req.seq, req.step, req.abstract, req.dtype)
+            side.get("abstract", False), side.get("dtype", "float32"),
+            (side.get("run") or {}).get("capture_revision")) == \
+        (req.seed, req.batch, req.seq, req.step, req.abstract, req.dtype, CAPTURE_REVISION)
 
 
 def crossover(rows, exporters) -> str | None:

@@ -277,7 +277,7 @@ def _contents(cap: Capture, req: Request, inputs, result: parity.Parity | None, 
         "versions": artifact.versions(),
         "parity": result.as_json() if result is not None else {"checked": False, "why": _not_checked()},
         # The one part that differs between two runs of the same capture.
-        "run": {"seconds": cap.seconds, "host": artifact.host()},
+        "run": {"seconds": cap.seconds, "host": artifact.host(), "capture_revision": artifact.CAPTURE_REVISION},
     }
     if req.abstract:
         sidecar["abstract"] = True

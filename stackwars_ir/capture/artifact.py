@@ -13,6 +13,11 @@ from pathlib import Path
 from ..errors import StackwarsError
 
 SIDECAR_FORMAT = 1
+# What the capture code writes: bumped whenever a capture's text or meaning changes for the same
+# request (2: torch_xla's training step names its ops' modules and phases). `bench MODEL` reuses a
+# capture on disk only from the same revision; the sidecar records it under `run`, beside the parts
+# that differ between runs, so the goldens compare as before.
+CAPTURE_REVISION = 2
 VERSIONED_PACKAGES = ("jax", "jaxlib", "flax", "torch", "torch_xla", "torchax", "transformers", "numpy")
 
 
