@@ -217,7 +217,7 @@ def stats_cmd(files, json_path, top):
 @click.option("--kernels", is_flag=True,
               help="Also compile both on the XLA CPU backend (nothing is run) and count, per block, the kernels "
                    "(fusions and unfused ops) each side compiled to.")
-@click.option("--explorer", "explorer_dir", type=click.Path(file_okay=False, path_type=Path),
+@click.option("--explorer", "explorer_dir", type=click.Path(path_type=Path),
               help="Write Model Explorer node-data overlays (op status, block, block op delta) for both files "
                    "into this new folder, with a README saying how to open them.")
 def diff_cmd(file_a, file_b, json_path, md_path, html_path, mode, excerpts, ops, kernels, explorer_dir):

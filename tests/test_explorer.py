@@ -92,6 +92,8 @@ def test_overlay_folder_in_the_way_or_explorer_missing_is_one_line(cli, tmp_path
     code, out, err = cli("diff", a, b, "--explorer", busy)
     assert code == 2 and err.count("\n") == 1 and "exists and is not an empty folder" in err
     assert [p.name for p in busy.iterdir()] == ["keep.txt"]
+    code, _, err = cli("diff", a, b, "--explorer", busy / "keep.txt")  # a file, not a folder
+    assert code == 2 and err.count("\n") == 1 and "exists and is not an empty folder" in err
     # Model Explorer not importable: the same one line, with the install hint, and nothing written.
     hidden = ("import sys; sys.modules['model_explorer'] = None; from stackwars_ir.cli import main; "
               "sys.argv = ['stackwars-ir', 'diff', sys.argv[1], sys.argv[2], '--explorer', sys.argv[3]]; main()")
