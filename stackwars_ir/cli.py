@@ -230,7 +230,9 @@ def diff_cmd(file_a, file_b, json_path, md_path, html_path, mode, excerpts, ops,
     from .report.text import diff_text
 
     if explorer_dir is not None:
-        _check_explorer_target(explorer_dir)  # before the work: a folder in the way, Model Explorer missing
+        from .report.explorer import check_target
+
+        check_target(explorer_dir)  # before the work: a folder in the way, Model Explorer missing
     report = diff_files(file_a, file_b, mode)
     result = _with_kernels(report, report.result(), (file_a, file_b)) if kernels else report.result()
     to_stdout = json_path is not None and str(json_path) == "-"
@@ -248,16 +250,6 @@ def diff_cmd(file_a, file_b, json_path, md_path, html_path, mode, excerpts, ops,
         written = write_explorer(report, result, explorer_dir)
         click.echo(f"wrote {len(written)} files to {explorer_dir} (open: see {explorer_dir / 'README.md'})", err=True)
     sys.exit(EXIT_DIFFERENT if result.differs else 0)
-
-
-def _check_explorer_target(folder: Path) -> None:
-    from .report.explorer import INSTALL_HINT, explorer_installed
-
-    if folder.exists() and (not folder.is_dir() or any(folder.iterdir())):
-        raise StackwarsError(f"{folder}: exists and is not an empty folder",
-                             fix="name a new folder for the Model Explorer overlays")
-    if not explorer_installed():
-        raise StackwarsError("Model Explorer is not installed (ai-edge-model-explorer)", fix=INSTALL_HINT)
 
 
 @main.command("bench")

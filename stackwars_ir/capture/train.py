@@ -555,11 +555,10 @@ def _lazy_loop(m, params, opt, xs, target, state, counters):
             if target is not None:
                 known[_tensor_id(target)] = ("input", "target")
         opt.zero_grad(set_to_none=True)
-        names = _OpNames(m)
-        names.__enter__()
         try:
-            loss = torch_loss(m, state.loss, xs, target)
-            loss.backward()
+            with _OpNames(m):
+                loss = torch_loss(m, state.loss, xs, target)
+                loss.backward()
         except RuntimeError as e:
             if "device_ready_queues_" not in str(e):
                 raise
@@ -567,8 +566,6 @@ def _lazy_loop(m, params, opt, xs, target, state, counters):
                                "autograd has no queue for the XLA device",
                                fix="call stackwars_ir.capture.train.register_torch_xla() before any "
                                    "backward (the CLI does)") from e
-        finally:
-            names.__exit__(None, None, None)
         opt.step()
         if i == 2:
             named = _step_tensors(loss, params, opt)

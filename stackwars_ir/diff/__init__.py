@@ -72,20 +72,22 @@ class DiffReport:
 
     def result(self, excerpts: str = "all") -> DiffResult:
         """The typed result every rendering reads: everything found, without the live modules.
-        excerpts: "all" blocks' IR excerpts (a saved result), or only the first block of each role's
-        ("first_of_role": what the HTML and Markdown show, for a report written at once)."""
+        excerpts: "all" blocks' IR excerpts (a saved result, the HTML: its graph view shows any
+        block's), or only the first block of each role's ("first_of_role": what the Markdown shows)."""
         lines_a, lines_b = source_lines(self.a.module), source_lines(self.b.module)
         shown = set(range(len(self.blocks))) if excerpts == "all" else \
             set(first_of_each_role(d.a.role for d in self.blocks))
-        blocks = tuple(
-            BlockResult(d.label, d.a.phase, d.a.layer, d.a.role, d.a.ordinal, d.a.name, d.b.name,
-                        _op_ids(d.a), _op_ids(d.b), d.facts_a.as_json(), d.facts_b.as_json(), d.findings,
-                        tuple(excerpt(self.a.module, d.a, lines=lines_a)) if i in shown else (),
-                        tuple(excerpt(self.b.module, d.b, lines=lines_b)) if i in shown else (),
-                        op_diff=match_ops(self.a.module, _op_ids(d.a), self.b.module, _op_ids(d.b), lines_a, lines_b))
-            for i, d in enumerate(self.blocks))
+        blocks = []
+        for i, d in enumerate(self.blocks):
+            ids_a, ids_b = _op_ids(d.a), _op_ids(d.b)
+            blocks.append(BlockResult(
+                d.label, d.a.phase, d.a.layer, d.a.role, d.a.ordinal, d.a.name, d.b.name, ids_a, ids_b,
+                d.facts_a.as_json(), d.facts_b.as_json(), d.findings,
+                tuple(excerpt(self.a.module, d.a, lines=lines_a)) if i in shown else (),
+                tuple(excerpt(self.b.module, d.b, lines=lines_b)) if i in shown else (),
+                op_diff=match_ops(self.a.module, ids_a, self.b.module, ids_b, lines_a, lines_b)))
         al = self.alignment
-        return DiffResult(_side_result(self.a), _side_result(self.b), al.method, al.reason, al.coverage, blocks,
+        return DiffResult(_side_result(self.a), _side_result(self.b), al.method, al.reason, al.coverage, tuple(blocks),
                           tuple(_unmatched(b) for b in al.only_a), tuple(_unmatched(b) for b in al.only_b),
                           self.summary, flow_a=_flow(self.a.module, [d.a for d in self.blocks]),
                           flow_b=_flow(self.b.module, [d.b for d in self.blocks]))

@@ -271,8 +271,8 @@ def _split_shared(module: Module, blocks: list) -> list:
             readers = [u for vid in op.results for u, _ in uses[vid]]
             if readers and all(u in shared for u in readers):
                 shared.add(op.id)
-        moved = [(op, path) for op, path in b.ops if op.func == entry and _top_of(module, op) in shared]
-        kept = [(op, path) for op, path in b.ops if not (op.func == entry and _top_of(module, op) in shared)]
+        moved = [(op, path) for op, path in b.ops if op.func == entry and top_of(module, op) in shared]
+        kept = [(op, path) for op, path in b.ops if not (op.func == entry and top_of(module, op) in shared)]
         out.append(Block("shared", (), count, b.name, tuple(moved), b.phase))
         count += 1
         if kept:
@@ -280,7 +280,7 @@ def _split_shared(module: Module, blocks: list) -> list:
     return out
 
 
-def _top_of(module: Module, op: Op) -> int:
+def top_of(module: Module, op: Op) -> int:
     """The id of the op whose region holds `op` at the top of its function (itself if it is there)."""
     while op.parent is not None:
         op = module.ops[op.parent]

@@ -26,6 +26,7 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass
 
 from ..ir.model import Module, Op
+from .blocks import top_of
 
 STATUSES = ("matched", "changed", "rewritten", "only_a", "only_b")
 # Ops that only move data around: one side may have them where the other has none.
@@ -126,10 +127,8 @@ class _Side:
             op = ops[i]
             if op.name in _SKIP:
                 continue
-            holder = op.parent
-            while holder is not None and ops[holder].parent is not None and holder in ids:
-                holder = ops[holder].parent
-            if op.parent is not None and holder in ids:
+            holder = top_of(module, op) if op.parent is not None else None
+            if holder in ids:  # an op of a region: it goes with the op at the top that holds it
                 children[holder].append(i)
             else:
                 top.append(i)

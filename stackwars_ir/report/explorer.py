@@ -16,13 +16,21 @@ STATUS_COLORS = {"matched": "#cfe8cf", "changed": "#ffe08a", "rewritten": "#ffb3
 STATUS_VALUES = {"matched": 0, "changed": 1, "rewritten": 2, "only": 3, "unaligned": 4}
 
 
-def explorer_installed() -> bool:
+def check_target(folder: Path) -> None:
+    """What `write_explorer` needs, checked before any work: a new or empty folder, Model Explorer
+    importable; StackwarsError otherwise."""
     import importlib.util
 
+    folder = Path(folder)
+    if folder.exists() and (not folder.is_dir() or any(folder.iterdir())):
+        raise StackwarsError(f"{folder}: exists and is not an empty folder",
+                             fix="name a new folder for the Model Explorer overlays")
     try:
-        return importlib.util.find_spec("model_explorer") is not None
+        installed = importlib.util.find_spec("model_explorer") is not None
     except (ImportError, ValueError):  # a module entry set to None, a broken install
-        return False
+        installed = False
+    if not installed:
+        raise StackwarsError("Model Explorer is not installed (ai-edge-model-explorer)", fix=INSTALL_HINT)
 
 
 def explorer_graphs(mlir_path: Path) -> dict:
@@ -117,7 +125,7 @@ def overlays(report, result, side: str, graphs: dict) -> dict:
         "block": data(block, "stackwars-ir block"),
         "delta": data(delta, "stackwars-ir block op delta |B-A|",
                       gradient=[{"stop": 0, "bgColor": "#ffffff"}, {"stop": 1, "bgColor": "#e53935"}]),
-        "status": data({i: s for i, s in status.items()}, "stackwars-ir op status",
+        "status": data(status, "stackwars-ir op status",
                        color=lambda i: STATUS_COLORS[status[i]]),
     }
 
@@ -125,9 +133,7 @@ def overlays(report, result, side: str, graphs: dict) -> dict:
 def write_explorer(report, result, folder: Path) -> list[Path]:
     """Write both sides' overlays, and how to open them, into `folder` (new or empty), all or nothing."""
     folder = Path(folder)
-    if folder.exists() and (not folder.is_dir() or any(folder.iterdir())):
-        raise StackwarsError(f"{folder}: exists and is not an empty folder",
-                             fix="name a new folder for the Model Explorer overlays")
+    check_target(folder)
     files = {}
     opens = []
     for side, label in (("a", "A"), ("b", "B")):

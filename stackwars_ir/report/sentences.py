@@ -61,8 +61,8 @@ def summary(s, names: tuple[str, str]) -> str:
     if s.topic == "training":
         def side(x: dict) -> str:
             t = x["parameter_transposes"]
-            again = ", ".join(f"{k} x{v}" for k, v in x["backward_transcendentals"].items()) or "none"
-            dots = ", ".join(f"{k} x{v}" for k, v in x["backward_dot_types"].items()) or "none"
+            again = _counts(x["backward_transcendentals"]) or "none"
+            dots = _counts(x["backward_dot_types"]) or "none"
             return (f"optimizer {x['optimizer_ops']} ops; parameters transposed {t['forward']} in the forward, "
                     f"{t['backward']} in the backward; transcendental ops in the backward: {again}; its dot_generals "
                     f"produce {dots}")
@@ -104,10 +104,14 @@ def op_pattern(p, names: tuple[str, str]) -> str:
     return f"{where}{', ' + count if count else ''}: {op_group(p.group, names)}"
 
 
+def status_counts(counts: dict, zeros: bool = True) -> str:
+    """{"matched": 3, "only_a": 1} -> "matched 3, only a 1" (op-level counts by status)."""
+    return ", ".join(f"{s.replace('_', ' ')} {n}" for s, n in counts.items() if zeros or n)
+
+
 def op_totals_text(totals: dict) -> str:
     """diff.ops.op_totals as a line."""
-    return "op level (ops of A; only B: ops of B): " + ", ".join(
-        f"{s.replace('_', ' ')} {n}" for s, n in totals.items())
+    return "op level (ops of A; only B: ops of B): " + status_counts(totals)
 
 
 def line_ranges(numbers) -> str:

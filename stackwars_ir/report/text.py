@@ -79,7 +79,7 @@ def _op_level_text(result, every_block: bool) -> list:
     """The op-level diff: totals, each change folded over the layers that share it, and with
     every_block each block's groups with their lines in the files."""
     from ..diff.ops import STATUSES, fold_patterns, op_totals
-    from .sentences import line_ranges, op_group, op_pattern, op_totals_text
+    from .sentences import line_ranges, op_group, op_pattern, op_totals_text, status_counts
 
     diffs = [d for d in result.blocks if d.op_diff is not None]
     if not diffs:
@@ -95,7 +95,7 @@ def _op_level_text(result, every_block: bool) -> list:
             od = d.op_diff
             if od.identical:
                 continue
-            counts = ", ".join(f"{s.replace('_', ' ')} {od.count(s)}" for s in STATUSES if od.count(s))
+            counts = status_counts({s: od.count(s) for s in STATUSES}, zeros=False)
             out += ["", f"--- {d.label}  (A {od.ops_a} ops, B {od.ops_b}: {counts})"]
             for g in od.groups:
                 out.append(f"  {op_group(g, result.names)}")
