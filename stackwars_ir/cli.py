@@ -294,7 +294,7 @@ def bench_cmd(targets, framework, exporters, size, batches, seq, baselines, step
     """
 
     from . import models
-    from .bench.native import BASELINES, TRAIN_BASELINES
+    from .bench.native import BASELINES
     from .bench.run import bench_files, bench_model
     from .capture import EXPORTERS, STEPS
     from .bench.worker import default_max_memory
@@ -324,11 +324,9 @@ def bench_cmd(targets, framework, exporters, size, batches, seq, baselines, step
             raise StackwarsError(f"bench MODEL times both frameworks; got --framework {framework}",
                                  fix="use --framework both, or bench the capture files directly")
         wanted = () if baselines == "none" else tuple(b for b in baselines.split(",") if b)
-        allowed = TRAIN_BASELINES if step == "train" else BASELINES
-        bad = [b for b in wanted if b not in allowed]
-        if bad:
-            what = " for a training step" if step == "train" and bad[0] in BASELINES else ""
-            raise StackwarsError(f"unknown baseline {bad[0]!r}{what}", fix=f"choose from {', '.join(allowed)}")
+        bad = [b for b in wanted if b not in BASELINES]
+        if bad:  # every baseline has a training loop too
+            raise StackwarsError(f"unknown baseline {bad[0]!r}", fix=f"choose from {', '.join(BASELINES)}")
         if step not in STEPS:
             raise StackwarsError(f"unknown step {step!r}", fix=f"choose one of: {', '.join(STEPS)}")
         if step == "train":

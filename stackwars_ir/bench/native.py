@@ -27,7 +27,6 @@ BASELINES = ("jax", "eager", "inductor", "torch_xla")
 REFERENCE = "PyTorch eager on the CPU, same weights and inputs"
 
 
-TRAIN_BASELINES = ("jax", "eager", "inductor", "torch_xla")
 TRAIN_REFERENCE = "PyTorch eager's first training step on the CPU (its loss), same weights and batch"
 
 
@@ -59,8 +58,7 @@ def run_baselines(req, which, deadline_s: float | None, backend: str = "cpu") ->
                "torch_xla": _torch_xla_train} if train else
               {"jax": _jax, "eager": _eager, "inductor": _inductor, "torch_xla": _torch_xla}).get(name)
         if fn is None:
-            out.append(_failed(name, ValueError(f"no {name} baseline for training steps (choose from "
-                                                f"{', '.join(TRAIN_BASELINES)})")))
+            out.append(_failed(name, ValueError(f"no {name} baseline (choose from {', '.join(BASELINES)})")))
             continue
         from .memory import ResidentWindow
 
