@@ -51,6 +51,51 @@ def test_training_step_parity(fresh, model):
         assert p.grad_rel < 1e-4 and p.rule_max_abs < 1e-7, p.line()  # 10x under the tolerance here
 
 
+def _adamw_state(size: int, seed: int = 0):
+    """A state after one step and the exact float64 AdamW step 2 from it, with gradient `g`."""
+    import numpy as np
+
+    from stackwars_ir.capture.train import ADAMW, TrainState
+
+    rng = np.random.default_rng(seed)
+    p, m0, g = (rng.standard_normal(size) * 0.05 for _ in range(3))  # weights' scale: rounding ~1e-9
+    v0 = rng.random(size) * 1e-2
+    a, t = ADAMW, 2
+
+    def step(grad, lr=a["lr"]):
+        m = a["b1"] * m0 + (1 - a["b1"]) * grad
+        v = a["b2"] * v0 + (1 - a["b2"]) * grad ** 2
+        new = p * (1 - lr * a["weight_decay"]) - lr / (1 - a["b1"] ** t) * m / (
+            np.sqrt(v) / np.sqrt(1 - a["b2"] ** t) + a["eps"])
+        return {"w": new.astype(np.float32), "exp_avg.w": m.astype(np.float32), "exp_avg_sq.w": v.astype(np.float32)}
+
+    ref = step(g)
+    f32 = {k: v.astype(np.float32) for k, v in (("p", p), ("m0", m0), ("v0", v0))}
+    state = TrainState("mse", {"w": f32["p"]}, {}, {"w": f32["m0"]}, {"w": f32["v0"]}, 1, {}, 0.0,
+                       {"w": ref["w"]}, {"w": ref["exp_avg.w"]}, {"w": ref["exp_avg_sq.w"]})
+    return state, step, g
+
+
+def test_step_errors_hold_a_correct_step_and_catch_wrong_gradients_and_a_wrong_rule_across_chunks():
+    import numpy as np
+
+    from stackwars_ir.capture.parity import CHUNK, step_errors
+    from stackwars_ir.capture.train import RULE_ATOL
+
+    state, step, g = _adamw_state(2 * CHUNK + 123)
+    grad_rel, rule, param = step_errors(step(g), state, ["w"])
+    assert grad_rel < 1e-6 and rule < 1e-7 and param == 0.0
+    grad_rel, rule, _ = step_errors(step(g * 1.01), state, ["w"])  # gradients 1% off, the rule applied right
+    assert 5e-3 < grad_rel < 2e-2 and rule < 1e-7  # 10x GRAD_RTOL
+    grad_rel, rule, _ = step_errors(step(g, lr=2 * 1e-3), state, ["w"])  # the right gradients, the wrong rule
+    assert grad_rel < 1e-6 and rule > RULE_ATOL
+    wrong = step(g)
+    wrong["w"] = wrong["w"].copy()
+    wrong["w"][-1] += 0.01  # one element, in the last chunk
+    _, rule, param = step_errors(wrong, state, ["w"])
+    assert rule > RULE_ATOL and np.isclose(param, 0.01, rtol=1e-3), (rule, param)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("model, stem", PAIRS)
 def test_training_capture_is_deterministic_and_matches_golden(fresh, model, stem):
