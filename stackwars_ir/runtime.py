@@ -42,6 +42,13 @@ def _jax():
     return jax, xla_client
 
 
+# LLVM's optimization off: a module's results move by rounding only (LLVM contracts and orders some
+# float operations differently; measured on GPT-2 tiny's training step: 3.7e-9 at most, where two
+# default compiles agree bit for bit). GPT-2 base's training step compiles in 5.8 s instead of
+# 9.7 s and runs in 2.3 s instead of 1.8 s (docs/benchmarks.md).
+QUICK = {"xla_backend_optimization_level": 0, "xla_llvm_disable_expensive_passes": True}
+
+
 @dataclass(frozen=True)
 class Runtime:
     """One PJRT client and the device executables run on."""
@@ -53,10 +60,15 @@ class Runtime:
     def platform(self) -> str:
         return self.client.platform
 
-    def compile(self, text: str, label: str = "module"):
+    def compile(self, text: str, label: str = "module", *, quick: bool = False):
+        """An executable of `text`; `quick`: XLA's full HLO pipeline (fusion, layout, buffers) but no
+        LLVM optimization, for a module run once (a parity check), not timed."""
         _, xc = _jax()
+        options = xc.CompileOptions()
+        if quick:
+            options.env_option_overrides = list(QUICK.items())
         try:
-            return self.client.compile_and_load(text, xc.DeviceList((self.device,)), xc.CompileOptions())
+            return self.client.compile_and_load(text, xc.DeviceList((self.device,)), options)
         except Exception as e:
             first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
             raise BenchError(f"{label}: XLA failed to compile it: {first}") from e

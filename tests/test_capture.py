@@ -170,3 +170,46 @@ def test_an_argument_without_a_value_is_one_line_not_a_traceback():
     cap = Capture("torch", "torch_xla", "", (Argument(0, "constant", "h.1.attn.lifted_tensor_1", (), "float32"),), {})
     with pytest.raises(CaptureError, match="neither a weight"):
         argument_values(cap, {}, {})
+
+
+def test_a_capture_that_differs_from_eager_is_written_for_inspection_and_exits_1(monkeypatch, cli, tmp_path):
+    import stackwars_ir.capture as capture
+
+    real = capture.prepare
+
+    def off_by_one(req):  # eager's reference moved: every capture now differs from it
+        adapter, model, weights, inputs, reference = real(req)
+        return adapter, model, weights, inputs, reference + 1.0
+
+    monkeypatch.setattr(capture, "prepare", off_by_one)
+    code, out, err = cli("capture", "gemm", "--exporter", "all", "--out", tmp_path)
+    assert code == 1 and "DIFFERS" in err and "files written for inspection" in err, err
+    assert sorted(p.name for p in (tmp_path / "gemm-tiny").glob("*.mlir")) == \
+        ["jax.mlir", "torch-torch_xla.mlir", "torch-torchax.mlir"]
+
+
+def test_a_parity_run_that_fails_in_its_thread_stops_the_set_and_writes_nothing(monkeypatch, cli, tmp_path):
+    # Parity runs in a second thread beside the next export: XLA's refusal of one capture comes back
+    # as one line, exit 2, and the captures made beside it are not written either.
+    import dataclasses
+
+    import stackwars_ir.capture.torch_capture as tc
+
+    real = tc.capture_torch_xla
+    monkeypatch.setattr(tc, "capture_torch_xla", lambda *a: dataclasses.replace(real(*a), text="module {"))
+    code, _, err = cli("capture", "gemm", "--exporter", "all", "--out", tmp_path)
+    assert code == 2 and "torch-torch_xla: " in err and len(err.strip().splitlines()) == 1, err
+    assert "Traceback" not in err and not list(tmp_path.rglob("*.*"))
+
+
+def test_an_export_that_fails_while_a_parity_check_runs_writes_nothing(monkeypatch, cli, tmp_path):
+    import stackwars_ir.capture.torch_capture as tc
+    from stackwars_ir.errors import CaptureError
+
+    def refuse(*a):
+        raise CaptureError("torchax export failed: injected")
+
+    monkeypatch.setattr(tc, "capture_torchax", refuse)
+    code, _, err = cli("capture", "gemm", "--exporter", "all", "--out", tmp_path)
+    assert code == 2 and "injected" in err and len(err.strip().splitlines()) == 1, err
+    assert not list(tmp_path.rglob("*.*"))

@@ -48,7 +48,9 @@ def test_training_step_parity(fresh, model):
     assert set(parity) == set(stems(model))
     for p in parity.values():
         assert p.ok, p.line()
-        assert p.grad_rel < 1e-4 and p.rule_max_abs < 1e-7, p.line()  # 10x under the tolerance here
+        # 10x under the gradients' tolerance; the rule within 3 float32 steps of a norm weight near 1
+        # (1.2e-7 each; torch_xla's graph: 1.3e-7, compiled without LLVM's optimizations, runtime.QUICK).
+        assert p.grad_rel < 1e-4 and p.rule_max_abs < 3.6e-7, p.line()
 
 
 def _adamw_state(size: int, seed: int = 0):

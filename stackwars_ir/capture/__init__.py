@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -169,10 +170,10 @@ def run(req: Request, out_dir: Path, *, force: bool = False, show: bool | None =
     from ..runtime import runtime
 
     rt = runtime("cpu")
-    checked = []
-    for cap in captures:  # every check before any write: a failure leaves no partial set behind
-        check = Stages(f"{label} {cap.stem}", show=show)
-        with check.stage("parity (compile + run on XLA CPU)"):
+
+    def check(cap: Capture) -> tuple[Capture, parity.Parity]:
+        stages = Stages(f"{label} {cap.stem}", show=show)
+        with stages.stage("parity (compile + run on XLA CPU)"):
             try:
                 result = parity.check(cap, weights, inputs, reference, rt) if state is None else \
                     parity.check_train(cap, state, rt)
@@ -182,7 +183,20 @@ def run(req: Request, out_dir: Path, *, force: bool = False, show: bool | None =
                 first = str(e).strip().splitlines()[0][:300] if str(e).strip() else ""
                 raise CaptureError(f"{cap.stem}: the parity run on XLA CPU failed: {type(e).__name__}: {first}",
                                    fix="report this capture as a bug in stackwars-ir") from e
-        checked.append((dataclasses.replace(cap, seconds={**prep.seconds, **cap.seconds, **check.seconds}), result))
+        return dataclasses.replace(cap, seconds={**prep.seconds, **cap.seconds, **stages.seconds}), result
+
+    # Each capture's parity check runs in a second thread beside the next capture's export: XLA's
+    # compile keeps both cores busy, an export mostly one (GPT-2 base training, docs/benchmarks.md).
+    # Every check ends before any write: a failure leaves no partial set behind.
+    with ThreadPoolExecutor(1, thread_name_prefix="parity") as pool:
+        pending = []
+        try:
+            for cap in captures:
+                pending.append(pool.submit(check, cap))
+        except BaseException:
+            pool.shutdown(wait=True, cancel_futures=True)
+            raise
+        checked = sorted((f.result() for f in pending), key=lambda c: stems.index(c[0].stem))
     _refuse_absolute_paths([cap for cap, _ in checked])
     results = [result for _, result in checked]
     contents = [f for cap, result in checked
@@ -219,12 +233,13 @@ def _run_abstract(req, frameworks, out_dir: Path, label: str, show) -> CaptureSe
     return CaptureSet(req.model, req.size, tuple(p for p, _ in contents), ())
 
 
-def _capture_all(req, frameworks, adapter, model, weights, inputs, label, show) -> list[Capture]:
+def _capture_all(req, frameworks, adapter, model, weights, inputs, label, show):
+    """Each forward capture, as soon as it is made."""
     from .jax_capture import capture_jax
 
-    captures = []
     if "jax" in frameworks:
-        captures.append(capture_jax(adapter, req.size, weights, inputs, Stages(f"{label} jax", show=show)))
+        cap = capture_jax(adapter, req.size, weights, inputs, Stages(f"{label} jax", show=show))
+        yield dataclasses.replace(cap, text=relativize(cap.text))
     if "torch" in frameworks:
         from .torch_capture import capture_torch_xla, capture_torchax, export_program
 
@@ -234,22 +249,24 @@ def _capture_all(req, frameworks, adapter, model, weights, inputs, label, show) 
             stages = Stages(f"{label} {exporter}", show=show)
             stages.seconds.update(exp.seconds)
             fn = capture_torch_xla if exporter == "torch_xla" else capture_torchax
-            captures.append(fn(ep, inputs, stages))
-    return [dataclasses.replace(c, text=relativize(c.text)) for c in captures]
+            cap = fn(ep, inputs, stages)
+            yield dataclasses.replace(cap, text=relativize(cap.text))
 
 
-def _capture_train(req, frameworks, adapter, model, state, label, show) -> list[Capture]:
+def _capture_train(req, frameworks, adapter, model, state, label, show):
+    """Each training capture, as soon as it is made: JAX's, torchax's, then torch_xla's, so that
+    the exports that run Python on one core (JAX's, torchax's) overlap a parity compile on two."""
     from . import train
 
-    captures = []
     if "jax" in frameworks:
-        captures.append(train.capture_jax_train(adapter, req.size, state, Stages(f"{label} jax train", show=show)))
+        cap = train.capture_jax_train(adapter, req.size, state, Stages(f"{label} jax train", show=show))
+        yield dataclasses.replace(cap, text=relativize(cap.text))
     if "torch" in frameworks:
-        for exporter in req.exporters:
+        for exporter in sorted(req.exporters, key=lambda e: e == "torch_xla"):
             stages = Stages(f"{label} {exporter} train", show=show)
             fn = train.capture_torch_xla_train if exporter == "torch_xla" else train.capture_torchax_train
-            captures.append(fn(model, state, stages))
-    return [dataclasses.replace(c, text=relativize(c.text)) for c in captures]
+            cap = fn(model, state, stages)
+            yield dataclasses.replace(cap, text=relativize(cap.text))
 
 
 def _not_checked() -> str:

@@ -92,7 +92,7 @@ def check(capture: Capture, weights: dict[str, np.ndarray], inputs: dict[str, np
     from ..runtime import runtime
 
     rt = rt or runtime("cpu")
-    exe = rt.compile(capture.text, capture.stem)
+    exe = rt.compile(capture.text, capture.stem, quick=True)
     out = rt.run(exe, rt.put(argument_values(capture, weights, inputs)))
     return compare(capture.stem, np.asarray(out[0]), reference)
 
@@ -102,7 +102,7 @@ def check_train(capture: Capture, state, rt=None) -> Parity:
     from ..runtime import runtime
 
     rt = rt or runtime("cpu")
-    exe = rt.compile(capture.text, capture.stem)
+    exe = rt.compile(capture.text, capture.stem, quick=True)
     outs = rt.run(exe, rt.put(argument_values(capture, state.values(), state.inputs)))
     got = {o["name"]: np.asarray(outs[o["index"]]) for o in capture.outputs}  # no copy: float32 views
     names = [n for n in state.ref_params if state.ref_params[n].size]

@@ -318,8 +318,8 @@ def capture_torchax_train(model, state: TrainState, stages: Stages) -> Capture:
     abstract = any(isinstance(v, jax.ShapeDtypeStruct) for v in state.params.values())
     with stages.stage("torch.export (loss" + (", meta)" if abstract else ")")):
         ep = export_loss(model, state, meta=abstract)
-    with stages.stage("torchax to StableHLO" + (" (abstract)" if abstract else "")):
-        try:
+    try:
+        with stages.stage("torchax decompositions and arguments" + (" (abstract)" if abstract else "")):
             names, consts, forward = _torchax_function(ep, tx_export)
             wide = _needs_x64(state.inputs)
             values = state.values() if not abstract else {}
@@ -348,16 +348,16 @@ def capture_torchax_train(model, state: TrainState, stages: Stages) -> Capture:
             tx, step = _adamw_step(loss_fn)
             opt_state = jax.eval_shape(tx.init, params) if abstract else _opt_state(tx, state)
             args = {"params": params, "opt_state": opt_state, "buffers": fixed, "inputs": inputs}
-            if abstract:  # lifted constants without values: named as constants, passed as arguments
-                cap = _lower_step("torchax", step, args, stages, x64=wide)
-                arguments = tuple(a if a.name not in lifted or a.kind != "buffer" else
-                                  Argument(a.index, "constant", a.name, a.shape, a.dtype) for a in cap.arguments)
-                return dataclasses.replace(cap, arguments=arguments)
-            return _lower_step("torchax", step, args, stages, x64=wide, constants=lifted)
-        except StackwarsError:
-            raise
-        except Exception as e:
-            raise CaptureError(f"torchax training export failed: {type(e).__name__}: {str(e).splitlines()[0]}") from e
+        if abstract:  # lifted constants without values: named as constants, passed as arguments
+            cap = _lower_step("torchax", step, args, stages, x64=wide)
+            arguments = tuple(a if a.name not in lifted or a.kind != "buffer" else
+                              Argument(a.index, "constant", a.name, a.shape, a.dtype) for a in cap.arguments)
+            return dataclasses.replace(cap, arguments=arguments)
+        return _lower_step("torchax", step, args, stages, x64=wide, constants=lifted)
+    except StackwarsError:
+        raise
+    except Exception as e:
+        raise CaptureError(f"torchax training export failed: {type(e).__name__}: {str(e).splitlines()[0]}") from e
 
 
 def export_loss(model, state: TrainState, meta: bool = False):
