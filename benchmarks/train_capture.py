@@ -35,7 +35,7 @@ def main() -> None:
     print(f"capture {a.model} {a.size} --step train, three routes: {wall:.0f} s wall (goal < 90 s), "
           f"peak resident {peak:.1f} GiB")
     folder = ROOT / a.out / f"{a.model}-{a.size}"
-    shared = None
+    shared, total = None, 0.0
     for stem in ("jax-train", "torch-torch_xla-train", "torch-torchax-train"):
         side = folder / f"{stem}.json"
         if not side.exists():
@@ -43,9 +43,14 @@ def main() -> None:
         seconds = json.loads(side.read_text())["run"]["seconds"]
         shared = {k: v for k, v in seconds.items() if k in ("build torch model", "two torch eager training steps")}
         own = {k: v for k, v in seconds.items() if k not in shared}
+        total += sum(own.values())
         print(f"  {stem:22} " + ", ".join(f"{k} {v:.1f} s" for k, v in own.items()))
     if shared:
+        total += sum(shared.values())
         print("  shared by all three: " + ", ".join(f"{k} {v:.1f} s" for k, v in shared.items()))
+        # Each parity check runs in a second thread beside the next export (capture.run).
+        print(f"  stages add up to {total:.0f} s in {wall:.0f} s of wall time (parity overlaps the next export; the "
+              f"rest is imports, the fit check and writing)")
 
     from stackwars_ir.diff import diff_files
 
