@@ -27,7 +27,7 @@ def captures_dir() -> Path:
 
 
 def machine_line() -> str:
-    from stackwars_ir.capture.artifact import host
+    from stackwars_ir.files import host
 
     h = host()
     return f"{h['processor']}, {h['cpus']} cpus, Python {platform.python_version()}, {platform.system()}"

@@ -78,7 +78,7 @@ def cell(text: str) -> str:
 def training(a, suffix: str) -> None:
     """Section 9: whole training steps (capture --step train), the study's steady-state claim."""
     from stackwars_ir.bench.run import bench_model
-    from stackwars_ir.capture.artifact import read_sidecar
+    from stackwars_ir.files import read_sidecar
 
     print("\n## 9. Training steps: steady after one step or two? (the study: JAX after one, PyTorch after two, "
           "\"because PyTorch creates optimizer state lazily during the first step\")\n")

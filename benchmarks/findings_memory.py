@@ -24,7 +24,7 @@ ROUTES = ("jax", "torch-torchax", "torch-torch_xla")
 
 def main() -> None:
     from stackwars_ir.bench.memory import budgets, plan_model
-    from stackwars_ir.capture.artifact import host, versions
+    from stackwars_ir.files import host, versions
     from stackwars_ir.errors import StackwarsError
     from stackwars_ir.textfmt import human_bytes
 

@@ -179,7 +179,7 @@ def stats_cmd(files, json_path, top):
     if json_path is not None and str(json_path) == "-":
         click.echo(json.dumps(data, indent=2))
     elif json_path is not None:
-        from .capture.artifact import write_atomic
+        from .files import write_atomic
 
         write_atomic(Path(json_path), json.dumps(data, indent=2) + "\n")
         click.echo(f"wrote {json_path}", err=True)
@@ -390,7 +390,7 @@ def memory_cmd(targets, target, budget, measure, exporters, size, batches, seq, 
     from .bench.memory import budgets as parse_budgets, check_target, plan_files, plan_model
     from .bench.worker import default_max_memory
     from .capture import STEPS
-    from .capture.artifact import write_atomic
+    from .files import write_atomic
     from .ir import parse_bytes
     from .report.markdown import memory_markdown
     from .report.text import memory_text
@@ -571,7 +571,7 @@ def _read_json_of(path: Path, command: str, key: str) -> dict:
 def _sidecar_names(path) -> dict:
     """Argument index -> PyTorch tensor name, from a capture's sidecar (torch_xla's arguments carry
     no names of their own); nothing for a file without one, or whose sidecar describes another file."""
-    from .capture.artifact import read_sidecar
+    from .files import read_sidecar
 
     try:
         side = read_sidecar(Path(path))
@@ -594,7 +594,7 @@ def _looks_like_a_name(target: str) -> bool:
 def _emit(text: str, data: dict, json_path) -> None:
     """The human text on stdout, and the JSON to a file; with `--json -` the JSON takes stdout and
     the text goes to stderr, so `... --json - | jq` reads clean JSON."""
-    from .capture.artifact import dump_json, write_atomic
+    from .files import dump_json, write_atomic
 
     if json_path is not None and str(json_path) == "-":
         click.echo(text, err=True)

@@ -131,7 +131,7 @@ def test_missing_torch_xla_gives_install_hint(monkeypatch, cli, tmp_path):
 
 
 def test_atomic_write_leaves_nothing_behind_on_failure(tmp_path):
-    from stackwars_ir.capture.artifact import write_atomic
+    from stackwars_ir.files import write_atomic
 
 
     with pytest.raises(TypeError):

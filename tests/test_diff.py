@@ -340,7 +340,7 @@ def test_a_training_steps_optimizer_kernels_are_traced_to_its_update_block():
     ka, kb = kernels_of_files([a, b])
     result = with_kernels(report, report.result(), ka, kb)
     update = next(d for d in result.blocks if d.phase == "update")
-    from stackwars_ir.capture.artifact import read_sidecar
+    from stackwars_ir.files import read_sidecar
 
     params = sum(1 for x in read_sidecar(a)["arguments"] if x["kind"] == "parameter")
     for side in ("a", "b"):

@@ -79,7 +79,7 @@ def test_ctrl_c_during_a_bench_exits_130_and_writes_no_json(tmp_path):
 
 @pytest.mark.slow
 def test_two_captures_into_one_folder_at_once_leave_a_consistent_pair(tmp_path):
-    from stackwars_ir.capture.artifact import read_sidecar
+    from stackwars_ir.files import read_sidecar
 
     procs = [subprocess.Popen([*CLI, "capture", "gemm", "--framework", "jax", "--batch", str(b), "--out",
                                str(tmp_path), "--force"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)

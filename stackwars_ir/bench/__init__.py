@@ -75,7 +75,7 @@ def roofline(flops: float, nbytes: float | None, seconds: float, peaks: dict) ->
 
 
 def machine() -> dict:
-    from ..capture.artifact import host
+    from ..files import host
 
     info = host()
     info["xla_flags"] = os.environ.get("XLA_FLAGS", "")

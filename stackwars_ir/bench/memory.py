@@ -346,7 +346,7 @@ def plan_file(path: Path, target: str, measure: bool = False) -> MemoryPlan:
     import dataclasses
     import hashlib
 
-    from ..capture.artifact import read_sidecar
+    from ..files import read_sidecar
     from ..ir import load
 
     (result,) = load([path])
@@ -395,7 +395,7 @@ def plan_files(paths, target: str = "cpu", budgets_=(), measure: bool = False, m
 
 def _versions(target: str) -> dict:
     """The stack's versions, and libtpu's when it made the plan."""
-    from ..capture.artifact import versions
+    from ..files import versions
 
     found = versions()
     if target in TOPOLOGIES:

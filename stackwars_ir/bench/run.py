@@ -37,7 +37,7 @@ class BenchReport:
 
 def bench_one(path: Path, backend: str | None, timeout: float | None) -> Executable:
     """Compile and time one StableHLO file in this process (the bench worker calls this)."""
-    from ..capture.artifact import read_sidecar
+    from ..files import read_sidecar
     from ..ir import load
     from ..runtime import runtime
 
@@ -57,7 +57,7 @@ def bench_files(paths, backend: str | None = None, timeout: float | None = None,
                 with_peaks: bool = True, max_memory: int | None = None, progress=None) -> BenchReport:
     """Every file compiled and timed in a bench worker that is killed past the file's time or
     memory limit (2 x timeout + a grace; max_memory bytes resident); the others still run."""
-    from ..capture.artifact import read_sidecar
+    from ..files import read_sidecar
     from ..ir import load
     from ..runtime import runtime
     from .worker import Isolated

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .. import files
 from ..errors import CaptureError, MissingExtra, ParityError, StackwarsError
 from ..progress import Stages
 from . import artifact, parity
@@ -201,10 +202,10 @@ def run(req: Request, out_dir: Path, *, force: bool = False, show: bool | None =
     results = [result for _, result in checked]
     contents = [f for cap, result in checked
                 for f in _contents(cap, req, state.inputs if state else inputs, result, out_dir, state)]
-    with artifact.locked_folder(Path(out_dir) / f"{req.model}-{req.size}"):
-        artifact.write_set(contents)
-    files = [path for path, _ in contents]
-    outcome = CaptureSet(req.model, req.size, tuple(files), tuple(results))
+    with files.locked_folder(Path(out_dir) / f"{req.model}-{req.size}"):
+        files.write_set(contents)
+    written = [path for path, _ in contents]
+    outcome = CaptureSet(req.model, req.size, tuple(written), tuple(results))
     if not outcome.ok:
         bad = [p for p in results if not p.ok]
         raise ParityError(f"{label}: {bad[0].line()}; files written for inspection")
@@ -228,8 +229,8 @@ def _run_abstract(req, frameworks, out_dir: Path, label: str, show) -> CaptureSe
     captures = [dataclasses.replace(c, text=relativize(c.text)) for c in captures]
     _refuse_absolute_paths(captures)
     contents = [f for cap in captures for f in _contents(cap, req, inputs, None, out_dir)]
-    with artifact.locked_folder(Path(out_dir) / f"{req.model}-{req.size}"):
-        artifact.write_set(contents)
+    with files.locked_folder(Path(out_dir) / f"{req.model}-{req.size}"):
+        files.write_set(contents)
     return CaptureSet(req.model, req.size, tuple(p for p, _ in contents), ())
 
 
@@ -281,7 +282,7 @@ def _contents(cap: Capture, req: Request, inputs, result: parity.Parity | None, 
 
     mlir_path, json_path = artifact.target_paths(out_dir, req.model, req.size, cap.stem)
     sidecar = {
-        "format": artifact.SIDECAR_FORMAT,
+        "format": files.SIDECAR_FORMAT,
         "model": req.model, "size": req.size, "seed": req.seed, "batch": req.batch, "seq": req.seq,
         "config": models.entry(req.model).sizes[req.size],
         "framework": cap.framework, "exporter": cap.exporter,
@@ -291,10 +292,10 @@ def _contents(cap: Capture, req: Request, inputs, result: parity.Parity | None, 
         "arguments": [a.as_json() for a in cap.arguments],
         "constants": {k: {"shape": list(v.shape), "dtype": str(v.dtype), "values": v.ravel().tolist()}
                       for k, v in sorted(cap.constants.items())},
-        "versions": artifact.versions(),
+        "versions": files.versions(),
         "parity": result.as_json() if result is not None else {"checked": False, "why": _not_checked()},
         # The one part that differs between two runs of the same capture.
-        "run": {"seconds": cap.seconds, "host": artifact.host(), "capture_revision": artifact.CAPTURE_REVISION},
+        "run": {"seconds": cap.seconds, "host": files.host(), "capture_revision": artifact.CAPTURE_REVISION},
     }
     if req.abstract:
         sidecar["abstract"] = True
@@ -307,4 +308,4 @@ def _contents(cap: Capture, req: Request, inputs, result: parity.Parity | None, 
             "loss": state.loss, "optimizer": {"name": "AdamW", **ADAMW},
             "captured step": 2, "state": "PyTorch eager's after step 1 on the same weights and batch",
             "outputs": list(cap.outputs), **cap.extra}
-    return [(mlir_path, cap.text), (json_path, artifact.dump_json(sidecar))]
+    return [(mlir_path, cap.text), (json_path, files.dump_json(sidecar))]

@@ -141,7 +141,7 @@ def _side_result(side: Side) -> SideResult:
 
 def _provenance(source: str) -> tuple[dict | None, str]:
     """What the capture's sidecar says of a file: model, exporter, this side's own inputs, versions, host."""
-    from ..capture.artifact import read_sidecar
+    from ..files import read_sidecar
 
     try:
         sc = read_sidecar(Path(source))
@@ -219,7 +219,7 @@ def adapter_roles(module: Module) -> tuple:
     none for a file without a sidecar or of a model not in the catalogue."""
     from stackwars_ir import models
 
-    from ..capture.artifact import read_sidecar
+    from ..files import read_sidecar
     from ..errors import StackwarsError
 
     try:

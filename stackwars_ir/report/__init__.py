@@ -11,7 +11,7 @@ def write_outputs(report, *, json_path: Path | None = None, md_path: Path | None
                   memory: dict | None = None) -> list[Path]:
     """Write each requested rendering of a diff (a DiffReport, or a DiffResult already made or
     loaded) atomically; return the paths written. Bench and memory results ride in its metrics."""
-    from ..capture.artifact import write_atomic
+    from ..files import write_atomic
 
     # A saved result and the HTML (its graph view shows any block's IR) keep every block's excerpt; the
     # Markdown shows the first block of each role's.

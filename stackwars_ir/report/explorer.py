@@ -2,12 +2,10 @@
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import tempfile
 from pathlib import Path
 
 from ..errors import StackwarsError
+from ..files import write_folder
 
 INSTALL_HINT = "pip install ai-edge-model-explorer==0.1.34 (it is in requirements.lock: make setup)"
 # Node colors by op-level status (Model Explorer takes any CSS color per node).
@@ -147,21 +145,7 @@ def write_explorer(report, result, folder: Path) -> list[Path]:
             names.append(name)
         opens.append((label, src, names))
     files["README.md"] = _readme(opens, folder)
-    parent = folder.parent if str(folder.parent) else Path(".")
-    parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", dir=parent))
-    try:
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o777 & ~umask)  # mkdtemp's 0700 is for secrets; this is a folder to share
-        for name, text in files.items():
-            (tmp / name).write_text(text)
-        if folder.exists():
-            folder.rmdir()  # empty, checked above
-        os.replace(tmp, folder)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
+    write_folder(folder, files)
     return [folder / n for n in files]
 
 

@@ -1,0 +1,159 @@
+"""Files every stage reads and writes: atomic writes and sets, capture sidecars, the host and versions they record."""
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import platform
+import tempfile
+from pathlib import Path
+
+from .errors import StackwarsError
+
+SIDECAR_FORMAT = 1
+VERSIONED_PACKAGES = ("jax", "jaxlib", "flax", "torch", "torch_xla", "torchax", "transformers", "numpy")
+
+
+def versions() -> dict[str, str | None]:
+    from importlib import metadata
+
+    out = {}
+    for pkg in VERSIONED_PACKAGES:
+        try:
+            out[pkg] = metadata.version(pkg.replace("_", "-"))
+        except metadata.PackageNotFoundError:
+            try:
+                out[pkg] = metadata.version(pkg)
+            except metadata.PackageNotFoundError:
+                out[pkg] = None
+    return out
+
+
+def host() -> dict[str, str | int | None]:
+    return {"machine": platform.machine(), "system": platform.system(), "python": platform.python_version(),
+            "cpus": os.cpu_count(), "processor": _cpu_model()}
+
+
+def _cpu_model() -> str | None:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or None
+
+
+def write_atomic(path: Path, content: str) -> None:
+    """Write to a temporary file beside `path`, then rename: a crash leaves no half-written file."""
+    write_set([(Path(path), content)])
+
+
+def dump_json(data: dict) -> str:
+    return json.dumps(data, indent=2, sort_keys=True) + "\n"
+
+
+def read_sidecar(mlir_path: Path) -> dict | None:
+    """The sidecar of a capture (`x.mlir` -> `x.json`), or None when there is none; StackwarsError
+    when it does not describe that very file (edited, truncated, or from another capture)."""
+    mlir_path = Path(mlir_path)
+    side = mlir_path.with_suffix(".json")
+    if not side.is_file():
+        return None
+    try:
+        data = json.loads(side.read_text())
+    except (OSError, ValueError) as e:
+        raise StackwarsError(f"{side}: unreadable capture sidecar: {e}", fix="re-run stackwars-ir capture")
+    if not (isinstance(data, dict) and data.get("format") == SIDECAR_FORMAT):
+        return None
+    problem = _mismatch(mlir_path, data)
+    if problem:
+        raise StackwarsError(f"{side}: does not describe {mlir_path.name}: {problem}",
+                             fix="re-run stackwars-ir capture, or move the .json away to use synthetic inputs")
+    return data
+
+
+def _mismatch(mlir_path: Path, data: dict) -> str | None:
+    if data.get("stablehlo") not in (None, mlir_path.name):
+        return f"it describes {data['stablehlo']!r}"
+    want = data.get("sha256")
+    if want:
+        try:
+            got = hashlib.sha256(mlir_path.read_bytes()).hexdigest()
+        except OSError as e:
+            return f"cannot read it: {e.strerror}"
+        if got != want:
+            return ("its sha256 differs from the one recorded at capture (the .mlir was edited, truncated, "
+                    "or written by another capture)")
+    return None
+
+
+@contextlib.contextmanager
+def locked_folder(folder: Path):
+    """Hold an exclusive lock on `folder` (flock on the directory itself, so no lock file is left):
+    two captures writing into one folder at once write their sets one after the other."""
+    import fcntl
+
+    folder.mkdir(parents=True, exist_ok=True)
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing releases the lock
+
+
+def write_set(files: list[tuple[Path, str]]) -> None:
+    """Write several files as one: each to a temporary file first, then all renamed in place with
+    Ctrl-C held back, so an interrupt or a failure leaves either the whole set or none of it."""
+    import signal
+
+    staged = []
+    try:
+        for path, content in files:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+            staged.append((tmp, path))
+            with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as f:
+                f.write(content)
+            umask = os.umask(0)
+            os.umask(umask)
+            os.chmod(tmp, 0o666 & ~umask)
+        old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+        try:
+            from .errors import check_interrupted
+
+            check_interrupted()  # a Ctrl-C some callback swallowed earlier: publish nothing
+            for tmp, path in staged:
+                os.replace(tmp, path)
+            staged = []
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, old)  # a Ctrl-C held back is delivered now
+    finally:
+        for tmp, _ in staged:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+
+
+def write_folder(folder: Path, contents: dict[str, str]) -> None:
+    """Write a folder of files as one: a temporary folder beside it, renamed in place; `folder` must
+    be absent or empty. A failure leaves no folder behind (or the empty one as it was)."""
+    import shutil
+
+    folder = Path(folder)
+    parent = folder.parent if str(folder.parent) else Path(".")
+    parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", dir=parent))
+    try:
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o777 & ~umask)  # mkdtemp's 0700 is for secrets; this is a folder to share
+        for name, text in contents.items():
+            (tmp / name).write_text(text, encoding="utf-8")
+        if folder.exists():
+            folder.rmdir()  # empty: a folder with files in it raises here, and is left as it was
+        os.replace(tmp, folder)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
