@@ -318,17 +318,20 @@ def test_training_summary_says_where_each_side_transposes_weights_and_what_its_b
     result = diff_files(golden("gpt2", "jax-train"), golden("gpt2", "torch-torch_xla-train")).result()
     train = next(s for s in result.summary if s.topic == "training")
     a, b = train.numbers["a"], train.numbers["b"]
-    # JAX transposes the tied embedding once for the head (forward) and none in the backward, whose
-    # dot_generals contract the right dimensions instead; torch_xla's backward transposes weights.
+    # Both transpose the tied embedding once for the head (forward); JAX's backward transposes none,
+    # its dot_generals contract the right dimensions instead; torch_xla's backward transposes 8
+    # weights and takes log-softmax's exp of its saved output (its head's matmul and log_softmax
+    # are the loss's forward: named so, not after the backward op that read them).
     assert a["parameter_transposes"] == {"forward": 1, "backward": 0}
-    assert b["parameter_transposes"]["backward"] > 0
-    assert a["backward_transcendentals"] == {} and "exponential" in b["backward_transcendentals"]
+    assert b["parameter_transposes"] == {"forward": 1, "backward": 8}
+    assert a["backward_transcendentals"] == {} and b["backward_transcendentals"] == {"exponential": 1}
     assert set(a["backward_dot_types"]) == set(b["backward_dot_types"]) == {"f32"}
     assert a["optimizer_ops"] > 0 and b["optimizer_ops"] > 0
     forward = diff_files(golden("gpt2", "jax"), golden("gpt2", "torch-torch_xla")).result()
     assert "training" not in {s.topic for s in forward.summary}
     text = dict(summaries(result))["training"]
-    assert "parameters transposed 0 in the forward" in text and "transcendental ops in the backward: none" in text
+    assert "parameters transposed 1 in the forward, 8 in the backward" in text
+    assert "transcendental ops in the backward: none" in text and "backward: exponential x1" in text
 
 
 def test_a_training_steps_optimizer_kernels_are_traced_to_its_update_block():

@@ -305,3 +305,20 @@ def test_op_names_change_the_locations_of_the_lazy_graph_and_nothing_else():
     assert same == "SAME"
     found = set(names.split())
     assert {"jvp(0)", "jvp(1)", "jvp(2)", "transpose(jvp(0))", "transpose(jvp(2))"} <= found, found
+
+
+@pytest.mark.parametrize("model", XLA)
+def test_torch_xla_training_leaves_only_the_update_without_a_phase(model):
+    # Every op the optimizer does not run is named forward or backward: the loss after the model's
+    # forward too (before, GPT-2's nll_loss counted in the update, and its head's matmul and
+    # log_softmax read `transpose(jvp())` after loss.backward() renamed them).
+    mod = load_one(golden(model, "torch-torch_xla-train"))
+    adamw = {"multiply", "add", "subtract", "divide", "sqrt", "broadcast_in_dim", "constant", "convert", "return"}
+    other = sorted({o.name for o in mod.ops if not o.phase and o.parent is None} - {f"stablehlo.{n}" for n in adamw}
+                   - {"func.return"})
+    assert other == [], other
+    text = golden(model, "torch-torch_xla-train").read_text()
+    assert 'loc("transpose(jvp())/aten__log_softmax")' not in text  # a forward op, named backward
+    if models.entry(model).loss == "lm":  # the head's matmul, log_softmax and nll_loss: the loss's forward
+        for op in ("aten__mm", "aten__log_softmax", "aten__nll_loss"):
+            assert f'loc("jvp()/{op}")' in text, op

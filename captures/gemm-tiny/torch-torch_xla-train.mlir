@@ -1,8 +1,8 @@
-#loc1 = loc("transpose(jvp())/xla__device_data")
-#loc2 = loc("jvp()/xla__device_data")
-#loc3 = loc("xla__device_data")
+#loc1 = loc("jvp()/xla__device_data")
+#loc2 = loc("xla__device_data")
+#loc3 = loc("transpose(jvp())/xla__device_data")
 module @IrToHlo.81 attributes {mhlo.cross_program_prefetches = [], mhlo.input_output_alias = [], mhlo.is_dynamic = false, mhlo.use_auto_spmd_partitioning = false} {
-  func.func @main(%arg0: tensor<32x64xf32> loc("transpose(jvp())/xla__device_data"), %arg1: tensor<64x64xf32> loc("jvp()/xla__device_data"), %arg2: tensor<32x64xf32> loc("jvp()/xla__device_data"), %arg3: tensor<f64> loc("xla__device_data"), %arg4: tensor<f32> loc("xla__device_data"), %arg5: tensor<f32> loc("xla__device_data"), %arg6: tensor<f64> loc("xla__device_data"), %arg7: tensor<f32> loc("transpose(jvp())/xla__device_data"), %arg8: tensor<f32> loc("transpose(jvp())/xla__device_data"), %arg9: tensor<f32> loc("xla__device_data"), %arg10: tensor<64x64xf32> loc("xla__device_data"), %arg11: tensor<f32> loc("xla__device_data"), %arg12: tensor<64x64xf32> loc("xla__device_data"), %arg13: tensor<f32> loc("xla__device_data")) -> (tensor<f32>, tensor<64x64xf32>, tensor<64x64xf32>, tensor<64x64xf32>) {
+  func.func @main(%arg0: tensor<32x64xf32> loc("jvp()/xla__device_data"), %arg1: tensor<64x64xf32> loc("jvp()/xla__device_data"), %arg2: tensor<32x64xf32> loc("jvp()/xla__device_data"), %arg3: tensor<f64> loc("xla__device_data"), %arg4: tensor<f32> loc("xla__device_data"), %arg5: tensor<f32> loc("xla__device_data"), %arg6: tensor<f64> loc("xla__device_data"), %arg7: tensor<f32> loc("transpose(jvp())/xla__device_data"), %arg8: tensor<f32> loc("transpose(jvp())/xla__device_data"), %arg9: tensor<f32> loc("xla__device_data"), %arg10: tensor<64x64xf32> loc("xla__device_data"), %arg11: tensor<f32> loc("xla__device_data"), %arg12: tensor<64x64xf32> loc("xla__device_data"), %arg13: tensor<f32> loc("xla__device_data")) -> (tensor<f32>, tensor<64x64xf32>, tensor<64x64xf32>, tensor<64x64xf32>) {
     %cst = stablehlo.constant dense<1.000000e+00> : tensor<32x64xf32> loc(#loc)
     %cst_0 = stablehlo.constant dense<4.8828125E-4> : tensor<f32> loc(#loc4)
     %cst_1 = stablehlo.constant dense<2.000000e+00> : tensor<32x64xf32> loc(#loc5)
@@ -47,10 +47,10 @@ module @IrToHlo.81 attributes {mhlo.cross_program_prefetches = [], mhlo.input_ou
   } loc(#loc)
 } loc(#loc)
 #loc = loc(unknown)
-#loc4 = loc("aten__mean")
-#loc5 = loc("aten__pow")
+#loc4 = loc("jvp()/aten__mean")
+#loc5 = loc("jvp()/aten__pow")
 #loc6 = loc("jvp()/aten__mm")
-#loc7 = loc("transpose(jvp())/aten__sub")
+#loc7 = loc("jvp()/aten__sub")
 #loc8 = loc("aten__mul")
 #loc9 = loc("aten__lerp")
 #loc10 = loc("transpose(jvp())/aten__permute")
