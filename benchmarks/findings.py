@@ -116,13 +116,17 @@ def training(a, suffix: str) -> None:
         lazy[model] = side["train"]["torch_xla_steps"] if side else []
     print("\nWhat torch_xla's own counters say about its lazy training loop, step by step, as recorded by the "
           "capture (`train.torch_xla_steps` in the sidecar; optimizer state: AdamW's tensors that existed "
-          "when the step began):\n")
-    print("| model | step | graphs | new graphs | graphs executed | optimizer state tensors at start |")
-    print("| --- | ---: | ---: | ---: | ---: | ---: |")
+          "when the step began; host reads: where the user's step read a device value on the host, "
+          "for which torch_xla runs a graph of its own before the step's):\n")
+    print("| model | step | graphs | new graphs | graphs executed | optimizer state tensors at start | host reads |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: | --- |")
     for model, steps in lazy.items():
         for st in steps:
             print(f"| {model} | {st['step']} | {st['graphs']} | {st['new graphs']} | {st['executions']} | "
-                  f"{st.get('optimizer state tensors', '-')} |")
+                  f"{st.get('optimizer state tensors', '-')} | {cell(host_reads(st))} |")
+    for model, steps in lazy.items():
+        if steps:
+            print(f"\n- {model}: {graphs_reading(steps)}")
     print("\nWhat each native training loop shows (generated from the rows above):\n")
     for model, e in natives:
         print(f"- {model}, {e.name}: {native_reading(e, lazy.get(model, []))}")
@@ -160,6 +164,30 @@ def training_ir(a) -> None:
             update = "yes" if any(d.phase == "update" for d in r.blocks) else "no"
             print(f"| {model} | {e} | {len(r.blocks)} | {r.method} | {layers['forward']} | {layers['backward']} | "
                   f"{update} | {cell(dict(summaries(r)).get('training', '-'))} |")
+
+
+def host_reads(step: dict) -> str:
+    reads = step.get("host reads")
+    if reads is None:
+        return "-"  # a capture from before stackwars-ir recorded them
+    return "; ".join(f"{r['read']} x{r['count']}" for r in reads) or "none"
+
+
+def graphs_reading(steps: list[dict]) -> str:
+    """One generated sentence: how many graphs torch_xla runs per step, and what cuts the step."""
+    last = steps[-1]
+    reads = sum(r["count"] for r in last.get("host reads") or [])
+    out = f"torch_xla runs {last['graphs']} graph{'s' if last['graphs'] != 1 else ''} per steady step"
+    if "host reads" not in last:
+        return out + "."
+    if not reads:
+        return out + ("; the user's step reads no device value on the host, so the whole step (forward, "
+                      "backward, AdamW) is one graph." if last["graphs"] == 1 else "; no host read explains it.")
+    where = "; ".join(r["read"] for r in last["host reads"])
+    if last["graphs"] == reads + 1:
+        return out + (f": {reads} for the device value{'s' if reads != 1 else ''} the step reads on the host "
+                      f"({where}), and one for the rest of the step, AdamW included.")
+    return out + f", with {reads} host read{'s' if reads != 1 else ''} in the step ({where})."
 
 
 def native_reading(e, lazy_steps) -> str:

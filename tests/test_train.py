@@ -146,6 +146,15 @@ def test_torch_xla_compiles_a_new_graph_at_step_2_and_none_at_step_3(model):
     params = sum(a["kind"] == "parameter" for a in sidecar(golden(model, "torch-torch_xla-train"))["arguments"])
     # where AdamW's state is created: inside step 1 (step, exp_avg, exp_avg_sq per parameter)
     assert [s["optimizer state tensors"] for s in steps] == [0, 3 * params, 3 * params], steps
+    # One graph for the step, AdamW included, and one for each device value the step reads on the
+    # host: the decoders' is transformers' packed-sequence check in their causal-mask code.
+    for s in steps:
+        assert s["graphs"] == 1 + sum(r["count"] for r in s["host reads"]), s
+    where = {r["read"] for s in steps for r in s["host reads"]}
+    if model in ("gpt2", "gpt_neo", "llama"):
+        assert where == {"_local_scalar_dense at transformers/masking_utils.py:776 (find_packed_sequence_indices)"}
+    else:
+        assert where == set(), where
 
 
 def test_torch_xla_adamw_scalars_are_arguments_with_their_values():

@@ -7,10 +7,11 @@ from pathlib import Path
 from ..errors import StackwarsError
 
 # What the capture code writes: bumped whenever a capture's text or meaning changes for the same
-# request (2: torch_xla's training step names its ops' modules and phases; 3: its loss's ops too).
+# request (2: torch_xla's training step names its ops' modules and phases; 3: its loss's ops too;
+# 4: its sidecar records the host reads of each step).
 # `bench MODEL` reuses a capture on disk only from the same revision; the sidecar records it under
 # `run`, beside the parts that differ between runs, so the goldens compare as before.
-CAPTURE_REVISION = 3
+CAPTURE_REVISION = 4
 
 
 @dataclass(frozen=True)

@@ -559,20 +559,21 @@ def _lazy_loop(m, params, opt, xs, target, state, counters):
             known.update({_tensor_id(x): ("input", n) for n, x in zip(names, xs)})
             if target is not None:
                 known[_tensor_id(target)] = ("input", "target")
-        opt.zero_grad(set_to_none=True)
-        try:
-            with _OpNames(m) as names:
-                loss = torch_loss(m, state.loss, xs, target)
-                names.backward = True
-                loss.backward()
-        except RuntimeError as e:
-            if "device_ready_queues_" not in str(e):
-                raise
-            raise CaptureError("torch_xla was imported after this process's first PyTorch backward, so "
-                               "autograd has no queue for the XLA device",
-                               fix="call stackwars_ir.capture.train.register_torch_xla() before any "
-                                   "backward (the CLI does)") from e
-        opt.step()
+        with _HostReads() as reads:  # the user's step: zero_grad, forward, backward, optimizer
+            opt.zero_grad(set_to_none=True)
+            try:
+                with _OpNames(m) as names:
+                    loss = torch_loss(m, state.loss, xs, target)
+                    names.backward = True
+                    loss.backward()
+            except RuntimeError as e:
+                if "device_ready_queues_" not in str(e):
+                    raise
+                raise CaptureError("torch_xla was imported after this process's first PyTorch backward, so "
+                                   "autograd has no queue for the XLA device",
+                                   fix="call stackwars_ir.capture.train.register_torch_xla() before any "
+                                       "backward (the CLI does)") from e
+            opt.step()
         if i == 2:
             named = _step_tensors(loss, params, opt)
             text, arguments, scalars = _lazy_graph(named, known, xm, portable_to_text)
@@ -587,8 +588,63 @@ def _lazy_loop(m, params, opt, xs, target, state, counters):
         # cache hits by then).
         graphs = d["compiles"] + d["cache hits"]
         steps.append({"step": i, "graphs": graphs, "new graphs": graphs if i == 1 else d["compiles"],
-                      "executions": d["executions"], "optimizer state tensors": created})
+                      "executions": d["executions"], "optimizer state tensors": created,
+                      "host reads": reads.found()})
     return text, arguments, scalars, named, steps
+
+
+class _HostReads:
+    """Where the user's step reads a device value on the host (`.item()`, `bool(t)`, `.cpu()`): for
+    each such read torch_xla compiles and runs a graph computing that value, so the step runs one
+    graph more. Recorded as the first frame outside torch, torch_xla and stackwars-ir, import-relative
+    (measured: GPT-2's second graph per step is transformers' packed-sequence check in its mask code)."""
+
+    SKIP = (os.sep + "torch" + os.sep, os.sep + "torch_xla" + os.sep, os.sep + "stackwars_ir" + os.sep,
+            os.sep + "contextlib.py", os.sep + "functools.py")
+
+    def __init__(self):
+        from collections import Counter
+
+        self.reads = Counter()
+        self.mode = None
+
+    def __enter__(self):
+        import torch
+        from torch.utils._python_dispatch import TorchDispatchMode
+
+        reads, where = self.reads, self._where
+        scalar, copy = torch.ops.aten._local_scalar_dense.default, torch.ops.aten._to_copy.default
+
+        class Mode(TorchDispatchMode):
+            def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+                kwargs = kwargs or {}
+                if (func is scalar or (func is copy and str(kwargs.get("device")) == "cpu")) and \
+                        any(isinstance(a, torch.Tensor) and a.device.type == "xla" for a in args):
+                    reads[f"{func.__name__.split('.')[0]} at {where()}"] += 1
+                return func(*args, **kwargs)
+
+        self.mode = Mode()
+        self.mode.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        self.mode.__exit__(*exc)
+
+    def found(self) -> list[dict]:
+        return [{"read": k, "count": v} for k, v in sorted(self.reads.items())]
+
+    @classmethod
+    def _where(cls) -> str:
+        import sys
+
+        from .sanitize import relativize
+
+        frame = sys._getframe(2)
+        while frame is not None and any(s in frame.f_code.co_filename for s in cls.SKIP):
+            frame = frame.f_back
+        if frame is None:
+            return "?"
+        return f"{relativize(frame.f_code.co_filename)}:{frame.f_lineno} ({frame.f_code.co_name})"
 
 
 def _step_tensors(loss, params, opt) -> list[tuple[str, str, object]]:
