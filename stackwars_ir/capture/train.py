@@ -595,8 +595,8 @@ def _lazy_loop(m, params, opt, xs, target, state, counters):
 
 class _HostReads:
     """Where the user's step reads a device value on the host (`.item()`, `bool(t)`, `.cpu()`): for
-    each such read torch_xla compiles and runs a graph computing that value, so the step runs one
-    graph more. Recorded as the first frame outside torch, torch_xla and stackwars-ir, import-relative
+    each such read torch_xla runs a graph computing that value (compiled at its first run), so the
+    step runs one graph more. Recorded as the first frame outside torch, torch_xla and stackwars-ir, import-relative
     (measured: GPT-2's second graph per step is transformers' packed-sequence check in its mask code)."""
 
     SKIP = (os.sep + "torch" + os.sep, os.sep + "torch_xla" + os.sep, os.sep + "stackwars_ir" + os.sep,
