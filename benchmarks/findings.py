@@ -111,7 +111,7 @@ def training(a, suffix: str) -> None:
                   f"{ms(t.steady)} | {t.spread:.0%} | {steady_after(t)} | {e.proof.summary if e.proof else '-'} | "
                   f"{counters_text(t.counters)} | {mib(total)} |")
             if e.kind != "stablehlo":
-                natives.append((model, e))
+                natives.append((model, e, rep.rows))
         side = read_sidecar(a.captures / f"{model}-{a.size}" / "torch-torch_xla-train.mlir")
         lazy[model] = side["train"]["torch_xla_steps"] if side else []
     print("\nWhat torch_xla's own counters say about its lazy training loop, step by step, as recorded by the "
@@ -128,8 +128,10 @@ def training(a, suffix: str) -> None:
         if steps:
             print(f"\n- {model}: {graphs_reading(steps)}")
     print("\nWhat each native training loop shows (generated from the rows above):\n")
-    for model, e in natives:
+    for model, e, rows in natives:
         print(f"- {model}, {e.name}: {native_reading(e, lazy.get(model, []))}")
+        if split := lazy_split(e, rows):
+            print(f"  Where its steps go, by torch_xla's own clocks: {split}")
     training_ir(a)
 
 
@@ -188,6 +190,54 @@ def graphs_reading(steps: list[dict]) -> str:
         return out + (f": {reads} for the device value{'s' if reads != 1 else ''} the step reads on the host "
                       f"({where}), and one for the rest of the step, AdamW included.")
     return out + f", with {reads} host read{'s' if reads != 1 else ''} in the step ({where})."
+
+
+def lazy_split(e, rows) -> str | None:
+    """One generated sentence for a torch_xla lazy row: where its runs go by torch_xla's own clocks
+    (XLA compiling, XLA executing, the rest tracing and dispatching), beside the same model's
+    torch_xla StableHLO capture run on jax's XLA; None for the other rows."""
+    c = e.timing.counters if e.timing else {}
+    if "execute ms" not in c.get("steady", {}):
+        return None
+    t = e.timing
+
+    def n(x):
+        return f"{x:,.0f}" if abs(x) >= 100 else f"{x:.3g}"
+
+    def split(wall, d):
+        rest = wall * 1e3 - d["compile ms"] - d["execute ms"]
+        compiled = f"XLA compiling {n(d['compile ms'])} + " if d["compile ms"] else ""
+        return f"{n(wall * 1e3)} ms = {compiled}executing {n(d['execute ms'])} + tracing and dispatch {n(rest)}"
+
+    out = f"run 1: {split(t.first, c['first'])}; run 2: {split(t.second, c['second'])}"
+    execute = c["steady"]["execute ms"] / c["steady"]["runs"]
+    out += (f"; later runs: {n(execute)} ms executing a run on average (ExecuteTime over "
+            f"{c['steady']['runs']} runs), against a median run of {n(t.steady * 1e3)} ms")
+    captured = next((r for _, r in rows if r.ok and r.kind == "stablehlo" and r.name.startswith("torch-torch_xla")),
+                    None)
+    if captured is None:
+        return out + "."
+    ratio = execute / (captured.timing.steady * 1e3)
+    what = (f"Its step, captured from the same lazy tensors ({captured.name}), runs in "
+            if captured.name.endswith("-train") else
+            f"The model's torch_xla export ({captured.name}: torch.export, then torch_xla; the same model, not "
+            "the lazy trace) runs in ")
+    out += (f". {what}{n(captured.timing.steady * 1e3)} ms on jax's XLA: torch_xla's own XLA "
+            f"(torch_xla {_torch_xla_version()}) executes a run at {ratio:.2f}x that, and tracing and "
+            f"dispatch take {1 - execute / (t.steady * 1e3):.0%} of the steady run")
+    second = c["second"]
+    if captured.name.endswith("-train") and second["compiles"] == 1 and captured.compile_s:
+        # Step 2 compiles one graph, the one the capture takes (its step 2): the same graph, two XLA builds.
+        out += (f". Run 2 compiled one graph, the captured step, in {n(second['compile ms'])} ms; jax's XLA "
+                f"compiles it in {n(captured.compile_s * 1e3)} ms "
+                f"({second['compile ms'] / (captured.compile_s * 1e3):.2f}x)")
+    return out + "."
+
+
+def _torch_xla_version() -> str:
+    import torch_xla.version as v
+
+    return f"{v.__version__}, XLA {v.__xla_gitrev__[:7]}"
 
 
 def native_reading(e, lazy_steps) -> str:
@@ -318,6 +368,14 @@ def main() -> None:
         st = {e.kind if e.kind != "stablehlo" else e.name: e.timing.steady for _, e in rep.rows if e.ok}
         cells = [f"{st[k] / st['jax']:.2f}" if k in st and "jax" in st else "-" for k in NATIVE]
         print(f"| {model} | " + " | ".join(cells) + " |")
+    splits = [(model, split) for model, rep in benches.items() for _, e in rep.rows if (split := lazy_split(e, rep.rows))]
+    if splits:
+        print("\nWhere torch_xla lazy's runs go, by torch_xla's own clocks (CompileTime, ExecuteTime: from the "
+              "call until the results are ready); the rest of a run is tracing the model in Python and "
+              "dispatching the graph. Beside it, its captured StableHLO on jax's XLA separates the two XLA "
+              "builds from the lazy runtime:\n")
+        for model, split in splits:
+            print(f"- {model}: {split}")
     print("\n## 8. Seed 002's basic workloads: batch sweep and crossover\n")
     print(f"Each workload at its `base` size (seed 002's large size: 1,000,000 elements, 2000 x 2000 matrices; "
           f"the skinny multiply is [4096, 1024] x [1024, 8]), at batch {', '.join(map(str, sweep))}, "

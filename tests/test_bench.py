@@ -122,6 +122,13 @@ def test_every_baseline_proves_its_output_and_torch_xla_compiles_then_executes_e
     assert xla["first"]["compiles"] + xla["first"]["cache hits"] >= 1  # the first run built its graph
     assert xla["first"]["executions"] == 1 and xla["second"]["executions"] == 1
     assert xla["steady"]["executions"] == xla["steady"]["runs"]  # every timed run executed
+    # torch_xla's own clocks: the first run compiled, every run executed, nothing compiled later,
+    # and both clocks sit inside the run they were read around (their ms are rounded to 1 us).
+    t = rows["torch_xla lazy"].timing
+    assert xla["first"]["compile ms"] > 0 and xla["second"]["compile ms"] == 0 == xla["steady"]["compile ms"]
+    assert all(xla[k]["execute ms"] > 0 for k in ("first", "second", "steady"))
+    for phase, wall in (("first", t.first), ("second", t.second)):
+        assert xla[phase]["compile ms"] + xla[phase]["execute ms"] <= wall * 1e3 + 0.01, (phase, xla[phase], wall)
     assert rows["jax.jit"].timing.counters["first"]["compiles"] >= 1
     assert rows["jax.jit"].timing.counters["second"]["compiles"] == 0
     assert rows["torch.compile"].timing.counters["first"]["graphs compiled"] == 1
@@ -362,3 +369,38 @@ def test_bench_reuses_a_capture_only_from_the_same_request_and_capture_revision(
     captured(req, tmp_path, sweep=False, show=False, progress=said.append)
     assert said[-1].startswith("capturing")
     assert _json.loads(side.read_text())["run"]["capture_revision"] == CAPTURE_REVISION
+
+
+def test_findings_split_a_torch_xla_run_into_compile_execute_and_tracing_by_its_own_clocks():
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    import findings
+
+    from stackwars_ir.bench import Executable
+    from stackwars_ir.bench.timing import Timing
+
+    def phase(compile_ms, execute_ms, runs=None):
+        d = {"compiles": int(compile_ms > 0), "cache hits": 0, "executions": 1,
+             "compile ms": compile_ms, "execute ms": execute_ms}
+        return d if runs is None else {**d, "runs": runs}
+
+    counters = {"first": phase(600.0, 300.0), "second": phase(0.0, 250.0), "third": phase(0.0, 250.0),
+                "steady": phase(0.0, 2000.0, runs=10)}
+    lazy = Executable("torch_xla lazy training loop", "torch_xla lazy", None,
+                      Timing(1.0, 0.4, 0.25, 0.24, 0.26, 8, 2, counters, third=0.25))
+    captured = Executable("out/gpt2-base/torch-torch_xla-train.mlir", "stablehlo", 1.0,
+                          Timing(0.3, 0.2, 0.16, 0.15, 0.17, 8, 2))
+    text = findings.lazy_split(lazy, [(None, captured), (None, lazy)])
+    assert "run 1: 1,000 ms = XLA compiling 600 + executing 300 + tracing and dispatch 100" in text
+    assert "run 2: 400 ms = executing 250 + tracing and dispatch 150" in text
+    assert "later runs: 200 ms executing a run on average (ExecuteTime over 10 runs), against a median run of 250" in text
+    assert "captured from the same lazy tensors (torch-torch_xla-train), runs in 160 ms on jax's XLA" in text
+    assert "executes a run at 1.25x that, and tracing and dispatch take 20% of the steady run." in text
+    counters["second"] = phase(2500.0, 250.0)  # step 2 compiled the captured graph
+    lazy = Executable(lazy.label, lazy.kind, None, Timing(1.0, 3.0, 0.25, 0.24, 0.26, 8, 2, counters, third=0.25))
+    text = findings.lazy_split(lazy, [(None, captured), (None, lazy)])
+    assert text.endswith("Run 2 compiled one graph, the captured step, in 2,500 ms; jax's XLA compiles it in "
+                         "1,000 ms (2.50x).")
+    assert findings.lazy_split(captured, [(None, captured)]) is None  # only rows with torch_xla's clocks

@@ -211,13 +211,21 @@ def _inductor(adapter, req, model, weights, inputs, backend):
 
 
 def _xla_counters() -> dict:
+    """torch_xla's counters, and its own clocks: `compile ms` is XLA compiling the graphs (its
+    CompileTime metric), `execute ms` running them on torch_xla's XLA, from the call until the
+    results are ready (ExecuteTime); the rest of a run is tracing the step and dispatching it."""
     import torch_xla.debug.metrics as met
 
     def counter(name):
         return met.counter_value(name) or 0
 
+    def total_ms(name):
+        data = met.metric_data(name)  # (samples, accumulated nanoseconds, recent samples), None before any
+        return round(data[1] / 1e6, 3) if data else 0.0
+
     return {"compiles": counter("UncachedCompile"), "cache hits": counter("CachedCompile"),
-            "executions": counter("ExecuteComputation")}
+            "executions": counter("ExecuteComputation"), "compile ms": total_ms("CompileTime"),
+            "execute ms": total_ms("ExecuteTime")}
 
 
 def _torch_xla(adapter, req, model, weights, inputs, backend):

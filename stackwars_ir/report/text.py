@@ -194,7 +194,11 @@ def counters_text(counters: dict) -> str:
         return "-"
     phases = [counters[k] for k in ("first", "second", "third", "steady") if k in counters]
     names = [k for k in phases[0] if k != "runs"]
-    return ", ".join(f"{k} {'/'.join(str(p.get(k, 0)) for p in phases)}" for k in names)
+
+    def num(v):
+        return f"{v:.0f}" if isinstance(v, float) else str(v)
+
+    return ", ".join(f"{k} {'/'.join(num(p.get(k, 0)) for p in phases)}" for k in names)
 
 
 def stats_rich(s: ModuleStats, top: int = 15) -> None:
