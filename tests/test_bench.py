@@ -404,3 +404,22 @@ def test_findings_split_a_torch_xla_run_into_compile_execute_and_tracing_by_its_
     assert text.endswith("Run 2 compiled one graph, the captured step, in 2,500 ms; jax's XLA compiles it in "
                          "1,000 ms (2.50x).")
     assert findings.lazy_split(captured, [(None, captured)]) is None  # only rows with torch_xla's clocks
+
+
+@pytest.mark.slow
+def test_xla_builds_benchmark_runs_torch_xlas_captured_step_on_both_xla_builds_with_the_same_result():
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    out = subprocess.run([sys.executable, "benchmarks/xla_builds.py", "--rounds", "1",
+                          "captures/gpt2-tiny/torch-torch_xla-train.mlir"], cwd=root, capture_output=True,
+                         text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-2000:]
+    (row,) = [line for line in out.stdout.splitlines() if line.startswith("| gpt2-tiny/")]
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert len(cells) == 10 and "not run" not in row, row
+    times = [float(c.replace(",", "")) for c in cells[1:3] + cells[4:6]]
+    assert all(t > 0 for t in times), row  # both builds compiled and executed it
+    assert float(cells[-1]) < 1e-5, row  # the same step's outputs, float32 rounding apart
