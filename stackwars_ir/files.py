@@ -117,9 +117,7 @@ def write_set(files: list[tuple[Path, str]]) -> None:
             staged.append((tmp, path))
             with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as f:
                 f.write(content)
-            umask = os.umask(0)
-            os.umask(umask)
-            os.chmod(tmp, 0o666 & ~umask)
+            _share(tmp, 0o666)
         old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
         try:
             from .errors import check_interrupted
@@ -136,6 +134,14 @@ def write_set(files: list[tuple[Path, str]]) -> None:
                 os.unlink(tmp)
 
 
+def _share(path, mode: int) -> None:
+    """Give a temporary file or folder the mode a plain `open` or `mkdir` would have (mkstemp and
+    mkdtemp make them private), so the renamed result reads like any other file of the user's."""
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(path, mode & ~umask)
+
+
 def write_folder(folder: Path, contents: dict[str, str]) -> None:
     """Write a folder of files as one: a temporary folder beside it, renamed in place; `folder` must
     be absent or empty. A failure leaves no folder behind (or the empty one as it was)."""
@@ -146,9 +152,7 @@ def write_folder(folder: Path, contents: dict[str, str]) -> None:
     parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", dir=parent))
     try:
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o777 & ~umask)  # mkdtemp's 0700 is for secrets; this is a folder to share
+        _share(tmp, 0o777)  # mkdtemp's 0700 is for secrets; this is a folder to share
         for name, text in contents.items():
             (tmp / name).write_text(text, encoding="utf-8")
         if folder.exists():

@@ -118,3 +118,19 @@ except KeyboardInterrupt:
 """
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
     assert proc.stdout.strip() == "interrupted" and proc.stderr == "", proc.stderr
+
+
+def test_atomic_writes_leave_files_and_folders_as_open_and_mkdir_would(tmp_path):
+    import stat
+
+    from stackwars_ir.files import write_folder, write_set
+
+    old = os.umask(0o022)
+    try:
+        write_set([(tmp_path / "a.json", "{}\n")])
+        write_folder(tmp_path / "overlay", {"README.md": "x\n"})
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE((tmp_path / "a.json").stat().st_mode) == 0o644  # not mkstemp's private 0600
+    assert stat.S_IMODE((tmp_path / "overlay").stat().st_mode) == 0o755  # not mkdtemp's 0700
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.json", "overlay"]  # no temporary left
