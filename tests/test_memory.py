@@ -177,3 +177,38 @@ def test_bad_max_batch_requests_are_one_line(cli, tmp_path):
         code, _, err = cli("memory", *args, "--out", tmp_path)
         assert code == 2 and words in err and len(err.strip().splitlines()) == 1, (args, err)
     assert not any(tmp_path.rglob("*.mlir"))
+
+
+_ALLOCATOR_PROBE = """
+import resource, sys
+import numpy as np
+from stackwars_ir.bench.memory import ResidentWindow
+faults = []
+with ResidentWindow(fresh_blocks=sys.argv[1] == "1"):
+    for _ in range(4):  # 16 MiB written, freed, four times
+        before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+        a = np.ones(4 * 2**20, dtype=np.float32)
+        del a
+        faults.append(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
+print(faults)
+"""
+
+
+@pytest.mark.skipif(__import__("platform").libc_ver()[0] != "glibc", reason="glibc's allocator")
+def test_a_bench_rows_memory_window_leaves_the_allocator_as_users_have_it():
+    """bench measures each row's resident growth in the process it times: the window must not make
+    glibc map every block anew (a later block of the same size then reuses the freed one, as in any
+    process); `memory --measure`, which times nothing, does, so one run's peak is its live bytes."""
+    import ast
+    import subprocess
+    import sys
+
+    def probe(fresh: bool) -> list:
+        out = subprocess.run([sys.executable, "-c", _ALLOCATOR_PROBE, "1" if fresh else "0"], check=True,
+                             capture_output=True, text=True).stdout
+        return ast.literal_eval(out.strip().splitlines()[-1])
+
+    users, fresh = probe(False), probe(True)
+    assert users[0] >= 1 and fresh[0] >= 1, (users, fresh)
+    assert users[-1] * 10 < users[0], users  # glibc raised its threshold: the block is reused, no new pages
+    assert fresh[-1] * 2 > fresh[0], fresh  # every block mapped and zeroed again

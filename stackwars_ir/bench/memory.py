@@ -283,10 +283,11 @@ def measure_run(exe, compiler: Compiler, module, sidecar: dict | None) -> Measur
     rt = compiler.runtime
     buffers = rt.put(arrays)
     del arrays
-    with ResidentWindow() as window:  # arguments placed before: the run's own peak
+    with ResidentWindow(fresh_blocks=True) as window:  # arguments placed before: the run's own peak
         rt.run(exe, buffers)
     return Measured(window.bytes, "peak resident set (VmHWM, reset before the run) minus the resident "
-                                  "set before it; arguments placed and freed memory trimmed before")
+                                  "set before it; arguments placed, freed memory trimmed and every block of "
+                                  "128 KiB or more mapped fresh")
 
 
 class ResidentWindow:
@@ -296,13 +297,21 @@ class ResidentWindow:
     and state built, compile, every run), so the two say how much the runtime adds to the IR's plan."""
 
     METHOD = ("growth of the process's peak resident set over the row (compile, the row's own weights and "
-              "state placed, every run), against the resident set before it")
+              "state placed, every run), against the resident set before it; the allocator as a user's "
+              "process has it")
+
+    def __init__(self, fresh_blocks: bool = False):
+        # fresh_blocks: glibc maps every block of 128 KiB or more anew for the rest of this process, so
+        # one run's peak is its live bytes, not what the allocator keeps for reuse. Never where runs
+        # are timed: with it, each run maps and zeroes all its buffers again (BERT base's training
+        # step: 385k page faults a run instead of 70k, 1.5x the time; docs/benchmarks.md).
+        self.fresh_blocks = fresh_blocks
 
     def __enter__(self) -> "ResidentWindow":
         import gc
 
         gc.collect()
-        _trim()
+        _trim(self.fresh_blocks)
         self.before = _status("VmRSS")
         with open("/proc/self/clear_refs", "w") as f:
             f.write("5")
@@ -319,15 +328,17 @@ class ResidentWindow:
         return os.path.exists("/proc/self/clear_refs")
 
 
-def _trim() -> None:
-    """glibc: free pages go back to the system (malloc_trim), and every block of 128 KiB or more is
-    mapped anew (a fixed mmap threshold: glibc raises it after each free of a mapped block, and a
-    later run would then reuse pages an earlier one touched, unseen). Elsewhere: nothing to do."""
+def _trim(fresh_blocks: bool = False) -> None:
+    """glibc: free pages go back to the system (malloc_trim, every arena); `fresh_blocks`: and every
+    block of 128 KiB or more is mapped anew from now on (a fixed mmap threshold: glibc raises it
+    after each free of a mapped block, and a later run would then reuse pages an earlier one
+    touched, unseen). Elsewhere: nothing to do."""
     import ctypes
 
     try:
         libc = ctypes.CDLL("libc.so.6")
-        libc.mallopt(-3, 128 << 10)  # M_MMAP_THRESHOLD
+        if fresh_blocks:
+            libc.mallopt(-3, 128 << 10)  # M_MMAP_THRESHOLD
         libc.malloc_trim(0)
     except (OSError, AttributeError):
         pass
