@@ -97,8 +97,8 @@ def training(a, suffix: str) -> None:
     lazy, natives = {}, []
     for model in TRAIN_MODELS:
         rep = bench_model(model, size=a.size, exporters=EXPORTERS, out_dir=a.captures, backend=a.backend,
-                          baselines=("jax", "eager", "inductor", "torch_xla") if a.backend == "cpu"
-                          else ("jax", "eager", "inductor"),
+                          baselines=("jax", "jax_donate", "eager", "inductor", "torch_xla") if a.backend == "cpu"
+                          else ("jax", "jax_donate", "eager", "inductor"),
                           timeout=300, show=False, step="train")
         (ROOT / "out" / f"{model}-{a.size}{suffix}-train-bench.json").write_text(json.dumps(rep.as_json(), indent=1))
         for _, e in rep.rows:
@@ -132,6 +132,8 @@ def training(a, suffix: str) -> None:
         print(f"- {model}, {e.name}: {native_reading(e, lazy.get(model, []))}")
         if split := lazy_split(e, rows):
             print(f"  Where its steps go, by torch_xla's own clocks: {split}")
+        if donated := donation_reading(e, rows):
+            print(f"  Against jax.jit's undonated loop: {donated}")
     training_ir(a)
 
 
@@ -240,6 +242,20 @@ def _torch_xla_version() -> str:
     return f"{v.__version__}, XLA {v.__xla_gitrev__[:7]}"
 
 
+def page_faults(t) -> tuple | None:
+    """Page faults of steps 1, 2 and 3 and of a steady step (the later runs' mean), or None."""
+    c = t.counters
+    if "page faults" not in c.get("first", {}) or "third" not in c:
+        return None
+    rest = c.get("steady", {})
+    return (c["first"]["page faults"], c["second"]["page faults"], c["third"]["page faults"],
+            rest.get("page faults", 0) / max(rest.get("runs", 1), 1))
+
+
+def thousands(n: float) -> str:
+    return f"{n / 1e3:,.0f}k" if n >= 1e3 else f"{n:.0f}"
+
+
 def native_reading(e, lazy_steps) -> str:
     """One generated sentence: steady after how many steps, and what the counters say about why."""
     t = e.timing
@@ -247,25 +263,59 @@ def native_reading(e, lazy_steps) -> str:
     steps = "step" if n == "1" else "steps"
     out = f"steady after {n} {steps} (step 2 at {t.second / t.steady:.2f}x, step 3 at {t.third / t.steady:.2f}x " \
           f"the steady state, spread {t.spread:.0%})"
+    faults = page_faults(t)
+    warming = ""
+    if faults and n != "1" and faults[1] > 1.5 * faults[3]:
+        warming = (f", and step 2 touched {faults[1] / max(faults[3], 1):.1f}x a steady step's fresh memory: its "
+                   "slower steps map memory for the first time (the allocator warming up), not compilation.")
     graphs = [t.counters.get(k, {}).get("graphs compiled") for k in ("first", "second", "third", "steady")]
+    compiles = [t.counters.get(k, {}).get("compiles") for k in ("first", "second", "third", "steady")]
     if graphs[0] is not None:  # torch.compile: dynamo's counters
         out += f"; graphs dynamo compiled per step 1/2/3/later: {'/'.join(str(g) for g in graphs)}"
+    elif compiles[0] is not None:
+        out += f"; compiles per step 1/2/3/later: {'/'.join(str(c) for c in compiles)}"
+    if faults:
+        out += f"; page faults per step 1/2/3/steady: {'/'.join(thousands(f) for f in faults)}"
+    if graphs[0] is not None:
         if any(graphs[1:]):
             return out + ": it compiled again after step 1."
+        if warming:
+            return out + ": every graph at step 1, none after" + warming
         return out + ": every graph at step 1, none after (the backward is AOTAutograd's, AdamW runs eagerly)."
-    compiles = [t.counters.get(k, {}).get("compiles") for k in ("first", "second", "third", "steady")]
     if compiles[0] is None:
-        return out + "; no compiler, no counters (PyTorch eager runs op by op)."
-    out += f"; compiles per step 1/2/3/later: {'/'.join(str(c) for c in compiles)}"
+        if warming:
+            return out + ": no compiler (PyTorch eager runs op by op)" + warming
+        return out + ": no compiler (PyTorch eager runs op by op)."
     if compiles[1]:
         out += ": it compiled a new graph at step 2"
         if lazy_steps and len(lazy_steps) >= 2 and lazy_steps[0].get("optimizer state tensors") == 0:
             out += (f", the step that first finds AdamW's state ({lazy_steps[1]['optimizer state tensors']} "
                     "tensors, created inside step 1's `optimizer.step()`)")
         return out + "."
+    if warming:
+        return out + ": nothing compiled after step 1" + warming
     if n != "1":
         return out + ": nothing compiled after step 1, so its slower later steps are not compilation."
     return out + ": one compile, at step 1, whose graph every later step reuses."
+
+
+def donation_reading(e, rows) -> str | None:
+    """The donated jax.jit loop against the undonated one of the same run: warm-up, faults, steady state."""
+    if e.kind != "jax.jit donated":
+        return None
+    plain = next((r for _, r in rows if r.ok and r.kind == "jax.jit" and r.timing), None)
+    if plain is None or e.timing is None:
+        return None
+    mine, theirs = page_faults(e.timing), page_faults(plain.timing)
+    out = (f"steady after {steady_after(e.timing)} against {steady_after(plain.timing)}; step 2 at "
+           f"{e.timing.second / plain.timing.second:.2f}x the undonated loop's step 2, steady state at "
+           f"{e.timing.steady / plain.timing.steady:.2f}x")
+    if mine and theirs:
+        out += (f"; page faults of step 2 {thousands(mine[1])} against {thousands(theirs[1])}, of a steady step "
+                f"{thousands(mine[3])} against {thousands(theirs[3])}")
+    if e.resident_bytes and plain.resident_bytes:
+        out += f"; resident growth {mib(e.resident_bytes)} MiB against {mib(plain.resident_bytes)} MiB"
+    return out + "."
 
 
 def main() -> None:
@@ -337,7 +387,9 @@ def main() -> None:
           "each framework's own runtime. `output` is the proof that the row did the work: the first run's "
           "max abs error against PyTorch eager on the CPU, same weights and inputs. `counters` are the "
           "runtime's own for the first run / the second / all later runs together: a first run that "
-          "compiled nothing, or runs that executed nothing, would show there. torch_xla lazy is the "
+          "compiled nothing, or runs that executed nothing, would show there; `page faults` are the "
+          "process's minor faults (memory touched for the first time, which the kernel maps and zeroes), "
+          "where a slow run that compiled nothing shows an allocator warming up. torch_xla lazy is the "
           "study's PyTorch: its first run traces the lazy graph and compiles it.\n")
     print("| model | executable | compile ms | first ms | second ms | steady ms | spread | second / steady | fusions "
           "| output | counters |")

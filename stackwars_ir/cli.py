@@ -261,10 +261,12 @@ def diff_cmd(file_a, file_b, json_path, md_path, html_path, mode, excerpts, ops,
 @click.option("--batch", "batches", default="", help="With MODEL: batch sizes, e.g. 1,4,16 (a sweep).")
 @click.option("--seq", type=int, help="With MODEL: sequence length (image size for resnet50).")
 @click.option("--baselines", default="jax,eager", show_default=True,
-              help="With MODEL: native runtimes to time too, from jax,eager,inductor,torch_xla ('none').")
+              help="With MODEL: native runtimes to time too, from jax,eager,inductor,torch_xla (with --step "
+                   "train also jax_donate), or 'none'.")
 @click.option("--step", default="forward", show_default=True,
               help="With MODEL: forward, or train (one training step; baselines from jax,eager,inductor,torch_xla, each "
-                   "running its own loop, so runs 1-3 are steps 1-3).")
+                   "running its own loop, so runs 1-3 are steps 1-3, and jax_donate: jax.jit's loop with the "
+                   "parameters and AdamW state donated).")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path),
               default=Path("out") / "captures", show_default=True,
               help="With MODEL: where captures are read from or written to (never the golden captures/ by default).")
@@ -294,7 +296,7 @@ def bench_cmd(targets, framework, exporters, size, batches, seq, baselines, step
     """
 
     from . import models
-    from .bench.native import BASELINES
+    from .bench.native import BASELINES, TRAIN_ONLY
     from .bench.run import bench_files, bench_model
     from .capture import EXPORTERS, STEPS
     from .bench.worker import default_max_memory
@@ -329,6 +331,11 @@ def bench_cmd(targets, framework, exporters, size, batches, seq, baselines, step
             raise StackwarsError(f"unknown baseline {bad[0]!r}", fix=f"choose from {', '.join(BASELINES)}")
         if step not in STEPS:
             raise StackwarsError(f"unknown step {step!r}", fix=f"choose one of: {', '.join(STEPS)}")
+        only = [b for b in wanted if b in TRAIN_ONLY]
+        if only and step != "train":
+            raise StackwarsError(f"baseline {only[0]!r} times a training loop (it donates the parameters and "
+                                 "optimizer state between steps); a forward pass has nothing to donate",
+                                 fix="add --step train, or use --baselines jax")
         if step == "train":
             from .capture.train import loss_of
 

@@ -110,10 +110,11 @@ def test_a_baseline_that_discards_its_output_is_an_error(monkeypatch):
 
 @pytest.mark.slow
 def test_every_baseline_proves_its_output_and_torch_xla_compiles_then_executes_every_run():
-    from stackwars_ir.bench.native import BASELINES, run_baselines
+    from stackwars_ir.bench.native import BASELINES, TRAIN_ONLY, run_baselines
     from stackwars_ir.capture import Request
 
-    rows = {e.kind: e for e in run_baselines(Request("gemm").validated(), BASELINES, 30)}
+    forward = tuple(b for b in BASELINES if b not in TRAIN_ONLY)
+    rows = {e.kind: e for e in run_baselines(Request("gemm").validated(), forward, 30)}
     assert set(rows) == {"jax.jit", "torch eager", "torch.compile", "torch_xla lazy"}
     for e in rows.values():
         assert e.ok, e.error
@@ -148,11 +149,29 @@ def test_measure_inspects_the_first_output_and_reads_counters_around_runs():
 
     t = measure(run, min_time=0.0, min_iters=3, max_iters=3, inspect=Checker("x", np.ones(3), "cpu", "ones"),
                 counters=lambda: {"calls": seen["n"]})
-    assert t.counters["first"] == {"calls": 1} and t.counters["second"] == {"calls": 1}
-    assert t.counters["third"] == {"calls": 1} and t.third is not None
-    assert t.counters["steady"] == {"calls": t.warmup - 1 + 3, "runs": t.warmup - 1 + 3}
+    calls = {k: {n: v for n, v in c.items() if n != "page faults"} for k, c in t.counters.items()}
+    assert calls["first"] == {"calls": 1} and calls["second"] == {"calls": 1}
+    assert calls["third"] == {"calls": 1} and t.third is not None
+    assert calls["steady"] == {"calls": t.warmup - 1 + 3, "runs": t.warmup - 1 + 3}
     with pytest.raises(BenchError, match="differs from ones"):
         measure(run, min_iters=1, inspect=Checker("x", np.zeros(3), "cpu", "ones"))
+
+
+def test_measure_counts_the_page_faults_of_each_run():
+    """A run that writes 64 MiB it never touched before (an allocation past any malloc threshold,
+    mapped fresh each time) faults; the counts are the process's, read around each phase."""
+    import numpy as np
+
+    def run():
+        a = np.empty(16 * 2**20, dtype=np.float32)
+        a.fill(1.0)
+        return a[:1].copy()
+
+    t = measure(run, min_time=0.0, min_iters=3, max_iters=3)
+    faults = {k: c["page faults"] for k, c in t.counters.items()}
+    assert set(faults) == {"first", "second", "third", "steady"}
+    assert all(f >= 1 for f in faults.values()), faults  # 4 KiB or 2 MiB pages: at least one a run
+    assert t.counters["steady"]["runs"] == t.warmup - 1 + 3
 
 
 def test_gpu_backend_without_a_gpu_says_how_to_install_it(cli, tmp_path):
@@ -404,6 +423,44 @@ def test_findings_split_a_torch_xla_run_into_compile_execute_and_tracing_by_its_
     assert text.endswith("Run 2 compiled one graph, the captured step, in 2,500 ms; jax's XLA compiles it in "
                          "1,000 ms (2.50x).")
     assert findings.lazy_split(captured, [(None, captured)]) is None  # only rows with torch_xla's clocks
+
+
+def test_findings_read_page_faults_as_an_allocator_warming_up_and_compare_the_donated_loop():
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    import findings
+
+    from stackwars_ir.bench import Executable
+    from stackwars_ir.bench.timing import Timing
+
+    def counters(faults, steady_runs=10):
+        return {"first": {"compiles": 1, "page faults": faults[0]}, "second": {"compiles": 0, "page faults": faults[1]},
+                "third": {"compiles": 0, "page faults": faults[2]},
+                "steady": {"compiles": 0, "page faults": faults[3] * steady_runs, "runs": steady_runs}}
+
+    plain = Executable("jax.jit training step (native)", "jax.jit", None,
+                       Timing(9.0, 2.2, 0.8, 0.75, 0.9, 10, 2, counters((350e3, 320e3, 280e3, 70e3)), third=1.9),
+                       resident_bytes=4 * 2**30)
+    text = findings.native_reading(plain, [])
+    assert text.startswith("steady after more than 2 steps (step 2 at 2.75x")
+    assert "compiles per step 1/2/3/later: 1/0/0/0; page faults per step 1/2/3/steady: 350k/320k/280k/70k" in text
+    assert text.endswith("nothing compiled after step 1, and step 2 touched 4.6x a steady step's fresh memory: its "
+                         "slower steps map memory for the first time (the allocator warming up), not compilation.")
+    flat = Executable(plain.label, plain.kind, None,
+                      Timing(9.0, 2.2, 0.8, 0.75, 0.9, 10, 2, counters((350e3, 70e3, 70e3, 70e3)), third=1.9))
+    assert findings.native_reading(flat, []).endswith("so its slower later steps are not compilation.")
+    donated = Executable("jax.jit training step, state donated (native)", "jax.jit donated", None,
+                         Timing(9.0, 0.88, 0.8, 0.75, 0.9, 10, 2, counters((117e3, 64e3, 64e3, 64e3)), third=0.9),
+                         resident_bytes=3 * 2**30)
+    assert findings.native_reading(donated, []).startswith("steady after 1 step")
+    rows = [(2, plain), (2, donated)]
+    assert findings.donation_reading(donated, rows) == (
+        "steady after 1 against more than 2; step 2 at 0.40x the undonated loop's step 2, steady state at 1.00x; "
+        "page faults of step 2 64k against 320k, of a steady step 64k against 70k; resident growth 3,072 MiB "
+        "against 4,096 MiB.")
+    assert findings.donation_reading(plain, rows) is None  # only the donated row reads against the other
 
 
 @pytest.mark.slow

@@ -187,16 +187,19 @@ def test_bench_step_train_times_captures_and_native_loops_and_torch_xla_compiles
 
     out = tmp_path / "b.json"
     code, _, err = cli("bench", "gemm", "--step", "train", "--exporter", "torch_xla", "--baselines",
-                       "jax,eager,inductor,torch_xla", "--out", tmp_path / "c", "--json", out)
+                       "jax,eager,inductor,torch_xla,jax_donate", "--out", tmp_path / "c", "--json", out)
     assert code == 0, err
     rows = {r["kind"] if r["kind"] != "stablehlo" else r["label"].rsplit("/", 1)[-1]: r
             for r in _json.loads(out.read_text())["results"]}
     assert set(rows) == {"jax-train.mlir", "torch-torch_xla-train.mlir", "jax.jit", "torch eager", "torch.compile",
-                         "torch_xla lazy"}
+                         "torch_xla lazy", "jax.jit donated"}
     for r in rows.values():
         assert r["proof"]["ok"], r
-    for kind in ("jax.jit", "torch eager", "torch.compile", "torch_xla lazy"):
+        assert all("page faults" in p for p in r["timing"]["counters"].values()), r  # every row, every phase
+    for kind in ("jax.jit", "torch eager", "torch.compile", "torch_xla lazy", "jax.jit donated"):
         assert "first training step" in rows[kind]["proof"]["reference"]
+    donated = rows["jax.jit donated"]["timing"]["counters"]
+    assert donated["first"]["compiles"] >= 1 and donated["second"]["compiles"] == 0 == donated["steady"]["compiles"]
     # torch.compile of the model: dynamo compiles its graph at step 1, nothing after.
     dyn = rows["torch.compile"]["timing"]["counters"]
     assert dyn["first"]["graphs compiled"] >= 1 and dyn["second"]["graphs compiled"] == 0, dyn
@@ -331,3 +334,35 @@ def test_torch_xla_training_leaves_only_the_update_without_a_phase(model):
     if models.entry(model).loss == "lm":  # the head's matmul, log_softmax and nll_loss: the loss's forward
         for op in ("aten__mm", "aten__log_softmax", "aten__nll_loss"):
             assert f'loc("jvp()/{op}")' in text, op
+
+
+def test_the_donated_jax_loop_hands_its_state_to_xla_and_computes_the_same_steps():
+    """jax_donate: each step consumes the parameters and AdamW state it was given (their buffers are
+    deleted, XLA wrote the results into them), and the losses are the undonated loop's."""
+    import jax
+    import numpy as np
+
+    from stackwars_ir.bench import native
+    from stackwars_ir.capture import prepare
+    from stackwars_ir.capture.train import train_state
+
+    req = Request("ffn", step="train").validated()
+    adapter, model, weights, inputs, reference = prepare(req)
+    state = train_state(req, model, inputs, reference)
+    losses = {}
+    for donate in (False, True):
+        label, kind, run, _, done = native._jax_train(adapter, req, model, weights, state, "cpu", donate=donate)
+        box = dict(zip(run.__code__.co_freevars, (c.cell_contents for c in run.__closure__)))["box"]
+        given = jax.tree_util.tree_leaves((box["params"], box["opt_state"]))
+        losses[donate] = [float(run()) for _ in range(3)]
+        assert all(leaf.is_deleted() for leaf in given) == donate, kind
+        done()
+    assert kind == "jax.jit donated" and "donated" in label
+    np.testing.assert_allclose(losses[True], losses[False], rtol=1e-6)
+    assert losses[True][2] < losses[True][0]  # the steps train: the loss falls
+
+
+def test_jax_donate_is_a_training_baseline_only(cli):
+    code, out, err = cli("bench", "ffn", "--baselines", "jax,jax_donate")
+    assert code == 2 and "baseline 'jax_donate' times a training loop" in err and "--step train" in err
+    assert "Traceback" not in err and out == ""

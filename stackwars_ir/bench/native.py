@@ -23,7 +23,10 @@ from . import Executable
 from .proof import Checker
 from .timing import Timeout, measure
 
-BASELINES = ("jax", "eager", "inductor", "torch_xla")
+BASELINES = ("jax", "eager", "inductor", "torch_xla", "jax_donate")
+# jax.jit's training loop with the parameters and AdamW's state donated (`donate_argnums`), as JAX's
+# docs advise for a training loop: XLA writes each step's results into the buffers it was given.
+TRAIN_ONLY = ("jax_donate",)
 REFERENCE = "PyTorch eager on the CPU, same weights and inputs"
 
 
@@ -55,8 +58,11 @@ def run_baselines(req, which, deadline_s: float | None, backend: str = "cpu") ->
     out = []
     for name in which:
         fn = ({"jax": _jax_train, "eager": _eager_train, "inductor": _inductor_train,
-               "torch_xla": _torch_xla_train} if train else
+               "torch_xla": _torch_xla_train, "jax_donate": _jax_train_donated} if train else
               {"jax": _jax, "eager": _eager, "inductor": _inductor, "torch_xla": _torch_xla}).get(name)
+        if fn is None and name in TRAIN_ONLY:
+            out.append(_failed(name, ValueError(f"{name} times a training loop: bench it with step='train'")))
+            continue
         if fn is None:
             out.append(_failed(name, ValueError(f"no {name} baseline (choose from {', '.join(BASELINES)})")))
             continue
@@ -262,7 +268,10 @@ def _torch_xla(adapter, req, model, weights, inputs, backend):
 # run 1 is the proof (PyTorch eager's step 1); `state` is capture.train's TrainState.
 
 
-def _jax_train(adapter, req, model, weights, state, backend):
+def _jax_train(adapter, req, model, weights, state, backend, donate: bool = False):
+    """The captured step's own function under jax.jit, in a loop: each step's parameters and AdamW
+    state are the last step's results. Undonated, as captured: every step returns new buffers beside
+    the old ones; `donate`: the step writes its results into the buffers it was given."""
     import jax
 
     from ..capture.train import jax_step
@@ -271,14 +280,20 @@ def _jax_train(adapter, req, model, weights, state, backend):
     device = runtime(backend).device
     _jax_counters()
     step, args = jax_step(adapter, req.size, state, weights)
-    fn = jax.jit(step)  # a new function: its first call compiles
+    fn = jax.jit(step, donate_argnums=(0, 1) if donate else ())  # a new function: its first call compiles
     box = {k: jax.device_put(v, device) for k, v in args.items()}
 
     def run():
         loss, box["params"], box["opt_state"] = fn(box["params"], box["opt_state"], box["buffers"], box["inputs"])
         return loss.block_until_ready()
 
+    if donate:
+        return "jax.jit training step, state donated (native)", "jax.jit donated", run, _jax_counters, _nothing
     return "jax.jit training step (native)", "jax.jit", run, _jax_counters, _nothing
+
+
+def _jax_train_donated(adapter, req, model, weights, state, backend):
+    return _jax_train(adapter, req, model, weights, state, backend, donate=True)
 
 
 def _torch_loop(model, state, device, compile_model: bool = False):

@@ -19,8 +19,10 @@ class Timing:
     p90: float
     iterations: int
     warmup: int
-    # Runtime counters (compiles, executions, cache hits) per phase: "first", "second", "third" (the
-    # first warm-up run) and "steady" (summed over the later runs, with "runs" saying how many).
+    # Counters per phase: "first", "second", "third" (the first warm-up run) and "steady" (summed over
+    # the later runs, with "runs" saying how many). The runtime's own (compiles, executions, cache
+    # hits) where it has any, and the process's "page faults" (minor: memory it touched for the first
+    # time, which the kernel had to map and zero) wherever the OS counts them.
     counters: dict = field(default_factory=dict, compare=False)
     samples: tuple = field(default=(), compare=False, repr=False)  # the steady-state runs, seconds
     third: float | None = field(default=None, compare=False)  # the first warm-up run (a training loop's step 3)
@@ -68,7 +70,9 @@ def measure(run: Callable[[], Any], *, min_time: float = 0.5, max_time: float = 
 
     Proof of work, outside the clock: `inspect` gets what the first run returned (it raises if
     that is not the expected output), and `counters()` is read around runs 1 and 2 and around
-    the rest, so a first run that compiled nothing, or runs that executed nothing, show.
+    the rest, so a first run that compiled nothing, or runs that executed nothing, show. The
+    process's page faults are read with them: a run slower than the steady state that compiled
+    nothing often touched fresh memory (an allocator's warm-up), and they show that.
     """
     given = sampling() if configurable else {}
     warmup = warmup if warmup is not None else given.get("warmup", WARMUP)
@@ -77,7 +81,10 @@ def measure(run: Callable[[], Any], *, min_time: float = 0.5, max_time: float = 
         min_iters = max_iters = runs
         min_time, max_time, target_spread = 0.0, float("inf"), float("inf")
     clock = time.perf_counter
-    read = counters or dict
+
+    def read() -> dict:
+        return {**(counters() if counters is not None else {}), **_faults()}
+
     before = read()
     t0 = clock()
     result = run()
@@ -114,7 +121,7 @@ def measure(run: Callable[[], Any], *, min_time: float = 0.5, max_time: float = 
             break
     q = statistics.quantiles(samples, n=10) if len(samples) >= 2 else [samples[0]] * 9
     phases = {}
-    if counters is not None:
+    if counters is not None or _faults():
         rest = _delta(read(), after_third)
         rest["runs"] = max(warmup - 1, 0) + len(samples)
         phases = {"first": _delta(after_first, before), "second": _delta(after_second, after_first)}
@@ -123,6 +130,15 @@ def measure(run: Callable[[], Any], *, min_time: float = 0.5, max_time: float = 
         phases["steady"] = rest
     return Timing(first, second, statistics.median(samples), q[0], q[-1], len(samples), warmup, phases,
                   tuple(samples), third)
+
+
+def _faults() -> dict:
+    """The process's minor page faults so far, where the OS counts them (not on Windows)."""
+    try:
+        import resource
+    except ImportError:
+        return {}
+    return {"page faults": resource.getrusage(resource.RUSAGE_SELF).ru_minflt}
 
 
 def _delta(now: dict, then: dict) -> dict:
