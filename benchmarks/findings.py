@@ -88,7 +88,10 @@ def training(a, suffix: str) -> None:
           "seeded target. The StableHLO rows are the captured second step, run from eager's state after "
           "step 1 (each run computes the same step: there is no loop around them). The native rows run "
           "the user's own loop from the seeded weights and a fresh optimizer: run 1 is step 1, run 2 step 2, "
-          "run 3 step 3; their proof is step 1's loss against PyTorch eager's. `steady after` is the first step "
+          "run 3 step 3; their proof is step 1's loss against PyTorch eager's. jax.jit's loop runs twice: as "
+          "captured (each step returns new parameters and AdamW moments beside the old) and with both donated "
+          "(`jax_donate`: XLA writes the step's results into the buffers it was given, as JAX's docs advise "
+          "for a training loop). `steady after` is the first step "
           "after which a step takes at most 1.5x the steady state. `memory` is XLA's memory analysis of the "
           "executable (arguments + outputs + temporaries, MiB).\n")
     print("| model | executable | compile ms | step 1 ms | step 2 ms | step 3 ms | steady ms | spread | steady after "
