@@ -167,11 +167,15 @@ def test_measure_counts_the_page_faults_of_each_run():
         a.fill(1.0)
         return a[:1].copy()
 
-    t = measure(run, min_time=0.0, min_iters=3, max_iters=3)
+    def proof(first):  # outside every run: 256 MiB touched, counted in no phase
+        np.ones(64 * 2**20, dtype=np.float32)
+
+    t = measure(run, min_time=0.0, min_iters=3, max_iters=3, inspect=proof)
     faults = {k: c["page faults"] for k, c in t.counters.items()}
     assert set(faults) == {"first", "second", "third", "steady"}
     assert all(f >= 1 for f in faults.values()), faults  # 4 KiB or 2 MiB pages: at least one a run
     assert t.counters["steady"]["runs"] == t.warmup - 1 + 3
+    assert faults["second"] < 2 * faults["third"] + 64, faults  # a run's faults, not the proof's 4x more
 
 
 def test_gpu_backend_without_a_gpu_says_how_to_install_it(cli, tmp_path):

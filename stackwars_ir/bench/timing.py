@@ -93,6 +93,7 @@ def measure(run: Callable[[], Any], *, min_time: float = 0.5, max_time: float = 
     if inspect is not None:
         inspect(result)
     del result
+    before_second = read() if inspect is not None else after_first  # the proof is no run's work
     t0 = clock()
     run()
     second = clock() - t0
@@ -124,7 +125,7 @@ def measure(run: Callable[[], Any], *, min_time: float = 0.5, max_time: float = 
     if counters is not None or _faults():
         rest = _delta(read(), after_third)
         rest["runs"] = max(warmup - 1, 0) + len(samples)
-        phases = {"first": _delta(after_first, before), "second": _delta(after_second, after_first)}
+        phases = {"first": _delta(after_first, before), "second": _delta(after_second, before_second)}
         if warmup:
             phases["third"] = _delta(after_third, after_second)
         phases["steady"] = rest
