@@ -36,7 +36,8 @@ def main() -> None:
     for step in args.steps.split(","):
         t0 = time.perf_counter()
         report = bench_model(args.model, size=args.size, exporters=("torch_xla", "torchax"),
-                             baselines=("jax", "eager", "torch_xla"), out_dir=Path("out") / "bench-captures",
+                             baselines=("jax", "jax_donate", "eager", "torch_xla") if step == "train" else
+                             ("jax", "eager", "torch_xla"), out_dir=Path("out") / "bench-captures",
                              timeout=args.timeout, step=step, progress=lambda m: print(m, file=sys.stderr))
         plan = None
         for _, e in report.rows:
