@@ -429,6 +429,32 @@ def test_findings_split_a_torch_xla_run_into_compile_execute_and_tracing_by_its_
     assert findings.lazy_split(captured, [(None, captured)]) is None  # only rows with torch_xla's clocks
 
 
+def test_bench_notes_a_second_run_slowed_by_fresh_memory_not_by_a_compile():
+    from stackwars_ir.bench import Executable
+    from stackwars_ir.bench.compare import warming
+    from stackwars_ir.bench.run import BenchReport
+    from stackwars_ir.bench.timing import Timing
+    from stackwars_ir.report.text import bench_text
+
+    def row(name, second, faults, compiles=None):
+        phase = (lambda f, c=0: {"page faults": f, **({"compiles": c} if compiles is not None else {})})
+        counters = {"first": phase(600_000, 1), "second": phase(faults[0], compiles or 0),
+                    "third": phase(faults[1]), "steady": {**phase(faults[2] * 8), "runs": 8}}
+        return Executable(name, "stablehlo", 1.0, Timing(3.0, second, 1.0, 0.95, 1.05, 8, 2, counters,
+                                                         samples=(1.0,) * 8, third=1.1))
+
+    warm = row("out/gpt2-base/jax-train.mlir", 2.0, (390_000, 143_000, 140_000))
+    rows = [(2, warm), (2, row("compiled.mlir", 2.0, (390_000, 143_000, 140_000), compiles=1)),
+            (2, row("quiet.mlir", 1.2, (390_000, 143_000, 140_000))),
+            (2, row("no-faults.mlir", 2.0, (140_000, 140_000, 140_000)))]
+    (note,) = warming(rows)
+    assert note.startswith("jax-train (batch 2): run 2 took 2.0x the steady state and compiled nothing, but "
+                           "touched 2.8x a steady run's fresh memory (390,000 page faults against 140,000): "
+                           "the allocator warming up")
+    text = bench_text(BenchReport("cpu", tuple(rows)))
+    assert f"note: {note}" in text.splitlines()
+
+
 def test_findings_read_page_faults_as_an_allocator_warming_up_and_compare_the_donated_loop():
     import sys
     from pathlib import Path

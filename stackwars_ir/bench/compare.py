@@ -72,3 +72,28 @@ def noisy(rows) -> list[str]:
             f"{SPREAD_TARGET:.0%}: other programs are competing for this machine; close them, pin the run "
             "(taskset -c 1 stackwars-ir bench ...), or compare ratios measured in one run"
             for b, e in rows if e.ok and e.timing and e.timing.spread > SPREAD_TARGET]
+
+
+WARMING = 1.5  # run 2 over this many times the steady state: not yet steady
+
+
+def warming(rows) -> list[str]:
+    """A note for each row whose second run was slow with nothing compiled in it but much fresh memory
+    touched (page faults): the allocator warming up, which a reader could take for the executable's."""
+    out = []
+    for b, e in rows:
+        t = e.timing if e.ok else None
+        if not t or not t.steady or t.second <= WARMING * t.steady:
+            continue
+        second, rest = t.counters.get("second", {}), t.counters.get("steady", {})
+        if "page faults" not in second or second.get("compiles") or second.get("graphs compiled"):
+            continue
+        steady = rest.get("page faults", 0) / max(rest.get("runs", 1), 1)
+        if second["page faults"] <= WARMING * max(steady, 1):
+            continue
+        out.append(f"{e.name}{f' (batch {b})' if b is not None else ''}: run 2 took {t.second / t.steady:.1f}x "
+                   f"the steady state and compiled nothing, but touched {second['page faults'] / max(steady, 1):.1f}x "
+                   f"a steady run's fresh memory ({second['page faults']:,} page faults against {steady:,.0f}): "
+                   "the allocator warming up, not the executable; compare steady states (a training loop "
+                   "that donates its state, --baselines jax_donate, has no such warm-up)")
+    return out

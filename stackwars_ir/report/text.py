@@ -155,11 +155,14 @@ def bench_text(report) -> str:
                            "intensity (flop/B)", "bound by", "share of bound"], extra, right=set(range(1, 9)))]
         out += ["plan: XLA's buffer assignment (memory for the full table and budgets); resident: what the row took; "
                 "bound: the roofline of the measured peaks at the executable's intensity (XLA's cost analysis)"]
-    from ..bench.compare import noisy
+    from ..bench.compare import noisy, warming
 
     warnings = noisy(report.rows)
     if warnings:
         out += [""] + [f"warning: {w}" for w in warnings]
+    notes = warming(report.rows)
+    if notes:
+        out += [""] + [f"note: {n}" for n in notes]
     if report.crossover:
         out += ["", f"crossover: {report.crossover}"]
     verdicts = report.verdicts
