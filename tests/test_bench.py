@@ -429,6 +429,26 @@ def test_findings_split_a_torch_xla_run_into_compile_execute_and_tracing_by_its_
     assert findings.lazy_split(captured, [(None, captured)]) is None  # only rows with torch_xla's clocks
 
 
+def test_the_bandwidth_probe_writes_into_its_argument_run_after_run():
+    """The peak bandwidth is timed on an add whose output is its first argument's buffer, fed back
+    each run: a fresh output per run would time the kernel mapping and zeroing it (docs/benchmarks.md)."""
+    import numpy as np
+
+    from stackwars_ir.bench import add_in_place
+    from stackwars_ir.runtime import runtime
+
+    rt = runtime("cpu")
+    exe = rt.compile(add_in_place(1024), "probe")
+    stats = exe.get_compiled_memory_stats()
+    assert stats.alias_size_in_bytes == stats.output_size_in_bytes == 4 * 1024  # XLA writes into argument 0
+    a, b = rt.put([np.ones(1024, np.float32), np.full(1024, 2.0, np.float32)])
+    for _ in range(3):
+        (out,) = rt.run(exe, [a, b])
+        assert a.is_deleted()  # donated: its buffer now holds the sum
+        a = out
+    np.testing.assert_array_equal(np.asarray(a), np.full(1024, 7.0, np.float32))
+
+
 def test_bench_notes_a_second_run_slowed_by_fresh_memory_not_by_a_compile():
     from stackwars_ir.bench import Executable
     from stackwars_ir.bench.compare import warming
