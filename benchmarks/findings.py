@@ -14,6 +14,8 @@ from pathlib import Path
 
 from _common import machine_line
 
+from stackwars_ir.bench.compare import WARMING
+
 ROOT = Path(__file__).resolve().parents[1]
 MODELS = ("gpt2", "bert", "resnet50")
 EXPORTERS = ("torch_xla", "torchax")
@@ -247,12 +249,8 @@ def _torch_xla_version() -> str:
 
 def page_faults(t) -> tuple | None:
     """Page faults of steps 1, 2 and 3 and of a steady step (the later runs' mean), or None."""
-    c = t.counters
-    if "page faults" not in c.get("first", {}) or "third" not in c:
-        return None
-    rest = c.get("steady", {})
-    return (c["first"]["page faults"], c["second"]["page faults"], c["third"]["page faults"],
-            rest.get("page faults", 0) / max(rest.get("runs", 1), 1))
+    faults = t.page_faults()
+    return faults if faults and faults[2] is not None else None
 
 
 def thousands(n: float) -> str:
@@ -268,7 +266,7 @@ def native_reading(e, lazy_steps) -> str:
           f"the steady state, spread {t.spread:.0%})"
     faults = page_faults(t)
     warming = ""
-    if faults and n != "1" and faults[1] > 1.5 * faults[3]:
+    if faults and n != "1" and faults[1] > WARMING * faults[3]:
         warming = (f", and step 2 touched {faults[1] / max(faults[3], 1):.1f}x a steady step's fresh memory: its "
                    "slower steps map memory for the first time (the allocator warming up), not compilation.")
     graphs = [t.counters.get(k, {}).get("graphs compiled") for k in ("first", "second", "third", "steady")]

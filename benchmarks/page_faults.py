@@ -37,8 +37,7 @@ def one_loop(model: str, size: str, name: str, steps: int) -> list[dict]:
     req = Request(model, size, step="train").validated()
     adapter, m, weights, inputs, reference = prepare(req)
     state = train_state(req, m, inputs, reference)
-    make = {"jax": native._jax_train, "jax_donate": native._jax_train_donated, "eager": native._eager_train}[name]
-    _, _, run, _, done = make(adapter, req, m, weights, state, "cpu")
+    _, _, run, _, done = native.setup_of(name, train=True)(adapter, req, m, weights, state, "cpu")
     out = []
     for _ in range(steps):
         before, t0 = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()

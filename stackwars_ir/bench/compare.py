@@ -85,15 +85,15 @@ def warming(rows) -> list[str]:
         t = e.timing if e.ok else None
         if not t or not t.steady or t.second <= WARMING * t.steady:
             continue
-        second, rest = t.counters.get("second", {}), t.counters.get("steady", {})
-        if "page faults" not in second or second.get("compiles") or second.get("graphs compiled"):
+        faults, second = t.page_faults(), t.counters.get("second", {})
+        if not faults or second.get("compiles") or second.get("graphs compiled"):
             continue
-        steady = rest.get("page faults", 0) / max(rest.get("runs", 1), 1)
-        if second["page faults"] <= WARMING * max(steady, 1):
+        _, again, _, steady = faults
+        if again <= WARMING * max(steady, 1):
             continue
         out.append(f"{e.name}{f' (batch {b})' if b is not None else ''}: run 2 took {t.second / t.steady:.1f}x "
-                   f"the steady state and compiled nothing, but touched {second['page faults'] / max(steady, 1):.1f}x "
-                   f"a steady run's fresh memory ({second['page faults']:,} page faults against {steady:,.0f}): "
+                   f"the steady state and compiled nothing, but touched {again / max(steady, 1):.1f}x "
+                   f"a steady run's fresh memory ({again:,} page faults against {steady:,.0f}): "
                    "the allocator warming up, not the executable; compare steady states (a training loop "
                    "that donates its state, --baselines jax_donate, has no such warm-up)")
     return out

@@ -57,9 +57,7 @@ def run_baselines(req, which, deadline_s: float | None, backend: str = "cpu") ->
     backend = backend or "cpu"
     out = []
     for name in which:
-        fn = ({"jax": _jax_train, "eager": _eager_train, "inductor": _inductor_train,
-               "torch_xla": _torch_xla_train, "jax_donate": _jax_train_donated} if train else
-              {"jax": _jax, "eager": _eager, "inductor": _inductor, "torch_xla": _torch_xla}).get(name)
+        fn = setup_of(name, train)
         if fn is None and name in TRAIN_ONLY:
             out.append(_failed(name, ValueError(f"{name} times a training loop: bench it with step='train'")))
             continue
@@ -369,3 +367,14 @@ def _torch_xla_train(adapter, req, model, weights, state, backend):
         return loss
 
     return "torch_xla lazy training loop", "torch_xla lazy", run, _xla_counters, _nothing
+
+
+
+def setup_of(name: str, train: bool):
+    """Baseline NAME's setup (its training loop's when `train`), or None: (adapter, req, model,
+    weights, inputs or TrainState, backend) -> (label, kind, run, counters, done). Looked up at each
+    call, so a test can replace one. benchmarks/page_faults.py runs the training loops with it too."""
+    if train:
+        return {"jax": _jax_train, "eager": _eager_train, "inductor": _inductor_train,
+                "torch_xla": _torch_xla_train, "jax_donate": _jax_train_donated}.get(name)
+    return {"jax": _jax, "eager": _eager, "inductor": _inductor, "torch_xla": _torch_xla}.get(name)

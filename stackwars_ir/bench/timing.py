@@ -32,6 +32,16 @@ class Timing:
         """(p90 - p10) / median: below 0.1 reads as a quiet measurement."""
         return (self.p90 - self.p10) / self.steady if self.steady else 0.0
 
+    def page_faults(self) -> tuple | None:
+        """Page faults of runs 1, 2 and 3 (None where there was no warm-up run) and of a steady run
+        (the later runs' mean), or None where they were not counted."""
+        c = self.counters
+        if "page faults" not in c.get("first", {}):
+            return None
+        rest = c.get("steady", {})
+        return (c["first"]["page faults"], c["second"]["page faults"], c.get("third", {}).get("page faults"),
+                rest.get("page faults", 0) / max(rest.get("runs", 1), 1))
+
     def as_json(self) -> dict:
         return {"first_s": self.first, "second_s": self.second, "third_s": self.third,
                 "steady_median_s": self.steady,
@@ -122,7 +132,7 @@ def measure(run: Callable[[], Any], *, min_time: float = 0.5, max_time: float = 
             break
     q = statistics.quantiles(samples, n=10) if len(samples) >= 2 else [samples[0]] * 9
     phases = {}
-    if counters is not None or _faults():
+    if counters is not None or "page faults" in after_first:
         rest = _delta(read(), after_third)
         rest["runs"] = max(warmup - 1, 0) + len(samples)
         phases = {"first": _delta(after_first, before), "second": _delta(after_second, before_second)}
