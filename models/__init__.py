@@ -148,7 +148,9 @@ def entry(name: str) -> Entry:
 
         close = difflib.get_close_matches(name, list(known), n=1)
         hint = f"did you mean {close[0]!r}? " if close else ""
-        raise StackwarsError(f"unknown model {name!r}", fix=f"{hint}choose one of: {', '.join(known)}")
+        raise StackwarsError(f"unknown model {name!r}",
+                             fix=f"{hint}choose one of: {', '.join(known)}; or, for a model of your own, name "
+                                 f"its adapter file or folder with --adapters PATH (docs/adapters.md)")
     return known[name]
 
 

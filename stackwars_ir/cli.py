@@ -87,19 +87,39 @@ def main(parse_memory, parse_timeout, adapters):
     if memory is not None:
         os.environ[MEMORY_ENV] = memory
     Limits.from_env()  # a bad value in the environment fails here, in one line, before any work
-    if adapters:
-        from stackwars_ir.models import ADAPTERS_ENV
+    _use_adapters(adapters)
 
-        given = [str(Path(a).resolve()) for a in adapters]  # workers may run elsewhere: absolute paths
+
+def _use_adapters(adapters) -> None:
+    """Add --adapters paths to the catalogue for this command and its workers; a bad path or adapter
+    file fails here, in one line, before any work."""
+    import os
+
+    from stackwars_ir.models import ADAPTERS_ENV, catalog
+
+    for a in adapters:
+        p = Path(a).expanduser()
+        if not (p.is_dir() or (p.suffix == ".py" and p.is_file())):
+            raise StackwarsError(f"--adapters {a}: no adapter file or folder there",
+                                 fix="name a .py adapter file, or a folder that holds them (docs/adapters.md)")
+    if adapters:
+        given = [str(Path(a).expanduser().resolve()) for a in adapters]  # workers may run elsewhere: absolute
         known = [p for p in os.environ.get(ADAPTERS_ENV, "").split(os.pathsep) if p]
         _set_env_for_command(ADAPTERS_ENV, os.pathsep.join(dict.fromkeys([*known, *given])))
-    if adapters or os.environ.get("STACKWARS_IR_ADAPTERS"):
-        from stackwars_ir.models import catalog
+    if adapters or os.environ.get(ADAPTERS_ENV):
+        catalog()
 
-        catalog()  # a bad adapter file fails here, in one line, before any work
+
+def adapters_option(command):
+    """--adapters on a command too (`capture opt --adapters DIR`), as on the group."""
+    return click.option("--adapters", metavar="PATH", multiple=True, expose_value=False,
+                        callback=lambda ctx, param, value: _use_adapters(value) if value else None,
+                        help="Model adapter files or folders to add to the catalogue (repeatable; as "
+                             "`stackwars-ir --adapters PATH COMMAND`).")(command)
 
 
 @main.command("models")
+@adapters_option
 def models_cmd():
     """List the model adapters, their sizes and default input shapes."""
     from stackwars_ir import models
@@ -114,6 +134,7 @@ def models_cmd():
 
 
 @main.command("capture")
+@adapters_option
 @click.argument("model")
 @click.option("--framework", default="both", show_default=True, help="jax, torch or both.")
 @click.option("--exporter", "exporters", multiple=True, default=("torch_xla",), show_default=True,
@@ -140,11 +161,15 @@ def capture_cmd(model, framework, exporters, size, batch, seq, seed, attn, step,
     from .capture import Request, run
 
     exporters = _exporters(model, exporters, step)
+    req = Request(model, size, framework, exporters, batch, seq, seed, attn, step, True, dtype)
+    req.validated()  # the cheap checks (names, choices) before any framework loads
     abstract, dtype, exporters = _abstract_when_too_big(model, size, step, abstract, dtype, exporters)
     req = Request(model, size, framework, exporters, batch, seq, seed, attn, step, abstract, dtype)
     result = run(req, out_dir, force=force)
     for p in result.parity:
         click.echo(p.line())
+    for line in result.skipped:
+        click.echo(line)
     if abstract:
         from .capture.abstract import NOT_CHECKED
 
@@ -154,6 +179,7 @@ def capture_cmd(model, framework, exporters, size, batch, seq, seed, attn, step,
 
 
 @main.command("stats")
+@adapters_option
 @click.argument("files", nargs=-1, required=True, type=click.Path(path_type=Path))
 @click.option("--json", "json_path", is_flag=False, flag_value="-", default=None, metavar="[FILE|-]",
               type=click.Path(dir_okay=False, allow_dash=True, path_type=Path),
@@ -173,6 +199,7 @@ def stats_cmd(files, json_path, top):
     if json_path is not None and json_path.suffix in (".mlir", ".mlirbc"):
         # `stats --json a.mlir b.mlir`: click took the first input as the JSON path; it is an input.
         files, json_path = (str(json_path), *files), Path("-")
+    _warn_sidecars(files)
     results = load(files)
     stats = [module_stats(m, arg_names=_sidecar_names(r.path)) for r in results if r.ok for m in r.modules]
     data = {"modules": [s.as_json() for s in stats], "errors": [r.error for r in results if not r.ok]}
@@ -200,6 +227,7 @@ def stats_cmd(files, json_path, top):
 
 
 @main.command("diff")
+@adapters_option
 @click.argument("file_a", type=click.Path(path_type=Path))
 @click.argument("file_b", type=click.Path(path_type=Path))
 @click.option("--json", "json_path", type=click.Path(dir_okay=False, allow_dash=True, path_type=Path),
@@ -233,6 +261,7 @@ def diff_cmd(file_a, file_b, json_path, md_path, html_path, mode, excerpts, ops,
         from .report.explorer import check_target
 
         check_target(explorer_dir)  # before the work: a folder in the way, Model Explorer missing
+    _warn_sidecars((file_a, file_b))
     report = diff_files(file_a, file_b, mode)
     result = _with_kernels(report, report.result(), (file_a, file_b)) if kernels else report.result()
     to_stdout = json_path is not None and str(json_path) == "-"
@@ -253,6 +282,7 @@ def diff_cmd(file_a, file_b, json_path, md_path, html_path, mode, excerpts, ops,
 
 
 @main.command("bench")
+@adapters_option
 @click.argument("targets", nargs=-1, required=True)
 @click.option("--framework", default="both", show_default=True, help="With MODEL: only 'both' is timed.")
 @click.option("--exporter", "exporters", multiple=True, default=("torch_xla",), show_default=True,
@@ -321,6 +351,7 @@ def bench_cmd(targets, framework, exporters, size, batches, seq, baselines, step
     if not model_mode:
         _refuse_model_options("bench", ("framework", "exporters", "size", "batches", "seq", "baselines", "step",
                                         "out_dir"), fix="bench a model by name")
+        _warn_sidecars(targets)
     if model_mode:
         if framework != "both":
             raise StackwarsError(f"bench MODEL times both frameworks; got --framework {framework}",
@@ -354,6 +385,7 @@ def bench_cmd(targets, framework, exporters, size, batches, seq, baselines, step
 
 
 @main.command("memory")
+@adapters_option
 @click.argument("targets", nargs=-1, required=True)
 @click.option("--target", "target", default="cpu", show_default=True,
               help="Compile for: cpu, gpu, or a TPU generation (tpu-v6e, tpu-v5e, tpu-v5p, tpu-v4; through "
@@ -441,6 +473,7 @@ def memory_cmd(targets, target, budget, measure, exporters, size, batches, seq, 
     else:
         _refuse_model_options("memory", ("exporters", "size", "batches", "seq", "step", "out_dir", "framework",
                                          "abstract", "dtype", "max_batch"), fix="name a model")
+        _warn_sidecars(targets)
         report = plan_files([Path(t) for t in targets], target, limits, measure, memory, timeout, _progress)
     _emit(memory_text(report), report.as_json(), json_path)
     if md_path is not None:
@@ -578,14 +611,21 @@ def _read_json_of(path: Path, command: str, key: str) -> dict:
 def _sidecar_names(path) -> dict:
     """Argument index -> PyTorch tensor name, from a capture's sidecar (torch_xla's arguments carry
     no names of their own); nothing for a file without one, or whose sidecar describes another file."""
-    from .files import read_sidecar
+    from .files import sidecar_of
 
-    try:
-        side = read_sidecar(Path(path))
-    except StackwarsError as e:
-        click.echo(f"stackwars-ir: note: {e.one_line()}", err=True)
-        return {}
+    side, _ = sidecar_of(Path(path))  # one that does not describe its file: warned of by _warn_sidecars
     return {a["index"]: a["name"] for a in side.get("arguments", [])} if side else {}
+
+
+def _warn_sidecars(paths) -> None:
+    """The one warning every command gives for a file whose sidecar no longer describes it (an
+    edited .mlir): the command goes on, reading it as a file without a sidecar."""
+    from .files import sidecar_of
+
+    for path in dict.fromkeys(Path(p) for p in paths):
+        _, warning = sidecar_of(path)
+        if warning:
+            click.echo(f"stackwars-ir: warning: {warning}", err=True)
 
 
 def _progress(message: str) -> None:
@@ -630,6 +670,7 @@ def _int_list(text: str) -> tuple:
 
 
 @main.command("report")
+@adapters_option
 @click.argument("files", nargs=-1, type=click.Path(path_type=Path))
 @click.option("-o", "--output", "out", type=click.Path(dir_okay=False, path_type=Path), required=True,
               help="The HTML file to write.")
@@ -691,6 +732,7 @@ def report_cmd(files, out, from_path, bench_path, memory_path, mode, kernels):
         _check_belongs(memory_path, {e["sha256"]: e.get("label", "?") for e in memory["executables"]
                                      if isinstance(e, dict) and e.get("sha256")}, mine, shown, "planned")
     if from_path is None:
+        _warn_sidecars(files)
         report = diff_files(files[0], files[1], mode)
         result = report.result(excerpts="all")  # the graph view shows any block's IR
         if kernels:

@@ -74,6 +74,16 @@ def read_sidecar(mlir_path: Path) -> dict | None:
     return data
 
 
+def sidecar_of(mlir_path: Path) -> tuple[dict | None, str]:
+    """The sidecar of a capture, or None with the warning every command prints when it exists but
+    does not describe this file (an edited .mlir): the file is then read as one without a sidecar."""
+    try:
+        return read_sidecar(mlir_path), ""
+    except StackwarsError as e:
+        return None, f"{e.message}; it is ignored: the file is read as one without a sidecar (synthetic " \
+                     f"arguments, no capture provenance) (fix: {e.fix})"
+
+
 def _mismatch(mlir_path: Path, data: dict) -> str | None:
     if data.get("stablehlo") not in (None, mlir_path.name):
         return f"it describes {data['stablehlo']!r}"
@@ -104,7 +114,51 @@ def locked_folder(folder: Path):
         os.close(fd)  # closing releases the lock
 
 
-def write_set(files: list[tuple[Path, str]]) -> None:
+def values_bytes(arrays: list) -> bytes:
+    """The arrays an executable is called with, as a deterministic .npz (`arg0`, `arg1`, ... in order,
+    and `reference`): numpy's savez stamps each member with the time of writing; here every stamp
+    is the zip epoch, so the same capture writes the same bytes."""
+    import io
+    import zipfile
+
+    import numpy as np
+
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_STORED) as z:
+        for name, array in arrays:
+            member = io.BytesIO()
+            np.lib.format.write_array(member, np.ascontiguousarray(array), allow_pickle=False)
+            info = zipfile.ZipInfo(f"{name}.npy", date_time=(1980, 1, 1, 0, 0, 0))
+            info.external_attr = 0o644 << 16
+            z.writestr(info, member.getvalue())
+    return buf.getvalue()
+
+
+def read_values(mlir_path: Path, sidecar: dict) -> tuple[list, object] | None:
+    """The argument values and reference output a capture recorded beside itself (`"values"` in its
+    sidecar), or None when it recorded none; StackwarsError when the file is gone or not the one recorded."""
+    import numpy as np
+
+    recorded = sidecar.get("values") or {}
+    if not recorded.get("file"):
+        return None
+    path = Path(mlir_path).with_name(recorded["file"])
+    try:
+        data = path.read_bytes()
+    except OSError as e:
+        raise StackwarsError(f"{path}: the capture's recorded values cannot be read: {e.strerror}",
+                             fix="copy the .npz beside its .mlir and .json, or re-run stackwars-ir capture") from None
+    if hashlib.sha256(data).hexdigest() != recorded.get("sha256"):
+        raise StackwarsError(f"{path}: not the values its capture recorded (sha256 differs)",
+                             fix="re-run stackwars-ir capture")
+    import io
+
+    with np.load(io.BytesIO(data), allow_pickle=False) as z:
+        args = [z[f"arg{i}"] for i in range(sum(n.startswith("arg") for n in z.files))]
+        return args, z["reference"]
+
+
+def write_set(files: list[tuple[Path, str | bytes]]) -> None:
     """Write several files as one: each to a temporary file first, then all renamed in place with
     Ctrl-C held back, so an interrupt or a failure leaves either the whole set or none of it."""
     import signal
@@ -115,8 +169,12 @@ def write_set(files: list[tuple[Path, str]]) -> None:
             path.parent.mkdir(parents=True, exist_ok=True)
             fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
             staged.append((tmp, path))
-            with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as f:
-                f.write(content)
+            if isinstance(content, bytes):
+                with os.fdopen(fd, "wb") as f:
+                    f.write(content)
+            else:
+                with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as f:
+                    f.write(content)
             _share(tmp, 0o666)
         old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
         try:

@@ -75,3 +75,102 @@ def test_a_missing_adapter_path_and_a_name_taken_twice_are_one_line(cli, tmp_pat
     clash.write_text(TOY.read_text().replace('"toy_mixer"', '"gpt2"'))
     code, _, err = cli("--adapters", clash, "models")
     assert code == 2 and "a model named 'gpt2' exists already" in err
+
+
+OPT = ROOT / "tests" / "adapters" / "opt.py"
+
+
+def _opt_variant(folder, name: str, old: str = "", new: str = "", cut: str = ""):
+    """tests/adapters/opt.py as model `name` (one module name per variant: adapters are imported once
+    per process), with `old` replaced by `new`, or everything from `cut` on dropped."""
+    text = OPT.read_text().replace('"opt"', f'"{name}"')
+    if cut:
+        text = text[:text.index(cut)]
+    if old:
+        assert old in text
+        text = text.replace(old, new)
+    path = folder / f"{name}.py"
+    path.write_text(text)
+    return path
+
+
+TORCH_MODEL = "return positional(OPTModel, config(size), lambda out: out.last_hidden_state, use_cache=False)"
+WRAPPED = '''import torch
+
+    class Wrapped(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.model = OPTModel(config(size))
+
+        def forward(self, ids):
+            return self.model(input_ids=ids, use_cache=False).last_hidden_state
+
+    return Wrapped().eval()'''
+
+
+@pytest.mark.parametrize("name, change, args, words", [
+    ("opt_raw", dict(old=TORCH_MODEL, new="return OPTModel(config(size)).eval()"), (),
+     "the model from torch_model(size) returns a BaseModelOutputWithPast from forward, not a tensor"),
+    ("opt_nojax", dict(cut="class Attention"), ("--framework", "jax"), "the adapter defines no jax_model(size, weights)"),
+    ("opt_notorch", dict(old="def torch_model(", new="def build_torch_model("), (),
+     "the adapter defines no torch_model(size)"),
+    ("opt_listed", dict(old='return {"input_ids": rng.integers(2, SIZES[size]["vocab_size"], (batch, seq), dtype=np.int64)}',
+                        new='return [rng.integers(2, SIZES[size]["vocab_size"], (batch, seq), dtype=np.int64)]'), (), "returned list"),
+    ("opt_wrap", dict(old=TORCH_MODEL, new=WRAPPED), ("--step", "train", "--framework", "torch"),
+     "the 'lm' training loss needs the tied token embedding; the adapter has LM_HEAD"),
+    ("opt_twin", dict(old='Linear(w, f"{prefix}.fc2", "fc2")', new='Linear(w, f"{prefix}.fc3", "fc2")'),
+     ("--framework", "jax"), "in __init__(): KeyError: 'decoder.layers.0.fc3.weight'"),
+    ("opt_import", dict(old="import numpy as np\n", new="import numpy as np\nimport no_such_package\n"), (),
+     "ModuleNotFoundError: No module named 'no_such_package'"),
+])
+def test_each_adapter_mistake_is_one_line_naming_its_file(cli, tmp_path, monkeypatch, name, change, args, words):
+    monkeypatch.setenv(models.ADAPTERS_ENV, "")
+    folder = tmp_path / "mine"
+    folder.mkdir()
+    path = _opt_variant(folder, name, **change)
+    out_dir = tmp_path / "caps"
+    code, out, err = cli("capture", name, *args, "--exporter", "torchax", "--out", out_dir, "--adapters", folder)
+    lines = err.strip().splitlines()
+    assert code == 2 and len(lines) == 1 and "Traceback" not in err, err
+    assert lines[0].startswith(f"stackwars-ir: error: {path}") and words in lines[0], lines[0]
+    assert "docs/adapters.md" in lines[0]
+    assert not out_dir.exists()  # nothing written
+
+
+def test_an_exception_in_the_adapters_own_code_names_its_line(cli, tmp_path, monkeypatch):
+    monkeypatch.setenv(models.ADAPTERS_ENV, "")
+    folder = tmp_path / "mine"
+    folder.mkdir()
+    path = _opt_variant(folder, "opt_raises", old="    import jax.numpy as jnp\n\n        with self.scoped():\n"
+                        "            positions", new="    import jax.numpy as jnp\n\n        with self.scoped():\n"
+                        "            raise RuntimeError('not yet')\n            positions")
+    line = 1 + path.read_text().splitlines().index("            raise RuntimeError('not yet')")
+    code, _, err = cli("--adapters", folder, "capture", name := "opt_raises", "--framework", "jax",
+                       "--out", tmp_path / "caps")
+    assert code == 2 and err.strip() == (
+        f"stackwars-ir: error: {path}:{line}: in __call__(): RuntimeError: not yet (fix: correct the adapter "
+        "(docs/adapters.md states what each function must define and return))"), (name, err)
+
+
+@pytest.mark.slow
+def test_a_pytorch_only_adapter_captures_the_pytorch_routes(cli, tmp_path, monkeypatch):
+    monkeypatch.setenv(models.ADAPTERS_ENV, "")
+    folder = tmp_path / "mine"
+    folder.mkdir()
+    _opt_variant(folder, "opt_torch_only", cut="class Attention")
+    code, out, err = cli("capture", "opt_torch_only", "--exporter", "all", "--out", tmp_path / "caps",
+                         "--adapters", folder)
+    assert code == 0, err
+    assert "jax: not captured: opt_torch_only.py defines no jax_model(size, weights)" in out
+    assert sorted(p.name for p in (tmp_path / "caps" / "opt_torch_only-tiny").glob("*.mlir")) == \
+        ["torch-torch_xla.mlir", "torch-torchax.mlir"]
+
+
+def test_unknown_models_and_adapter_paths_say_how_to_add_one(cli, tmp_path, monkeypatch):
+    monkeypatch.setenv(models.ADAPTERS_ENV, "")
+    code, _, err = cli("capture", "opt")
+    assert code == 2 and "unknown model 'opt'" in err and "--adapters PATH" in err
+    code, _, err = cli("capture", "opt", "--adapters", tmp_path / "nowhere")
+    assert code == 2 and err.strip() == (f"stackwars-ir: error: --adapters {tmp_path / 'nowhere'}: no adapter file "
+                                         "or folder there (fix: name a .py adapter file, or a folder that holds "
+                                         "them (docs/adapters.md))")

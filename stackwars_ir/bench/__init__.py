@@ -97,9 +97,25 @@ def signature_arguments(module, sidecar: dict | None, rng: np.random.Generator) 
     (integers kept inside the tables they index) and no reference; so also for an abstract capture."""
     if sidecar is not None and sidecar.get("abstract"):
         sidecar = None  # captured from shapes alone: there are no weights to rebuild
+    why = "synthetic (normal floats, integers within the indexed table)"
     if sidecar is not None:
-        arrays, reference = _sidecar_arguments(module, sidecar)
-        return arrays, f"capture sidecar ({sidecar['model']}-{sidecar['size']}, seed {sidecar['seed']})", reference
+        from stackwars_ir import models
+
+        from ..files import read_values
+
+        which = f"{sidecar['model']}-{sidecar['size']}, seed {sidecar['seed']}"
+        recorded = read_values(Path(module.source), sidecar)
+        if recorded is not None:
+            arrays, reference = recorded
+            if len(arrays) != len(module.entry.args):
+                raise BenchError(f"{module.source}: its recorded values hold {len(arrays)} arguments, the module "
+                                 f"has {len(module.entry.args)}", fix="re-run stackwars-ir capture")
+            return arrays, f"capture's recorded values ({which})", reference
+        if sidecar["model"] in models.catalog():
+            arrays, reference = _sidecar_arguments(module, sidecar)
+            return arrays, f"capture sidecar ({which})", reference
+        why = (f"synthetic: model {sidecar['model']!r} is not in the catalogue and its capture recorded no values "
+               f"(name its adapter with --adapters PATH to time its own weights against PyTorch eager)")
     arrays = []
     for i, vid in enumerate(module.entry.args):
         t = module.values[vid].type
@@ -107,7 +123,7 @@ def signature_arguments(module, sidecar: dict | None, rng: np.random.Generator) 
             raise BenchError(f"{module.source}: argument {i} has a dynamic shape ({t})",
                              fix="benchmark a module exported with static shapes")
         arrays.append(_synthetic(t, _index_limit(module, vid), rng, f"{module.source}: argument {i}"))
-    return arrays, "synthetic (normal floats, integers within the indexed table)", None
+    return arrays, why, None
 
 
 _NUMPY = {"f32": np.float32, "f64": np.float64, "f16": np.float16, "i64": np.int64, "i32": np.int32,

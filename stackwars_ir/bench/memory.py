@@ -357,7 +357,7 @@ def plan_file(path: Path, target: str, measure: bool = False) -> MemoryPlan:
     import dataclasses
     import hashlib
 
-    from ..files import read_sidecar
+    from ..files import sidecar_of
     from ..ir import load
 
     (result,) = load([path])
@@ -366,7 +366,7 @@ def plan_file(path: Path, target: str, measure: bool = False) -> MemoryPlan:
     data = Path(path).read_bytes()
     text = data if str(path).endswith(".mlirbc") else data.decode(errors="replace")
     try:
-        side = read_sidecar(Path(path))
+        side, _ = sidecar_of(Path(path))  # one that does not describe its file: warned of by the CLI
         compiler = _compiler(target)
     except StackwarsError as e:
         return MemoryPlan(str(path), target, error=e.one_line())

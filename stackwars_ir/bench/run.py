@@ -37,7 +37,7 @@ class BenchReport:
 
 def bench_one(path: Path, backend: str | None, timeout: float | None) -> Executable:
     """Compile and time one StableHLO file in this process (the bench worker calls this)."""
-    from ..files import read_sidecar
+    from ..files import sidecar_of
     from ..ir import load
     from ..runtime import runtime
 
@@ -49,7 +49,7 @@ def bench_one(path: Path, backend: str | None, timeout: float | None) -> Executa
 
     data = Path(path).read_bytes()
     text = data if str(path).endswith(".mlirbc") else data.decode(errors="replace")
-    row = bench_text(Path(path), text, result.modules[0], runtime(backend), read_sidecar(Path(path)), timeout)
+    row = bench_text(Path(path), text, result.modules[0], runtime(backend), sidecar_of(Path(path))[0], timeout)
     return dataclasses.replace(row, sha256=hashlib.sha256(data).hexdigest())
 
 
@@ -57,7 +57,7 @@ def bench_files(paths, backend: str | None = None, timeout: float | None = None,
                 with_peaks: bool = True, max_memory: int | None = None, progress=None) -> BenchReport:
     """Every file compiled and timed in a bench worker that is killed past the file's time or
     memory limit (2 x timeout + a grace; max_memory bytes resident); the others still run."""
-    from ..files import read_sidecar
+    from ..files import sidecar_of
     from ..ir import load
     from ..runtime import runtime
     from .worker import Isolated
@@ -69,11 +69,7 @@ def bench_files(paths, backend: str | None = None, timeout: float | None = None,
             if not result.ok:
                 rows.append((None, Executable(str(path), "stablehlo", None, None, error=result.error)))
                 continue
-            try:
-                side = read_sidecar(Path(path))
-            except StackwarsError as e:  # a sidecar that does not describe its file: this row only
-                rows.append((None, Executable(str(path), "stablehlo", None, None, error=e.one_line())))
-                continue
+            side, _ = sidecar_of(Path(path))  # one that does not describe its file: warned of by the CLI
             rows.append((_batch(side), _timed(worker, ("file", str(path), rt.platform, timeout), timeout, progress)))
     measured = with_peaks and any(e.ok for _, e in rows)  # no roofline to draw when nothing ran
     if measured and progress:

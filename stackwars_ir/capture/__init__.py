@@ -29,6 +29,7 @@ class CaptureSet:
     size: str
     files: tuple[Path, ...]
     parity: tuple[parity.Parity, ...]
+    skipped: tuple[str, ...] = ()  # routes asked for and not captured, each with why
 
     @property
     def ok(self) -> bool:
@@ -96,27 +97,39 @@ def _choose(what: str, value: str, allowed) -> None:
 
 
 def prepare(req: Request):
-    """The PyTorch model with seeded weights, its weights as numpy, inputs and the eager reference output."""
+    """The PyTorch model with seeded weights, its weights as numpy, inputs and the eager reference
+    output; the adapter's contract checked on the way (models/_contract.py), its errors in one line."""
     from stackwars_ir import models
+    from stackwars_ir.models import _contract as contract
 
     try:
         import torch
     except Exception as e:
         raise MissingExtra("torch", e) from e
-    adapter = models.adapter(req.model)
-    torch.manual_seed(req.seed)
-    model = adapter.torch_model(req.size)
-    perturb(model, req.seed)
-    # Buffers too, persistent or not: torch.export lifts them all into arguments.
-    tensors = {**dict(model.named_parameters()), **dict(model.named_buffers())}
-    weights = {k: v.detach().cpu().numpy().copy() for k, v in sorted(tensors.items())}
-    try:
-        inputs = adapter.inputs(req.size, req.batch, req.seq, np.random.default_rng(req.seed))
-    except ValueError as e:
-        raise StackwarsError(str(e), fix="choose a smaller --seq or --batch") from e
-    with torch.no_grad():
-        reference = model(*[torch.from_numpy(v) for v in inputs.values()]).numpy()
-    return adapter, model, weights, inputs, reference
+    entry = models.entry(req.model)
+    with contract.blame(entry):
+        adapter = models.adapter(req.model)
+        contract.require(entry, adapter, "torch_model", "inputs")
+        torch.manual_seed(req.seed)
+        model = adapter.torch_model(req.size)
+        contract.check_torch_model(entry, model)
+        if req.step == "train":
+            from .train import loss_of
+
+            contract.check_loss(entry, adapter, model, loss_of(req.model))
+        perturb(model, req.seed)
+        # Buffers too, persistent or not: torch.export lifts them all into arguments.
+        tensors = {**dict(model.named_parameters()), **dict(model.named_buffers())}
+        weights = {k: v.detach().cpu().numpy().copy() for k, v in sorted(tensors.items())}
+        try:
+            inputs = adapter.inputs(req.size, req.batch, req.seq, np.random.default_rng(req.seed))
+        except ValueError as e:
+            raise StackwarsError(str(e), fix="choose a smaller --seq or --batch") from e
+        contract.check_inputs(entry, inputs)
+    with contract.blame(entry, "the forward of torch_model(size)'s model"), torch.no_grad():
+        output = model(*[torch.from_numpy(v) for v in inputs.values()])
+    contract.check_output(entry, output)
+    return adapter, model, weights, inputs, output.numpy()
 
 
 def perturb(model, seed: int) -> None:
@@ -139,8 +152,16 @@ def perturb(model, seed: int) -> None:
 
 def run(req: Request, out_dir: Path, *, force: bool = False, show: bool | None = None) -> CaptureSet:
     """Capture, check parity, then write every file (atomically); raise ParityError after writing."""
+    from stackwars_ir import models
+    from stackwars_ir.models import _contract as contract
+
     req = req.validated()
-    frameworks = ("jax", "torch") if req.framework == "both" else (req.framework,)
+    with contract.blame(models.entry(req.model)):  # the adapter's own exceptions: one line, its file and line
+        return _run(req, out_dir, force, show)
+
+
+def _run(req: Request, out_dir: Path, force: bool, show: bool | None) -> CaptureSet:
+    frameworks = _frameworks(req)
     suffix = "-train" if req.step == "train" else ""
     stems = (["jax" + suffix] if "jax" in frameworks else []) + \
             ([f"torch-{e}{suffix}" for e in req.exporters] if "torch" in frameworks else [])
@@ -201,15 +222,38 @@ def run(req: Request, out_dir: Path, *, force: bool = False, show: bool | None =
     _refuse_absolute_paths([cap for cap, _ in checked])
     results = [result for _, result in checked]
     contents = [f for cap, result in checked
-                for f in _contents(cap, req, state.inputs if state else inputs, result, out_dir, state)]
+                for f in _contents(cap, req, state.inputs if state else inputs, result, out_dir, state,
+                                   _values(cap, req, weights, inputs, reference, state))]
     with files.locked_folder(Path(out_dir) / f"{req.model}-{req.size}"):
         files.write_set(contents)
     written = [path for path, _ in contents]
-    outcome = CaptureSet(req.model, req.size, tuple(written), tuple(results))
+    outcome = CaptureSet(req.model, req.size, tuple(written), tuple(results), _skipped(req, frameworks))
     if not outcome.ok:
         bad = [p for p in results if not p.ok]
         raise ParityError(f"{label}: {bad[0].line()}; files written for inspection")
     return outcome
+
+
+def _frameworks(req: Request) -> tuple[str, ...]:
+    """The frameworks to capture: `both` is the PyTorch routes alone for an adapter without a JAX twin."""
+    from stackwars_ir import models
+    from stackwars_ir.models import _contract as contract
+
+    entry = models.entry(req.model)
+    adapter = models.adapter(req.model)
+    if req.framework == "both":
+        return ("jax", "torch") if callable(getattr(adapter, "jax_model", None)) else ("torch",)
+    if req.framework == "jax":
+        contract.require(entry, adapter, "jax_model", why=", so there is no JAX route to capture")
+    return (req.framework,)
+
+
+def _skipped(req: Request, frameworks) -> tuple[str, ...]:
+    if req.framework == "both" and "jax" not in frameworks:
+        from stackwars_ir import models
+
+        return (f"jax: not captured: {Path(models.entry(req.model).path).name} defines no jax_model(size, weights)",)
+    return ()
 
 
 def _refuse_absolute_paths(captures) -> None:
@@ -231,7 +275,7 @@ def _run_abstract(req, frameworks, out_dir: Path, label: str, show) -> CaptureSe
     contents = [f for cap in captures for f in _contents(cap, req, inputs, None, out_dir)]
     with files.locked_folder(Path(out_dir) / f"{req.model}-{req.size}"):
         files.write_set(contents)
-    return CaptureSet(req.model, req.size, tuple(p for p, _ in contents), ())
+    return CaptureSet(req.model, req.size, tuple(p for p, _ in contents), (), _skipped(req, frameworks))
 
 
 def _capture_all(req, frameworks, adapter, model, weights, inputs, label, show):
@@ -276,11 +320,46 @@ def _not_checked() -> str:
     return NOT_CHECKED
 
 
+VALUES_LIMIT = 64 << 20  # bytes of argument values recorded beside a capture of a user's model
+
+
+def _values(cap: Capture, req: Request, weights, inputs, reference, state) -> list | None:
+    """The arrays a capture of a user's model is called with, and the output they must give, to be
+    recorded beside it: its readers (bench, memory --measure) may not have the adapter. A built-in
+    model's are rebuilt from its adapter, which every reader has."""
+    from stackwars_ir import models
+
+    if Path(models.entry(req.model).path).parent == models.HERE:
+        return None
+    if state is not None:
+        args, reference = parity.argument_values(cap, state.values(), state.inputs), \
+            np.asarray(state.ref_loss, dtype=np.float32)
+    else:
+        args = parity.argument_values(cap, weights, inputs)
+    return [(f"arg{i}", a) for i, a in enumerate(args)] + [("reference", np.asarray(reference))]
+
+
+def _recorded_values(values: list | None, mlir_path: Path) -> tuple[dict | None, list]:
+    """The sidecar's `"values"` entry and the .npz to write, or why none is written."""
+    if values is None:
+        return None, []
+    total = sum(a.nbytes for _, a in values)
+    if total > VALUES_LIMIT:
+        return {"file": None, "bytes": total,
+                "why": f"{total / 2**20:.0f} MiB of arguments, over the {VALUES_LIMIT >> 20} MiB recorded beside a "
+                       "capture: bench and memory --measure rebuild them with the adapter (--adapters PATH)"}, []
+    data = files.values_bytes(values)
+    path = mlir_path.with_suffix(".npz")
+    return {"file": path.name, "bytes": total, "sha256": hashlib.sha256(data).hexdigest()}, [(path, data)]
+
+
 def _contents(cap: Capture, req: Request, inputs, result: parity.Parity | None, out_dir: Path,
-              state=None) -> list[tuple[Path, str]]:
+              state=None, values: list | None = None) -> list[tuple[Path, str | bytes]]:
     from stackwars_ir import models
 
     mlir_path, json_path = artifact.target_paths(out_dir, req.model, req.size, cap.stem)
+    entry = models.entry(req.model)
+    recorded, extra_files = _recorded_values(values, mlir_path)
     sidecar = {
         "format": files.SIDECAR_FORMAT,
         "model": req.model, "size": req.size, "seed": req.seed, "batch": req.batch, "seq": req.seq,
@@ -293,6 +372,8 @@ def _contents(cap: Capture, req: Request, inputs, result: parity.Parity | None, 
         "constants": {k: {"shape": list(v.shape), "dtype": str(v.dtype), "values": v.ravel().tolist()}
                       for k, v in sorted(cap.constants.items())},
         "versions": files.versions(),
+        # What a reader without the adapter file needs: the differ's role words (docs/adapters.md).
+        "adapter": {"file": Path(entry.path).name, "roles": dict(sorted(entry.roles.items()))},
         "parity": result.as_json() if result is not None else {"checked": False, "why": _not_checked()},
         # The one part that differs between two runs of the same capture.
         "run": {"seconds": cap.seconds, "host": files.host(), "capture_revision": artifact.CAPTURE_REVISION},
@@ -308,4 +389,6 @@ def _contents(cap: Capture, req: Request, inputs, result: parity.Parity | None, 
             "loss": state.loss, "optimizer": {"name": "AdamW", **ADAMW},
             "captured step": 2, "state": "PyTorch eager's after step 1 on the same weights and batch",
             "outputs": list(cap.outputs), **cap.extra}
-    return [(mlir_path, cap.text), (json_path, files.dump_json(sidecar))]
+    if recorded is not None:
+        sidecar["values"] = recorded
+    return [(mlir_path, cap.text), (json_path, files.dump_json(sidecar)), *extra_files]

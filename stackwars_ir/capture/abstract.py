@@ -18,9 +18,15 @@ def meta_model(req):
 
     from stackwars_ir import models
 
-    adapter = models.adapter(req.model)
-    with torch.device("meta"):
-        model = adapter.torch_model(req.size)
+    from stackwars_ir.models import _contract as contract
+
+    entry = models.entry(req.model)
+    with contract.blame(entry):
+        adapter = models.adapter(req.model)
+        contract.require(entry, adapter, "torch_model", "inputs")
+        with torch.device("meta"):
+            model = adapter.torch_model(req.size)
+        contract.check_torch_model(entry, model)
     return adapter, model.to(getattr(torch, req.dtype))
 
 

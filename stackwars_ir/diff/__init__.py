@@ -215,8 +215,9 @@ def with_kernels(report: DiffReport, result: DiffResult, kernels_a, kernels_b) -
 
 
 def adapter_roles(module: Module) -> tuple:
-    """The path-to-role words of the adapter that captured `module` (its sidecar names the model);
-    none for a file without a sidecar or of a model not in the catalogue."""
+    """The path-to-role words of the adapter that captured `module`: as its sidecar recorded them, so
+    a capture of a user's model diffs the same without the adapter file; for an older sidecar, the
+    catalogue's entry of the model it names; none for a file without a sidecar."""
     from stackwars_ir import models
 
     from ..files import read_sidecar
@@ -224,6 +225,9 @@ def adapter_roles(module: Module) -> tuple:
 
     try:
         side = read_sidecar(Path(module.source)) or {}
+        recorded = (side.get("adapter") or {}).get("roles")
+        if isinstance(recorded, dict):
+            return tuple(sorted(recorded.items()))
         entry = models.catalog().get(side.get("model"))
     except (StackwarsError, OSError, ValueError):
         return ()
