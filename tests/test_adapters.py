@@ -174,3 +174,62 @@ def test_unknown_models_and_adapter_paths_say_how_to_add_one(cli, tmp_path, monk
     assert code == 2 and err.strip() == (f"stackwars-ir: error: --adapters {tmp_path / 'nowhere'}: no adapter file "
                                          "or folder there (fix: name a .py adapter file, or a folder that holds "
                                          "them (docs/adapters.md))")
+
+
+@pytest.fixture(scope="module")
+def opt_captures(tmp_path_factory):
+    """OPT, a model outside the catalogue, captured through its user adapter on all three routes."""
+    from click.testing import CliRunner
+
+    from stackwars_ir.cli import main
+
+    root = tmp_path_factory.mktemp("opt")
+    folder = root / "mine"
+    folder.mkdir()
+    shutil.copy(OPT, folder / "opt.py")
+    result = CliRunner().invoke(main, ["capture", "opt", "--exporter", "all", "--out", str(root / "caps"),
+                                       "--adapters", str(folder)])
+    assert result.exit_code == 0, result.output
+    return folder, root / "caps" / "opt-tiny"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("stem", ["torch-torch_xla", "torch-torchax"])
+def test_opt_layers_pair_by_key_with_fc2_in_the_mlp(cli, opt_captures, tmp_path, stem):
+    from stackwars_ir.diff.blocks import segment
+    from stackwars_ir.ir import load_one
+
+    _, caps = opt_captures
+    code, _, err = cli("diff", caps / "jax.mlir", caps / f"{stem}.mlir", "--json", tmp_path / "d.json")
+    assert code == 1, err
+    pairs = {(b["role"], tuple(b["layer"])) for b in json.loads((tmp_path / "d.json").read_text())["blocks"]}
+    for layer in (0, 1):
+        assert {("norm", (layer,)), ("attention", (layer,)), ("mlp", (layer,))} <= pairs, pairs
+    for path in (caps / "jax.mlir", caps / f"{stem}.mlir"):
+        for block in segment(load_one(path)).blocks:
+            dots = sum(op.name == "stablehlo.dot_general" for op, _ in block.ops)
+            if block.layer and block.role in ("mlp", "residual"):  # fc1 and fc2 in the MLP, on every route
+                assert dots == (2 if block.role == "mlp" else 0), (path.name, block.label)
+
+
+@pytest.mark.slow
+def test_a_user_models_captures_need_no_adapter_to_diff_bench_and_plan(cli, opt_captures, tmp_path, monkeypatch):
+    folder, caps = opt_captures
+    monkeypatch.setenv(models.ADAPTERS_ENV, "")
+    a, b = caps / "jax.mlir", caps / "torch-torch_xla.mlir"
+    assert json.loads(a.with_suffix(".json").read_text())["values"]["file"] == "jax.npz"
+    runs = {}
+    for how, extra in (("with", ("--adapters", folder)), ("without", ())):
+        code, diff_text, err = cli("diff", a, b, *extra)
+        assert code == 1, err
+        code, _, err = cli("memory", a, b, "--json", tmp_path / f"m-{how}.json", *extra)
+        assert code == 0, err
+        code, out, err = cli("bench", a, b, "--runs", "3", "--json", tmp_path / f"b-{how}.json", *extra)
+        assert code == 0 and "FAILED" not in out and "unknown model" not in err, (out, err)
+        rows = json.loads((tmp_path / f"b-{how}.json").read_text())["results"]
+        plans = json.loads((tmp_path / f"m-{how}.json").read_text())["executables"]
+        runs[how] = (diff_text, [(r["arguments"], r["proof"]["ok"], r["proof"]["reference"]) for r in rows],
+                     [{k: v for k, v in p.items() if k not in ("seconds", "compile_s")} for p in plans])
+    assert runs["with"] == runs["without"]
+    assert [o for o, _, _ in runs["without"][1]] == ["capture's recorded values (opt-tiny, seed 0)"] * 2
+    assert all(ok for _, ok, _ in runs["without"][1])

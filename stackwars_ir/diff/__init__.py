@@ -9,7 +9,7 @@ from pathlib import Path
 from ..ir.model import Module
 from .align import Alignment, align
 from .blocks import Block, Segmentation, segment
-from .findings import BlockFacts, block_findings, facts
+from .findings import BlockFacts, block_findings, facts, flattened
 from .ops import match_ops
 from .result import BlockResult, DiffResult, SideResult, Summary, Unmatched, counter_delta, first_of_each_role
 
@@ -320,14 +320,17 @@ def study_summary(diffs: list, modules: tuple | None = None) -> list[Summary]:
         lb = Counter(lowering(d.facts_b) for d in norms)
         out.append(Summary("normalization", {"blocks": len(norms), "a": [list(x) for x in la.most_common()],
                                              "b": [list(x) for x in lb.most_common()]}))
-    dots_a = [x for d in diffs if d.a.role in ("attention", "mlp") for x in d.facts_a.dots]
-    dots_b = [x for d in diffs if d.a.role in ("attention", "mlp") for x in d.facts_b.dots]
-    if dots_a or dots_b:
-        def flat(dots) -> dict:
-            first = next((x for x in dots if x.flattened_from), None)
-            return {"flattened": sum(1 for x in dots if x.flattened_from), "dots": len(dots),
-                    "example": [first.flattened_from, first.lhs] if first else None}
-        out.append(Summary("flattening", {"a": flat(dots_a), "b": flat(dots_b)}))
+    # Every dot_general of the module, as its histogram counts them; flattened where an aligned block
+    # pair shows the exporter's reshape (findings.flattened), not the model's own.
+    flat_a = [x for d in diffs for x in flattened(d.facts_a.dots, d.facts_b.dots)]
+    flat_b = [x for d in diffs for x in flattened(d.facts_b.dots, d.facts_a.dots)]
+    totals = [m.histogram()["stablehlo.dot_general"] for m in modules] if modules else \
+        [sum(len(d.facts_a.dots) for d in diffs), sum(len(d.facts_b.dots) for d in diffs)]
+    if any(totals):
+        def flat(dots, total) -> dict:
+            return {"flattened": len(dots), "dots": total,
+                    "example": [dots[0].flattened_from, dots[0].lhs] if dots else None}
+        out.append(Summary("flattening", {"a": flat(flat_a, totals[0]), "b": flat(flat_b, totals[1])}))
     emb = [d for d in diffs if d.a.role == "embedding"]
     if emb:
         def how(fs) -> dict:

@@ -122,7 +122,7 @@ def _role_of(word: str) -> str | None:
             "self", "query", "key", "value", "q_proj", "k_proj", "v_proj", "o_proj", "out_proj", "qkv"):
         return "attention"
     if w in ("mlp", "ffn", "feed_forward", "feedforward", "intermediate", "c_fc", "fc1", "fc2", "fc_in",
-             "fc_out", "up_proj", "down_proj", "gate_proj", "wi", "wo", "act"):
+             "fc_out", "up_proj", "down_proj", "gate_proj", "wi", "wo", "act", "act_fn", "activation_fn"):
         return "mlp"
     if "conv" in w:
         return "conv"
@@ -182,6 +182,32 @@ def _fill_paths(items: list, roles: tuple = ()) -> list:
     return out
 
 
+def _mlp_linears(items: list, roles: tuple = ()) -> list:
+    """A Linear whose ops carry the path of the layer that calls it, not its own (torch_xla names
+    OPT's fc2 `layers.0`, where its fc1 is `layers.0.fc1`) is the MLP's when an operand comes from the
+    layer's MLP: the dot_general, then the add of its bias (a broadcast function argument) with it."""
+    out, producer, moved = list(items), {}, {}
+    for i, (op, path) in enumerate(out):
+        layer, role, _ = classify(path, roles) if path else ((), "other", "")
+        if role == "residual" and op.name == "stablehlo.dot_general":
+            source = [out[producer[v]][1] for v in op.operands if v in producer]
+            mlp = [p for p in source if p and classify(p, roles)[:2] == (layer, "mlp")]
+            if mlp:  # the weight's path where it has one (the rhs, last): `layers.0.fc2`
+                out[i] = (op, mlp[-1])
+                moved[op.results[0]] = mlp[-1]
+        elif role == "residual" and op.name == "stablehlo.add" and len(op.operands) == 2:
+            dot = next((v for v in op.operands if v in moved), None)
+            other = op.operands[1] if dot == op.operands[0] else op.operands[0]
+            k = producer.get(other)
+            bias = out[k][0] if k is not None else None
+            if dot is not None and bias is not None and bias.name == "stablehlo.broadcast_in_dim" and \
+                    bias.operands and bias.operands[0] not in producer:
+                out[i], out[k] = (op, moved[dot]), (bias, moved[dot])
+        for r in op.results:
+            producer[r] = i
+    return out
+
+
 def _phases(module: Module) -> dict | None:
     """Op id -> phase for a training step (any op under jvp or transpose), else None."""
     items = [(op, ph) for (op, _), ph in zip(module.inlined, module.inlined_phases) if not op.name.endswith("return")]
@@ -209,7 +235,7 @@ def _by_provenance(items: list, phases: dict | None = None, roles: tuple = ()) -
             parts += [Block(b.role if phase != "update" or b.layer or b.role != "other" else "optimizer",
                             b.layer, b.ordinal, b.name, b.ops, phase) for b in blocks]
         return parts
-    items = _fill_paths(items, roles)
+    items = _mlp_linears(_fill_paths(items, roles), roles)
     groups: dict = {}
     order: list = []
     instances: dict = defaultdict(list)

@@ -143,9 +143,16 @@ def block_findings(fa: BlockFacts, fb: BlockFacts, a: Block, b: Block) -> list[F
     return out
 
 
+def flattened(mine: tuple, other: tuple) -> list:
+    """The dot_generals of `mine` whose input an exporter flattened: a reshape merged its dimensions
+    right before it, into a shape no dot_general of the other side's block takes. Where the other
+    side multiplies that very shape, the reshape is the model's own (OPT's reshape(-1, D))."""
+    shapes = {d.lhs for d in other}
+    return [d for d in mine if d.flattened_from and d.lhs not in shapes]
+
+
 def _flattening(fa: BlockFacts, fb: BlockFacts) -> Finding | None:
-    fla = [d for d in fa.dots if d.flattened_from]
-    flb = [d for d in fb.dots if d.flattened_from]
+    fla, flb = flattened(fa.dots, fb.dots), flattened(fb.dots, fa.dots)
     if bool(fla) == bool(flb) or not (fa.dots and fb.dots):
         return None
     x, fx, flat, fy = ("a", fa, fla, fb) if fla else ("b", fb, flb, fa)

@@ -83,13 +83,17 @@ class Layer(Scoped):
         self.fc2 = Linear(w, f"{prefix}.fc2", "fc2")
 
     def __call__(self, x):
+        import jax
         import jax.numpy as jnp
 
         with self.scoped():
             x = x + self.self_attn(self.self_attn_layer_norm(x))
             shape = x.shape
             flat = x.reshape(-1, shape[-1])
-            h = self.fc2(jnp.maximum(self.fc1(self.final_layer_norm(flat)), 0.0))
+            h = self.fc1(self.final_layer_norm(flat))
+            with jax.named_scope("activation_fn"):  # OPTDecoderLayer.activation_fn, a module of its own
+                h = jnp.maximum(h, 0.0)
+            h = self.fc2(h)
             return (flat + h).reshape(shape)
 
 
