@@ -233,3 +233,24 @@ def test_a_user_models_captures_need_no_adapter_to_diff_bench_and_plan(cli, opt_
     assert runs["with"] == runs["without"]
     assert [o for o, _, _ in runs["without"][1]] == ["capture's recorded values (opt-tiny, seed 0)"] * 2
     assert all(ok for _, ok, _ in runs["without"][1])
+
+
+@pytest.mark.slow
+def test_a_failed_training_parity_names_the_parameter_and_every_routes_verdict(cli, tmp_path, monkeypatch):
+    """OPT's inputs drawn with its padding id 1: PyTorch leaves the padding row of embed_tokens without
+    gradient, JAX's take does not, so the gradients differ there, in that parameter's row 1."""
+    monkeypatch.setenv(models.ADAPTERS_ENV, "")
+    folder = tmp_path / "mine"
+    folder.mkdir()
+    _opt_variant(folder, "opt_pad", old="rng.integers(2, SIZES", new="rng.integers(0, SIZES")
+    out_dir = tmp_path / "caps"
+    code, _, err = cli("capture", "opt_pad", "--step", "train", "--exporter", "torchax", "--out", out_dir,
+                       "--adapters", folder)
+    line = err.strip()
+    assert code == 1 and len(line.splitlines()) == 1, err
+    assert "routes differ from PyTorch eager: parity jax-train DIFFERS" in line
+    assert "worst gradients: decoder.embed_tokens.weight" in line and "at [1, " in line
+    side = json.loads((out_dir / "opt_pad-tiny" / "jax-train.json").read_text())["parity"]
+    assert side["ok"] is False and set(side["routes"]) == {"jax-train", "torch-torchax-train"}
+    worst = side["worst"][0]
+    assert worst["name"] == "decoder.embed_tokens.weight" and worst["at"][0] == 1 and worst["share"] > 0.99

@@ -213,3 +213,17 @@ def test_an_export_that_fails_while_a_parity_check_runs_writes_nothing(monkeypat
     code, _, err = cli("capture", "gemm", "--exporter", "all", "--out", tmp_path)
     assert code == 2 and "injected" in err and len(err.strip().splitlines()) == 1, err
     assert not list(tmp_path.rglob("*.*"))
+
+
+def test_a_failed_forward_parity_says_where_the_output_differs_most():
+    import numpy as np
+
+    from stackwars_ir.capture.parity import compare
+
+    want = np.zeros((2, 3, 4), dtype=np.float32)
+    got = want.copy()
+    got[1, 2, 0] = 0.5
+    p = compare("jax", got, want)
+    assert not p.ok and p.worst == ({"max_abs": 0.5, "at": [1, 2, 0]},)
+    assert p.line().endswith("; max |difference| 0.5 at [1, 2, 0] of the output")
+    assert compare("jax", want, want).worst == ()  # computed for a failure only

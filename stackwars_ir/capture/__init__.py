@@ -221,17 +221,25 @@ def _run(req: Request, out_dir: Path, force: bool, show: bool | None) -> Capture
         checked = sorted((f.result() for f in pending), key=lambda c: stems.index(c[0].stem))
     _refuse_absolute_paths([cap for cap, _ in checked])
     results = [result for _, result in checked]
+    routes = {r.stem: r.ok for r in results} if not all(r.ok for r in results) else None
     contents = [f for cap, result in checked
                 for f in _contents(cap, req, state.inputs if state else inputs, result, out_dir, state,
-                                   _values(cap, req, weights, inputs, reference, state))]
+                                   _values(cap, req, weights, inputs, reference, state), routes)]
     with files.locked_folder(Path(out_dir) / f"{req.model}-{req.size}"):
         files.write_set(contents)
     written = [path for path, _ in contents]
     outcome = CaptureSet(req.model, req.size, tuple(written), tuple(results), _skipped(req, frameworks))
     if not outcome.ok:
-        bad = [p for p in results if not p.ok]
-        raise ParityError(f"{label}: {bad[0].line()}; files written for inspection")
+        raise ParityError(f"{label}: {_verdicts(results)}; files written for inspection")
     return outcome
+
+
+def _verdicts(results) -> str:
+    """Every route's verdict in one line: each that differs, where it differs most, and those that agree."""
+    bad, good = [p for p in results if not p.ok], [p.stem for p in results if p.ok]
+    said = "; ".join(" ".join(p.line().split()) for p in bad)
+    return f"{len(bad)} of {len(results)} routes differ from PyTorch eager: {said}" + \
+        (f"; within tolerance: {', '.join(good)}" if good else "")
 
 
 def _frameworks(req: Request) -> tuple[str, ...]:
@@ -354,7 +362,7 @@ def _recorded_values(values: list | None, mlir_path: Path) -> tuple[dict | None,
 
 
 def _contents(cap: Capture, req: Request, inputs, result: parity.Parity | None, out_dir: Path,
-              state=None, values: list | None = None) -> list[tuple[Path, str | bytes]]:
+              state=None, values: list | None = None, routes: dict | None = None) -> list[tuple[Path, str | bytes]]:
     from stackwars_ir import models
 
     mlir_path, json_path = artifact.target_paths(out_dir, req.model, req.size, cap.stem)
@@ -391,4 +399,6 @@ def _contents(cap: Capture, req: Request, inputs, result: parity.Parity | None, 
             "outputs": list(cap.outputs), **cap.extra}
     if recorded is not None:
         sidecar["values"] = recorded
+    if routes is not None:  # a route differs: each sidecar says how every route of this capture fared
+        sidecar["parity"]["routes"] = routes
     return [(mlir_path, cap.text), (json_path, files.dump_json(sidecar)), *extra_files]

@@ -24,6 +24,8 @@ class Parity:
     grad_rel: float | None = None  # ||gradients - eager's|| / ||eager's||, all parameters
     rule_max_abs: float | None = None  # worst |new parameter - AdamW on the capture's own moments|
     param_max_abs: float | None = None  # worst |new parameter - eager's|, reported only
+    # Where a failed check differs most (worst_gradients, worst_element): computed only on failure.
+    worst: tuple = ()
 
     def as_json(self) -> dict:
         out = {"reference": "torch eager (float32, CPU)", "max_abs_error": self.max_abs,
@@ -39,19 +41,38 @@ class Parity:
                         "gradient_rel_error": self.grad_rel, "gradient_rtol": GRAD_RTOL,
                         "adamw_rule_max_abs_error": self.rule_max_abs, "adamw_rule_atol": RULE_ATOL,
                         "parameter_max_abs_error": self.param_max_abs})
+        if self.worst:
+            out["worst"] = [dict(w) for w in self.worst]
         return out
+
+    def where(self) -> str:
+        """Where a failed check differs most, in words ('' when it passed)."""
+        if not self.worst:
+            return ""
+        parts = []
+        for w in self.worst:
+            at = ", ".join(map(str, w["at"]))
+            if "gradient_rel_error" in w:
+                parts.append(f"{w['name']} {w['gradient_rel_error']:.2g} norm-wise ({w['share']:.0%} of the gradients' "
+                             f"error; max |difference| {w['max_abs']:.2g} at [{at}])")
+            else:
+                parts.append(f"max |difference| {w['max_abs']:.2g} at [{at}] of the output")
+        return ("worst gradients: " if "gradient_rel_error" in self.worst[0] else "") + "; ".join(parts)
 
     def line(self) -> str:
         """One line for the terminal: the errors and the tolerance they were held to."""
         if self.grad_rel is None:
+            where = f"; {self.where()}" if self.worst else ""
             return (f"parity {self.stem:22} max abs error {self.max_abs:.3g}  max rel error {self.max_rel:.3g}  "
-                    f"{'ok' if self.ok else 'DIFFERS'} (tolerance |x - eager| <= {ATOL:g} + {RTOL:g} * |eager|)")
+                    f"{'ok' if self.ok else 'DIFFERS'} (tolerance |x - eager| <= {ATOL:g} + {RTOL:g} * |eager|)"
+                    f"{where}")
         from .train import GRAD_RTOL, RULE_ATOL
 
+        where = f"; {self.where()}" if self.worst else ""
         return (f"parity {self.stem:22} {'ok' if self.ok else 'DIFFERS'}: loss {self.max_abs:.2g} (tolerance "
                 f"{ATOL:g} + {RTOL:g} * |loss|), gradients {self.grad_rel:.2g} norm-wise (<= {GRAD_RTOL:g}), "
                 f"AdamW rule {self.rule_max_abs:.2g} (<= {RULE_ATOL:g}); new parameters vs eager's "
-                f"{self.param_max_abs:.2g} at worst")
+                f"{self.param_max_abs:.2g} at worst{where}")
 
 def argument_values(capture: Capture, weights: dict[str, np.ndarray],
                     inputs: dict[str, np.ndarray]) -> list[np.ndarray]:
@@ -84,6 +105,10 @@ def compare(stem: str, got: np.ndarray, want: np.ndarray) -> Parity:
     max_abs = float(diff.max()) if diff.size else 0.0
     max_rel = float((diff / np.maximum(np.abs(want), 1e-6)).max()) if diff.size else 0.0
     ok = bool(np.all(diff <= ATOL + RTOL * np.abs(want)))
+    if not ok and diff.size:
+        k = int(np.nan_to_num(diff, nan=np.inf).argmax())
+        worst = ({"max_abs": float(diff.flat[k]), "at": [int(i) for i in np.unravel_index(k, diff.shape)]},)
+        return Parity(stem, max_abs, max_rel, ok, worst=worst)
     return Parity(stem, max_abs, max_rel, ok)
 
 
@@ -116,7 +141,29 @@ def check_train(capture: Capture, state, rt=None) -> Parity:
 
     grad_rel, rule, param = step_errors(got, state, names)
     ok = loss.ok and grad_rel <= GRAD_RTOL and rule <= RULE_ATOL
-    return Parity(capture.stem, loss.max_abs, loss.max_rel, ok, grad_rel, rule, param)
+    worst = worst_gradients(got, state, names) if grad_rel > GRAD_RTOL else ()
+    return Parity(capture.stem, loss.max_abs, loss.max_rel, ok, grad_rel, rule, param, worst)
+
+
+def worst_gradients(got: dict, state, names: list[str], top: int = 3) -> tuple[dict, ...]:
+    """The parameters whose gradients lie furthest from eager's, by their share of the norm-wise
+    error (up to `top`, each over 1% of it): name, own norm-wise error, largest element difference
+    and where (a failed check only: whole-array float64, one parameter at a time)."""
+    from .train import ADAMW
+
+    b1, rows = ADAMW["b1"], []
+    for n in names:
+        m_old, m_ref = (np.asarray(x, dtype=np.float64) for x in (state.exp_avg[n], state.ref_exp_avg[n]))
+        d = (np.asarray(got[f"exp_avg.{n}"], dtype=np.float64).reshape(m_ref.shape) - m_ref) / (1 - b1)
+        g_ref = (m_ref - b1 * m_old) / (1 - b1)
+        err, ref = float(np.sqrt(np.sum(d * d))), float(np.sqrt(np.sum(g_ref * g_ref)))
+        k = int(np.abs(d).argmax()) if d.size else 0
+        rows.append({"name": n, "gradient_rel_error": err / max(ref, 1e-30), "error_norm": err,
+                     "max_abs": float(abs(d.flat[k])) if d.size else 0.0,
+                     "at": [int(i) for i in np.unravel_index(k, d.shape)] if d.size else []})
+    total = sum(r["error_norm"] ** 2 for r in rows) or 1.0
+    rows = sorted(({**r, "share": r["error_norm"] ** 2 / total} for r in rows), key=lambda r: -r["share"])
+    return tuple(r for i, r in enumerate(rows[:top]) if i == 0 or r["share"] >= 0.01)  # not the noise
 
 
 CHUNK = 1 << 16  # elements: float64 temporaries of a chunk stay in cache and are never page-faulted afresh
