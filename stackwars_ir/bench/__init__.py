@@ -211,6 +211,48 @@ def hlo_stats(executable) -> dict:
 def bench_text(path: Path, text: str, module, rt, sidecar: dict | None, timeout: float | None,
                seed: int = 0) -> Executable:
     """Compile and time one StableHLO module; failures come back as an Executable with `error`."""
+    return bench_texts([(path, text, module, sidecar)], rt, timeout, seed)[0]
+
+
+def bench_texts(items: list, rt, timeout: float | None, seed: int = 0) -> list[Executable]:
+    """Compile and time StableHLO modules ((path, text, module, sidecar) each) side by side: each is
+    compiled, placed and run 3 times in turn (its resident window), then their steady-state runs take
+    turns, so noise from the rest of the machine lands on all of them alike. Each has --timeout for
+    its compile and first runs, and its share of the steady phase; failures come back as rows with
+    `error`, the others still measured."""
+    from .timing import Sampling, steady_state, timing_of
+
+    how = Sampling.of()
+    _warm_runtime(rt, items[0][1] if items else None)
+    warmed = [_warm_one(path, text, module, rt, sidecar, timeout, how, seed) for path, text, module, sidecar in items]
+    live = [w for w in warmed if not isinstance(w, Executable)]
+    failed: dict = {}
+    if live:
+        deadline = time.monotonic() + timeout * len(live) if timeout else None
+        try:
+            steady = steady_state([w.run for w in live], how, deadline=deadline,
+                                  on_error=lambda i, e: failed.__setitem__(i, e))
+        except Timeout:
+            return [w if isinstance(w, Executable) else _failed_row(w.label, Timeout(), timeout) for w in warmed]
+        rows = {id(w): _failed_row(w.label, failed[i], timeout) if i in failed else
+                w.row(timing_of(w.warm, steady[i], how.warmup, interleaved=len(live)))
+                for i, w in enumerate(live)}
+    return [w if isinstance(w, Executable) else rows[id(w)] for w in warmed]
+
+
+@dataclass
+class _Warmed:
+    """One module compiled, placed on the device and run 3 times: ready for its steady-state runs."""
+
+    label: str
+    run: object
+    warm: object
+    row: object  # Timing -> Executable
+
+
+def _warm_one(path, text, module, rt, sidecar, timeout, how, seed) -> _Warmed | Executable:
+    from .timing import warm_up
+
     label = str(path)
     try:
         arrays, origin, reference = signature_arguments(module, sidecar, np.random.default_rng(seed))
@@ -226,18 +268,48 @@ def bench_text(path: Path, text: str, module, rt, sidecar: dict | None, timeout:
             compile_s = time.perf_counter() - t0
             buffers = rt.put(arrays)  # on the device before timing: no host copies inside the loop
             checker = Checker(label, reference, rt.platform, "PyTorch eager on the CPU, same inputs")
-            timing = measure(lambda: rt.run(exe, buffers), deadline=deadline, inspect=checker)
-            del buffers
-        cost = _cost(exe)
-        return Executable(label, "stablehlo", compile_s, timing, cost.get("flops"), cost.get("bytes accessed"),
-                          _memory(exe), hlo_stats(exe), origin, proof=checker.proof, resident_bytes=window.bytes)
-    except Timeout:
+
+            def run():
+                return rt.run(exe, buffers)
+
+            warm = warm_up(run, how.warmup, deadline=deadline, inspect=checker)
+        cost, memory, hlo = _cost(exe), _memory(exe), hlo_stats(exe)
+
+        def row(timing) -> Executable:
+            return Executable(label, "stablehlo", compile_s, timing, cost.get("flops"), cost.get("bytes accessed"),
+                              memory, hlo, origin, proof=checker.proof, resident_bytes=window.bytes)
+
+        return _Warmed(label, run, warm, row)
+    except Exception as e:
+        return _failed_row(label, e, timeout)
+
+
+def _failed_row(label: str, e: Exception, timeout) -> Executable:
+    if isinstance(e, Timeout):
         return Executable(label, "stablehlo", None, None, error=f"{label}: ran past --timeout {timeout} s")
-    except StackwarsError as e:
+    if isinstance(e, StackwarsError):
         return Executable(label, "stablehlo", None, None, error=e.one_line())
-    except Exception as e:  # an XLA runtime failure: one line, the others still run
-        return Executable(label, "stablehlo", None, None,
-                          error=f"{label}: {type(e).__name__}: {' '.join(str(e).split())[:200]}")
+    # an XLA runtime failure: one line, the others still run
+    return Executable(label, "stablehlo", None, None, error=f"{label}: {type(e).__name__}: {' '.join(str(e).split())[:200]}")
+
+
+_WARMED_RUNTIMES: set = set()
+
+
+def _warm_runtime(rt, text=None) -> None:
+    """Compile and run a trivial module once per runtime and process, and compile `text` once, outside
+    every row's resident window: what the runtime allocates on its first executable (thread pools,
+    arenas) and the compiler's heap, which later compiles reuse, would otherwise count in the first
+    row's resident memory only (measured: whichever row ran first 62 MiB, the next ones 50 and 39)."""
+    if rt.platform not in _WARMED_RUNTIMES:
+        exe = rt.compile(add_in_place(4), "warm-up")
+        rt.run(exe, rt.put([np.ones(4, np.float32), np.ones(4, np.float32)]))
+        _WARMED_RUNTIMES.add(rt.platform)
+    if text is not None and rt.platform == "cpu":
+        try:
+            rt.compile(text, "warm-up")
+        except Exception:
+            pass  # its own row says why it does not compile
 
 
 class _no_window:

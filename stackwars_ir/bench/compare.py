@@ -20,6 +20,8 @@ class Verdict:
     ratio: float  # slower median / faster median, >= 1
     low: float
     high: float
+    paired: bool = False  # timed round-robin in one process, resampled round by round
+    withheld: str = ""  # why no verdict is given: too noisy to call
 
     @property
     def tie(self) -> bool:
@@ -27,6 +29,8 @@ class Verdict:
 
     def sentence(self) -> str:
         at = f" (batch {self.batch})" if self.batch is not None else ""
+        if self.withheld:
+            return f"{self.faster} and {self.slower}{at}: {self.withheld}"
         if self.tie:
             return (f"{self.faster} and {self.slower}{at}: indistinguishable (ratio {self.ratio:.2f}, 95% interval "
                     f"{self.low:.2f}-{self.high:.2f} spans 1)")
@@ -35,15 +39,24 @@ class Verdict:
 
     def as_json(self) -> dict:
         return {"batch": self.batch, "faster": self.faster, "slower": self.slower, "ratio": self.ratio,
-                "interval_95": [self.low, self.high], "indistinguishable": self.tie}
+                "interval_95": [self.low, self.high], "indistinguishable": self.tie and not self.withheld,
+                "paired": self.paired, "withheld": self.withheld or None}
 
 
-def ratio_interval(fast: tuple, slow: tuple, seed: int = 0) -> tuple[float, float, float]:
-    """median(slow) / median(fast) and its 2.5-97.5 percentile over bootstrap resamples of both."""
+def ratio_interval(fast: tuple, slow: tuple, seed: int = 0, paired: bool = False) -> tuple[float, float, float]:
+    """median(slow) / median(fast) and its 2.5-97.5 percentile over bootstrap resamples of both;
+    `paired` (samples taken round-robin, the i-th of each in one round): rounds are resampled whole,
+    so a stretch of the run when the machine was slow weighs on both sides alike."""
     rng = random.Random(seed)
     point = statistics.median(slow) / statistics.median(fast)
-    ratios = sorted(statistics.median(rng.choices(slow, k=len(slow))) /
-                    statistics.median(rng.choices(fast, k=len(fast))) for _ in range(RESAMPLES))
+    if paired and len(fast) == len(slow):
+        n = len(fast)
+        picks = ([rng.randrange(n) for _ in range(n)] for _ in range(RESAMPLES))
+        ratios = sorted(statistics.median([slow[i] for i in p]) / statistics.median([fast[i] for i in p])
+                        for p in picks)
+    else:
+        ratios = sorted(statistics.median(rng.choices(slow, k=len(slow))) /
+                        statistics.median(rng.choices(fast, k=len(fast))) for _ in range(RESAMPLES))
     return point, ratios[int(0.025 * RESAMPLES)], ratios[int(0.975 * RESAMPLES) - 1]
 
 
@@ -61,9 +74,23 @@ def verdicts(rows) -> list[Verdict]:
         for other in execs:
             if other is fastest:
                 continue
-            ratio, low, high = ratio_interval(fastest.timing.samples, other.timing.samples)
-            out.append(Verdict(batch, fastest.name, other.name, ratio, low, high))
+            paired = fastest.timing.interleaved > 1 and other.timing.interleaved > 1 and \
+                len(fastest.timing.samples) == len(other.timing.samples)
+            ratio, low, high = ratio_interval(fastest.timing.samples, other.timing.samples, paired=paired)
+            out.append(Verdict(batch, fastest.name, other.name, ratio, low, high, paired,
+                               _too_noisy(fastest, other, paired)))
     return out
+
+
+def _too_noisy(a, b, paired: bool) -> str:
+    """Why two rows timed one after the other are too noisy to compare, or '': their spread past
+    SPREAD_TARGET means the machine's load moved while they ran, and it moved between them too.
+    Rows timed round-robin share that load run by run, and the paired interval carries what is left."""
+    worst = max(a.timing.spread, b.timing.spread)
+    if paired or worst <= SPREAD_TARGET:
+        return ""
+    return (f"too noisy to call: spread {worst:.0%} (over {SPREAD_TARGET:.0%}) and timed one after the other; rerun "
+            "on an idle machine or pin a core (taskset -c 1 stackwars-ir bench ...)")
 
 
 def noisy(rows) -> list[str]:

@@ -53,6 +53,31 @@ def bench_one(path: Path, backend: str | None, timeout: float | None) -> Executa
     return dataclasses.replace(row, sha256=hashlib.sha256(data).hexdigest())
 
 
+def bench_group(paths, backend: str | None, timeout: float | None) -> list[Executable]:
+    """Compile and time StableHLO files in this process, their steady-state runs taking turns
+    (bench.bench_texts; the bench worker calls this)."""
+    import dataclasses
+    import hashlib
+
+    from ..files import sidecar_of
+    from ..ir import load
+    from ..runtime import runtime
+    from . import bench_texts
+
+    items, digests = [], []
+    for result, path in zip(load(paths), paths):
+        if not result.ok:
+            items.append(Executable(str(path), "stablehlo", None, None, error=result.error))
+            continue
+        data = Path(path).read_bytes()
+        text = data if str(path).endswith(".mlirbc") else data.decode(errors="replace")
+        items.append((Path(path), text, result.modules[0], sidecar_of(Path(path))[0]))
+        digests.append(hashlib.sha256(data).hexdigest())
+    timed = iter(bench_texts([i for i in items if not isinstance(i, Executable)], runtime(backend), timeout))
+    digest = iter(digests)
+    return [i if isinstance(i, Executable) else dataclasses.replace(next(timed), sha256=next(digest)) for i in items]
+
+
 def bench_files(paths, backend: str | None = None, timeout: float | None = None,
                 with_peaks: bool = True, max_memory: int | None = None, progress=None) -> BenchReport:
     """Every file compiled and timed in a bench worker that is killed past the file's time or
@@ -63,14 +88,27 @@ def bench_files(paths, backend: str | None = None, timeout: float | None = None,
     from .worker import Isolated
 
     rt = runtime(backend)
-    rows = []
+    rows, batches, todo = [], {}, []
+    for result, path in zip(load(paths), paths):
+        if not result.ok:
+            rows.append((None, Executable(str(path), "stablehlo", None, None, error=result.error)))
+            continue
+        side, _ = sidecar_of(Path(path))  # one that does not describe its file: warned of by the CLI
+        batches[str(path)] = _batch(side)
+        rows.append(str(path))
+        todo.append(str(path))
+    timed = {}
     with Isolated(max_memory) as worker:
-        for result, path in zip(load(paths), paths):
-            if not result.ok:
-                rows.append((None, Executable(str(path), "stablehlo", None, None, error=result.error)))
-                continue
-            side, _ = sidecar_of(Path(path))  # one that does not describe its file: warned of by the CLI
-            rows.append((_batch(side), _timed(worker, ("file", str(path), rt.platform, timeout), timeout, progress)))
+        if len(todo) > 1:  # one worker, their steady-state runs taking turns
+            group = _timed(worker, ("files", tuple(todo), rt.platform, timeout), timeout * len(todo) if timeout
+                           else None, progress)
+            if not (all(not e.ok for e in group) and len({e.error for e in group}) == 1):
+                timed = {e.label: e for e in group}
+            # else the worker was stopped (time, memory) or died: each file alone, to name the one at fault
+        for path in todo:
+            if path not in timed:
+                timed[path] = _timed(worker, ("file", path, rt.platform, timeout), timeout, progress)
+    rows = [r if isinstance(r, tuple) else (batches[r], timed[r]) for r in rows]
     measured = with_peaks and any(e.ok for _, e in rows)  # no roofline to draw when nothing ran
     if measured and progress:
         progress("measuring this device's peaks (a large GEMM and a large add)")
@@ -80,13 +118,14 @@ def bench_files(paths, backend: str | None = None, timeout: float | None = None,
 def _timed(worker, job, timeout, progress) -> Executable:
     import time
 
-    label = job[1] if job[0] == "file" else job[2]
+    label = job[1] if job[0] == "file" else f"{len(job[1])} files, interleaved" if job[0] == "files" else job[2]
     if progress:
         progress(f"{label}: compiling and timing ...")
     t0 = time.perf_counter()
     row = worker.run(job, timeout)
     if progress:
-        progress(f"{label}: {'done' if row.ok else 'failed'} in {time.perf_counter() - t0:.1f} s")
+        ok = all(r.ok for r in row) if isinstance(row, list) else row.ok
+        progress(f"{label}: {'done' if ok else 'failed'} in {time.perf_counter() - t0:.1f} s")
     return row
 
 

@@ -26,6 +26,7 @@ class Timing:
     counters: dict = field(default_factory=dict, compare=False)
     samples: tuple = field(default=(), compare=False, repr=False)  # the steady-state runs, seconds
     third: float | None = field(default=None, compare=False)  # the first warm-up run (a training loop's step 3)
+    interleaved: int = field(default=1, compare=False)  # executables whose steady runs took turns with this one's
 
     @property
     def spread(self) -> float:
@@ -47,7 +48,7 @@ class Timing:
                 "steady_median_s": self.steady,
                 "steady_p10_s": self.p10, "steady_p90_s": self.p90, "spread": round(self.spread, 4),
                 "iterations": self.iterations, "warmup": self.warmup, "counters": self.counters,
-                "samples_s": list(self.samples)}
+                "samples_s": list(self.samples), "interleaved_with": self.interleaved - 1}
 
 
 SAMPLING_ENV = "STACKWARS_IR_BENCH_SAMPLING"  # "warmup=N,runs=M": bench --warmup/--runs, for every worker
@@ -62,6 +63,44 @@ def sampling() -> dict:
         if key in ("warmup", "runs") and value.isdigit():
             out[key] = int(value)
     return out
+
+
+@dataclass(frozen=True)
+class Sampling:
+    """When the steady state stops: at least `min_iters` runs and `min_time` seconds each, and a
+    p10-p90 spread under `target_spread`; at most `max_iters` runs or `max_time` seconds each."""
+
+    min_time: float = 0.5
+    max_time: float = 10.0
+    min_iters: int = 10
+    max_iters: int = 1000
+    target_spread: float = 0.1
+    warmup: int = WARMUP
+
+    @classmethod
+    def of(cls, *, runs: int | None = None, warmup: int | None = None, configurable: bool = True,
+           **given) -> "Sampling":
+        """With bench's --warmup and --runs (sampling()) standing in for those not given, unless not
+        `configurable`; `runs`: exactly that many steady-state runs (hyperfine's --runs)."""
+        chosen = sampling() if configurable else {}
+        warmup = warmup if warmup is not None else chosen.get("warmup", WARMUP)
+        runs = runs if runs is not None else chosen.get("runs")
+        if runs:
+            given.update(min_iters=runs, max_iters=runs, min_time=0.0, max_time=float("inf"),
+                         target_spread=float("inf"))
+        return cls(warmup=warmup, **given)
+
+
+@dataclass(frozen=True)
+class Warm:
+    """Runs 1, 2 and 3 of one executable, and the counters read around them."""
+
+    first: float
+    second: float
+    third: float | None
+    phases: dict  # counter deltas: "first", "second", "third"
+    after: dict  # counters after run 3, where the steady phase's counting starts
+    later: dict  # counter deltas of the warm-up runs after run 3 (they count with the steady phase)
 
 
 def measure(run: Callable[[], Any], *, min_time: float = 0.5, max_time: float = 10.0, min_iters: int = 10,
@@ -84,12 +123,17 @@ def measure(run: Callable[[], Any], *, min_time: float = 0.5, max_time: float = 
     process's page faults are read with them: a run slower than the steady state that compiled
     nothing often touched fresh memory (an allocator's warm-up), and they show that.
     """
-    given = sampling() if configurable else {}
-    warmup = warmup if warmup is not None else given.get("warmup", WARMUP)
-    runs = runs if runs is not None else given.get("runs")
-    if runs:  # exactly this many steady-state runs (hyperfine's --runs): no adaptive stop but the deadline
-        min_iters = max_iters = runs
-        min_time, max_time, target_spread = 0.0, float("inf"), float("inf")
+    how = Sampling.of(runs=runs, warmup=warmup, configurable=configurable, min_time=min_time, max_time=max_time,
+                      min_iters=min_iters, max_iters=max_iters, target_spread=target_spread)
+    warm = warm_up(run, how.warmup, deadline=deadline, inspect=inspect, counters=counters)
+    (samples,) = steady_state([run], how, deadline=deadline)
+    return timing_of(warm, samples, how.warmup, counters)
+
+
+def warm_up(run: Callable[[], Any], warmup: int, *, deadline: float | None = None,
+            inspect: Callable[[Any], None] | None = None, counters: Callable[[], dict] | None = None) -> Warm:
+    """Runs 1 and 2, then `warmup` runs of which the first is reported (run 3); the proof of work
+    (`inspect` of run 1's output) and the counters outside the clock."""
     clock = time.perf_counter
 
     def read() -> dict:
@@ -115,32 +159,67 @@ def measure(run: Callable[[], Any], *, min_time: float = 0.5, max_time: float = 
         run()
         if i == 0:
             third, after_third = clock() - t0, read()
-    samples: list[float] = []
-    start = clock()
-    while True:
+    phases = {"first": _delta(after_first, before), "second": _delta(after_second, before_second)}
+    if warmup:
+        phases["third"] = _delta(after_third, after_second)
+    return Warm(first, second, third, phases, after_third, _delta(read(), after_third))
+
+
+def steady_state(runs: list, how: Sampling, *, deadline: float | None = None,
+                 on_error: Callable[[int, Exception], None] | None = None) -> list:
+    """Steady-state runs of each of `runs`, round-robin (A B C, B C A, ...: as hyperfine times several
+    commands, so a machine slowing down or speeding up lands on all of them alike, not on their
+    ratio), until each has `how`'s runs, time and spread, or one of its limits is reached. Each
+    run's time, and the page faults it took, per executable: [([seconds], faults)]. A run that
+    raises: `on_error(i, error)`, and that executable leaves the rotation (without it: raised)."""
+    clock = time.perf_counter
+    n = len(runs)
+    samples: list[list[float]] = [[] for _ in runs]
+    faults = [0] * n
+    live, start, turn = list(range(n)), clock(), 0
+    while live:
         if deadline is not None and time.monotonic() > deadline:
-            if samples:
+            if all(samples[i] for i in live):
                 break  # keep what was measured; the JSON says how many iterations
             raise Timeout
-        t0 = clock()
-        run()
-        samples.append(clock() - t0)
-        elapsed = clock() - start
-        if len(samples) >= max_iters or elapsed >= max_time:
+        for i in live[turn % len(live):] + live[:turn % len(live)]:
+            f0 = _faults().get("page faults", 0)
+            t0 = clock()
+            try:
+                runs[i]()
+            except Exception as e:
+                if on_error is None:
+                    raise
+                on_error(i, e)
+                live.remove(i)
+                continue
+            samples[i].append(clock() - t0)
+            faults[i] += _faults().get("page faults", 0) - f0
+        turn += 1
+        elapsed = (clock() - start) / max(n, 1)  # each executable's share of the wall time
+        counts = [len(samples[i]) for i in live]
+        if not live or max(counts) >= how.max_iters or elapsed >= how.max_time:
             break
-        if len(samples) >= min_iters and elapsed >= min_time and _spread(samples) <= target_spread:
+        if min(counts) >= how.min_iters and elapsed >= how.min_time and \
+                all(_spread(samples[i]) <= how.target_spread for i in live):
             break
+    return [(s, f) for s, f in zip(samples, faults)]
+
+
+def timing_of(warm: Warm, steady: tuple, warmup: int, counters: Callable[[], dict] | None = None,
+              interleaved: int = 1) -> Timing:
+    """The Timing of one executable from its warm-up and its steady-state runs (and their faults)."""
+    samples, faults = steady
     q = statistics.quantiles(samples, n=10) if len(samples) >= 2 else [samples[0]] * 9
     phases = {}
-    if counters is not None or "page faults" in after_first:
-        rest = _delta(read(), after_third)
+    if counters is not None or "page faults" in warm.phases["first"]:
+        rest = _delta({**(counters() if counters is not None else {})}, warm.after)
+        if "page faults" in warm.phases["first"]:  # this executable's own runs, interleaved or not
+            rest["page faults"] = warm.later.get("page faults", 0) + faults
         rest["runs"] = max(warmup - 1, 0) + len(samples)
-        phases = {"first": _delta(after_first, before), "second": _delta(after_second, before_second)}
-        if warmup:
-            phases["third"] = _delta(after_third, after_second)
-        phases["steady"] = rest
-    return Timing(first, second, statistics.median(samples), q[0], q[-1], len(samples), warmup, phases,
-                  tuple(samples), third)
+        phases = {**warm.phases, "steady": rest}
+    return Timing(warm.first, warm.second, statistics.median(samples), q[0], q[-1], len(samples), warmup, phases,
+                  tuple(samples), warm.third, interleaved)
 
 
 def _faults() -> dict:

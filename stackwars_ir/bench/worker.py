@@ -1,10 +1,11 @@
 """The bench worker: compiles and times executables in a child process, so a hung or runaway one can be killed.
 
 Protocol on stdin/stdout: length-prefixed pickles (both ends run the same Python and code).
-Job: ("file", path, backend, timeout), ("baseline", request, name, backend, timeout),
+Job: ("file", path, backend, timeout), ("files", paths, backend, timeout) (timed side by side,
+their steady-state runs taking turns), ("baseline", request, name, backend, timeout),
 ("memory", path, target, measure) or ("kernels", path, backend).
 Replies: ("started",) when the inputs are ready and the compile begins, then the Executable it
-measured, or for "memory" the MemoryPlan (errors included, as their `error`).
+measured (a list of them for "files"), or for "memory" the MemoryPlan (errors included, as their `error`).
 
 The parent side (`Isolated`) waits for each reply under a wall-time limit (SETUP_S to prepare the
 inputs, then the job's timeout + GRACE_S to compile and run) and a resident-memory limit; past
@@ -44,6 +45,8 @@ def _receive(stream):
 
 
 def _label(job) -> str:
+    if job[0] == "files":
+        return ", ".join(map(str, job[1]))
     return str(job[1]) if job[0] in ("file", "memory", "kernels") else job[2]
 
 
@@ -59,11 +62,13 @@ def _failed(job, message: str):
         return Kernels(_label(job), job[2], error=message)
     from . import Executable
 
+    if job[0] == "files":  # each file's row, with the one error that stopped them all
+        return [Executable(str(path), "stablehlo", None, None, error=message) for path in job[1]]
     return Executable(_label(job), _kind(job), None, None, error=message)
 
 
 def _kind(job) -> str:
-    return "stablehlo" if job[0] == "file" else job[2]
+    return "stablehlo" if job[0] in ("file", "files") else job[2]
 
 
 def _prepared_once():
@@ -97,6 +102,11 @@ def _run(job):
 
             _, path, backend, timeout = job
             return bench_one(Path(path), backend, timeout)
+        if job[0] == "files":
+            from .run import bench_group
+
+            _, paths, backend, timeout = job
+            return bench_group([Path(p) for p in paths], backend, timeout)
         from .native import run_baselines
 
         _, req, name, backend, timeout = job
