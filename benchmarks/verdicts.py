@@ -28,8 +28,10 @@ def bench_once(files, code: Path | None) -> dict:
         out = Path(tmp) / "b.json"
         env = dict(os.environ, PYTHONPATH=str(code)) if code else dict(os.environ)
         boot = "from stackwars_ir.cli import main; main()"
-        done = subprocess.run([sys.executable, "-c", boot, "bench", *map(str, files), "--json", str(out)], env=env,
-                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        # Run from the checkout's root: `python -c` puts the working folder first on the path.
+        done = subprocess.run([sys.executable, "-c", boot, "bench", *(str(f.resolve()) for f in files), "--json",
+                               str(out)], env=env, cwd=code or ROOT, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.PIPE, text=True)
         if done.returncode != 0:
             sys.exit(f"bench failed ({code or 'this checkout'}): {done.stderr.strip()[-2000:]}")
         data = json.loads(out.read_text())

@@ -102,7 +102,7 @@ def bench_files(paths, backend: str | None = None, timeout: float | None = None,
         if len(todo) > 1:  # one worker, their steady-state runs taking turns
             group = _timed(worker, ("files", tuple(todo), rt.platform, timeout), timeout * len(todo) if timeout
                            else None, progress)
-            if not (all(not e.ok for e in group) and len({e.error for e in group}) == 1):
+            if isinstance(group, list) and not (all(not e.ok for e in group) and len({e.error for e in group}) == 1):
                 timed = {e.label: e for e in group}
             # else the worker was stopped (time, memory) or died: each file alone, to name the one at fault
         for path in todo:
