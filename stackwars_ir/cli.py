@@ -134,7 +134,6 @@ def models_cmd():
 
 
 @main.command("capture")
-@adapters_option
 @click.argument("model")
 @click.option("--framework", default="both", show_default=True, help="jax, torch or both.")
 @click.option("--exporter", "exporters", multiple=True, default=("torch_xla",), show_default=True,
@@ -152,6 +151,7 @@ def models_cmd():
 @click.option("--abstract", is_flag=True,
               help="Lower from shapes and dtypes alone: no weight materialized, no parity (JAX and torchax).")
 @click.option("--dtype", default="float32", show_default=True, help="Weights' dtype: float32, or bfloat16 with --abstract.")
+@adapters_option
 def capture_cmd(model, framework, exporters, size, batch, seq, seed, attn, step, out_dir, force, abstract, dtype):
     """Export MODEL from JAX and/or PyTorch to StableHLO on the same weights, and check parity.
 
@@ -179,12 +179,12 @@ def capture_cmd(model, framework, exporters, size, batch, seq, seed, attn, step,
 
 
 @main.command("stats")
-@adapters_option
 @click.argument("files", nargs=-1, required=True, type=click.Path(path_type=Path))
 @click.option("--json", "json_path", is_flag=False, flag_value="-", default=None, metavar="[FILE|-]",
               type=click.Path(dir_okay=False, allow_dash=True, path_type=Path),
               help="JSON (one object per module) to FILE, or to stdout instead of the tables ('-' or no value).")
 @click.option("--top", default=15, show_default=True, help="Rows of the op histogram to show.")
+@adapters_option
 def stats_cmd(files, json_path, top):
     """Op histogram by op and dialect, functions, arguments, parameter bytes, largest tensors.
 
@@ -227,7 +227,6 @@ def stats_cmd(files, json_path, top):
 
 
 @main.command("diff")
-@adapters_option
 @click.argument("file_a", type=click.Path(path_type=Path))
 @click.argument("file_b", type=click.Path(path_type=Path))
 @click.option("--json", "json_path", type=click.Path(dir_okay=False, allow_dash=True, path_type=Path),
@@ -248,6 +247,7 @@ def stats_cmd(files, json_path, top):
 @click.option("--explorer", "explorer_dir", type=click.Path(path_type=Path),
               help="Write Model Explorer node-data overlays (op status, block, block op delta) for both files "
                    "into this new folder, with a README saying how to open them.")
+@adapters_option
 def diff_cmd(file_a, file_b, json_path, md_path, html_path, mode, excerpts, ops, kernels, explorer_dir):
     """Align FILE_A and FILE_B block by block and name what differs.
 
@@ -282,7 +282,6 @@ def diff_cmd(file_a, file_b, json_path, md_path, html_path, mode, excerpts, ops,
 
 
 @main.command("bench")
-@adapters_option
 @click.argument("targets", nargs=-1, required=True)
 @click.option("--framework", default="both", show_default=True, help="With MODEL: only 'both' is timed.")
 @click.option("--exporter", "exporters", multiple=True, default=("torch_xla",), show_default=True,
@@ -313,6 +312,7 @@ def diff_cmd(file_a, file_b, json_path, md_path, html_path, mode, excerpts, ops,
 @click.option("--runs", type=int, default=None,
               help="Exactly this many steady-state runs per row (default: adaptive, until the p10-p90 spread is "
                    "under 10%, 10 to 1000 runs, 0.5 to 10 s).")
+@adapters_option
 def bench_cmd(targets, framework, exporters, size, batches, seq, baselines, step, out_dir, backend, timeout,
               max_memory, json_path, warmup, runs):
     """Time StableHLO files (FILE.mlir ...) or a model (MODEL) on the XLA backend.
@@ -385,7 +385,6 @@ def bench_cmd(targets, framework, exporters, size, batches, seq, baselines, step
 
 
 @main.command("memory")
-@adapters_option
 @click.argument("targets", nargs=-1, required=True)
 @click.option("--target", "target", default="cpu", show_default=True,
               help="Compile for: cpu, gpu, or a TPU generation (tpu-v6e, tpu-v5e, tpu-v5p, tpu-v4; through "
@@ -414,6 +413,7 @@ def bench_cmd(targets, framework, exporters, size, batches, seq, baselines, step
 @click.option("--max-batch", is_flag=True,
               help="With MODEL: the largest batch that fits each --budget, searched by compiling abstract captures "
                    "(none run; torch_xla, which has none, left out); up to 1024.")
+@adapters_option
 def memory_cmd(targets, target, budget, measure, exporters, size, batches, seq, step, out_dir, timeout, max_memory,
                json_path, md_path, framework, abstract, dtype, max_batch):
     """Will it fit? XLA's memory plan of StableHLO files (FILE.mlir ...) or a model (MODEL).
@@ -670,7 +670,6 @@ def _int_list(text: str) -> tuple:
 
 
 @main.command("report")
-@adapters_option
 @click.argument("files", nargs=-1, type=click.Path(path_type=Path))
 @click.option("-o", "--output", "out", type=click.Path(dir_okay=False, path_type=Path), required=True,
               help="The HTML file to write.")
@@ -684,6 +683,7 @@ def _int_list(text: str) -> tuple:
 @click.option("--mode", type=click.Choice(["auto", "provenance", "structure"]), default="auto", show_default=True,
               help="How to segment into blocks (see diff).")
 @click.option("--kernels", is_flag=True, help="Also count each block's kernels, as diff --kernels does.")
+@adapters_option
 def report_cmd(files, out, from_path, bench_path, memory_path, mode, kernels):
     """Write a self-contained HTML report of FILE_A vs FILE_B (op histograms, heat map, alignment, IR,
     timings, memory), or of a saved diff result (--from DIFF.json).

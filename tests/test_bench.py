@@ -268,6 +268,58 @@ def test_a_verdict_says_how_much_faster_or_indistinguishable():
     assert low <= 1.0 <= high  # the same distribution: the interval spans 1
 
 
+def test_round_robin_runs_take_turns_and_a_failing_one_leaves_the_rotation():
+    from stackwars_ir.bench.timing import Sampling, steady_state
+
+    calls, errors = [], []
+
+    def run(name):
+        def go():
+            calls.append(name)
+            if name == "c" and calls.count("c") == 2:
+                raise RuntimeError("device lost")
+        return go
+
+    how = Sampling.of(runs=4, configurable=False)
+    (a, fa), (b, fb), (c, fc) = steady_state([run("a"), run("b"), run("c")], how,
+                                             on_error=lambda i, e: errors.append((i, str(e))))
+    assert calls[:6] == ["a", "b", "c", "b", "c", "a"]  # each round starts one further on
+    assert errors == [(2, "device lost")] and len(c) == 1 and len(a) == len(b) == 4
+    assert all(isinstance(f, int) for f in (fa, fb, fc))
+
+
+def test_a_paired_interval_sees_through_a_slow_stretch_of_the_machine():
+    from stackwars_ir.bench.compare import ratio_interval
+
+    # B is 1.1x A in every round; the machine is twice as slow for the second half of the run.
+    a = tuple([1.0] * 50 + [2.0] * 50)
+    b = tuple(1.1 * x for x in a)
+    ratio, low, high = ratio_interval(a, b, paired=True)
+    assert low == pytest.approx(1.1) and high == pytest.approx(1.1)
+    _, low, high = ratio_interval(a, b)  # resampled apart, the slow stretch widens it past 1
+    assert low < 1.0 and high > 1.5
+
+
+def test_a_verdict_between_noisy_rows_timed_apart_is_withheld():
+    from stackwars_ir.bench import Executable
+    from stackwars_ir.bench.compare import verdicts
+    from stackwars_ir.bench.timing import Timing
+
+    def row(label, samples, interleaved):
+        s = sorted(samples)
+        t = Timing(1, 1, s[len(s) // 2], s[len(s) // 10], s[-len(s) // 10], len(s), 2, {}, tuple(samples), 1,
+                   interleaved)
+        return Executable(label, "stablehlo", 1.0, t)
+
+    noisy = [1.0, 1.5] * 20
+    apart = verdicts([(2, row("x/jax.mlir", noisy, 1)), (2, row("x/torch-torch_xla.mlir", [2 * x for x in noisy], 1))])
+    assert apart[0].withheld.startswith("too noisy to call: spread 33% (over 10%) and timed one after the other")
+    assert apart[0].sentence().endswith("pin a core (taskset -c 1 stackwars-ir bench ...)")
+    assert apart[0].as_json()["withheld"] and not apart[0].as_json()["indistinguishable"]
+    together = verdicts([(2, row("x/jax.mlir", noisy, 2)), (2, row("x/torch-torch_xla.mlir", [2 * x for x in noisy], 2))])
+    assert together[0].paired and not together[0].withheld and together[0].ratio == pytest.approx(2.0)
+
+
 def test_bench_of_two_files_ends_with_a_verdict(gpt2_bench):
     (verdict,) = gpt2_bench.verdicts
     assert {verdict.faster, verdict.slower} == {"jax", "torch-torch_xla"} and verdict.ratio >= 1

@@ -73,7 +73,10 @@ def run_baselines(req, which, deadline_s: float | None, backend: str = "cpu") ->
         try:
             label, kind, run, counters, done = fn(adapter, req, model, weights, inputs, backend)
         except Exception as e:  # a baseline that cannot start is reported, the others still run
-            out.append(_failed(name, e))
+            from stackwars_ir import models
+            from stackwars_ir.models._contract import explain
+
+            out.append(_failed(name, explain(models.entry(req.model), e)))  # the adapter's line, if it raised
             continue
         try:
             from .worker import started
