@@ -27,8 +27,9 @@ def main() -> None:
 
     from stackwars_ir.bench.run import bench_files
     from stackwars_ir.bench.timing import measure
-    from stackwars_ir.capture import Request, prepare, run
-    from stackwars_ir.capture.jax_capture import jax_inputs
+    from stackwars_ir.capture import run
+    from stackwars_ir.workload import Request, prepare
+    from stackwars_ir.workload import jax_inputs
     from stackwars_ir.runtime import runtime
 
     rt = runtime(a.backend)

@@ -25,7 +25,7 @@ def bare(model: str, size: str, batch: int, seq: int) -> dict:
     )
     from torchax import export as tx
 
-    from stackwars_ir.capture import Request, prepare
+    from stackwars_ir.workload import Request, prepare
 
     _, m, _, inputs, _ = prepare(Request(model, size, "torch", batch=batch, seq=seq).validated())
     args = tuple(torch.from_numpy(v) for v in inputs.values())

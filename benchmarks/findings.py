@@ -79,7 +79,7 @@ def cell(text: str) -> str:
 
 def training(a, suffix: str) -> None:
     """Section 9: whole training steps (capture --step train), the study's steady-state claim."""
-    from stackwars_ir.bench.run import bench_model
+    from stackwars_ir.sweep import bench_model
     from stackwars_ir.files import read_sidecar
 
     print("\n## 9. Training steps: steady after one step or two? (the study: JAX after one, PyTorch after two, "
@@ -337,7 +337,7 @@ def main() -> None:
 
     os.chdir(ROOT)
     suffix = "" if a.backend == "cpu" else f"-{a.backend}"
-    from stackwars_ir.bench.run import bench_model
+    from stackwars_ir.sweep import bench_model
     from stackwars_ir.diff import diff_files
     from stackwars_ir.report import write_outputs
 
@@ -436,7 +436,7 @@ def main() -> None:
           f"{a.workload_baselines}. The crossover says at which batch the faster of the JAX and PyTorch "
           "StableHLO executables changes (seed 000's method; ties within the p10-p90 ranges do not count).\n")
     from stackwars_ir import models
-    from stackwars_ir.capture import EXPORTERS as ALL_EXPORTERS
+    from stackwars_ir.workload import EXPORTERS as ALL_EXPORTERS
 
     print("| workload | batch | executable | compile ms | first ms | second ms | steady ms | spread | output |")
     print("| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | --- |")

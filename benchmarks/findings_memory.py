@@ -23,7 +23,8 @@ ROUTES = ("jax", "torch-torchax", "torch-torch_xla")
 
 
 def main() -> None:
-    from stackwars_ir.bench.memory import budgets, plan_model
+    from stackwars_ir.bench.memory import budgets
+    from stackwars_ir.sweep import plan_model
     from stackwars_ir.files import host, versions
     from stackwars_ir.errors import StackwarsError
     from stackwars_ir.textfmt import human_bytes

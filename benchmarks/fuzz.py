@@ -19,7 +19,8 @@ def main() -> None:
     ap.add_argument("--keep", type=Path, default=ROOT / "out" / "fuzz-failures",
                     help="where the inputs that failed are written, to replay them")
     a = ap.parse_args()
-    from stackwars_ir.ir import Limits, fuzz
+    from stackwars_ir.diff import fuzz
+    from stackwars_ir.ir import Limits
 
     corpus = ROOT.parent / "shared" / "corpus" / "stablehlo-testdata"
     sources = sorted((ROOT / "captures").glob("*/*.mlir")) + sorted(corpus.glob("*.mlir"))

@@ -23,8 +23,8 @@ def main() -> None:
     from flax import nnx
 
     from stackwars_ir.bench.timing import measure
-    from stackwars_ir.capture import Request, prepare
-    from stackwars_ir.capture.jax_capture import jax_inputs
+    from stackwars_ir.workload import Request, prepare
+    from stackwars_ir.workload import jax_inputs
     from stackwars_ir.runtime import runtime
 
     rt = runtime(a.backend)

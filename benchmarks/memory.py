@@ -17,7 +17,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 
 def main() -> None:
-    from stackwars_ir.bench.memory import budgets, plan_model
+    from stackwars_ir.bench.memory import budgets
+    from stackwars_ir.sweep import plan_model
     from stackwars_ir.files import host
     from stackwars_ir.textfmt import human_bytes
 

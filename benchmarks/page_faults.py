@@ -31,8 +31,8 @@ def one_loop(model: str, size: str, name: str, steps: int) -> list[dict]:
     import time
 
     from stackwars_ir.bench import native
-    from stackwars_ir.capture import Request, prepare
-    from stackwars_ir.capture.train import train_state
+    from stackwars_ir.workload import Request, prepare
+    from stackwars_ir.workload.train import train_state
 
     req = Request(model, size, step="train").validated()
     adapter, m, weights, inputs, reference = prepare(req)

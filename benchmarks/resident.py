@@ -19,7 +19,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 
 def main() -> None:
-    from stackwars_ir.bench.run import bench_model
+    from stackwars_ir.sweep import bench_model
     from stackwars_ir.files import host
     from stackwars_ir.textfmt import human_bytes
 

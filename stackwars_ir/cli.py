@@ -158,7 +158,8 @@ def capture_cmd(model, framework, exporters, size, batch, seq, seed, attn, step,
     Exit code 0: written and parity-checked; 1: written, but a capture differs from PyTorch eager;
     2: bad input, nothing written; 130: interrupted, nothing written.
     """
-    from .capture import Request, run
+    from .capture import run
+    from .workload import Request
 
     exporters = _exporters(model, exporters, step)
     req = Request(model, size, framework, exporters, batch, seq, seed, attn, step, True, dtype)
@@ -269,7 +270,9 @@ def diff_cmd(file_a, file_b, json_path, md_path, html_path, mode, excerpts, ops,
     if to_stdout:
         import json
 
-        click.echo(json.dumps(result.as_json(), indent=2))
+        from .report import diff_json
+
+        click.echo(json.dumps(diff_json(result), indent=2))
         json_path = None
     for path in write_outputs(result, json_path=json_path, md_path=md_path, html_path=html_path):
         click.echo(f"wrote {path}", err=True)
@@ -327,9 +330,10 @@ def bench_cmd(targets, framework, exporters, size, batches, seq, baselines, step
 
     from . import models
     from .bench.native import BASELINES, TRAIN_ONLY
-    from .bench.run import bench_files, bench_model
-    from .capture import EXPORTERS, STEPS
+    from .bench.run import bench_files
     from .bench.worker import default_max_memory
+    from .sweep import bench_model
+    from .workload import STEPS
     from .ir import parse_bytes
     from .report.text import bench_text
 
@@ -368,7 +372,7 @@ def bench_cmd(targets, framework, exporters, size, batches, seq, baselines, step
                                  "optimizer state between steps); a forward pass has nothing to donate",
                                  fix="add --step train, or use --baselines jax")
         if step == "train":
-            from .capture.train import loss_of
+            from .workload.train import loss_of
 
             loss_of(targets[0])  # a model without parameters: one line, before any capture
         exps = _exporters(targets[0], exporters, step)
@@ -426,9 +430,10 @@ def memory_cmd(targets, target, budget, measure, exporters, size, batches, seq, 
     (the others are still planned); 130: interrupted.
     """
     from . import models
-    from .bench.memory import budgets as parse_budgets, check_target, plan_files, plan_model
+    from .bench.memory import budgets as parse_budgets, check_target, plan_files
     from .bench.worker import default_max_memory
-    from .capture import STEPS
+    from .sweep import plan_model
+    from .workload import STEPS
     from .files import write_atomic
     from .ir import parse_bytes
     from .report.markdown import memory_markdown
@@ -449,11 +454,11 @@ def memory_cmd(targets, target, budget, measure, exporters, size, batches, seq, 
         if step not in STEPS:
             raise StackwarsError(f"unknown step {step!r}", fix=f"choose one of: {', '.join(STEPS)}")
         if step == "train":
-            from .capture.train import loss_of
+            from .workload.train import loss_of
 
             loss_of(targets[0])
         if max_batch:
-            from .bench.memory import max_batch_model
+            from .sweep import max_batch_model
 
             if batches or measure:
                 raise StackwarsError("--max-batch chooses the batches itself and runs nothing",
@@ -532,7 +537,7 @@ def _abstract_when_too_big(model: str, size: str, step: str, abstract: bool, dty
     exporters that have a route without weights; a note on stderr says so. What the user asked for
     explicitly is kept, and refused in one line where it cannot be done."""
     from . import models
-    from .capture import Request
+    from .workload import Request
 
     if abstract or model not in models.CATALOG or size not in models.entry(model).sizes:
         return abstract, dtype, exporters
@@ -564,7 +569,7 @@ def _abstract_when_too_big(model: str, size: str, step: str, abstract: bool, dty
 def _exporters(model: str, given, step: str = "forward") -> tuple:
     """The exporters asked for; 'all' means all that can export this model (a note names the others)."""
     from . import models
-    from .capture import EXPORTERS
+    from .workload import EXPORTERS
 
     given = tuple(x.strip() for g in given for x in g.split(",") if x.strip())  # repeated, or commas
     if "all" not in given:

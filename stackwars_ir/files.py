@@ -35,6 +35,18 @@ def host() -> dict[str, str | int | None]:
             "cpus": os.cpu_count(), "processor": _cpu_model()}
 
 
+def host_memory() -> int | None:
+    """This machine's memory in bytes (MemTotal), or None where /proc/meminfo cannot be read."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemTotal:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None
+
+
 def _cpu_model() -> str | None:
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():

@@ -67,7 +67,7 @@ def test_measure_reports_first_second_and_steady():
 
 @pytest.mark.slow
 def test_bench_model_with_baselines_and_sweep(tmp_path):
-    from stackwars_ir.bench.run import bench_model
+    from stackwars_ir.sweep import bench_model
 
     report = bench_model("mha", batches=(1, 2), baselines=("jax", "eager"), out_dir=tmp_path, timeout=30)
     kinds = {(b, e.kind) for b, e in report.rows}
@@ -425,9 +425,9 @@ def test_warmup_and_runs_fix_the_sampling_of_every_row(cli, tmp_path, monkeypatc
 def test_bench_reuses_a_capture_only_from_the_same_request_and_capture_revision(tmp_path):
     import json as _json
 
-    from stackwars_ir.bench.run import captured
+    from stackwars_ir.sweep import captured
     from stackwars_ir.capture import Request
-    from stackwars_ir.capture.artifact import CAPTURE_REVISION
+    from stackwars_ir.workload import CAPTURE_REVISION
 
     req = Request("gemm", exporters=("torch_xla",)).validated()
     said = []

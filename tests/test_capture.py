@@ -163,13 +163,12 @@ def test_seed_002_workloads_lower_to_their_op_in_every_capture(model, op):
 def test_an_argument_without_a_value_is_one_line_not_a_traceback():
     # torch.export lifts tensors a model makes inside forward (GPT-Neo's mask value, measured): a
     # capture whose argument has no known value must say so, not raise KeyError.
-    from stackwars_ir.capture.artifact import Argument, Capture
-    from stackwars_ir.capture.parity import argument_values
     from stackwars_ir.errors import CaptureError
+    from stackwars_ir.workload import Argument, argument_values
 
-    cap = Capture("torch", "torch_xla", "", (Argument(0, "constant", "h.1.attn.lifted_tensor_1", (), "float32"),), {})
-    with pytest.raises(CaptureError, match="neither a weight"):
-        argument_values(cap, {}, {})
+    args = (Argument(0, "constant", "h.1.attn.lifted_tensor_1", (), "float32"),)
+    with pytest.raises(CaptureError, match="torch-torch_xla: argument 0 .* neither a weight"):
+        argument_values(args, {}, {}, {}, "torch-torch_xla")
 
 
 def test_a_capture_that_differs_from_eager_is_written_for_inspection_and_exits_1(monkeypatch, cli, tmp_path):

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from conftest import CAPTURES, CORPUS
-from stackwars_ir.ir import fuzz
+from stackwars_ir.diff import fuzz
 
 
 def sources():

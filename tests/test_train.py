@@ -8,7 +8,7 @@ import pytest
 from conftest import golden
 from stackwars_ir import models
 from stackwars_ir.capture import EXPORTERS, Request, run
-from stackwars_ir.capture.train import register_torch_xla
+from stackwars_ir.workload.train import register_torch_xla
 from stackwars_ir.ir import load_one
 
 
@@ -57,7 +57,7 @@ def _adamw_state(size: int, seed: int = 0):
     """A state after one step and the exact float64 AdamW step 2 from it, with gradient `g`."""
     import numpy as np
 
-    from stackwars_ir.capture.train import ADAMW, TrainState
+    from stackwars_ir.workload.train import ADAMW, TrainState
 
     rng = np.random.default_rng(seed)
     p, m0, g = (rng.standard_normal(size) * 0.05 for _ in range(3))  # weights' scale: rounding ~1e-9
@@ -82,7 +82,7 @@ def test_step_errors_hold_a_correct_step_and_catch_wrong_gradients_and_a_wrong_r
     import numpy as np
 
     from stackwars_ir.capture.parity import CHUNK, step_errors
-    from stackwars_ir.capture.train import RULE_ATOL
+    from stackwars_ir.workload.train import RULE_ATOL
 
     state, step, g = _adamw_state(2 * CHUNK + 123)
     grad_rel, rule, param = step_errors(step(g), state, ["w"])
@@ -343,8 +343,8 @@ def test_the_donated_jax_loop_hands_its_state_to_xla_and_computes_the_same_steps
     import numpy as np
 
     from stackwars_ir.bench import native
-    from stackwars_ir.capture import prepare
-    from stackwars_ir.capture.train import train_state
+    from stackwars_ir.workload import prepare
+    from stackwars_ir.workload.train import train_state
 
     req = Request("ffn", step="train").validated()
     adapter, model, weights, inputs, reference = prepare(req)

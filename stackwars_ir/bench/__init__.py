@@ -167,16 +167,14 @@ def _index_limit(module, vid: int) -> int:
 
 
 def _sidecar_arguments(module, sidecar: dict) -> tuple[list, np.ndarray]:
-    from ..capture import Request, prepare
-    from ..capture.artifact import Argument, Capture
-    from ..capture.parity import argument_values
+    from ..workload import Argument, Request, argument_values, prepare
 
     # Only the weights and inputs are rebuilt: no exporter runs (fft has no torch_xla route).
     req = Request(sidecar["model"], sidecar["size"], "torch", exporters=(), batch=sidecar["batch"],
                   seq=sidecar["seq"], seed=sidecar["seed"], step=sidecar.get("step", "forward")).validated()
     _, model, weights, inputs, reference = prepare(req)
     if req.step == "train":  # the captured step 2 runs from eager's state after step 1; its loss is the proof
-        from ..capture.train import train_state
+        from ..workload.train import train_state
 
         state = train_state(req, model, inputs, reference)
         weights, inputs, reference = state.values(), state.inputs, np.asarray(state.ref_loss, dtype=np.float32)
@@ -187,7 +185,7 @@ def _sidecar_arguments(module, sidecar: dict) -> tuple[list, np.ndarray]:
     if len(args) != len(module.entry.args):
         raise BenchError(f"{module.source}: sidecar lists {len(args)} arguments, the module has "
                          f"{len(module.entry.args)}", fix="re-run stackwars-ir capture")
-    return argument_values(Capture("", "", "", args, {}, constants), weights, inputs), reference
+    return argument_values(args, constants, weights, inputs, str(module.source)), reference
 
 
 def hlo_stats(executable) -> dict:

@@ -485,24 +485,6 @@ MEASURED_NOTE = ("run: what one execution added to this process's peak resident 
                  "before), against the plan's temporaries + outputs - aliased")
 
 
-def plan_model(model: str, *, size: str = "tiny", batches=(None,), seq: int | None = None, exporters=("torch_xla",),
-               step: str = "forward", out_dir: Path = Path("out") / "captures", target: str = "cpu", budgets_=(),
-               measure: bool = False, max_memory: int | None = None, timeout: float | None = None,
-               show: bool | None = None, progress=None, abstract: bool = False, dtype: str = "float32",
-               framework: str = "both") -> MemoryReport:
-    """MODEL captured (or its captures reused) at each batch size, every capture planned for `target`."""
-    from ..capture import Request
-    from .run import captured
-
-    check_target(target)  # a missing libtpu fails before any capture
-    files = []
-    for batch in batches:
-        req = Request(model, size, framework, tuple(exporters), batch, seq, step=step, abstract=abstract,
-                      dtype=dtype).validated()
-        files += captured(req, out_dir, sweep=batches != (None,) or bool(seq), show=show, progress=progress)
-    return plan_files(files, target, budgets_, measure, max_memory, timeout, progress)
-
-
 # --max-batch: the largest batch whose plan fits a budget, found by compiling, never running.
 MAX_BATCH_LIMIT = 1024  # the search stops here ("1024 or more"): inputs are generated at each probed batch
 LINEAR_GUESSES = 5  # compiles guided by a line through the plans, then doubling and bisection
@@ -582,40 +564,3 @@ def search_max_batch(probe, names, budgets_, limit: int = MAX_BATCH_LIMIT) -> tu
             largest = None if error else max((b for b, n in points.items() if n <= budget.bytes), default=0)
             out.append(MaxBatch(name, budget, largest, tuple(order), limit, error))
     return tuple(out)
-
-
-def max_batch_model(model: str, *, budgets_, limit: int = MAX_BATCH_LIMIT, exporters=("torchax",),
-                    framework: str = "both", progress=None, **kw) -> MemoryReport:
-    """--max-batch: MODEL's executables compiled at the batches the search asks for, from abstract
-    captures (shapes only: the IR is the one a capture with weights gives, and no batch is run), so
-    torch_xla, which has no route without weights, is left out."""
-    if not budgets_:
-        raise StackwarsError("--max-batch searches for the largest batch that fits a budget, and none was given",
-                             fix="add --budget, e.g. --budget v6e-1 or --budget 16G")
-    routes = tuple(e for e in exporters if e != "torch_xla")
-    if framework in ("torch", "both") and not routes:
-        if framework == "torch":
-            raise StackwarsError("--max-batch compiles abstract captures, and torch_xla has none (its lazy "
-                                 "tensors hold data)", fix="use --exporter torchax")
-        framework = "jax"
-    if progress and "torch_xla" in exporters and framework != "jax":
-        progress("--max-batch: torch_xla left out (it has no capture without weights)")
-    plans: dict[int, dict] = {}
-    every = []
-
-    def probe(batch: int) -> dict:
-        if batch not in plans:
-            report = plan_model(model, batches=(batch,), exporters=routes or ("torchax",), framework=framework,
-                                budgets_=budgets_, abstract=True, progress=progress, **kw)
-            plans[batch] = {p.name: p for p in report.plans}
-            every.extend(report.plans)
-        return plans[batch]
-
-    found = search_max_batch(probe, list(probe(1)), budgets_, limit)
-    from . import machine
-
-    # The table shows the plans on either side of each boundary; every compile is in the searches.
-    shown = {(m.name, b) for m in found for b in (1, m.largest, (m.largest or 0) + 1) if b}
-    target = kw.get("target", "cpu")
-    plans_shown = sorted((p for p in every if (p.name, p.batch) in shown or not p.ok), key=lambda p: (p.name, p.batch or 0))
-    return MemoryReport(target, tuple(plans_shown), tuple(budgets_), machine(), _versions(target), found)

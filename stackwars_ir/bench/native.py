@@ -34,12 +34,12 @@ TRAIN_REFERENCE = "PyTorch eager's first training step on the CPU (its loss), sa
 
 
 def run_baselines(req, which, deadline_s: float | None, backend: str = "cpu") -> list[Executable]:
-    from ..capture import prepare
+    from ..workload import prepare
 
     train = req.step == "train"
     if train and backend in (None, "cpu"):
-        # Before any backward of this worker, whichever baseline it runs first (see capture.train).
-        from ..capture.train import register_torch_xla
+        # Before any backward of this worker, whichever baseline it runs first (see register_torch_xla).
+        from ..workload.train import register_torch_xla
         from ..errors import MissingExtra
 
         try:
@@ -49,7 +49,7 @@ def run_baselines(req, which, deadline_s: float | None, backend: str = "cpu") ->
     adapter, model, weights, inputs, reference = prepare(req)
     what = REFERENCE
     if train:
-        from ..capture.train import train_state
+        from ..workload.train import train_state
 
         # Each timed run is the next step of a user's loop from the seeded weights: run 1 is step 1.
         inputs = train_state(req, model, inputs, reference)
@@ -140,7 +140,7 @@ def _jax(adapter, req, model, weights, inputs, backend):
     import jax
     from flax import nnx
 
-    from ..capture.jax_capture import jax_inputs
+    from ..workload import jax_inputs
     from ..runtime import runtime
 
     device = runtime(backend).device
@@ -266,7 +266,7 @@ def _torch_xla(adapter, req, model, weights, inputs, backend):
 
 # Training steps (`bench MODEL --step train`): each run is the next step of the user's own loop,
 # from the seeded weights and a fresh AdamW, so runs 1, 2 and 3 are steps 1, 2 and 3. The loss of
-# run 1 is the proof (PyTorch eager's step 1); `state` is capture.train's TrainState.
+# run 1 is the proof (PyTorch eager's step 1); `state` is workload.train's TrainState.
 
 
 def _jax_train(adapter, req, model, weights, state, backend, donate: bool = False):
@@ -275,7 +275,7 @@ def _jax_train(adapter, req, model, weights, state, backend, donate: bool = Fals
     the old ones; `donate`: the step writes its results into the buffers it was given."""
     import jax
 
-    from ..capture.train import jax_step
+    from ..workload.train import jax_step
     from ..runtime import runtime
 
     device = runtime(backend).device
@@ -302,7 +302,7 @@ def _torch_loop(model, state, device, compile_model: bool = False):
 
     import torch
 
-    from ..capture.train import optimizer, torch_loss
+    from ..workload.train import optimizer, torch_loss
 
     m = copy.deepcopy(model).to(device)
     opt = optimizer(list(m.parameters()))

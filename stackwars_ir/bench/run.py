@@ -1,11 +1,9 @@
-"""Bench runs: a list of StableHLO files, or a model captured and timed beside its native runtimes."""
+"""Bench runs: StableHLO files timed in a worker, and a request's native runtimes beside them."""
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..errors import StackwarsError
 from . import BENCH_FORMAT, Executable, bench_text, machine, peaks
 
 
@@ -135,63 +133,16 @@ def _batch(side) -> int | None:
     return side.get("batch")
 
 
-def bench_model(model: str, *, size: str = "tiny", batches=(None,), seq: int | None = None,
-                exporters=("torch_xla",), baselines=("jax", "eager"), out_dir: Path = Path("captures"),
-                backend: str | None = None, timeout: float | None = None, show: bool | None = None,
-                max_memory: int | None = None, progress=None, step: str = "forward") -> BenchReport:
-    """Capture MODEL (reusing captures already on disk) at each batch size and time everything;
-    `step="train"`: its training step, beside the native runtimes' own training loops."""
-    from ..capture import Request
+def bench_baselines(req, baselines, backend: str | None = None, timeout: float | None = None,
+                    max_memory: int | None = None, progress=None) -> list[Executable]:
+    """The request's native runtimes (jax, eager, ...: bench.native), timed in one worker, so the
+    weights are built once."""
     from ..runtime import runtime
     from .worker import Isolated
 
-    rt = runtime(backend)  # before any capture: a missing backend fails first, in one line
-    rows, files_by_batch = [], {}
-    for batch in batches:
-        req = Request(model, size, "both", tuple(exporters), batch, seq, step=step).validated()
-        files = captured(req, out_dir, sweep=batches != (None,) or bool(seq), show=show, progress=progress)
-        report = bench_files(files, backend, timeout, with_peaks=False, max_memory=max_memory, progress=progress)
-        rows += [(req.batch, e) for _, e in report.rows]
-        with Isolated(max_memory) as worker:  # one worker for the baselines: the weights are built once
-            rows += [(req.batch, _timed(worker, ("baseline", req, name, rt.platform, timeout), timeout, progress))
-                     for name in baselines]
-        files_by_batch[req.batch] = files
-    return BenchReport(rt.platform, tuple(rows), peaks(rt), machine(), crossover(rows, exporters))
-
-
-def captured(req, out_dir: Path, *, sweep: bool, show: bool | None = None, progress=None) -> list[Path]:
-    """The capture files of `req` (JAX's, then each exporter's), captured unless the same request
-    is on disk already, written by this capture revision; a sweep keeps each batch and sequence
-    length in its own folder."""
-    from ..capture import run
-    from ..capture.artifact import target_paths
-
-    folder = Path(out_dir) / f"b{req.batch}-s{req.seq}" if sweep else Path(out_dir)
-    suffix = "-train" if req.step == "train" else ""
-    stems = ([f"jax{suffix}"] if req.framework in ("jax", "both") else []) + \
-        ([f"torch-{e}{suffix}" for e in req.exporters] if req.framework in ("torch", "both") else [])
-    files = [target_paths(folder, req.model, req.size, s)[0] for s in stems]
-    if not all(f.exists() and _same_request(f, req) for f in files):
-        if progress:
-            progress(f"capturing {req.model}-{req.size} at batch {req.batch} into {folder} ...")
-        run(req, folder, force=True, show=show)
-    elif progress:
-        progress(f"using the captures of {req.model}-{req.size} at batch {req.batch} in {folder}")
-    return files
-
-
-def _same_request(path: Path, req) -> bool:
-    try:
-        side = json.loads(path.with_suffix(".json").read_text())
-    except (OSError, ValueError):
-        return False
-    from ..capture.artifact import CAPTURE_REVISION
-
-    # A capture an older stackwars-ir wrote for the same request may differ (see CAPTURE_REVISION).
-    return (side.get("seed"), side.get("batch"), side.get("seq"), side.get("step", "forward"),
-            side.get("abstract", False), side.get("dtype", "float32"),
-            (side.get("run") or {}).get("capture_revision")) == \
-        (req.seed, req.batch, req.seq, req.step, req.abstract, req.dtype, CAPTURE_REVISION)
+    platform = runtime(backend).platform
+    with Isolated(max_memory) as worker:
+        return [_timed(worker, ("baseline", req, name, platform, timeout), timeout, progress) for name in baselines]
 
 
 def crossover(rows, exporters) -> str | None:

@@ -71,20 +71,6 @@ def _kind(job) -> str:
     return "stablehlo" if job[0] in ("file", "files") else job[2]
 
 
-def _prepared_once():
-    """Within one worker, build each model's weights and reference once, for every job that needs them."""
-    from .. import capture
-
-    real, memo = capture.prepare, {}
-
-    def prepare(req):
-        if req not in memo:
-            memo[req] = real(req)
-        return memo[req]
-
-    capture.prepare = prepare
-
-
 def _run(job):
     try:
         if job[0] == "memory":
@@ -126,7 +112,9 @@ def main() -> None:
     stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
     sys.stdout = sys.stderr  # nothing else may write into the reply stream
     _NOTIFY = lambda: _send(stdout, ("started",))  # noqa: E731
-    _prepared_once()
+    from ..workload import keep_prepared
+
+    keep_prepared()  # within one worker, each model's weights and reference are built once
     while True:
         try:
             job = _receive(stdin)
@@ -148,14 +136,10 @@ def _rss(pid: int) -> int:
 
 def default_max_memory() -> int | None:
     """Three quarters of this machine's memory: a runaway compile fails alone, the machine stays up."""
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemTotal:"):
-                    return int(line.split()[1]) * 1024 * 3 // 4
-    except OSError:
-        pass
-    return None
+    from ..files import host_memory
+
+    total = host_memory()
+    return total * 3 // 4 if total else None
 
 
 class Isolated:

@@ -10,16 +10,13 @@ from pathlib import Path
 import numpy as np
 
 from .. import files
-from ..errors import CaptureError, MissingExtra, ParityError, StackwarsError
+from ..errors import CaptureError, ParityError, StackwarsError
 from ..progress import Stages
+from ..workload import (CAPTURE_REVISION, EXPORTERS, FRAMEWORKS, STEPS, Request,  # noqa: F401 (capture's API)
+                        argument_values, prepare)
 from . import artifact, parity
 from .artifact import Capture
 from .sanitize import absolute_paths, relativize
-
-FRAMEWORKS = ("jax", "torch", "both")
-STEPS = ("forward", "train")
-EXPORTERS = ("torch_xla", "torchax")
-
 
 @dataclass(frozen=True)
 class CaptureSet:
@@ -36,120 +33,6 @@ class CaptureSet:
         return all(p.ok for p in self.parity)
 
 
-@dataclass(frozen=True)
-class Request:
-    """A validated capture request (the CLI's options, defaults filled in)."""
-
-    model: str
-    size: str = "tiny"
-    framework: str = "both"
-    exporters: tuple[str, ...] = ("torch_xla",)
-    batch: int | None = None
-    seq: int | None = None
-    seed: int = 0
-    attn: str = "eager"
-    step: str = "forward"  # "train": loss, backward and one AdamW update (capture/train.py)
-    abstract: bool = False  # shapes only, no weight materialized, no parity (capture/abstract.py)
-    dtype: str = "float32"  # of the weights; bfloat16 with --abstract
-
-    def validated(self) -> "Request":
-        from stackwars_ir import models
-
-        entry = models.entry(self.model)
-        _choose("size", self.size, tuple(entry.sizes))
-        _choose("framework", self.framework, FRAMEWORKS)
-        _choose("step", self.step, STEPS)
-        if self.step == "train":
-            from .train import loss_of
-
-            loss_of(self.model)
-        for e in self.exporters:
-            _choose("exporter", e, EXPORTERS)
-        if self.framework != "jax":
-            _, cannot = models.exporters_for(self.model, self.exporters, self.step)
-            for e, why in cannot.items():
-                what = "'s training step" if self.step == "train" and e in models.entry(self.model).train_unsupported \
-                    else ""
-                raise StackwarsError(f"{self.model}{what} cannot be captured through {e}: {why}",
-                                     fix="use another --exporter, or --framework jax")
-        from .abstract import DTYPES
-
-        _choose("dtype", self.dtype, DTYPES)
-        if self.dtype != "float32" and not self.abstract:
-            raise StackwarsError(f"--dtype {self.dtype} is captured abstractly only, for now (parity in bfloat16 "
-                                 "needs its own tolerances)", fix="add --abstract, or use --dtype float32")
-        if self.attn != "eager":
-            raise StackwarsError(
-                f"attention implementation {self.attn!r} cannot be captured: the sdpa decomposition fails in "
-                "both exporters (\"Cannot view a tensor with shape ...\")", fix="use --attn eager (the default)")
-        shape = entry.shapes[self.size]
-        # 0 is a value, and an error below: only a missing option takes the adapter's default.
-        batch = shape["batch"] if self.batch is None else self.batch
-        seq = shape["seq"] if self.seq is None else self.seq
-        if batch < 1 or seq < 1:
-            raise StackwarsError("--batch and --seq must be positive integers", fix="e.g. --batch 2 --seq 64")
-        return dataclasses.replace(self, batch=batch, seq=seq)
-
-
-def _choose(what: str, value: str, allowed) -> None:
-    if value not in allowed:
-        raise StackwarsError(f"unknown {what} {value!r}", fix=f"choose one of: {', '.join(allowed)}")
-
-
-def prepare(req: Request):
-    """The PyTorch model with seeded weights, its weights as numpy, inputs and the eager reference
-    output; the adapter's contract checked on the way (models/_contract.py), its errors in one line."""
-    from stackwars_ir import models
-    from stackwars_ir.models import _contract as contract
-
-    try:
-        import torch
-    except Exception as e:
-        raise MissingExtra("torch", e) from e
-    entry = models.entry(req.model)
-    with contract.blame(entry):
-        adapter = models.adapter(req.model)
-        contract.require(entry, adapter, "torch_model", "inputs")
-        torch.manual_seed(req.seed)
-        model = adapter.torch_model(req.size)
-        contract.check_torch_model(entry, model)
-        if req.step == "train":
-            from .train import loss_of
-
-            contract.check_loss(entry, adapter, model, loss_of(req.model))
-        perturb(model, req.seed)
-        # Buffers too, persistent or not: torch.export lifts them all into arguments.
-        tensors = {**dict(model.named_parameters()), **dict(model.named_buffers())}
-        weights = {k: v.detach().cpu().numpy().copy() for k, v in sorted(tensors.items())}
-        try:
-            inputs = adapter.inputs(req.size, req.batch, req.seq, np.random.default_rng(req.seed))
-        except ValueError as e:
-            raise StackwarsError(str(e), fix="choose a smaller --seq or --batch") from e
-        contract.check_inputs(entry, inputs)
-    with contract.blame(entry, "the forward of torch_model(size)'s model"), torch.no_grad():
-        output = model(*[torch.from_numpy(v) for v in inputs.values()])
-    contract.check_output(entry, output)
-    return adapter, model, weights, inputs, output.numpy()
-
-
-def perturb(model, seed: int) -> None:
-    """Make every tensor matter: transformers initialises biases to 0, norms to 1 and BN statistics to 0/1."""
-    import torch
-
-    gen = torch.Generator().manual_seed(seed + 1)
-    with torch.no_grad():
-        for name, t in sorted({**dict(model.named_parameters()), **dict(model.named_buffers())}.items()):
-            if not t.is_floating_point():
-                continue
-            noise = torch.randn(t.shape, generator=gen)
-            if name.endswith("running_var"):
-                t.copy_(0.5 + torch.rand(t.shape, generator=gen))
-            elif name.endswith(("bias", "running_mean")):
-                t.copy_(0.02 * noise)
-            elif t.dim() == 1 and name.endswith("weight"):  # layer/batch norm scale
-                t.copy_(1.0 + 0.1 * noise)
-
-
 def run(req: Request, out_dir: Path, *, force: bool = False, show: bool | None = None) -> CaptureSet:
     """Capture, check parity, then write every file (atomically); raise ParityError after writing."""
     from stackwars_ir import models
@@ -161,11 +44,9 @@ def run(req: Request, out_dir: Path, *, force: bool = False, show: bool | None =
 
 
 def _run(req: Request, out_dir: Path, force: bool, show: bool | None) -> CaptureSet:
-    frameworks = _frameworks(req)
-    suffix = "-train" if req.step == "train" else ""
-    stems = (["jax" + suffix] if "jax" in frameworks else []) + \
-            ([f"torch-{e}{suffix}" for e in req.exporters] if "torch" in frameworks else [])
-    targets = [p for s in stems for p in artifact.target_paths(out_dir, req.model, req.size, s)]
+    frameworks = req.frameworks()
+    stems = req.stems(frameworks)
+    targets = [p for s in stems for p in req.paths(out_dir, s)]
     artifact.refuse_existing(targets, force)
 
     label = f"{req.model}-{req.size}"
@@ -179,7 +60,7 @@ def _run(req: Request, out_dir: Path, force: bool, show: bool | None) -> Capture
         adapter, model, weights, inputs, reference = prepare(req)
     state = None
     if req.step == "train":
-        from .train import register_torch_xla, train_state
+        from ..workload.train import register_torch_xla, train_state
 
         if "torch" in frameworks and "torch_xla" in req.exporters:
             register_torch_xla()  # before the eager steps' backward
@@ -240,20 +121,6 @@ def _verdicts(results) -> str:
     said = "; ".join(" ".join(p.line().split()) for p in bad)
     return f"{len(bad)} of {len(results)} routes differ from PyTorch eager: {said}" + \
         (f"; within tolerance: {', '.join(good)}" if good else "")
-
-
-def _frameworks(req: Request) -> tuple[str, ...]:
-    """The frameworks to capture: `both` is the PyTorch routes alone for an adapter without a JAX twin."""
-    from stackwars_ir import models
-    from stackwars_ir.models import _contract as contract
-
-    entry = models.entry(req.model)
-    adapter = models.adapter(req.model)
-    if req.framework == "both":
-        return ("jax", "torch") if callable(getattr(adapter, "jax_model", None)) else ("torch",)
-    if req.framework == "jax":
-        contract.require(entry, adapter, "jax_model", why=", so there is no JAX route to capture")
-    return (req.framework,)
 
 
 def _skipped(req: Request, frameworks) -> tuple[str, ...]:
@@ -340,10 +207,10 @@ def _values(cap: Capture, req: Request, weights, inputs, reference, state) -> li
     if Path(models.entry(req.model).path).parent == models.HERE:
         return None
     if state is not None:
-        args, reference = parity.argument_values(cap, state.values(), state.inputs), \
+        args, reference = argument_values(cap.arguments, cap.constants, state.values(), state.inputs, cap.stem), \
             np.asarray(state.ref_loss, dtype=np.float32)
     else:
-        args = parity.argument_values(cap, weights, inputs)
+        args = argument_values(cap.arguments, cap.constants, weights, inputs, cap.stem)
     return [(f"arg{i}", a) for i, a in enumerate(args)] + [("reference", np.asarray(reference))]
 
 
@@ -365,7 +232,7 @@ def _contents(cap: Capture, req: Request, inputs, result: parity.Parity | None, 
               state=None, values: list | None = None, routes: dict | None = None) -> list[tuple[Path, str | bytes]]:
     from stackwars_ir import models
 
-    mlir_path, json_path = artifact.target_paths(out_dir, req.model, req.size, cap.stem)
+    mlir_path, json_path = req.paths(out_dir, cap.stem)
     entry = models.entry(req.model)
     recorded, extra_files = _recorded_values(values, mlir_path)
     sidecar = {
@@ -384,13 +251,13 @@ def _contents(cap: Capture, req: Request, inputs, result: parity.Parity | None, 
         "adapter": {"file": Path(entry.path).name, "roles": dict(sorted(entry.roles.items()))},
         "parity": result.as_json() if result is not None else {"checked": False, "why": _not_checked()},
         # The one part that differs between two runs of the same capture.
-        "run": {"seconds": cap.seconds, "host": files.host(), "capture_revision": artifact.CAPTURE_REVISION},
+        "run": {"seconds": cap.seconds, "host": files.host(), "capture_revision": CAPTURE_REVISION},
     }
     if req.abstract:
         sidecar["abstract"] = True
         sidecar["dtype"] = req.dtype
     if state is not None:
-        from .train import ADAMW
+        from ..workload.train import ADAMW
 
         sidecar["step"] = "train"
         sidecar["train"] = {

@@ -6,9 +6,9 @@ import time
 import numpy as np
 
 from ..errors import CaptureError, StackwarsError
-from .artifact import Argument, Capture
+from ..workload import Argument
+from .artifact import Capture
 
-DTYPES = ("float32", "bfloat16")
 NOT_CHECKED = "abstract capture: no weight was materialized, so nothing ran; the adapter's tiny size carries the parity evidence"
 
 
@@ -45,9 +45,9 @@ def weight_bytes(req) -> int:
 
 def check_fits(req) -> None:
     """A materialized capture whose weights take more than half this machine's memory: refuse, say --abstract."""
-    from ..bench.worker import default_max_memory
+    from ..files import host_memory
 
-    ram = (default_max_memory() or 0) * 4 // 3
+    ram = host_memory() or 0
     need = weight_bytes(req)
     # Weights live as torch tensors, numpy copies and JAX arrays at once during a capture: 3x.
     if ram and 3 * need > ram:
@@ -81,7 +81,7 @@ def capture_abstract(req, frameworks, stages_for) -> tuple[list[Capture], dict]:
     if "jax" in frameworks:
         from flax import nnx
 
-        from .jax_capture import _leaf_name, jax_inputs
+        from ..workload import jax_inputs, leaf_name
 
         st = stages_for("jax")
         with st.stage("build jax (abstract)"):
@@ -98,7 +98,7 @@ def capture_abstract(req, frameworks, stages_for) -> tuple[list[Capture], dict]:
         with st.stage("jax.jit lower"):
             text = lower_text(forward, state, *args)
         leaves = jax.tree_util.tree_flatten_with_path(state)[0]
-        arguments = [Argument(i, "parameter", _leaf_name(p), tuple(v.shape), str(v.dtype))
+        arguments = [Argument(i, "parameter", leaf_name(p), tuple(v.shape), str(v.dtype))
                      for i, (p, v) in enumerate(leaves)]
         arguments += [Argument(len(arguments) + j, "input", name, tuple(a.shape), str(a.dtype))
                       for j, (name, a) in enumerate(jax_inputs(inputs).items())]
@@ -151,7 +151,8 @@ def _train(req, frameworks, adapter, model, specs, inputs, stages_for) -> tuple[
     meta-device model's exported loss under the same step), each from a fresh optimizer state's shapes."""
     import jax
 
-    from .train import TrainState, capture_jax_train, capture_torchax_train, loss_of
+    from ..workload.train import TrainState, loss_of
+    from .train import capture_jax_train, capture_torchax_train
 
     loss = loss_of(req.model)
     if "torch" in frameworks:

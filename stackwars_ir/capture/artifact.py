@@ -1,33 +1,11 @@
-"""The capture artifact: one exported module, its arguments' meaning, and where its files go."""
+"""The capture artifact: one exported module and its arguments' meaning."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import StackwarsError
-
-# What the capture code writes: bumped whenever a capture's text or meaning changes for the same
-# request (2: torch_xla's training step names its ops' modules and phases; 3: its loss's ops too;
-# 4: its sidecar records the host reads of each step).
-# `bench MODEL` reuses a capture on disk only from the same revision; the sidecar records it under
-# `run`, beside the parts that differ between runs, so the goldens compare as before.
-CAPTURE_REVISION = 4
-
-
-@dataclass(frozen=True)
-class Argument:
-    """One argument of the captured function: which parameter, buffer, constant or input it is."""
-
-    index: int
-    kind: str  # "parameter" | "buffer" | "constant" | "input"
-    name: str
-    shape: tuple[int, ...]
-    dtype: str
-
-    def as_json(self) -> dict:
-        return {"index": self.index, "kind": self.kind, "name": self.name,
-                "shape": list(self.shape), "dtype": self.dtype}
-
+from ..workload import Argument
 
 @dataclass(frozen=True)
 class Capture:
@@ -49,11 +27,6 @@ class Capture:
 
     def __str__(self) -> str:
         return f"Capture({self.stem}, {len(self.arguments)} arguments, {len(self.text)} chars)"
-
-
-def target_paths(out_dir: Path, model: str, size: str, capture_stem: str) -> tuple[Path, Path]:
-    folder = Path(out_dir) / f"{model}-{size}"
-    return folder / f"{capture_stem}.mlir", folder / f"{capture_stem}.json"
 
 
 def refuse_existing(paths: list[Path], force: bool) -> None:

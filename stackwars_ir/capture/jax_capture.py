@@ -7,29 +7,9 @@ import numpy as np
 
 from ..progress import Stages
 from ..errors import CaptureError
-from .artifact import Argument, Capture
+from ..workload import Argument, jax_inputs, leaf_name
+from .artifact import Capture
 from .lowering import lower_text
-
-
-def _leaf_name(path) -> str:
-    import jax
-
-    parts = []
-    for key in path:
-        if isinstance(key, jax.tree_util.DictKey):
-            parts.append(str(key.key))
-        elif isinstance(key, jax.tree_util.SequenceKey):
-            parts.append(str(key.idx))
-        elif isinstance(key, jax.tree_util.GetAttrKey):
-            parts.append(key.name)
-    if parts and parts[-1] == "value":  # nnx.Variable leaf
-        parts.pop()
-    return ".".join(parts)
-
-
-def jax_inputs(inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """JAX runs without x64, as its users do: int64 token ids become int32."""
-    return {k: v.astype(np.int32) if v.dtype == np.int64 else v for k, v in inputs.items()}
 
 
 def capture_jax(adapter: ModuleType, size: str, weights: dict[str, np.ndarray],
@@ -48,7 +28,7 @@ def capture_jax(adapter: ModuleType, size: str, weights: dict[str, np.ndarray],
     with stages.stage("jax.jit lower"):
         text = lower_text(forward, state, *args)
     leaves = jax.tree_util.tree_flatten_with_path(state)[0]
-    arguments = [Argument(i, "parameter", _leaf_name(p), tuple(v.shape), str(v.dtype))
+    arguments = [Argument(i, "parameter", leaf_name(p), tuple(v.shape), str(v.dtype))
                  for i, (p, v) in enumerate(leaves)]
     unknown = [a.name for a in arguments if a.name not in weights]
     if unknown:

@@ -5,6 +5,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..workload import argument_values
 from .artifact import Capture
 
 # |captured - eager| <= ATOL + RTOL * |eager|, elementwise, in float32 (documented in docs/capture.md).
@@ -20,7 +21,7 @@ class Parity:
     max_abs: float  # of the output (of the loss, for a training step)
     max_rel: float
     ok: bool
-    # Training step (capture/train.py says why these three):
+    # Training step (workload/train.py says why these three):
     grad_rel: float | None = None  # ||gradients - eager's|| / ||eager's||, all parameters
     rule_max_abs: float | None = None  # worst |new parameter - AdamW on the capture's own moments|
     param_max_abs: float | None = None  # worst |new parameter - eager's|, reported only
@@ -31,7 +32,7 @@ class Parity:
         out = {"reference": "torch eager (float32, CPU)", "max_abs_error": self.max_abs,
                "max_rel_error": self.max_rel, "rtol": RTOL, "atol": ATOL, "ok": self.ok}
         if self.grad_rel is not None:
-            from .train import GRAD_RTOL, RULE_ATOL
+            from ..workload.train import GRAD_RTOL, RULE_ATOL
 
             out.update({"reference": "torch eager's second AdamW step (float32, CPU), from its first step's state",
                         "compared": "the loss (max_abs_error, within atol + rtol*|loss|); the gradients, read "
@@ -66,35 +67,13 @@ class Parity:
             return (f"parity {self.stem:22} max abs error {self.max_abs:.3g}  max rel error {self.max_rel:.3g}  "
                     f"{'ok' if self.ok else 'DIFFERS'} (tolerance |x - eager| <= {ATOL:g} + {RTOL:g} * |eager|)"
                     f"{where}")
-        from .train import GRAD_RTOL, RULE_ATOL
+        from ..workload.train import GRAD_RTOL, RULE_ATOL
 
         where = f"; {self.where()}" if self.worst else ""
         return (f"parity {self.stem:22} {'ok' if self.ok else 'DIFFERS'}: loss {self.max_abs:.2g} (tolerance "
                 f"{ATOL:g} + {RTOL:g} * |loss|), gradients {self.grad_rel:.2g} norm-wise (<= {GRAD_RTOL:g}), "
                 f"AdamW rule {self.rule_max_abs:.2g} (<= {RULE_ATOL:g}); new parameters vs eager's "
                 f"{self.param_max_abs:.2g} at worst{where}")
-
-def argument_values(capture: Capture, weights: dict[str, np.ndarray],
-                    inputs: dict[str, np.ndarray]) -> list[np.ndarray]:
-    """The arrays to call the captured function with, in its argument order."""
-    values = []
-    for arg in capture.arguments:
-        if arg.kind == "input":
-            src = inputs[arg.name]
-        elif arg.name in capture.constants:
-            src = capture.constants[arg.name]
-        elif arg.name in weights:
-            src = weights[arg.name]
-        else:  # e.g. a tensor the model makes inside forward, lifted by torch.export (GPT-Neo's mask value)
-            from ..errors import CaptureError
-
-            raise CaptureError(f"{capture.stem}: argument {arg.index} ({arg.name!r}, {arg.kind}) is neither a weight, "
-                               "an input nor a recorded constant, so the capture cannot be run to check parity",
-                               fix="this exporter does not yet record the values of tensors lifted by torch.export; "
-                                   "try another --exporter")
-        values.append(np.asarray(src).astype(arg.dtype, copy=False).reshape(arg.shape))
-    return values
-
 
 def compare(stem: str, got: np.ndarray, want: np.ndarray) -> Parity:
     got = np.asarray(got, dtype=np.float64)
@@ -118,7 +97,7 @@ def check(capture: Capture, weights: dict[str, np.ndarray], inputs: dict[str, np
 
     rt = rt or runtime("cpu")
     exe = rt.compile(capture.text, capture.stem, quick=True)
-    out = rt.run(exe, rt.put(argument_values(capture, weights, inputs)))
+    out = rt.run(exe, rt.put(argument_values(capture.arguments, capture.constants, weights, inputs, capture.stem)))
     return compare(capture.stem, np.asarray(out[0]), reference)
 
 
@@ -128,7 +107,7 @@ def check_train(capture: Capture, state, rt=None) -> Parity:
 
     rt = rt or runtime("cpu")
     exe = rt.compile(capture.text, capture.stem, quick=True)
-    outs = rt.run(exe, rt.put(argument_values(capture, state.values(), state.inputs)))
+    outs = rt.run(exe, rt.put(argument_values(capture.arguments, capture.constants, state.values(), state.inputs, capture.stem)))
     got = {o["name"]: np.asarray(outs[o["index"]]) for o in capture.outputs}  # no copy: float32 views
     names = [n for n in state.ref_params if state.ref_params[n].size]
     wanted = ["loss"] + [f"{k}{n}" for n in names for k in ("", "exp_avg.", "exp_avg_sq.")]
@@ -137,7 +116,7 @@ def check_train(capture: Capture, state, rt=None) -> Parity:
         inf = float("inf")
         return Parity(capture.stem, inf, inf, False, inf, inf, inf)
     loss = compare(capture.stem, got["loss"].reshape(()), np.asarray(state.ref_loss))
-    from .train import GRAD_RTOL, RULE_ATOL
+    from ..workload.train import GRAD_RTOL, RULE_ATOL
 
     grad_rel, rule, param = step_errors(got, state, names)
     ok = loss.ok and grad_rel <= GRAD_RTOL and rule <= RULE_ATOL
@@ -149,7 +128,7 @@ def worst_gradients(got: dict, state, names: list[str], top: int = 3) -> tuple[d
     """The parameters whose gradients lie furthest from eager's, by their share of the norm-wise
     error (up to `top`, each over 1% of it): name, own norm-wise error, largest element difference
     and where (a failed check only: whole-array float64, one parameter at a time)."""
-    from .train import ADAMW
+    from ..workload.train import ADAMW
 
     b1, rows = ADAMW["b1"], []
     for n in names:
@@ -176,7 +155,7 @@ def step_errors(got: dict, state, names: list[str]) -> tuple[float, float, float
     Whole-array float64 temporaries (GPT-2 base: 124M parameters, three arrays each) cost the parity
     stage about 10 s per capture in conversions and page faults (measured); chunks cost about 1.5 s.
     """
-    from .train import ADAMW
+    from ..workload.train import ADAMW
 
     a, t = ADAMW, state.step + 1
     b1, eps = a["b1"], a["eps"]

@@ -7,10 +7,9 @@ import numpy as np
 
 from ..errors import CaptureError, MissingExtra
 from ..progress import Stages
-from .artifact import Argument, Capture
+from ..workload import Argument
+from .artifact import Capture
 from .lowering import lower_text
-
-EXPORTERS = ("torch_xla", "torchax")
 
 
 def export_program(model, inputs: dict[str, np.ndarray], stages: Stages):

@@ -1,6 +1,6 @@
 """Training-step capture: loss, backward and one AdamW update, from JAX, torch_xla and torchax, parity-checked.
 
-The captured step is the second one: every route starts from the state PyTorch eager reaches after
+The step itself (loss, AdamW, the state it starts from) is workload/train.py's. The captured step is the second one: every route starts from the state PyTorch eager reaches after
 one step on the seeded weights and batch (parameters, AdamW's exp_avg and exp_avg_sq, step 1), so
 the second step is the steady one on every side (torch_xla builds a different graph for the first
 step, when AdamW creates its state) and its bias correction is not the trivial one. Parity against
@@ -11,218 +11,18 @@ from __future__ import annotations
 import copy
 import dataclasses
 import os
-from dataclasses import dataclass, field
 
 import numpy as np
 
 from ..errors import CaptureError, MissingExtra, StackwarsError
 from ..progress import Stages
-from .artifact import Argument, Capture
+from ..workload import Argument
+from ..workload.train import (TrainState, adamw_state, adamw_step, jax_step, named_leaves, optimizer,
+                              torch_loss)
+from .artifact import Capture
 from .lowering import lower_text
 
-# The same AdamW on every side: torch.optim.AdamW's defaults but the learning rate, optax.adamw's names.
-ADAMW = {"lr": 1e-3, "b1": 0.9, "b2": 0.999, "eps": 1e-8, "weight_decay": 0.01}
-# Parity of a step, in two parts that do not amplify rounding:
-# - the gradients, read back from the new exp_avg (g = (m_new - b1 m_old) / (1 - b1), exact), against
-#   eager's, norm-wise over all parameters: ||g - g_eager|| <= GRAD_RTOL * ||g_eager||;
-# - the AdamW rule, element by element, on the capture's own moments: new p = p (1 - lr wd)
-#   - lr / bc1 * m / (sqrt(v) / sqrt(bc2) + eps), within RULE_ATOL.
-# Not new parameters against eager's element by element: Adam divides by sqrt(v), so where the true
-# gradient is zero (tiny MHA's key bias: softmax ignores it) each framework's rounding noise becomes
-# an update of up to lr, a different one in each (measured: 6.5e-6 = 0.65 lr, JAX, torch_xla and
-# torchax alike against eager). That difference is reported, not held to a tolerance.
-GRAD_RTOL = 1e-3
-RULE_ATOL = 1e-3 * ADAMW["lr"]
 STEPS_OBSERVED = 3  # torch_xla's graphs are counted over this many steps
-
-
-def loss_of(model_name: str) -> str:
-    """The adapter's training loss ("lm" or "mse"); a one-line error for one without parameters."""
-    from stackwars_ir import models
-
-    loss = models.entry(model_name).loss
-    if loss is None:
-        raise StackwarsError(f"{model_name} has no parameters to train, so it has no training step",
-                             fix=f"use --step forward, or one of: {', '.join(models.TRAINABLE)}")
-    return loss
-
-
-@dataclass(frozen=True)
-class TrainState:
-    """The state every route starts its captured step from, and PyTorch eager's result of that step."""
-
-    loss: str
-    params: dict = field(repr=False)  # trainable tensors, after eager step 1
-    buffers: dict = field(repr=False)  # everything else the model reads (held constant)
-    exp_avg: dict = field(repr=False)
-    exp_avg_sq: dict = field(repr=False)
-    step: int
-    inputs: dict = field(repr=False)  # the model's inputs, plus "target" for the mse loss
-    ref_loss: float
-    ref_params: dict = field(repr=False)  # after eager step 2
-    ref_exp_avg: dict = field(repr=False)
-    ref_exp_avg_sq: dict = field(repr=False)
-    first_loss: float = float("nan")  # eager's step 1 from the seeded weights (native baselines start there)
-
-    def values(self) -> dict[str, np.ndarray]:
-        """Argument name -> array, for every argument kind a training capture has."""
-        out = {**self.params, **self.buffers}
-        out.update({f"exp_avg.{k}": v for k, v in self.exp_avg.items()})
-        out.update({f"exp_avg_sq.{k}": v for k, v in self.exp_avg_sq.items()})
-        out["step"] = np.asarray(self.step)
-        return out
-
-
-def torch_loss(model, loss: str, tensors: list, target, forward=None):
-    """The loss on the PyTorch side: LM cross-entropy with the tied head, or mean squared error."""
-    import torch
-
-    out = (forward or model)(*tensors)
-    if loss == "lm":
-        ids = tensors[0]
-        logits = out @ model.get_input_embeddings().weight.T
-        return torch.nn.functional.cross_entropy(
-            logits[:, :-1].reshape(-1, logits.shape[-1]), ids[:, 1:].reshape(-1))
-    return ((out - target) ** 2).mean()
-
-
-def optimizer(params):
-    """torch.optim.AdamW with ADAMW's hyper-parameters (the PyTorch side of every route)."""
-    import torch
-
-    a = ADAMW
-    return torch.optim.AdamW(params, lr=a["lr"], betas=(a["b1"], a["b2"]), eps=a["eps"],
-                             weight_decay=a["weight_decay"])
-
-
-def register_torch_xla() -> None:
-    """Import torch_xla before PyTorch's first backward in this process.
-
-    PyTorch's autograd engine sizes its per-device queues once, at the first backward; a device
-    whose runtime starts later (torch_xla's) fails every backward with an internal assert
-    (measured here: importing torch_xla is not enough, its runtime must have started).
-    """
-    os.environ.setdefault("PJRT_DEVICE", "CPU")
-    try:
-        import torch_xla
-    except Exception as e:
-        raise MissingExtra("torch_xla", e) from e
-    torch_xla.device()  # the runtime starts, so the engine counts its device
-
-
-def train_state(req, model, inputs: dict[str, np.ndarray], reference: np.ndarray) -> TrainState:
-    """Two PyTorch eager steps on a copy of `model`: the state after the first, the result of the second."""
-    import torch
-
-    loss = loss_of(req.model)
-    inputs = dict(inputs)
-    if loss == "mse":
-        rng = np.random.default_rng(req.seed + 2)
-        inputs["target"] = rng.standard_normal(reference.shape).astype(np.float32)
-    m = copy.deepcopy(model)
-    trainable = dict(m.named_parameters())
-    opt = optimizer(list(trainable.values()))
-    args = [torch.from_numpy(v) for k, v in inputs.items() if k != "target"]
-    target = torch.from_numpy(inputs["target"]) if "target" in inputs else None
-
-    def step():
-        opt.zero_grad(set_to_none=True)
-        value = torch_loss(m, loss, args, target)
-        value.backward()
-        opt.step()
-        return float(value.detach())
-
-    first_loss = step()
-    snap = {k: v.detach().numpy().copy() for k, v in trainable.items()}
-    state = {k: opt.state[p] for k, p in trainable.items()}
-    exp_avg = {k: s["exp_avg"].numpy().copy() for k, s in state.items()}
-    exp_avg_sq = {k: s["exp_avg_sq"].numpy().copy() for k, s in state.items()}
-    tensors = {**dict(m.named_parameters()), **dict(m.named_buffers())}
-    buffers = {k: v.detach().numpy().copy() for k, v in sorted(tensors.items()) if k not in trainable}
-    ref_loss = step()
-    after = {k: v.detach().numpy().copy() for k, v in trainable.items()}
-    ref_m = {k: s["exp_avg"].numpy().copy() for k, s in state.items()}
-    ref_v = {k: s["exp_avg_sq"].numpy().copy() for k, s in state.items()}
-    return TrainState(loss, dict(sorted(snap.items())), buffers, exp_avg, exp_avg_sq, 1, inputs, ref_loss, after,
-                      ref_m, ref_v, first_loss)
-
-
-# ---------------------------------------------------------------------------------------------------
-# JAX and torchax: a loss function of (params, buffers, inputs), differentiated and updated by optax.
-
-
-def _adamw_step(loss_fn):
-    """step(params, opt_state, buffers, inputs) -> (loss, new params, new opt_state), optax's AdamW."""
-    import jax
-    import optax
-
-    a = ADAMW
-    tx = optax.adamw(a["lr"], b1=a["b1"], b2=a["b2"], eps=a["eps"], weight_decay=a["weight_decay"])
-
-    def step(params, opt_state, buffers, inputs):
-        value, grads = jax.value_and_grad(loss_fn)(params, buffers, inputs)
-        updates, opt_state = tx.update(grads, opt_state, params)
-        return value, optax.apply_updates(params, updates), opt_state
-
-    return tx, step
-
-
-def _opt_state(tx, state: TrainState):
-    """optax's AdamW state holding the eager state after step 1 (count 1, mu, nu)."""
-    import jax
-    import jax.numpy as jnp
-
-    params = {k: jnp.asarray(v) for k, v in state.params.items()}
-    init = tx.init(params)
-
-    def fill(path, leaf):
-        names = [getattr(k, "name", None) for k in path]
-        key = path[-1].key if isinstance(path[-1], jax.tree_util.DictKey) else None
-        if "mu" in names:
-            return jnp.asarray(state.exp_avg[key])
-        if "nu" in names:
-            return jnp.asarray(state.exp_avg_sq[key])
-        if "count" in names:
-            return jnp.asarray(state.step, dtype=leaf.dtype)
-        return leaf
-
-    return jax.tree_util.tree_map_with_path(fill, init)
-
-
-def _leaf_kind_name(top: str, path) -> tuple[str, str]:
-    """(kind, name) of one leaf of the step's (params, opt_state, buffers, inputs) arguments or outputs."""
-    import jax
-
-    key = path[-1].key if path and isinstance(path[-1], jax.tree_util.DictKey) else None
-    if top == "params":
-        return "parameter", key
-    if top == "buffers":
-        return "buffer", key
-    if top == "inputs":
-        return "input", key
-    names = [getattr(k, "name", None) for k in path]
-    if "mu" in names:
-        return "optimizer", f"exp_avg.{key}"
-    if "nu" in names:
-        return "optimizer", f"exp_avg_sq.{key}"
-    if "count" in names:
-        return "optimizer", "step"
-    raise CaptureError(f"unexpected optax state leaf {jax.tree_util.keystr(path)}",
-                       fix="report this: optax's AdamW state changed layout")
-
-
-def _named_leaves(tops: list[tuple[str, object]]) -> list[tuple[str, str, object]]:
-    import jax
-
-    out = []
-    for top, tree in tops:
-        if top == "loss":
-            out.append(("loss", "loss", tree))
-            continue
-        for path, leaf in jax.tree_util.tree_flatten_with_path(tree)[0]:
-            kind, name = _leaf_kind_name(top, path)
-            out.append((kind, name, leaf))
-    return out
 
 
 def _lower_step(exporter: str, step, args: dict, stages: Stages, x64: bool, constants=None) -> Capture:
@@ -231,7 +31,7 @@ def _lower_step(exporter: str, step, args: dict, stages: Stages, x64: bool, cons
 
     with stages.stage("jax.jit lower"):
         text = lower_text(step, args["params"], args["opt_state"], args["buffers"], args["inputs"], x64=x64)
-    leaves = _named_leaves([(k, args[k]) for k in ("params", "opt_state", "buffers", "inputs")])
+    leaves = named_leaves([(k, args[k]) for k in ("params", "opt_state", "buffers", "inputs")])
     constants = constants or {}
     arguments = tuple(Argument(i, "constant" if name in constants else kind, name, tuple(np.shape(v)),
                                str(v.dtype if hasattr(v, "dtype") else np.asarray(v).dtype))
@@ -239,59 +39,10 @@ def _lower_step(exporter: str, step, args: dict, stages: Stages, x64: bool, cons
     with jax.enable_x64(x64):
         shapes = jax.eval_shape(step, args["params"], args["opt_state"], args["buffers"], args["inputs"])
     loss, params, opt_state = shapes
-    outs = _named_leaves([("loss", loss), ("params", params), ("opt_state", opt_state)])
+    outs = named_leaves([("loss", loss), ("params", params), ("opt_state", opt_state)])
     outputs = tuple({"index": i, "kind": kind, "name": name} for i, (kind, name, _) in enumerate(outs))
     return Capture("jax" if exporter == "jax" else "torch", exporter, text, arguments, dict(stages.seconds),
                    constants, outputs=outputs, stem_suffix="-train")
-
-
-def jax_step(adapter, size: str, state: TrainState, weights: dict | None = None):
-    """The NNX twin's training step and its arguments: from `state` (the captured step 2), or from
-    `weights` with a fresh optimizer state (a user's first step: the native jax.jit baseline)."""
-    import jax
-    import jax.numpy as jnp
-    from flax import nnx
-
-    from .jax_capture import _leaf_name, jax_inputs
-
-    abstract = any(isinstance(v, jax.ShapeDtypeStruct) for v in state.params.values())
-    if abstract:  # shapes only (capture/abstract.py): the twin is built under nnx.eval_shape
-        model = nnx.eval_shape(lambda w: adapter.jax_model(size, w), {**state.params, **state.buffers})
-    else:
-        model = adapter.jax_model(size, {**state.params, **state.buffers})
-    graphdef, nstate = nnx.split(model)
-    leaves, treedef = jax.tree_util.tree_flatten_with_path(nstate)
-    names = [_leaf_name(p) for p, _ in leaves]
-    head = getattr(adapter, "LM_HEAD", None)
-
-    def loss_fn(params, buffers, inputs):
-        merged = jax.tree_util.tree_unflatten(treedef, [params[n] if n in params else buffers[n] for n in names])
-        xs = [inputs[k] for k in state.inputs if k != "target"]  # jax.jit hands dicts back key-sorted
-        out = nnx.merge(graphdef, merged)(*xs)
-        if state.loss == "lm":
-            logits = out @ params[head].T
-            logp = jax.nn.log_softmax(logits[:, :-1], axis=-1)
-            return -jnp.take_along_axis(logp, xs[0][:, 1:, None], axis=-1).mean()
-        return jnp.mean((out - inputs["target"]) ** 2)
-
-    tx, step = _adamw_step(loss_fn)
-    missing = [n for n in names if n not in state.params and n not in state.buffers]
-    if missing:
-        raise CaptureError(f"the Flax twin's parameter {missing[0]!r} has no PyTorch tensor of that name",
-                           fix="name the NNX attributes after the PyTorch module path")
-    if abstract:  # a fresh AdamW state's shapes: the step is the same whichever step it is
-        params = dict(state.params)
-        opt_state = jax.eval_shape(tx.init, params)
-    elif weights is None:
-        params = {k: jnp.asarray(v) for k, v in state.params.items()}
-        opt_state = _opt_state(tx, state)
-    else:
-        params = {k: jnp.asarray(weights[k]) for k in state.params}
-        opt_state = tx.init(params)
-    args = {"params": params, "opt_state": opt_state,
-            "buffers": {k: v if abstract else jnp.asarray(v) for k, v in state.buffers.items() if k in names},
-            "inputs": {k: jnp.asarray(v) for k, v in jax_inputs(state.inputs).items()}}
-    return step, args
 
 
 def capture_jax_train(adapter, size: str, state: TrainState, stages: Stages) -> Capture:
@@ -345,8 +96,8 @@ def capture_torchax_train(model, state: TrainState, stages: Stages) -> Capture:
                 args = [params[n] if n in params else buffers[n] for n in names]
                 return forward(args, [inputs[k] for k in order])[0]
 
-            tx, step = _adamw_step(loss_fn)
-            opt_state = jax.eval_shape(tx.init, params) if abstract else _opt_state(tx, state)
+            tx, step = adamw_step(loss_fn)
+            opt_state = jax.eval_shape(tx.init, params) if abstract else adamw_state(tx, state)
             args = {"params": params, "opt_state": opt_state, "buffers": fixed, "inputs": inputs}
         if abstract:  # lifted constants without values: named as constants, passed as arguments
             cap = _lower_step("torchax", step, args, stages, x64=wide)
@@ -571,7 +322,7 @@ def _lazy_loop(m, params, opt, xs, target, state, counters):
                     raise
                 raise CaptureError("torch_xla was imported after this process's first PyTorch backward, so "
                                    "autograd has no queue for the XLA device",
-                                   fix="call stackwars_ir.capture.train.register_torch_xla() before any "
+                                   fix="call stackwars_ir.workload.train.register_torch_xla() before any "
                                        "backward (the CLI does)") from e
             opt.step()
         if i == 2:

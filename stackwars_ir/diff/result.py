@@ -141,25 +141,19 @@ class DiffResult:
         return f"DiffResult({self.a.name} vs {self.b.name}: {len(self.blocks)} aligned blocks)"
 
     def as_json(self) -> dict:
-        from ..report.sentences import finding, summary
-
-        names = self.names
-        data = {
+        """The result as data; report.diff_json adds each record's words for readers of the file."""
+        return {
             "format": RESULT_FORMAT,
             "a": self.a.as_json(), "b": self.b.as_json(),
             "alignment": {"method": self.method, "reason": self.method_reason, "coverage": round(self.coverage, 4),
                           "pairs": len(self.blocks), "only_a": [u.as_json() for u in self.only_a],
                           "only_b": [u.as_json() for u in self.only_b]},
-            "summary": [dict(s.as_json(), text=summary(s, names)) for s in self.summary],
+            "summary": [s.as_json() for s in self.summary],
             "blocks": [b.as_json() for b in self.blocks],
             "differs": self.differs,
             "metrics": self.metrics,
             "flow": {"a": [list(e) for e in self.flow_a], "b": [list(e) for e in self.flow_b]},
         }
-        for blk, out in zip(self.blocks, data["blocks"]):  # each record with its words, for readers of the JSON
-            for f, fj in zip(blk.findings, out["findings"]):
-                fj["text"] = finding(f, names)
-        return data
 
     @classmethod
     def from_json(cls, data: dict, source: str = "diff JSON") -> "DiffResult":

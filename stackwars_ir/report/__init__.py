@@ -6,6 +6,19 @@ from dataclasses import replace
 from pathlib import Path
 
 
+def diff_json(result) -> dict:
+    """A DiffResult as the diff JSON file holds it: its data, each summary and finding with its words."""
+    from .sentences import finding, summary
+
+    data, names = result.as_json(), result.names
+    for s, out in zip(result.summary, data["summary"]):
+        out["text"] = summary(s, names)
+    for blk, out in zip(result.blocks, data["blocks"]):
+        for f, fj in zip(blk.findings, out["findings"]):
+            fj["text"] = finding(f, names)
+    return data
+
+
 def write_outputs(report, *, json_path: Path | None = None, md_path: Path | None = None,
                   html_path: Path | None = None, bench: dict | None = None, command: str | None = None,
                   memory: dict | None = None) -> list[Path]:
@@ -20,7 +33,7 @@ def write_outputs(report, *, json_path: Path | None = None, md_path: Path | None
     result = replace(result, metrics=metrics)
     written = []
     if json_path:
-        write_atomic(Path(json_path), json.dumps(result.as_json(), indent=2, sort_keys=False) + "\n")
+        write_atomic(Path(json_path), json.dumps(diff_json(result), indent=2, sort_keys=False) + "\n")
         written.append(Path(json_path))
     if md_path:
         from .markdown import diff_markdown

@@ -168,9 +168,9 @@ def _check_message(error: str, label: str) -> str | None:
 
 def run(sources: list[Path], count: int, seed: int = 0, keep: Path | None = None, progress=None) -> FuzzReport:
     """Feed `count` mutated inputs through parse, stats and segmentation, one at a time."""
-    from ..diff.blocks import segment
-    from . import Parser, no_gc
-    from .stats import module_stats
+    from ..ir import Parser, no_gc
+    from ..ir.stats import module_stats
+    from .blocks import segment
 
     report = FuzzReport()
     t_start = time.perf_counter()

@@ -1,0 +1,117 @@
+"""Model runs: a request captured (or its captures reused) at each batch, then timed or planned."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from ..bench.memory import MAX_BATCH_LIMIT, MemoryReport
+from ..bench.run import BenchReport
+from ..errors import StackwarsError
+from ..workload import CAPTURE_REVISION, Request
+
+
+def bench_model(model: str, *, size: str = "tiny", batches=(None,), seq: int | None = None,
+                exporters=("torch_xla",), baselines=("jax", "eager"), out_dir: Path = Path("captures"),
+                backend: str | None = None, timeout: float | None = None, show: bool | None = None,
+                max_memory: int | None = None, progress=None, step: str = "forward") -> BenchReport:
+    """Capture MODEL (reusing captures already on disk) at each batch size and time everything;
+    `step="train"`: its training step, beside the native runtimes' own training loops."""
+    from ..bench import machine, peaks
+    from ..bench.run import bench_baselines, bench_files, crossover
+    from ..runtime import runtime
+
+    rt = runtime(backend)  # before any capture: a missing backend fails first, in one line
+    rows = []
+    for batch in batches:
+        req = Request(model, size, "both", tuple(exporters), batch, seq, step=step).validated()
+        files = captured(req, out_dir, sweep=batches != (None,) or bool(seq), show=show, progress=progress)
+        report = bench_files(files, backend, timeout, with_peaks=False, max_memory=max_memory, progress=progress)
+        rows += [(req.batch, e) for _, e in report.rows]
+        rows += [(req.batch, e) for e in bench_baselines(req, baselines, backend, timeout, max_memory, progress)]
+    return BenchReport(rt.platform, tuple(rows), peaks(rt), machine(), crossover(rows, exporters))
+
+
+def captured(req, out_dir: Path, *, sweep: bool, show: bool | None = None, progress=None) -> list[Path]:
+    """The capture files of `req` (JAX's, then each exporter's), captured unless the same request
+    is on disk already, written by this capture revision; a sweep keeps each batch and sequence
+    length in its own folder."""
+    from ..capture import run
+
+    folder = Path(out_dir) / f"b{req.batch}-s{req.seq}" if sweep else Path(out_dir)
+    files = [req.paths(folder, s)[0] for s in req.stems()]
+    if not all(f.exists() and _same_request(f, req) for f in files):
+        if progress:
+            progress(f"capturing {req.model}-{req.size} at batch {req.batch} into {folder} ...")
+        run(req, folder, force=True, show=show)
+    elif progress:
+        progress(f"using the captures of {req.model}-{req.size} at batch {req.batch} in {folder}")
+    return files
+
+
+def _same_request(path: Path, req) -> bool:
+    try:
+        side = json.loads(path.with_suffix(".json").read_text())
+    except (OSError, ValueError):
+        return False
+    # A capture an older stackwars-ir wrote for the same request may differ (see CAPTURE_REVISION).
+    return (side.get("seed"), side.get("batch"), side.get("seq"), side.get("step", "forward"),
+            side.get("abstract", False), side.get("dtype", "float32"),
+            (side.get("run") or {}).get("capture_revision")) == \
+        (req.seed, req.batch, req.seq, req.step, req.abstract, req.dtype, CAPTURE_REVISION)
+
+
+def plan_model(model: str, *, size: str = "tiny", batches=(None,), seq: int | None = None, exporters=("torch_xla",),
+               step: str = "forward", out_dir: Path = Path("out") / "captures", target: str = "cpu", budgets_=(),
+               measure: bool = False, max_memory: int | None = None, timeout: float | None = None,
+               show: bool | None = None, progress=None, abstract: bool = False, dtype: str = "float32",
+               framework: str = "both") -> MemoryReport:
+    """MODEL captured (or its captures reused) at each batch size, every capture planned for `target`."""
+    from ..bench.memory import check_target, plan_files
+
+    check_target(target)  # a missing libtpu fails before any capture
+    files = []
+    for batch in batches:
+        req = Request(model, size, framework, tuple(exporters), batch, seq, step=step, abstract=abstract,
+                      dtype=dtype).validated()
+        files += captured(req, out_dir, sweep=batches != (None,) or bool(seq), show=show, progress=progress)
+    return plan_files(files, target, budgets_, measure, max_memory, timeout, progress)
+
+
+def max_batch_model(model: str, *, budgets_, limit: int = MAX_BATCH_LIMIT, exporters=("torchax",),
+                    framework: str = "both", progress=None, **kw) -> MemoryReport:
+    """--max-batch: MODEL's executables compiled at the batches the search asks for, from abstract
+    captures (shapes only: the IR is the one a capture with weights gives, and no batch is run), so
+    torch_xla, which has no route without weights, is left out."""
+    from ..bench.memory import search_max_batch
+
+    if not budgets_:
+        raise StackwarsError("--max-batch searches for the largest batch that fits a budget, and none was given",
+                             fix="add --budget, e.g. --budget v6e-1 or --budget 16G")
+    routes = tuple(e for e in exporters if e != "torch_xla")
+    if framework in ("torch", "both") and not routes:
+        if framework == "torch":
+            raise StackwarsError("--max-batch compiles abstract captures, and torch_xla has none (its lazy "
+                                 "tensors hold data)", fix="use --exporter torchax")
+        framework = "jax"
+    if progress and "torch_xla" in exporters and framework != "jax":
+        progress("--max-batch: torch_xla left out (it has no capture without weights)")
+    plans: dict[int, dict] = {}
+    every = []
+
+    def probe(batch: int) -> dict:
+        if batch not in plans:
+            report = plan_model(model, batches=(batch,), exporters=routes or ("torchax",), framework=framework,
+                                budgets_=budgets_, abstract=True, progress=progress, **kw)
+            plans[batch] = {p.name: p for p in report.plans}
+            every.extend(report.plans)
+        return plans[batch]
+
+    found = search_max_batch(probe, list(probe(1)), budgets_, limit)
+    from ..bench import machine
+    from ..bench.memory import _versions
+
+    # The table shows the plans on either side of each boundary; every compile is in the searches.
+    shown = {(m.name, b) for m in found for b in (1, m.largest, (m.largest or 0) + 1) if b}
+    target = kw.get("target", "cpu")
+    plans_shown = sorted((p for p in every if (p.name, p.batch) in shown or not p.ok), key=lambda p: (p.name, p.batch or 0))
+    return MemoryReport(target, tuple(plans_shown), tuple(budgets_), machine(), _versions(target), found)

@@ -1,0 +1,264 @@
+"""The workload: a model made real (the typed request, its file names, weights, inputs and argument values)."""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from pathlib import Path
+from typing import NamedTuple
+
+import numpy as np
+
+from ..errors import CaptureError, MissingExtra, StackwarsError
+
+FRAMEWORKS = ("jax", "torch", "both")
+STEPS = ("forward", "train")
+EXPORTERS = ("torch_xla", "torchax")
+DTYPES = ("float32", "bfloat16")
+
+# What the capture code writes: bumped whenever a capture's text or meaning changes for the same
+# request (2: torch_xla's training step names its ops' modules and phases; 3: its loss's ops too;
+# 4: its sidecar records the host reads of each step).
+# `bench MODEL` reuses a capture on disk only from the same revision; the sidecar records it under
+# `run`, beside the parts that differ between runs, so the goldens compare as before.
+CAPTURE_REVISION = 4
+
+
+@dataclass(frozen=True)
+class Request:
+    """What to make real: a model, its size and shapes, the step and the routes that export it
+    (the options of capture, bench and memory; `validated()` fills in the defaults)."""
+
+    model: str
+    size: str = "tiny"
+    framework: str = "both"
+    exporters: tuple[str, ...] = ("torch_xla",)
+    batch: int | None = None
+    seq: int | None = None
+    seed: int = 0
+    attn: str = "eager"
+    step: str = "forward"  # "train": loss, backward and one AdamW update (workload/train.py)
+    abstract: bool = False  # shapes only, no weight materialized, no parity (capture/abstract.py)
+    dtype: str = "float32"  # of the weights; bfloat16 with --abstract
+
+    def validated(self) -> "Request":
+        from stackwars_ir import models
+
+        entry = models.entry(self.model)
+        _choose("size", self.size, tuple(entry.sizes))
+        _choose("framework", self.framework, FRAMEWORKS)
+        _choose("step", self.step, STEPS)
+        if self.step == "train":
+            from .train import loss_of
+
+            loss_of(self.model)
+        for e in self.exporters:
+            _choose("exporter", e, EXPORTERS)
+        if self.framework != "jax":
+            _, cannot = models.exporters_for(self.model, self.exporters, self.step)
+            for e, why in cannot.items():
+                what = "'s training step" if self.step == "train" and e in models.entry(self.model).train_unsupported \
+                    else ""
+                raise StackwarsError(f"{self.model}{what} cannot be captured through {e}: {why}",
+                                     fix="use another --exporter, or --framework jax")
+        _choose("dtype", self.dtype, DTYPES)
+        if self.dtype != "float32" and not self.abstract:
+            raise StackwarsError(f"--dtype {self.dtype} is captured abstractly only, for now (parity in bfloat16 "
+                                 "needs its own tolerances)", fix="add --abstract, or use --dtype float32")
+        if self.attn != "eager":
+            raise StackwarsError(
+                f"attention implementation {self.attn!r} cannot be captured: the sdpa decomposition fails in "
+                "both exporters (\"Cannot view a tensor with shape ...\")", fix="use --attn eager (the default)")
+        shape = entry.shapes[self.size]
+        # 0 is a value, and an error below: only a missing option takes the adapter's default.
+        batch = shape["batch"] if self.batch is None else self.batch
+        seq = shape["seq"] if self.seq is None else self.seq
+        if batch < 1 or seq < 1:
+            raise StackwarsError("--batch and --seq must be positive integers", fix="e.g. --batch 2 --seq 64")
+        return dataclasses.replace(self, batch=batch, seq=seq)
+
+    @property
+    def train(self) -> bool:
+        return self.step == "train"
+
+    def frameworks(self) -> tuple[str, ...]:
+        """The frameworks to capture: `both` is the PyTorch routes alone for an adapter without a JAX twin."""
+        from stackwars_ir import models
+        from stackwars_ir.models import _contract as contract
+
+        entry = models.entry(self.model)
+        adapter = models.adapter(self.model)
+        if self.framework == "both":
+            return ("jax", "torch") if callable(getattr(adapter, "jax_model", None)) else ("torch",)
+        if self.framework == "jax":
+            contract.require(entry, adapter, "jax_model", why=", so there is no JAX route to capture")
+        return (self.framework,)
+
+    def stems(self, frameworks: tuple[str, ...] | None = None) -> list[str]:
+        """The file stems the request's captures are written under: jax, then each exporter's, with
+        -train for a training step."""
+        frameworks = self.frameworks() if frameworks is None else frameworks
+        return ([stem("jax", "jax", self.step)] if "jax" in frameworks else []) + \
+            ([stem("torch", e, self.step) for e in self.exporters] if "torch" in frameworks else [])
+
+    def paths(self, out_dir: Path, capture_stem: str) -> tuple[Path, Path]:
+        """The .mlir and sidecar .json of one of the request's captures."""
+        return target_paths(out_dir, self.model, self.size, capture_stem)
+
+
+def stem(framework: str, exporter: str, step: str = "forward") -> str:
+    """The file stem of one capture: jax, torch-torch_xla, jax-train ..."""
+    return ("jax" if framework == "jax" else f"torch-{exporter}") + ("-train" if step == "train" else "")
+
+
+def target_paths(out_dir: Path, model: str, size: str, capture_stem: str) -> tuple[Path, Path]:
+    folder = Path(out_dir) / f"{model}-{size}"
+    return folder / f"{capture_stem}.mlir", folder / f"{capture_stem}.json"
+
+
+def _choose(what: str, value: str, allowed) -> None:
+    if value not in allowed:
+        raise StackwarsError(f"unknown {what} {value!r}", fix=f"choose one of: {', '.join(allowed)}")
+
+
+class Workload(NamedTuple):
+    """A request made real: the adapter, the seeded PyTorch model, its weights and inputs as numpy,
+    and PyTorch eager's output on them."""
+
+    adapter: object
+    model: object
+    weights: dict
+    inputs: dict
+    reference: np.ndarray
+
+
+_KEPT: dict | None = None
+
+
+def keep_prepared() -> None:
+    """From now on, this process builds each request's workload once (a bench worker runs many jobs
+    on the same weights). The model is shared between callers: none may change it."""
+    global _KEPT
+    if _KEPT is None:
+        _KEPT = {}
+
+
+def prepare(req: Request) -> Workload:
+    """The PyTorch model with seeded weights, its weights as numpy, inputs and the eager reference
+    output; the adapter's contract checked on the way (models/_contract.py), its errors in one line."""
+    if _KEPT is not None:
+        if req not in _KEPT:
+            _KEPT[req] = _prepare(req)
+        return _KEPT[req]
+    return _prepare(req)
+
+
+def _prepare(req: Request) -> Workload:
+    from stackwars_ir import models
+    from stackwars_ir.models import _contract as contract
+
+    try:
+        import torch
+    except Exception as e:
+        raise MissingExtra("torch", e) from e
+    entry = models.entry(req.model)
+    with contract.blame(entry):
+        adapter = models.adapter(req.model)
+        contract.require(entry, adapter, "torch_model", "inputs")
+        torch.manual_seed(req.seed)
+        model = adapter.torch_model(req.size)
+        contract.check_torch_model(entry, model)
+        if req.step == "train":
+            from .train import loss_of
+
+            contract.check_loss(entry, adapter, model, loss_of(req.model))
+        perturb(model, req.seed)
+        # Buffers too, persistent or not: torch.export lifts them all into arguments.
+        tensors = {**dict(model.named_parameters()), **dict(model.named_buffers())}
+        weights = {k: v.detach().cpu().numpy().copy() for k, v in sorted(tensors.items())}
+        try:
+            inputs = adapter.inputs(req.size, req.batch, req.seq, np.random.default_rng(req.seed))
+        except ValueError as e:
+            raise StackwarsError(str(e), fix="choose a smaller --seq or --batch") from e
+        contract.check_inputs(entry, inputs)
+    with contract.blame(entry, "the forward of torch_model(size)'s model"), torch.no_grad():
+        output = model(*[torch.from_numpy(v) for v in inputs.values()])
+    contract.check_output(entry, output)
+    return Workload(adapter, model, weights, inputs, output.numpy())
+
+
+def perturb(model, seed: int) -> None:
+    """Make every tensor matter: transformers initialises biases to 0, norms to 1 and BN statistics to 0/1."""
+    import torch
+
+    gen = torch.Generator().manual_seed(seed + 1)
+    with torch.no_grad():
+        for name, t in sorted({**dict(model.named_parameters()), **dict(model.named_buffers())}.items()):
+            if not t.is_floating_point():
+                continue
+            noise = torch.randn(t.shape, generator=gen)
+            if name.endswith("running_var"):
+                t.copy_(0.5 + torch.rand(t.shape, generator=gen))
+            elif name.endswith(("bias", "running_mean")):
+                t.copy_(0.02 * noise)
+            elif t.dim() == 1 and name.endswith("weight"):  # layer/batch norm scale
+                t.copy_(1.0 + 0.1 * noise)
+
+
+@dataclass(frozen=True)
+class Argument:
+    """One argument of the captured function: which parameter, buffer, constant or input it is."""
+
+    index: int
+    kind: str  # "parameter" | "buffer" | "constant" | "input"
+    name: str
+    shape: tuple[int, ...]
+    dtype: str
+
+    def as_json(self) -> dict:
+        return {"index": self.index, "kind": self.kind, "name": self.name,
+                "shape": list(self.shape), "dtype": self.dtype}
+
+
+
+def argument_values(arguments, constants: dict, weights: dict[str, np.ndarray], inputs: dict[str, np.ndarray],
+                    who: str = "") -> list[np.ndarray]:
+    """The arrays to call a captured function with, in its argument order (`who` names it in errors)."""
+    values = []
+    for arg in arguments:
+        if arg.kind == "input":
+            src = inputs[arg.name]
+        elif arg.name in constants:
+            src = constants[arg.name]
+        elif arg.name in weights:
+            src = weights[arg.name]
+        else:  # e.g. a tensor the model makes inside forward, lifted by torch.export (GPT-Neo's mask value)
+            raise CaptureError(f"{who}: argument {arg.index} ({arg.name!r}, {arg.kind}) is neither a weight, "
+                               "an input nor a recorded constant, so the capture cannot be run to check parity",
+                               fix="this exporter does not yet record the values of tensors lifted by torch.export; "
+                                   "try another --exporter")
+        values.append(np.asarray(src).astype(arg.dtype, copy=False).reshape(arg.shape))
+    return values
+
+
+def leaf_name(path) -> str:
+    """A JAX pytree path as the PyTorch name of the tensor it holds (h.0.attn.c_attn.weight)."""
+    import jax
+
+    parts = []
+    for key in path:
+        if isinstance(key, jax.tree_util.DictKey):
+            parts.append(str(key.key))
+        elif isinstance(key, jax.tree_util.SequenceKey):
+            parts.append(str(key.idx))
+        elif isinstance(key, jax.tree_util.GetAttrKey):
+            parts.append(key.name)
+    if parts and parts[-1] == "value":  # nnx.Variable leaf
+        parts.pop()
+    return ".".join(parts)
+
+
+def jax_inputs(inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """JAX runs without x64, as its users do: int64 token ids become int32."""
+    return {k: v.astype(np.int32) if v.dtype == np.int64 else v for k, v in inputs.items()}
+
+
