@@ -133,45 +133,84 @@ def models_cmd():
             click.echo(f"{'':{width}}   {size:5} batch {shape['batch']}, {entry.seq_meaning} {shape['seq']}")
 
 
+def model_options(command: str, out_default: Path, step_help: str, shapes: bool = True):
+    """The options that make a workload.Request, declared once for capture, bench and memory (bench and
+    memory take them with MODEL only). A new Request field is one option here: `_request` passes every
+    option named after a field on to the Request, where it is checked."""
+    def w(text: str) -> str:
+        lower = text if any(c.isupper() for c in text.split()[0][1:]) else text[0].lower() + text[1:]  # PyTorch
+        return text if command == "capture" else f"With MODEL: {lower}"
+
+    out_help = "Folder to write MODEL-SIZE/<framework>.mlir and .json into." if command == "capture" else \
+        "Where captures are read from or written to (never the golden captures/ by default)."
+    options = [
+        click.option("--framework", default="both", show_default=True,
+                     help=w("Only 'both' is timed." if command == "bench" else "jax, torch or both.")),
+        click.option("--exporter", "exporters", multiple=True, default=("torch_xla",), show_default=True,
+                     help=w("PyTorch exporter: torch_xla or torchax; comma-separated or repeated, or 'all'.")),
+        click.option("--size", default="tiny", show_default=True,
+                     help=w("tiny (tests), or the published size (base; llama: 8b).")),
+        click.option("--seq", type=int, help=w("Sequence length, or image size for resnet50.")),
+        click.option("--step", default="forward", show_default=True, help=w(step_help)),
+        click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=out_default,
+                     show_default=True, help=w(out_help)),
+    ]
+    if shapes:
+        options += [
+            click.option("--abstract", is_flag=True, help=w("Lower from shapes and dtypes alone: no weight "
+                                                            "materialized, no parity (JAX and torchax).")),
+            click.option("--dtype", default="float32", show_default=True,
+                         help=w("Weights' dtype: float32, or bfloat16 with --abstract.")),
+        ]
+
+    def apply(fn):
+        for option in reversed(options):
+            fn = option(fn)
+        return fn
+
+    return apply
+
+
+MODEL_OPTIONS = ("framework", "exporters", "size", "seq", "step", "out_dir", "abstract", "dtype")
+
+
+def _request(model: str, options: dict, **more):
+    """The Request the model options ask for ('all' exporters expanded, notes on stderr)."""
+    import dataclasses
+
+    from .workload import Request
+
+    fields = {f.name for f in dataclasses.fields(Request)}
+    given = {k: v for k, v in options.items() if k in fields}
+    given["exporters"] = _exporters(model, given.get("exporters", ()), given.get("step", "forward"))
+    return Request(model, **given, **more)
+
+
 @main.command("capture")
 @click.argument("model")
-@click.option("--framework", default="both", show_default=True, help="jax, torch or both.")
-@click.option("--exporter", "exporters", multiple=True, default=("torch_xla",), show_default=True,
-              help="PyTorch exporter: torch_xla or torchax; comma-separated or repeated, or 'all'.")
-@click.option("--size", default="tiny", show_default=True, help="tiny (tests), or the published size (base; llama: 8b).")
 @click.option("--batch", type=int, help="Batch size (default: the adapter's for this size).")
-@click.option("--seq", type=int, help="Sequence length, or image size for resnet50.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the random weights and inputs.")
 @click.option("--attn", default="eager", show_default=True, help="Attention implementation (only eager exports).")
-@click.option("--step", default="forward", show_default=True,
-              help="forward, or train: loss, backward and one AdamW update (files named <framework>-train).")
-@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=Path("captures"),
-              show_default=True, help="Folder to write MODEL-SIZE/<framework>.mlir and .json into.")
 @click.option("--force", is_flag=True, help="Overwrite existing captures.")
-@click.option("--abstract", is_flag=True,
-              help="Lower from shapes and dtypes alone: no weight materialized, no parity (JAX and torchax).")
-@click.option("--dtype", default="float32", show_default=True, help="Weights' dtype: float32, or bfloat16 with --abstract.")
+@model_options("capture", Path("captures"), "forward, or train: loss, backward and one AdamW update (files named "
+                                            "<framework>-train).")
 @adapters_option
-def capture_cmd(model, framework, exporters, size, batch, seq, seed, attn, step, out_dir, force, abstract, dtype):
+def capture_cmd(model, batch, seed, attn, force, out_dir, **options):
     """Export MODEL from JAX and/or PyTorch to StableHLO on the same weights, and check parity.
 
     Exit code 0: written and parity-checked; 1: written, but a capture differs from PyTorch eager;
     2: bad input, nothing written; 130: interrupted, nothing written.
     """
-    from .capture import run
-    from .workload import Request
+    import dataclasses
 
-    exporters = _exporters(model, exporters, step)
-    req = Request(model, size, framework, exporters, batch, seq, seed, attn, step, True, dtype)
-    req.validated()  # the cheap checks (names, choices) before any framework loads
-    abstract, dtype, exporters = _abstract_when_too_big(model, size, step, abstract, dtype, exporters)
-    req = Request(model, size, framework, exporters, batch, seq, seed, attn, step, abstract, dtype)
-    result = run(req, out_dir, force=force)
-    for p in result.parity:
-        click.echo(p.line())
-    for line in result.skipped:
+    from .capture import run
+
+    req = _request(model, options, batch=batch, seed=seed, attn=attn)
+    dataclasses.replace(req, abstract=True).validated()  # the cheap checks before any framework loads
+    result = run(_fitted(req), out_dir, force=force)
+    for line in [p.line() for p in result.parity] + list(result.skipped):
         click.echo(line)
-    if abstract:
+    if not result.parity:
         from .capture.abstract import NOT_CHECKED
 
         click.echo(f"parity not checked: {NOT_CHECKED}")
@@ -286,22 +325,10 @@ def diff_cmd(file_a, file_b, json_path, md_path, html_path, mode, excerpts, ops,
 
 @main.command("bench")
 @click.argument("targets", nargs=-1, required=True)
-@click.option("--framework", default="both", show_default=True, help="With MODEL: only 'both' is timed.")
-@click.option("--exporter", "exporters", multiple=True, default=("torch_xla",), show_default=True,
-              help="With MODEL: PyTorch exporter(s), comma-separated or repeated; 'all' for every one.")
-@click.option("--size", default="tiny", show_default=True, help="With MODEL: tiny or base.")
 @click.option("--batch", "batches", default="", help="With MODEL: batch sizes, e.g. 1,4,16 (a sweep).")
-@click.option("--seq", type=int, help="With MODEL: sequence length (image size for resnet50).")
 @click.option("--baselines", default="jax,eager", show_default=True,
               help="With MODEL: native runtimes to time too, from jax,eager,inductor,torch_xla (with --step "
                    "train also jax_donate), or 'none'.")
-@click.option("--step", default="forward", show_default=True,
-              help="With MODEL: forward, or train (one training step; baselines from jax,eager,inductor,torch_xla, each "
-                   "running its own loop, so runs 1-3 are steps 1-3, and jax_donate: jax.jit's loop with the "
-                   "parameters and AdamW state donated).")
-@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path),
-              default=Path("out") / "captures", show_default=True,
-              help="With MODEL: where captures are read from or written to (never the golden captures/ by default).")
 @click.option("--backend", default=None, help="cpu, gpu or tpu (default: what jax picks).")
 @click.option("--timeout", type=float, default=None,
               help="Seconds per executable for its compile and runs; one still running 10 s later is stopped.")
@@ -315,9 +342,12 @@ def diff_cmd(file_a, file_b, json_path, md_path, html_path, mode, excerpts, ops,
 @click.option("--runs", type=int, default=None,
               help="Exactly this many steady-state runs per row (default: adaptive, until the p10-p90 spread is "
                    "under 10%, 10 to 1000 runs, 0.5 to 10 s).")
+@model_options("bench", Path("out") / "captures", shapes=False,
+               step_help="forward, or train (one training step; baselines from jax,eager,inductor,torch_xla, each "
+                         "running its own loop, so runs 1-3 are steps 1-3, and jax_donate: jax.jit's loop with the "
+                         "parameters and AdamW state donated).")
 @adapters_option
-def bench_cmd(targets, framework, exporters, size, batches, seq, baselines, step, out_dir, backend, timeout,
-              max_memory, json_path, warmup, runs):
+def bench_cmd(targets, batches, baselines, backend, timeout, max_memory, json_path, warmup, runs, out_dir, **options):
     """Time StableHLO files (FILE.mlir ...) or a model (MODEL) on the XLA backend.
 
     Reports compile time, first run, second run and steady state (median, p10-p90), the proof that
@@ -327,59 +357,20 @@ def bench_cmd(targets, framework, exporters, size, batches, seq, baselines, step
     Exit code 0: every row measured; 2: bad input, or a row failed (the others are still measured);
     130: interrupted.
     """
-
-    from . import models
-    from .bench.native import BASELINES, TRAIN_ONLY
     from .bench.run import bench_files
-    from .bench.worker import default_max_memory
-    from .sweep import bench_model
-    from .workload import STEPS
-    from .ir import parse_bytes
+    from .bench.timing import sampling_setting
     from .report.text import bench_text
+    from .sweep import bench_model
 
-    if timeout is not None and not timeout > 0:
-        raise StackwarsError(f"--timeout {timeout:g} must be a positive number of seconds", fix="e.g. --timeout 60")
-    if warmup is not None and warmup < 0:
-        raise StackwarsError(f"--warmup {warmup} must be 0 or more runs", fix="e.g. --warmup 2")
-    if runs is not None and runs < 1:
-        raise StackwarsError(f"--runs {runs} must be at least 1 run", fix="e.g. --runs 50, or drop it for adaptive")
-    if warmup is not None or runs is not None:
+    memory, setting = _max_memory(max_memory, timeout), sampling_setting(warmup, runs)
+    if setting:
         from .bench.timing import SAMPLING_ENV
 
-        _set_env_for_command(SAMPLING_ENV, ",".join(f"{k}={v}" for k, v in (("warmup", warmup), ("runs", runs))
-                                                     if v is not None))
-    memory = parse_bytes(max_memory, "--max-memory") if max_memory else default_max_memory()
-    if len(targets) == 1 and not Path(targets[0]).exists() and _looks_like_a_name(targets[0]):
-        models.entry(targets[0])  # an unknown name: one line with a did-you-mean
-    model_mode = len(targets) == 1 and targets[0] in models.CATALOG and not Path(targets[0]).exists()
-    if not model_mode:
-        _refuse_model_options("bench", ("framework", "exporters", "size", "batches", "seq", "baselines", "step",
-                                        "out_dir"), fix="bench a model by name")
-        _warn_sidecars(targets)
-    if model_mode:
-        if framework != "both":
-            raise StackwarsError(f"bench MODEL times both frameworks; got --framework {framework}",
-                                 fix="use --framework both, or bench the capture files directly")
-        wanted = () if baselines == "none" else tuple(b for b in baselines.split(",") if b)
-        bad = [b for b in wanted if b not in BASELINES]
-        if bad:  # every baseline has a training loop too
-            raise StackwarsError(f"unknown baseline {bad[0]!r}", fix=f"choose from {', '.join(BASELINES)}")
-        if step not in STEPS:
-            raise StackwarsError(f"unknown step {step!r}", fix=f"choose one of: {', '.join(STEPS)}")
-        only = [b for b in wanted if b in TRAIN_ONLY]
-        if only and step != "train":
-            raise StackwarsError(f"baseline {only[0]!r} times a training loop (it donates the parameters and "
-                                 "optimizer state between steps); a forward pass has nothing to donate",
-                                 fix="add --step train, or use --baselines jax")
-        if step == "train":
-            from .workload.train import loss_of
-
-            loss_of(targets[0])  # a model without parameters: one line, before any capture
-        exps = _exporters(targets[0], exporters, step)
-        sweep = _int_list(batches) or (None,)
-        report = bench_model(targets[0], size=size, batches=sweep, seq=seq, exporters=exps, baselines=wanted,
-                             out_dir=out_dir, backend=backend, timeout=timeout, max_memory=memory, progress=_progress,
-                             step=step)
+        _set_env_for_command(SAMPLING_ENV, setting)
+    model = _model_named(targets, "bench", ("batches", "baselines"), fix="bench a model by name")
+    if model:
+        report = bench_model(_request(model, options), batches=_int_list(batches) or (None,), baselines=baselines,
+                             out_dir=out_dir, backend=backend, timeout=timeout, max_memory=memory, progress=_progress)
     else:
         report = bench_files([Path(t) for t in targets], backend, timeout, max_memory=memory, progress=_progress)
     _emit(bench_text(report), report.as_json(), json_path)
@@ -396,30 +387,20 @@ def bench_cmd(targets, framework, exporters, size, batches, seq, baselines, step
 @click.option("--budget", "budget", default="", metavar="LIST",
               help="Budgets to check each plan against: sizes (16G, 512MiB) or devices (t4, v6e-1, h100-80gb, ...).")
 @click.option("--measure", is_flag=True, help="Also run each executable once here (--target cpu) and measure its peak.")
-@click.option("--exporter", "exporters", multiple=True, default=("torch_xla",), show_default=True,
-              help="With MODEL: PyTorch exporter(s), comma-separated or repeated; 'all' for every one.")
-@click.option("--size", default="tiny", show_default=True, help="With MODEL: tiny or base.")
 @click.option("--batch", "batches", default="", help="With MODEL: batch sizes, e.g. 1,8.")
-@click.option("--seq", type=int, help="With MODEL: sequence length (image size for resnet50).")
-@click.option("--step", default="forward", show_default=True, help="With MODEL: forward, or train (one training step).")
-@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path),
-              default=Path("out") / "captures", show_default=True,
-              help="With MODEL: where captures are read from or written to.")
 @click.option("--timeout", type=float, default=None, help="Seconds per executable to compile (and run with --measure).")
 @click.option("--max-memory", metavar="SIZE", default=None,
               help="Resident memory the compiling worker may use, e.g. 8G (default: 3/4 of this machine's).")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False, allow_dash=True, path_type=Path),
               help="Write JSON here ('-': to stdout, the table to stderr).")
 @click.option("--markdown", "md_path", type=click.Path(dir_okay=False, path_type=Path), help="Write Markdown here.")
-@click.option("--framework", default="both", show_default=True, help="With MODEL: jax, torch or both.")
-@click.option("--abstract", is_flag=True, help="With MODEL: capture from shapes alone (no weights; see capture).")
-@click.option("--dtype", default="float32", show_default=True, help="With MODEL: float32, or bfloat16 with --abstract.")
 @click.option("--max-batch", is_flag=True,
               help="With MODEL: the largest batch that fits each --budget, searched by compiling abstract captures "
                    "(none run; torch_xla, which has none, left out); up to 1024.")
+@model_options("memory", Path("out") / "captures", "forward, or train (one training step).")
 @adapters_option
-def memory_cmd(targets, target, budget, measure, exporters, size, batches, seq, step, out_dir, timeout, max_memory,
-               json_path, md_path, framework, abstract, dtype, max_batch):
+def memory_cmd(targets, target, budget, measure, batches, timeout, max_memory, json_path, md_path, max_batch, out_dir,
+               **options):
     """Will it fit? XLA's memory plan of StableHLO files (FILE.mlir ...) or a model (MODEL).
 
     Each executable is compiled for --target, not run: arguments, outputs, aliased outputs,
@@ -429,64 +410,53 @@ def memory_cmd(targets, target, budget, measure, exporters, size, batches, seq, 
     Exit code 0: every executable planned (fitting or not); 2: bad input, or one failed to compile
     (the others are still planned); 130: interrupted.
     """
-    from . import models
-    from .bench.memory import budgets as parse_budgets, check_target, plan_files
-    from .bench.worker import default_max_memory
-    from .sweep import plan_model
-    from .workload import STEPS
-    from .files import write_atomic
-    from .ir import parse_bytes
+    from .bench.memory import budgets as parse_budgets, plan_files
     from .report.markdown import memory_markdown
     from .report.text import memory_text
+    from .sweep import max_batch_model, plan_model
 
-    if timeout is not None and not timeout > 0:
-        raise StackwarsError(f"--timeout {timeout:g} must be a positive number of seconds", fix="e.g. --timeout 600")
-    limits = parse_budgets(budget)
-    memory = parse_bytes(max_memory, "--max-memory") if max_memory else default_max_memory()
-    check_target(target)
-    if measure and target != "cpu":
-        raise StackwarsError(f"--measure runs each executable here, so it needs --target cpu (got {target})",
-                             fix="drop --measure, or use --target cpu")
-    if len(targets) == 1 and not Path(targets[0]).exists() and _looks_like_a_name(targets[0]):
-        models.entry(targets[0])  # an unknown name: one line with a did-you-mean
-    model_mode = len(targets) == 1 and targets[0] in models.CATALOG and not Path(targets[0]).exists()
-    if model_mode:
-        if step not in STEPS:
-            raise StackwarsError(f"unknown step {step!r}", fix=f"choose one of: {', '.join(STEPS)}")
-        if step == "train":
-            from .workload.train import loss_of
-
-            loss_of(targets[0])
-        if max_batch:
-            from .sweep import max_batch_model
-
-            if batches or measure:
-                raise StackwarsError("--max-batch chooses the batches itself and runs nothing",
-                                     fix="drop --batch and --measure")
-            report = max_batch_model(targets[0], budgets_=limits, size=size, seq=seq,
-                                     exporters=_exporters(targets[0], exporters, step), step=step, out_dir=out_dir,
-                                     target=target, max_memory=memory, timeout=timeout, progress=_progress,
-                                     dtype=dtype, framework=framework)
-        else:
-            abstract, dtype, chosen = _abstract_when_too_big(targets[0], size, step, abstract, dtype,
-                                                             _exporters(targets[0], exporters, step))
-            report = plan_model(targets[0], size=size, batches=_int_list(batches) or (None,), seq=seq,
-                                exporters=chosen, step=step, out_dir=out_dir,
-                                target=target, budgets_=limits, measure=measure, max_memory=memory,
-                                timeout=timeout, progress=_progress, abstract=abstract, dtype=dtype,
-                                framework=framework)
+    limits, memory = parse_budgets(budget), _max_memory(max_memory, timeout)
+    model = _model_named(targets, "memory", ("batches", "max_batch"), fix="name a model")
+    run = dict(out_dir=out_dir, target=target, max_memory=memory, timeout=timeout, progress=_progress)
+    if model and max_batch:
+        report = max_batch_model(_request(model, options), budgets_=limits, batches=_int_list(batches),
+                                 measure=measure, **run)
+    elif model:
+        report = plan_model(_fitted(_request(model, options)), batches=_int_list(batches) or (None,),
+                            budgets_=limits, measure=measure, **run)
     else:
-        _refuse_model_options("memory", ("exporters", "size", "batches", "seq", "step", "out_dir", "framework",
-                                         "abstract", "dtype", "max_batch"), fix="name a model")
-        _warn_sidecars(targets)
         report = plan_files([Path(t) for t in targets], target, limits, measure, memory, timeout, _progress)
     _emit(memory_text(report), report.as_json(), json_path)
     if md_path is not None:
+        from .files import write_atomic
+
         write_atomic(md_path, memory_markdown(report))
         click.echo(f"wrote {md_path}", err=True)
     for p in report.failed:
         click.echo(f"stackwars-ir: error: {p.error}", err=True)
     sys.exit(EXIT_BAD_INPUT if report.failed else 0)
+
+
+def _model_named(targets, command: str, more: tuple, fix: str) -> str | None:
+    """The model TARGETS name (one catalogue name that is not a file), or None for StableHLO files, whose
+    command then refuses every model option given and warns of sidecars that no longer match."""
+    from . import models
+
+    if len(targets) == 1 and not Path(targets[0]).exists() and _looks_like_a_name(targets[0]):
+        models.entry(targets[0])  # an unknown name: one line with a did-you-mean
+        return targets[0]
+    _refuse_model_options(command, MODEL_OPTIONS + more, fix=fix)
+    _warn_sidecars(targets)
+    return None
+
+
+def _max_memory(text: str | None, timeout: float | None) -> int | None:
+    """--max-memory in bytes (default: 3/4 of this machine's), after checking --timeout."""
+    from .bench.worker import check_timeout, default_max_memory
+    from .ir import parse_bytes
+
+    check_timeout(timeout)
+    return parse_bytes(text, "--max-memory") if text else default_max_memory()
 
 
 def _refuse_model_options(command: str, names, fix: str) -> None:
@@ -530,55 +500,25 @@ def _with_kernels(report, result, files):
     return with_kernels(report, result, ka, kb)
 
 
-def _abstract_when_too_big(model: str, size: str, step: str, abstract: bool, dtype: str, exporters) -> tuple:
-    """A published size whose weights do not fit this machine (LLaMA-3.1-8B: 28 GiB in float32, held
-    about three times by a capture with weights) is captured from shapes, as if --abstract were given,
-    in bfloat16 (the dtype such weights are published in) unless --dtype says otherwise, through the
-    exporters that have a route without weights; a note on stderr says so. What the user asked for
-    explicitly is kept, and refused in one line where it cannot be done."""
-    from . import models
-    from .workload import Request
+def _fitted(req):
+    """workload.shapes.fitted, told which of --dtype and --exporter the user gave; its note on stderr."""
+    from .workload.shapes import fitted
 
-    if abstract or model not in models.CATALOG or size not in models.entry(model).sizes:
-        return abstract, dtype, exporters
     ctx = click.get_current_context()
-    given = {n for n in ("dtype", "exporters") if ctx.get_parameter_source(n) == click.core.ParameterSource.COMMANDLINE}
-    from .capture.abstract import check_fits
-
-    try:
-        check_fits(Request(model, size, exporters=exporters or ("torchax",), step=step).validated())
-        return abstract, dtype, exporters
-    except StackwarsError as e:
-        if "add --abstract" not in (e.fix or ""):
-            raise
-        reason = e.message
-    if "exporters" in given and "torch_xla" in exporters:
-        raise StackwarsError(f"{reason}, and torch_xla cannot capture without weights (its lazy tensors hold data)",
-                             fix="use --exporter torchax (captured from shapes), or a size whose weights fit")
-    dtype = dtype if "dtype" in given else "bfloat16"
-    if "torch_xla" in exporters:
-        exporters = tuple(dict.fromkeys(x if x != "torch_xla" else "torchax" for x in exporters))
-        swap = "; torchax instead of torch_xla, which has no route without weights"
-    else:
-        swap = ""
-    click.echo(f"stackwars-ir: note: {reason}: capturing from shapes (--abstract), in {dtype}{swap}; no weight "
-               "is materialized and parity is not checked", err=True)
-    return True, dtype, exporters
+    explicit = {n for n in ("dtype", "exporters") if ctx.get_parameter_source(n) == click.core.ParameterSource.COMMANDLINE}
+    req, note = fitted(req, explicit)
+    if note:
+        click.echo(f"stackwars-ir: note: {note}", err=True)
+    return req
 
 
 def _exporters(model: str, given, step: str = "forward") -> tuple:
-    """The exporters asked for; 'all' means all that can export this model (a note names the others)."""
-    from . import models
-    from .workload import EXPORTERS
+    """workload.shapes.exporters_asked, its notes on stderr."""
+    from .workload.shapes import exporters_asked
 
-    given = tuple(x.strip() for g in given for x in g.split(",") if x.strip())  # repeated, or commas
-    if "all" not in given:
-        return tuple(dict.fromkeys(given))
-    if model not in models.CATALOG:
-        return EXPORTERS  # an unknown model gets its one-line error from the capture itself
-    usable, skipped = models.exporters_for(model, EXPORTERS, step)
-    for e, why in skipped.items():
-        click.echo(f"stackwars-ir: note: {model}: {e} skipped: {why}", err=True)
+    usable, notes = exporters_asked(model, given, step)
+    for note in notes:
+        click.echo(f"stackwars-ir: note: {note}", err=True)
     return usable
 
 

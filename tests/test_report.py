@@ -154,14 +154,17 @@ def test_a_saved_diff_renders_the_same_report_without_the_mlir_files(cli, tmp_pa
         dst.parent.mkdir()
         shutil.copy(src, dst)
         shutil.copy(src.with_suffix(".json"), dst.with_suffix(".json"))
-    plans = tmp_path / "m.json"
+    plans, timings = tmp_path / "m.json", tmp_path / "b.json"
     assert cli("memory", a, b, "--budget", "t4", "--json", plans)[0] == 0
+    assert cli("bench", a, b, "--runs", "3", "--warmup", "0", "--json", timings)[0] == 0
     assert cli("diff", a, b, "--json", tmp_path / "d.json")[0] == 1
-    assert cli("report", a, b, "-o", tmp_path / "direct.html", "--memory", plans)[0] == 0
+    assert cli("report", a, b, "-o", tmp_path / "direct.html", "--memory", plans, "--bench", timings)[0] == 0
     for f in (a, b, a.with_suffix(".json"), b.with_suffix(".json")):
         f.unlink()
-    code, _, err = cli("report", "--from", tmp_path / "d.json", "-o", tmp_path / "saved.html", "--memory", plans)
+    code, _, err = cli("report", "--from", tmp_path / "d.json", "-o", tmp_path / "saved.html", "--memory", plans,
+                       "--bench", timings)
     assert code == 0, err
+    assert '<h2 id="timings">' in (tmp_path / "saved.html").read_text()
 
     def body(path):  # all but the regenerate line, which names the command that made each
         return re.sub(r"Regenerate: <code>.*?</code>", "", path.read_text())

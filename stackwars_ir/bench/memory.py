@@ -158,8 +158,12 @@ def whose_plan(target: str) -> str:
     return (f"the TPU {target[4:]} compiler (libtpu, compile-only: no TPU needed), per chip")
 
 
-def check_target(target: str) -> str:
-    """The target, validated; a TPU target without libtpu says how to install it."""
+def check_target(target: str, measure: bool = False) -> str:
+    """The target, validated (with `measure`: one this machine can run); a TPU target without libtpu
+    says how to install it."""
+    if measure and target != "cpu":
+        raise StackwarsError(f"--measure runs each executable here, so it needs --target cpu (got {target})",
+                             fix="drop --measure, or use --target cpu")
     if target not in TARGETS:
         raise StackwarsError(f"unknown --target {target!r}", fix=f"choose one of: {', '.join(TARGETS)}")
     if target in TOPOLOGIES:
@@ -276,9 +280,7 @@ def measure_run(exe, compiler: Compiler, module, sidecar: dict | None) -> Measur
 
     from . import signature_arguments
 
-    if compiler.target != "cpu":
-        raise BenchError(f"--measure runs the executable here: it needs --target cpu (got {compiler.target})",
-                         fix="drop --measure, or use --target cpu")
+    check_target(compiler.target, measure=True)
     arrays, _, _ = signature_arguments(module, sidecar, np.random.default_rng(0))
     rt = compiler.runtime
     buffers = rt.put(arrays)
@@ -391,10 +393,7 @@ def plan_files(paths, target: str = "cpu", budgets_=(), measure: bool = False, m
     from . import machine
     from .worker import Isolated
 
-    check_target(target)
-    if measure and target != "cpu":
-        raise StackwarsError(f"--measure runs each executable here, so it needs --target cpu (got {target})",
-                             fix="drop --measure, or use --target cpu")
+    check_target(target, measure)
     plans = []
     with Isolated(max_memory) as worker:
         for path in paths:

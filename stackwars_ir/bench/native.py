@@ -19,6 +19,7 @@ import time
 
 import numpy as np
 
+from ..errors import StackwarsError
 from . import Executable
 from .proof import Checker
 from .timing import Timeout, measure
@@ -28,6 +29,21 @@ BASELINES = ("jax", "eager", "inductor", "torch_xla", "jax_donate")
 # docs advise for a training loop: XLA writes each step's results into the buffers it was given.
 TRAIN_ONLY = ("jax_donate",)
 REFERENCE = "PyTorch eager on the CPU, same weights and inputs"
+
+
+def baselines_asked(given, step: str) -> tuple[str, ...]:
+    """The native runtimes asked for ("jax,eager", a tuple of names, or "none"), each one checked."""
+    if isinstance(given, str):
+        given = () if given == "none" else tuple(b for b in given.split(",") if b)
+    bad = [b for b in given if b not in BASELINES]
+    if bad:  # every baseline has a training loop too
+        raise StackwarsError(f"unknown baseline {bad[0]!r}", fix=f"choose from {', '.join(BASELINES)}")
+    only = [b for b in given if b in TRAIN_ONLY]
+    if only and step == "forward":
+        raise StackwarsError(f"baseline {only[0]!r} times a training loop (it donates the parameters and "
+                             "optimizer state between steps); a forward pass has nothing to donate",
+                             fix="add --step train, or use --baselines jax")
+    return tuple(given)
 
 
 TRAIN_REFERENCE = "PyTorch eager's first training step on the CPU (its loss), same weights and batch"

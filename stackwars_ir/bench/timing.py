@@ -65,6 +65,19 @@ def sampling() -> dict:
     return out
 
 
+def sampling_setting(warmup: int | None, runs: int | None) -> str | None:
+    """bench's --warmup and --runs, checked, as the SAMPLING_ENV value that carries them to the workers
+    (None when neither is given)."""
+    from ..errors import StackwarsError
+
+    if warmup is not None and warmup < 0:
+        raise StackwarsError(f"--warmup {warmup} must be 0 or more runs", fix="e.g. --warmup 2")
+    if runs is not None and runs < 1:
+        raise StackwarsError(f"--runs {runs} must be at least 1 run", fix="e.g. --runs 50, or drop it for adaptive")
+    given = [f"{k}={v}" for k, v in (("warmup", warmup), ("runs", runs)) if v is not None]
+    return ",".join(given) or None
+
+
 @dataclass(frozen=True)
 class Sampling:
     """When the steady state stops: at least `min_iters` runs and `min_time` seconds each, and a

@@ -134,6 +134,14 @@ def _rss(pid: int) -> int:
     return 0
 
 
+def check_timeout(timeout: float | None) -> None:
+    """--timeout: a positive number of seconds, or none."""
+    if timeout is not None and not timeout > 0:
+        from ..errors import StackwarsError
+
+        raise StackwarsError(f"--timeout {timeout:g} must be a positive number of seconds", fix="e.g. --timeout 60")
+
+
 def default_max_memory() -> int | None:
     """Three quarters of this machine's memory: a runaway compile fails alone, the machine stays up."""
     from ..files import host_memory

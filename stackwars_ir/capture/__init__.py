@@ -52,7 +52,7 @@ def _run(req: Request, out_dir: Path, force: bool, show: bool | None) -> Capture
     label = f"{req.model}-{req.size}"
     if req.abstract:
         return _run_abstract(req, frameworks, out_dir, label, show)
-    from .abstract import check_fits
+    from ..workload.shapes import check_fits
 
     check_fits(req)  # an 8B model's weights, materialized three times, do not fit: say --abstract
     prep = Stages(label, show=show)

@@ -7,53 +7,10 @@ import numpy as np
 
 from ..errors import CaptureError, StackwarsError
 from ..workload import Argument
+from ..workload.shapes import meta_model
 from .artifact import Capture
 
 NOT_CHECKED = "abstract capture: no weight was materialized, so nothing ran; the adapter's tiny size carries the parity evidence"
-
-
-def meta_model(req):
-    """The PyTorch model on the meta device, in the request's dtype: shapes, no storage."""
-    import torch
-
-    from stackwars_ir import models
-
-    from stackwars_ir.models import _contract as contract
-
-    entry = models.entry(req.model)
-    with contract.blame(entry):
-        adapter = models.adapter(req.model)
-        contract.require(entry, adapter, "torch_model", "inputs")
-        with torch.device("meta"):
-            model = adapter.torch_model(req.size)
-        contract.check_torch_model(entry, model)
-    return adapter, model.to(getattr(torch, req.dtype))
-
-
-_WEIGHT_BYTES: dict = {}  # (model, size, dtype) -> bytes: the CLI and the capture both ask, once is enough
-
-
-def weight_bytes(req) -> int:
-    """What the model's weights would take materialized (parameters and buffers), from its meta twin."""
-    key = (req.model, req.size, req.dtype)
-    if key not in _WEIGHT_BYTES:
-        _, model = meta_model(req)
-        tensors = {**dict(model.named_parameters()), **dict(model.named_buffers())}
-        _WEIGHT_BYTES[key] = sum(t.numel() * t.element_size() for t in tensors.values())
-    return _WEIGHT_BYTES[key]
-
-
-def check_fits(req) -> None:
-    """A materialized capture whose weights take more than half this machine's memory: refuse, say --abstract."""
-    from ..files import host_memory
-
-    ram = host_memory() or 0
-    need = weight_bytes(req)
-    # Weights live as torch tensors, numpy copies and JAX arrays at once during a capture: 3x.
-    if ram and 3 * need > ram:
-        raise StackwarsError(f"{req.model}-{req.size}'s weights take {need / 2**30:.1f} GiB in {req.dtype}; a capture "
-                             f"with weights holds them about 3 times, more than this machine's "
-                             f"{ram / 2**30:.0f} GiB", fix="add --abstract (shapes only, no parity check)")
 
 
 def _jax_dtype(torch_dtype):
@@ -68,8 +25,6 @@ def capture_abstract(req, frameworks, stages_for) -> tuple[list[Capture], dict]:
     model's torch.export. Returns the captures and the inputs' shapes/dtypes (as numpy zeros of size 0
     are not wanted, a dict name -> (shape, dtype))."""
     import jax
-
-    from stackwars_ir import models
 
     adapter, model = meta_model(req)
     inputs = adapter.inputs(req.size, req.batch, req.seq, np.random.default_rng(req.seed))

@@ -1,6 +1,7 @@
 """Model runs: a request captured (or its captures reused) at each batch, then timed or planned."""
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -10,25 +11,44 @@ from ..errors import StackwarsError
 from ..workload import CAPTURE_REVISION, Request
 
 
-def bench_model(model: str, *, size: str = "tiny", batches=(None,), seq: int | None = None,
-                exporters=("torch_xla",), baselines=("jax", "eager"), out_dir: Path = Path("captures"),
+def _own_folders(model, batches, fields) -> bool:
+    """A sweep (batches, or a sequence length given) keeps each batch and sequence length in its own folder."""
+    seq = model.seq if isinstance(model, Request) else fields.get("seq")
+    return tuple(batches) != (None,) or bool(seq)
+
+
+def requests(model: str | Request, batches, **fields) -> list[Request]:
+    """The request at each batch size (None: the adapter's), each checked before any work starts: a
+    Request, or a model name and Request fields (size, seq, exporters, step ...)."""
+    base = model if isinstance(model, Request) else \
+        Request(model, **{k: tuple(v) if k == "exporters" else v for k, v in fields.items()})
+    return [dataclasses.replace(base, batch=b).validated() for b in batches]
+
+
+def bench_model(model: str | Request, *, batches=(None,), baselines=("jax", "eager"), out_dir: Path = Path("captures"),
                 backend: str | None = None, timeout: float | None = None, show: bool | None = None,
-                max_memory: int | None = None, progress=None, step: str = "forward") -> BenchReport:
+                max_memory: int | None = None, progress=None, **fields) -> BenchReport:
     """Capture MODEL (reusing captures already on disk) at each batch size and time everything;
     `step="train"`: its training step, beside the native runtimes' own training loops."""
     from ..bench import machine, peaks
+    from ..bench.native import baselines_asked
     from ..bench.run import bench_baselines, bench_files, crossover
     from ..runtime import runtime
 
-    rt = runtime(backend)  # before any capture: a missing backend fails first, in one line
+    # Every request checked, and a missing backend found, before any capture: each fails in one line.
+    todo = requests(model, batches, **fields)
+    if todo[0].framework != "both":
+        raise StackwarsError(f"bench MODEL times both frameworks; got --framework {todo[0].framework}",
+                             fix="use --framework both, or bench the capture files directly")
+    baselines = baselines_asked(baselines, todo[0].step)
+    rt = runtime(backend)
     rows = []
-    for batch in batches:
-        req = Request(model, size, "both", tuple(exporters), batch, seq, step=step).validated()
-        files = captured(req, out_dir, sweep=batches != (None,) or bool(seq), show=show, progress=progress)
+    for req in todo:
+        files = captured(req, out_dir, sweep=_own_folders(model, batches, fields), show=show, progress=progress)
         report = bench_files(files, backend, timeout, with_peaks=False, max_memory=max_memory, progress=progress)
         rows += [(req.batch, e) for _, e in report.rows]
         rows += [(req.batch, e) for e in bench_baselines(req, baselines, backend, timeout, max_memory, progress)]
-    return BenchReport(rt.platform, tuple(rows), peaks(rt), machine(), crossover(rows, exporters))
+    return BenchReport(rt.platform, tuple(rows), peaks(rt), machine(), crossover(rows, todo[0].exporters))
 
 
 def captured(req, out_dir: Path, *, sweep: bool, show: bool | None = None, progress=None) -> list[Path]:
@@ -60,48 +80,52 @@ def _same_request(path: Path, req) -> bool:
         (req.seed, req.batch, req.seq, req.step, req.abstract, req.dtype, CAPTURE_REVISION)
 
 
-def plan_model(model: str, *, size: str = "tiny", batches=(None,), seq: int | None = None, exporters=("torch_xla",),
-               step: str = "forward", out_dir: Path = Path("out") / "captures", target: str = "cpu", budgets_=(),
-               measure: bool = False, max_memory: int | None = None, timeout: float | None = None,
-               show: bool | None = None, progress=None, abstract: bool = False, dtype: str = "float32",
-               framework: str = "both") -> MemoryReport:
+def plan_model(model: str | Request, *, batches=(None,), out_dir: Path = Path("out") / "captures",
+               target: str = "cpu", budgets_=(), measure: bool = False, max_memory: int | None = None,
+               timeout: float | None = None, show: bool | None = None, progress=None, **fields) -> MemoryReport:
     """MODEL captured (or its captures reused) at each batch size, every capture planned for `target`."""
     from ..bench.memory import check_target, plan_files
 
-    check_target(target)  # a missing libtpu fails before any capture
+    todo = requests(model, batches, **fields)
+    check_target(target, measure)  # a missing libtpu fails before any capture
     files = []
-    for batch in batches:
-        req = Request(model, size, framework, tuple(exporters), batch, seq, step=step, abstract=abstract,
-                      dtype=dtype).validated()
-        files += captured(req, out_dir, sweep=batches != (None,) or bool(seq), show=show, progress=progress)
+    for req in todo:
+        files += captured(req, out_dir, sweep=_own_folders(model, batches, fields), show=show, progress=progress)
     return plan_files(files, target, budgets_, measure, max_memory, timeout, progress)
 
 
-def max_batch_model(model: str, *, budgets_, limit: int = MAX_BATCH_LIMIT, exporters=("torchax",),
-                    framework: str = "both", progress=None, **kw) -> MemoryReport:
+def max_batch_model(model: str | Request, *, budgets_, limit: int = MAX_BATCH_LIMIT, batches=(), measure: bool = False,
+                    progress=None, **kw) -> MemoryReport:
     """--max-batch: MODEL's executables compiled at the batches the search asks for, from abstract
     captures (shapes only: the IR is the one a capture with weights gives, and no batch is run), so
-    torch_xla, which has no route without weights, is left out."""
+    torch_xla, which has no route without weights, is left out (torchax by default)."""
     from ..bench.memory import search_max_batch
 
+    if batches or measure:
+        raise StackwarsError("--max-batch chooses the batches itself and runs nothing", fix="drop --batch and --measure")
     if not budgets_:
         raise StackwarsError("--max-batch searches for the largest batch that fits a budget, and none was given",
                              fix="add --budget, e.g. --budget v6e-1 or --budget 16G")
-    routes = tuple(e for e in exporters if e != "torch_xla")
+    names = {f.name for f in dataclasses.fields(Request)}
+    if not isinstance(model, Request):
+        given = {"exporters": ("torchax",), **{k: v for k, v in kw.items() if k in names}}
+        model = Request(model, **{k: tuple(v) if k == "exporters" else v for k, v in given.items()})
+    run = {k: v for k, v in kw.items() if k not in names}
+    routes, framework = tuple(e for e in model.exporters if e != "torch_xla"), model.framework
     if framework in ("torch", "both") and not routes:
         if framework == "torch":
             raise StackwarsError("--max-batch compiles abstract captures, and torch_xla has none (its lazy "
                                  "tensors hold data)", fix="use --exporter torchax")
         framework = "jax"
-    if progress and "torch_xla" in exporters and framework != "jax":
+    if progress and "torch_xla" in model.exporters and framework != "jax":
         progress("--max-batch: torch_xla left out (it has no capture without weights)")
+    base = dataclasses.replace(model, exporters=routes or ("torchax",), framework=framework, abstract=True)
     plans: dict[int, dict] = {}
     every = []
 
     def probe(batch: int) -> dict:
         if batch not in plans:
-            report = plan_model(model, batches=(batch,), exporters=routes or ("torchax",), framework=framework,
-                                budgets_=budgets_, abstract=True, progress=progress, **kw)
+            report = plan_model(base, batches=(batch,), budgets_=budgets_, progress=progress, **run)
             plans[batch] = {p.name: p for p in report.plans}
             every.extend(report.plans)
         return plans[batch]
@@ -112,6 +136,6 @@ def max_batch_model(model: str, *, budgets_, limit: int = MAX_BATCH_LIMIT, expor
 
     # The table shows the plans on either side of each boundary; every compile is in the searches.
     shown = {(m.name, b) for m in found for b in (1, m.largest, (m.largest or 0) + 1) if b}
-    target = kw.get("target", "cpu")
+    target = run.get("target", "cpu")
     plans_shown = sorted((p for p in every if (p.name, p.batch) in shown or not p.ok), key=lambda p: (p.name, p.batch or 0))
     return MemoryReport(target, tuple(plans_shown), tuple(budgets_), machine(), _versions(target), found)

@@ -1,0 +1,98 @@
+"""A model from shapes alone: its meta-device twin, what its weights take, and whether a capture with
+them fits this machine (else the request becomes an abstract one)."""
+from __future__ import annotations
+
+import dataclasses
+
+from ..errors import StackwarsError
+from . import EXPORTERS, Request
+
+
+def meta_model(req):
+    """The PyTorch model on the meta device, in the request's dtype: shapes, no storage."""
+    import torch
+
+    from stackwars_ir import models
+
+    from stackwars_ir.models import _contract as contract
+
+    entry = models.entry(req.model)
+    with contract.blame(entry):
+        adapter = models.adapter(req.model)
+        contract.require(entry, adapter, "torch_model", "inputs")
+        with torch.device("meta"):
+            model = adapter.torch_model(req.size)
+        contract.check_torch_model(entry, model)
+    return adapter, model.to(getattr(torch, req.dtype))
+
+
+_WEIGHT_BYTES: dict = {}  # (model, size, dtype) -> bytes: the CLI and the capture both ask, once is enough
+
+
+def weight_bytes(req) -> int:
+    """What the model's weights would take materialized (parameters and buffers), from its meta twin."""
+    key = (req.model, req.size, req.dtype)
+    if key not in _WEIGHT_BYTES:
+        _, model = meta_model(req)
+        tensors = {**dict(model.named_parameters()), **dict(model.named_buffers())}
+        _WEIGHT_BYTES[key] = sum(t.numel() * t.element_size() for t in tensors.values())
+    return _WEIGHT_BYTES[key]
+
+
+def check_fits(req) -> None:
+    """A materialized capture whose weights take more than half this machine's memory: refuse, say --abstract."""
+    from ..files import host_memory
+
+    ram = host_memory() or 0
+    need = weight_bytes(req)
+    # Weights live as torch tensors, numpy copies and JAX arrays at once during a capture: 3x.
+    if ram and 3 * need > ram:
+        raise StackwarsError(f"{req.model}-{req.size}'s weights take {need / 2**30:.1f} GiB in {req.dtype}; a capture "
+                             f"with weights holds them about 3 times, more than this machine's "
+                             f"{ram / 2**30:.0f} GiB", fix="add --abstract (shapes only, no parity check)")
+
+
+def fitted(req: Request, explicit: frozenset | set = frozenset()) -> tuple[Request, str | None]:
+    """The request, or, when a published size's weights do not fit this machine (LLaMA-3.1-8B: 28 GiB
+    in float32, held about three times by a capture with weights), the same request captured from
+    shapes, as if --abstract were given: in bfloat16 (the dtype such weights are published in) unless
+    `dtype` is in `explicit`, through the exporters that have a route without weights; with the note
+    that says so. What was asked for explicitly (`explicit`: "dtype", "exporters") is kept, and
+    refused in one line where it cannot be done."""
+    from stackwars_ir import models
+
+    if req.abstract or req.model not in models.CATALOG or req.size not in models.entry(req.model).sizes:
+        return req, None
+    try:
+        check_fits(dataclasses.replace(req, exporters=req.exporters or ("torchax",)).validated())
+        return req, None
+    except StackwarsError as e:
+        if "add --abstract" not in (e.fix or ""):
+            raise
+        reason = e.message
+    exporters = req.exporters
+    if "exporters" in explicit and "torch_xla" in exporters:
+        raise StackwarsError(f"{reason}, and torch_xla cannot capture without weights (its lazy tensors hold data)",
+                             fix="use --exporter torchax (captured from shapes), or a size whose weights fit")
+    dtype = req.dtype if "dtype" in explicit else "bfloat16"
+    swap = ""
+    if "torch_xla" in exporters:
+        exporters = tuple(dict.fromkeys(x if x != "torch_xla" else "torchax" for x in exporters))
+        swap = "; torchax instead of torch_xla, which has no route without weights"
+    note = (f"{reason}: capturing from shapes (--abstract), in {dtype}{swap}; no weight is materialized and "
+            "parity is not checked")
+    return dataclasses.replace(req, abstract=True, dtype=dtype, exporters=exporters), note
+
+
+def exporters_asked(model: str, given, step: str = "forward") -> tuple[tuple[str, ...], list[str]]:
+    """The exporters asked for (repeated, or comma-separated) and notes; 'all' means every exporter
+    that can export this model, a note naming each of the others and why."""
+    from stackwars_ir import models
+
+    given = tuple(x.strip() for g in given for x in g.split(",") if x.strip())
+    if "all" not in given:
+        return tuple(dict.fromkeys(given)), []
+    if model not in models.CATALOG:
+        return EXPORTERS, []  # an unknown model gets its one-line error from the request's check
+    usable, skipped = models.exporters_for(model, EXPORTERS, step)
+    return usable, [f"{model}: {e} skipped: {why}" for e, why in skipped.items()]
