@@ -39,17 +39,24 @@ def weight_bytes(req) -> int:
     return _WEIGHT_BYTES[key]
 
 
-def check_fits(req) -> None:
-    """A materialized capture whose weights take more than half this machine's memory: refuse, say --abstract."""
+def too_big(req) -> str | None:
+    """Why a capture with weights of `req` would not fit this machine, or None where it fits."""
     from ..files import host_memory
 
     ram = host_memory() or 0
     need = weight_bytes(req)
     # Weights live as torch tensors, numpy copies and JAX arrays at once during a capture: 3x.
     if ram and 3 * need > ram:
-        raise StackwarsError(f"{req.model}-{req.size}'s weights take {need / 2**30:.1f} GiB in {req.dtype}; a capture "
-                             f"with weights holds them about 3 times, more than this machine's "
-                             f"{ram / 2**30:.0f} GiB", fix="add --abstract (shapes only, no parity check)")
+        return (f"{req.model}-{req.size}'s weights take {need / 2**30:.1f} GiB in {req.dtype}; a capture with "
+                f"weights holds them about 3 times, more than this machine's {ram / 2**30:.0f} GiB")
+    return None
+
+
+def check_fits(req) -> None:
+    """A materialized capture whose weights take more than a third of this machine's memory: refuse, say --abstract."""
+    reason = too_big(req)
+    if reason:
+        raise StackwarsError(reason, fix="add --abstract (shapes only, no parity check)")
 
 
 def fitted(req: Request, explicit: frozenset | set = frozenset()) -> tuple[Request, str | None]:
@@ -63,13 +70,10 @@ def fitted(req: Request, explicit: frozenset | set = frozenset()) -> tuple[Reque
 
     if req.abstract or req.model not in models.CATALOG or req.size not in models.entry(req.model).sizes:
         return req, None
-    try:
-        check_fits(dataclasses.replace(req, exporters=req.exporters or ("torchax",)).validated())
+    # Weights are materialized in float32 (another dtype is captured from shapes only).
+    reason = too_big(dataclasses.replace(req, exporters=req.exporters or ("torchax",), dtype="float32").validated())
+    if reason is None:
         return req, None
-    except StackwarsError as e:
-        if "add --abstract" not in (e.fix or ""):
-            raise
-        reason = e.message
     exporters = req.exporters
     if "exporters" in explicit and "torch_xla" in exporters:
         raise StackwarsError(f"{reason}, and torch_xla cannot capture without weights (its lazy tensors hold data)",
