@@ -522,37 +522,6 @@ def _exporters(model: str, given, step: str = "forward") -> tuple:
     return usable
 
 
-def _check_belongs(path: Path, hashes: dict, mine: set, shown: tuple, what: str) -> None:
-    """A bench or memory JSON charted in a report must have measured at least one of the report's
-    files: `hashes` maps each file it measured (sha256) to its label, `mine` holds the report's."""
-    if not hashes:
-        raise StackwarsError(f"{path}: records no file hashes, so nothing shows it {what} these files",
-                             fix=f"re-run stackwars-ir {_COMMAND_OF[what]} on them with --json")
-    if mine and not set(hashes) & mine:
-        labels = ", ".join(sorted({Path(x).name for x in hashes.values()}))
-        raise StackwarsError(f"{path}: {what} other files ({labels}), not {shown[0]} or {shown[1]}",
-                             fix=f"run stackwars-ir {_COMMAND_OF[what]} on these files with --json, or drop "
-                                 f"--{_COMMAND_OF[what]}")
-
-
-_COMMAND_OF = {"timed": "bench", "planned": "memory"}
-
-
-def _read_json_of(path: Path, command: str, key: str) -> dict:
-    """A `stackwars-ir COMMAND --json` file, or one line saying why it is not one."""
-    import json
-
-    try:
-        data = json.loads(Path(path).read_text())
-    except (OSError, ValueError) as e:
-        raise StackwarsError(f"{path}: not a readable {command} JSON file: {e}",
-                             fix=f"write one with stackwars-ir {command} ... --json FILE") from None
-    if not isinstance(data, dict) or not isinstance(data.get(key), list):
-        raise StackwarsError(f"{path}: not a stackwars-ir {command} JSON file (no {key!r})",
-                             fix=f"write one with stackwars-ir {command} ... --json FILE")
-    return data
-
-
 def _sidecar_names(path) -> dict:
     """Argument index -> PyTorch tensor name, from a capture's sidecar (torch_xla's arguments carry
     no names of their own); nothing for a file without one, or whose sidecar describes another file."""
@@ -635,61 +604,22 @@ def report_cmd(files, out, from_path, bench_path, memory_path, mode, kernels):
 
     Exit code 0: written; 2: bad input, nothing written; 130: interrupted, nothing written.
     """
-    import hashlib
-
     from .diff import diff_files
-    from .diff.result import DiffResult
-    from .report import write_outputs
+    from .report import sources, write_outputs
 
     if from_path is not None:
-        if kernels:
-            raise StackwarsError("--kernels compiles the files, and --from renders a saved result without them",
-                                 fix="diff the files with --kernels --json, then report --from that JSON")
-        if files:
-            raise StackwarsError("report takes FILE_A FILE_B or --from DIFF.json, not both",
-                                 fix="drop the files, or drop --from")
-        if mode != "auto":
-            raise StackwarsError("--mode applies when diffing files; a saved result is segmented already",
-                                 fix="drop --mode, or diff the files again with it")
-        result = DiffResult.from_json(_read_json_of(from_path, "diff", "blocks"), str(from_path))
-        sides = (result.a, result.b)
-        mine = {s.sha256 for s in sides if s.sha256}
-        shown = tuple(Path(s.source).name for s in sides)
-    elif len(files) != 2:
-        raise StackwarsError(f"report takes two files to diff (got {len(files)})",
-                             fix="stackwars-ir report A.mlir B.mlir -o r.html, or --from DIFF.json")
+        result = sources.saved_diff(from_path, files, mode, kernels)
+        mine, shown = sources.sides(result)
     else:
-        mine = set()
-        for f in files:
-            try:
-                mine.add(hashlib.sha256(Path(f).read_bytes()).hexdigest())
-            except OSError:
-                pass  # the diff reports a missing file in its own words
-        shown = tuple(Path(f).name for f in files)
-    bench = memory = None
-    if bench_path:
-        bench = _read_json_of(bench_path, "bench", "results")
-        _check_belongs(bench_path, {r["sha256"]: r.get("label", "?") for r in bench["results"]
-                                    if isinstance(r, dict) and r.get("kind") == "stablehlo" and r.get("sha256")},
-                       mine, shown, "timed")
-    if memory_path:
-        memory = _read_json_of(memory_path, "memory", "executables")
-        _check_belongs(memory_path, {e["sha256"]: e.get("label", "?") for e in memory["executables"]
-                                     if isinstance(e, dict) and e.get("sha256")}, mine, shown, "planned")
+        mine, shown = sources.pair(files)
+    bench = sources.attached(bench_path, "bench", mine, shown) if bench_path else None
+    memory = sources.attached(memory_path, "memory", mine, shown) if memory_path else None
     if from_path is None:
         _warn_sidecars(files)
         report = diff_files(files[0], files[1], mode)
         result = report.result(excerpts="all")  # the graph view shows any block's IR
         if kernels:
             result = _with_kernels(report, result, files)
-
-    import shlex
-
-    given = ("--from", from_path) if from_path is not None else files
-    command = " ".join(shlex.quote(str(x)) for x in ("stackwars-ir", "report", *given, "-o", out,
-                                                       *(("--bench", bench_path) if bench_path else ()),
-                                                       *(("--memory", memory_path) if memory_path else ()),
-                                                       *(("--mode", mode) if mode != "auto" else ()),
-                                                       *(("--kernels",) if kernels else ())))
+    command = sources.command_line(files, out, from_path, bench_path, memory_path, mode, kernels)
     write_outputs(result, html_path=out, bench=bench, command=command, memory=memory)
     click.echo(f"wrote {out}")

@@ -1,0 +1,90 @@
+"""What a report is made from: a saved diff, or two files, and the bench and memory JSON that belong to them."""
+from __future__ import annotations
+
+import hashlib
+import json
+import shlex
+from pathlib import Path
+
+from ..errors import StackwarsError
+
+_VERB = {"bench": "timed", "memory": "planned"}
+_KEY = {"diff": "blocks", "bench": "results", "memory": "executables"}
+
+
+def read_json_of(path: Path, command: str) -> dict:
+    """A `stackwars-ir COMMAND --json` file, or one line saying why it is not one."""
+    key = _KEY[command]
+    try:
+        data = json.loads(Path(path).read_text())
+    except (OSError, ValueError) as e:
+        raise StackwarsError(f"{path}: not a readable {command} JSON file: {e}",
+                             fix=f"write one with stackwars-ir {command} ... --json FILE") from None
+    if not isinstance(data, dict) or not isinstance(data.get(key), list):
+        raise StackwarsError(f"{path}: not a stackwars-ir {command} JSON file (no {key!r})",
+                             fix=f"write one with stackwars-ir {command} ... --json FILE")
+    return data
+
+
+def saved_diff(path: Path, files=(), mode: str = "auto", kernels: bool = False):
+    """The DiffResult saved at `path` (report --from), refusing what only applies to diffing files."""
+    from ..diff.result import DiffResult
+
+    if kernels:
+        raise StackwarsError("--kernels compiles the files, and --from renders a saved result without them",
+                             fix="diff the files with --kernels --json, then report --from that JSON")
+    if files:
+        raise StackwarsError("report takes FILE_A FILE_B or --from DIFF.json, not both",
+                             fix="drop the files, or drop --from")
+    if mode != "auto":
+        raise StackwarsError("--mode applies when diffing files; a saved result is segmented already",
+                             fix="drop --mode, or diff the files again with it")
+    return DiffResult.from_json(read_json_of(path, "diff"), str(path))
+
+
+def sides(result) -> tuple[set, tuple[str, str]]:
+    """The sha256 of each side a saved diff records, and the two files' names."""
+    return {s.sha256 for s in (result.a, result.b) if s.sha256}, \
+        tuple(Path(s.source).name for s in (result.a, result.b))
+
+
+def pair(files) -> tuple[set, tuple[str, str]]:
+    """The two files' sha256 (one that cannot be read: the diff names it in its own words) and names."""
+    if len(files) != 2:
+        raise StackwarsError(f"report takes two files to diff (got {len(files)})",
+                             fix="stackwars-ir report A.mlir B.mlir -o r.html, or --from DIFF.json")
+    mine = set()
+    for f in files:
+        try:
+            mine.add(hashlib.sha256(Path(f).read_bytes()).hexdigest())
+        except OSError:
+            pass
+    return mine, tuple(Path(f).name for f in files)
+
+
+def attached(path: Path, command: str, mine: set, shown: tuple) -> dict:
+    """A bench or memory JSON to chart in the report; it must have measured one of the report's files
+    (`mine`: their sha256; `shown`: their names)."""
+    data = read_json_of(path, command)
+    rows = data[_KEY[command]]
+    hashes = {r["sha256"]: r.get("label", "?") for r in rows if isinstance(r, dict) and r.get("sha256")
+              and (command != "bench" or r.get("kind") == "stablehlo")}
+    what = _VERB[command]
+    if not hashes:
+        raise StackwarsError(f"{path}: records no file hashes, so nothing shows it {what} these files",
+                             fix=f"re-run stackwars-ir {command} on them with --json")
+    if mine and not set(hashes) & mine:
+        labels = ", ".join(sorted({Path(x).name for x in hashes.values()}))
+        raise StackwarsError(f"{path}: {what} other files ({labels}), not {shown[0]} or {shown[1]}",
+                             fix=f"run stackwars-ir {command} on these files with --json, or drop --{command}")
+    return data
+
+
+def command_line(files, out, from_path, bench_path, memory_path, mode: str, kernels: bool) -> str:
+    """The command that regenerates the report, as the report prints it."""
+    given = ("--from", from_path) if from_path is not None else files
+    return " ".join(shlex.quote(str(x)) for x in ("stackwars-ir", "report", *given, "-o", out,
+                                                   *(("--bench", bench_path) if bench_path else ()),
+                                                   *(("--memory", memory_path) if memory_path else ()),
+                                                   *(("--mode", mode) if mode != "auto" else ()),
+                                                   *(("--kernels",) if kernels else ())))
