@@ -164,6 +164,11 @@ def test_a_pytorch_only_adapter_captures_the_pytorch_routes(cli, tmp_path, monke
     assert "jax: not captured: opt_torch_only.py defines no jax_model(size, weights)" in out
     assert sorted(p.name for p in (tmp_path / "caps" / "opt_torch_only-tiny").glob("*.mlir")) == \
         ["torch-torch_xla.mlir", "torch-torchax.mlir"]
+    # memory MODEL finds them on disk under the stems capture wrote (it once looked for a jax.mlir too
+    # and captured again on every run).
+    code, _, err = cli("memory", "opt_torch_only", "--exporter", "all", "--out", tmp_path / "caps",
+                       "--adapters", folder)
+    assert code == 0 and "using the captures of opt_torch_only-tiny" in err and "capturing" not in err, err
 
 
 def test_unknown_models_and_adapter_paths_say_how_to_add_one(cli, tmp_path, monkeypatch):

@@ -160,8 +160,15 @@ def _torchax_function(ep, tx_export):
     """torchax.export.exported_program_to_jax, with a named scope per FX node."""
     import jax
 
-    program = ep.run_decompositions()
-    program = program.run_decompositions(tx_export.decompositions.DECOMPOSITIONS)
+    from torch.export import default_decompositions
+
+    # torchax runs run_decompositions twice (core ATen's table, then its own), each a full re-trace
+    # through AOT autograd: 93% of exported_program_to_jax's time on GPT-2 base (cProfile), the JAX trace
+    # and lowering after it 0.5 s. One pass with torchax's table over core ATen's gives the same
+    # StableHLO text on every adapter, forward and training, in less than half the time (6.3 -> 2.8 s).
+    table = default_decompositions()
+    table.update(tx_export.decompositions.DECOMPOSITIONS)
+    program = ep.run_decompositions(table)
     names, states = _states(program)
     mutations = len(program.graph_signature.buffers_to_mutate)
 
