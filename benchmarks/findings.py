@@ -118,7 +118,7 @@ def training(a, suffix: str) -> None:
             if e.kind != "stablehlo":
                 natives.append((model, e, rep.rows))
         side = read_sidecar(a.captures / f"{model}-{a.size}" / "torch-torch_xla-train.mlir")
-        lazy[model] = side["train"]["torch_xla_steps"] if side else []
+        lazy[model] = side.data["train"]["torch_xla_steps"] if side else []
     print("\nWhat torch_xla's own counters say about its lazy training loop, step by step, as recorded by the "
           "capture (`train.torch_xla_steps` in the sidecar; optimizer state: AdamW's tensors that existed "
           "when the step began; host reads: where the user's step read a device value on the host, "

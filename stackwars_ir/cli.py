@@ -528,7 +528,7 @@ def _sidecar_names(path) -> dict:
     from .files import sidecar_of
 
     side, _ = sidecar_of(Path(path))  # one that does not describe its file: warned of by _warn_sidecars
-    return {a["index"]: a["name"] for a in side.get("arguments", [])} if side else {}
+    return side.argument_names() if side else {}
 
 
 def _warn_sidecars(paths) -> None:

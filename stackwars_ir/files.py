@@ -7,6 +7,7 @@ import json
 import os
 import platform
 import tempfile
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from .errors import StackwarsError
@@ -66,7 +67,50 @@ def dump_json(data: dict) -> str:
     return json.dumps(data, indent=2, sort_keys=True) + "\n"
 
 
-def read_sidecar(mlir_path: Path) -> dict | None:
+@dataclass(frozen=True)
+class Sidecar:
+    """A capture's sidecar (`x.json` beside `x.mlir`, written by capture) as its readers use it; `data`
+    keeps the whole JSON for what only one reader needs (versions, host, the training step's record)."""
+
+    model: str
+    size: str
+    seed: int
+    batch: int | None
+    seq: int | None
+    framework: str
+    exporter: str
+    sha256: str | None
+    step: str = "forward"
+    abstract: bool = False
+    dtype: str = "float32"
+    arguments: tuple = ()  # {"index", "kind", "name", "shape", "dtype"} per argument of the entry function
+    inputs: tuple = ()  # {"name", "shape", "dtype"} per model input
+    constants: dict = field(default_factory=dict, repr=False)  # name -> {"shape", "dtype", "values"}
+    roles: dict | None = None  # the adapter's path-to-role words, as recorded at capture
+    values: dict | None = None  # the recorded argument values (.npz), or why none were recorded
+    capture_revision: int | None = None
+    data: dict = field(default_factory=dict, repr=False, compare=False)
+
+    @classmethod
+    def from_json(cls, data: dict, where: str = "sidecar") -> "Sidecar":
+        """A sidecar's JSON, read; one line naming what is missing or malformed."""
+        try:
+            return cls(
+                data["model"], data["size"], data["seed"], data.get("batch"), data.get("seq"), data["framework"],
+                data["exporter"], data.get("sha256"), data.get("step", "forward"), bool(data.get("abstract", False)),
+                data.get("dtype", "float32"), tuple(data.get("arguments", ())), tuple(data.get("inputs", ())),
+                dict(data.get("constants", {})), (data.get("adapter") or {}).get("roles"), data.get("values"),
+                (data.get("run") or {}).get("capture_revision"), data)
+        except (KeyError, TypeError, AttributeError, ValueError) as e:
+            raise StackwarsError(f"{where}: a capture sidecar with a missing or malformed field "
+                                 f"({type(e).__name__}: {e})", fix="re-run stackwars-ir capture") from None
+
+    def argument_names(self) -> dict[int, str]:
+        """Argument index -> the PyTorch tensor (or input) it holds."""
+        return {a["index"]: a["name"] for a in self.arguments}
+
+
+def read_sidecar(mlir_path: Path) -> Sidecar | None:
     """The sidecar of a capture (`x.mlir` -> `x.json`), or None when there is none; StackwarsError
     when it does not describe that very file (edited, truncated, or from another capture)."""
     mlir_path = Path(mlir_path)
@@ -83,10 +127,10 @@ def read_sidecar(mlir_path: Path) -> dict | None:
     if problem:
         raise StackwarsError(f"{side}: does not describe {mlir_path.name}: {problem}",
                              fix="re-run stackwars-ir capture, or move the .json away to use synthetic inputs")
-    return data
+    return Sidecar.from_json(data, str(side))
 
 
-def sidecar_of(mlir_path: Path) -> tuple[dict | None, str]:
+def sidecar_of(mlir_path: Path) -> tuple[Sidecar | None, str]:
     """The sidecar of a capture, or None with the warning every command prints when it exists but
     does not describe this file (an edited .mlir): the file is then read as one without a sidecar."""
     try:
@@ -146,12 +190,12 @@ def values_bytes(arrays: list) -> bytes:
     return buf.getvalue()
 
 
-def read_values(mlir_path: Path, sidecar: dict) -> tuple[list, object] | None:
+def read_values(mlir_path: Path, sidecar: Sidecar) -> tuple[list, object] | None:
     """The argument values and reference output a capture recorded beside itself (`"values"` in its
     sidecar), or None when it recorded none; StackwarsError when the file is gone or not the one recorded."""
     import numpy as np
 
-    recorded = sidecar.get("values") or {}
+    recorded = sidecar.values or {}
     if not recorded.get("file"):
         return None
     path = Path(mlir_path).with_name(recorded["file"])

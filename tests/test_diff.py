@@ -345,7 +345,7 @@ def test_a_training_steps_optimizer_kernels_are_traced_to_its_update_block():
     update = next(d for d in result.blocks if d.phase == "update")
     from stackwars_ir.files import read_sidecar
 
-    params = sum(1 for x in read_sidecar(a)["arguments"] if x["kind"] == "parameter")
+    params = sum(1 for x in read_sidecar(a).arguments if x["kind"] == "parameter")
     for side in ("a", "b"):
         k = update.metrics["kernels"][side]
         # XLA fuses AdamW per parameter (a few kernels each), not into one region over all of them.

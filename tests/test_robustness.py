@@ -51,6 +51,19 @@ def test_a_sidecar_that_does_not_describe_its_file_is_named(cli, tmp_path, how, 
             assert "synthetic" in out and "FAILED" not in out, out
 
 
+def test_a_sidecar_missing_a_field_is_named_and_the_file_read_without_it(cli, tmp_path):
+    import json
+
+    path = _copy_capture(tmp_path)
+    side = json.loads(path.with_suffix(".json").read_text())
+    del side["model"]
+    path.with_suffix(".json").write_text(json.dumps(side))
+    code, out, err = cli("stats", path)
+    assert code == 0 and "Traceback" not in err, err
+    lines = [line for line in err.splitlines() if line.startswith("stackwars-ir: warning:")]
+    assert len(lines) == 1 and "a capture sidecar with a missing or malformed field (KeyError: 'model')" in lines[0]
+
+
 def _interrupt_after(args, seconds, cwd):
     # A terminal's Ctrl-C signals the whole process group: the CLI and its workers alike.
     # As a terminal starts it: SIGINT not ignored. A test run in the background (`make test &`, a CI
@@ -96,9 +109,9 @@ def test_two_captures_into_one_folder_at_once_leave_a_consistent_pair(tmp_path):
         assert p.returncode == 0
     path = tmp_path / "gemm-tiny" / "jax.mlir"
     side = read_sidecar(path)  # raises if the .json describes the other capture's .mlir
-    assert side["batch"] in (2, 3) and f"tensor<{side['batch'] * 16}x64xf32>" in path.read_text()
+    assert side.batch in (2, 3) and f"tensor<{side.batch * 16}x64xf32>" in path.read_text()
     assert sorted(p.name for p in path.parent.iterdir()) == ["jax.json", "jax.mlir"]  # no temporary left
-    assert json.loads(path.with_suffix(".json").read_text())["sha256"] == side["sha256"]
+    assert json.loads(path.with_suffix(".json").read_text())["sha256"] == side.sha256
 
 
 def test_a_ctrl_c_inside_a_gc_callback_is_not_lost_and_prints_no_traceback():

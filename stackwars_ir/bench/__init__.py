@@ -91,11 +91,11 @@ def machine() -> dict:
     return info
 
 
-def signature_arguments(module, sidecar: dict | None, rng: np.random.Generator) -> tuple[list, str, np.ndarray | None]:
+def signature_arguments(module, sidecar, rng: np.random.Generator) -> tuple[list, str, np.ndarray | None]:
     """Argument arrays for the entry function and the output they must give: the capture's real
     weights and inputs and PyTorch eager's output when its sidecar is there, else synthetic values
     (integers kept inside the tables they index) and no reference; so also for an abstract capture."""
-    if sidecar is not None and sidecar.get("abstract"):
+    if sidecar is not None and sidecar.abstract:
         sidecar = None  # captured from shapes alone: there are no weights to rebuild
     why = "synthetic (normal floats, integers within the indexed table)"
     if sidecar is not None:
@@ -103,7 +103,7 @@ def signature_arguments(module, sidecar: dict | None, rng: np.random.Generator) 
 
         from ..files import read_values
 
-        which = f"{sidecar['model']}-{sidecar['size']}, seed {sidecar['seed']}"
+        which = f"{sidecar.model}-{sidecar.size}, seed {sidecar.seed}"
         recorded = read_values(Path(module.source), sidecar)
         if recorded is not None:
             arrays, reference = recorded
@@ -111,10 +111,10 @@ def signature_arguments(module, sidecar: dict | None, rng: np.random.Generator) 
                 raise BenchError(f"{module.source}: its recorded values hold {len(arrays)} arguments, the module "
                                  f"has {len(module.entry.args)}", fix="re-run stackwars-ir capture")
             return arrays, f"capture's recorded values ({which})", reference
-        if sidecar["model"] in models.catalog():
+        if sidecar.model in models.catalog():
             arrays, reference = _sidecar_arguments(module, sidecar)
             return arrays, f"capture sidecar ({which})", reference
-        why = (f"synthetic: model {sidecar['model']!r} is not in the catalogue and its capture recorded no values "
+        why = (f"synthetic: model {sidecar.model!r} is not in the catalogue and its capture recorded no values "
                f"(name its adapter with --adapters PATH to time its own weights against PyTorch eager)")
     arrays = []
     for i, vid in enumerate(module.entry.args):
@@ -166,12 +166,12 @@ def _index_limit(module, vid: int) -> int:
     return 2
 
 
-def _sidecar_arguments(module, sidecar: dict) -> tuple[list, np.ndarray]:
+def _sidecar_arguments(module, sidecar) -> tuple[list, np.ndarray]:
     from ..workload import Argument, Request, argument_values, prepare
 
     # Only the weights and inputs are rebuilt: no exporter runs (fft has no torch_xla route).
-    req = Request(sidecar["model"], sidecar["size"], "torch", exporters=(), batch=sidecar["batch"],
-                  seq=sidecar["seq"], seed=sidecar["seed"], step=sidecar.get("step", "forward")).validated()
+    req = Request(sidecar.model, sidecar.size, "torch", exporters=(), batch=sidecar.batch, seq=sidecar.seq,
+                  seed=sidecar.seed, step=sidecar.step).validated()
     _, model, weights, inputs, reference = prepare(req)
     if req.step == "train":  # the captured step 2 runs from eager's state after step 1; its loss is the proof
         from ..workload.train import train_state
@@ -179,9 +179,9 @@ def _sidecar_arguments(module, sidecar: dict) -> tuple[list, np.ndarray]:
         state = train_state(req, model, inputs, reference)
         weights, inputs, reference = state.values(), state.inputs, np.asarray(state.ref_loss, dtype=np.float32)
     constants = {k: np.asarray(v["values"], dtype=v["dtype"]).reshape(v["shape"])
-                 for k, v in sidecar.get("constants", {}).items()}
+                 for k, v in sidecar.constants.items()}
     args = tuple(Argument(a["index"], a["kind"], a["name"], tuple(a["shape"]), a["dtype"])
-                 for a in sidecar["arguments"])
+                 for a in sidecar.arguments)
     if len(args) != len(module.entry.args):
         raise BenchError(f"{module.source}: sidecar lists {len(args)} arguments, the module has "
                          f"{len(module.entry.args)}", fix="re-run stackwars-ir capture")
@@ -206,7 +206,7 @@ def hlo_stats(executable) -> dict:
     return {"fusions": hist.get("fusion", 0), "histogram": dict(hist.most_common())}
 
 
-def bench_text(path: Path, text: str, module, rt, sidecar: dict | None, timeout: float | None,
+def bench_text(path: Path, text: str, module, rt, sidecar, timeout: float | None,
                seed: int = 0) -> Executable:
     """Compile and time one StableHLO module; failures come back as an Executable with `error`."""
     return bench_texts([(path, text, module, sidecar)], rt, timeout, seed)[0]

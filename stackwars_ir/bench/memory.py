@@ -224,7 +224,7 @@ def _first_line(e: Exception) -> str:
     return s.splitlines()[0][:300] if s else type(e).__name__
 
 
-def plan_text(path: Path, text, compiler: Compiler, measure: bool = False, sidecar: dict | None = None,
+def plan_text(path: Path, text, compiler: Compiler, measure: bool = False, sidecar=None,
               module=None) -> MemoryPlan:
     """XLA's plan for one module; with `measure` (cpu only) also one run's measured peak."""
     import time
@@ -272,7 +272,7 @@ def refusal(message: str) -> dict | None:
             "message": " ".join(message.split())[:300]}
 
 
-def measure_run(exe, compiler: Compiler, module, sidecar: dict | None) -> Measured:
+def measure_run(exe, compiler: Compiler, module, sidecar) -> Measured:
     """One run's peak resident memory above what was resident before it. Linux resets a process's
     peak (VmHWM) when 5 is written to /proc/self/clear_refs: the peak read after the run is the
     run's own (its temporaries and outputs), the arguments being placed before the reset."""
@@ -373,7 +373,7 @@ def plan_file(path: Path, target: str, measure: bool = False) -> MemoryPlan:
     except StackwarsError as e:
         return MemoryPlan(str(path), target, error=e.one_line())
     plan = plan_text(Path(path), text, compiler, measure, side, result.modules[0])
-    return dataclasses.replace(plan, sha256=hashlib.sha256(data).hexdigest(), batch=(side or {}).get("batch"))
+    return dataclasses.replace(plan, sha256=hashlib.sha256(data).hexdigest(), batch=side.batch if side else None)
 
 
 _COMPILERS: dict = {}

@@ -128,9 +128,7 @@ def _timed(worker, job, timeout, progress) -> Executable:
 
 
 def _batch(side) -> int | None:
-    if not side:
-        return None
-    return side.get("batch")
+    return side.batch if side else None
 
 
 def bench_baselines(req, baselines, backend: str | None = None, timeout: float | None = None,

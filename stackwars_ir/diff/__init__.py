@@ -149,14 +149,13 @@ def _provenance(source: str) -> tuple[dict | None, str]:
         return None, f"sidecar ignored: {e}"
     if not sc:
         return None, "no sidecar"
-    v = sc.get("versions", {})
+    v = sc.data.get("versions", {})
     # This side's own function inputs (a JAX capture takes int32 ids where PyTorch takes int64).
-    own = [x for x in sc.get("arguments", []) if x.get("kind") == "input"] or sc.get("inputs", [])
-    return {"model": sc.get("model"), "size": sc.get("size"), "exporter": sc.get("exporter"),
-            "step": sc.get("step", "forward"),
+    own = [x for x in sc.arguments if x.get("kind") == "input"] or list(sc.inputs)
+    return {"model": sc.model, "size": sc.size, "exporter": sc.exporter, "step": sc.step,
             "inputs": [{"name": i.get("name"), "dtype": i.get("dtype"), "shape": list(i.get("shape", []))} for i in own],
             "versions": {k: v.get(k) for k in ("jax", "torch", "torch_xla", "torchax", "transformers")},
-            "host": sc.get("run", {}).get("host", {}).get("processor")}, ""
+            "host": sc.data.get("run", {}).get("host", {}).get("processor")}, ""
 
 
 def diff_modules(a: Module, b: Module, names: tuple[str, str] = ("A", "B"), mode: str = "auto") -> DiffReport:
@@ -224,11 +223,12 @@ def adapter_roles(module: Module) -> tuple:
     from ..errors import StackwarsError
 
     try:
-        side = read_sidecar(Path(module.source)) or {}
-        recorded = (side.get("adapter") or {}).get("roles")
-        if isinstance(recorded, dict):
-            return tuple(sorted(recorded.items()))
-        entry = models.catalog().get(side.get("model"))
+        side = read_sidecar(Path(module.source))
+        if side is None:
+            return ()
+        if isinstance(side.roles, dict):
+            return tuple(sorted(side.roles.items()))
+        entry = models.catalog().get(side.model)
     except (StackwarsError, OSError, ValueError):
         return ()
     return tuple(sorted(entry.roles.items())) if entry else ()

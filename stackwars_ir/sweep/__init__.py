@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import dataclasses
-import json
 from pathlib import Path
 
 from ..bench.memory import MAX_BATCH_LIMIT, MemoryReport
@@ -69,14 +68,16 @@ def captured(req, out_dir: Path, *, sweep: bool, show: bool | None = None, progr
 
 
 def _same_request(path: Path, req) -> bool:
+    """Whether the capture at `path` is the one `req` would write: its sidecar describes it and the
+    request, and this capture revision wrote it (an older one may differ: see CAPTURE_REVISION)."""
+    from ..files import read_sidecar
+
     try:
-        side = json.loads(path.with_suffix(".json").read_text())
-    except (OSError, ValueError):
+        side = read_sidecar(path)
+    except (StackwarsError, OSError, ValueError):
         return False
-    # A capture an older stackwars-ir wrote for the same request may differ (see CAPTURE_REVISION).
-    return (side.get("seed"), side.get("batch"), side.get("seq"), side.get("step", "forward"),
-            side.get("abstract", False), side.get("dtype", "float32"),
-            (side.get("run") or {}).get("capture_revision")) == \
+    return side is not None and \
+        (side.seed, side.batch, side.seq, side.step, side.abstract, side.dtype, side.capture_revision) == \
         (req.seed, req.batch, req.seq, req.step, req.abstract, req.dtype, CAPTURE_REVISION)
 
 
