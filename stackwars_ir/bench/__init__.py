@@ -206,13 +206,13 @@ def hlo_stats(executable) -> dict:
     return {"fusions": hist.get("fusion", 0), "histogram": dict(hist.most_common())}
 
 
-def bench_text(path: Path, text: str, module, rt, sidecar, timeout: float | None,
+def time_module(path: Path, text: str, module, rt, sidecar, timeout: float | None,
                seed: int = 0) -> Executable:
     """Compile and time one StableHLO module; failures come back as an Executable with `error`."""
-    return bench_texts([(path, text, module, sidecar)], rt, timeout, seed)[0]
+    return time_modules([(path, text, module, sidecar)], rt, timeout, seed)[0]
 
 
-def bench_texts(items: list, rt, timeout: float | None, seed: int = 0) -> list[Executable]:
+def time_modules(items: list, rt, timeout: float | None, seed: int = 0) -> list[Executable]:
     """Compile and time StableHLO modules ((path, text, module, sidecar) each) side by side: each is
     compiled, placed and run 3 times in turn (its resident window), then their steady-state runs take
     turns, so noise from the rest of the machine lands on all of them alike. Each has --timeout for

@@ -84,12 +84,12 @@ def compile_kernels(path: Path, backend: str = "cpu") -> Kernels:
 def kernels_of_files(paths, backend: str = "cpu", timeout: float | None = 300, max_memory: int | None = None,
                      progress=None) -> list[Kernels]:
     """Kernels of each file, each compiled in a bench worker (killed past its time or memory limit)."""
-    from .worker import Isolated, default_max_memory
+    from .worker import Isolated, Job, default_max_memory
 
     out = []
     with Isolated(max_memory or default_max_memory()) as worker:
         for p in paths:
             if progress:
                 progress(f"{p}: compiling on the XLA {backend} backend to count its kernels ...")
-            out.append(worker.run(("kernels", str(p), backend), timeout))
+            out.append(worker.run(Job("kernels", (str(p),), backend), timeout))
     return out

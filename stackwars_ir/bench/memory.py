@@ -391,7 +391,7 @@ def plan_files(paths, target: str = "cpu", budgets_=(), measure: bool = False, m
     """Every file compiled for `target` in a worker killed past its time or memory limit; the
     others are still planned."""
     from . import machine
-    from .worker import Isolated
+    from .worker import Isolated, Job
 
     check_target(target, measure)
     plans = []
@@ -399,7 +399,7 @@ def plan_files(paths, target: str = "cpu", budgets_=(), measure: bool = False, m
         for path in paths:
             if progress:
                 progress(f"{path}: compiling for {target} ...")
-            plans.append(worker.run(("memory", str(path), target, measure), timeout))
+            plans.append(worker.run(Job("memory", (str(path),), target, measure=measure), timeout))
     return MemoryReport(target, tuple(plans), tuple(budgets_), machine(), _versions(target))
 
 

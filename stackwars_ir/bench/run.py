@@ -4,7 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import BENCH_FORMAT, Executable, bench_text, machine, peaks
+from . import BENCH_FORMAT, Executable, machine, peaks, time_module
 
 
 @dataclass(frozen=True)
@@ -47,20 +47,20 @@ def bench_one(path: Path, backend: str | None, timeout: float | None) -> Executa
 
     data = Path(path).read_bytes()
     text = data if str(path).endswith(".mlirbc") else data.decode(errors="replace")
-    row = bench_text(Path(path), text, result.modules[0], runtime(backend), sidecar_of(Path(path))[0], timeout)
+    row = time_module(Path(path), text, result.modules[0], runtime(backend), sidecar_of(Path(path))[0], timeout)
     return dataclasses.replace(row, sha256=hashlib.sha256(data).hexdigest())
 
 
 def bench_group(paths, backend: str | None, timeout: float | None) -> list[Executable]:
     """Compile and time StableHLO files in this process, their steady-state runs taking turns
-    (bench.bench_texts; the bench worker calls this)."""
+    (bench.time_modules; the bench worker calls this)."""
     import dataclasses
     import hashlib
 
     from ..files import sidecar_of
     from ..ir import load
     from ..runtime import runtime
-    from . import bench_texts
+    from . import time_modules
 
     items, digests = [], []
     for result, path in zip(load(paths), paths):
@@ -71,7 +71,7 @@ def bench_group(paths, backend: str | None, timeout: float | None) -> list[Execu
         text = data if str(path).endswith(".mlirbc") else data.decode(errors="replace")
         items.append((Path(path), text, result.modules[0], sidecar_of(Path(path))[0]))
         digests.append(hashlib.sha256(data).hexdigest())
-    timed = iter(bench_texts([i for i in items if not isinstance(i, Executable)], runtime(backend), timeout))
+    timed = iter(time_modules([i for i in items if not isinstance(i, Executable)], runtime(backend), timeout))
     digest = iter(digests)
     return [i if isinstance(i, Executable) else dataclasses.replace(next(timed), sha256=next(digest)) for i in items]
 
@@ -83,7 +83,7 @@ def bench_files(paths, backend: str | None = None, timeout: float | None = None,
     from ..files import sidecar_of
     from ..ir import load
     from ..runtime import runtime
-    from .worker import Isolated
+    from .worker import Isolated, Job
 
     rt = runtime(backend)
     rows, batches, todo = [], {}, []
@@ -98,14 +98,14 @@ def bench_files(paths, backend: str | None = None, timeout: float | None = None,
     timed = {}
     with Isolated(max_memory) as worker:
         if len(todo) > 1:  # one worker, their steady-state runs taking turns
-            group = _timed(worker, ("files", tuple(todo), rt.platform, timeout), timeout * len(todo) if timeout
+            group = _timed(worker, Job("files", tuple(todo), rt.platform, timeout), timeout * len(todo) if timeout
                            else None, progress)
             if isinstance(group, list) and not (all(not e.ok for e in group) and len({e.error for e in group}) == 1):
                 timed = {e.label: e for e in group}
             # else the worker was stopped (time, memory) or died: each file alone, to name the one at fault
         for path in todo:
             if path not in timed:
-                timed[path] = _timed(worker, ("file", path, rt.platform, timeout), timeout, progress)
+                timed[path] = _timed(worker, Job("file", (path,), rt.platform, timeout), timeout, progress)
     rows = [r if isinstance(r, tuple) else (batches[r], timed[r]) for r in rows]
     measured = with_peaks and any(e.ok for _, e in rows)  # no roofline to draw when nothing ran
     if measured and progress:
@@ -116,7 +116,7 @@ def bench_files(paths, backend: str | None = None, timeout: float | None = None,
 def _timed(worker, job, timeout, progress) -> Executable:
     import time
 
-    label = job[1] if job[0] == "file" else f"{len(job[1])} files, interleaved" if job[0] == "files" else job[2]
+    label = f"{len(job.paths)} files, interleaved" if job.kind == "files" else job.label
     if progress:
         progress(f"{label}: compiling and timing ...")
     t0 = time.perf_counter()
@@ -136,11 +136,12 @@ def bench_baselines(req, baselines, backend: str | None = None, timeout: float |
     """The request's native runtimes (jax, eager, ...: bench.native), timed in one worker, so the
     weights are built once."""
     from ..runtime import runtime
-    from .worker import Isolated
+    from .worker import Isolated, Job
 
     platform = runtime(backend).platform
     with Isolated(max_memory) as worker:
-        return [_timed(worker, ("baseline", req, name, platform, timeout), timeout, progress) for name in baselines]
+        return [_timed(worker, Job("baseline", (), platform, timeout, req, name), timeout, progress)
+                for name in baselines]
 
 
 def crossover(rows, exporters) -> str | None:

@@ -1,9 +1,8 @@
 """The bench worker: compiles and times executables in a child process, so a hung or runaway one can be killed.
 
 Protocol on stdin/stdout: length-prefixed pickles (both ends run the same Python and code).
-Job: ("file", path, backend, timeout), ("files", paths, backend, timeout) (timed side by side,
-their steady-state runs taking turns), ("baseline", request, name, backend, timeout),
-("memory", path, target, measure) or ("kernels", path, backend).
+Job: a `Job` (below): time a file, time files side by side (their steady-state runs taking turns),
+time a request's native baseline, plan a file's memory, or count a file's kernels.
 Replies: ("started",) when the inputs are ready and the compile begins, then the Executable it
 measured (a list of them for "files"), or for "memory" the MemoryPlan (errors included, as their `error`).
 
@@ -21,6 +20,7 @@ import signal
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from ..wire import receive_bytes, send_bytes
@@ -44,65 +44,69 @@ def _receive(stream):
     return pickle.loads(receive_bytes(stream))
 
 
-def _label(job) -> str:
-    if job[0] == "files":
-        return ", ".join(map(str, job[1]))
-    return str(job[1]) if job[0] in ("file", "memory", "kernels") else job[2]
+@dataclass(frozen=True)
+class Job:
+    """One job for the bench worker. kind: "file" (time paths[0]), "files" (time paths side by side),
+    "baseline" (time `request`'s native runtime `name`), "memory" (plan paths[0] for `target`,
+    `measure` it too), "kernels" (compile paths[0] and count its kernels per block)."""
+
+    kind: str
+    paths: tuple[str, ...] = ()
+    backend: str | None = None  # the runtime's platform; the compile target for "memory"
+    timeout: float | None = None
+    request: object = None  # workload.Request, for "baseline"
+    name: str = ""  # the baseline, for "baseline"
+    measure: bool = False  # for "memory"
+
+    @property
+    def label(self) -> str:
+        return self.name if self.kind == "baseline" else ", ".join(self.paths)
+
+    def failed(self, message: str):
+        """The row for this job when it did not finish: an Executable (a list of them for "files"), a
+        MemoryPlan, or Kernels, carrying the error."""
+        if self.kind == "memory":
+            from .memory import MemoryPlan
+
+            return MemoryPlan(self.label, self.backend, error=message)
+        if self.kind == "kernels":
+            from .kernels import Kernels
+
+            return Kernels(self.label, self.backend, error=message)
+        from . import Executable
+
+        if self.kind == "files":  # each file's row, with the one error that stopped them all
+            return [Executable(path, "stablehlo", None, None, error=message) for path in self.paths]
+        return Executable(self.label, "stablehlo" if self.kind == "file" else self.name, None, None, error=message)
 
 
-def _failed(job, message: str):
-    """The row for a job that did not finish: an Executable, or a MemoryPlan for a memory job."""
-    if job[0] == "memory":
-        from .memory import MemoryPlan
-
-        return MemoryPlan(_label(job), job[2], error=message)
-    if job[0] == "kernels":
-        from .kernels import Kernels
-
-        return Kernels(_label(job), job[2], error=message)
-    from . import Executable
-
-    if job[0] == "files":  # each file's row, with the one error that stopped them all
-        return [Executable(str(path), "stablehlo", None, None, error=message) for path in job[1]]
-    return Executable(_label(job), _kind(job), None, None, error=message)
-
-
-def _kind(job) -> str:
-    return "stablehlo" if job[0] in ("file", "files") else job[2]
-
-
-def _run(job):
+def _run(job: Job):
     try:
-        if job[0] == "memory":
+        if job.kind == "memory":
             from .memory import plan_file
 
-            _, path, target, measure = job
-            return plan_file(Path(path), target, measure)
-        if job[0] == "kernels":
+            return plan_file(Path(job.paths[0]), job.backend, job.measure)
+        if job.kind == "kernels":
             from .kernels import compile_kernels
 
-            _, path, backend = job
-            return compile_kernels(Path(path), backend)
-        if job[0] == "file":
+            return compile_kernels(Path(job.paths[0]), job.backend)
+        if job.kind == "file":
             from .run import bench_one
 
-            _, path, backend, timeout = job
-            return bench_one(Path(path), backend, timeout)
-        if job[0] == "files":
+            return bench_one(Path(job.paths[0]), job.backend, job.timeout)
+        if job.kind == "files":
             from .run import bench_group
 
-            _, paths, backend, timeout = job
-            return bench_group([Path(p) for p in paths], backend, timeout)
+            return bench_group([Path(p) for p in job.paths], job.backend, job.timeout)
         from .native import run_baselines
 
-        _, req, name, backend, timeout = job
-        return run_baselines(req, (name,), timeout, backend)[0]
+        return run_baselines(job.request, (job.name,), job.timeout, job.backend)[0]
     except Exception as e:  # a bug of ours, or a framework failure: still one row
         from ..errors import StackwarsError
 
         message = e.one_line() if isinstance(e, StackwarsError) else \
-            f"{_label(job)}: {type(e).__name__}: {' '.join(str(e).split())[:200]}"
-        return _failed(job, message)
+            f"{job.label}: {type(e).__name__}: {' '.join(str(e).split())[:200]}"
+        return job.failed(message)
 
 
 def main() -> None:
@@ -193,20 +197,20 @@ class Isolated:
                     self._kill()
                     budget = f"--timeout {timeout:g} s + {GRACE_S:g} s" if phase != "preparing its inputs" \
                         else f"{SETUP_S:g} s"
-                    return _failed(job, (
-                        f"{_label(job)}: timed out: {phase} took longer than {budget} and was stopped; "
+                    return job.failed((
+                        f"{job.label}: timed out: {phase} took longer than {budget} and was stopped; "
                         "the others were measured"))
                 used = _rss(self.proc.pid)
                 if self.max_memory and used > self.max_memory:
                     self._kill()
-                    return _failed(job, (
-                        f"{_label(job)}: used {used / 2**30:.1f} GiB, more than --max-memory "
+                    return job.failed((
+                        f"{job.label}: used {used / 2**30:.1f} GiB, more than --max-memory "
                         f"{self.max_memory / 2**30:.1f} GiB, and was stopped (fix: raise --max-memory)"))
         except (EOFError, BrokenPipeError, OSError):
             code = self.proc.wait()
             self.proc = None
             how = f"signal {signal.Signals(-code).name}" if code < 0 else f"exit code {code}"
-            return _failed(job, f"{_label(job)}: the bench worker died ({how}) while compiling or running it")
+            return job.failed(f"{job.label}: the bench worker died ({how}) while compiling or running it")
 
     def _kill(self) -> None:
         self.proc.kill()

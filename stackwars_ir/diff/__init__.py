@@ -32,7 +32,8 @@ class BlockDiff:
 
     @property
     def delta(self) -> Counter:
-        return counter_delta(self.facts_a.histogram, self.facts_b.histogram)
+        """B - A per op, as BlockResult.delta and git diff A B count: + is more in B."""
+        return counter_delta(self.facts_b.histogram, self.facts_a.histogram)
 
     @property
     def differs(self) -> bool:
