@@ -106,6 +106,21 @@ def _adapter_files() -> list[Path]:
 _CACHE: dict = {}
 
 
+def adapters_env(paths) -> str:
+    """STACKWARS_IR_ADAPTERS with `paths` (--adapters) added after what it holds, each checked here
+    and made absolute (workers may run elsewhere)."""
+    from stackwars_ir.errors import StackwarsError
+
+    for a in paths:
+        p = Path(a).expanduser()
+        if not (p.is_dir() or (p.suffix == ".py" and p.is_file())):
+            raise StackwarsError(f"--adapters {a}: no adapter file or folder there",
+                                 fix="name a .py adapter file, or a folder that holds them (docs/adapters.md)")
+    known = [p for p in os.environ.get(ADAPTERS_ENV, "").split(os.pathsep) if p]
+    given = [str(Path(a).expanduser().resolve()) for a in paths]
+    return os.pathsep.join(dict.fromkeys([*known, *given]))
+
+
 def catalog() -> dict[str, Entry]:
     """Every adapter's entry, by name: this folder's, then STACKWARS_IR_ADAPTERS' (read once per value)."""
     key = os.environ.get(ADAPTERS_ENV, "")

@@ -140,6 +140,18 @@ def sidecar_of(mlir_path: Path) -> tuple[Sidecar | None, str]:
                      f"arguments, no capture provenance) (fix: {e.fix})"
 
 
+def sidecar_warnings(paths) -> list[str]:
+    """sidecar_of's warning for each of `paths` whose sidecar no longer describes it, each file once."""
+    return [w for w in (sidecar_of(p)[1] for p in dict.fromkeys(Path(p) for p in paths)) if w]
+
+
+def argument_names(mlir_path: Path) -> dict:
+    """Argument index -> PyTorch tensor name, from a capture's sidecar (torch_xla's arguments carry
+    no names of their own); nothing for a file without one, or whose sidecar describes another file."""
+    side, _ = sidecar_of(Path(mlir_path))
+    return side.argument_names() if side else {}
+
+
 def _mismatch(mlir_path: Path, data: dict) -> str | None:
     if data.get("stablehlo") not in (None, mlir_path.name):
         return f"it describes {data['stablehlo']!r}"

@@ -8,6 +8,22 @@ import numpy as np
 from .errors import BenchError, MissingExtra
 
 
+def quiet_third_parties() -> None:
+    """Keep messages that say nothing to a user of this tool out of its output: absl's note that
+    TensorFlow is absent (from orbax, through flax) and torchax's duplicate op registrations."""
+    import logging
+
+    class Drop(logging.Filter):
+        def filter(self, record: logging.LogRecord) -> bool:
+            text = record.getMessage()
+            return not (text.startswith("Tensorflow library not found") or text.startswith("Duplicate op registration"))
+
+    for name in ("", "absl"):
+        logging.getLogger(name).addFilter(Drop())
+    for handler in logging.getLogger().handlers:
+        handler.addFilter(Drop())
+
+
 def quiet_libtpu() -> None:
     """With libtpu installed (`make setup-tpu`) on a machine without a TPU, every jax backend start
     tries the TPU and prints libtpu's start-up errors (metadata server, worker hostnames) before it

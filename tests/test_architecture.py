@@ -18,8 +18,9 @@ LEVELS = {
     "bench": 6,
     "sweep": 7,
     "report": 8,
-    "cli": 9,
-    "docs": 10,
+    "shell": 9,
+    "cli": 10,
+    "docs": 11,
 }
 
 

@@ -93,3 +93,16 @@ def kernels_of_files(paths, backend: str = "cpu", timeout: float | None = 300, m
                 progress(f"{p}: compiling on the XLA {backend} backend to count its kernels ...")
             out.append(worker.run(Job("kernels", (str(p),), backend), timeout))
     return out
+
+
+def with_kernels(report, result, files, progress=None):
+    """The diff result with each block's kernel counts, both files compiled in a worker on XLA's CPU
+    backend; a file that does not compile is one line."""
+    from ..diff import with_kernels as attach
+    from ..errors import StackwarsError
+
+    ka, kb = kernels_of_files(files, "cpu", progress=progress)
+    for k in (ka, kb):
+        if k.error:
+            raise StackwarsError(k.error, fix="drop --kernels to diff without compiling")
+    return attach(report, result, ka, kb)

@@ -146,6 +146,14 @@ def check_timeout(timeout: float | None) -> None:
         raise StackwarsError(f"--timeout {timeout:g} must be a positive number of seconds", fix="e.g. --timeout 60")
 
 
+def max_memory(text: str | None, timeout: float | None = None) -> int | None:
+    """--max-memory in bytes (default: 3/4 of this machine's), after checking --timeout."""
+    from ..ir import parse_bytes
+
+    check_timeout(timeout)
+    return parse_bytes(text, "--max-memory") if text else default_max_memory()
+
+
 def default_max_memory() -> int | None:
     """Three quarters of this machine's memory: a runaway compile fails alone, the machine stays up."""
     from ..files import host_memory

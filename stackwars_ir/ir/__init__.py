@@ -76,16 +76,28 @@ class Limits:
     def from_env(cls) -> "Limits":
         memory = os.environ.get(MEMORY_ENV)
         seconds = os.environ.get(TIMEOUT_ENV)
-        if seconds is not None:
-            try:
-                secs = float(seconds)
-            except ValueError:
-                secs = -1.0
-            if not secs > 0:
-                raise StackwarsError(f"{TIMEOUT_ENV}={seconds!r} is not a positive number of seconds",
-                                     fix="e.g. 60")
         return cls(parse_bytes(memory, MEMORY_ENV) if memory else DEFAULT_MEMORY,
-                   float(seconds) if seconds is not None else DEFAULT_SECONDS)
+                   _seconds(seconds, f"{TIMEOUT_ENV}={seconds!r}") if seconds is not None else DEFAULT_SECONDS)
+
+
+def limits_env(memory: str | None, seconds: str | None) -> dict[str, str]:
+    """The environment that sets --parse-memory and --parse-timeout for this process and its parse
+    workers, each checked here (one line for a bad value)."""
+    env = {MEMORY_ENV: str(parse_bytes(memory))} if memory is not None else {}
+    if seconds is not None:
+        _seconds(seconds, f"--parse-timeout {seconds!r}")
+        env[TIMEOUT_ENV] = seconds
+    return env
+
+
+def _seconds(text: str, what: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not value > 0:
+        raise StackwarsError(f"{what} is not a positive number of seconds", fix="e.g. 60")
+    return value
 
 
 def _human(n: int) -> str:

@@ -37,6 +37,35 @@ class ModuleStats:
         }
 
 
+@dataclass(frozen=True)
+class StatsReport:
+    """`stackwars-ir stats` of several files: each parsed module's stats, and one line per file that
+    could not be parsed."""
+
+    files: int
+    modules: tuple  # ModuleStats
+    errors: tuple  # str
+
+    @property
+    def failed(self) -> tuple:
+        return self.errors
+
+    def as_json(self) -> dict:
+        return {"modules": [s.as_json() for s in self.modules], "errors": list(self.errors)}
+
+
+def stats_files(paths) -> StatsReport:
+    """Parse every file (in workers, under the parse limits) and take each module's stats, naming
+    arguments from a capture's sidecar."""
+    from ..files import argument_names
+    from . import load
+
+    results = load(paths)
+    return StatsReport(len(results), tuple(module_stats(m, arg_names=argument_names(r.path))
+                                           for r in results if r.ok for m in r.modules),
+                       tuple(r.error for r in results if not r.ok))
+
+
 def module_stats(module: Module, top: int = 5, arg_names: dict | None = None) -> ModuleStats:
     """`arg_names`: argument index -> name (a capture's sidecar), for arguments whose location has none."""
     hist = module.histogram(inlined=True)

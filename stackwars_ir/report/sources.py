@@ -80,6 +80,28 @@ def attached(path: Path, command: str, mine: set, shown: tuple) -> dict:
     return data
 
 
+def report_of(files, from_path, bench_path, memory_path, mode: str, kernels: bool, progress=None):
+    """What `report` renders: the diff result (saved, or of FILE_A FILE_B with every block's excerpt,
+    as the graph view shows any block's IR), and the bench and memory JSON that measured its files."""
+    if from_path is not None:
+        result = saved_diff(from_path, files, mode, kernels)
+        mine, shown = sides(result)
+    else:
+        mine, shown = pair(files)
+    bench = attached(bench_path, "bench", mine, shown) if bench_path else None
+    memory = attached(memory_path, "memory", mine, shown) if memory_path else None
+    if from_path is None:
+        from ..diff import diff_files
+
+        report = diff_files(files[0], files[1], mode)
+        result = report.result(excerpts="all")
+        if kernels:
+            from ..bench.kernels import with_kernels
+
+            result = with_kernels(report, result, files, progress)
+    return result, bench, memory
+
+
 def command_line(files, out, from_path, bench_path, memory_path, mode: str, kernels: bool) -> str:
     """The command that regenerates the report, as the report prints it."""
     given = ("--from", from_path) if from_path is not None else files

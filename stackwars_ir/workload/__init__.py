@@ -105,6 +105,30 @@ class Request:
         return target_paths(out_dir, self.model, self.size, capture_stem)
 
 
+def model_named(targets) -> str | None:
+    """The model a command's TARGETS name (one catalogue name that is not a file), or None for
+    StableHLO files; an unknown name is one line with a did-you-mean. `gpt3` is a mistyped model,
+    `x.mlir` or `dir/x` a missing file (the parser says so)."""
+    from stackwars_ir.models import entry
+
+    name = targets[0] if len(targets) == 1 else ""
+    if not name or Path(name).exists() or "/" in name or "." in name:
+        return None
+    entry(name)
+    return name
+
+
+def batch_list(text: str) -> tuple:
+    """--batch 1,4,16: positive integers."""
+    try:
+        values = tuple(int(x) for x in text.split(",") if x.strip())
+    except ValueError:
+        raise StackwarsError(f"--batch {text!r} is not a list of integers", fix="e.g. --batch 1,4,16") from None
+    if any(v < 1 for v in values):
+        raise StackwarsError("--batch sizes must be positive", fix="e.g. --batch 1,4,16")
+    return values
+
+
 def stem(framework: str, exporter: str, step: str = "forward") -> str:
     """The file stem of one capture: jax, torch-torch_xla, jax-train ..."""
     return ("jax" if framework == "jax" else f"torch-{exporter}") + ("-train" if step == "train" else "")

@@ -1,0 +1,247 @@
+"""The command line's shell: the click group (an error is one line and an exit code), the options
+several commands declare, and how results, notes, warnings and failures are printed."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from .errors import EXIT_BAD_INPUT, EXIT_INTERRUPTED, StackwarsError
+
+
+class Group(click.Group):
+    """Turns every StackwarsError into one line on stderr and exit code 2."""
+
+    def invoke(self, ctx):
+        import signal
+
+        from .errors import INTERRUPTED, on_sigint, on_unraisable
+
+        if signal.getsignal(signal.SIGINT) is signal.default_int_handler:  # not when the shell ignores it
+            signal.signal(signal.SIGINT, on_sigint)
+            sys.unraisablehook = on_unraisable
+        try:
+            result = super().invoke(ctx)
+            if INTERRUPTED["flag"]:  # a Ctrl-C that a callback swallowed: still an interrupt
+                raise KeyboardInterrupt
+            return result
+        except StackwarsError as e:
+            click.echo(f"stackwars-ir: error: {e.one_line()}", err=True)
+            sys.exit(getattr(e, "exit_code", EXIT_BAD_INPUT))
+        except KeyboardInterrupt:  # every file is written whole or not at all: nothing to clean up
+            click.echo("stackwars-ir: interrupted; no file was left half-written", err=True)
+            sys.exit(EXIT_INTERRUPTED)
+
+
+def use_adapters(adapters) -> None:
+    """Add --adapters paths to the catalogue for this command and its workers; a bad path or adapter
+    file fails here, in one line, before any work."""
+    import os
+
+    from stackwars_ir.models import ADAPTERS_ENV, adapters_env, catalog
+
+    if adapters:
+        set_env_for_command(ADAPTERS_ENV, adapters_env(adapters))
+    if adapters or os.environ.get(ADAPTERS_ENV):
+        catalog()
+
+
+def adapters_option(command):
+    """--adapters on a command too (`capture opt --adapters DIR`), as on the group."""
+    return click.option("--adapters", metavar="PATH", multiple=True, expose_value=False,
+                        callback=lambda ctx, param, value: use_adapters(value) if value else None,
+                        help="Model adapter files or folders to add to the catalogue (repeatable; as "
+                             "`stackwars-ir --adapters PATH COMMAND`).")(command)
+
+
+def model_options(command: str, out_default: Path, step_help: str, shapes: bool = True):
+    """The options that make a workload.Request, declared once for capture, bench and memory (bench and
+    memory take them with MODEL only). A new Request field is one option here: `request` passes every
+    option named after a field on to the Request, where it is checked."""
+    def w(text: str) -> str:
+        lower = text if any(c.isupper() for c in text.split()[0][1:]) else text[0].lower() + text[1:]  # PyTorch
+        return text if command == "capture" else f"With MODEL: {lower}"
+
+    out_help = "Folder to write MODEL-SIZE/<framework>.mlir and .json into." if command == "capture" else \
+        "Where captures are read from or written to (never the golden captures/ by default)."
+    options = [
+        click.option("--framework", default="both", show_default=True,
+                     help=w("Only 'both' is timed." if command == "bench" else "jax, torch or both.")),
+        click.option("--exporter", "exporters", multiple=True, default=("torch_xla",), show_default=True,
+                     help=w("PyTorch exporter: torch_xla or torchax; comma-separated or repeated, or 'all'.")),
+        click.option("--size", default="tiny", show_default=True,
+                     help=w("tiny (tests), or the published size (base; llama: 8b).")),
+        click.option("--seq", type=int, help=w("Sequence length, or image size for resnet50.")),
+        click.option("--step", default="forward", show_default=True, help=w(step_help)),
+        click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=out_default,
+                     show_default=True, help=w(out_help)),
+    ]
+    if shapes:
+        options += [
+            click.option("--abstract", is_flag=True, help=w("Lower from shapes and dtypes alone: no weight "
+                                                            "materialized, no parity (JAX and torchax).")),
+            click.option("--dtype", default="float32", show_default=True,
+                         help=w("Weights' dtype: float32, or bfloat16 with --abstract.")),
+        ]
+
+    def apply(fn):
+        for option in reversed(options):
+            fn = option(fn)
+        return fn
+
+    return apply
+
+
+MODEL_OPTIONS = ("framework", "exporters", "size", "seq", "step", "out_dir", "abstract", "dtype")
+
+
+def request(model: str, options: dict, **more):
+    """The Request the model options ask for ('all' exporters expanded, notes on stderr)."""
+    import dataclasses
+
+    from .workload import Request
+
+    fields = {f.name for f in dataclasses.fields(Request)}
+    given = {k: v for k, v in options.items() if k in fields}
+    given["exporters"] = usable_exporters(model, given.get("exporters", ()), given.get("step", "forward"))
+    return Request(model, **given, **more)
+
+
+def model_or_files(targets, command: str, more: tuple, fix: str) -> str | None:
+    """The model TARGETS name (workload.model_named), or None for StableHLO files, whose command then
+    refuses every model option given and warns of sidecars that no longer match."""
+    from .workload import model_named
+
+    name = model_named(targets)
+    if name:
+        return name
+    refuse_model_options(command, MODEL_OPTIONS + more, fix=fix)
+    warn_sidecars(targets)
+    return None
+
+
+def refuse_model_options(command: str, names, fix: str) -> None:
+    """Options that only a MODEL takes, given with StableHLO files: one line naming the first."""
+    ctx = click.get_current_context()
+    given = [n for n in names if ctx.get_parameter_source(n) == click.core.ParameterSource.COMMANDLINE]
+    if given:
+        flag = {"exporters": "--exporter", "batches": "--batch", "out_dir": "--out"}.get(
+            given[0], f"--{given[0].replace('_', '-')}")
+        raise StackwarsError(f"{flag} applies to `{command} MODEL`, not to StableHLO files (a file is captured "
+                             "already: its model, batch and exporter are fixed)", fix=f"drop {flag}, or {fix}")
+
+
+def set_env_for_command(name: str, value: str) -> None:
+    """Set an environment variable for this command and the workers it starts; put back as it was when
+    the command ends, so a caller running several commands in one process (tests, a notebook) keeps
+    its own environment."""
+    import os
+
+    before = os.environ.get(name)
+    os.environ[name] = value
+
+    def restore() -> None:
+        if before is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = before
+
+    click.get_current_context().call_on_close(restore)
+
+
+def fitted_request(req):
+    """workload.shapes.fitted, told which of --dtype and --exporter the user gave; its note on stderr."""
+    from .workload.shapes import fitted
+
+    ctx = click.get_current_context()
+    explicit = {n for n in ("dtype", "exporters") if ctx.get_parameter_source(n) == click.core.ParameterSource.COMMANDLINE}
+    req, note = fitted(req, explicit)
+    if note:
+        click.echo(f"stackwars-ir: note: {note}", err=True)
+    return req
+
+
+def usable_exporters(model: str, given, step: str = "forward") -> tuple:
+    """workload.shapes.exporters_asked, its notes on stderr."""
+    from .workload.shapes import exporters_asked
+
+    usable, notes = exporters_asked(model, given, step)
+    for note in notes:
+        click.echo(f"stackwars-ir: note: {note}", err=True)
+    return usable
+
+
+def warn_sidecars(paths) -> None:
+    """The one warning every command gives for a file whose sidecar no longer describes it (an
+    edited .mlir): the command goes on, reading it as a file without a sidecar."""
+    from .files import sidecar_warnings
+
+    for warning in sidecar_warnings(paths):
+        click.echo(f"stackwars-ir: warning: {warning}", err=True)
+
+
+def progress(message: str) -> None:
+    """Slow steps (capture, compile, first run) said on stderr as they start, terminal or not."""
+    click.echo(f"stackwars-ir: {message}", err=True)
+
+
+def emit(text: str | None, data: dict, json_path, dumps=None) -> None:
+    """The human text on stdout, and the JSON to a file; with `--json -` the JSON takes stdout and
+    the text goes to stderr, so `... --json - | jq` reads clean JSON."""
+    from .files import dump_json, write_atomic
+
+    dumps, to_stdout = dumps or dump_json, json_path is not None and str(json_path) == "-"
+    if text is not None:
+        click.echo(text, err=to_stdout)
+    if to_stdout:
+        click.echo(dumps(data), nl=False)
+    elif json_path is not None:
+        write_atomic(Path(json_path), dumps(data))
+        click.echo(f"wrote {json_path}", err=True)
+
+
+def finish(failed, note: str = "") -> None:
+    """Each failure's one line on stderr (then `note`); exit 2 if any, else 0."""
+    for f in failed:
+        click.echo(f"stackwars-ir: error: {getattr(f, 'error', f)}", err=True)
+    if note:
+        click.echo(note, err=True)
+    sys.exit(EXIT_BAD_INPUT if failed else 0)
+
+
+def has(module: str) -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec(module) is not None
+
+
+def _path(**kw):
+    return click.Path(dir_okay=False, path_type=Path, **kw)
+
+
+def json_option(what: str = "the table"):
+    return click.option("--json", "json_path", type=_path(allow_dash=True),
+                        help=f"Write JSON here ('-': to stdout, {what} to stderr).")
+
+
+def markdown_option(command):
+    return click.option("--markdown", "md_path", type=_path(), help="Write Markdown here.")(command)
+
+
+def mode_option(help_: str):
+    return click.option("--mode", type=click.Choice(["auto", "provenance", "structure"]), default="auto",
+                        show_default=True, help=help_)
+
+
+def limits_options(timeout_help: str, worker: str):
+    """--timeout and --max-memory of the worker that compiles (and runs) each executable."""
+    def apply(fn):
+        fn = click.option("--max-memory", metavar="SIZE", default=None,
+                          help=f"Resident memory {worker} may use, e.g. 8G (default: 3/4 of this machine's).")(fn)
+        return click.option("--timeout", type=float, default=None, help=timeout_help)(fn)
+    return apply
+
+
+def batches_option(example: str):
+    return click.option("--batch", "batches", default="", help=f"With MODEL: batch sizes, e.g. {example}.")
