@@ -357,8 +357,8 @@ def main() -> None:
         (ROOT / "out").mkdir(exist_ok=True)
         (ROOT / "out" / f"{model}-{a.size}{suffix}-bench.json").write_text(json.dumps(report.as_json(), indent=1))
         if model == "gpt2":
-            write_outputs(diffs[(model, "torch_xla")], html_path=ROOT / "out" / f"gpt2-{a.size}{suffix}-report.html",
-                          bench=report.as_json())
+            write_outputs(diffs[(model, "torch_xla")].result(), html_path=ROOT / "out" / f"gpt2-{a.size}{suffix}-report.html",
+                          bench=report)
 
     from stackwars_ir.report.sentences import summaries
 

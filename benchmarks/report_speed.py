@@ -18,7 +18,7 @@ def main() -> None:
     base = captures / "gpt2-base"
     with tempfile.TemporaryDirectory() as d:
         out = Path(d) / "r.html"
-        t = best_of(lambda: write_outputs(diff_files(base / "jax.mlir", base / "torch-torch_xla.mlir"), html_path=out))
+        t = best_of(lambda: write_outputs(diff_files(base / "jax.mlir", base / "torch-torch_xla.mlir").result(), html_path=out))
         print(f"gpt2 base report (jax vs torch_xla): {t:.2f} s, {out.stat().st_size / 1e3:.0f} kB (goal < 2 s)")
 
 

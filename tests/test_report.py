@@ -79,10 +79,10 @@ def test_report_renders_in_headless_chromium(tmp_path):
     a, b = golden("gpt2", "jax"), golden("gpt2", "torch-torch_xla")
     from stackwars_ir.bench.memory import budgets, plan_files
 
-    bench = bench_files([a, b], "cpu", timeout=20, with_peaks=False).as_json()
-    memory = plan_files([a, b], "cpu", budgets("600K,1M"), timeout=60).as_json()
+    bench = bench_files([a, b], "cpu", timeout=20, with_peaks=False)
+    memory = plan_files([a, b], "cpu", budgets("600K,1M"), timeout=60)
     page = tmp_path / "report.html"
-    write_outputs(diff_files(a, b), html_path=page, bench=bench, memory=memory)
+    write_outputs(diff_files(a, b).result(), html_path=page, bench=bench, memory=memory)
     dom = _run_chromium("--dump-dom", page.as_uri(), cwd=tmp_path)
     body = re.search(r"<body([^>]*)>", dom.stdout).group(1)
     rendered = int(re.search(r'data-rendered="(\d+)"', body).group(1))
@@ -140,6 +140,10 @@ def test_the_report_charts_a_memory_plan_of_its_own_files(cli, tmp_path):
     bad.write_text('{"results": []}')
     code, _, err = cli("report", a, b, "-o", out2, "--memory", bad)
     assert code == 2 and "no 'executables'" in err and len(err.strip().splitlines()) == 1
+    bad.write_text('{"target": "cpu", "executables": [{"label": "x"}]}')
+    code, _, err = cli("report", a, b, "-o", out2, "--memory", bad)
+    assert code == 2 and "not a stackwars-ir memory JSON file this version reads (no field 'target')" in err
+    assert len(err.strip().splitlines()) == 1 and not out2.exists()
 
 
 def human(n):
@@ -170,6 +174,13 @@ def test_a_saved_diff_renders_the_same_report_without_the_mlir_files(cli, tmp_pa
         return re.sub(r"Regenerate: <code>.*?</code>", "", path.read_text())
 
     assert body(tmp_path / "saved.html") == body(tmp_path / "direct.html")
+    # The report renders typed results read back from the JSON, which they write again unchanged.
+    from stackwars_ir.bench.memory import MemoryReport
+    from stackwars_ir.bench.run import BenchReport
+
+    for kind, path in ((BenchReport, timings), (MemoryReport, plans)):
+        saved = json.loads(path.read_text())
+        assert json.loads(json.dumps(kind.from_json(saved).as_json())) == saved, kind
     assert "report --from" in (tmp_path / "saved.html").read_text()
     # The saved result keeps what the renderings need: provenance, excerpts, records with op ids.
     data = json.loads((tmp_path / "d.json").read_text())
@@ -246,8 +257,8 @@ def test_graph_view_click_shows_the_blocks_op_diff_and_ir_in_chromium(tmp_path):
 
     page = tmp_path / "report.html"
     report = diff_files(golden("gpt2", "jax"), golden("gpt2", "torch-torch_xla"))
-    write_outputs(report, html_path=page)
     result = report.result()
+    write_outputs(result, html_path=page)
     with Browser(str(tmp_path / "profile"), 1400, 1100) as br:
         br.open(page.as_uri())
         assert int(br.wait("document.body && document.body.dataset.graphBlocks")) == len(result.blocks)

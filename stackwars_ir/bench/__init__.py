@@ -58,6 +58,14 @@ class Executable:
                 out["roofline"] = roofline(self.flops, self.bytes_accessed, self.timing.steady, peaks)
         return out
 
+    @classmethod
+    def from_json(cls, d: dict) -> "Executable":
+        """The row as as_json wrote it (what it derives from the peaks, the name, is derived again)."""
+        return cls(d["label"], d["kind"], d.get("compile_s"), Timing.from_json(d["timing"]) if d.get("timing") else None,
+                   d.get("flops"), d.get("bytes_accessed"), d.get("memory") or {}, d.get("optimized_hlo") or {},
+                   d.get("arguments", ""), d.get("error"), Proof.from_json(d["proof"]) if d.get("proof") else None,
+                   d.get("sha256"), (d.get("resident") or {}).get("peak_growth_bytes"))
+
 
 def _resident_method() -> str:
     from .memory import ResidentWindow

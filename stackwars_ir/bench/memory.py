@@ -121,6 +121,13 @@ class MemoryPlan:
                               for b in budgets_}
         return out
 
+    @classmethod
+    def from_json(cls, d: dict) -> "MemoryPlan":
+        m = d.get("measured")
+        return cls(d["label"], d["target"], d["argument_bytes"], d["output_bytes"], d["alias_bytes"], d["temp_bytes"],
+                   d["code_bytes"], d.get("compile_s"), Measured(m["run_bytes"], m["method"]) if m else None,
+                   d.get("error"), d.get("sha256"), d.get("batch"), d.get("refused_by_compiler"))
+
 
 @dataclass(frozen=True)
 class MemoryReport:
@@ -147,6 +154,15 @@ class MemoryReport:
                 "executables": [p.as_json(self.budgets) for p in self.plans],
                 **({"max_batch": [m.as_json() for m in self.max_batch]} if self.max_batch else {}),
                 "machine": self.machine, "versions": self.versions}
+
+    @classmethod
+    def from_json(cls, d: dict) -> "MemoryReport":
+        if d.get("format", 1) != 1:
+            raise ValueError(f"format {d.get('format')!r}, this version reads 1")
+        budgets_ = tuple(Budget(b["name"], b["bytes"]) for b in d.get("budgets", ()))
+        return cls(d["target"], tuple(MemoryPlan.from_json(p) for p in d["executables"]), budgets_,
+                   d.get("machine") or {}, d.get("versions") or {},
+                   tuple(MaxBatch.from_json(m) for m in d.get("max_batch", ())))
 
 
 def whose_plan(target: str) -> str:
@@ -514,6 +530,11 @@ class MaxBatch:
                 "need_bytes_at_largest": self.need(self.largest) if self.largest else None,
                 "need_bytes_at_next": None if self.largest is None or self.at_limit else self.need(self.largest + 1),
                 "probes": [{"batch": b, "need_bytes": n} for b, n in sorted(self.probes)], "error": self.error}
+
+    @classmethod
+    def from_json(cls, d: dict) -> "MaxBatch":
+        return cls(d["name"], Budget(d["budget"], d["budget_bytes"]), d["largest_batch"],
+                   tuple((p["batch"], p["need_bytes"]) for p in d["probes"]), d["limit"], d.get("error"))
 
 
 def next_batch(points: dict, budget: int, limit: int) -> int | None:

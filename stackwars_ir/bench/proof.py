@@ -35,6 +35,10 @@ class Proof:
         return {"reference": self.reference, "max_abs_error": self.max_abs, "reference_max_abs": self.scale,
                 "atol": self.atol, "rtol": self.rtol, "ok": self.ok}
 
+    @classmethod
+    def from_json(cls, d: dict) -> "Proof":
+        return cls(d["reference"], d["max_abs_error"], d["reference_max_abs"], d["atol"], d["rtol"], d["ok"])
+
 
 class Checker:
     """The `inspect` hook of bench.timing.measure: checks the first run's output, keeps the Proof,

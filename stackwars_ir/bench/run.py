@@ -32,6 +32,15 @@ class BenchReport:
                 "results": [dict(e.as_json(self.peaks), batch=b) for b, e in self.rows],
                 "verdicts": [v.as_json() for v in self.verdicts], "crossover": self.crossover}
 
+    @classmethod
+    def from_json(cls, d: dict) -> "BenchReport":
+        """A `bench --json` file's report; the verdicts are computed again from the rows' samples (the
+        same bootstrap, seeded: the same verdicts)."""
+        if d.get("format", BENCH_FORMAT) != BENCH_FORMAT:
+            raise ValueError(f"format {d.get('format')!r}, this version reads {BENCH_FORMAT}")
+        return cls(d["backend"], tuple((r.get("batch"), Executable.from_json(r)) for r in d["results"]),
+                   d.get("peaks") or {}, d.get("machine") or {}, d.get("crossover"))
+
 
 def bench_one(path: Path, backend: str | None, timeout: float | None) -> Executable:
     """Compile and time one StableHLO file in this process (the bench worker calls this)."""

@@ -50,6 +50,12 @@ class Timing:
                 "iterations": self.iterations, "warmup": self.warmup, "counters": self.counters,
                 "samples_s": list(self.samples), "interleaved_with": self.interleaved - 1}
 
+    @classmethod
+    def from_json(cls, d: dict) -> "Timing":
+        return cls(d["first_s"], d["second_s"], d["steady_median_s"], d["steady_p10_s"], d["steady_p90_s"],
+                   d["iterations"], d["warmup"], d.get("counters") or {}, tuple(d.get("samples_s") or ()),
+                   d.get("third_s"), d.get("interleaved_with", 0) + 1)
+
 
 SAMPLING_ENV = "STACKWARS_IR_BENCH_SAMPLING"  # "warmup=N,runs=M": bench --warmup/--runs, for every worker
 WARMUP = 2

@@ -55,7 +55,8 @@ class Side:
 
 @dataclass(frozen=True)
 class DiffReport:
-    """The report model of `diff` (and of `report`): rendered as text, JSON, Markdown and HTML."""
+    """The live analysis of `diff` (both modules parsed, aligned): its result() is the one model every
+    rendering (text, JSON, Markdown, HTML) and the saved JSON read."""
 
     a: Side
     b: Side

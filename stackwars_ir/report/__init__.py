@@ -19,18 +19,22 @@ def diff_json(result) -> dict:
     return data
 
 
-def write_outputs(report, *, json_path: Path | None = None, md_path: Path | None = None,
-                  html_path: Path | None = None, bench: dict | None = None, command: str | None = None,
-                  memory: dict | None = None) -> list[Path]:
-    """Write each requested rendering of a diff (a DiffReport, or a DiffResult already made or
-    loaded) atomically; return the paths written. Bench and memory results ride in its metrics."""
+def write_outputs(result, *, json_path: Path | None = None, md_path: Path | None = None,
+                  html_path: Path | None = None, bench=None, command: str | None = None,
+                  memory=None) -> list[Path]:
+    """Write each requested rendering of a diff.result.DiffResult (DiffReport.result(), or one loaded)
+    atomically; return the paths written. The bench.run.BenchReport and
+    bench.memory.MemoryReport that measured its files ride in its metrics (as their JSON), and the
+    HTML charts them, or those a saved result carries."""
+    from ..bench.memory import MemoryReport
+    from ..bench.run import BenchReport
     from ..files import write_atomic
 
-    # A saved result and the HTML (its graph view shows any block's IR) keep every block's excerpt; the
-    # Markdown shows the first block of each role's.
-    result = report.result("all" if json_path or html_path else "first_of_role") if hasattr(report, "result") else report
-    metrics = dict(result.metrics, **({"bench": bench} if bench else {}), **({"memory": memory} if memory else {}))
+    metrics = dict(result.metrics, **({"bench": bench.as_json()} if bench else {}),
+                   **({"memory": memory.as_json()} if memory else {}))
     result = replace(result, metrics=metrics)
+    bench = bench or (BenchReport.from_json(metrics["bench"]) if metrics.get("bench") else None)
+    memory = memory or (MemoryReport.from_json(metrics["memory"]) if metrics.get("memory") else None)
     written = []
     if json_path:
         write_atomic(Path(json_path), json.dumps(diff_json(result), indent=2, sort_keys=False) + "\n")
@@ -43,6 +47,6 @@ def write_outputs(report, *, json_path: Path | None = None, md_path: Path | None
     if html_path:
         from .html import diff_html
 
-        write_atomic(Path(html_path), diff_html(result, metrics.get("bench"), command, metrics.get("memory")))
+        write_atomic(Path(html_path), diff_html(result, bench, command, memory))
         written.append(Path(html_path))
     return written

@@ -43,9 +43,10 @@ _SCRIPT = """
 """
 
 
-def diff_html(result, bench: dict | None = None, command: str | None = None, memory: dict | None = None) -> str:
-    """The self-contained HTML report of a diff (a diff.result.DiffResult); `command` is the full
-    command that regenerates it."""
+def diff_html(result, bench=None, command: str | None = None, memory=None) -> str:
+    """The self-contained HTML report of a diff (a diff.result.DiffResult), with the bench.run.BenchReport
+    and bench.memory.MemoryReport that measured its files; `command` is the full command that
+    regenerates it."""
     a, b = result.a, result.b
     title = f"StableHLO diff: {a.name} vs {b.name}"
     parts = [f"<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>{esc(title)}</title>",
@@ -188,69 +189,69 @@ def _excerpts(result) -> str:
             "(its own value names, attributes and line numbers; locations dropped).</p>" + "".join(out))
 
 
-def _timings(bench: dict) -> str:
-    rows = [r for r in bench.get("results", []) if r.get("timing")]
+def _timings(bench) -> str:
+    """A bench.run.BenchReport: latency per run charted, its table, and a batch sweep."""
+    rows = [(b, e) for b, e in bench.rows if e.ok and e.timing]
     if not rows:
         return "<h2 id=\"timings\">Timings</h2><p>No successful timing in the bench file.</p>"
-    labels = [_name(r) + (f" (batch {r['batch']})" if r.get("batch") is not None else "") for r in rows]
-    series = [(name, [r["timing"][key] * 1e3 for r in rows]) for name, key in
-              (("first run", "first_s"), ("second run", "second_s"), ("steady state", "steady_median_s"))]
+    labels = [e.name + (f" (batch {b})" if b is not None else "") for b, e in rows]
+    series = [(name, [getattr(e.timing, key) * 1e3 for _, e in rows]) for name, key in
+              (("first run", "first"), ("second run", "second"), ("steady state", "steady"))]
     chart = grouped_bars(labels, series, log=True, unit=" ms", title="latency per run (ms, log scale)")
-    m = bench.get("machine", {})
-    table = "".join(
-        f"<tr><td>{esc(lbl)}</td><td class=n>{_ms(r.get('compile_s'))}</td><td class=n>{_ms(r['timing']['first_s'])}</td>"
-        f"<td class=n>{_ms(r['timing']['second_s'])}</td><td class=n>{_ms(r['timing']['steady_median_s'])}</td>"
-        f"<td class=n>{r['timing']['spread']:.0%}</td><td class=n>{_gf(r.get('achieved_flops_per_s'))}</td>"
-        f"<td>{esc(_roofline(r))}</td><td class=n>{esc(_plan(r))}</td><td class=n>{esc(_resident(r))}</td></tr>"
-        for lbl, r in zip(labels, rows))
-    sweep = _sweep(bench)
-    return (f"<h2 id=\"timings\">Timings</h2><p>{esc(bench.get('backend'))} backend on {esc(m.get('processor'))} "
+    m = bench.machine
+    table = "".join(_timing_row(lbl, e, bench.peaks) for lbl, (_, e) in zip(labels, rows))
+    return (f"<h2 id=\"timings\">Timings</h2><p>{esc(bench.backend)} backend on {esc(m.get('processor'))} "
             f"({esc(m.get('cpus'))} cpus). Log scale: first runs include compilation.</p>{chart}"
             "<table><tr><th>executable</th><th>compile ms</th><th>first ms</th><th>second ms</th><th>steady ms</th>"
             f"<th>spread</th><th>GFLOP/s</th><th>roofline</th><th>XLA memory plan</th><th>resident</th></tr>"
-            f"{table}</table>{sweep}"
-            + (f"<p>Crossover: {esc(bench['crossover'])}</p>" if bench.get("crossover") else ""))
+            f"{table}</table>{_sweep(rows)}"
+            + (f"<p>Crossover: {esc(bench.crossover)}</p>" if bench.crossover else ""))
 
 
-def _sweep(bench: dict) -> str:
-    rows = [r for r in bench.get("results", []) if r.get("timing") and r.get("batch") is not None]
-    batches = sorted({r["batch"] for r in rows})
+def _timing_row(label: str, e, peaks: dict) -> str:
+    t = e.timing
+    return (f"<tr><td>{esc(label)}</td><td class=n>{_ms(e.compile_s)}</td><td class=n>{_ms(t.first)}</td>"
+            f"<td class=n>{_ms(t.second)}</td><td class=n>{_ms(t.steady)}</td>"
+            f"<td class=n>{round(t.spread, 4):.0%}</td><td class=n>{_gf(e.flops / t.steady if e.flops else None)}</td>"
+            f"<td>{esc(_roofline(e, peaks))}</td><td class=n>{esc(_plan(e))}</td>"
+            f"<td class=n>{esc(_resident(e))}</td></tr>")
+
+
+def _sweep(rows) -> str:
+    rows = [(b, e) for b, e in rows if b is not None]
+    batches = sorted({b for b, _ in rows})
     if len(batches) < 2:
         return ""
-    names = sorted({_name(r) for r in rows})
     series = []
-    for n in names:
-        by = {r["batch"]: r["timing"]["steady_median_s"] * 1e3 for r in rows if _name(r) == n}
+    for n in sorted({e.name for _, e in rows}):
+        by = {b: e.timing.steady * 1e3 for b, e in rows if e.name == n}
         series.append((n, [by.get(b) for b in batches]))
     return "<h3>Batch sweep: steady state (ms)</h3>" + grouped_bars([f"batch {b}" for b in batches], series,
                                                                      unit=" ms", title="steady state per batch")
 
 
-def _roofline(row: dict) -> str:
-    r = row.get("roofline")
-    if not r or not r.get("fraction_of_bound"):
+def _roofline(e, peaks: dict) -> str:
+    from ..bench import roofline
+
+    if not (e.flops and peaks):
         return "-"
-    return f"{r['fraction_of_bound']:.0%} of the {r['bound_by']} bound"
+    r = roofline(e.flops, e.bytes_accessed, e.timing.steady, peaks)
+    return f"{r['fraction_of_bound']:.0%} of the {r['bound_by']} bound" if r["fraction_of_bound"] else "-"
 
 
-def _plan(row: dict) -> str:
+def _plan(e) -> str:
     from ..textfmt import human_bytes
 
-    m = row.get("memory") or {}
+    m = e.memory
     if not m:
         return "-"
     return human_bytes(m.get("argument_bytes", 0) + m.get("output_bytes", 0) + m.get("temp_bytes", 0))
 
 
-def _resident(row: dict) -> str:
+def _resident(e) -> str:
     from ..textfmt import human_bytes
 
-    r = row.get("resident") or {}
-    return "-" if r.get("peak_growth_bytes") is None else human_bytes(r["peak_growth_bytes"])
-
-
-def _name(row: dict) -> str:
-    return str(row.get("name") or row.get("label") or "?")
+    return "-" if e.resident_bytes is None else human_bytes(e.resident_bytes)
 
 
 def _ms(s) -> str:
@@ -261,40 +262,35 @@ def _gf(x) -> str:
     return "-" if not x else f"{x / 1e9:.3g}"
 
 
-def _memory(memory: dict) -> str:
-    """A `stackwars-ir memory --json` file: its table and a stacked bar per executable against the budgets."""
+def _memory(memory) -> str:
+    """A bench.memory.MemoryReport: its table and a stacked bar per executable against the budgets."""
     from ..textfmt import human_bytes
 
-    plans = [e for e in memory.get("executables", []) if not e.get("error")]
-    budgets = memory.get("budgets", [])
-    labels = [Path(e["label"]).name + (f" (batch {e['batch']})" if e.get("batch") is not None else "") for e in plans]
+    plans, budgets = [p for p in memory.plans if p.ok], memory.budgets
+    labels = [Path(p.label).name + (f" (batch {p.batch})" if p.batch is not None else "") for p in plans]
 
-    def parts(e) -> list:
-        if e.get("refused_by_compiler"):  # no plan: what the compiler said it needs, in one segment
-            return [0, 0, e["refused_by_compiler"]["required_bytes"], 0]
-        return [e["argument_bytes"], e["output_bytes"] - e["alias_bytes"], e["temp_bytes"], e["code_bytes"]]
+    def parts(p) -> list:
+        if p.refused:  # no plan: what the compiler said it needs, in one segment
+            return [0, 0, p.refused["required_bytes"], 0]
+        return [p.argument_bytes, p.output_bytes - p.alias_bytes, p.temp_bytes, p.code_bytes]
 
     names = ("arguments", "outputs not aliased", "temporaries (or refused: required)", "code")
-    chart = stacked_bars(labels, [(n, [parts(e)[k] for e in plans]) for k, n in enumerate(names)],
-                         marks=[(b["name"], b["bytes"]) for b in budgets], fmt=human_bytes,
+    chart = stacked_bars(labels, [(n, [parts(p)[k] for p in plans]) for k, n in enumerate(names)],
+                         marks=[(b.name, b.bytes) for b in budgets], fmt=human_bytes,
                          title="planned memory per executable")
     head = "".join(f"<th>{esc(h)}</th>" for h in ("executable", "arguments", "outputs", "aliased", "temporaries",
-                                                  "code", "peak", *(f"{b['name']} ({human_bytes(b['bytes'])})"
+                                                  "code", "peak", *(f"{b.name} ({human_bytes(b.bytes)})"
                                                                     for b in budgets)))
     rows = []
-    for lbl, e in zip(labels, plans):
-        fits = []
-        for b in budgets:
-            f = e.get("budgets", {}).get(b["name"], {})
-            fits.append("fits, " + human_bytes(f["headroom_bytes"]) + " free" if f.get("fits")
-                        else "OOM, needs " + human_bytes(-f["headroom_bytes"]) + " more" if f else "-")
-        nums = ["-"] * 5 if e.get("refused_by_compiler") else \
-            [human_bytes(e[k]) for k in ("argument_bytes", "output_bytes", "alias_bytes", "temp_bytes", "code_bytes")]
-        peak = human_bytes(e["peak_bytes"]) + (" (refused)" if e.get("refused_by_compiler") else "")
+    for lbl, p in zip(labels, plans):
+        fits = [("fits, " + human_bytes(room) + " free") if ok else ("OOM, needs " + human_bytes(-room) + " more")
+                for ok, room in (p.fits(b) for b in budgets)]
+        nums = ["-"] * 5 if p.refused else [human_bytes(x) for x in (p.argument_bytes, p.output_bytes, p.alias_bytes,
+                                                                     p.temp_bytes, p.code_bytes)]
+        peak = human_bytes(p.peak_bytes) + (" (refused)" if p.refused else "")
         rows.append(f"<tr><td>{esc(lbl)}</td>" + "".join(f"<td class=n>{esc(x)}</td>" for x in (*nums, peak))
                     + "".join(f"<td>{esc(x)}</td>" for x in fits) + "</tr>")
-    failed = [e for e in memory.get("executables", []) if e.get("error")]
-    note = "".join(f"<p class=muted>Not planned: {esc(e['error'])}</p>" for e in failed)
-    return (f"<h2 id=\"memory\">Memory</h2><p>Plan of {esc(memory.get('plan_of', memory.get('target')))}: "
+    note = "".join(f"<p class=muted>Not planned: {esc(p.error)}</p>" for p in memory.failed)
+    return (f"<h2 id=\"memory\">Memory</h2><p>Plan of {esc(memory.whose_plan)}: "
             "nothing was run. Dashed lines: the budgets.</p>" + chart
             + f"<table><tr>{head}</tr>{''.join(rows)}</table>{note}")

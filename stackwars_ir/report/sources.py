@@ -62,13 +62,21 @@ def pair(files) -> tuple[set, tuple[str, str]]:
     return mine, tuple(Path(f).name for f in files)
 
 
-def attached(path: Path, command: str, mine: set, shown: tuple) -> dict:
-    """A bench or memory JSON to chart in the report; it must have measured one of the report's files
-    (`mine`: their sha256; `shown`: their names)."""
+def attached(path: Path, command: str, mine: set, shown: tuple):
+    """The bench.run.BenchReport or bench.memory.MemoryReport of a `COMMAND --json` file to chart in the
+    report; it must have measured one of the report's files (`mine`: their sha256; `shown`: their names)."""
+    from ..bench.memory import MemoryReport
+    from ..bench.run import BenchReport
+
     data = read_json_of(path, command)
-    rows = data[_KEY[command]]
-    hashes = {r["sha256"]: r.get("label", "?") for r in rows if isinstance(r, dict) and r.get("sha256")
-              and (command != "bench" or r.get("kind") == "stablehlo")}
+    try:
+        report = (BenchReport if command == "bench" else MemoryReport).from_json(data)
+    except (KeyError, TypeError, ValueError, AttributeError) as e:
+        what = f"no field {e}" if isinstance(e, KeyError) else str(e)
+        raise StackwarsError(f"{path}: not a stackwars-ir {command} JSON file this version reads ({what})",
+                             fix=f"write it again with stackwars-ir {command} ... --json FILE") from None
+    rows = [e for _, e in report.rows if e.kind == "stablehlo"] if command == "bench" else report.plans
+    hashes = {r.sha256: r.label for r in rows if r.sha256}
     what = _VERB[command]
     if not hashes:
         raise StackwarsError(f"{path}: records no file hashes, so nothing shows it {what} these files",
@@ -77,7 +85,7 @@ def attached(path: Path, command: str, mine: set, shown: tuple) -> dict:
         labels = ", ".join(sorted({Path(x).name for x in hashes.values()}))
         raise StackwarsError(f"{path}: {what} other files ({labels}), not {shown[0]} or {shown[1]}",
                              fix=f"run stackwars-ir {command} on these files with --json, or drop --{command}")
-    return data
+    return report
 
 
 def report_of(files, from_path, bench_path, memory_path, mode: str, kernels: bool, progress=None):
