@@ -118,7 +118,7 @@ def stats_cmd(files, json_path, top):
         for s in report.modules:
             click.echo(stats_text(s, top))
     finish(report.failed, f"parsed {report.files - len(report.failed)} of {report.files} files" if report.files > 1
-          else "")
+           else "")
 
 
 @main.command("diff")
@@ -136,11 +136,14 @@ def stats_cmd(files, json_path, top):
 @click.option("--kernels", is_flag=True,
               help="Also compile both on the XLA CPU backend (nothing is run) and count, per block, the kernels "
                    "(fusions and unfused ops) each side compiled to.")
+@click.option("--bench", "bench_path", type=click.Path(dir_okay=False, path_type=Path),
+              help="A `bench FILE_A FILE_B --profile --json` file: each block's kernel time on both sides, and "
+                   "each block's share of the gap.")
 @click.option("--explorer", "explorer_dir", type=click.Path(path_type=Path),
               help="Write Model Explorer node-data overlays (op status, block, block op delta) for both files "
                    "into this new folder, with a README saying how to open them.")
 @adapters_option
-def diff_cmd(file_a, file_b, json_path, md_path, html_path, mode, excerpts, ops, kernels, explorer_dir):
+def diff_cmd(file_a, file_b, json_path, md_path, html_path, mode, excerpts, ops, kernels, bench_path, explorer_dir):
     """Align FILE_A and FILE_B block by block and name what differs.
 
     Exit code 0: nothing differs; 1: something differs; 2: bad input; 130: interrupted.
@@ -148,24 +151,23 @@ def diff_cmd(file_a, file_b, json_path, md_path, html_path, mode, excerpts, ops,
     import json
 
     from .bench.kernels import with_kernels
+    from .bench.profile import with_times
     from .diff import diff_files
     from .report import diff_json, write_outputs
+    from .report.explorer import check_target, write_explorer
     from .report.text import diff_text
 
     if explorer_dir is not None:
-        from .report.explorer import check_target
-
         check_target(explorer_dir)  # before the work: a folder in the way, Model Explorer missing
     warn_sidecars((file_a, file_b))
     report = diff_files(file_a, file_b, mode)
     result = with_kernels(report, report.result(), (file_a, file_b), progress) if kernels else report.result()
+    result = with_times(report, result, bench_path) if bench_path else result
     emit(diff_text(result, excerpts=excerpts, ops=ops), diff_json(result), json_path,
-          dumps=lambda d: json.dumps(d, indent=2) + "\n")
+         dumps=lambda d: json.dumps(d, indent=2) + "\n")
     for path in write_outputs(result, md_path=md_path, html_path=html_path):
         click.echo(f"wrote {path}", err=True)
     if explorer_dir is not None:
-        from .report.explorer import write_explorer
-
         written = write_explorer(report, result, explorer_dir)
         click.echo(f"wrote {len(written)} files to {explorer_dir} (open: see {explorer_dir / 'README.md'})", err=True)
     sys.exit(EXIT_DIFFERENT if result.differs else 0)
@@ -187,12 +189,16 @@ def diff_cmd(file_a, file_b, json_path, md_path, html_path, mode, excerpts, ops,
 @click.option("--runs", type=int, default=None,
               help="Exactly this many steady-state runs per row (default: adaptive, until the p10-p90 spread is "
                    "under 10%, 10 to 1000 runs, 0.5 to 10 s).")
+@click.option("--profile", type=int, is_flag=False, flag_value=10, default=None, metavar="[RUNS]",
+              help="After the steady state, run each StableHLO file RUNS more times (default 10) under the runtime's "
+                   "profiler and time each kernel (XLA:CPU); `diff A B --bench` then splits the gap by block.")
 @model_options("bench", Path("out") / "captures", shapes=False,
                step_help="forward, or train (one training step; baselines from jax,eager,inductor,torch_xla, each "
                          "running its own loop, so runs 1-3 are steps 1-3, and jax_donate: jax.jit's loop with the "
                          "parameters and AdamW state donated).")
 @adapters_option
-def bench_cmd(targets, batches, baselines, backend, timeout, max_memory, json_path, warmup, runs, out_dir, **options):
+def bench_cmd(targets, batches, baselines, backend, timeout, max_memory, json_path, warmup, runs, profile, out_dir,
+              **options):
     """Time StableHLO files (FILE.mlir ...) or a model (MODEL) on the XLA backend.
 
     Reports compile time, first run, second run and steady state (median, p10-p90), the proof that
@@ -209,7 +215,7 @@ def bench_cmd(targets, batches, baselines, backend, timeout, max_memory, json_pa
     from .sweep import bench_model
     from .workload import batch_list
 
-    memory, setting = max_memory_of(max_memory, timeout), sampling_setting(warmup, runs)
+    memory, setting = max_memory_of(max_memory, timeout), sampling_setting(warmup, runs, profile)
     if setting:
         set_env_for_command(SAMPLING_ENV, setting)
     model = model_or_files(targets, "bench", ("batches", "baselines"), fix="bench a model by name")

@@ -63,6 +63,32 @@ def write_atomic(path: Path, content: str) -> None:
     write_set([(Path(path), content)])
 
 
+def read_json_of(path: Path, command: str) -> dict:
+    """A `stackwars-ir COMMAND --json` file, or one line saying why it is not one."""
+    key = {"diff": "blocks", "bench": "results", "memory": "executables"}[command]
+    try:
+        data = json.loads(Path(path).read_text())
+    except (OSError, ValueError) as e:
+        raise StackwarsError(f"{path}: not a readable {command} JSON file: {e}",
+                             fix=f"write one with stackwars-ir {command} ... --json FILE") from None
+    if not isinstance(data, dict) or not isinstance(data.get(key), list):
+        raise StackwarsError(f"{path}: not a stackwars-ir {command} JSON file (no {key!r})",
+                             fix=f"write one with stackwars-ir {command} ... --json FILE")
+    return data
+
+
+def read_result(path: Path, command: str, from_json):
+    """The typed result (`from_json` of it) of a `stackwars-ir COMMAND --json` file, or one line
+    naming what this version cannot read in it."""
+    data = read_json_of(path, command)
+    try:
+        return from_json(data)
+    except (KeyError, TypeError, ValueError, AttributeError) as e:
+        what = f"no field {e}" if isinstance(e, KeyError) else str(e)
+        raise StackwarsError(f"{path}: not a stackwars-ir {command} JSON file this version reads ({what})",
+                             fix=f"write it again with stackwars-ir {command} ... --json FILE") from None
+
+
 def dump_json(data: dict) -> str:
     return json.dumps(data, indent=2, sort_keys=True) + "\n"
 

@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import BenchError, StackwarsError
+from .profile import Profile
 from .proof import Checker, Proof
 from .timing import Timeout, Timing, measure
 
@@ -34,6 +35,7 @@ class Executable:
     proof: Proof | None = None  # the first run's output against the reference output
     sha256: str | None = None  # of a StableHLO file: which file this row timed (report --bench checks it)
     resident_bytes: int | None = None  # the row's growth of peak resident memory (bench.memory.ResidentWindow)
+    profile: Profile | None = None  # bench --profile: each kernel's time in the profiled runs
 
     @property
     def ok(self) -> bool:
@@ -51,7 +53,8 @@ class Executable:
                "arguments": self.arguments, "error": self.error,
                "proof": self.proof.as_json() if self.proof else None, "sha256": self.sha256,
                "resident": None if self.resident_bytes is None else
-               {"peak_growth_bytes": self.resident_bytes, "method": _resident_method()}}
+               {"peak_growth_bytes": self.resident_bytes, "method": _resident_method()},
+               **({"profile": self.profile.as_json()} if self.profile else {})}
         if self.timing and self.flops:
             out["achieved_flops_per_s"] = self.flops / self.timing.steady
             if peaks:
@@ -64,7 +67,8 @@ class Executable:
         return cls(d["label"], d["kind"], d.get("compile_s"), Timing.from_json(d["timing"]) if d.get("timing") else None,
                    d.get("flops"), d.get("bytes_accessed"), d.get("memory") or {}, d.get("optimized_hlo") or {},
                    d.get("arguments", ""), d.get("error"), Proof.from_json(d["proof"]) if d.get("proof") else None,
-                   d.get("sha256"), (d.get("resident") or {}).get("peak_growth_bytes"))
+                   d.get("sha256"), (d.get("resident") or {}).get("peak_growth_bytes"),
+                   Profile.from_json(d["profile"]) if d.get("profile") else None)
 
 
 def _resident_method() -> str:
@@ -243,6 +247,8 @@ def time_modules(items: list, rt, timeout: float | None, seed: int = 0) -> list[
         rows = {id(w): _failed_row(w.label, failed[i], timeout) if i in failed else
                 w.row(timing_of(w.warm, steady[i], how.warmup, interleaved=len(live)))
                 for i, w in enumerate(live)}
+        if how.profile:
+            rows = {id(w): _profiled(rows[id(w)], w, how.profile, rt) for w in live}
     return [w if isinstance(w, Executable) else rows[id(w)] for w in warmed]
 
 
@@ -254,6 +260,7 @@ class _Warmed:
     run: object
     warm: object
     row: object  # Timing -> Executable
+    exe: object = None  # the loaded executable (its optimized HLO names the kernels a profile reads)
 
 
 def _warm_one(path, text, module, rt, sidecar, timeout, how, seed) -> _Warmed | Executable:
@@ -285,9 +292,26 @@ def _warm_one(path, text, module, rt, sidecar, timeout, how, seed) -> _Warmed | 
             return Executable(label, "stablehlo", compile_s, timing, cost.get("flops"), cost.get("bytes accessed"),
                               memory, hlo, origin, proof=checker.proof, resident_bytes=window.bytes)
 
-        return _Warmed(label, run, warm, row)
+        return _Warmed(label, run, warm, row, exe)
     except Exception as e:
         return _failed_row(label, e, timeout)
+
+
+def _profiled(row: Executable, w: "_Warmed", runs: int, rt) -> Executable:
+    """The row with its profile: `runs` more runs under the runtime's profiler, after the unprofiled
+    steady state, each kernel's time read back (bench.profile)."""
+    import dataclasses
+
+    from .kernels import kernels_of
+    from .profile import profile_runs
+
+    if not row.ok:
+        return row
+    try:
+        kernels = [k for m in w.exe.hlo_modules() for k in kernels_of(m.to_string())]
+        return dataclasses.replace(row, profile=profile_runs(w.run, kernels, runs, row.timing.steady, rt.platform))
+    except StackwarsError as e:
+        return dataclasses.replace(row, error=e.one_line())
 
 
 def _failed_row(label: str, e: Exception, timeout) -> Executable:

@@ -57,7 +57,7 @@ class Timing:
                    d.get("third_s"), d.get("interleaved_with", 0) + 1)
 
 
-SAMPLING_ENV = "STACKWARS_IR_BENCH_SAMPLING"  # "warmup=N,runs=M": bench --warmup/--runs, for every worker
+SAMPLING_ENV = "STACKWARS_IR_BENCH_SAMPLING"  # "warmup=N,runs=M,profile=P": bench --warmup/--runs/--profile
 WARMUP = 2
 
 
@@ -66,21 +66,23 @@ def sampling() -> dict:
     out = {}
     for part in filter(None, os.environ.get(SAMPLING_ENV, "").split(",")):
         key, _, value = part.partition("=")
-        if key in ("warmup", "runs") and value.isdigit():
+        if key in ("warmup", "runs", "profile") and value.isdigit():
             out[key] = int(value)
     return out
 
 
-def sampling_setting(warmup: int | None, runs: int | None) -> str | None:
-    """bench's --warmup and --runs, checked, as the SAMPLING_ENV value that carries them to the workers
-    (None when neither is given)."""
+def sampling_setting(warmup: int | None, runs: int | None, profile: int | None = None) -> str | None:
+    """bench's --warmup, --runs and --profile (profiled runs), checked, as the SAMPLING_ENV value that
+    carries them to the workers (None when none is given)."""
     from ..errors import StackwarsError
 
     if warmup is not None and warmup < 0:
         raise StackwarsError(f"--warmup {warmup} must be 0 or more runs", fix="e.g. --warmup 2")
     if runs is not None and runs < 1:
         raise StackwarsError(f"--runs {runs} must be at least 1 run", fix="e.g. --runs 50, or drop it for adaptive")
-    given = [f"{k}={v}" for k, v in (("warmup", warmup), ("runs", runs)) if v is not None]
+    if profile is not None and profile < 2:
+        raise StackwarsError(f"--profile {profile} must be at least 2 profiled runs", fix="e.g. --profile 10")
+    given = [f"{k}={v}" for k, v in (("warmup", warmup), ("runs", runs), ("profile", profile)) if v is not None]
     return ",".join(given) or None
 
 
@@ -95,6 +97,7 @@ class Sampling:
     max_iters: int = 1000
     target_spread: float = 0.1
     warmup: int = WARMUP
+    profile: int = 0  # runs under the runtime's profiler after the steady state (bench --profile)
 
     @classmethod
     def of(cls, *, runs: int | None = None, warmup: int | None = None, configurable: bool = True,
@@ -104,6 +107,7 @@ class Sampling:
         chosen = sampling() if configurable else {}
         warmup = warmup if warmup is not None else chosen.get("warmup", WARMUP)
         runs = runs if runs is not None else chosen.get("runs")
+        given.setdefault("profile", chosen.get("profile", 0))
         if runs:
             given.update(min_iters=runs, max_iters=runs, min_time=0.0, max_time=float("inf"),
                          target_spread=float("inf"))

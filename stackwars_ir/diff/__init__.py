@@ -167,36 +167,47 @@ def diff_modules(a: Module, b: Module, names: tuple[str, str] = ("A", "B"), mode
         return _diff_modules(a, b, names, mode)
 
 
+def kernel_blocks(report: DiffReport, side: str):
+    """The function that traces a kernel (anything with a module `path` and a `phase`: bench.kernels'
+    Kernel, bench.profile's KernelTime) to the label of side `side`'s block whose ops carry its module
+    path, or the longest prefix of it, in its phase; a layer's block before a shared one; in a
+    training step, a kernel with neither path nor phase to the optimizer's update; None for one that
+    no block claims."""
+    by_path: dict = {}
+    # A shared block's ops carry the path of the layer that built them (torch_xla's mask: h.0.attn),
+    # and a kernel's metadata names no more than that path: the layer's own block claims it.
+    blocks = sorted(getattr(report, side).segmentation.blocks, key=lambda b: b.role == "shared")
+    for blk in blocks:
+        for op, path in blk.ops:
+            if path:
+                by_path.setdefault((path, op.phase), blk.label)
+    # A training step's update: its ops have neither module path nor phase, and so do the kernels
+    # XLA makes of them.
+    update = next((b.label for b in blocks if b.phase == "update"), None)
+
+    def block_of(k) -> str | None:
+        p, label = k.path, None
+        while p and label is None:
+            label = by_path.get((p, k.phase))
+            p = p.rsplit(".", 1)[0] if "." in p else ""
+        if label is None and not k.path and not k.phase:
+            label = update
+        return label
+
+    return block_of
+
+
 def with_kernels(report: DiffReport, result: DiffResult, kernels_a, kernels_b) -> DiffResult:
-    """The result with, per aligned block, how many kernels each side compiled to (bench.kernels:
-    each kernel traced to the block whose ops carry its module path, or the longest prefix of it,
-    in its phase; a layer's block before a shared one; in a training step, a kernel with neither
-    path nor phase to the optimizer's update); the kernels no block claims are counted as
+    """The result with, per aligned block, how many kernels each side compiled to (bench.kernels,
+    each traced to a block by kernel_blocks); the kernels no block claims are counted as
     unattributed."""
     from dataclasses import replace
 
     counts, totals = {}, {}
     for side, ks in (("a", kernels_a), ("b", kernels_b)):
-        by_path: dict = {}
-        # A shared block's ops carry the path of the layer that built them (torch_xla's mask: h.0.attn),
-        # and a kernel's metadata names no more than that path: the layer's own block claims it.
-        blocks = sorted(getattr(report, side).segmentation.blocks, key=lambda b: b.role == "shared")
-        for blk in blocks:
-            for op, path in blk.ops:
-                if path:
-                    by_path.setdefault((path, op.phase), blk.label)
-        # A training step's update: its ops have neither module path nor phase, and so do the kernels
-        # XLA makes of them.
-        update = next((b.label for b in blocks if b.phase == "update"), None)
-        per: dict = {}
-        unattributed = 0
+        block_of, per, unattributed = kernel_blocks(report, side), {}, 0
         for k in ks.kernels:
-            p, label = k.path, None
-            while p and label is None:
-                label = by_path.get((p, k.phase))
-                p = p.rsplit(".", 1)[0] if "." in p else ""
-            if label is None and not k.path and not k.phase:
-                label = update
+            label = block_of(k)
             if label is None:
                 unattributed += 1
                 continue
@@ -213,6 +224,38 @@ def with_kernels(report: DiffReport, result: DiffResult, kernels_a, kernels_b) -
                                                                       "fusions_b": fb, "names_a": list(ka),
                                                                       "names_b": list(kb)})))
     return replace(result, blocks=tuple(blocks), metrics=dict(result.metrics, kernels=totals))
+
+
+def with_times(report: DiffReport, result: DiffResult, profile_a, profile_b) -> DiffResult:
+    """The result with, per aligned block, each side's profiled kernel time (bench.profile.Profile:
+    each kernel's median seconds per run, traced to a block by kernel_blocks), and per side the
+    totals: summed kernel time, the time traced to no block (with the kernels that carry it), the
+    unprofiled steady time and the profiled run's wall time outside every kernel."""
+    from dataclasses import replace
+
+    per, totals = {}, {}
+    aligned = {"a": {d.a.label for d in report.blocks}, "b": {d.b.label for d in report.blocks}}
+    for side, prof in (("a", profile_a), ("b", profile_b)):
+        block_of, times, loose = kernel_blocks(report, side), {}, []
+        for k in prof.kernels:
+            label = block_of(k)
+            if label is None:
+                loose.append((k.name, k.seconds))
+            else:
+                times[label] = times.get(label, 0.0) + k.seconds
+        per[side] = times
+        untraced = sum(s for _, s in prof.untraced)
+        totals[side] = {"steady_s": prof.steady_s, "wall_s": prof.wall_s, "kernel_s": prof.kernel_s,
+                        "busy_s": prof.busy_s, "outside_kernels_s": prof.outside_s, "overhead": prof.overhead,
+                        "runs": prof.runs, "kernels_sum_s": sum(k.seconds for k in prof.kernels) + untraced,
+                        "unattributed_s": sum(s for _, s in loose) + untraced,
+                        "unaligned_s": sum(t for label, t in times.items() if label not in aligned[side]),
+                        "unattributed": [n for n, s in sorted(loose, key=lambda x: -x[1])]
+                        + [n for n, _ in prof.untraced]}
+    blocks = [replace(blk, metrics=dict(blk.metrics, time={"a": per["a"].get(d.a.label, 0.0),
+                                                           "b": per["b"].get(d.b.label, 0.0)}))
+              for blk, d in zip(result.blocks, report.blocks)]
+    return replace(result, blocks=tuple(blocks), metrics=dict(result.metrics, time=totals))
 
 
 def adapter_roles(module: Module) -> tuple:

@@ -2,28 +2,14 @@
 from __future__ import annotations
 
 import hashlib
-import json
 import shlex
 from pathlib import Path
 
 from ..errors import StackwarsError
 
+from ..files import read_json_of, read_result
+
 _VERB = {"bench": "timed", "memory": "planned"}
-_KEY = {"diff": "blocks", "bench": "results", "memory": "executables"}
-
-
-def read_json_of(path: Path, command: str) -> dict:
-    """A `stackwars-ir COMMAND --json` file, or one line saying why it is not one."""
-    key = _KEY[command]
-    try:
-        data = json.loads(Path(path).read_text())
-    except (OSError, ValueError) as e:
-        raise StackwarsError(f"{path}: not a readable {command} JSON file: {e}",
-                             fix=f"write one with stackwars-ir {command} ... --json FILE") from None
-    if not isinstance(data, dict) or not isinstance(data.get(key), list):
-        raise StackwarsError(f"{path}: not a stackwars-ir {command} JSON file (no {key!r})",
-                             fix=f"write one with stackwars-ir {command} ... --json FILE")
-    return data
 
 
 def saved_diff(path: Path, files=(), mode: str = "auto", kernels: bool = False):
@@ -68,13 +54,7 @@ def attached(path: Path, command: str, mine: set, shown: tuple):
     from ..bench.memory import MemoryReport
     from ..bench.run import BenchReport
 
-    data = read_json_of(path, command)
-    try:
-        report = (BenchReport if command == "bench" else MemoryReport).from_json(data)
-    except (KeyError, TypeError, ValueError, AttributeError) as e:
-        what = f"no field {e}" if isinstance(e, KeyError) else str(e)
-        raise StackwarsError(f"{path}: not a stackwars-ir {command} JSON file this version reads ({what})",
-                             fix=f"write it again with stackwars-ir {command} ... --json FILE") from None
+    report = read_result(path, command, (BenchReport if command == "bench" else MemoryReport).from_json)
     rows = [e for _, e in report.rows if e.kind == "stablehlo"] if command == "bench" else report.plans
     hashes = {r.sha256: r.label for r in rows if r.sha256}
     what = _VERB[command]

@@ -1,0 +1,185 @@
+"""Profile: an executable's steady runs under the runtime's own profiler, each kernel's time per run."""
+from __future__ import annotations
+
+import statistics
+import time
+from dataclasses import dataclass
+
+PROFILE_RUNS = 10  # profiled runs after the unprofiled steady state (bench --profile N to change)
+# XLA:CPU's profiler events of its runtime rather than of one kernel (thread-pool bookkeeping, the
+# executor itself); they carry "::" in their names, and each kernel's end is a marker event "end: NAME".
+_RUN_EVENT = "CommonPjRtLoadedExecutable::ExecuteHelperOnSingleDevice"
+_KERNEL_THREADS = ("tf_XLAPjRtCpuClient", "tf_XLAEigen")
+
+
+@dataclass(frozen=True)
+class KernelTime:
+    """One kernel (bench.kernels.Kernel: name, opcode, module path, phase) and its profiled time: the
+    median over the profiled runs of its summed duration in a run, and how often it ran in one."""
+
+    name: str
+    opcode: str
+    path: str
+    phase: str
+    seconds: float
+    calls: int
+
+    def as_json(self) -> dict:
+        return {"name": self.name, "opcode": self.opcode, "path": self.path, "phase": self.phase,
+                "seconds": self.seconds, "calls": self.calls}
+
+    @classmethod
+    def from_json(cls, d: dict) -> "KernelTime":
+        return cls(d["name"], d["opcode"], d["path"], d["phase"], d["seconds"], d["calls"])
+
+
+@dataclass(frozen=True)
+class Profile:
+    """The profiled runs of one executable. Kernels may run at once on several threads, so their summed
+    time (`kernel_s`) can exceed the run's wall time; `busy_s` is the time at least one kernel ran, and
+    `wall_s - busy_s` is outside every kernel (dispatch, argument and output handling, gaps)."""
+
+    runs: int
+    wall_s: float  # median wall time of a profiled run (this process's clock)
+    kernel_s: float  # median over runs of the kernels' summed durations
+    busy_s: float  # median over runs of the time covered by at least one kernel
+    steady_s: float  # the unprofiled steady-state median of the same executable, this row's
+    kernels: tuple  # KernelTime of every kernel of the optimized HLO's entry, in its order (0 s when never seen)
+    untraced: tuple = ()  # (event name, median seconds per run): kernel events the entry does not list
+
+    @property
+    def overhead(self) -> float:
+        """Profiled wall time over unprofiled steady time: what the profiler itself costs."""
+        return self.wall_s / self.steady_s if self.steady_s else float("nan")
+
+    @property
+    def outside_s(self) -> float:
+        return max(self.wall_s - self.busy_s, 0.0)
+
+    def as_json(self) -> dict:
+        return {"runs": self.runs, "wall_s": self.wall_s, "kernel_s": self.kernel_s, "busy_s": self.busy_s,
+                "steady_s": self.steady_s, "overhead": self.overhead, "outside_kernels_s": self.outside_s,
+                "kernels": [k.as_json() for k in self.kernels],
+                "untraced": [{"name": n, "seconds": s} for n, s in self.untraced]}
+
+    @classmethod
+    def from_json(cls, d: dict) -> "Profile":
+        return cls(d["runs"], d["wall_s"], d["kernel_s"], d["busy_s"], d["steady_s"],
+                   tuple(KernelTime.from_json(k) for k in d["kernels"]),
+                   tuple((u["name"], u["seconds"]) for u in d.get("untraced", ())))
+
+
+def profile_runs(run, kernels, runs: int, steady_s: float, platform: str = "cpu") -> Profile:
+    """`runs` calls of `run` under jax's profiler, read back per kernel (`kernels`: bench.kernels.Kernel
+    of the executable's optimized HLO, whose names the runtime's events carry)."""
+    import glob
+    import tempfile
+
+    import jax
+
+    from ..errors import BenchError
+
+    if platform != "cpu":
+        raise BenchError(f"--profile reads XLA:CPU's kernel events; the {platform} backend's are not read yet",
+                         fix="bench --backend cpu --profile, or drop --profile")
+    walls = []
+    with tempfile.TemporaryDirectory(prefix="stackwars-profile-") as folder:
+        options = jax.profiler.ProfileOptions()
+        options.python_tracer_level = 0  # Python's own calls: not wanted, and they cost per call
+        jax.profiler.start_trace(folder, profiler_options=options)
+        try:
+            for _ in range(runs):
+                t0 = time.perf_counter()
+                run()
+                walls.append(time.perf_counter() - t0)
+        finally:
+            jax.profiler.stop_trace()
+        (path,) = glob.glob(f"{folder}/**/*.xplane.pb", recursive=True)
+        data = jax.profiler.ProfileData.from_file(path)
+        return _read(data, kernels, walls, steady_s)
+
+
+def _read(data, kernels, walls: list, steady_s: float) -> Profile:
+    starts, events = [], []
+    for plane in data.planes:
+        for line in plane.lines:
+            on_pool = line.name.startswith(_KERNEL_THREADS)
+            for ev in line.events:
+                if ev.name == _RUN_EVENT:
+                    starts.append(ev.start_ns)
+                elif on_pool and "::" not in ev.name and not ev.name.startswith("end: "):
+                    events.append((ev.start_ns, ev.end_ns, ev.name))
+    starts.sort()
+    if len(starts) != len(walls):
+        from ..errors import BenchError
+
+        raise BenchError(f"the profile holds {len(starts)} executions for {len(walls)} profiled runs",
+                         fix="drop --profile; this runtime's events are not read right yet")
+    import bisect
+
+    per_run = [dict() for _ in starts]  # name -> [seconds, calls]
+    spans = [[] for _ in starts]
+    for begin, end, name in events:
+        i = bisect.bisect_right(starts, begin) - 1
+        if i < 0:
+            continue
+        t = per_run[i].setdefault(name, [0.0, 0])
+        t[0] += (end - begin) / 1e9
+        t[1] += 1
+        spans[i].append((begin, end))
+    known = {k.name for k in kernels}
+
+    def median_of(name: str, j: int) -> float:
+        return statistics.median(r.get(name, (0.0, 0))[j] for r in per_run)
+
+    timed = tuple(KernelTime(k.name, k.opcode, k.path, k.phase, median_of(k.name, 0), int(median_of(k.name, 1)))
+                  for k in kernels)
+    others = sorted({n for r in per_run for n in r} - known)
+    untraced = tuple((n, median_of(n, 0)) for n in others)
+    return Profile(len(walls), statistics.median(walls),
+                   statistics.median(sum(s for s, _ in r.values()) for r in per_run),
+                   statistics.median(_union(s) for s in spans), steady_s, timed, untraced)
+
+
+def _union(spans: list) -> float:
+    """Seconds covered by at least one of the (begin, end) spans (nanoseconds)."""
+    total, reach = 0, None
+    for begin, end in sorted(spans):
+        if reach is None or begin > reach:
+            total += end - begin
+            reach = end
+        elif end > reach:
+            total += end - reach
+            reach = end
+    return total / 1e9
+
+
+def with_times(report, result, bench_path):
+    """The diff result (diff.DiffReport's) with each block's profiled time on both sides, from a
+    `bench A B --profile --json` file whose rows timed these two files (matched by sha256)."""
+    from ..diff import with_times as attach
+    from ..errors import StackwarsError
+    from ..files import read_result
+    from .run import BenchReport
+
+    bench = read_result(bench_path, "bench", BenchReport.from_json)
+    profiles, rows_of = [], []
+    for side in (result.a, result.b):
+        rows = [e for _, e in bench.rows if e.kind == "stablehlo" and e.sha256 and e.sha256 == side.sha256]
+        if not rows:
+            raise StackwarsError(f"{bench_path}: timed no file with the contents of {side.source}",
+                                 fix=f"stackwars-ir bench {result.a.source} {result.b.source} --profile --json FILE")
+        if rows[0].profile is None:
+            raise StackwarsError(f"{bench_path}: timed {side.source} without --profile, so it has no time per kernel",
+                                 fix=f"stackwars-ir bench {result.a.source} {result.b.source} --profile --json FILE")
+        profiles.append(rows[0].profile)
+        rows_of.append(rows[0].name)
+    out = attach(report, result, *profiles)
+    # Whether the whole gap is more than the noise: the bench's own verdict on the two rows.
+    verdict = next((v for v in bench.verdicts if {v.faster, v.slower} == set(rows_of)), None)
+    if verdict is None:
+        return out
+    import dataclasses
+
+    time = dict(out.metrics["time"], verdict=verdict.sentence(), within_noise=verdict.tie or bool(verdict.withheld))
+    return dataclasses.replace(out, metrics=dict(out.metrics, time=time))

@@ -1,0 +1,82 @@
+"""bench --profile (each kernel's time under XLA:CPU's own profiler) and diff --bench (the gap by block)."""
+from __future__ import annotations
+
+import json
+
+import pytest
+from conftest import golden
+
+
+@pytest.fixture(scope="module")
+def profiled(tmp_path_factory):
+    """GPT-2 tiny's JAX and torch_xla captures timed with --profile (3 profiled runs), and their diff."""
+    from click.testing import CliRunner
+
+    from stackwars_ir.cli import main
+
+    folder = tmp_path_factory.mktemp("profile")
+    a, b = golden("gpt2", "jax"), golden("gpt2", "torch-torch_xla")
+    bench, diff = folder / "b.json", folder / "d.json"
+    run = CliRunner().invoke(main, ["bench", str(a), str(b), "--runs", "5", "--profile", "3", "--json", str(bench)])
+    assert run.exit_code == 0, run.stderr
+    run = CliRunner().invoke(main, ["diff", str(a), str(b), "--bench", str(bench), "--json", str(diff)])
+    assert run.exit_code == 1, run.stderr
+    return a, b, bench, diff, run.stdout
+
+
+def test_every_kernel_of_the_optimized_hlo_is_timed_and_what_is_outside_kernels_is_said(profiled):
+    from stackwars_ir.bench.kernels import kernels_of
+    from stackwars_ir.bench.run import BenchReport
+    from stackwars_ir.runtime import runtime
+
+    a, b, bench, _, _ = profiled
+    data = json.loads(bench.read_text())
+    report = BenchReport.from_json(data)
+    assert json.loads(json.dumps(report.as_json())) == data  # the profile reads back as it was written
+    rt = runtime("cpu")
+    for path, (_, row) in zip((a, b), report.rows):
+        p = row.profile
+        compiled = [k.name for m in rt.compile(path.read_text()).hlo_modules() for k in kernels_of(m.to_string())]
+        assert [k.name for k in p.kernels] == compiled  # the same kernels, in the entry's order
+        assert all(k.calls >= 1 and k.seconds > 0 for k in p.kernels), "every kernel ran in every profiled run"
+        assert p.untraced == () and p.runs == 3
+        # Kernel time fits in the profiled run; what is outside every kernel is said, not lost.
+        assert 0 < p.busy_s <= p.wall_s and p.outside_s == pytest.approx(p.wall_s - p.busy_s)
+        assert p.kernel_s == pytest.approx(sum(k.seconds for k in p.kernels), rel=0.5)
+        assert p.steady_s == row.timing.steady and p.overhead == pytest.approx(p.wall_s / row.timing.steady)
+
+
+def test_diff_bench_splits_the_kernel_gap_by_block_and_role(profiled):
+    _, _, _, diff, text = profiled
+    data = json.loads(diff.read_text())
+    time = data["metrics"]["time"]
+    for side in ("a", "b"):  # every kernel second lands in a block, in an unmatched block, or is named as untraced
+        blocks = sum(blk["metrics"]["time"][side] for blk in data["blocks"])
+        total = blocks + time[side]["unaligned_s"] + time[side]["unattributed_s"]
+        assert total == pytest.approx(time[side]["kernels_sum_s"], rel=1e-9)
+        assert time[side]["unattributed_s"] == 0 or time[side]["unattributed"]
+    assert isinstance(time["within_noise"], bool) and {"jax", "torch-torch_xla"} <= set(time["verdict"].split())
+    assert "time by block" in text and "share of the gap" in text and "bench's verdict:" in text
+    section = text[text.index("time by block"):]
+    assert "mlp" in section and "attention" in section and "(not traced, unmatched)" in section
+
+
+def test_diff_bench_refuses_a_bench_of_other_files_or_without_profile(cli, tmp_path, profiled):
+    a, b, _, _, _ = profiled
+    plain = tmp_path / "plain.json"
+    assert cli("bench", a, b, "--runs", "3", "--json", plain)[0] == 0
+    other = tmp_path / "other.json"
+    assert cli("bench", golden("gemm", "jax"), "--runs", "3", "--profile", "2", "--json", other)[0] == 0
+    for path, words in ((plain, "without --profile"), (other, "timed no file with the contents of"),
+                        (tmp_path / "none.json", "not a readable bench JSON file")):
+        code, out, err = cli("diff", a, b, "--bench", path)
+        assert code == 2 and words in err and len(err.strip().splitlines()) == 1, err
+    code, _, err = cli("bench", a, "--profile", "1")
+    assert code == 2 and "--profile 1 must be at least 2 profiled runs" in err
+
+
+def test_busy_time_counts_overlapping_kernels_once():
+    from stackwars_ir.bench.profile import _union
+
+    assert _union([]) == 0
+    assert _union([(0, 10), (5, 20), (30, 40), (32, 35)]) == pytest.approx(30e-9)
