@@ -290,7 +290,7 @@ def memory_cmd(targets, target, budget, measure, batches, timeout, max_memory, j
               help="Render a saved `stackwars-ir diff --json` result instead of diffing FILE_A FILE_B (the .mlir "
                    "files are not needed).")
 @click.option("--bench", "bench_path", type=click.Path(dir_okay=False, path_type=Path),
-              help="A `stackwars-ir bench --json` file whose timings the report charts.")
+              help="A `stackwars-ir bench --json` file whose timings the report charts (with --profile: time by block).")
 @click.option("--memory", "memory_path", type=click.Path(dir_okay=False, path_type=Path),
               help="A `stackwars-ir memory --json` file whose plans the report charts (stacked per executable).")
 @mode_option("How to segment into blocks (see diff).")

@@ -80,3 +80,15 @@ def test_busy_time_counts_overlapping_kernels_once():
 
     assert _union([]) == 0
     assert _union([(0, 10), (5, 20), (30, 40), (32, 35)]) == pytest.approx(30e-9)
+
+
+def test_the_report_shows_time_by_block_from_a_profiled_bench_and_from_a_saved_diff(cli, tmp_path, profiled):
+    a, b, bench, diff, _ = profiled
+    direct, saved = tmp_path / "direct.html", tmp_path / "saved.html"
+    assert cli("report", a, b, "--bench", bench, "-o", direct)[0] == 0
+    assert cli("report", "--from", diff, "-o", saved)[0] == 0  # the times ride in the saved diff
+    for page in (direct, saved):
+        html = page.read_text()
+        section = html[html.index('<h2 id="time">'):html.index("</table>", html.index('<h2 id="time">'))]
+        assert "Bench's verdict:" in section and "<td>mlp</td>" in section and "(not traced, unmatched)" in section
+        assert section.count('<rect class="bar"') >= 2 * 12  # each of the top blocks, both sides

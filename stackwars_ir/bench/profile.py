@@ -157,29 +157,40 @@ def _union(spans: list) -> float:
 def with_times(report, result, bench_path):
     """The diff result (diff.DiffReport's) with each block's profiled time on both sides, from a
     `bench A B --profile --json` file whose rows timed these two files (matched by sha256)."""
-    from ..diff import with_times as attach
-    from ..errors import StackwarsError
     from ..files import read_result
     from .run import BenchReport
 
-    bench = read_result(bench_path, "bench", BenchReport.from_json)
-    profiles, rows_of = [], []
-    for side in (result.a, result.b):
-        rows = [e for _, e in bench.rows if e.kind == "stablehlo" and e.sha256 and e.sha256 == side.sha256]
-        if not rows:
-            raise StackwarsError(f"{bench_path}: timed no file with the contents of {side.source}",
-                                 fix=f"stackwars-ir bench {result.a.source} {result.b.source} --profile --json FILE")
-        if rows[0].profile is None:
-            raise StackwarsError(f"{bench_path}: timed {side.source} without --profile, so it has no time per kernel",
-                                 fix=f"stackwars-ir bench {result.a.source} {result.b.source} --profile --json FILE")
-        profiles.append(rows[0].profile)
-        rows_of.append(rows[0].name)
-    out = attach(report, result, *profiles)
-    # Whether the whole gap is more than the noise: the bench's own verdict on the two rows.
-    verdict = next((v for v in bench.verdicts if {v.faster, v.slower} == set(rows_of)), None)
-    if verdict is None:
-        return out
+    return times_of(report, result, read_result(bench_path, "bench", BenchReport.from_json), bench_path)
+
+
+def profiled(bench, result) -> bool:
+    """Whether `bench` (a BenchReport) profiled both files of the diff `result`."""
+    shas = {e.sha256 for _, e in bench.rows if e.profile is not None and e.sha256}
+    return bool(result.a.sha256 in shas and result.b.sha256 in shas)
+
+
+def times_of(report, result, bench, where):
+    """with_times, from a BenchReport read from `where`."""
     import dataclasses
 
+    from ..diff import with_times as attach
+    from ..errors import StackwarsError
+
+    profiles, names = [], []
+    for side in (result.a, result.b):
+        rows = [e for _, e in bench.rows if e.kind == "stablehlo" and e.sha256 and e.sha256 == side.sha256]
+        again = f"stackwars-ir bench {result.a.source} {result.b.source} --profile --json FILE"
+        if not rows:
+            raise StackwarsError(f"{where}: timed no file with the contents of {side.source}", fix=again)
+        if rows[0].profile is None:
+            raise StackwarsError(f"{where}: timed {side.source} without --profile, so it has no time per kernel",
+                                 fix=again)
+        profiles.append(rows[0].profile)
+        names.append(rows[0].name)
+    out = attach(report, result, *profiles)
+    # Whether the whole gap is more than the noise: the bench's own verdict on the two rows.
+    verdict = next((v for v in bench.verdicts if {v.faster, v.slower} == set(names)), None)
+    if verdict is None:
+        return out
     time = dict(out.metrics["time"], verdict=verdict.sentence(), within_noise=verdict.tie or bool(verdict.withheld))
     return dataclasses.replace(out, metrics=dict(out.metrics, time=time))

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from .findings import Finding
 from .ops import OpDiff
@@ -45,6 +46,36 @@ class SideResult:
                 "location_coverage": self.coverage, "ops": self.ops, "blocks": self.blocks,
                 "histogram": dict(sorted(self.histogram.items())), "provenance": self.provenance,
                 "provenance_note": self.provenance_note}
+
+
+class TimeGap(NamedTuple):
+    """diff --bench: the kernel-time gap (B - A, seconds per run) and how it splits: by role (role,
+    blocks, seconds), by block (the blocks, largest share first), and outside aligned blocks."""
+
+    gap: float
+    roles: tuple
+    blocks: tuple  # BlockResult
+    rest: float  # not traced to a block, or in an unmatched block
+
+    def share(self, seconds: float) -> float | None:
+        return seconds / self.gap if self.gap else None
+
+
+def time_gap(result) -> TimeGap | None:
+    """The TimeGap of a result with profiled times (diff.with_times), or None."""
+    time = result.metrics.get("time")
+    if not time:
+        return None
+    a, b = time["a"], time["b"]
+    roles: dict = {}
+    for d in result.blocks:
+        n, dt = roles.get(d.role, (0, 0.0))
+        roles[d.role] = (n + 1, dt + d.metrics["time"]["b"] - d.metrics["time"]["a"])
+    rest = b["unattributed_s"] + b["unaligned_s"] - a["unattributed_s"] - a["unaligned_s"]
+    return TimeGap(b["kernels_sum_s"] - a["kernels_sum_s"],
+                   tuple((r, n, dt) for r, (n, dt) in sorted(roles.items(), key=lambda kv: -abs(kv[1][1]))),
+                   tuple(sorted(result.blocks, key=lambda d: -abs(d.metrics["time"]["b"] - d.metrics["time"]["a"]))),
+                   rest)
 
 
 @dataclass(frozen=True)

@@ -53,7 +53,7 @@ def diff_html(result, bench=None, command: str | None = None, memory=None) -> st
              f"<meta name=\"viewport\" content=\"width=device-width\"><style>{_STYLE}{graph.STYLE}</style></head><body>",
              f"<h1>{esc(title)}</h1>",
              _inputs(result), _findings(result), _histogram(result), graph.graph_view(result), _heatmap(result),
-             _blocks(result), _excerpts(result)]
+             _time_by_block(result), _blocks(result), _excerpts(result)]
     if bench:
         parts.append(_timings(bench))
     if memory:
@@ -187,6 +187,44 @@ def _excerpts(result) -> str:
                    f"<code>{esc(d.name_b)}</code><pre>{right}</pre></div></div>")
     return ("<h2 id=\"excerpts\">IR side by side</h2><p>The first block of each kind, as each file writes it "
             "(its own value names, attributes and line numbers; locations dropped).</p>" + "".join(out))
+
+
+def _time_by_block(result) -> str:
+    """diff --bench / report --bench of a profiled bench: the gap by role and by block, bars side by side."""
+    from ..diff.result import time_gap
+    from .text import TIME_ROWS
+
+    split = time_gap(result)
+    if split is None:
+        return ""
+    time, names = result.metrics["time"], (result.a.name, result.b.name)
+
+    def ms(s: float, sign: bool = False) -> str:
+        return esc(f"{s * 1e3:+.3f}" if sign else f"{s * 1e3:.3f}")
+
+    def share(s: float) -> str:
+        return "-" if split.share(s) is None else f"{split.share(s):.0%}"
+
+    sides = "".join(f"<li><b>{esc(n)}</b>: steady {ms(t['steady_s'])} ms; kernels {ms(t['kernels_sum_s'])} ms; "
+                    f"outside kernels {ms(t['outside_kernels_s'])} ms of a profiled run of {ms(t['wall_s'])} ms "
+                    f"(profiler {t['overhead']:.2f}x); not traced to a block {ms(t['unattributed_s'])} ms</li>"
+                    for n, t in zip(names, (time["a"], time["b"])))
+    verdict = (f"<p>Bench's verdict: {esc(time['verdict'])}"
+               + ("; <b>the shares split a gap within the noise, not a finding</b>" if time.get("within_noise") else "")
+               + ".</p>") if time.get("verdict") else ""
+    roles = "".join(f"<tr><td>{esc(r)}</td><td class=n>{n}</td><td class=n>{ms(dt, True)}</td>"
+                    f"<td class=n>{share(dt)}</td></tr>" for r, n, dt in split.roles)
+    roles += (f"<tr><td>(not traced, unmatched)</td><td></td><td class=n>{ms(split.rest, True)}</td>"
+              f"<td class=n>{share(split.rest)}</td></tr>")
+    top = split.blocks[:TIME_ROWS]
+    chart = grouped_bars([d.label for d in top], [(n, [d.metrics["time"][s] * 1e3 for d in top])
+                                                  for n, s in zip(names, ("a", "b"))],
+                         unit=" ms", title="kernel time per block (ms per run), largest share of the gap first")
+    return (f"<h2 id=\"time\">Time by block</h2><p>XLA kernels' median time per run under the runtime's profiler "
+            f"(bench --profile), traced to blocks as the kernel counts are. Gap {esc(names[1])} - {esc(names[0])}: "
+            f"{ms(split.gap, True)} ms of kernel time.</p><ul>{sides}</ul>{verdict}{chart}"
+            "<table><tr><th>role</th><th>blocks</th><th>B - A ms</th><th>share of the gap</th></tr>"
+            f"{roles}</table>")
 
 
 def _timings(bench) -> str:

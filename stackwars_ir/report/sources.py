@@ -87,6 +87,10 @@ def report_of(files, from_path, bench_path, memory_path, mode: str, kernels: boo
             from ..bench.kernels import with_kernels
 
             result = with_kernels(report, result, files, progress)
+        from ..bench.profile import profiled, times_of
+
+        if bench is not None and profiled(bench, result):  # a bench --profile of these files: time by block
+            result = times_of(report, result, bench, bench_path)
     return result, bench, memory
 
 

@@ -82,17 +82,19 @@ TIME_ROWS = 12  # blocks shown by their share of the gap; the roles sum every bl
 def _time_text(result) -> list:
     """diff --bench: each side's profiled kernel time, where it goes by block, and each block's and
     each role's share of the gap (B - A, summed kernel medians)."""
-    time = result.metrics.get("time")
-    if not time:
+    from ..diff.result import time_gap
+
+    split = time_gap(result)
+    if split is None:
         return []
+    time = result.metrics["time"]
     a, b = time["a"], time["b"]
-    gap = b["kernels_sum_s"] - a["kernels_sum_s"]
 
     def ms(s: float, sign: bool = False) -> str:
         return f"{s * 1e3:+.3f}" if sign else f"{s * 1e3:.3f}"
 
     def share(x: float) -> str:
-        return f"{x / gap:.0%}" if gap else "-"
+        return "-" if split.share(x) is None else f"{split.share(x):.0%}"
 
     out = ["", f"time by block (bench --profile: XLA kernels' median time per run over {a['runs']} and "
                f"{b['runs']} profiled runs, ms):"]
@@ -103,24 +105,17 @@ def _time_text(result) -> list:
                    + (f" ({', '.join(t['unattributed'][:4])}{', ...' if len(t['unattributed']) > 4 else ''})"
                       if t["unattributed"] else "")
                    + (f"; in unmatched blocks {ms(t['unaligned_s'])}" if t["unaligned_s"] else ""))
-    out.append(f"  gap B - A: kernels {ms(gap, True)}, steady {ms(b['steady_s'] - a['steady_s'], True)}")
+    out.append(f"  gap B - A: kernels {ms(split.gap, True)}, steady {ms(b['steady_s'] - a['steady_s'], True)}")
     if time.get("verdict"):
         out.append(f"  bench's verdict: {time['verdict']}" + ("; the shares below split a gap within the noise, "
                                                              "not a finding" if time.get("within_noise") else ""))
-    roles: dict = {}
-    for d in result.blocks:
-        t = d.metrics["time"]
-        n, da = roles.get(d.role, (0, 0.0))
-        roles[d.role] = (n + 1, da + t["b"] - t["a"])
-    rest = b["unattributed_s"] + b["unaligned_s"] - a["unattributed_s"] - a["unaligned_s"]
-    rows = [[role, n, ms(dt, True), share(dt)] for role, (n, dt) in sorted(roles.items(), key=lambda kv: -abs(kv[1][1]))]
-    rows.append(["(not traced, unmatched)", "", ms(rest, True), share(rest)])
+    rows = [[role, n, ms(dt, True), share(dt)] for role, n, dt in split.roles]
+    rows.append(["(not traced, unmatched)", "", ms(split.rest, True), share(split.rest)])
     out += ["  " + line for line in table(["role", "blocks", "B - A", "share of the gap"], rows, right={1, 2, 3})
             .splitlines()]
-    top = sorted(result.blocks, key=lambda d: -abs(d.metrics["time"]["b"] - d.metrics["time"]["a"]))[:TIME_ROWS]
-    rows = [[d.label, ms(d.metrics["time"]["a"]), ms(d.metrics["time"]["b"]),
-             ms(d.metrics["time"]["b"] - d.metrics["time"]["a"], True), share(d.metrics["time"]["b"] - d.metrics["time"]["a"]),
-             _delta_text(d.delta, limit=3) or "same ops"] for d in top]
+    rows = [[d.label, ms(t["a"]), ms(t["b"]), ms(t["b"] - t["a"], True), share(t["b"] - t["a"]),
+             _delta_text(d.delta, limit=3) or "same ops"]
+            for d in split.blocks[:TIME_ROWS] for t in [d.metrics["time"]]]
     out += ["  " + line for line in table(["block", "A", "B", "B - A", "share", "ops B - A"], rows,
                                           right={1, 2, 3, 4}).splitlines()]
     return out
