@@ -57,6 +57,11 @@ def test_diff_bench_splits_the_kernel_gap_by_block_and_role(profiled):
         assert time[side]["unattributed_s"] == 0 or time[side]["unattributed"]
     assert isinstance(time["within_noise"], bool) and {"jax", "torch-torch_xla"} <= set(time["verdict"].split())
     assert "time by block" in text and "share of the gap" in text and "bench's verdict:" in text
+    from stackwars_ir.diff.result import DiffResult
+    from stackwars_ir.report.markdown import diff_markdown
+
+    md = diff_markdown(DiffResult.from_json(data, str(diff)))  # the saved result keeps the times
+    assert "## Time by block" in md and "| mlp | 2 |" in md and "| (not traced, unmatched) |" in md
     section = text[text.index("time by block"):]
     assert "mlp" in section and "attention" in section and "(not traced, unmatched)" in section
 

@@ -34,6 +34,7 @@ def diff_markdown(result) -> str:
     for side, blocks in (("A", result.only_a), ("B", result.only_b)):
         if blocks:
             lines += ["", f"Only in {side}: " + ", ".join(f"`{u.label}`" for u in blocks)]
+    lines += _time_markdown(result)
     from ..diff.ops import fold_patterns, op_totals
     from .sentences import op_pattern, op_totals_text
     from .text import OP_PATTERN_LINES
@@ -56,6 +57,35 @@ def diff_markdown(result) -> str:
                   *excerpt_lines(d.excerpt_a, len(d.ops_a), 25), "```", "", f"B (`{_cell(d.name_b)}`):", "",
                   "```mlir", *excerpt_lines(d.excerpt_b, len(d.ops_b), 25), "```"]
     return "\n".join(lines) + "\n"
+
+
+def _time_markdown(result) -> list[str]:
+    """diff --bench: the kernel-time gap by role and the blocks with the largest share of it."""
+    from ..diff.result import time_gap
+    from .text import TIME_ROWS
+
+    split = time_gap(result)
+    if split is None:
+        return []
+    time = result.metrics["time"]
+
+    def ms(s: float) -> str:
+        return f"{s * 1e3:+.3f}"
+
+    def share(s: float) -> str:
+        return "-" if split.share(s) is None else f"{split.share(s):.0%}"
+
+    lines = ["", "## Time by block", "", f"Kernel time per run (bench --profile), B - A: {ms(split.gap)} ms; steady "
+             f"{ms(time['b']['steady_s'] - time['a']['steady_s'])} ms."
+             + (f" Bench's verdict: {_cell(time['verdict'])}." if time.get("verdict") else "")
+             + (" The shares split a gap within the noise, not a finding." if time.get("within_noise") else ""),
+             "", "| role | blocks | B - A ms | share of the gap |", "| --- | ---: | ---: | ---: |"]
+    lines += [f"| {r} | {n} | {ms(dt)} | {share(dt)} |" for r, n, dt in split.roles]
+    lines += [f"| (not traced, unmatched) | | {ms(split.rest)} | {share(split.rest)} |", "",
+              "| block | A ms | B ms | B - A ms | share |", "| --- | ---: | ---: | ---: | ---: |"]
+    lines += [f"| {d.label} | {t['a'] * 1e3:.3f} | {t['b'] * 1e3:.3f} | {ms(t['b'] - t['a'])} | {share(t['b'] - t['a'])} |"
+              for d in split.blocks[:TIME_ROWS] for t in [d.metrics["time"]]]
+    return lines
 
 
 def excerpt_lines(lines, ops: int, limit: int) -> list[str]:
