@@ -97,3 +97,26 @@ def test_the_report_shows_time_by_block_from_a_profiled_bench_and_from_a_saved_d
         section = html[html.index('<h2 id="time">'):html.index("</table>", html.index('<h2 id="time">'))]
         assert "Bench's verdict:" in section and "<td>mlp</td>" in section and "(not traced, unmatched)" in section
         assert section.count('<rect class="bar"') >= 2 * 12  # each of the top blocks, both sides
+
+
+def test_model_explorer_overlays_carry_each_blocks_time_and_gap(tmp_path, profiled):
+    from stackwars_ir.bench.profile import with_times
+    from stackwars_ir.diff import diff_files
+    from stackwars_ir.report.explorer import explorer_graphs, write_explorer
+
+    a, b, bench, _, _ = profiled
+    report = diff_files(a, b)
+    result = with_times(report, report.result(), bench)
+    write_explorer(report, result, tmp_path / "o")
+    for side, label, src in (("a", "A", a), ("b", "B", b)):
+        nodes = explorer_graphs(src)
+        own = json.loads((tmp_path / "o" / f"{label}-{src.stem}.time.json").read_text())
+        gap = json.loads((tmp_path / "o" / f"{label}-{src.stem}.time-gap.json").read_text())
+        for d, blk in zip(report.blocks, result.blocks):  # every op of a block shows its block's figures
+            t = blk.metrics["time"]
+            for op, _ in getattr(d, side).ops[:3]:
+                fn = next(f for f in getattr(report, side).module.funcs if op.id in f.ops)
+                node = str(fn.ops.index(op.id))
+                assert node in nodes[fn.name]
+                assert own[fn.name]["results"][node]["value"] == pytest.approx(t[side] * 1e3, abs=1e-6)
+                assert gap[fn.name]["results"][node]["value"] == pytest.approx((t["b"] - t["a"]) * 1e3, abs=1e-6)

@@ -93,6 +93,21 @@ def side_statuses(report, result, side: str) -> tuple[dict, dict, dict]:
     return status, block, delta
 
 
+def side_times(report, result, side: str) -> tuple[dict, dict]:
+    """With profiled times (diff --bench): op id -> its block's kernel time on this side (ms per run),
+    and op id -> its block's gap, B - A (ms). A kernel fuses several ops and carries one module path,
+    so time is known per block, not per op: every op of a block shows its block's figures."""
+    own, gap = {}, {}
+    if not result.metrics.get("time"):
+        return own, gap
+    for d, blk in zip(report.blocks, result.blocks):
+        t = blk.metrics["time"]
+        for op, _ in getattr(d, side).ops:
+            own.setdefault(op.id, round(t[side] * 1e3, 6))
+            gap.setdefault(op.id, round((t["b"] - t["a"]) * 1e3, 6))
+    return own, gap
+
+
 def overlays(report, result, side: str, graphs: dict) -> dict:
     """The node-data files of one side, name -> Model Explorer's node-data JSON (graph id ->
     {results: {node id: {value, bgColor}}, ...})."""
@@ -118,8 +133,15 @@ def overlays(report, result, side: str, graphs: dict) -> dict:
             out[g] = gd
         return out
 
+    own, gap = side_times(report, result, side)
+    timed = {"time": data(own, "stackwars-ir block kernel time (ms per run)",
+                          gradient=[{"stop": 0, "bgColor": "#ffffff"}, {"stop": 1, "bgColor": "#1e88e5"}]),
+             "time-gap": data(gap, "stackwars-ir block kernel time B-A (ms per run)",
+                              gradient=[{"stop": 0, "bgColor": "#43a047"}, {"stop": 0.5, "bgColor": "#ffffff"},
+                                        {"stop": 1, "bgColor": "#e53935"}])} if own else {}
     # Model Explorer shows the last overlay it loads: the status one goes last.
     return {
+        **timed,
         "block": data(block, "stackwars-ir block"),
         "delta": data(delta, "stackwars-ir block op delta |B-A|",
                       gradient=[{"stop": 0, "bgColor": "#ffffff"}, {"stop": 1, "bgColor": "#e53935"}]),
@@ -151,8 +173,9 @@ def write_explorer(report, result, folder: Path) -> list[Path]:
 
 def _readme(opens, folder: Path) -> str:
     lines = ["# Model Explorer overlays from stackwars-ir", "",
-             "Each side's file opens with its three node-data overlays (block, block op delta, op status;",
-             "Model Explorer shows the last one, the others are a click away in its side panel):", ""]
+             "Each side's file opens with its node-data overlays (with diff --bench: block kernel time and",
+             "its gap B-A; then block, block op delta, op status; Model Explorer shows the last one, the",
+             "others are a click away in its side panel):", ""]
     for label, src, names in opens:
         paths = ",".join(str(folder / n) for n in names)
         lines += [f"{label}: `model-explorer {src} --node_data_paths={paths}`", ""]
