@@ -180,5 +180,7 @@ def _readme(opens, folder: Path) -> str:
         paths = ",".join(str(folder / n) for n in names)
         lines += [f"{label}: `model-explorer {src} --node_data_paths={paths}`", ""]
     lines += ["Colors of the status overlay: " + ", ".join(f"{s} {c}" for s, c in STATUS_COLORS.items()) + ".",
-              "An op of a called function shows the status it has in the first block that calls it.", ""]
+              "An op of a called function shows the status it has in the first block that calls it.",
+              "Time (with diff --bench) is known per block, not per op (a kernel fuses several ops under one",
+              "module path): every op of a block shows its block's kernel time and gap.", ""]
     return "\n".join(lines)
