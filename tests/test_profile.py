@@ -120,3 +120,20 @@ def test_model_explorer_overlays_carry_each_blocks_time_and_gap(tmp_path, profil
                 assert node in nodes[fn.name]
                 assert own[fn.name]["results"][node]["value"] == pytest.approx(t[side] * 1e3, abs=1e-6)
                 assert gap[fn.name]["results"][node]["value"] == pytest.approx((t["b"] - t["a"]) * 1e3, abs=1e-6)
+
+
+def test_a_training_steps_gap_splits_by_phase(cli, tmp_path):
+    from stackwars_ir.diff.result import DiffResult, time_gap
+
+    a, b = golden("gpt2", "jax-train"), golden("gpt2", "torch-torch_xla-train")
+    bench, diff = tmp_path / "b.json", tmp_path / "d.json"
+    assert cli("bench", a, b, "--runs", "3", "--profile", "2", "--json", bench)[0] == 0
+    code, out, err = cli("diff", a, b, "--bench", bench, "--json", diff)
+    assert code == 1, err
+    split = time_gap(DiffResult.from_json(json.loads(diff.read_text()), str(diff)))
+    phases = dict(split.phases)
+    assert set(phases) == {"forward", "backward", "update"}
+    roles = {r: dt for r, _, dt in split.roles}
+    assert phases["update"] == pytest.approx(roles["optimizer"])  # the update is the optimizer's block
+    assert sum(dt for _, _, dt in split.roles) + split.rest == pytest.approx(split.gap)
+    assert "by phase: forward" in out

@@ -56,6 +56,7 @@ class TimeGap(NamedTuple):
     roles: tuple
     blocks: tuple  # BlockResult
     rest: float  # not traced to a block, or in an unmatched block
+    phases: tuple = ()  # (phase, seconds) of a training step: forward, backward, update
 
     def share(self, seconds: float) -> float | None:
         return seconds / self.gap if self.gap else None
@@ -68,14 +69,18 @@ def time_gap(result) -> TimeGap | None:
         return None
     a, b = time["a"], time["b"]
     roles: dict = {}
+    phases: dict = {}
     for d in result.blocks:
         n, dt = roles.get(d.role, (0, 0.0))
-        roles[d.role] = (n + 1, dt + d.metrics["time"]["b"] - d.metrics["time"]["a"])
+        delta = d.metrics["time"]["b"] - d.metrics["time"]["a"]
+        roles[d.role] = (n + 1, dt + delta)
+        if d.phase:
+            phases[d.phase] = phases.get(d.phase, 0.0) + delta
     rest = b["unattributed_s"] + b["unaligned_s"] - a["unattributed_s"] - a["unaligned_s"]
     return TimeGap(b["kernels_sum_s"] - a["kernels_sum_s"],
                    tuple((r, n, dt) for r, (n, dt) in sorted(roles.items(), key=lambda kv: -abs(kv[1][1]))),
                    tuple(sorted(result.blocks, key=lambda d: -abs(d.metrics["time"]["b"] - d.metrics["time"]["a"]))),
-                   rest)
+                   rest, tuple(phases.items()))
 
 
 @dataclass(frozen=True)

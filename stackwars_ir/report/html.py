@@ -212,6 +212,8 @@ def _time_by_block(result) -> str:
     verdict = (f"<p>Bench's verdict: {esc(time['verdict'])}"
                + ("; <b>the shares split a gap within the noise, not a finding</b>" if time.get("within_noise") else "")
                + ".</p>") if time.get("verdict") else ""
+    verdict += ("<p>By phase: " + ", ".join(f"{esc(p)} {ms(dt, True)} ms ({share(dt)})" for p, dt in split.phases)
+                + ".</p>") if split.phases else ""
     roles = "".join(f"<tr><td>{esc(r)}</td><td class=n>{n}</td><td class=n>{ms(dt, True)}</td>"
                     f"<td class=n>{share(dt)}</td></tr>" for r, n, dt in split.roles)
     roles += (f"<tr><td>(not traced, unmatched)</td><td></td><td class=n>{ms(split.rest, True)}</td>"

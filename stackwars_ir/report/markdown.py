@@ -79,7 +79,9 @@ def _time_markdown(result) -> list[str]:
              f"{ms(time['b']['steady_s'] - time['a']['steady_s'])} ms."
              + (f" Bench's verdict: {_cell(time['verdict'])}." if time.get("verdict") else "")
              + (" The shares split a gap within the noise, not a finding." if time.get("within_noise") else ""),
-             "", "| role | blocks | B - A ms | share of the gap |", "| --- | ---: | ---: | ---: |"]
+             "", *([("By phase: " + ", ".join(f"{p} {ms(dt)} ms ({share(dt)})" for p, dt in split.phases) + "."), ""]
+                   if split.phases else []),
+             "| role | blocks | B - A ms | share of the gap |", "| --- | ---: | ---: | ---: |"]
     lines += [f"| {r} | {n} | {ms(dt)} | {share(dt)} |" for r, n, dt in split.roles]
     lines += [f"| (not traced, unmatched) | | {ms(split.rest)} | {share(split.rest)} |", "",
               "| block | A ms | B ms | B - A ms | share |", "| --- | ---: | ---: | ---: | ---: |"]

@@ -109,6 +109,8 @@ def _time_text(result) -> list:
     if time.get("verdict"):
         out.append(f"  bench's verdict: {time['verdict']}" + ("; the shares below split a gap within the noise, "
                                                              "not a finding" if time.get("within_noise") else ""))
+    if split.phases:
+        out.append("  by phase: " + ", ".join(f"{p} {ms(dt, True)} ({share(dt)})" for p, dt in split.phases))
     rows = [[role, n, ms(dt, True), share(dt)] for role, n, dt in split.roles]
     rows.append(["(not traced, unmatched)", "", ms(split.rest, True), share(split.rest)])
     out += ["  " + line for line in table(["role", "blocks", "B - A", "share of the gap"], rows, right={1, 2, 3})
