@@ -182,16 +182,26 @@ def kernel_blocks(report: DiffReport, side: str):
             if path:
                 by_path.setdefault((path, op.phase), blk.label)
     # A training step's update: its ops have neither module path nor phase, and so do the kernels
-    # XLA makes of them.
+    # XLA makes of them. Its loss (the LM head, log-softmax, the loss itself) has no module path either,
+    # in the forward and backward phases: such a kernel goes to the block holding most of that phase's
+    # path-less ops (GPT-2's training step: other#0 and other#0 (backward), on every side).
     update = next((b.label for b in blocks if b.phase == "update"), None)
+    pathless: dict = {}
+    if update is not None:
+        for blk in blocks:
+            for op, path in blk.ops:
+                if not path and op.phase:
+                    counts = pathless.setdefault(op.phase, {})
+                    counts[blk.label] = counts.get(blk.label, 0) + 1
+    loss = {phase: max(counts, key=counts.get) for phase, counts in pathless.items()}
 
     def block_of(k) -> str | None:
         p, label = k.path, None
         while p and label is None:
             label = by_path.get((p, k.phase))
             p = p.rsplit(".", 1)[0] if "." in p else ""
-        if label is None and not k.path and not k.phase:
-            label = update
+        if label is None and not k.path:
+            label = loss.get(k.phase) if k.phase else update
         return label
 
     return block_of
