@@ -171,8 +171,8 @@ def kernel_blocks(report: DiffReport, side: str):
     """The function that traces a kernel (anything with a module `path` and a `phase`: bench.kernels'
     Kernel, bench.profile's KernelTime) to the label of side `side`'s block whose ops carry its module
     path, or the longest prefix of it, in its phase; a layer's block before a shared one; in a
-    training step, a kernel with neither path nor phase to the optimizer's update; None for one that
-    no block claims."""
+    training step, a kernel without a path to the block holding most of its phase's path-less ops
+    (the update's to the optimizer, the loss's to its block); None for one that no block claims."""
     by_path: dict = {}
     # A shared block's ops carry the path of the layer that built them (torch_xla's mask: h.0.attn),
     # and a kernel's metadata names no more than that path: the layer's own block claims it.
@@ -181,28 +181,25 @@ def kernel_blocks(report: DiffReport, side: str):
         for op, path in blk.ops:
             if path:
                 by_path.setdefault((path, op.phase), blk.label)
-    # A training step's update: its ops have neither module path nor phase, and so do the kernels
-    # XLA makes of them. Its loss (the LM head, log-softmax, the loss itself) has no module path either,
-    # in the forward and backward phases: such a kernel goes to the block holding most of that phase's
-    # path-less ops (GPT-2's training step: other#0 and other#0 (backward), on every side).
-    update = next((b.label for b in blocks if b.phase == "update"), None)
+    # In a training step, ops without a module path are the update's (no phase either) and the loss's
+    # (the LM head, log-softmax, the loss itself; forward and backward), and so are the kernels XLA
+    # makes of them: such a kernel goes to the block holding most of its phase's path-less ops
+    # (GPT-2: optimizer#0, other#0 and other#0 (backward), on every side).
     pathless: dict = {}
-    if update is not None:
+    if any(b.phase == "update" for b in blocks):
         for blk in blocks:
             for op, path in blk.ops:
-                if not path and op.phase:
+                if not path:
                     counts = pathless.setdefault(op.phase, {})
                     counts[blk.label] = counts.get(blk.label, 0) + 1
-    loss = {phase: max(counts, key=counts.get) for phase, counts in pathless.items()}
+    owner = {phase: max(counts, key=counts.get) for phase, counts in pathless.items()}
 
     def block_of(k) -> str | None:
         p, label = k.path, None
         while p and label is None:
             label = by_path.get((p, k.phase))
             p = p.rsplit(".", 1)[0] if "." in p else ""
-        if label is None and not k.path:
-            label = loss.get(k.phase) if k.phase else update
-        return label
+        return owner.get(k.phase) if label is None and not k.path else label
 
     return block_of
 
