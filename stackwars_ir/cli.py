@@ -150,8 +150,8 @@ def diff_cmd(file_a, file_b, json_path, md_path, html_path, mode, excerpts, ops,
     """
     import json
 
-    from .bench.kernels import with_kernels
-    from .bench.profile import with_times
+    from .bench.kernels import block_kernels
+    from .bench.profile import block_times_from
     from .diff import diff_files
     from .report import diff_json, write_outputs
     from .report.explorer import check_target, write_explorer
@@ -161,8 +161,8 @@ def diff_cmd(file_a, file_b, json_path, md_path, html_path, mode, excerpts, ops,
         check_target(explorer_dir)  # before the work: a folder in the way, Model Explorer missing
     warn_sidecars((file_a, file_b))
     report = diff_files(file_a, file_b, mode)
-    result = with_kernels(report, report.result(), (file_a, file_b), progress) if kernels else report.result()
-    result = with_times(report, result, bench_path) if bench_path else result
+    result = block_kernels(report, report.result(), (file_a, file_b), progress) if kernels else report.result()
+    result = block_times_from(report, result, bench_path) if bench_path else result
     emit(diff_text(result, excerpts=excerpts, ops=ops), diff_json(result), json_path,
          dumps=lambda d: json.dumps(d, indent=2) + "\n")
     for path in write_outputs(result, md_path=md_path, html_path=html_path):

@@ -95,7 +95,7 @@ def kernels_of_files(paths, backend: str = "cpu", timeout: float | None = 300, m
     return out
 
 
-def with_kernels(report, result, files, progress=None):
+def block_kernels(report, result, files, progress=None):
     """The diff result with each block's kernel counts, both files compiled in a worker on XLA's CPU
     backend; a file that does not compile is one line."""
     from ..diff import with_kernels as attach

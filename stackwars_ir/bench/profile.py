@@ -154,13 +154,13 @@ def _union(spans: list) -> float:
     return total / 1e9
 
 
-def with_times(report, result, bench_path):
+def block_times_from(report, result, bench_path):
     """The diff result (diff.DiffReport's) with each block's profiled time on both sides, from a
     `bench A B --profile --json` file whose rows timed these two files (matched by sha256)."""
     from ..files import read_result
     from .run import BenchReport
 
-    return times_of(report, result, read_result(bench_path, "bench", BenchReport.from_json), bench_path)
+    return block_times(report, result, read_result(bench_path, "bench", BenchReport.from_json), bench_path)
 
 
 def profiled(bench, result) -> bool:
@@ -169,8 +169,8 @@ def profiled(bench, result) -> bool:
     return bool(result.a.sha256 in shas and result.b.sha256 in shas)
 
 
-def times_of(report, result, bench, where):
-    """with_times, from a BenchReport read from `where`."""
+def block_times(report, result, bench, where):
+    """block_times_from, with the BenchReport read from `where` already."""
     import dataclasses
 
     from ..diff import with_times as attach

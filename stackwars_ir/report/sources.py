@@ -84,13 +84,13 @@ def report_of(files, from_path, bench_path, memory_path, mode: str, kernels: boo
         report = diff_files(files[0], files[1], mode)
         result = report.result(excerpts="all")
         if kernels:
-            from ..bench.kernels import with_kernels
+            from ..bench.kernels import block_kernels
 
-            result = with_kernels(report, result, files, progress)
-        from ..bench.profile import profiled, times_of
+            result = block_kernels(report, result, files, progress)
+        from ..bench.profile import block_times, profiled
 
         if bench is not None and profiled(bench, result):  # a bench --profile of these files: time by block
-            result = times_of(report, result, bench, bench_path)
+            result = block_times(report, result, bench, bench_path)
     return result, bench, memory
 
 
