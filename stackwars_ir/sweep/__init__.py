@@ -19,9 +19,14 @@ def _own_folders(model, batches, fields) -> bool:
 def requests(model: str | Request, batches, **fields) -> list[Request]:
     """The request at each batch size (None: the adapter's), each checked before any work starts: a
     Request, or a model name and Request fields (size, seq, exporters, step ...)."""
-    base = model if isinstance(model, Request) else \
-        Request(model, **{k: tuple(v) if k == "exporters" else v for k, v in fields.items()})
-    return [dataclasses.replace(base, batch=b).validated() for b in batches]
+    return [dataclasses.replace(_as_request(model, fields), batch=b).validated() for b in batches]
+
+
+def _as_request(model: str | Request, fields: dict) -> Request:
+    """`model` itself, or the Request of a model name and Request fields."""
+    if isinstance(model, Request):
+        return model
+    return Request(model, **{k: tuple(v) if k == "exporters" else v for k, v in fields.items()})
 
 
 def bench_model(model: str | Request, *, batches=(None,), baselines=("jax", "eager"), out_dir: Path = Path("captures"),
@@ -108,9 +113,7 @@ def max_batch_model(model: str | Request, *, budgets_, limit: int = MAX_BATCH_LI
         raise StackwarsError("--max-batch searches for the largest batch that fits a budget, and none was given",
                              fix="add --budget, e.g. --budget v6e-1 or --budget 16G")
     names = {f.name for f in dataclasses.fields(Request)}
-    if not isinstance(model, Request):
-        given = {"exporters": ("torchax",), **{k: v for k, v in kw.items() if k in names}}
-        model = Request(model, **{k: tuple(v) if k == "exporters" else v for k, v in given.items()})
+    model = _as_request(model, {"exporters": ("torchax",), **{k: v for k, v in kw.items() if k in names}})
     run = {k: v for k, v in kw.items() if k not in names}
     routes, framework = tuple(e for e in model.exporters if e != "torch_xla"), model.framework
     if framework in ("torch", "both") and not routes:
