@@ -301,7 +301,7 @@ def test_kernels_per_block_account_for_every_kernel_xla_compiled(cli, tmp_path):
 
 @pytest.mark.parametrize("model", ["gpt2", "bert", "gpt_neo", "llama", "vit"])
 def test_torch_xla_training_step_aligns_every_layer_forward_and_backward_with_jax(model):
-    # The lazy training loop's ops carry their module and phase (capture.train._OpNames).
+    # The lazy training loop's ops carry their module and phase (workload.train.OpNames).
     result = diff_files(golden(model, "jax-train"), golden(model, "torch-torch_xla-train")).result()
     assert result.method == "key" and result.b.mode == "provenance"
     for phase in ("forward", "backward"):

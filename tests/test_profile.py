@@ -137,3 +137,29 @@ def test_a_training_steps_gap_splits_by_phase(cli, tmp_path):
     assert phases["update"] == pytest.approx(roles["optimizer"])  # the update is the optimizer's block
     assert sum(dt for _, _, dt in split.roles) + split.rest == pytest.approx(split.gap)
     assert "by phase: forward" in out
+
+
+def test_torch_xla_lazy_training_loop_is_profiled_on_its_own_xla_and_traced_to_the_captured_blocks(monkeypatch):
+    """The native torch_xla loop, profiled by torch_xla's profiler (its XLA build, not jaxlib's): its
+    kernels carry the module paths the capture gives the same lazy ops, so they land in the blocks of
+    the captured StableHLO; the kernels of the step's other graph (a host read) are named, not dropped."""
+    from stackwars_ir.bench.run import bench_baselines
+    from stackwars_ir.bench.timing import SAMPLING_ENV
+    from stackwars_ir.diff import diff_files, with_times
+    from stackwars_ir.workload import Request
+
+    monkeypatch.setenv(SAMPLING_ENV, "runs=3,profile=2")
+    (row,) = bench_baselines(Request("gpt2", step="train").validated(), ("torch_xla",))
+    assert row.ok, row.error
+    p = row.profile
+    assert p.runs == 2 and p.steady_s == row.timing.steady and "XLA_HLO_DEBUG" in p.note
+    assert all(k.calls >= 1 for k in p.kernels), "every kernel of the step's graph ran in every profiled step"
+    assert all(n.startswith("another graph: ") for n, _ in p.untraced), p.untraced
+    captured = golden("gpt2", "torch-torch_xla-train")
+    report = diff_files(captured, captured)
+    result = with_times(report, report.result(), p, p)
+    t = result.metrics["time"]["b"]
+    kernels = sum(k.seconds for k in p.kernels)
+    assert t["unattributed_s"] - sum(s for _, s in p.untraced) < 0.1 * kernels, t["unattributed"]
+    blocks = {blk.role for blk in result.blocks if blk.metrics["time"]["b"] > 0}
+    assert {"attention", "mlp", "norm", "optimizer"} <= blocks

@@ -279,7 +279,7 @@ _NAMES_PROBE = r"""
 import os, re, sys
 os.environ["PJRT_DEVICE"] = "CPU"; os.environ["XLA_HLO_DEBUG"] = "1"
 import torch, torch_xla, torch_xla.core.xla_model as xm
-from stackwars_ir.capture.train import _OpNames
+from stackwars_ir.workload.train import OpNames
 from stackwars_ir.capture.torch_capture import portable_to_text
 torch.manual_seed(0)
 model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.Tanh(), torch.nn.Linear(8, 2)).to(torch_xla.device())
@@ -287,7 +287,7 @@ x = torch.randn(3, 4).to(torch_xla.device())
 texts = []
 for named in (False, True):
     model.zero_grad(set_to_none=True)
-    names = _OpNames(model)
+    names = OpNames(model)
     if named:
         names.__enter__()
     try:

@@ -7,6 +7,9 @@ from pathlib import Path
 
 # Entry instructions that move or name data rather than compute: not kernels.
 _NOT_KERNELS = {"parameter", "constant", "tuple", "get-tuple-element", "bitcast"}
+# torch_xla's XLA build keeps, in a lazy graph's metadata, the scope torch_xla gives an op of its
+# own (`aten__lerp.28/aten__lerp`): an op name, not a module path. (Its StableHLO export drops it.)
+_TORCH_XLA_SCOPE = re.compile(r"^aten__\w+(\.\d+)?$")
 _INSTRUCTION = re.compile(r"^\s*(?:ROOT\s+)?%?[\w.\-]+\s*=\s*\S.*?\s([\w\-]+)\(")
 
 
@@ -20,16 +23,20 @@ class Kernel:
     opcode: str  # fusion, custom-call, dot, ...
     path: str  # module path read from its metadata ("" when it has none)
     phase: str = ""
+    inner: str = ""  # the fusion a `call` of a parallel computation runs on several threads
 
     def as_json(self) -> dict:
-        return {"name": self.name, "opcode": self.opcode, "path": self.path, "phase": self.phase}
+        return {"name": self.name, "opcode": self.opcode, "path": self.path, "phase": self.phase,
+                **({"inner": self.inner} if self.inner else {})}
 
 
 def kernels_of(hlo_text: str) -> list[Kernel]:
-    """The kernels of an optimized HLO module (its text), in the entry computation's order."""
-    from ..ir.locations import provenance
-
+    """The kernels of an optimized HLO module (its text), in the entry computation's order. An entry
+    `call` of a `parallel_*` computation (how torch_xla's XLA build splits a loop fusion across
+    threads) is a kernel running that fusion (`inner`), with the fusion's opcode and module path;
+    its runtime's events name the call (the whole kernel) and, inside it, the fusion on each thread."""
     entry = hlo_text[hlo_text.index("\nENTRY "):] if "\nENTRY " in hlo_text else ""
+    roots = _parallel_roots(hlo_text) if "to_apply=%parallel_" in entry else {}
     out = []
     for line in entry.splitlines()[1:]:
         if line.strip() == "}":
@@ -40,13 +47,45 @@ def kernels_of(hlo_text: str) -> list[Kernel]:
         opcode = m.group(1)
         if opcode in _NOT_KERNELS:
             continue
-        name = line.split("=", 1)[0].strip().removeprefix("ROOT").strip().lstrip("%")
-        path, phase = "", ""
-        meta = re.search(r'op_name="((?:[^"\\]|\\.)*)"', line)
-        if meta:
-            text = meta.group(1).encode().decode("unicode_escape")  # HLO escapes the name as C strings do
-            path, _, phase = provenance(text)
-        out.append(Kernel(name, opcode, path, phase))
+        called = re.search(r"to_apply=%(parallel_[\w.\-]+)", line) if opcode == "call" else None
+        if called and called.group(1) in roots:
+            root = roots[called.group(1)]
+            k = _kernel(root, _INSTRUCTION.match(root).group(1))
+            out.append(Kernel(_name(line), k.opcode, k.path, k.phase, inner=k.name))
+            continue
+        out.append(_kernel(line, opcode))
+    return out
+
+
+def _name(line: str) -> str:
+    return line.split("=", 1)[0].strip().removeprefix("ROOT").strip().lstrip("%")
+
+
+def _kernel(line: str, opcode: str) -> Kernel:
+    from ..ir.locations import provenance
+
+    name = _name(line)
+    path, phase = "", ""
+    meta = re.search(r'op_name="((?:[^"\\]|\\.)*)"', line)
+    if meta:
+        text = meta.group(1).encode().decode("unicode_escape")  # HLO escapes the name as C strings do
+        path, _, phase = provenance(text)
+        if _TORCH_XLA_SCOPE.match(path):  # torch_xla's own op scope (`aten__lerp.28/aten__lerp`): no module
+            path = ""
+    return Kernel(name, opcode, path, phase)
+
+
+def _parallel_roots(hlo_text: str) -> dict:
+    """Each `parallel_*` computation's ROOT instruction line, by the computation's name."""
+    out, current = {}, None
+    for line in hlo_text.splitlines():
+        if line.startswith("%parallel_"):
+            current = line[1:].split(" ", 1)[0]
+        elif current and line.lstrip().startswith("ROOT ") and _INSTRUCTION.match(line):
+            out[current] = line
+            current = None
+        elif line.startswith("}"):
+            current = None
     return out
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import copy
 import os
 import time
+from pathlib import Path
 
 import numpy as np
 
@@ -313,7 +314,10 @@ def _jax_train_donated(adapter, req, model, weights, state, backend):
     return _jax_train(adapter, req, model, weights, state, backend, donate=True)
 
 
-def _torch_loop(model, state, device, compile_model: bool = False):
+def _torch_loop(model, state, device, compile_model: bool = False, op_names: bool = False):
+    """The user's training step (zero_grad, loss, backward, AdamW); with `op_names`, each lazy op
+    named after its module and phase as the torch_xla capture names them (workload.train.OpNames)."""
+    import contextlib
     import copy
 
     import torch
@@ -326,10 +330,20 @@ def _torch_loop(model, state, device, compile_model: bool = False):
     target = torch.from_numpy(state.inputs["target"]).to(device) if "target" in state.inputs else None
     forward = torch.compile(m) if compile_model else None
 
+    if op_names:
+        from ..workload.train import OpNames
+
+        names = lambda: OpNames(m)  # noqa: E731
+    else:
+        names = contextlib.nullcontext
+
     def step():
         opt.zero_grad(set_to_none=True)
-        loss = torch_loss(m, state.loss, xs, target, forward=forward)
-        loss.backward()
+        with names() as named:
+            loss = torch_loss(m, state.loss, xs, target, forward=forward)
+            if named is not None:
+                named.backward = True
+            loss.backward()
         opt.step()
         return loss.detach()
 
@@ -387,6 +401,62 @@ def _torch_xla_train(adapter, req, model, weights, state, backend):
 
     return "torch_xla lazy training loop", "torch_xla lazy", run, _xla_counters, _nothing
 
+
+# Which native runtimes `bench MODEL --profile` profiles: torch_xla's lazy training loop, on its own
+# XLA build, in a worker of its own (profile_baseline).
+PROFILED = {("torch_xla", "train")}
+_WARM_STEPS = 3  # torch_xla compiles step 1's graph and step 2's (the steady one), then runs it
+
+
+def profile_baseline(req, name: str, runs: int, backend: str = "cpu"):
+    """bench.profile.Profile of native runtime `name`'s steady runs for `req`. torch_xla's lazy
+    training loop, profiled by torch_xla's own profiler: each op is named after its module and phase
+    as the capture names them (XLA_HLO_DEBUG metadata, which torch_xla's XLA keeps in the kernels'
+    op_name), so each kernel of its XLA build traces to a block of the captured StableHLO. Must run in
+    a fresh process (a worker of its own): torch_xla reads XLA_HLO_DEBUG and its XLA reads XLA_FLAGS
+    once, at their first graph."""
+    import glob
+    import tempfile
+
+    from ..errors import BenchError
+    from .kernels import kernels_of
+    from .profile import _cpu_only, profile_lazy_runs
+
+    _cpu_only(backend or "cpu")
+    if (name, req.step) not in PROFILED:
+        raise BenchError(f"--profile: no profile of the {name} baseline's {req.step} step yet "
+                         "(torch_xla's training loop only)", fix="drop --profile for this baseline")
+    with tempfile.TemporaryDirectory(prefix="stackwars-torch_xla-hlo-") as folder:
+        # Its post-optimization HLO names the kernels its profiler's events carry; dumped as XLA
+        # compiles, never recompiled for it (torch_xla's XLA_DUMP_POST_OPTIMIZATIONS recompiles every
+        # step's graph: the steps would all be first executions).
+        os.environ.update(PJRT_DEVICE="CPU", XLA_HLO_DEBUG="1", XLA_FLAGS=(
+            f"{os.environ.get('XLA_FLAGS', '')} --xla_dump_to={folder} --xla_dump_hlo_as_text "
+            "--xla_dump_hlo_module_re=SyncTensorsGraph").strip())
+        from ..workload import prepare
+        from ..workload.train import register_torch_xla, train_state
+
+        register_torch_xla()
+        import torch_xla
+        import torch_xla.core.xla_model as xm
+
+        adapter, model, weights, inputs, reference = prepare(req)
+        step = _torch_loop(model, train_state(req, model, inputs, reference), torch_xla.device(), op_names=True)
+
+        def run():
+            step()
+            torch_xla.sync()
+            xm.wait_device_ops()
+
+        for _ in range(_WARM_STEPS):
+            run()
+        graphs = [kernels_of(Path(f).read_text()) for f in sorted(glob.glob(f"{folder}/*.cpu_after_optimizations.txt"))]
+        if not graphs:
+            raise BenchError("torch_xla's XLA dumped no optimized graph (XLA_FLAGS was read before this profile)",
+                             fix="profile torch_xla in a fresh process (bench does)")
+        return profile_lazy_runs(run, graphs, runs, 0.0, note=(
+            "torch_xla lazy, profiled by torch_xla's profiler: each op named after its module (XLA_HLO_DEBUG), "
+            "which slows tracing, not the kernels"))
 
 
 def setup_of(name: str, train: bool):

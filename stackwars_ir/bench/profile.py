@@ -8,7 +8,9 @@ from dataclasses import dataclass
 PROFILE_RUNS = 10  # profiled runs after the unprofiled steady state (bench --profile N to change)
 # XLA:CPU's profiler events of its runtime rather than of one kernel (thread-pool bookkeeping, the
 # executor itself); they carry "::" in their names, and each kernel's end is a marker event "end: NAME".
-_RUN_EVENT = "CommonPjRtLoadedExecutable::ExecuteHelperOnSingleDevice"
+# An execution begins with the first event here: jaxlib's XLA names it as the first, torch_xla's
+# build (XLA 5fab705) as the second.
+_RUN_EVENTS = ("CommonPjRtLoadedExecutable::ExecuteHelperOnSingleDevice", "PjRtCpuExecutable::ExecuteHelper")
 _KERNEL_THREADS = ("tf_XLAPjRtCpuClient", "tf_XLAEigen")
 
 
@@ -46,6 +48,7 @@ class Profile:
     steady_s: float  # the unprofiled steady-state median of the same executable, this row's
     kernels: tuple  # KernelTime of every kernel of the optimized HLO's entry, in its order (0 s when never seen)
     untraced: tuple = ()  # (event name, median seconds per run): kernel events the entry does not list
+    note: str = ""  # how this runtime was profiled, where it differs from the unprofiled runs
 
     @property
     def overhead(self) -> float:
@@ -60,73 +63,121 @@ class Profile:
         return {"runs": self.runs, "wall_s": self.wall_s, "kernel_s": self.kernel_s, "busy_s": self.busy_s,
                 "steady_s": self.steady_s, "overhead": self.overhead, "outside_kernels_s": self.outside_s,
                 "kernels": [k.as_json() for k in self.kernels],
-                "untraced": [{"name": n, "seconds": s} for n, s in self.untraced]}
+                "untraced": [{"name": n, "seconds": s} for n, s in self.untraced],
+                **({"note": self.note} if self.note else {})}
 
     @classmethod
     def from_json(cls, d: dict) -> "Profile":
         return cls(d["runs"], d["wall_s"], d["kernel_s"], d["busy_s"], d["steady_s"],
                    tuple(KernelTime.from_json(k) for k in d["kernels"]),
-                   tuple((u["name"], u["seconds"]) for u in d.get("untraced", ())))
+                   tuple((u["name"], u["seconds"]) for u in d.get("untraced", ())), d.get("note", ""))
 
 
 def profile_runs(run, kernels, runs: int, steady_s: float, platform: str = "cpu") -> Profile:
     """`runs` calls of `run` under jax's profiler, read back per kernel (`kernels`: bench.kernels.Kernel
     of the executable's optimized HLO, whose names the runtime's events carry)."""
-    import glob
-    import tempfile
-
     import jax
 
+    _cpu_only(platform)
+    options = jax.profiler.ProfileOptions()
+    options.python_tracer_level = 0  # Python's own calls: not wanted, and they cost per call
+
+    def start(folder):
+        jax.profiler.start_trace(folder, profiler_options=options)
+
+    data, walls = _traced(run, runs, start, jax.profiler.stop_trace)
+    return _read(data, walls, steady_s, [kernels])
+
+
+def profile_lazy_runs(step, graphs: list, runs: int, steady_s: float, note: str = "") -> Profile:
+    """`runs` steps of a torch_xla lazy loop under torch_xla's own profiler (its XLA build's events),
+    read back per kernel. `graphs` lists the kernels (bench.kernels.Kernel) of each graph torch_xla
+    compiled (its post-optimization HLO); a step may run several graphs (a host read runs one): each
+    step's longest-running execution is the step's graph, the kernels of the others are named as
+    another graph's, never dropped."""
+    import torch_xla.debug.profiler as xp
+
+    data, walls = _traced(step, runs, xp.start_trace, xp.stop_trace)
+    return _read(data, walls, steady_s, graphs, note)
+
+
+def _cpu_only(platform: str) -> None:
     from ..errors import BenchError
 
     if platform != "cpu":
         raise BenchError(f"--profile reads XLA:CPU's kernel events; the {platform} backend's are not read yet",
                          fix="bench --backend cpu --profile, or drop --profile")
+
+
+def _traced(run, runs: int, start, stop):
+    """(the profile of `runs` calls of `run`, read with jax's xplane reader; each call's wall time)."""
+    import glob
+    import tempfile
+
+    import jax
+
     walls = []
     with tempfile.TemporaryDirectory(prefix="stackwars-profile-") as folder:
-        options = jax.profiler.ProfileOptions()
-        options.python_tracer_level = 0  # Python's own calls: not wanted, and they cost per call
-        jax.profiler.start_trace(folder, profiler_options=options)
+        start(folder)
         try:
             for _ in range(runs):
                 t0 = time.perf_counter()
                 run()
                 walls.append(time.perf_counter() - t0)
         finally:
-            jax.profiler.stop_trace()
+            stop()
         (path,) = glob.glob(f"{folder}/**/*.xplane.pb", recursive=True)
-        data = jax.profiler.ProfileData.from_file(path)
-        return _read(data, kernels, walls, steady_s)
+        return jax.profiler.ProfileData.from_file(path), walls
 
 
-def _read(data, kernels, walls: list, steady_s: float) -> Profile:
+def _read(data, walls: list, steady_s: float, graphs: list, note: str = "") -> Profile:
+    import bisect
+
+    from ..errors import BenchError
+
     starts, events = [], []
     for plane in data.planes:
         for line in plane.lines:
             on_pool = line.name.startswith(_KERNEL_THREADS)
             for ev in line.events:
-                if ev.name == _RUN_EVENT:
+                if ev.name in _RUN_EVENTS:
                     starts.append(ev.start_ns)
                 elif on_pool and "::" not in ev.name and not ev.name.startswith("end: "):
                     events.append((ev.start_ns, ev.end_ns, ev.name))
     starts.sort()
-    if len(starts) != len(walls):
-        from ..errors import BenchError
-
+    if not starts or len(starts) % len(walls) or (len(graphs) == 1 and len(starts) != len(walls)):
         raise BenchError(f"the profile holds {len(starts)} executions for {len(walls)} profiled runs",
                          fix="drop --profile; this runtime's events are not read right yet")
-    import bisect
-
-    per_run = [dict() for _ in starts]  # name -> [seconds, calls]
+    # A parallel fusion's events on each thread fall inside its kernel's own event (bench.kernels).
+    inner = {k.inner for ks in graphs for k in ks if k.inner}
+    executions = [dict() for _ in starts]  # name -> [seconds, calls], per execution
     spans = [[] for _ in starts]
     for begin, end, name in events:
+        if name in inner:
+            continue
         i = bisect.bisect_right(starts, begin) - 1
         if i < 0:
             continue
-        t = per_run[i].setdefault(name, [0.0, 0])
+        t = executions[i].setdefault(name, [0.0, 0])
         t[0] += (end - begin) / 1e9
         t[1] += 1
         spans[i].append((begin, end))
+    each = len(starts) // len(walls)
+    per_run, covered = [], []
+    for r in range(len(walls)):  # a run's graph: its execution with the most kernel time
+        chunk = range(r * each, (r + 1) * each)
+        main = max(chunk, key=lambda i: sum(s for s, _ in executions[i].values()))
+        run = dict(executions[main])
+        for i in chunk:
+            if i != main:
+                for name, (sec, n) in executions[i].items():
+                    t = run.setdefault(f"another graph: {name}", [0.0, 0])
+                    t[0] += sec
+                    t[1] += n
+        per_run.append(run)
+        covered.append(_union([s for i in chunk for s in spans[i]]))
+    seen = {n for r in per_run for n in r}
+    kernels = max(graphs, key=lambda ks: len(seen & {k.name for k in ks}))
     known = {k.name for k in kernels}
 
     def median_of(name: str, j: int) -> float:
@@ -134,11 +185,10 @@ def _read(data, kernels, walls: list, steady_s: float) -> Profile:
 
     timed = tuple(KernelTime(k.name, k.opcode, k.path, k.phase, median_of(k.name, 0), int(median_of(k.name, 1)))
                   for k in kernels)
-    others = sorted({n for r in per_run for n in r} - known)
-    untraced = tuple((n, median_of(n, 0)) for n in others)
+    untraced = tuple((n, median_of(n, 0)) for n in sorted(seen - known))
     return Profile(len(walls), statistics.median(walls),
                    statistics.median(sum(s for s, _ in r.values()) for r in per_run),
-                   statistics.median(_union(s) for s in spans), steady_s, timed, untraced)
+                   statistics.median(covered), steady_s, timed, untraced, note)
 
 
 def _union(spans: list) -> float:

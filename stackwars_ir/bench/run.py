@@ -149,8 +149,31 @@ def bench_baselines(req, baselines, backend: str | None = None, timeout: float |
 
     platform = runtime(backend).platform
     with Isolated(max_memory) as worker:
-        return [_timed(worker, Job("baseline", (), platform, timeout, req, name), timeout, progress)
+        rows = [_timed(worker, Job("baseline", (), platform, timeout, req, name), timeout, progress)
                 for name in baselines]
+    return [_with_profile(row, req, name, platform, timeout, max_memory, progress)
+            for row, name in zip(rows, baselines)]
+
+
+def _with_profile(row, req, name, platform, timeout, max_memory, progress):
+    """The baseline's row with its profile (bench --profile, where bench.native profiles that
+    runtime), from a worker of its own; a profile that fails is the row's error."""
+    import dataclasses
+
+    from ..errors import BenchError
+    from .native import PROFILED
+    from .timing import Sampling
+    from .worker import Isolated, Job
+
+    if not row.ok or not Sampling.of().profile or (name, req.step) not in PROFILED:
+        return row
+    if progress:
+        progress(f"{row.name}: profiling {Sampling.of().profile} steady runs under its runtime's profiler ...")
+    with Isolated(max_memory) as worker:
+        got = worker.run(Job("profile", (), platform, timeout, req, name), timeout)
+    if isinstance(got, BenchError):
+        return dataclasses.replace(row, error=f"{row.name}: --profile: {got}")
+    return dataclasses.replace(row, profile=dataclasses.replace(got, steady_s=row.timing.steady))
 
 
 def crossover(rows, exporters) -> str | None:

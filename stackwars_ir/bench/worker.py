@@ -47,8 +47,9 @@ def _receive(stream):
 @dataclass(frozen=True)
 class Job:
     """One job for the bench worker. kind: "file" (time paths[0]), "files" (time paths side by side),
-    "baseline" (time `request`'s native runtime `name`), "memory" (plan paths[0] for `target`,
-    `measure` it too), "kernels" (compile paths[0] and count its kernels per block)."""
+    "baseline" (time `request`'s native runtime `name`), "profile" (profile that runtime's steady
+    runs: bench.native.profile_baseline, in a worker of its own), "memory" (plan paths[0] for
+    `target`, `measure` it too), "kernels" (compile paths[0] and count its kernels per block)."""
 
     kind: str
     paths: tuple[str, ...] = ()
@@ -60,7 +61,7 @@ class Job:
 
     @property
     def label(self) -> str:
-        return self.name if self.kind == "baseline" else ", ".join(self.paths)
+        return self.name if self.kind in ("baseline", "profile") else ", ".join(self.paths)
 
     def failed(self, message: str):
         """The row for this job when it did not finish: an Executable (a list of them for "files"), a
@@ -73,6 +74,10 @@ class Job:
             from .kernels import Kernels
 
             return Kernels(self.label, self.backend, error=message)
+        if self.kind == "profile":
+            from ..errors import BenchError
+
+            return BenchError(message)
         from . import Executable
 
         if self.kind == "files":  # each file's row, with the one error that stopped them all
@@ -98,6 +103,11 @@ def _run(job: Job):
             from .run import bench_group
 
             return bench_group([Path(p) for p in job.paths], job.backend, job.timeout)
+        if job.kind == "profile":
+            from .native import profile_baseline
+            from .timing import Sampling
+
+            return profile_baseline(job.request, job.name, Sampling.of().profile, job.backend)
         from .native import run_baselines
 
         return run_baselines(job.request, (job.name,), job.timeout, job.backend)[0]

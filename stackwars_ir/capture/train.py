@@ -17,7 +17,7 @@ import numpy as np
 from ..errors import CaptureError, MissingExtra, StackwarsError
 from ..progress import Stages
 from ..workload import Argument
-from ..workload.train import (TrainState, adamw_state, adamw_step, jax_step, named_leaves, optimizer,
+from ..workload.train import (OpNames, TrainState, adamw_state, adamw_step, jax_step, named_leaves, optimizer,
                               torch_loss)
 from .artifact import Capture
 from .lowering import lower_text
@@ -185,111 +185,6 @@ def capture_torch_xla_train(model, state: TrainState, stages: Stages) -> Capture
                    outputs=outputs, stem_suffix="-train", extra={"torch_xla_steps": steps})
 
 
-class _OpNames:
-    """Names each op of the lazy training step after the module and phase it belongs to, in JAX's
-    scope notation, which ir.locations reads: `jvp(h.0.attn)/aten__addmm` for the forward of
-    h.0.attn, `transpose(jvp(h.0.attn))/aten__mm` for its backward; the loss is `jvp()`, and the
-    optimizer's ops keep torch_xla's own names (no module, no phase: the update).
-
-    The forward's module comes from module hooks (a stack of the modules running); the backward's
-    from the autograd node running (torch._C._current_autograd_node), each node having been
-    claimed, when its module's forward returned, by the innermost module that created it. The name
-    goes on each op's output with torch_xla's _set_xla_custom_op_name_prefix (call-stack depth 1:
-    depth 0 breaks torch_xla 2.9's lowering under XLA_HLO_DEBUG). Nothing the step computes changes;
-    torch_xla drops the name where its own scope is set (`aten__mul.1`), leaving such ops unnamed.
-    """
-
-    def __init__(self, model):
-        self.paths = {mod: name for name, mod in model.named_modules()}
-        self.stack = []  # (path, the autograd nodes of the call's inputs)
-        self.node_path = {}  # autograd node -> module path
-        self.hooks = []
-        self.mode = None
-        self.backward = False  # set by the loop when loss.backward() begins
-
-    def __enter__(self):
-        import torch
-        from torch.utils._python_dispatch import TorchDispatchMode
-
-        for mod in self.paths:  # each module's own hooks: the global pre-hook does not see kwargs
-            self.hooks.append(mod.register_forward_pre_hook(self._pre, with_kwargs=True))
-            self.hooks.append(mod.register_forward_hook(self._post))
-        names = self
-
-        class Mode(TorchDispatchMode):
-            def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-                out = func(*args, **(kwargs or {}))
-                prefix = names.prefix()
-                if prefix:
-                    names.label(out, prefix)
-                return out
-
-        self.mode = Mode()
-        self.mode.__enter__()
-        return self
-
-    def __exit__(self, *exc):
-        self.mode.__exit__(*exc)
-        for h in self.hooks:
-            h.remove()
-        self.hooks.clear()
-        self.node_path.clear()
-        self.stack.clear()
-
-    def _pre(self, mod, args, kwargs):
-        import torch
-
-        path = self.paths.get(mod)
-        if path is None:
-            return None
-        inputs = [t for t in (*args, *kwargs.values()) if isinstance(t, torch.Tensor)]
-        self.stack.append((path, {t.grad_fn for t in inputs if t.grad_fn is not None}))
-        return None
-
-    def _post(self, mod, args, output):
-        import torch
-
-        if self.paths.get(mod) is None or not self.stack:
-            return None
-        path, boundary = self.stack.pop()
-        outs = output if isinstance(output, (tuple, list)) else \
-            (list(output.values()) if isinstance(output, dict) else [output])
-        todo = [t.grad_fn for t in outs if isinstance(t, torch.Tensor) and t.grad_fn is not None]
-        while todo:  # this call's autograd nodes: back from its outputs to its inputs
-            node = todo.pop()
-            if node is None or node in self.node_path or node in boundary:
-                continue
-            self.node_path[node] = path
-            todo.extend(fn for fn, _ in node.next_functions if fn is not None)
-        return None
-
-    def prefix(self) -> str:
-        import torch
-
-        if self.stack:
-            return f"jvp({self.stack[-1][0]})/"
-        node = torch._C._current_autograd_node()
-        if node is not None:
-            return f"transpose(jvp({self.node_path.get(node, '')}))/"
-        # Outside every module and node: the loss after the model's forward (its head, log_softmax,
-        # nll_loss), or the backward's seed. Left unnamed, the loss's ops were counted in the update,
-        # and two took a backward name during loss.backward() (measured on GPT-2 tiny: the head's
-        # aten__mm and aten__log_softmax, unnamed after the forward, `transpose(jvp())/` after it).
-        return "transpose(jvp())/" if self.backward else "jvp()/"
-
-    def label(self, out, prefix: str) -> None:
-        import torch
-        import torch_xla
-
-        for t in (out if isinstance(out, (tuple, list)) else (out,)):
-            if isinstance(t, torch.Tensor) and t.device.type == "xla":
-                # An op that returns its input as it is (detach, a copy) leaves the tensor on the
-                # input's device data: that is a function argument, not an op of this module.
-                ir = torch_xla._XLAC._get_xla_tensor_debug_info(t)
-                if "] xla::device_data," not in ir:
-                    torch_xla._XLAC._set_xla_custom_op_name_prefix(t, prefix, 1)
-
-
 def _lazy_loop(m, params, opt, xs, target, state, counters):
     """Three steps of the user's loop; the second step's graph is exported before it runs."""
     import torch_xla
@@ -313,7 +208,7 @@ def _lazy_loop(m, params, opt, xs, target, state, counters):
         with _HostReads() as reads:  # the user's step: zero_grad, forward, backward, optimizer
             opt.zero_grad(set_to_none=True)
             try:
-                with _OpNames(m) as names:
+                with OpNames(m) as names:
                     loss = torch_loss(m, state.loss, xs, target)
                     names.backward = True
                     loss.backward()
