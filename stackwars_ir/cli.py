@@ -8,9 +8,9 @@ import click
 
 from . import __version__
 from .errors import EXIT_DIFFERENT
-from .shell import (Group, adapters_option, batches_option, emit, finish, fitted_request, has, json_option,
-                    limits_options, markdown_option, mode_option, model_options, model_or_files, progress, request,
-                    set_env_for_command, use_adapters, warn_sidecars)
+from .shell import (Group, adapters_option, batches_option, emit, estimate_options, finish, fitted_request, has,
+                    json_option, limits_options, markdown_option, mode_option, model_options, model_or_files, progress,
+                    request, set_env_for_command, use_adapters, warn_sidecars)
 
 
 @click.group(cls=Group, context_settings={"help_option_names": ["-h", "--help"]})
@@ -180,6 +180,10 @@ def diff_cmd(file_a, file_b, json_path, md_path, html_path, mode, excerpts, ops,
               help="With MODEL: native runtimes to time too, from jax,eager,inductor,torch_xla (with --step "
                    "train also jax_donate), or 'none'.")
 @click.option("--backend", default=None, help="cpu, gpu or tpu (default: what jax picks).")
+@click.option("--target", default=None, metavar="TPU",
+              help="Run nothing: compile for tpu-v6e or tpu-v5e (libtpu, no TPU needed: `make setup-tpu`) and "
+                   "estimate each kernel's time from the compiler's cost model; `diff A B --bench` splits the "
+                   "estimated gap by block. Estimates, never measurements.")
 @limits_options("Seconds per executable for its compile and runs; one still running 10 s later is stopped.",
                 "an executable's worker")
 @json_option()
@@ -197,8 +201,8 @@ def diff_cmd(file_a, file_b, json_path, md_path, html_path, mode, excerpts, ops,
                          "running its own loop, so runs 1-3 are steps 1-3, and jax_donate: jax.jit's loop with the "
                          "parameters and AdamW state donated).")
 @adapters_option
-def bench_cmd(targets, batches, baselines, backend, timeout, max_memory, json_path, warmup, runs, profile, out_dir,
-              **options):
+def bench_cmd(targets, batches, baselines, backend, target, timeout, max_memory, json_path, warmup, runs, profile,
+              out_dir, **options):
     """Time StableHLO files (FILE.mlir ...) or a model (MODEL) on the XLA backend.
 
     Reports compile time, first run, second run and steady state (median, p10-p90), the proof that
@@ -208,18 +212,23 @@ def bench_cmd(targets, batches, baselines, backend, timeout, max_memory, json_pa
     Exit code 0: every row measured; 2: bad input, or a row failed (the others are still measured);
     130: interrupted.
     """
-    from .bench.run import bench_files
+    from .bench.run import bench_files, estimate_files
     from .bench.timing import SAMPLING_ENV, sampling_setting
     from .bench.worker import max_memory as max_memory_of
     from .report.text import bench_text
-    from .sweep import bench_model
+    from .sweep import bench_model, estimate_model
     from .workload import batch_list
 
     memory, setting = max_memory_of(max_memory, timeout), sampling_setting(warmup, runs, profile)
     if setting:
         set_env_for_command(SAMPLING_ENV, setting)
     model = model_or_files(targets, "bench", ("batches", "baselines"), fix="bench a model by name")
-    if model:
+    if target:
+        estimate_options()
+        report = estimate_model(request(model, options), target, batches=batch_list(batches) or (None,),
+                                out_dir=out_dir, timeout=timeout, max_memory=memory, progress=progress) if model \
+            else estimate_files([Path(t) for t in targets], target, timeout, memory, progress)
+    elif model:
         report = bench_model(request(model, options), batches=batch_list(batches) or (None,), baselines=baselines,
                              out_dir=out_dir, backend=backend, timeout=timeout, max_memory=memory, progress=progress)
     else:

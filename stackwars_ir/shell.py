@@ -132,6 +132,17 @@ def refuse_model_options(command: str, names, fix: str) -> None:
                              "already: its model, batch and exporter are fixed)", fix=f"drop {flag}, or {fix}")
 
 
+def estimate_options() -> None:
+    """bench --target runs nothing: the options that time runs are refused in one line."""
+    ctx = click.get_current_context()
+    given = [flag for flag, name in (("--backend", "backend"), ("--baselines", "baselines"), ("--warmup", "warmup"),
+                                     ("--runs", "runs"), ("--profile", "profile"))
+             if ctx.get_parameter_source(name) == click.core.ParameterSource.COMMANDLINE]
+    if given:
+        raise StackwarsError(f"{given[0]} times runs here, and bench --target runs nothing (it compiles for the TPU "
+                             "and reads the compiler's estimates)", fix=f"drop {given[0]}, or drop --target")
+
+
 def set_env_for_command(name: str, value: str) -> None:
     """Set an environment variable for this command and the workers it starts; put back as it was when
     the command ends, so a caller running several commands in one process (tests, a notebook) keeps

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import statistics
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 PROFILE_RUNS = 10  # profiled runs after the unprofiled steady state (bench --profile N to change)
 # XLA:CPU's profiler events of its runtime rather than of one kernel (thread-pool bookkeeping, the
@@ -25,14 +25,15 @@ class KernelTime:
     phase: str
     seconds: float
     calls: int
+    how: str = ""  # "": measured; an estimate's (bench.estimate): estimate, bound, async, free
 
     def as_json(self) -> dict:
         return {"name": self.name, "opcode": self.opcode, "path": self.path, "phase": self.phase,
-                "seconds": self.seconds, "calls": self.calls}
+                "seconds": self.seconds, "calls": self.calls, **({"how": self.how} if self.how else {})}
 
     @classmethod
     def from_json(cls, d: dict) -> "KernelTime":
-        return cls(d["name"], d["opcode"], d["path"], d["phase"], d["seconds"], d["calls"])
+        return cls(d["name"], d["opcode"], d["path"], d["phase"], d["seconds"], d["calls"], d.get("how", ""))
 
 
 @dataclass(frozen=True)
@@ -49,6 +50,9 @@ class Profile:
     kernels: tuple  # KernelTime of every kernel of the optimized HLO's entry, in its order (0 s when never seen)
     untraced: tuple = ()  # (event name, median seconds per run): kernel events the entry does not list
     note: str = ""  # how this runtime was profiled, where it differs from the unprofiled runs
+    # An estimate for a device that is not here (bench.estimate), not a measurement: its totals and
+    # assumptions (target, clock, kernels estimated and bounded); empty for a profile.
+    estimate: dict = field(default_factory=dict)
 
     @property
     def overhead(self) -> float:
@@ -64,13 +68,14 @@ class Profile:
                 "steady_s": self.steady_s, "overhead": self.overhead, "outside_kernels_s": self.outside_s,
                 "kernels": [k.as_json() for k in self.kernels],
                 "untraced": [{"name": n, "seconds": s} for n, s in self.untraced],
-                **({"note": self.note} if self.note else {})}
+                **({"note": self.note} if self.note else {}), **({"estimate": self.estimate} if self.estimate else {})}
 
     @classmethod
     def from_json(cls, d: dict) -> "Profile":
         return cls(d["runs"], d["wall_s"], d["kernel_s"], d["busy_s"], d["steady_s"],
                    tuple(KernelTime.from_json(k) for k in d["kernels"]),
-                   tuple((u["name"], u["seconds"]) for u in d.get("untraced", ())), d.get("note", ""))
+                   tuple((u["name"], u["seconds"]) for u in d.get("untraced", ())), d.get("note", ""),
+                   d.get("estimate") or {})
 
 
 def profile_runs(run, kernels, runs: int, steady_s: float, platform: str = "cpu") -> Profile:

@@ -122,6 +122,24 @@ def bench_files(paths, backend: str | None = None, timeout: float | None = None,
     return BenchReport(rt.platform, tuple(rows), peaks(rt) if measured else {}, machine())
 
 
+def estimate_files(paths, target: str, timeout: float | None = None, max_memory: int | None = None,
+                   progress=None) -> BenchReport:
+    """Every file compiled for a TPU generation that is not here (libtpu, compile-only) in a bench
+    worker, each kernel's time estimated from the compiler's cost model (bench.estimate): a report
+    of estimates, not measurements, that `diff --bench` splits by block as it does a profile."""
+    from .estimate import check_chip
+    from .worker import Isolated, Job
+
+    check_chip(target)
+    with Isolated(max_memory) as worker:
+        rows = []
+        for path in paths:
+            if progress:
+                progress(f"{path}: compiling for {target} (libtpu, compile-only) to read its cost model ...")
+            rows.append((None, worker.run(Job("estimate", (str(path),), target, timeout), timeout)))
+    return BenchReport(target, tuple(rows), {}, machine())
+
+
 def _timed(worker, job, timeout, progress) -> Executable:
     import time
 

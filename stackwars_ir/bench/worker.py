@@ -49,7 +49,8 @@ class Job:
     """One job for the bench worker. kind: "file" (time paths[0]), "files" (time paths side by side),
     "baseline" (time `request`'s native runtime `name`), "profile" (profile that runtime's steady
     runs: bench.native.profile_baseline, in a worker of its own), "memory" (plan paths[0] for
-    `target`, `measure` it too), "kernels" (compile paths[0] and count its kernels per block)."""
+    `target`, `measure` it too), "kernels" (compile paths[0] and count its kernels per block),
+    "estimate" (compile paths[0] for the TPU `backend` names and read its kernels' estimates)."""
 
     kind: str
     paths: tuple[str, ...] = ()
@@ -82,7 +83,8 @@ class Job:
 
         if self.kind == "files":  # each file's row, with the one error that stopped them all
             return [Executable(path, "stablehlo", None, None, error=message) for path in self.paths]
-        return Executable(self.label, "stablehlo" if self.kind == "file" else self.name, None, None, error=message)
+        return Executable(self.label, "stablehlo" if self.kind in ("file", "estimate") else self.name, None, None,
+                          error=message)
 
 
 def _run(job: Job):
@@ -95,6 +97,10 @@ def _run(job: Job):
             from .kernels import compile_kernels
 
             return compile_kernels(Path(job.paths[0]), job.backend)
+        if job.kind == "estimate":
+            from .estimate import estimate_file
+
+            return estimate_file(Path(job.paths[0]), job.backend)
         if job.kind == "file":
             from .run import bench_one
 

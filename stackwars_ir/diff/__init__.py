@@ -235,22 +235,26 @@ def with_kernels(report: DiffReport, result: DiffResult, kernels_a, kernels_b) -
 
 def with_times(report: DiffReport, result: DiffResult, profile_a, profile_b) -> DiffResult:
     """The result with, per aligned block, each side's profiled kernel time (bench.profile.Profile:
-    each kernel's median seconds per run, traced to a block by kernel_blocks), and per side the
+    each kernel's median seconds per run, traced to a block by kernel_blocks), how many of its kernels
+    ran and the three longest, and per side the
     totals: summed kernel time, the time traced to no block (with the kernels that carry it), the
     unprofiled steady time and the profiled run's wall time outside every kernel."""
     from dataclasses import replace
 
-    per, totals = {}, {}
+    per, totals, kernels = {}, {}, {}
     aligned = {"a": {d.a.label for d in report.blocks}, "b": {d.b.label for d in report.blocks}}
     for side, prof in (("a", profile_a), ("b", profile_b)):
-        block_of, times, loose = kernel_blocks(report, side), {}, []
+        block_of, times, loose, ran = kernel_blocks(report, side), {}, [], {}
         for k in prof.kernels:
             label = block_of(k)
             if label is None:
                 loose.append((k.name, k.seconds))
             else:
                 times[label] = times.get(label, 0.0) + k.seconds
+                if k.calls:
+                    ran.setdefault(label, []).append((k.name, k.seconds))
         per[side] = times
+        kernels[side] = ran
         untraced = sum(s for _, s in prof.untraced)
         totals[side] = {"steady_s": prof.steady_s, "wall_s": prof.wall_s, "kernel_s": prof.kernel_s,
                         "busy_s": prof.busy_s, "outside_kernels_s": prof.outside_s, "overhead": prof.overhead,
@@ -258,9 +262,14 @@ def with_times(report: DiffReport, result: DiffResult, profile_a, profile_b) -> 
                         "unattributed_s": sum(s for _, s in loose) + untraced,
                         "unaligned_s": sum(t for label, t in times.items() if label not in aligned[side]),
                         "unattributed": [n for n, s in sorted(loose, key=lambda x: -x[1])]
-                        + [n for n, _ in prof.untraced]}
+                        + [n for n, _ in prof.untraced], **({"estimate": prof.estimate} if prof.estimate else {})}
+    def ran(side: str, label: str) -> dict:  # the kernels that ran in the block, and its longest three
+        ks = sorted(kernels[side].get(label, ()), key=lambda x: -x[1])
+        return {f"kernels_{side}": len(ks), f"top_{side}": [[n, t] for n, t in ks[:3]]}
+
     blocks = [replace(blk, metrics=dict(blk.metrics, time={"a": per["a"].get(d.a.label, 0.0),
-                                                           "b": per["b"].get(d.b.label, 0.0)}))
+                                                           "b": per["b"].get(d.b.label, 0.0),
+                                                           **ran("a", d.a.label), **ran("b", d.b.label)}))
               for blk, d in zip(result.blocks, report.blocks)]
     return replace(result, blocks=tuple(blocks), metrics=dict(result.metrics, time=totals))
 

@@ -61,6 +61,30 @@ class TimeGap(NamedTuple):
     def share(self, seconds: float) -> float | None:
         return seconds / self.gap if self.gap else None
 
+    def carriers(self, share: float = 0.8) -> tuple:
+        """The fewest groups of blocks (one role in one phase: "norm", "backward") whose differences,
+        largest first and in the gap's direction, add up to `share` of the gap: (role, phase, blocks,
+        seconds, kernels that ran in A, in B). Empty when the gap is zero or no such groups reach it."""
+        groups: dict = {}
+        for d in self.blocks:
+            t = d.metrics["time"]
+            g = groups.setdefault((d.role, d.phase), [0, 0.0, 0, 0])
+            g[0] += 1
+            g[1] += t["b"] - t["a"]
+            g[2] += t.get("kernels_a", 0)
+            g[3] += t.get("kernels_b", 0)
+        out, reached = [], 0.0
+        for (role, phase), (n, dt, ka, kb) in sorted(groups.items(), key=lambda kv: -kv[1][1] * _sign(self.gap)):
+            if not self.gap or reached / self.gap >= share or dt * self.gap <= 0:
+                break
+            out.append((role, phase, n, dt, ka, kb))
+            reached += dt
+        return tuple(out) if self.gap and reached / self.gap >= share else ()
+
+
+def _sign(x: float) -> int:
+    return (x > 0) - (x < 0)
+
 
 def time_gap(result) -> TimeGap | None:
     """The TimeGap of a result with profiled times (diff.with_times), or None."""

@@ -192,6 +192,7 @@ def _excerpts(result) -> str:
 def _time_by_block(result) -> str:
     """diff --bench / report --bench of a profiled bench: the gap by role and by block, bars side by side."""
     from ..diff.result import time_gap
+    from .sentences import time_side, time_source
     from .text import TIME_ROWS
 
     split = time_gap(result)
@@ -205,10 +206,7 @@ def _time_by_block(result) -> str:
     def share(s: float) -> str:
         return "-" if split.share(s) is None else f"{split.share(s):.0%}"
 
-    sides = "".join(f"<li><b>{esc(n)}</b>: steady {ms(t['steady_s'])} ms; kernels {ms(t['kernels_sum_s'])} ms; "
-                    f"outside kernels {ms(t['outside_kernels_s'])} ms of a profiled run of {ms(t['wall_s'])} ms "
-                    f"(profiler {t['overhead']:.2f}x); not traced to a block {ms(t['unattributed_s'])} ms</li>"
-                    for n, t in zip(names, (time["a"], time["b"])))
+    sides = "".join(f"<li><b>{esc(n)}</b>: {esc(time_side(t))} (ms)</li>" for n, t in zip(names, (time["a"], time["b"])))
     verdict = (f"<p>Bench's verdict: {esc(time['verdict'])}"
                + ("; <b>the shares split a gap within the noise, not a finding</b>" if time.get("within_noise") else "")
                + ".</p>") if time.get("verdict") else ""
@@ -222,8 +220,8 @@ def _time_by_block(result) -> str:
     chart = grouped_bars([d.label for d in top], [(n, [d.metrics["time"][s] * 1e3 for d in top])
                                                   for n, s in zip(names, ("a", "b"))],
                          unit=" ms", title="kernel time per block (ms per run), largest share of the gap first")
-    return (f"<h2 id=\"time\">Time by block</h2><p>XLA kernels' median time per run under the runtime's profiler "
-            f"(bench --profile), traced to blocks as the kernel counts are. Gap {esc(names[1])} - {esc(names[0])}: "
+    return (f"<h2 id=\"time\">Time by block</h2><p>Kernel time per run ({esc(time_source(time))}), traced to "
+            f"blocks as the kernel counts are. Gap {esc(names[1])} - {esc(names[0])}: "
             f"{ms(split.gap, True)} ms of kernel time.</p><ul>{sides}</ul>{verdict}{chart}"
             "<table><tr><th>role</th><th>blocks</th><th>B - A ms</th><th>share of the gap</th></tr>"
             f"{roles}</table>")

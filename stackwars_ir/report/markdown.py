@@ -62,6 +62,7 @@ def diff_markdown(result) -> str:
 def _time_markdown(result) -> list[str]:
     """diff --bench: the kernel-time gap by role and the blocks with the largest share of it."""
     from ..diff.result import time_gap
+    from .sentences import time_side, time_source
     from .text import TIME_ROWS
 
     split = time_gap(result)
@@ -75,8 +76,9 @@ def _time_markdown(result) -> list[str]:
     def share(s: float) -> str:
         return "-" if split.share(s) is None else f"{split.share(s):.0%}"
 
-    lines = ["", "## Time by block", "", f"Kernel time per run (bench --profile), B - A: {ms(split.gap)} ms; steady "
-             f"{ms(time['b']['steady_s'] - time['a']['steady_s'])} ms."
+    lines = ["", "## Time by block", "", f"Kernel time per run ({time_source(time)}), B - A: {ms(split.gap)} ms.",
+             "", *(f"- {side}: {time_side(t)} (ms)" for side, t in (("A", time["a"]), ("B", time["b"]))), "",
+             ""
              + (f" Bench's verdict: {_cell(time['verdict'])}." if time.get("verdict") else "")
              + (" The shares split a gap within the noise, not a finding." if time.get("within_noise") else ""),
              "", *([("By phase: " + ", ".join(f"{p} {ms(dt)} ms ({share(dt)})" for p, dt in split.phases) + "."), ""]

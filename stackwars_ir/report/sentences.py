@@ -125,3 +125,28 @@ def line_ranges(numbers) -> str:
             out.append(str(start) if start == n else f"{start}-{n}")
             start = None
     return ", ".join(out)
+
+
+def time_source(time: dict) -> str:
+    """Where a diff's per-block times come from: profiled runs, or a TPU compiler's estimates."""
+    a, b = time["a"], time["b"]
+    if a.get("estimate") or b.get("estimate"):
+        targets = sorted({t["estimate"]["target"] for t in (a, b) if t.get("estimate")})
+        return f"bench --target: ESTIMATES for the {' and '.join(targets)}, not measurements"
+    return f"bench --profile: XLA kernels' median time per run over {a['runs']} and {b['runs']} profiled runs"
+
+
+def time_side(t: dict) -> str:
+    """One side's totals of a diff's per-block times (diff.with_times), in ms."""
+    def ms(s: float) -> str:
+        return f"{s * 1e3:.3f}"
+
+    x = t.get("estimate")
+    if x:
+        return (f"estimated run {ms(t['wall_s'])} (kernels {ms(x['serial_s'])}: the compiler's cycles on "
+                f"{x['estimated']} of {x['kernels']} kernels at {x['clock']}, memory lower bounds on {x['bounded']}; "
+                f"{x['async']} async copies {ms(x['async_bound_s'])}, overlapping them); not traced to a block "
+                f"{ms(t['unattributed_s'])}")
+    return (f"steady {ms(t['steady_s'])}; kernels {ms(t['kernels_sum_s'])} (in a profiled run of {ms(t['wall_s'])}: "
+            f"kernels busy {ms(t['busy_s'])}, outside kernels {ms(t['outside_kernels_s'])}, profiler "
+            f"{t['overhead']:.2f}x); not traced to a block {ms(t['unattributed_s'])}")

@@ -79,10 +79,46 @@ def diff_text(result, excerpts: bool = False, ops: bool = False) -> str:
 TIME_ROWS = 12  # blocks shown by their share of the gap; the roles sum every block
 
 
+def estimate_text(report) -> str:
+    """bench --target: each file's estimated run on a TPU generation that is not here, and where the
+    estimate comes from; ratios against the first row of each batch."""
+    rows, first, clock = [], {}, ""
+    for batch, e in report.rows:
+        if not e.ok or e.profile is None:
+            rows.append([_short(e.label), batch, None, None, None, None, None, None, None, None, "FAILED"])
+            continue
+        x = e.profile.estimate
+        clock = x["clock"]
+        base = first.setdefault(batch, e.profile.wall_s)
+        rows.append([_short(e.label), batch, e.compile_s * 1e3 if e.compile_s else None, x["kernels"],
+                     f"{x['estimated']} ({x['estimated_s'] * 1e6:,.1f})", f"{x['bounded']} ({x['bound_s'] * 1e6:,.1f})",
+                     f"{x['async']} ({x['async_bound_s'] * 1e6:,.1f})", x["serial_s"] * 1e6, e.profile.wall_s * 1e6,
+                     f"{e.profile.wall_s / base:.2f}x", "ok"])
+    target = next((e.profile.estimate["target"] for _, e in report.rows if e.profile is not None), report.backend)
+    out = [f"target: {target} (compiled here by libtpu, compile-only; nothing was run)   ESTIMATES, NOT MEASUREMENTS", "",
+           table(["executable", "batch", "compile ms", "kernels", "estimated (us)", "bounded (us)",
+                  "async copies (us)", "kernels us", "run us", "vs first", "status"], rows,
+                 right={1, 2, 3, 7, 8, 9})]
+    out += ["", f"estimated: kernels whose estimated_cycles the compiler wrote, at {clock}; bounded: the rest "
+                "that move data, at a memory lower bound (result written, operands read, at the HBM's bandwidth); "
+                "async copies: HBM-VMEM transfers overlapping the kernels, at that bandwidth; run: the longer of "
+                "the kernels' sum and the async transfers; vs first: run against the batch's first row (the "
+                "clock cancels out)"]
+    for _, e in report.rows:
+        if not e.ok:
+            out.append(f"error: {e.error}")
+    return "\n".join(out)
+
+
+def _short(label: str) -> str:
+    return label if len(label) < 48 else "..." + label[-45:]
+
+
 def _time_text(result) -> list:
     """diff --bench: each side's profiled kernel time, where it goes by block, and each block's and
     each role's share of the gap (B - A, summed kernel medians)."""
     from ..diff.result import time_gap
+    from .sentences import time_side, time_source
 
     split = time_gap(result)
     if split is None:
@@ -96,16 +132,14 @@ def _time_text(result) -> list:
     def share(x: float) -> str:
         return "-" if split.share(x) is None else f"{split.share(x):.0%}"
 
-    out = ["", f"time by block (bench --profile: XLA kernels' median time per run over {a['runs']} and "
-               f"{b['runs']} profiled runs, ms):"]
+    out = ["", f"time by block ({time_source(time)}, ms):"]
     for side, t in (("A", a), ("B", b)):
-        out.append(f"  {side}: steady {ms(t['steady_s'])}; kernels {ms(t['kernels_sum_s'])} (in a profiled run of "
-                   f"{ms(t['wall_s'])}: kernels busy {ms(t['busy_s'])}, outside kernels {ms(t['outside_kernels_s'])}, "
-                   f"profiler {t['overhead']:.2f}x); not traced to a block {ms(t['unattributed_s'])}"
+        out.append(f"  {side}: {time_side(t)}"
                    + (f" ({', '.join(t['unattributed'][:4])}{', ...' if len(t['unattributed']) > 4 else ''})"
                       if t["unattributed"] else "")
                    + (f"; in unmatched blocks {ms(t['unaligned_s'])}" if t["unaligned_s"] else ""))
-    out.append(f"  gap B - A: kernels {ms(split.gap, True)}, steady {ms(b['steady_s'] - a['steady_s'], True)}")
+    out.append(f"  gap B - A: kernels {ms(split.gap, True)}, " + (f"run {ms(b['wall_s'] - a['wall_s'], True)}"
+               if a.get("estimate") else f"steady {ms(b['steady_s'] - a['steady_s'], True)}"))
     if time.get("verdict"):
         out.append(f"  bench's verdict: {time['verdict']}" + ("; the shares below split a gap within the noise, "
                                                              "not a finding" if time.get("within_noise") else ""))
@@ -172,6 +206,8 @@ def _side_by_side(left: list, right: list, width: int = 70) -> list:
 
 def bench_text(report) -> str:
     """The bench as a table: one row per executable (and batch size)."""
+    if any(e.profile is not None and e.profile.estimate for _, e in report.rows):
+        return estimate_text(report)
     rows = []
     for batch, e in report.rows:
         t = e.timing

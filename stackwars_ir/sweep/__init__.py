@@ -55,6 +55,23 @@ def bench_model(model: str | Request, *, batches=(None,), baselines=("jax", "eag
     return BenchReport(rt.platform, tuple(rows), peaks(rt), machine(), crossover(rows, todo[0].exporters))
 
 
+def estimate_model(model: str | Request, target: str, *, batches=(None,), out_dir: Path = Path("captures"),
+                   timeout: float | None = None, show: bool | None = None, max_memory: int | None = None,
+                   progress=None, **fields) -> BenchReport:
+    """MODEL captured (or its captures reused) at each batch size, every capture compiled for a TPU
+    generation (`target`) and its kernels' time estimated (bench.run.estimate_files): no run."""
+    from ..bench.estimate import check_chip
+    from ..bench.run import estimate_files
+
+    check_chip(target)
+    todo = requests(model, batches, **fields)
+    rows = []
+    for req in todo:
+        files = captured(req, out_dir, sweep=_own_folders(model, batches, fields), show=show, progress=progress)
+        rows += [(req.batch, e) for _, e in estimate_files(files, target, timeout, max_memory, progress).rows]
+    return BenchReport(target, tuple(rows), {}, estimate_files((), target).machine)
+
+
 def captured(req, out_dir: Path, *, sweep: bool, show: bool | None = None, progress=None) -> list[Path]:
     """The capture files of `req` (JAX's, then each exporter's), captured unless the same request
     is on disk already, written by this capture revision; a sweep keeps each batch and sequence
