@@ -58,7 +58,7 @@ clean:
 setup-gpu: setup
 	$(BIN)/python -m pip install --quiet -r requirements-gpu.lock -c requirements.lock
 
-# libtpu for jax 0.10.2 (any machine, no TPU needed): `memory --target tpu-v6e` compiles for TPU
+# libtpu for jax 0.10.2 (any machine, no TPU needed): `memory --target tpu-v6e` and `bench --target tpu-v6e` compile for TPU
 # generations on this CPU and reads the TPU compiler's own memory plan.
 setup-tpu: setup
 	$(BIN)/python -m pip install --quiet -r requirements-tpu.lock -c requirements.lock
@@ -69,7 +69,7 @@ BACKEND ?= cpu
 FINDINGS := docs/findings$(if $(filter cpu,$(BACKEND)),,-$(BACKEND)).md
 docs: setup
 	$(BIN)/python -m stackwars_ir.docs > docs/cli.md.tmp && mv docs/cli.md.tmp docs/cli.md
-findings: setup
+findings: setup-tpu
 	$(BIN)/python benchmarks/findings.py --backend $(BACKEND) > $(FINDINGS).tmp && mv $(FINDINGS).tmp $(FINDINGS)
 
 # The study's OOM rows recomputed by the TPU v6e compiler, on this machine (after `make setup-tpu`; minutes).

@@ -77,7 +77,7 @@ def cell(text: str) -> str:
     return str(text).replace("|", "\\|")
 
 
-def training(a, suffix: str) -> None:
+def training(a, suffix: str) -> dict:
     """Section 9: whole training steps (capture --step train), the study's steady-state claim."""
     from stackwars_ir.sweep import bench_model
     from stackwars_ir.files import read_sidecar
@@ -99,12 +99,13 @@ def training(a, suffix: str) -> None:
     print("| model | executable | compile ms | step 1 ms | step 2 ms | step 3 ms | steady ms | spread | steady after "
           "| output | counters (steps 1/2/3/rest) | memory MiB |")
     print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- | ---: |")
-    lazy, natives = {}, []
+    lazy, natives, reps = {}, [], {}
     for model in TRAIN_MODELS:
         rep = bench_model(model, size=a.size, exporters=EXPORTERS, out_dir=a.captures, backend=a.backend,
                           baselines=("jax", "jax_donate", "eager", "inductor", "torch_xla") if a.backend == "cpu"
                           else ("jax", "jax_donate", "eager", "inductor"),
                           timeout=300, show=False, step="train")
+        reps[model] = rep
         (ROOT / "out" / f"{model}-{a.size}{suffix}-train-bench.json").write_text(json.dumps(rep.as_json(), indent=1))
         for _, e in rep.rows:
             if not e.ok:
@@ -140,6 +141,7 @@ def training(a, suffix: str) -> None:
         if donated := donation_reading(e, rows):
             print(f"  Against jax.jit's undonated loop: {donated}")
     training_ir(a)
+    return reps
 
 
 def training_ir(a) -> None:
@@ -336,6 +338,12 @@ def main() -> None:
     import os
 
     os.chdir(ROOT)
+    from findings_time import PROFILE_RUNS, profiled_gaps, tpu_estimates
+
+    from stackwars_ir.bench.timing import SAMPLING_ENV
+
+    # Every row profiled after its steady state (bench --profile): section 10 splits the gaps by block.
+    os.environ[SAMPLING_ENV] = f"profile={PROFILE_RUNS}" if a.backend == "cpu" else ""
     suffix = "" if a.backend == "cpu" else f"-{a.backend}"
     from stackwars_ir.sweep import bench_model
     from stackwars_ir.diff import diff_files
@@ -464,7 +472,10 @@ def main() -> None:
     for w, per in deltas.items():
         for e, delta in per.items():
             print(f"| {w} | {e} | {delta} |")
-    training(a, suffix)
+    train_benches = training(a, suffix)
+    if a.backend == "cpu":
+        profiled_gaps(a, benches, train_benches)
+        tpu_estimates(a)
     print(f"\nMeasured peaks on this machine: {benches['gpt2'].peaks['flops_per_s'] / 1e9:.0f} GFLOP/s "
           f"(f32 GEMM{', TF32 on this GPU' if a.backend == 'gpu' else ''}), {benches['gpt2'].peaks['bytes_per_s'] / 1e9:.1f} GB/s (f32 add). Raw JSON: "
           f"`out/<model>-base{suffix}-bench.json`; the GPT-2 base HTML report: `out/gpt2-base{suffix}-report.html`.")

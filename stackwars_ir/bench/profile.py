@@ -26,14 +26,22 @@ class KernelTime:
     seconds: float
     calls: int
     how: str = ""  # "": measured; an estimate's (bench.estimate): estimate, bound, async, free
+    inner: str = ""  # the fusion a parallel call runs (bench.kernels.Kernel.inner)
+
+    @property
+    def label(self) -> str:
+        """What the kernel is, for people: a parallel call by the fusion it runs."""
+        return f"{self.inner} (parallel)" if self.inner else self.name
 
     def as_json(self) -> dict:
         return {"name": self.name, "opcode": self.opcode, "path": self.path, "phase": self.phase,
-                "seconds": self.seconds, "calls": self.calls, **({"how": self.how} if self.how else {})}
+                "seconds": self.seconds, "calls": self.calls, **({"how": self.how} if self.how else {}),
+                **({"inner": self.inner} if self.inner else {})}
 
     @classmethod
     def from_json(cls, d: dict) -> "KernelTime":
-        return cls(d["name"], d["opcode"], d["path"], d["phase"], d["seconds"], d["calls"], d.get("how", ""))
+        return cls(d["name"], d["opcode"], d["path"], d["phase"], d["seconds"], d["calls"], d.get("how", ""),
+                   d.get("inner", ""))
 
 
 @dataclass(frozen=True)
@@ -188,8 +196,8 @@ def _read(data, walls: list, steady_s: float, graphs: list, note: str = "") -> P
     def median_of(name: str, j: int) -> float:
         return statistics.median(r.get(name, (0.0, 0))[j] for r in per_run)
 
-    timed = tuple(KernelTime(k.name, k.opcode, k.path, k.phase, median_of(k.name, 0), int(median_of(k.name, 1)))
-                  for k in kernels)
+    timed = tuple(KernelTime(k.name, k.opcode, k.path, k.phase, median_of(k.name, 0), int(median_of(k.name, 1)),
+                             inner=k.inner) for k in kernels)
     untraced = tuple((n, median_of(n, 0)) for n in sorted(seen - known))
     return Profile(len(walls), statistics.median(walls),
                    statistics.median(sum(s for s, _ in r.values()) for r in per_run),

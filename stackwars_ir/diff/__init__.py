@@ -252,7 +252,7 @@ def with_times(report: DiffReport, result: DiffResult, profile_a, profile_b) -> 
             else:
                 times[label] = times.get(label, 0.0) + k.seconds
                 if k.calls:
-                    ran.setdefault(label, []).append((k.name, k.seconds))
+                    ran.setdefault(label, []).append((k.label, k.seconds))
         per[side] = times
         kernels[side] = ran
         untraced = sum(s for _, s in prof.untraced)
