@@ -87,6 +87,7 @@ def profiled_gaps(a, benches: dict, train_benches: dict) -> None:
                 split, t = time_gap(result), result.metrics["time"]
                 print(f"| {model} | {step} | {e} | {ms(t['a']['kernels_sum_s'])} | {ms(t['b']['kernels_sum_s'])} | "
                       f"{ms(split.gap, True)} | {t.get('verdict', '-')} | {carriers_text(split)} |")
+    native_gaps(a, benches, train_benches)
     print("\n### torch_xla's own XLA build against jaxlib's, the same training step\n")
     print("The StableHLO torch_xla's lazy loop lowers its second step to (the capture) runs on jaxlib's XLA "
           "(the `torch-torch_xla-train` row); the lazy loop itself runs that graph on torch_xla's XLA "
@@ -111,8 +112,57 @@ def profiled_gaps(a, benches: dict, train_benches: dict) -> None:
               f"{t['b']['kernels_sum_s'] / t['a']['kernels_sum_s']:.2f}x, gap {ms(split.gap, True)} ms. "
               f"By phase: {', '.join(f'{p} {ms(dt, True)}' for p, dt in split.phases)}. "
               f"Blocks carrying {SHARE:.0%} of it: {carriers_text(split, ('jaxlib', 'torch_xla'), detail=True)}. "
-              f"torch_xla's steady step: {ms(lazy.timing.steady)} ms, of which its kernels were busy "
-              f"{ms(lz.busy_s)} ms in a profiled step of {ms(lz.wall_s)} ms ({lz.note}).")
+              f"torch_xla's steady step: {ms(lazy.timing.steady)} ms{_execute_time(lazy)}; its kernels were busy "
+              f"{ms(lz.busy_s)} ms in a profiled step of {ms(lz.wall_s)} ms ({lz.note}); jaxlib's: "
+              f"{ms(captured.profile.busy_s)} ms busy in a run of {ms(captured.profile.wall_s)} ms.")
+
+
+def _execute_time(row) -> str:
+    """torch_xla's own ExecuteTime per steady step (from the call until the results are ready)."""
+    c = (row.timing.counters or {}).get("steady", {}) if row.timing else {}
+    if not c.get("runs") or "execute ms" not in c:
+        return ""
+    return f", of which XLA executing (torch_xla's ExecuteTime, unprofiled steps) {ms(c['execute ms'] / c['runs'] / 1e3)} ms"
+
+
+def native_gaps(a, benches: dict, train_benches: dict) -> None:
+    """The native runtimes against the StableHLO of the same framework on jaxlib's XLA, block by
+    block: jax.jit against JAX's capture (the same XLA: what the runtime around it adds), torch eager
+    against torch_xla's capture (PyTorch's own kernels against what XLA compiles of its IR)."""
+    from stackwars_ir.diff import diff_files, with_times
+    from stackwars_ir.diff.result import time_gap
+
+    print("\n### The native runtimes, block by block\n")
+    print("Each native row's steady runs profiled by its own runtime's profiler (jax.jit: jax's, the same XLA "
+          "as the StableHLO rows, its kernels named as JAX's capture names them; torch eager: torch.profiler, "
+          "each op's self time traced to the module whose forward ran it, a backward op to the module of its "
+          "forward op by autograd sequence number, the optimizer's ops to the update), against the StableHLO row "
+          "of the same framework, split by the capture's blocks; torch_xla lazy's forward: its own XLA build's "
+          "kernels, each op named after its module as below (its graph is the lazy trace, the StableHLO row "
+          "torch.export's, so the two need not hold the same kernels). A is the StableHLO row on jaxlib's XLA, "
+          "B the native runtime; the gap is B - A in kernel (op) time per run. In a forward pass, kernels with "
+          "no module path (the model's own forward body: position ids, masks) belong to no block.\n")
+    print(f"| model | step | A (StableHLO) | B (native) | A kernels ms | B kernels ms | B / A | blocks carrying "
+          f"{SHARE:.0%} of the gap |")
+    print("| --- | --- | --- | --- | ---: | ---: | ---: | --- |")
+    for step, reps, suffix in (("forward", benches, ""), ("train", train_benches, "-train")):
+        for model, rep in reps.items():
+            rows = [e for _, e in rep.rows if e.ok and e.profile is not None]
+            pairs = [("jax", "jax.jit"), ("torch-torch_xla", "torch eager")]
+            if step == "forward":  # the training loop's: in its own subsection below
+                pairs.append(("torch-torch_xla", "torch_xla lazy"))
+            for stem, kind in pairs:
+                ir = next((e for e in rows if e.kind == "stablehlo" and e.name == stem + suffix), None)
+                native = next((e for e in rows if e.kind == kind), None)
+                if ir is None or native is None:
+                    continue
+                path = a.captures / f"{model}-{a.size}" / f"{stem}{suffix}.mlir"
+                report = diff_files(path, path)
+                result = with_times(report, report.result(), ir.profile, native.profile)
+                split, t = time_gap(result), result.metrics["time"]
+                print(f"| {model} | {step} | {ir.name} | {native.name} | {ms(t['a']['kernels_sum_s'])} | "
+                      f"{ms(t['b']['kernels_sum_s'])} | {t['b']['kernels_sum_s'] / t['a']['kernels_sum_s']:.2f} | "
+                      f"{carriers_text(split)} |")
 
 
 def tpu_estimates(a) -> None:
@@ -120,6 +170,7 @@ def tpu_estimates(a) -> None:
     each kernel's time estimated by its compiler; JAX against each PyTorch route, split by block."""
     import importlib.util
 
+    from stackwars_ir import models
     from stackwars_ir.bench.estimate import CHIPS
     from stackwars_ir.bench.profile import block_times
     from stackwars_ir.bench.run import estimate_files
@@ -149,7 +200,12 @@ def tpu_estimates(a) -> None:
     ratios = []
     for model in TPU_MODELS:
         for step, suffix in (("forward", ""), ("train", "-train")):
-            req = Request(model, size=a.size, step=step, exporters=("torch_xla", "torchax")).validated()
+            exporters, cannot = models.exporters_for(model, ("torch_xla", "torchax"), step)
+            for e, why in cannot.items():
+                print(f"| {model} | {step} | torch-{e}{'-train' if step == 'train' else ''} | not captured: {why} "
+                      "| | | | | | | | |")
+            req = Request(model, size=a.size, step=step, framework="both" if exporters else "jax",
+                          exporters=tuple(exporters) or ("torch_xla",)).validated()
             files = captured(req, a.captures, sweep=False, show=False)  # those above, reused
             rep = estimate_files(files, TPU, timeout=600)
             rows = [e for _, e in rep.rows]

@@ -137,6 +137,14 @@ def test_a_training_steps_gap_splits_by_phase(cli, tmp_path):
     assert phases["update"] == pytest.approx(roles["optimizer"])  # the update is the optimizer's block
     assert sum(dt for _, _, dt in split.roles) + split.rest == pytest.approx(split.gap)
     assert "by phase: forward" in out
+    # The fewest groups (a role in a phase) carrying 80% of the gap, each in the gap's direction.
+    groups = split.carriers(0.8)
+    if groups:
+        assert all(dt * split.gap > 0 for _, _, _, dt, _, _ in groups)
+        assert sum(dt for _, _, _, dt, _, _ in groups) / split.gap >= 0.8
+        assert sum(dt for _, _, _, dt, _, _ in groups[:-1]) / split.gap < 0.8  # none more than needed
+        assert all(ka + kb > 0 for *_, ka, kb in groups)  # kernels ran there
+    assert split._replace(gap=0.0).carriers() == ()
 
 
 def test_torch_xla_lazy_training_loop_is_profiled_on_its_own_xla_and_traced_to_the_captured_blocks(monkeypatch):
@@ -163,3 +171,44 @@ def test_torch_xla_lazy_training_loop_is_profiled_on_its_own_xla_and_traced_to_t
     assert t["unattributed_s"] - sum(s for _, s in p.untraced) < 0.1 * kernels, t["unattributed"]
     blocks = {blk.role for blk in result.blocks if blk.metrics["time"]["b"] > 0}
     assert {"attention", "mlp", "norm", "optimizer"} <= blocks
+
+
+@pytest.mark.parametrize("step", ["forward", "train"])
+def test_jax_jit_and_torch_eager_are_profiled_and_traced_to_the_captured_blocks(monkeypatch, step):
+    """The native runtimes' own profiles: jax.jit's kernels (jax's profiler, the JAX capture's op
+    names) land in the JAX capture's blocks, torch eager's ops (torch.profiler inside module ranges;
+    the backward by autograd sequence number) and torch_xla lazy's forward kernels (its own XLA) in
+    the torch_xla capture's, each phase in its own."""
+    from stackwars_ir.bench.run import bench_baselines
+    from stackwars_ir.bench.timing import SAMPLING_ENV
+    from stackwars_ir.diff import diff_files, with_times
+    from stackwars_ir.workload import Request
+
+    monkeypatch.setenv(SAMPLING_ENV, "runs=3,profile=2")
+    suffix = "-train" if step == "train" else ""
+    names = ("jax", "eager") + (("torch_xla",) if step == "forward" else ())  # its training loop: above
+    rows = bench_baselines(Request("gpt2", step=step).validated(), names)
+    for row, stem in zip(rows, ("jax", "torch-torch_xla", "torch-torch_xla")):
+        assert row.ok, row.error
+        p = row.profile
+        assert p.runs == 2 and p.steady_s == row.timing.steady
+        assert all(n.startswith("another graph: ") for n, _ in p.untraced), p.untraced
+        assert 0 < p.busy_s <= p.wall_s
+        captured = golden("gpt2", stem + suffix)
+        report = diff_files(captured, captured)
+        t = with_times(report, report.result(), p, p).metrics["time"]["b"]
+        if step == "forward" and row.kind != "jax.jit":
+            # The model's own forward body (position ids, the mask) runs in no submodule, and in a
+            # forward pass no block claims what has no module path (at tiny size, a sixth of eager's
+            # op time, two fifths of torch_xla's kernel time). Every kernel with a path lands in a block.
+            pathless = {k.name for k in p.kernels if not k.path}
+            assert set(t["unattributed"]) <= pathless | {n for n, _ in p.untraced}, t["unattributed"]
+            assert t["unattributed_s"] < 0.5 * t["kernels_sum_s"]
+        else:
+            assert t["unattributed_s"] < 0.1 * t["kernels_sum_s"], (row.name, t["unattributed"][:5])
+        if step == "train":
+            phases = {k.phase for k in p.kernels if k.seconds > 0}
+            assert {"forward", "backward", ""} <= phases, (row.name, phases)  # "": the update, as captured
+            blocks = {blk.phase for blk in with_times(report, report.result(), p, p).blocks
+                      if blk.metrics["time"]["b"] > 0}
+            assert {"forward", "backward", "update"} <= blocks, (row.name, blocks)

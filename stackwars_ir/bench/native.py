@@ -170,6 +170,7 @@ def _jax(adapter, req, model, weights, inputs, backend):
     def run():
         return fn(state, *args).block_until_ready()
 
+    run.hlo = lambda: fn.lower(state, *args).compile().as_text()  # its kernels, for --profile
     return "jax.jit (native)", "jax.jit", run, _jax_counters, _nothing
 
 
@@ -305,6 +306,8 @@ def _jax_train(adapter, req, model, weights, state, backend, donate: bool = Fals
         loss, box["params"], box["opt_state"] = fn(box["params"], box["opt_state"], box["buffers"], box["inputs"])
         return loss.block_until_ready()
 
+    run.hlo = lambda: fn.lower(box["params"], box["opt_state"], box["buffers"], box["inputs"]).compile().as_text()
+
     if donate:
         return "jax.jit training step, state donated (native)", "jax.jit donated", run, _jax_counters, _nothing
     return "jax.jit training step (native)", "jax.jit", run, _jax_counters, _nothing
@@ -314,9 +317,10 @@ def _jax_train_donated(adapter, req, model, weights, state, backend):
     return _jax_train(adapter, req, model, weights, state, backend, donate=True)
 
 
-def _torch_loop(model, state, device, compile_model: bool = False, op_names: bool = False):
-    """The user's training step (zero_grad, loss, backward, AdamW); with `op_names`, each lazy op
-    named after its module and phase as the torch_xla capture names them (workload.train.OpNames)."""
+def _torch_loop(model, state, device, compile_model: bool = False, op_names: bool = False, copy_model: bool = True):
+    """The user's training step (zero_grad, loss, backward, AdamW) on its own copy of `model` (or on
+    `model` itself); with `op_names`, each lazy op named after its module and phase as the torch_xla
+    capture names them (workload.train.OpNames)."""
     import contextlib
     import copy
 
@@ -324,7 +328,7 @@ def _torch_loop(model, state, device, compile_model: bool = False, op_names: boo
 
     from ..workload.train import optimizer, torch_loss
 
-    m = copy.deepcopy(model).to(device)
+    m = copy.deepcopy(model).to(device) if copy_model else model.to(device)
     opt = optimizer(list(m.parameters()))
     xs = [torch.from_numpy(v).to(device) for k, v in state.inputs.items() if k != "target"]
     target = torch.from_numpy(state.inputs["target"]).to(device) if "target" in state.inputs else None
@@ -402,30 +406,79 @@ def _torch_xla_train(adapter, req, model, weights, state, backend):
     return "torch_xla lazy training loop", "torch_xla lazy", run, _xla_counters, _nothing
 
 
-# Which native runtimes `bench MODEL --profile` profiles: torch_xla's lazy training loop, on its own
-# XLA build, in a worker of its own (profile_baseline).
-PROFILED = {("torch_xla", "train")}
+# Which native runtimes `bench MODEL --profile` profiles, each in a worker of its own after the timed
+# rows (profile_baseline): jax.jit and torch eager, forward and training loop; torch_xla's lazy
+# training loop on its own XLA build. (torch.compile's kernels are inductor's: not traced yet.)
+PROFILED = {("jax", "forward"), ("jax", "train"), ("eager", "forward"), ("eager", "train"), ("torch_xla", "forward"),
+            ("torch_xla", "train")}
 _WARM_STEPS = 3  # torch_xla compiles step 1's graph and step 2's (the steady one), then runs it
 
 
 def profile_baseline(req, name: str, runs: int, backend: str = "cpu"):
-    """bench.profile.Profile of native runtime `name`'s steady runs for `req`. torch_xla's lazy
-    training loop, profiled by torch_xla's own profiler: each op is named after its module and phase
-    as the capture names them (XLA_HLO_DEBUG metadata, which torch_xla's XLA keeps in the kernels'
-    op_name), so each kernel of its XLA build traces to a block of the captured StableHLO. Must run in
-    a fresh process (a worker of its own): torch_xla reads XLA_HLO_DEBUG and its XLA reads XLA_FLAGS
-    once, at their first graph."""
+    """bench.profile.Profile of native runtime `name`'s steady runs for `req` (after _WARM_STEPS
+    runs), each kernel or op traced to the module path and phase the captures' blocks carry:
+    jax.jit's by jax's profiler (the same XLA as the StableHLO rows; its kernels' op_name is the JAX
+    capture's), torch eager's by torch.profiler (eager_profile), torch_xla's by its own (_lazy_profile).
+    Run in a fresh process (a worker of its own)."""
+    from ..errors import BenchError
+    from .profile import _cpu_only
+
+    _cpu_only(backend or "cpu")
+    if (name, req.step) not in PROFILED:
+        raise BenchError(f"--profile: no profile of the {name} baseline's {req.step} step yet",
+                         fix="drop --profile for this baseline")
+    if name == "torch_xla":
+        return _lazy_profile(req, runs)
+    from ..workload import prepare
+
+    train = req.step == "train"
+    adapter, model, weights, inputs, reference = prepare(req)
+    if train:
+        from ..workload.train import train_state
+
+        inputs = train_state(req, model, inputs, reference)
+    if name == "eager":
+        from .eager_profile import profile_eager_runs
+
+        m = copy.deepcopy(model)  # the copy the loop runs is the one whose modules get ranges
+        step = _torch_loop(m, inputs, "cpu", copy_model=False) if train else _eager_step(m, inputs.values())
+        for _ in range(_WARM_STEPS):
+            step()
+        return profile_eager_runs(step, m, runs, train)
+    from .kernels import kernels_of
+    from .profile import profile_runs
+
+    _, _, run, _, _ = setup_of(name, train)(adapter, req, model, weights, inputs, backend or "cpu")
+    for _ in range(_WARM_STEPS):
+        run()
+    return profile_runs(run, kernels_of(run.hlo()), runs, 0.0, backend or "cpu")
+
+
+def _eager_step(m, arrays):
+    import torch
+
+    xs = [torch.from_numpy(v) for v in arrays]
+
+    def run():
+        with torch.no_grad():
+            return m(*xs)
+
+    return run
+
+
+def _lazy_profile(req, runs: int):
+    """torch_xla's lazy training loop, profiled by torch_xla's own profiler: each op is named after
+    its module and phase as the capture names them (XLA_HLO_DEBUG metadata, which torch_xla's XLA
+    keeps in the kernels' op_name), so each kernel of its XLA build traces to a block of the captured
+    StableHLO. Needs a fresh process: torch_xla reads XLA_HLO_DEBUG and its XLA reads XLA_FLAGS once,
+    at their first graph."""
     import glob
     import tempfile
 
     from ..errors import BenchError
     from .kernels import kernels_of
-    from .profile import _cpu_only, profile_lazy_runs
+    from .profile import profile_lazy_runs
 
-    _cpu_only(backend or "cpu")
-    if (name, req.step) not in PROFILED:
-        raise BenchError(f"--profile: no profile of the {name} baseline's {req.step} step yet "
-                         "(torch_xla's training loop only)", fix="drop --profile for this baseline")
     with tempfile.TemporaryDirectory(prefix="stackwars-torch_xla-hlo-") as folder:
         # Its post-optimization HLO names the kernels its profiler's events carry; dumped as XLA
         # compiles, never recompiled for it (torch_xla's XLA_DUMP_POST_OPTIMIZATIONS recompiles every
@@ -441,12 +494,15 @@ def profile_baseline(req, name: str, runs: int, backend: str = "cpu"):
         import torch_xla.core.xla_model as xm
 
         adapter, model, weights, inputs, reference = prepare(req)
-        step = _torch_loop(model, train_state(req, model, inputs, reference), torch_xla.device(), op_names=True)
+        train = req.step == "train"
+        step = _torch_loop(model, train_state(req, model, inputs, reference), torch_xla.device(), op_names=True) \
+            if train else _lazy_forward(model, inputs, torch_xla.device())
 
         def run():
-            step()
+            out = step()  # alive through the sync: a lazy graph with no live output never runs
             torch_xla.sync()
             xm.wait_device_ops()
+            return out
 
         for _ in range(_WARM_STEPS):
             run()
@@ -454,9 +510,30 @@ def profile_baseline(req, name: str, runs: int, backend: str = "cpu"):
         if not graphs:
             raise BenchError("torch_xla's XLA dumped no optimized graph (XLA_FLAGS was read before this profile)",
                              fix="profile torch_xla in a fresh process (bench does)")
-        return profile_lazy_runs(run, graphs, runs, 0.0, note=(
+        profile = profile_lazy_runs(run, graphs, runs, 0.0, note=(
             "torch_xla lazy, profiled by torch_xla's profiler: each op named after its module (XLA_HLO_DEBUG), "
             "which slows tracing, not the kernels"))
+    if train:
+        return profile
+    import dataclasses  # a forward capture's blocks have no phase: neither have its kernels
+
+    return dataclasses.replace(profile, kernels=tuple(dataclasses.replace(k, phase="") for k in profile.kernels))
+
+
+def _lazy_forward(model, inputs, device):
+    """torch_xla lazy's forward pass on its own copy of `model`, each op named after its module."""
+    import torch
+
+    from ..workload.train import OpNames
+
+    m = copy.deepcopy(model).to(device)
+    xs = [torch.from_numpy(v).to(device) for v in inputs.values()]
+
+    def step():
+        with torch.no_grad(), OpNames(m):
+            return m(*xs)
+
+    return step
 
 
 def setup_of(name: str, train: bool):

@@ -152,11 +152,17 @@ def _read(data, walls: list, steady_s: float, graphs: list, note: str = "") -> P
     for plane in data.planes:
         for line in plane.lines:
             on_pool = line.name.startswith(_KERNEL_THREADS)
-            for ev in line.events:
+            reach = None  # the end of the last kernel event kept on this thread
+            for ev in sorted(line.events, key=lambda e: (e.start_ns, -e.end_ns)):
                 if ev.name in _RUN_EVENTS:
                     starts.append(ev.start_ns)
                 elif on_pool and "::" not in ev.name and not ev.name.startswith("end: "):
+                    # An event inside a kernel's on the same thread is part of that kernel (torch_xla's
+                    # build traces a dot's `Transpose` so): counted once, in the kernel.
+                    if reach is not None and ev.end_ns <= reach:
+                        continue
                     events.append((ev.start_ns, ev.end_ns, ev.name))
+                    reach = ev.end_ns
     starts.sort()
     if not starts or len(starts) % len(walls) or (len(graphs) == 1 and len(starts) != len(walls)):
         raise BenchError(f"the profile holds {len(starts)} executions for {len(walls)} profiled runs",
