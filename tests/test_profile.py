@@ -97,6 +97,9 @@ def test_the_report_shows_time_by_block_from_a_profiled_bench_and_from_a_saved_d
         section = html[html.index('<h2 id="time">'):html.index("</table>", html.index('<h2 id="time">'))]
         assert "Bench's verdict:" in section and "<td>mlp</td>" in section and "(not traced, unmatched)" in section
         assert section.count('<rect class="bar"') >= 2 * 12  # each of the top blocks, both sides
+        # The waterfall: A's total, one step per role and one for the rest, B's total.
+        roles = section.count("<tr><td>") - 1  # the role table's rows, less the rest's
+        assert 'class="chart waterfall"' in section and section.count('<rect class="step"') == roles + 3
 
 
 def test_model_explorer_overlays_carry_each_blocks_time_and_gap(tmp_path, profiled):

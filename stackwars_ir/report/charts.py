@@ -1,4 +1,4 @@
-"""Inline SVG charts (no library, nothing fetched): grouped and stacked bars, and a heat-map colour scale."""
+"""Inline SVG charts (no library, nothing fetched): grouped and stacked bars, a waterfall, and a heat-map colour scale."""
 from __future__ import annotations
 
 import math
@@ -84,6 +84,41 @@ def stacked_bars(categories: list[str], segments: list[tuple[str, list[float]]],
         parts.append(f'<line x1="{x(v):.1f}" y1="{top - 4}" x2="{x(v):.1f}" y2="{bottom}" stroke="#c0392b" '
                      f'stroke-dasharray="4 3"/><text x="{x(v):.1f}" y="{bottom + 12 + 16 * j}" font-size="10" '
                      f'text-anchor="middle" fill="#c0392b">{esc(name)} {esc(fmt(v))}</text>')
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def waterfall(start: tuple[str, float], steps: list[tuple[str, float]], end: tuple[str, float], *, unit: str = "",
+              width: int = 900, bar_h: int = 14, title: str = "") -> str:
+    """A horizontal waterfall: the `start` total as a bar, each step (a signed change) as a bar floating
+    from where the running total stood (red up, green down), the `end` total as a bar; the steps
+    add up from start to end."""
+    label_w, top, gap = 230, 10, 4
+    rows = [start, *steps, end]
+    height = top + (bar_h + gap) * len(rows) + 10
+    running, spans = start[1], [(0.0, start[1])]
+    for _, dv in steps:
+        spans.append((running, running + dv))
+        running += dv
+    spans.append((0.0, end[1]))
+    vmax = max((max(a, b) for a, b in spans), default=1) or 1
+    span = width - label_w - 110
+
+    def x(v: float) -> float:
+        return label_w + span * max(v, 0) / vmax
+
+    parts = [f'<svg class="chart waterfall" role="img" viewBox="0 0 {width} {height}" width="{width}" '
+             f'height="{height}" xmlns="http://www.w3.org/2000/svg"><title>{esc(title)}</title>']
+    for i, ((name, v), (a, b)) in enumerate(zip(rows, spans)):
+        y = top + i * (bar_h + gap)
+        total = i in (0, len(rows) - 1)
+        color = COLORS[0] if total else ("#c0392b" if b >= a else "#2e8b57")
+        lo, hi = min(a, b), max(a, b)
+        text = _fmt(v) if total else f"{'+' if v >= 0 else ''}{_fmt(v)}"
+        parts.append(f'<text x="{label_w - 6}" y="{y + bar_h - 3}" font-size="11" text-anchor="end">{esc(name)}</text>'
+                     f'<rect class="step" x="{x(lo):.1f}" y="{y}" width="{max(x(hi) - x(lo), 1):.1f}" height="{bar_h}" '
+                     f'fill="{color}"><title>{esc(name)}: {esc(text)}{esc(unit)}</title></rect>'
+                     f'<text x="{x(hi) + 4:.1f}" y="{y + bar_h - 3}" font-size="10">{esc(text)}{esc(unit)}</text>')
     parts.append("</svg>")
     return "".join(parts)
 

@@ -9,7 +9,7 @@ from collections import Counter
 from pathlib import Path
 
 from . import graph
-from .charts import grouped_bars, heat, stacked_bars
+from .charts import grouped_bars, heat, stacked_bars, waterfall
 from .escape import esc, highlight
 
 TOP_OPS = 30
@@ -220,6 +220,12 @@ def _time_by_block(result) -> str:
     chart = grouped_bars([d.label for d in top], [(n, [d.metrics["time"][s] * 1e3 for d in top])
                                                   for n, s in zip(names, ("a", "b"))],
                          unit=" ms", title="kernel time per block (ms per run), largest share of the gap first")
+    # The gap as a waterfall: A's kernel time, each role's difference, what no aligned block holds, B's.
+    chart += waterfall((names[0], time["a"]["kernels_sum_s"] * 1e3),
+                       [(role, dt * 1e3) for role, _, dt in split.roles]
+                       + [("(not traced, unmatched)", split.rest * 1e3)],
+                       (names[1], time["b"]["kernels_sum_s"] * 1e3), unit=" ms",
+                       title="the kernel-time gap, role by role (ms per run)")
     return (f"<h2 id=\"time\">Time by block</h2><p>Kernel time per run ({esc(time_source(time))}), traced to "
             f"blocks as the kernel counts are. Gap {esc(names[1])} - {esc(names[0])}: "
             f"{ms(split.gap, True)} ms of kernel time.</p><ul>{sides}</ul>{verdict}{chart}"
