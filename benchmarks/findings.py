@@ -326,7 +326,7 @@ def main() -> None:
     ap.add_argument("--captures", type=Path, default=Path("out") / "bench-captures",
                     help="relative to the project root, so reports show no machine paths")
     ap.add_argument("--size", default="base")
-    ap.add_argument("--baselines", default="jax,eager,torch_xla",
+    ap.add_argument("--baselines", default="jax,eager,inductor,torch_xla",
                     help="torch_xla lazy is the study's PyTorch; on a GPU it reports that it has no route")
     ap.add_argument("--backend", default="cpu", choices=("cpu", "gpu"))
     ap.add_argument("--workload-batches", default=None,

@@ -128,7 +128,8 @@ def _execute_time(row) -> str:
 def native_gaps(a, benches: dict, train_benches: dict) -> None:
     """The native runtimes against the StableHLO of the same framework on jaxlib's XLA, block by
     block: jax.jit against JAX's capture (the same XLA: what the runtime around it adds), torch eager
-    against torch_xla's capture (PyTorch's own kernels against what XLA compiles of its IR)."""
+    and torch.compile against torch_xla's capture (PyTorch's own kernels, and inductor's, against what
+    XLA compiles of its IR)."""
     from stackwars_ir.diff import diff_files, with_times
     from stackwars_ir.diff.result import time_gap
 
@@ -136,7 +137,9 @@ def native_gaps(a, benches: dict, train_benches: dict) -> None:
     print("Each native row's steady runs profiled by its own runtime's profiler (jax.jit: jax's, the same XLA "
           "as the StableHLO rows, its kernels named as JAX's capture names them; torch eager: torch.profiler, "
           "each op's self time traced to the module whose forward ran it, a backward op to the module of its "
-          "forward op by autograd sequence number, the optimizer's ops to the update), against the StableHLO row "
+          "forward op by autograd sequence number, the optimizer's ops to the update; torch.compile: torch.profiler, "
+          "each of inductor's kernels and extern calls traced through inductor's provenance to the module of the FX "
+          "node it computes, dynamo's guards and the compiled graph's wrapper in no block), against the StableHLO row "
           "of the same framework, split by the capture's blocks; torch_xla lazy's forward: its own XLA build's "
           "kernels, each op named after its module as below (its graph is the lazy trace, the StableHLO row "
           "torch.export's, so the two need not hold the same kernels). A is the StableHLO row on jaxlib's XLA, "
@@ -148,7 +151,7 @@ def native_gaps(a, benches: dict, train_benches: dict) -> None:
     for step, reps, suffix in (("forward", benches, ""), ("train", train_benches, "-train")):
         for model, rep in reps.items():
             rows = [e for _, e in rep.rows if e.ok and e.profile is not None]
-            pairs = [("jax", "jax.jit"), ("torch-torch_xla", "torch eager")]
+            pairs = [("jax", "jax.jit"), ("torch-torch_xla", "torch eager"), ("torch-torch_xla", "torch.compile")]
             if step == "forward":  # the training loop's: in its own subsection below
                 pairs.append(("torch-torch_xla", "torch_xla lazy"))
             for stem, kind in pairs:

@@ -53,7 +53,7 @@ def profile_eager_runs(run, model, runs: int, train: bool, note: str = ""):
     capture's blocks have it."""
     from torch.profiler import ProfilerActivity, profile
 
-    from .profile import KernelTime, Profile, _union
+    from .profile import _union
 
     per_run, walls, busy = [], [], []
     with ModuleRanges(model):
@@ -65,6 +65,16 @@ def profile_eager_runs(run, model, runs: int, train: bool, note: str = ""):
             ops, spans = _ops(prof.events(), train)
             per_run.append(ops)
             busy.append(_union(spans))
+    return ops_profile(per_run, walls, busy, note or (
+        "torch eager, profiled by torch.profiler: each op's self time (its own, not its callees'), "
+        "traced to the module whose forward ran it"))
+
+
+def ops_profile(per_run: list, walls: list, busy: list, note: str):
+    """The Profile of profiled runs, each {(op, module path, phase): [seconds, calls]} with its wall
+    and busy time: each op's median over the runs (zero in a run it did not run in)."""
+    from .profile import KernelTime, Profile
+
     keys = sorted({k for r in per_run for k in r}, key=lambda k: (k[2], k[1], k[0]))
 
     def median_of(key, j: int) -> float:
@@ -72,10 +82,9 @@ def profile_eager_runs(run, model, runs: int, train: bool, note: str = ""):
 
     kernels = tuple(KernelTime(f"{op} @ {path or '(no module)'}", op, path, phase, median_of((op, path, phase), 0),
                                int(median_of((op, path, phase), 1))) for op, path, phase in keys)
-    return Profile(runs, statistics.median(walls), statistics.median(sum(s for s, _ in r.values()) for r in per_run),
-                   statistics.median(busy), 0.0, kernels, (), note or (
-                       "torch eager, profiled by torch.profiler: each op's self time (its own, not its callees'), "
-                       "traced to the module whose forward ran it"))
+    return Profile(len(per_run), statistics.median(walls),
+                   statistics.median(sum(s for s, _ in r.values()) for r in per_run), statistics.median(busy), 0.0,
+                   kernels, (), note)
 
 
 def _ops(events, train: bool) -> tuple[dict, list]:

@@ -317,10 +317,12 @@ def _jax_train_donated(adapter, req, model, weights, state, backend):
     return _jax_train(adapter, req, model, weights, state, backend, donate=True)
 
 
-def _torch_loop(model, state, device, compile_model: bool = False, op_names: bool = False, copy_model: bool = True):
+def _torch_loop(model, state, device, compile_model: bool = False, op_names: bool = False, copy_model: bool = True,
+                compile_backend="inductor"):
     """The user's training step (zero_grad, loss, backward, AdamW) on its own copy of `model` (or on
-    `model` itself); with `op_names`, each lazy op named after its module and phase as the torch_xla
-    capture names them (workload.train.OpNames)."""
+    `model` itself), its forward `torch.compile`d (with `compile_backend`) if `compile_model`; with
+    `op_names`, each lazy op named after its module and phase as the torch_xla capture names them
+    (workload.train.OpNames)."""
     import contextlib
     import copy
 
@@ -332,7 +334,7 @@ def _torch_loop(model, state, device, compile_model: bool = False, op_names: boo
     opt = optimizer(list(m.parameters()))
     xs = [torch.from_numpy(v).to(device) for k, v in state.inputs.items() if k != "target"]
     target = torch.from_numpy(state.inputs["target"]).to(device) if "target" in state.inputs else None
-    forward = torch.compile(m) if compile_model else None
+    forward = torch.compile(m, backend=compile_backend) if compile_model else None
 
     if op_names:
         from ..workload.train import OpNames
@@ -407,10 +409,9 @@ def _torch_xla_train(adapter, req, model, weights, state, backend):
 
 
 # Which native runtimes `bench MODEL --profile` profiles, each in a worker of its own after the timed
-# rows (profile_baseline): jax.jit and torch eager, forward and training loop; torch_xla's lazy
-# training loop on its own XLA build. (torch.compile's kernels are inductor's: not traced yet.)
-PROFILED = {("jax", "forward"), ("jax", "train"), ("eager", "forward"), ("eager", "train"), ("torch_xla", "forward"),
-            ("torch_xla", "train")}
+# rows (profile_baseline): jax.jit, torch eager and torch.compile, forward and training loop; torch_xla's
+# lazy forward and training loop on its own XLA build.
+PROFILED = {(name, step) for name in ("jax", "eager", "inductor", "torch_xla") for step in ("forward", "train")}
 _WARM_STEPS = 3  # torch_xla compiles step 1's graph and step 2's (the steady one), then runs it
 
 
@@ -418,8 +419,9 @@ def profile_baseline(req, name: str, runs: int, backend: str = "cpu"):
     """bench.profile.Profile of native runtime `name`'s steady runs for `req` (after _WARM_STEPS
     runs), each kernel or op traced to the module path and phase the captures' blocks carry:
     jax.jit's by jax's profiler (the same XLA as the StableHLO rows; its kernels' op_name is the JAX
-    capture's), torch eager's by torch.profiler (eager_profile), torch_xla's by its own (_lazy_profile).
-    Run in a fresh process (a worker of its own)."""
+    capture's), torch eager's by torch.profiler (eager_profile), torch.compile's by torch.profiler with
+    inductor's kernels traced through its provenance (inductor_profile), torch_xla's by its own
+    (_lazy_profile). Run in a fresh process (a worker of its own)."""
     from ..errors import BenchError
     from .profile import _cpu_only
 
@@ -445,6 +447,8 @@ def profile_baseline(req, name: str, runs: int, backend: str = "cpu"):
         for _ in range(_WARM_STEPS):
             step()
         return profile_eager_runs(step, m, runs, train)
+    if name == "inductor":
+        return _inductor_profile(model, inputs, runs, train)
     from .kernels import kernels_of
     from .profile import profile_runs
 
@@ -452,6 +456,25 @@ def profile_baseline(req, name: str, runs: int, backend: str = "cpu"):
     for _ in range(_WARM_STEPS):
         run()
     return profile_runs(run, kernels_of(run.hlo()), runs, 0.0, backend or "cpu")
+
+
+def _inductor_profile(model, inputs, runs: int, train: bool):
+    """torch.compile's steady runs profiled, its graphs compiled here with inductor's provenance on
+    (inductor_profile.KernelOrigins): the forward as `_inductor` runs it, or the user's loop."""
+    import torch
+
+    from .inductor_profile import KernelOrigins, profile_compiled_runs
+
+    torch._dynamo.reset()
+    m = copy.deepcopy(model)
+    with KernelOrigins(train) as origins:
+        if train:
+            step = _torch_loop(m, inputs, "cpu", compile_model=True, copy_model=False, compile_backend=origins.backend)
+        else:
+            step = _eager_step(torch.compile(m, backend=origins.backend), inputs.values())
+        for _ in range(_WARM_STEPS):  # compiles the forward graph, and the backward at the first backward
+            step()
+    return profile_compiled_runs(step, origins, runs, train)
 
 
 def _eager_step(m, arrays):
