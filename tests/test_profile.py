@@ -230,3 +230,21 @@ def test_dynamo_sources_become_module_paths_and_extern_calls_profiler_names():
     assert module_path("L['self'].transformer.h[11].attn.c_attn") == "transformer.h.11.attn.c_attn"
     assert module_path("L['self']") == ""
     assert _aten("extern_kernels.addmm") == "aten::addmm" and _aten("aten.cumsum.default") == "aten::cumsum"
+
+
+def test_extern_calls_inductor_does_not_list_are_traced_by_their_source_nodes():
+    """A convolution (an ExternKernelAlloc: inductor's provenance lists none) is traced through the
+    source nodes its line in the compiled graph's code names, the latest of them in dynamo's graph."""
+    from stackwars_ir.bench.inductor_profile import _code_externs
+
+    code = """
+        # Topologically Sorted Source Nodes: [hidden_states_4, hidden_states_6], Original ATen: [aten.convolution]
+        buf8 = extern_kernels.convolution(buf6, buf7, stride=(1, 1), padding=(1, 1))
+        # Topologically Sorted Source Nodes: [position_ids], Original ATen: [aten.cumsum]
+        buf2 = torch.ops.aten.cumsum.default(buf1, 1)
+        # Topologically Sorted Source Nodes: [unknown], Original ATen: [aten.mm]
+        extern_kernels.mm(buf3, buf4, out=buf5)
+"""
+    dynamo = {"hidden_states_4": (4, "stages.0.norm"), "hidden_states_6": (6, "stages.0.conv"), "position_ids": (1, "")}
+    assert _code_externs(code, dynamo) == [("aten::convolution", "stages.0.conv"), ("aten::cumsum", ""),
+                                           ("aten::mm", "")]

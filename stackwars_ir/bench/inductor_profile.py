@@ -43,11 +43,14 @@ class KernelOrigins:
         self._patch.__exit__(*exc)
 
     def backend(self, gm, example_inputs):
+        import functools
+
         from torch._inductor.compile_fx import compile_fx
 
-        return compile_fx(gm, example_inputs, inner_compile=self._inner)
+        dynamo = {n.name: (i, _path_of([n], False)) for i, n in enumerate(gm.graph.nodes)}  # dynamo's graph
+        return compile_fx(gm, example_inputs, inner_compile=functools.partial(self._inner, dynamo=dynamo))
 
-    def _inner(self, gm, example_inputs, **kwargs):
+    def _inner(self, gm, example_inputs, dynamo: dict, **kwargs):
         import torch._inductor.debug as debug
         from torch._inductor.compile_fx import compile_fx_inner
 
@@ -66,8 +69,26 @@ class KernelOrigins:
                 graph.externs.append((_aten(name), path))
             else:
                 graph.kernels[name] = path
+        listed = {op for op, _ in graph.externs}
+        graph.externs += [(op, path) for op, path in _code_externs(getattr(out, "source_code", "") or "", dynamo)
+                          if op not in listed]
         self.graphs.append(graph)
         return out
+
+
+_SOURCE = re.compile(r"# Topologically Sorted Source Nodes: \[([^\]]*)\].*\n\s*(?:\w+ = )?"
+                     r"(extern_kernels\.\w+|(?:torch\.ops\.)?aten\.\w+(?:\.\w+)?)\(")
+
+
+def _code_externs(code: str, dynamo: dict) -> list:
+    """[(aten op, path)] of the extern calls in a compiled graph's code, in order, the calls
+    inductor's provenance does not list (convolutions, fallbacks): each traced to the module of the
+    latest of the source nodes its comment names (nodes of dynamo's graph, forward or backward alike)."""
+    out = []
+    for m in _SOURCE.finditer(code):
+        nodes = sorted((dynamo[n.strip()] for n in m.group(1).split(",") if n.strip() in dynamo), reverse=True)
+        out.append((_aten(m.group(2).replace("torch.ops.", "")), next((p for _, p in nodes if p), "")))
+    return out
 
 
 def _aten(extern: str) -> str:
