@@ -30,6 +30,8 @@ def finding(f, names: tuple[str, str]) -> str:
                 f"{n['dots']} dot_general; {y} keeps rank-{'/'.join(map(str, n['kept_ranks']))} operands")
     if f.kind == "converts":
         return f"dtype conversions: {a} {_counts(n['a']) or 'none'}; {b} {_counts(n['b']) or 'none'}"
+    if f.kind == "remat":
+        return f"forward ops recomputed in the backward (remat): {a} {n['a']}; {b} {n['b']}"
     return f"{f.kind}: {n}"  # a kind from a newer format: its data, unworded
 
 
@@ -150,3 +152,11 @@ def time_side(t: dict) -> str:
     return (f"steady {ms(t['steady_s'])}; kernels {ms(t['kernels_sum_s'])} (in a profiled run of {ms(t['wall_s'])}: "
             f"kernels busy {ms(t['busy_s'])}, outside kernels {ms(t['outside_kernels_s'])}, profiler "
             f"{t['overhead']:.2f}x); not traced to a block {ms(t['unattributed_s'])}")
+
+
+def loops_of(side) -> str:
+    """A side's loops for people: `1 loop (x3)`, `no loop`, `2 loops (x5, x?)`."""
+    if not side.loops:
+        return "no loop"
+    counts = ", ".join("x?" if t is None else f"x{t}" for t in side.loops)
+    return f"{len(side.loops)} loop{'s' if len(side.loops) > 1 else ''} ({counts})"
