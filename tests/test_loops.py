@@ -125,6 +125,14 @@ def test_a_scanned_maxtext_llama_aligns_every_layer_with_the_unrolled_torch_capt
     text = diff_text(result)
     assert "loops: A 1 loop (x2); B no loop" in text and "executed per run: A " in text
     assert result.as_json()["a"]["histogram_executed"] == result.a.executed
+    from stackwars_ir.diff.result import DiffResult
+    from stackwars_ir.report.html import diff_html
+    from stackwars_ir.report.markdown import diff_markdown
+
+    saved = DiffResult.from_json(result.as_json())  # a saved diff renders the same loops
+    assert saved.a.loops == (2,) and saved.a.executed == result.a.executed
+    for page in (diff_markdown(saved), diff_html(saved)):
+        assert "loops: A 1 loop (x2); B no loop" in page and "executed per run: A " in page
 
 
 def test_a_scanned_model_against_itself_unrolled_pairs_every_layer_and_executes_the_same_compute(tmp_path):

@@ -261,8 +261,9 @@ def _by_provenance(items: list, phases: dict | None = None, roles: tuple = (), l
     for op, path in items:
         layer, role, instance = classify(_unscoped(path), roles)
         loop = loops.get(id(op))
-        if loop is not None and role == "other" and instance and not _LOOP_WORDS & set(path.split(".")):
-            role = "residual"
+        if loop is not None and role == "other" and not _LOOP_WORDS & set(path.split(".")):
+            # the layer's own ops, or a body no location names (torch_xla's scan): split by structure below
+            role, instance = "residual", instance or "(loop body)"
         if role in ("attention", "mlp", "residual"):
             instance = f"{layer}:{role}"
         seen = instances[(loop, layer, role)]

@@ -88,21 +88,10 @@ def diff_text(result, excerpts: bool = False, ops: bool = False) -> str:
 
 
 def executed_text(a, b) -> list:
-    """With a loop on either side: each side's loops, and the op difference as the ops run (each op
-    counted once per trip of the loops around it), beside the static one above."""
-    if not (a.loops or b.loops):
-        return []
-    from collections import Counter
+    """With a loop on either side: each side's loops, and the op difference as the ops run."""
+    from .sentences import executed_lines
 
-    from ..diff.result import counter_delta
-    from .sentences import loops_of
-
-    out = [f"loops: A {loops_of(a)}; B {loops_of(b)}"]
-    if (a.loops and a.executed is None) or (b.loops and b.executed is None):
-        return out + ["executed ops: unknown (a loop's trip count is not fixed by the IR)"]
-    ea, eb = Counter(a.executed or a.histogram), Counter(b.executed or b.histogram)
-    hist = _delta_text(counter_delta(eb, ea), limit=12)
-    return out + [f"executed per run: A {sum(ea.values())} ops, B {sum(eb.values())}; ops B - A: {hist or 'none'}"]
+    return executed_lines(a, b)
 
 
 TIME_ROWS = 12  # blocks shown by their share of the gap; the roles sum every block
