@@ -28,6 +28,9 @@ class BlockDiff:
 
     @property
     def label(self) -> str:
+        """A's block's label; where only B's block runs in a loop, it says so."""
+        if self.b.trips and not self.a.trips:
+            return f"{self.a.label} (B scanned x{self.b.trips})"
         return self.a.label
 
     @property
@@ -137,8 +140,12 @@ def _side_result(side: Side) -> SideResult:
         digest = hashlib.sha256(Path(side.module.source).read_bytes()).hexdigest()
     except OSError:
         digest = None  # a module parsed from text, not a file
-    return SideResult(side.name, side.module.source, seg.mode, seg.reason, seg.coverage,
-                      sum(side.histogram.values()), len(seg.blocks), dict(side.histogram), provenance, note, digest)
+    m = side.module
+    loops = tuple(m.loops[op.id].trips for op, _ in m.inlined if op.id in m.loops)
+    executed = m.executed_histogram() if loops else None
+    return SideResult(side.name, m.source, seg.mode, seg.reason, seg.coverage,
+                      sum(side.histogram.values()), len(seg.blocks), dict(side.histogram), provenance, note, digest,
+                      loops, None if executed is None else dict(executed))
 
 
 def _provenance(source: str) -> tuple[dict | None, str]:

@@ -30,14 +30,38 @@ def align(a: Segmentation, b: Segmentation) -> Alignment:
     naming of layers, one side without locations), pair the k-th block of each role instead."""
     from dataclasses import replace
 
-    by_key = _align_by(a.blocks, b.blocks, lambda blk: blk.key, "key")
+    blocks_a, blocks_b = unrolled(a.blocks, b.blocks), unrolled(b.blocks, a.blocks)
+    by_key = _align_by(blocks_a, blocks_b, lambda blk: blk.key, "key")
     if by_key.coverage >= KEY_ENOUGH:
         return replace(by_key, reason=f"pairing by key covered {by_key.coverage:.0%} of blocks (enough from "
                                       f"{KEY_ENOUGH:.0%})")
-    by_order = _align_by(_numbered(a.blocks), _numbered(b.blocks), lambda item: item[0], "order")
+    by_order = _align_by(_numbered(blocks_a), _numbered(blocks_b), lambda item: item[0], "order")
     why = f"pairing by key covered {by_key.coverage:.0%} (under {KEY_ENOUGH:.0%}), by order {by_order.coverage:.0%}"
     best = by_key if by_key.coverage >= by_order.coverage else by_order
     return replace(best, reason=why + (": kept key" if best is by_key else ": fell back to order"))
+
+
+def unrolled(blocks, other) -> tuple:
+    """`blocks` with each block of a counted loop's body (a scanned layer's norm, attention, MLP,
+    residual) repeated once per trip as layers 0, 1, ... (its layer numbers inside the body after
+    those), where `other` has such blocks layer by layer: each copy is the same ops, labelled
+    scanned, and pairs with the other side's layer of that number. A side that scans too keeps
+    its loop's blocks, which pair with the other's by loop."""
+    from dataclasses import replace
+
+    from .blocks import LAYERED
+
+    layered = {(b.role, b.phase) for b in other if b.layer and b.loop < 0 and b.role in LAYERED}
+    repeat = [blk.loop >= 0 and blk.role in LAYERED and (blk.role, blk.phase) in layered for blk in blocks]
+    out, done = [], set()
+    for blk, r in zip(blocks, repeat):
+        if not r:
+            out.append(blk)
+        elif (blk.loop, blk.phase) not in done:  # the loop's body, layer by layer, where it starts
+            done.add((blk.loop, blk.phase))
+            body = [b for b, rb in zip(blocks, repeat) if rb and (b.loop, b.phase) == (blk.loop, blk.phase)]
+            out += [replace(b, layer=(i,) + b.layer, loop=-1) for i in range(blk.trips) for b in body]
+    return tuple(out)
 
 
 def _numbered(blocks) -> list:

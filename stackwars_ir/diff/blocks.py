@@ -8,6 +8,7 @@ and layers are counted by attention (or, failing that, by the anchors in program
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 import re
 from collections import Counter, defaultdict, deque
@@ -37,15 +38,20 @@ class Block:
     name: str  # module path, or a made-up name in structural mode ("layer 3 attention")
     ops: tuple = field(repr=False)  # (Op, path) in program order
     phase: str = ""  # training step: "forward", "backward" (the gradient of that block), "update" (optimizer)
+    loop: int = -1  # the counted loop (ir.loops, k-th in program order) whose body runs it; -1: none
+    trips: int = 0  # that loop's trip count: the block runs once per trip (a scanned layer); 0: not in a loop
 
     @property
     def key(self) -> tuple:
-        return (self.layer, self.role, self.ordinal) + ((self.phase,) if self.phase else ())
+        return (self.layer, self.role, self.ordinal) + ((self.phase,) if self.phase else ()) + \
+            ((("loop", self.loop),) if self.loop >= 0 else ())
 
     @property
     def label(self) -> str:
         where = ".".join(map(str, self.layer))
         base = f"{self.role}[{where}]#{self.ordinal}" if where else f"{self.role}#{self.ordinal}"
+        if self.trips:
+            base += f" (scanned x{self.trips})"
         return f"{base} {PHASE_LABEL[self.phase]}" if self.phase in PHASE_LABEL else base
 
     def histogram(self) -> Counter:
@@ -78,12 +84,22 @@ def segment(module: Module, mode: str = "auto", roles: tuple = ()) -> Segmentati
     reason = (f"--mode {mode}" if mode != "auto" else
               f"auto: {coverage:.0%} of ops carry a module path ({'at least' if use == 'provenance' else 'under'} "
               f"{AUTO_PROVENANCE:.0%})")
+    loops = _loops(module)
     if use == "provenance":
-        blocks = _split_shared(module, _by_provenance(items, phases, roles))
+        blocks = _split_coarse(module, _split_shared(module, _by_provenance(items, phases, roles, loops)))
     else:
         blocks = _by_structure(module, items)
     blocks = _embeddings_by_size(module, blocks)
     return Segmentation(module, use, tuple(blocks), round(coverage, 4), reason)
+
+
+def _loops(module: Module) -> dict:
+    """id(op) -> (k, trips) of the counted loop whose body runs it (ir.loops.loop_context)."""
+    if not any(loop.counted for loop in module.loops.values()):
+        return {}
+    from ..ir.loops import loop_context
+
+    return {id(op): ctx for (op, _), ctx in zip(module.inlined, loop_context(module)) if ctx is not None}
 
 
 def _embeddings_by_size(module: Module, blocks: list) -> list:
@@ -99,8 +115,7 @@ def _embeddings_by_size(module: Module, blocks: list) -> list:
         emb = sorted((b for b in blocks if b.role == "embedding" and not b.layer and b.phase == phase),
                      key=lambda b: (-table(b), b.ordinal))
         renumber.update({id(b): i for i, b in enumerate(emb)})
-    return [Block(b.role, b.layer, renumber[id(b)], b.name, b.ops, b.phase) if id(b) in renumber else b
-            for b in blocks]
+    return [dataclasses.replace(b, ordinal=renumber[id(b)]) if id(b) in renumber else b for b in blocks]
 
 
 # ---- provenance --------------------------------------------------------------------------
@@ -216,9 +231,13 @@ def _phases(module: Module) -> dict | None:
     return {id(op): ph for op, ph in items}
 
 
-def _by_provenance(items: list, phases: dict | None = None, roles: tuple = ()) -> list[Block]:
+def _by_provenance(items: list, phases: dict | None = None, roles: tuple = (), loops: dict | None = None) -> list[Block]:
     """Blocks keyed by (layer, role, instance); in a training step also by phase, so layer 3's
-    attention forward, its backward and the optimizer's update stay three blocks."""
+    attention forward, its backward and the optimizer's update stay three blocks; in a counted
+    loop's body also by the loop (`loops`: id(op) -> (k, trips)), so a scanned layer's attention is
+    a block that runs once per trip, and the layer's own ops outside its submodules (a path without
+    a role, as `layers` of Flax's nn.scan) its residual, as an unrolled layer's are."""
+    loops = loops or {}
     if phases is not None:
         parts = []
         for phase in PHASES:
@@ -228,25 +247,29 @@ def _by_provenance(items: list, phases: dict | None = None, roles: tuple = ()) -
             if phase == "backward":
                 # Gradients run last layer first: number blocks from the end, so layer 3's second
                 # norm backward is `norm[3]#1 (backward)`, the gradient of `norm[3]#1`.
-                blocks = [Block(b.role, b.layer, b.ordinal, b.name, tuple(reversed(b.ops)))
-                          for b in reversed(_by_provenance(list(reversed(mine)), roles=roles))]
+                blocks = [dataclasses.replace(b, ops=tuple(reversed(b.ops)))
+                          for b in reversed(_by_provenance(list(reversed(mine)), roles=roles, loops=loops))]
             else:
-                blocks = _by_provenance(mine, roles=roles)
-            parts += [Block(b.role if phase != "update" or b.layer or b.role != "other" else "optimizer",
-                            b.layer, b.ordinal, b.name, b.ops, phase) for b in blocks]
+                blocks = _by_provenance(mine, roles=roles, loops=loops)
+            parts += [dataclasses.replace(b, role=b.role if phase != "update" or b.layer or b.role != "other"
+                                          else "optimizer", phase=phase) for b in blocks]
         return parts
     items = _mlp_linears(_fill_paths(items, roles), roles)
     groups: dict = {}
     order: list = []
     instances: dict = defaultdict(list)
     for op, path in items:
-        layer, role, instance = classify(path, roles)
+        layer, role, instance = classify(_unscoped(path), roles)
+        loop = loops.get(id(op))
+        if loop is not None and role == "other" and not _LOOP_WORDS & set(path.split(".")):
+            # the layer's own ops, or a body no location names (torch_xla's scan): split by structure below
+            role, instance = "residual", instance or "(loop body)"
         if role in ("attention", "mlp", "residual"):
             instance = f"{layer}:{role}"
-        seen = instances[(layer, role)]
+        seen = instances[(loop, layer, role)]
         if instance not in seen:
             seen.append(instance)
-        key = (layer, role, seen.index(instance))
+        key = (loop, layer, role, seen.index(instance))
         if key not in groups:
             groups[key] = (instance, [])
             order.append(key)
@@ -254,11 +277,30 @@ def _by_provenance(items: list, phases: dict | None = None, roles: tuple = ()) -
     blocks = []
     for key in order:
         instance, ops = groups[key]
-        name = ops[0][1] if key[1] in ("attention", "mlp", "residual") else instance
-        if key[1] in ("attention", "mlp", "residual") and ops:
+        loop, role = key[0] or (-1, 0), key[2]
+        name = ops[0][1] if role in ("attention", "mlp", "residual") else instance
+        if role in ("attention", "mlp", "residual") and ops:
             name = _common_prefix([p for _, p in ops]) or name
-        blocks.append(Block(key[1], key[0], key[2], name, tuple(ops)))
+        blocks.append(Block(role, key[1], key[3], name, tuple(ops), loop=loop[0], trips=loop[1]))
     return blocks
+
+
+@functools.lru_cache(maxsize=65536)
+def _unscoped(path: str) -> str:
+    """A path without the scopes rematerialization adds (`M.M.checkpoint.rematted_computation.h_1.ln_1`
+    -> `M.h_1.ln_1`), so the forward ops a backward recomputes join the block of their module."""
+    if not _REMAT_WORDS & set(path.split(".")):
+        return path
+    parts = [p for p in path.split(".") if p not in _REMAT_WORDS]
+    return ".".join(p for i, p in enumerate(parts) if i == 0 or p != parts[i - 1])
+
+
+_REMAT_WORDS = frozenset({"checkpoint", "remat", "rematted_computation", "remat2"})
+
+
+# Words of the paths JAX gives a loop's own plumbing (the counter, each trip's slice of the stacked
+# parameters): `Model.while.body`; such ops stay "other", not a scanned layer's residual.
+_LOOP_WORDS = frozenset({"while", "body", "cond", "scan"})
 
 
 def _split_shared(module: Module, blocks: list) -> list:
@@ -302,7 +344,54 @@ def _split_shared(module: Module, blocks: list) -> list:
         out.append(Block("shared", (), count, b.name, tuple(moved), b.phase))
         count += 1
         if kept:
-            out.append(Block(b.role, b.layer, b.ordinal, b.name, tuple(kept), b.phase))
+            out.append(dataclasses.replace(b, ops=tuple(kept)))
+    return out
+
+
+def _split_coarse(module: Module, blocks: list) -> list:
+    """A layer whose scopes stop at the layer (`decoder_3`: one residual block holding its norms,
+    attention and MLP) is split by structure, as a module without locations would be: its ops
+    clustered around their anchors (ir structure mode), each part keeping the layer's number and
+    loop. A block is split when it holds a softmax (the attention) and anchors of another role (a
+    norm, or an activation), and its layer has no norm, attention or MLP block of its own (a layer
+    with submodules keeps its glue, softmax or not, as its residual)."""
+    out = []
+    parts_of = defaultdict(set)  # (layer, phase, loop) -> the roles its blocks have
+    for b in blocks:
+        parts_of[(b.layer, b.phase, b.loop)].add(b.role)
+    for b in blocks:
+        if b.role != "residual" or not (b.layer or b.loop >= 0) or not _several_roles(module, b) or \
+                parts_of[(b.layer, b.phase, b.loop)] & {"norm", "attention", "mlp"}:
+            out.append(b)
+            continue
+        parts = _by_structure(module, list(b.ops), within=True)
+        if sum(1 for p in parts if p.role != "other") < 2:
+            out.append(b)
+            continue
+        out += _merge_same_key([dataclasses.replace(b, role="residual" if p.role == "other" else p.role,
+                                                    ordinal=0 if p.role == "other" else p.ordinal,
+                                                    name=f"{b.name} ({p.role} #{p.ordinal}, by structure)",
+                                                    ops=p.ops) for p in parts])
+    return out
+
+
+def _several_roles(module: Module, b: Block) -> bool:
+    kinds = Counter(_anchor_kind(module, op) for op, _ in b.ops)
+    return kinds["softmax"] > 0 and (kinds["norm"] > 0 or kinds["act"] > 0)
+
+
+def _merge_same_key(blocks: list) -> list:
+    """Parts of one split with the same key (two residual parts) become one, where the first stood."""
+    first: dict = {}
+    out: list = []
+    for b in blocks:
+        k = (b.key, b.trips)
+        if k in first:
+            i = first[k]
+            out[i] = dataclasses.replace(out[i], ops=out[i].ops + b.ops)
+        else:
+            first[k] = len(out)
+            out.append(b)
     return out
 
 
@@ -365,14 +454,30 @@ def _calls_gather(module: Module, callee: str) -> bool:
     return bool(f) and any(module.ops[i].name == "stablehlo.gather" for i in f.ops)
 
 
-def _by_structure(module: Module, items: list) -> list[Block]:
-    """Nearest-anchor clustering on the dataflow graph of the entry function's top-level ops."""
+def _by_structure(module: Module, items: list, within: bool = False) -> list[Block]:
+    """Nearest-anchor clustering on the dataflow graph of the entry function's top-level ops; with
+    `within` (the ops of one block: a layer, maybe a loop's body, maybe a callee's), of the ops of
+    `items` whose region-holding op is not among them."""
     entry = module.entry.name
-    top = [op for op, _ in items if op.func == entry and op.parent is None]
+    if within:
+        mine = {op.id for op, _ in items}
+        top = [op for op, _ in items if op.parent is None or op.parent not in mine]
+        tops = {op.id for op in top}
+
+        def owner_of(op):
+            while op.id not in tops and op.parent is not None:
+                op = module.ops[op.parent]
+            return op.id
+    else:
+        top = [op for op, _ in items if op.func == entry and op.parent is None]
+        tops = {op.id for op in top}
+
+        def owner_of(op):
+            return _owner(module, op, entry)
     nested: dict = defaultdict(list)  # region ops and callee ops travel with their top-level op
     for op, path in items:
-        if not (op.func == entry and op.parent is None):
-            nested[_owner(module, op, entry)].append((op, path))
+        if op.id not in tops:
+            nested[owner_of(op)].append((op, path))
     index = {op.id: i for i, op in enumerate(top)}
     parents, users = _edges(module, top, index)
     neighbours = {k: parents.get(k, []) + users.get(k, []) for k in set(parents) | set(users)}

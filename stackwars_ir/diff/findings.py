@@ -44,13 +44,14 @@ class BlockFacts:
     constant_tables: int  # non-splat integer constants (index tables)
     constants: int  # non-splat constants of any type
     broadcasts: int
+    recomputed: int = 0  # forward ops a rematerialization recomputes in the backward (JAX's rematted_computation)
 
     def as_json(self) -> dict:
         return {"histogram": dict(sorted(self.histogram.items())), "dot_generals": [d.as_json() for d in self.dots],
                 "converts": dict(self.converts), "calls": dict(self.calls),
                 "custom_calls": dict(self.custom_calls), "iota": self.iota,
                 "constant_index_tables": self.constant_tables, "materialized_constants": self.constants,
-                "broadcasts": self.broadcasts}
+                "broadcasts": self.broadcasts, "recomputed": self.recomputed}
 
 
 def facts(module: Module, block: Block) -> BlockFacts:
@@ -73,7 +74,16 @@ def facts(module: Module, block: Block) -> BlockFacts:
                             and module.type_of(op.results[0]).rank >= 1),
         constants=len(consts),
         broadcasts=sum(1 for op in ops if op.name == "stablehlo.broadcast_in_dim"),
+        recomputed=len(recomputed(block)),
     )
+
+
+REMAT = "rematted_computation"  # the scope jax.checkpoint (nn.remat, nnx.remat) gives the forward ops it recomputes
+
+
+def recomputed(block: Block) -> tuple:
+    """The ids of the block's ops that recompute the forward pass in the backward (rematerialized)."""
+    return tuple(op.id for op, path in block.ops if not op.name.endswith("return") and REMAT in path.split("."))
 
 
 def op_ids(block: Block, name: str) -> tuple:
@@ -100,7 +110,7 @@ class Finding:
     """One thing that differs between two aligned blocks, as data: what kind, about which side
     ("a", "b", or "" for both), its figures, and the ops (ids in each module) it is about."""
 
-    kind: str  # high_level | calls | custom_calls | indices | flattening | converts
+    kind: str  # high_level | calls | custom_calls | indices | flattening | converts | remat
     side: str
     numbers: dict
     ops_a: tuple = ()
@@ -137,6 +147,8 @@ def block_findings(fa: BlockFacts, fb: BlockFacts, a: Block, b: Block) -> list[F
     flat = _flattening(fa, fb)
     if flat:
         out.append(flat)
+    if fa.recomputed != fb.recomputed:
+        out.append(Finding("remat", "", {"a": fa.recomputed, "b": fb.recomputed}, recomputed(a), recomputed(b)))
     if fa.converts != fb.converts:
         out.append(Finding("converts", "", {"a": dict(sorted(fa.converts.items())), "b": dict(sorted(fb.converts.items()))},
                            op_ids(a, "stablehlo.convert"), op_ids(b, "stablehlo.convert")))

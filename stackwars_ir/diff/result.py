@@ -39,13 +39,16 @@ class SideResult:
     provenance: dict | None = field(default=None, repr=False)  # from the capture's sidecar, when it has one
     provenance_note: str = ""  # why there is none ("no sidecar", "sidecar ignored: ...")
     sha256: str | None = None  # of the file: which bench and memory results belong to this diff
+    loops: tuple = ()  # each while's trip count (None: not fixed by the IR), in program order
+    executed: dict | None = field(default=None, repr=False)  # op name -> runs per call, with loops; None: unknown
 
     def as_json(self) -> dict:
         return {"name": self.name, "source": self.source, "sha256": self.sha256, "mode": self.mode,
                 "mode_reason": self.mode_reason,
                 "location_coverage": self.coverage, "ops": self.ops, "blocks": self.blocks,
                 "histogram": dict(sorted(self.histogram.items())), "provenance": self.provenance,
-                "provenance_note": self.provenance_note}
+                "provenance_note": self.provenance_note, "loops": list(self.loops),
+                "histogram_executed": None if self.executed is None else dict(sorted(self.executed.items()))}
 
 
 class TimeGap(NamedTuple):
@@ -245,7 +248,7 @@ class DiffResult:
 def _side(d: dict) -> SideResult:
     return SideResult(d["name"], d["source"], d["mode"], d.get("mode_reason", ""), d["location_coverage"], d["ops"],
                       d["blocks"], dict(d["histogram"]), d.get("provenance"), d.get("provenance_note", ""),
-                      d.get("sha256"))
+                      d.get("sha256"), tuple(d.get("loops", ())), d.get("histogram_executed"))
 
 
 def _block(d: dict) -> BlockResult:

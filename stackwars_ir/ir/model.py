@@ -198,6 +198,33 @@ class Module:
             if op.name == "func.call":
                 self._expand(op.attr("callee"), path, phase, out, phases, stack + (func,))
 
+    @cached_property
+    def loops(self) -> dict:
+        """while op id -> ir.loops.Loop: its regions and, for a counted loop, its trip count."""
+        from .loops import loops_of
+
+        return loops_of(self)
+
+    @cached_property
+    def executions(self) -> tuple:
+        """How often each item of `inlined` runs per call (ir.loops.executions); None inside a
+        loop whose trip count the IR does not fix."""
+        from .loops import executions
+
+        return executions(self)
+
+    def executed_histogram(self) -> Counter | None:
+        """The inlined histogram weighted by how often each op runs; None when a loop's trip count
+        is unknown."""
+        hist: Counter = Counter()
+        for (op, _), n in zip(self.inlined, self.executions):
+            if op.name in _STRUCTURAL:
+                continue
+            if n is None:
+                return None
+            hist[op.name] += n
+        return hist
+
     def histogram(self, inlined: bool = True) -> Counter:
         ops = (op for op, _ in self.inlined) if inlined else iter(self.ops)
         return Counter(op.name for op in ops if op.name not in _STRUCTURAL)

@@ -453,8 +453,10 @@ class _Builder:
             elif key == "value":
                 hit = self.splats.get(a)
                 if hit is None:
-                    hit = self.splats[a] = _is_splat(self.ir, a)
-                kept.append(("splat", hit))
+                    hit = self.splats[a] = (_is_splat(self.ir, a), _scalar_int(self.ir, a))
+                kept.append(("splat", hit[0]))
+                if hit[1] is not None:  # a loop's bounds and steps (ir.loops)
+                    kept.append(("int", hit[1]))
             else:
                 hit = self.attr_values.get(a)
                 if hit is None:
@@ -503,6 +505,16 @@ def _dot_dims(a) -> list:
                 ("rhs_contracting_dimensions", tuple(d.rhs_contracting_dimensions))]
     except Exception:  # IREE's bindings, or mhlo's attribute: keep the printed form
         return [("dot_dimension_numbers", str(a)[:200])]
+
+
+def _scalar_int(ir, a) -> int | None:
+    """The value of a rank-0 integer constant, else None."""
+    try:
+        if not _is(ir.DenseIntElementsAttr, a) or ir.ShapedType(a.type).rank != 0:
+            return None
+        return ir.IntegerAttr(ir.DenseElementsAttr(a).get_splat_value()).value
+    except (TypeError, ValueError):
+        return None
 
 
 def _is_splat(ir, a) -> bool:

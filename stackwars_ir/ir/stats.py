@@ -25,6 +25,9 @@ class ModuleStats:
     arguments: int
     argument_bytes: int | None  # None when a dimension is dynamic
     largest: tuple  # (tensor type text, what it is, bytes), largest first
+    loops: tuple = ()  # each while's trip count (None: not fixed by the IR), in program order
+    ops_executed: int | None = None  # inlined ops weighted by how often they run; None: a loop's count unknown
+    by_op_executed: tuple = ()  # (op name, executions per run), most frequent first; () without loops
 
     def as_json(self) -> dict:
         return {
@@ -34,6 +37,8 @@ class ModuleStats:
             "histogram": dict(self.by_op), "dialects": dict(self.by_dialect),
             "arguments": self.arguments, "argument_bytes": self.argument_bytes,
             "largest_tensors": [{"type": t, "what": w, "bytes": b} for t, w, b in self.largest],
+            "loops": list(self.loops), "ops_executed": self.ops_executed,
+            "histogram_executed": dict(self.by_op_executed),
         }
 
 
@@ -86,7 +91,20 @@ def module_stats(module: Module, top: int = 5, arg_names: dict | None = None) ->
         arguments=len(entry.args),
         argument_bytes=None if any(s is None for s in sizes) else sum(sizes),
         largest=_largest(module, top, arg_names or {}),
+        **_executed(module, sum(hist.values())),
     )
+
+
+def _executed(module: Module, inlined: int) -> dict:
+    """The loops' trip counts and the op counts weighted by them (a module without loops: each op once)."""
+    loops = tuple(module.loops[op.id].trips for op, _ in module.inlined if op.id in module.loops)
+    if not loops:
+        return {"ops_executed": inlined}
+    hist = module.executed_histogram()
+    if hist is None:
+        return {"loops": loops}
+    return {"loops": loops, "ops_executed": sum(hist.values()),
+            "by_op_executed": tuple(sorted(hist.items(), key=lambda kv: (-kv[1], kv[0])))}
 
 
 def _largest(module: Module, top: int, arg_names: dict) -> tuple:

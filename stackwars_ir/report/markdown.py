@@ -49,6 +49,9 @@ def diff_markdown(result) -> str:
     lines += ["", "## Op histogram", "", "| op | A | B |", "| --- | ---: | ---: |"]
     for op in sorted(set(ha) | set(hb), key=lambda k: (-(ha[k] + hb[k]), k)):  # ties by name: deterministic
         lines.append(f"| `{op}` | {ha[op]} | {hb[op]} |")
+    from .sentences import executed_lines
+
+    lines += [""] + [f"- {_cell(line)}" for line in executed_lines(a, b)] if a.loops or b.loops else []
     from ..diff.result import first_of_each_role
 
     # One excerpt per role: the first layer shows the pattern.

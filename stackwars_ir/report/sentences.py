@@ -30,6 +30,8 @@ def finding(f, names: tuple[str, str]) -> str:
                 f"{n['dots']} dot_general; {y} keeps rank-{'/'.join(map(str, n['kept_ranks']))} operands")
     if f.kind == "converts":
         return f"dtype conversions: {a} {_counts(n['a']) or 'none'}; {b} {_counts(n['b']) or 'none'}"
+    if f.kind == "remat":
+        return f"forward ops recomputed in the backward (remat): {a} {n['a']}; {b} {n['b']}"
     return f"{f.kind}: {n}"  # a kind from a newer format: its data, unworded
 
 
@@ -150,3 +152,32 @@ def time_side(t: dict) -> str:
     return (f"steady {ms(t['steady_s'])}; kernels {ms(t['kernels_sum_s'])} (in a profiled run of {ms(t['wall_s'])}: "
             f"kernels busy {ms(t['busy_s'])}, outside kernels {ms(t['outside_kernels_s'])}, profiler "
             f"{t['overhead']:.2f}x); not traced to a block {ms(t['unattributed_s'])}")
+
+
+def loops_of(side) -> str:
+    """A side's loops for people: `1 loop (x3)`, `no loop`, `2 loops (x5, x?)`."""
+    if not side.loops:
+        return "no loop"
+    counts = ", ".join("x?" if t is None else f"x{t}" for t in side.loops)
+    return f"{len(side.loops)} loop{'s' if len(side.loops) > 1 else ''} ({counts})"
+
+
+def executed_lines(a, b) -> list:
+    """With a loop on either side (diff.result.SideResult a and b): each side's loops, and the op
+    difference as the ops run (each op counted once per trip of the loops around it), beside the
+    static one; [] without loops."""
+    from collections import Counter
+
+    from ..diff.result import counter_delta
+
+    if not (a.loops or b.loops):
+        return []
+    out = [f"loops: A {loops_of(a)}; B {loops_of(b)}"]
+    if (a.loops and a.executed is None) or (b.loops and b.executed is None):
+        return out + ["executed ops: unknown (a loop's trip count is not fixed by the IR)"]
+    ea, eb = Counter(a.executed or a.histogram), Counter(b.executed or b.histogram)
+    delta = counter_delta(eb, ea)
+    top = sorted(delta.items(), key=lambda kv: (-abs(kv[1]), kv[0]))
+    words = ", ".join(f"{k.split('.', 1)[-1]} {v:+d}" for k, v in top[:12]) + \
+        (f", ... ({len(top) - 12} more)" if len(top) > 12 else "")
+    return out + [f"executed per run: A {sum(ea.values())} ops, B {sum(eb.values())}; ops B - A: {words or 'none'}"]

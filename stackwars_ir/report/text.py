@@ -11,9 +11,11 @@ def stats_text(s: ModuleStats, top: int = 15) -> str:
         f"== {s.source}",
         f"functions: {len(s.functions)} ({funcs})" if len(funcs) < 200 else f"functions: {len(s.functions)}",
         f"ops: {s.ops_written} as written, {s.ops_inlined} with calls inlined ({s.calls} calls)",
+        *([loops_line(s)] if s.loops else []),
         f"entry arguments: {s.arguments}, {human_bytes(s.argument_bytes)}",
         "",
-        table(["op", "count"], [[k, v] for k, v in s.by_op[:top]])
+        (table(["op", "count", "executed"], [[k, v, dict(s.by_op_executed).get(k, 0)] for k, v in s.by_op[:top]])
+         if s.by_op_executed else table(["op", "count"], [[k, v] for k, v in s.by_op[:top]]))
         + (f"\n... {len(s.by_op) - top} more op kinds" if len(s.by_op) > top else ""),
         "",
         table(["dialect", "ops"], [[k, v] for k, v in s.by_dialect]),
@@ -23,6 +25,14 @@ def stats_text(s: ModuleStats, top: int = 15) -> str:
         "",
     ]
     return "\n".join(lines)
+
+
+def loops_line(s: ModuleStats) -> str:
+    """The module's loops and how many ops run per call with them: `loops: 1 (x12); ops executed per run: 6024`."""
+    counts = ", ".join("x?" if t is None else f"x{t}" for t in s.loops)
+    run = (f"ops executed per run: {s.ops_executed}" if s.ops_executed is not None else
+           "ops executed per run: unknown (a loop's trip count is not fixed by the IR: x?)")
+    return f"loops: {len(s.loops)} ({counts}); {run}"
 
 
 OP_PATTERN_LINES = 24  # op-level changes listed in the default text; `diff --ops` lists every block's
@@ -73,7 +83,15 @@ def diff_text(result, excerpts: bool = False, ops: bool = False) -> str:
             out += ["", f"--- {d.label}", *_side_by_side(list(d.excerpt_a), list(d.excerpt_b))]
     hist = _delta_text(counter_delta(Counter(b.histogram), Counter(a.histogram)), limit=12)
     out += ["", f"whole module, ops B - A (+: more in B, as in git diff A B): {hist or 'none'}"]
+    out += executed_text(a, b)
     return "\n".join(out)
+
+
+def executed_text(a, b) -> list:
+    """With a loop on either side: each side's loops, and the op difference as the ops run."""
+    from .sentences import executed_lines
+
+    return executed_lines(a, b)
 
 
 TIME_ROWS = 12  # blocks shown by their share of the gap; the roles sum every block
@@ -297,10 +315,12 @@ def stats_rich(s: ModuleStats, top: int = 15) -> None:
     console = Console()
     console.rule(s.source)
     console.print(f"functions: {len(s.functions)}; ops: {s.ops_written} as written, {s.ops_inlined} with calls "
-                  f"inlined ({s.calls} calls); entry arguments: {s.arguments}, {human_bytes(s.argument_bytes)}",
-                  markup=False, highlight=False)
+                  f"inlined ({s.calls} calls); entry arguments: {s.arguments}, {human_bytes(s.argument_bytes)}"
+                  + (f"; {loops_line(s)}" if s.loops else ""), markup=False, highlight=False)
     for title, headers, rows in (
-            ("ops", ["op", "count"], [[k, str(v)] for k, v in s.by_op[:top]]),
+            ("ops", ["op", "count"] + (["executed"] if s.by_op_executed else []),
+             [[k, str(v)] + ([str(dict(s.by_op_executed).get(k, 0))] if s.by_op_executed else [])
+              for k, v in s.by_op[:top]]),
             ("dialects", ["dialect", "ops"], [[k, str(v)] for k, v in s.by_dialect]),
             ("largest tensors", ["type", "what", "bytes"], [[t, w, human_bytes(b)] for t, w, b in s.largest])):
         table = Table(title=title, title_justify="left")

@@ -1,0 +1,88 @@
+"""A LLaMA decoder written as MaxText writes it (Flax linen, the decoder layers under nn.scan, MaxText's module names), for the loop tests: structure only, random weights."""
+from __future__ import annotations
+
+
+def lowered_text(layers: int = 2, hidden: int = 64, heads: int = 4, kv_heads: int = 2, mlp: int = 128,
+                 vocab: int = 512, batch: int = 2, seq: int = 16, scan: bool = True, coarse: bool = False) -> str:
+    """The StableHLO (with locations) of the model's forward pass on token ids [batch, seq]; `coarse`:
+    each layer computes its norms, attention and MLP inline (its scopes stop at the layer)."""
+    import flax.linen as nn
+    import jax
+    import jax.numpy as jnp
+
+    head_dim = hidden // heads
+
+    class RMSNorm(nn.Module):
+        @nn.compact
+        def __call__(self, x):
+            scale = self.param("scale", nn.initializers.ones, (x.shape[-1],))
+            return x * jax.lax.rsqrt(jnp.mean(x * x, axis=-1, keepdims=True) + 1e-5) * scale
+
+    def rotary(x, positions):
+        half = head_dim // 2
+        freq = 1.0 / (500000.0 ** (jnp.arange(half) / half))
+        angle = positions[:, :, None, None] * freq
+        sin, cos = jnp.sin(angle), jnp.cos(angle)
+        a, b = x[..., :half], x[..., half:]
+        return jnp.concatenate([a * cos - b * sin, b * cos + a * sin], axis=-1)
+
+    class Attention(nn.Module):
+        @nn.compact
+        def __call__(self, x, positions):
+            dense = lambda n, name: nn.DenseGeneral((n, head_dim), use_bias=False, name=name)  # noqa: E731
+            q, k, v = dense(heads, "query")(x), dense(kv_heads, "key")(x), dense(kv_heads, "value")(x)
+            q, k = rotary(q, positions), rotary(k, positions)
+            k, v = jnp.repeat(k, heads // kv_heads, axis=2), jnp.repeat(v, heads // kv_heads, axis=2)
+            scores = jnp.einsum("bthd,bshd->bhts", q, k) / jnp.sqrt(head_dim)
+            scores = jnp.where(jnp.tril(jnp.ones((seq, seq), bool)), scores, -1e9)
+            out = jnp.einsum("bhts,bshd->bthd", jax.nn.softmax(scores, axis=-1), v)
+            return nn.DenseGeneral(hidden, axis=(-2, -1), use_bias=False, name="out")(out)
+
+    class MLP(nn.Module):
+        @nn.compact
+        def __call__(self, x):
+            gate = nn.Dense(mlp, use_bias=False, name="wi_0")(x)
+            up = nn.Dense(mlp, use_bias=False, name="wi_1")(x)
+            return nn.Dense(hidden, use_bias=False, name="wo")(jax.nn.silu(gate) * up)
+
+    class DecoderLayer(nn.Module):
+        @nn.compact
+        def __call__(self, x, positions):
+            if coarse:  # one scope for the whole layer: its parameters, and no submodule
+                w = lambda name, *shape: self.param(name, nn.initializers.normal(0.02), shape)  # noqa: E731
+                norm = lambda y: y * jax.lax.rsqrt(jnp.mean(y * y, axis=-1, keepdims=True) + 1e-5)  # noqa: E731
+                h = norm(x)
+                q = rotary((h @ w("wq", hidden, heads * head_dim)).reshape(batch, seq, heads, head_dim), positions)
+                k = rotary((h @ w("wk", hidden, kv_heads * head_dim)).reshape(batch, seq, kv_heads, head_dim),
+                           positions)
+                v = (h @ w("wv", hidden, kv_heads * head_dim)).reshape(batch, seq, kv_heads, head_dim)
+                k, v = jnp.repeat(k, heads // kv_heads, axis=2), jnp.repeat(v, heads // kv_heads, axis=2)
+                scores = jnp.einsum("bthd,bshd->bhts", q, k) / jnp.sqrt(head_dim)
+                scores = jnp.where(jnp.tril(jnp.ones((seq, seq), bool)), scores, -1e9)
+                out = jnp.einsum("bhts,bshd->bthd", jax.nn.softmax(scores, axis=-1), v).reshape(batch, seq, hidden)
+                x = x + out @ w("wo", hidden, hidden)
+                h = norm(x)
+                return x + (jax.nn.silu(h @ w("w1", hidden, mlp)) * (h @ w("w3", hidden, mlp))) @ w("w2", mlp, hidden), \
+                    None
+            x = x + Attention(name="self_attention")(RMSNorm(name="pre_self_attention_layer_norm")(x), positions)
+            x = x + MLP(name="mlp")(RMSNorm(name="post_self_attention_layer_norm")(x))
+            return x, None
+
+    class Decoder(nn.Module):
+        @nn.compact
+        def __call__(self, ids):
+            x = nn.Embed(vocab, hidden, name="token_embedder")(ids)
+            positions = jnp.broadcast_to(jnp.arange(seq)[None], ids.shape).astype(jnp.float32)
+            if scan:
+                stack = nn.scan(DecoderLayer, variable_axes={"params": 0}, split_rngs={"params": True},
+                                in_axes=(nn.broadcast,), length=layers)
+                x, _ = stack(name="layers")(x, positions)
+            else:
+                for i in range(layers):
+                    x, _ = DecoderLayer(name=f"layers_{i}")(x, positions)
+            return RMSNorm(name="decoder_norm")(x)
+
+    model = Decoder()
+    ids = jnp.zeros((batch, seq), jnp.int32)
+    params = model.init(jax.random.PRNGKey(0), ids)
+    return jax.jit(model.apply).lower(params, ids).compiler_ir("stablehlo").operation.get_asm(enable_debug_info=True)
