@@ -239,3 +239,29 @@ def test_rematerialized_forward_ops_are_counted_in_the_backward_block_of_their_m
     text = diff_text(report.result())
     n = recomputed[("attention", (1,), 0)]
     assert f"attention[1]#0 (backward) forward ops recomputed in the backward (remat): plain 0; remat {n}" in text
+
+
+def test_torch_xla_scan_layers_aligns_every_layer_with_the_same_model_unrolled(tmp_path):
+    """torch_xla's own scan_layers (a while whose counter starts at an argument of the function
+    holding it, the body unnamed) against the same blocks unrolled: the trip count is read through
+    the call, the body is clustered by structure as one layer, and every layer pairs with it."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from stackwars_ir.diff import diff_files
+
+    script = Path(__file__).with_name("torch_xla_scan.py")
+    files = {}
+    for mode in ("unroll", "scan"):
+        files[mode] = tmp_path / f"{mode}.mlirbc"
+        done = subprocess.run([sys.executable, str(script), mode, str(files[mode])], capture_output=True, text=True,
+                              timeout=300)
+        assert done.returncode == 0, done.stderr[-2000:]
+    scanned = load_one(files["scan"])
+    assert [loop.trips for loop in scanned.loops.values()] == [4]
+    report = diff_files(files["unroll"], files["scan"])
+    assert report.alignment.method == "key" and not report.alignment.only_a
+    for role, ordinals in (("norm", (0, 1)), ("attention", (0,)), ("mlp", (0,))):
+        got = sorted((d.a.layer, d.a.ordinal) for d in report.blocks if d.a.role == role and d.b.trips == 4)
+        assert got == [((layer,), o) for layer in range(4) for o in ordinals], role

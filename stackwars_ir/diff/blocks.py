@@ -88,7 +88,7 @@ def segment(module: Module, mode: str = "auto", roles: tuple = ()) -> Segmentati
     if use == "provenance":
         blocks = _split_coarse(module, _split_shared(module, _by_provenance(items, phases, roles, loops)))
     else:
-        blocks = _by_structure(module, items)
+        blocks = _loops_by_structure(module, _by_structure(module, items), loops)
     blocks = _embeddings_by_size(module, blocks)
     return Segmentation(module, use, tuple(blocks), round(coverage, 4), reason)
 
@@ -371,7 +371,7 @@ def _split_coarse(module: Module, blocks: list) -> list:
         out += _merge_same_key([dataclasses.replace(b, role="residual" if p.role == "other" else p.role,
                                                     ordinal=0 if p.role == "other" else p.ordinal,
                                                     name=f"{b.name} ({p.role} #{p.ordinal}, by structure)",
-                                                    ops=p.ops) for p in parts])
+                                                    ops=p.ops) for p in parts], b.ops)
     return out
 
 
@@ -380,8 +380,9 @@ def _several_roles(module: Module, b: Block) -> bool:
     return kinds["softmax"] > 0 and (kinds["norm"] > 0 or kinds["act"] > 0)
 
 
-def _merge_same_key(blocks: list) -> list:
-    """Parts of one split with the same key (two residual parts) become one, where the first stood."""
+def _merge_same_key(blocks: list, items: tuple) -> list:
+    """Parts of one split with the same key (two residual parts) become one, where the first stood,
+    its ops in the order of `items` (the split block's: producers before their users)."""
     first: dict = {}
     out: list = []
     for b in blocks:
@@ -392,7 +393,10 @@ def _merge_same_key(blocks: list) -> list:
         else:
             first[k] = len(out)
             out.append(b)
-    return out
+    if len(out) == len(blocks):
+        return out
+    position = {id(op): i for i, (op, _) in enumerate(items)}
+    return [dataclasses.replace(b, ops=tuple(sorted(b.ops, key=lambda item: position[id(item[0])]))) for b in out]
 
 
 def top_of(module: Module, op: Op) -> int:
@@ -503,6 +507,31 @@ def _by_structure(module: Module, items: list, within: bool = False) -> list[Blo
         where = f"layer {'.'.join(map(str, layer))} " if layer else ""
         blocks.append(Block(role, layer, ordinal, f"{where}{role} #{ordinal}".strip(), tuple(full)))
     return blocks
+
+
+def _loops_by_structure(module: Module, blocks: list, loops: dict) -> list:
+    """Structure mode inside counted loops: the ops of each loop's body (which the top-level
+    clustering leaves in the block of the while) are clustered on their own, as one layer, each
+    part keyed by the loop and running once per trip; what anchors nothing stays in the block."""
+    if not loops:
+        return blocks
+    out = []
+    for b in blocks:
+        inside: dict = defaultdict(list)
+        rest = []
+        for op, path in b.ops:
+            ctx = loops.get(id(op))
+            (inside[ctx] if ctx is not None else rest).append((op, path))
+        if not inside:
+            out.append(b)
+            continue
+        if rest:
+            out.append(dataclasses.replace(b, ops=tuple(rest)))
+        for (k, trips), ops in inside.items():  # the body is one layer: parts of the same key merge
+            out += _merge_same_key([dataclasses.replace(p, layer=(), name=f"loop {k} body {p.role} #{p.ordinal}",
+                                                         loop=k, trips=trips)
+                                    for p in _by_structure(module, ops, within=True)], tuple(ops))
+    return out
 
 
 def _feeds_reduce(op_id: int, users: dict, by_id: dict, depth: int = 3) -> bool:

@@ -112,14 +112,26 @@ def _producer(module, vid: int):
     return module.ops[v.producer]
 
 
-def _const(module, vid: int) -> int | None:
-    """The value of a scalar integer constant (through converts), else None."""
+def _const(module, vid: int, depth: int = 0) -> int | None:
+    """The value of a scalar integer constant (through converts, and through a function's argument
+    that every call passes the same constant: torch_xla's scan takes its counter's start as one)."""
+    v = module.values[vid]
+    if v.producer is None and v.arg_index is not None and depth < 4:
+        f = _arg_of(module).get(vid)
+        sites = [op for op in module.ops if op.name == "func.call" and op.attr("callee") == f] if f else []
+        got = {_const(module, op.operands[v.arg_index], depth + 1) for op in sites if len(op.operands) > v.arg_index}
+        return got.pop() if len(got) == 1 and sites else None
     op = _producer(module, vid)
     while op is not None and op.name.endswith(".convert") and len(op.operands) == 1:
         op = _producer(module, op.operands[0])
     if op is None or not op.name.endswith(".constant"):
         return None
     return op.attr("int")
+
+
+def _arg_of(module) -> dict:
+    """value id -> the function it is an entry argument of."""
+    return {vid: f.name for f in module.funcs for vid in f.args}
 
 
 def executions(module) -> tuple:
