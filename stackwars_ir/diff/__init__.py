@@ -141,7 +141,7 @@ def _side_result(side: Side) -> SideResult:
     except OSError:
         digest = None  # a module parsed from text, not a file
     m = side.module
-    loops = tuple(m.loops[op.id].trips for op, _ in m.inlined if op.id in m.loops)
+    loops = m.loop_trips
     executed = m.executed_histogram() if loops else None
     return SideResult(side.name, m.source, seg.mode, seg.reason, seg.coverage,
                       sum(side.histogram.values()), len(seg.blocks), dict(side.histogram), provenance, note, digest,

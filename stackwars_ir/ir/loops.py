@@ -165,8 +165,7 @@ def executions(module) -> tuple:
         return f
 
     out, sites = [], []  # sites: the call stack's factors, as `inlined` expands calls depth-first
-    depth = _depths(module)
-    for (op, _), d in zip(module.inlined, depth):
+    for (op, _), d in zip(module.inlined, module.inlined_depths):
         del sites[d:]
         site = sites[-1] if sites else 1
         f = own(op)
@@ -200,28 +199,10 @@ def loop_context(module) -> tuple:
         return own[op.id]
 
     out, sites = [], []
-    for (op, _), d in zip(module.inlined, _depths(module)):
+    for (op, _), d in zip(module.inlined, module.inlined_depths):
         del sites[d:]
         ctx = innermost(op) or (sites[-1] if sites else None)
         out.append(ctx)
         if op.name == "func.call":
             sites.append(ctx)
     return tuple(out)
-
-
-def _depths(module) -> list:
-    """The call depth of each item of `module.inlined` (0: the entry function's own ops)."""
-    out: list = []
-
-    def walk(func: str, d: int, stack: tuple) -> None:
-        f = module.func_by_name.get(func)
-        if f is None or func in stack:
-            return
-        for op_id in f.ops:
-            op = module.ops[op_id]
-            out.append(d)
-            if op.name == "func.call":
-                walk(op.attr("callee"), d + 1, stack + (func,))
-
-    walk(module.entry.name, 0, ())
-    return out

@@ -179,13 +179,20 @@ class Module:
         return self._inlined[1]
 
     @cached_property
+    def inlined_depths(self) -> tuple:
+        """The call depth of each item of `inlined` (0: the entry function's own ops)."""
+        return self._inlined[2]
+
+    @cached_property
     def _inlined(self) -> tuple:
         out: list = []
         phases: list = []
-        self._expand(self.entry.name, "", "", out, phases, ())
-        return tuple(out), tuple(phases)
+        depths: list = []
+        self._expand(self.entry.name, "", "", out, phases, depths, ())
+        return tuple(out), tuple(phases), tuple(depths)
 
-    def _expand(self, func: str, site_path: str, site_phase: str, out: list, phases: list, stack: tuple) -> None:
+    def _expand(self, func: str, site_path: str, site_phase: str, out: list, phases: list, depths: list,
+                stack: tuple) -> None:
         f = self.func_by_name.get(func)
         if f is None or func in stack:  # external declaration or recursion: nothing to inline
             return
@@ -195,8 +202,9 @@ class Module:
             phase = op.phase or site_phase
             out.append((op, path))
             phases.append(phase)
+            depths.append(len(stack))
             if op.name == "func.call":
-                self._expand(op.attr("callee"), path, phase, out, phases, stack + (func,))
+                self._expand(op.attr("callee"), path, phase, out, phases, depths, stack + (func,))
 
     @cached_property
     def loops(self) -> dict:
@@ -204,6 +212,13 @@ class Module:
         from .loops import loops_of
 
         return loops_of(self)
+
+    @cached_property
+    def loop_trips(self) -> tuple:
+        """The trip count of each while the entry function runs (calls inlined), in program order;
+        None for one the IR does not fix."""
+        loops = self.loops
+        return tuple(loops[op.id].trips for op, _ in self.inlined if op.id in loops)
 
     @cached_property
     def executions(self) -> tuple:

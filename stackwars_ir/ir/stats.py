@@ -97,7 +97,7 @@ def module_stats(module: Module, top: int = 5, arg_names: dict | None = None) ->
 
 def _executed(module: Module, inlined: int) -> dict:
     """The loops' trip counts and the op counts weighted by them (a module without loops: each op once)."""
-    loops = tuple(module.loops[op.id].trips for op, _ in module.inlined if op.id in module.loops)
+    loops = module.loop_trips
     if not loops:
         return {"ops_executed": inlined}
     hist = module.executed_histogram()

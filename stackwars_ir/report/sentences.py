@@ -176,8 +176,12 @@ def executed_lines(a, b) -> list:
     if (a.loops and a.executed is None) or (b.loops and b.executed is None):
         return out + ["executed ops: unknown (a loop's trip count is not fixed by the IR)"]
     ea, eb = Counter(a.executed or a.histogram), Counter(b.executed or b.histogram)
-    delta = counter_delta(eb, ea)
-    top = sorted(delta.items(), key=lambda kv: (-abs(kv[1]), kv[0]))
-    words = ", ".join(f"{k.split('.', 1)[-1]} {v:+d}" for k, v in top[:12]) + \
-        (f", ... ({len(top) - 12} more)" if len(top) > 12 else "")
+    words = delta_text(counter_delta(eb, ea), limit=12)
     return out + [f"executed per run: A {sum(ea.values())} ops, B {sum(eb.values())}; ops B - A: {words or 'none'}"]
+
+
+def delta_text(delta, limit: int = 4) -> str:
+    """An op-count difference, largest first: `constant +3, add -1, ... (2 more)`."""
+    items = sorted(delta.items(), key=lambda kv: (-abs(kv[1]), kv[0]))
+    text = ", ".join(f"{k.split('.', 1)[-1]} {v:+d}" for k, v in items[:limit])
+    return text + (f", ... ({len(items) - limit} more)" if len(items) > limit else "")

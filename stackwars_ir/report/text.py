@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from ..ir.stats import ModuleStats
 from ..textfmt import human_bytes, table
+from .sentences import delta_text as _delta_text, executed_lines
 
 
 def stats_text(s: ModuleStats, top: int = 15) -> str:
@@ -83,15 +84,8 @@ def diff_text(result, excerpts: bool = False, ops: bool = False) -> str:
             out += ["", f"--- {d.label}", *_side_by_side(list(d.excerpt_a), list(d.excerpt_b))]
     hist = _delta_text(counter_delta(Counter(b.histogram), Counter(a.histogram)), limit=12)
     out += ["", f"whole module, ops B - A (+: more in B, as in git diff A B): {hist or 'none'}"]
-    out += executed_text(a, b)
+    out += executed_lines(a, b)
     return "\n".join(out)
-
-
-def executed_text(a, b) -> list:
-    """With a loop on either side: each side's loops, and the op difference as the ops run."""
-    from .sentences import executed_lines
-
-    return executed_lines(a, b)
 
 
 TIME_ROWS = 12  # blocks shown by their share of the gap; the roles sum every block
@@ -206,10 +200,6 @@ def _op_level_text(result, every_block: bool) -> list:
     return out
 
 
-def _delta_text(delta, limit: int = 4) -> str:
-    items = sorted(delta.items(), key=lambda kv: (-abs(kv[1]), kv[0]))
-    text = ", ".join(f"{k.split('.', 1)[-1]} {v:+d}" for k, v in items[:limit])
-    return text + (f", ... ({len(items) - limit} more)" if len(items) > limit else "")
 
 
 def _side_by_side(left: list, right: list, width: int = 70) -> list:
