@@ -38,6 +38,10 @@ class Entry:
     # BERT's layer.N.output): consulted, innermost word first, where no generic word names a role.
     roles: dict = field(default_factory=dict, repr=False)
     workload: bool = False  # one of seed 002's basic workloads (no layers)
+    # The PyTorch model's list of identical layers (its attribute path: "layers", "h"), which the
+    # capture's --scan-layers and --remat apply to; the JAX twin runs the same list through
+    # models._nnx.run_layers. None: the adapter offers neither.
+    layers: str | None = None
     path: str = field(default="", repr=False, compare=False)  # the adapter file (set by the catalogue)
 
 

@@ -147,3 +147,54 @@ def attention(q, k, v, heads: int, causal: bool):
     probs = jax.nn.softmax(scores, axis=-1)
     ctx = jnp.matmul(probs, v)
     return ctx.transpose(0, 2, 1, 3).reshape(b, t, d)
+
+
+# How run_layers runs a model's layers: set by the capture (`--scan-layers`, `--remat`) around the
+# trace, read while tracing. A process-wide value, not a context variable: jax.jit traces on the
+# lowering thread (capture/lowering.py), which a context variable would not reach.
+_LAYERS = {"scan": False, "remat": False, "record": None}
+
+
+@contextlib.contextmanager
+def layers_as(scan: bool = False, remat: bool = False):
+    """While inside, run_layers scans the layers (`scan`) and/or rematerializes each (`remat`);
+    yields the record whose `used` counts the run_layers calls traced (0: the twin has none)."""
+    saved, record = dict(_LAYERS), {"used": 0}
+    _LAYERS.update(scan=scan, remat=remat, record=record)
+    try:
+        yield record
+    finally:
+        _LAYERS.update(saved)
+
+
+def run_layers(layers, x, *args):
+    """`x = layer(x, *args)` for each layer in turn: unrolled (the default), or as the capture asks.
+
+    Scanned: jax.lax.scan over the layers' parameters stacked inside the function (the arguments stay
+    one per PyTorch tensor, as torch_xla's scan_layers stacks them too), the body being the first
+    layer under the scope of the list (`layers`, not `layers.0`), as MaxText's `nn.scan` names its
+    decoder. Rematerialized: jax.checkpoint around each layer (around the scan's body when scanned),
+    so the backward recomputes the layer's forward ops instead of keeping its activations.
+    """
+    if not (_LAYERS["scan"] or _LAYERS["remat"]):
+        for layer in layers:
+            x = layer(x, *args)
+        return x
+    _LAYERS["record"]["used"] += 1
+    if not _LAYERS["scan"]:
+        for layer in layers:
+            graphdef, state = nnx.split(layer)
+            x = jax.checkpoint(lambda s, h, *a, g=graphdef: nnx.merge(g, s)(h, *a))(state, x, *args)
+        return x
+    graphdef, _ = nnx.split(layers[0])
+    scope = layers[0].scope.rsplit(".", 1)[0]
+    with jax.named_scope(scope):  # the stacking belongs to the list, as the loop does
+        stacked = jax.tree.map(lambda *leaves: jnp.stack(leaves), *[nnx.split(layer)[1] for layer in layers])
+
+    def body(h, state):
+        layer = nnx.merge(graphdef, state)
+        layer.scope = scope
+        return layer(h, *args), None
+
+    x, _ = jax.lax.scan(jax.checkpoint(body) if _LAYERS["remat"] else body, x, stacked)
+    return x

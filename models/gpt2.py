@@ -4,13 +4,13 @@ from __future__ import annotations
 import numpy as np
 
 from . import Entry
-from ._nnx import Conv1D, Embedding, LayerNorm, Scoped, attention, gelu_tanh
+from ._nnx import Conv1D, Embedding, LayerNorm, Scoped, attention, gelu_tanh, run_layers
 
 ENTRY = Entry(
     "gpt2", "GPT-2 decoder (transformers GPT2Model); input token ids [batch, seq]",
     {"tiny": dict(n_layer=2, n_embd=64, n_head=4, vocab_size=512, n_positions=128),
      "base": dict(n_layer=12, n_embd=768, n_head=12, vocab_size=50257, n_positions=1024)},
-    {"tiny": dict(batch=2, seq=16), "base": dict(batch=2, seq=64)}, loss="lm")
+    {"tiny": dict(batch=2, seq=16), "base": dict(batch=2, seq=64)}, loss="lm", layers="h")
 SIZES = ENTRY.sizes
 
 
@@ -93,8 +93,7 @@ class GPT2(Scoped):
 
         positions = jnp.arange(input_ids.shape[1])[None, :]
         x = self.wte(input_ids) + self.wpe(positions)
-        for block in self.h:
-            x = block(x)
+        x = run_layers(self.h, x)
         return self.ln_f(x)
 
 

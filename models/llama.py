@@ -6,7 +6,7 @@ import math
 import numpy as np
 
 from . import Entry
-from ._nnx import Embedding, Linear, Scoped, param
+from ._nnx import Embedding, Linear, Scoped, param, run_layers
 
 ENTRY = Entry(
     "llama", "LLaMA decoder (transformers LlamaModel: RMSNorm, llama3 rotary, grouped-query attention, SwiGLU); "
@@ -19,7 +19,7 @@ ENTRY = Entry(
                 intermediate_size=14336, vocab_size=128256, max_position_embeddings=131072, rms_norm_eps=1e-5,
                 rope_parameters=dict(rope_type="llama3", rope_theta=500000.0, factor=8.0, low_freq_factor=1.0,
                                      high_freq_factor=4.0, original_max_position_embeddings=8192))},
-    {"tiny": dict(batch=2, seq=16), "8b": dict(batch=1, seq=128)}, loss="lm")
+    {"tiny": dict(batch=2, seq=16), "8b": dict(batch=1, seq=128)}, loss="lm", layers="layers")
 SIZES = ENTRY.sizes
 
 
@@ -161,8 +161,7 @@ class Llama(Scoped):
     def __call__(self, input_ids):
         x = self.embed_tokens(input_ids)
         cos, sin = self.rotary_emb(input_ids.shape[1], x.dtype)
-        for layer in self.layers:
-            x = layer(x, cos, sin)
+        x = run_layers(self.layers, x, cos, sin)
         return self.norm(x)
 
 

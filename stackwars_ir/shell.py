@@ -76,6 +76,12 @@ def model_options(command: str, out_default: Path, step_help: str, shapes: bool 
         click.option("--step", default="forward", show_default=True, help=w(step_help)),
         click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=out_default,
                      show_default=True, help=w(out_help)),
+        click.option("--scan-layers", is_flag=True,
+                     help=w("Run the layers in a loop over their stacked weights: jax.lax.scan in JAX, "
+                            "torch_xla's scan_layers in PyTorch (llama, gpt2; files end in -scan).")),
+        click.option("--remat", is_flag=True,
+                     help=w("With --step train: rematerialize each layer in the backward (jax.checkpoint; "
+                            "torch_xla's checkpoint; files end in -remat).")),
     ]
     if shapes:
         options += [
@@ -93,7 +99,8 @@ def model_options(command: str, out_default: Path, step_help: str, shapes: bool 
     return apply
 
 
-MODEL_OPTIONS = ("framework", "exporters", "size", "seq", "step", "out_dir", "abstract", "dtype")
+MODEL_OPTIONS = ("framework", "exporters", "size", "seq", "step", "out_dir", "abstract", "dtype", "scan_layers",
+                 "remat")
 
 
 def request(model: str, options: dict, **more):

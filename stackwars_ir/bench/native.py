@@ -32,8 +32,9 @@ TRAIN_ONLY = ("jax_donate",)
 REFERENCE = "PyTorch eager on the CPU, same weights and inputs"
 
 
-def baselines_asked(given, step: str) -> tuple[str, ...]:
-    """The native runtimes asked for ("jax,eager", a tuple of names, or "none"), each one checked."""
+def baselines_asked(given, step: str, program: str = "") -> tuple[str, ...]:
+    """The native runtimes asked for ("jax,eager", a tuple of names, or "none"), each one checked;
+    with a layers' program (--scan-layers, --remat), jax alone runs the same program natively."""
     if isinstance(given, str):
         given = () if given == "none" else tuple(b for b in given.split(",") if b)
     bad = [b for b in given if b not in BASELINES]
@@ -44,7 +45,24 @@ def baselines_asked(given, step: str) -> tuple[str, ...]:
         raise StackwarsError(f"baseline {only[0]!r} times a training loop (it donates the parameters and "
                              "optimizer state between steps); a forward pass has nothing to donate",
                              fix="add --step train, or use --baselines jax")
+    other = [b for b in given if not b.startswith("jax")]
+    if program and other:
+        raise StackwarsError(f"baseline {other[0]!r} cannot run the layers as --scan-layers/--remat ask: torch "
+                             "eager and inductor have no scan_layers, and torch_xla's native loop runs them as written",
+                             fix="use --baselines jax (the twin scanned and rematerialized as captured), or none")
     return tuple(given)
+
+
+def _as_captured(fn, req):
+    """`fn`, tracing the twin's layers as the request's program runs them (models/_nnx.py run_layers)."""
+    if not req.program:
+        return fn
+    from stackwars_ir.models import _nnx
+
+    def traced(*args):
+        with _nnx.layers_as(scan=req.scan_layers, remat=req.remat):
+            return fn(*args)
+    return traced
 
 
 TRAIN_REFERENCE = "PyTorch eager's first training step on the CPU (its loss), same weights and batch"
@@ -163,7 +181,7 @@ def _jax(adapter, req, model, weights, inputs, backend):
     device = runtime(backend).device
     _jax_counters()
     graphdef, state = nnx.split(adapter.jax_model(req.size, weights))
-    fn = jax.jit(lambda s, *a: nnx.merge(graphdef, s)(*a))  # a new function: its first call compiles
+    fn = jax.jit(_as_captured(lambda s, *a: nnx.merge(graphdef, s)(*a), req))  # new: its first call compiles
     args = [jax.device_put(v, device) for v in jax_inputs(inputs).values()]
     state = jax.device_put(state, device)
 
@@ -299,7 +317,7 @@ def _jax_train(adapter, req, model, weights, state, backend, donate: bool = Fals
     device = runtime(backend).device
     _jax_counters()
     step, args = jax_step(adapter, req.size, state, weights)
-    fn = jax.jit(step, donate_argnums=(0, 1) if donate else ())  # a new function: its first call compiles
+    fn = jax.jit(_as_captured(step, req), donate_argnums=(0, 1) if donate else ())  # new: first call compiles
     box = {k: jax.device_put(v, device) for k, v in args.items()}
 
     def run():

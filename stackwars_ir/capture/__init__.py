@@ -145,7 +145,7 @@ def _run_abstract(req, frameworks, out_dir: Path, label: str, show) -> CaptureSe
     from .abstract import capture_abstract
 
     captures, inputs = capture_abstract(req, frameworks, lambda what: Stages(f"{label} {what}", show=show))
-    captures = [dataclasses.replace(c, text=relativize(c.text)) for c in captures]
+    captures = [_named(c, req) for c in captures]
     _refuse_absolute_paths(captures)
     contents = [f for cap in captures for f in _contents(cap, req, inputs, None, out_dir)]
     with files.locked_folder(Path(out_dir) / f"{req.model}-{req.size}"):
@@ -158,9 +158,18 @@ def _capture_all(req, frameworks, adapter, model, weights, inputs, label, show):
     from .jax_capture import capture_jax
 
     if "jax" in frameworks:
-        cap = capture_jax(adapter, req.size, weights, inputs, Stages(f"{label} jax", show=show))
-        yield dataclasses.replace(cap, text=relativize(cap.text))
-    if "torch" in frameworks:
+        cap = capture_jax(adapter, req.size, weights, inputs, Stages(f"{label} jax", show=show),
+                          scan=req.scan_layers, remat=req.remat)
+        yield _named(cap, req)
+    if "torch" in frameworks and req.scan_layers:  # torch.export cannot trace scan_layers: lazy tensors
+        from stackwars_ir import models
+
+        from .torch_capture import capture_torch_xla_lazy
+
+        cap = capture_torch_xla_lazy(model, inputs, Stages(f"{label} torch_xla", show=show),
+                                     models.entry(req.model).layers, scan=True)
+        yield _named(cap, req)
+    elif "torch" in frameworks:
         from .torch_capture import capture_torch_xla, capture_torchax, export_program
 
         exp = Stages(f"{label} torch", show=show)
@@ -170,7 +179,7 @@ def _capture_all(req, frameworks, adapter, model, weights, inputs, label, show):
             stages.seconds.update(exp.seconds)
             fn = capture_torch_xla if exporter == "torch_xla" else capture_torchax
             cap = fn(ep, inputs, stages)
-            yield dataclasses.replace(cap, text=relativize(cap.text))
+            yield _named(cap, req)
 
 
 def _capture_train(req, frameworks, adapter, model, state, label, show):
@@ -179,14 +188,25 @@ def _capture_train(req, frameworks, adapter, model, state, label, show):
     from . import train
 
     if "jax" in frameworks:
-        cap = train.capture_jax_train(adapter, req.size, state, Stages(f"{label} jax train", show=show))
-        yield dataclasses.replace(cap, text=relativize(cap.text))
+        cap = train.capture_jax_train(adapter, req.size, state, Stages(f"{label} jax train", show=show),
+                                      scan=req.scan_layers, remat=req.remat)
+        yield _named(cap, req)
     if "torch" in frameworks:
+        from stackwars_ir import models
+
         for exporter in sorted(req.exporters, key=lambda e: e == "torch_xla"):
             stages = Stages(f"{label} {exporter} train", show=show)
-            fn = train.capture_torch_xla_train if exporter == "torch_xla" else train.capture_torchax_train
-            cap = fn(model, state, stages)
-            yield dataclasses.replace(cap, text=relativize(cap.text))
+            if exporter == "torch_xla":
+                cap = train.capture_torch_xla_train(model, state, stages, models.entry(req.model).layers,
+                                                    scan=req.scan_layers, remat=req.remat)
+            else:
+                cap = train.capture_torchax_train(model, state, stages)
+            yield _named(cap, req)
+
+
+def _named(cap: Capture, req: Request) -> Capture:
+    """The capture as written: its text free of this machine's paths, its stem saying the layers' program."""
+    return dataclasses.replace(cap, text=relativize(cap.text), stem_suffix=cap.stem_suffix + req.program)
 
 
 def _not_checked() -> str:
@@ -253,6 +273,8 @@ def _contents(cap: Capture, req: Request, inputs, result: parity.Parity | None, 
         # The one part that differs between two runs of the same capture.
         "run": {"seconds": cap.seconds, "host": files.host(), "capture_revision": CAPTURE_REVISION},
     }
+    if req.program:  # how the layers run (--scan-layers, --remat); absent: unrolled, as written
+        sidecar["program"] = {"scan_layers": req.scan_layers, "remat": req.remat}
     if req.abstract:
         sidecar["abstract"] = True
         sidecar["dtype"] = req.dtype

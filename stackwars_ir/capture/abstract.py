@@ -50,7 +50,9 @@ def capture_abstract(req, frameworks, stages_for) -> tuple[list[Capture], dict]:
         args = [jax.ShapeDtypeStruct(v.shape, v.dtype) for v in jax_inputs(inputs).values()]
         from .lowering import lower_text
 
-        with st.stage("jax.jit lower"):
+        from .jax_capture import layer_program
+
+        with st.stage("jax.jit lower"), layer_program(adapter, req.scan_layers, req.remat):
             text = lower_text(forward, state, *args)
         leaves = jax.tree_util.tree_flatten_with_path(state)[0]
         arguments = [Argument(i, "parameter", leaf_name(p), tuple(v.shape), str(v.dtype))
@@ -127,7 +129,8 @@ def _train(req, frameworks, adapter, model, specs, inputs, stages_for) -> tuple[
                        {}, {}, {})
     captures = []
     if "jax" in frameworks:
-        captures.append(capture_jax_train(adapter, req.size, state, stages_for("jax train")))
+        captures.append(capture_jax_train(adapter, req.size, state, stages_for("jax train"), scan=req.scan_layers,
+                                          remat=req.remat))
     if "torch" in frameworks:
         captures.append(capture_torchax_train(model, state, stages_for("torchax train")))
     return captures, inputs

@@ -1,6 +1,8 @@
 """Lower a model's Flax NNX twin with jax.jit, weights as arguments, named scopes kept as locations."""
 from __future__ import annotations
 
+import contextlib
+from pathlib import Path
 from types import ModuleType
 
 import numpy as np
@@ -13,7 +15,8 @@ from .lowering import lower_text
 
 
 def capture_jax(adapter: ModuleType, size: str, weights: dict[str, np.ndarray],
-                inputs: dict[str, np.ndarray], stages: Stages) -> Capture:
+                inputs: dict[str, np.ndarray], stages: Stages, scan: bool = False, remat: bool = False) -> Capture:
+    """The twin's forward lowered, its layers scanned and/or rematerialized where asked (run_layers)."""
     import jax
     from flax import nnx
 
@@ -25,7 +28,7 @@ def capture_jax(adapter: ModuleType, size: str, weights: dict[str, np.ndarray],
         return nnx.merge(graphdef, state)(*args)
 
     args = list(jax_inputs(inputs).values())
-    with stages.stage("jax.jit lower"):
+    with stages.stage("jax.jit lower"), layer_program(adapter, scan, remat):
         text = lower_text(forward, state, *args)
     leaves = jax.tree_util.tree_flatten_with_path(state)[0]
     arguments = [Argument(i, "parameter", leaf_name(p), tuple(v.shape), str(v.dtype))
@@ -37,3 +40,19 @@ def capture_jax(adapter: ModuleType, size: str, weights: dict[str, np.ndarray],
     arguments += [Argument(len(arguments) + j, "input", name, tuple(a.shape), str(a.dtype))
                   for j, (name, a) in enumerate(jax_inputs(inputs).items())]
     return Capture("jax", "jax", text, tuple(arguments), dict(stages.seconds))
+
+
+@contextlib.contextmanager
+def layer_program(adapter: ModuleType, scan: bool, remat: bool):
+    """While inside, the twin's run_layers scans and/or rematerializes its layers; a twin that runs
+    none through it, asked to, is one line (models/_nnx.py)."""
+    from stackwars_ir.models import _nnx
+
+    with _nnx.layers_as(scan=scan, remat=remat) as record:
+        yield
+    if (scan or remat) and not record["used"]:
+        flag = "--scan-layers" if scan else "--remat"
+        raise CaptureError(f"{Path(adapter.__file__).name}: the JAX twin runs no layers through "
+                           f"models._nnx.run_layers, so {flag} cannot apply to it",
+                           fix="write its loop over the layers as x = run_layers(self.layers, x, ...) "
+                               "(docs/adapters.md), or capture with --framework torch")

@@ -1,11 +1,13 @@
 """Export a PyTorch model with torch.export, then to StableHLO through torch_xla or torchax."""
 from __future__ import annotations
 
+import contextlib
+import copy
 import os
 
 import numpy as np
 
-from ..errors import CaptureError, MissingExtra
+from ..errors import CaptureError, MissingExtra, StackwarsError
 from ..progress import Stages
 from ..workload import Argument
 from .artifact import Capture
@@ -186,3 +188,105 @@ def _torchax_function(ep, tx_export):
             *states, *inputs, enable_io_processing=False)[mutations:])
 
     return names, states, forward
+
+
+# ---------------------------------------------------------------------------------------------------
+# torch_xla on lazy tensors: what torch.export cannot trace (the training loop, scan_layers).
+
+
+@contextlib.contextmanager
+def hlo_debug():
+    """XLA_HLO_DEBUG=1 while inside: torch_xla then puts op metadata (loc("aten__addmm")) on the
+    graphs it builds, as its exporter does. It reads the variable once per process, so a capture
+    checks the text for it (require_op_names)."""
+    saved = os.environ.get("XLA_HLO_DEBUG")
+    os.environ["XLA_HLO_DEBUG"] = "1"
+    try:
+        yield
+    finally:
+        if saved is None:
+            os.environ.pop("XLA_HLO_DEBUG", None)
+        else:
+            os.environ["XLA_HLO_DEBUG"] = saved
+
+
+def require_op_names(text: str, what: str) -> None:
+    if "aten__" not in text:  # loc("aten__addmm"), or named: loc("jvp(h.0.attn)/aten__addmm")
+        raise CaptureError(f"torch_xla left its op metadata out of the {what} (this process built a lazy graph "
+                           "before with XLA_HLO_DEBUG unset), so the capture would differ from a fresh process's",
+                           fix=f"run the capture in a fresh process, or set XLA_HLO_DEBUG=1 before the first "
+                               "torch_xla graph")
+
+
+def capture_torch_xla_lazy(model, inputs: dict[str, np.ndarray], stages: Stages, layers: str,
+                           scan: bool = False) -> Capture:
+    """The forward as a torch_xla user runs it, on lazy tensors, its layers under torch_xla's
+    scan_layers (models/_torch.py layers_as): torch.export cannot trace scan_layers. The pending graph
+    of the output is the capture; its arguments are matched to the parameters, buffers and inputs by
+    torch_xla's tensor ids, and each op is named after its module as in the training capture."""
+    os.environ.setdefault("PJRT_DEVICE", "CPU")
+    try:
+        import torch
+        import torch_xla
+    except Exception as e:
+        raise MissingExtra("torch_xla", e) from e
+    from stackwars_ir.models._torch import layers_as
+
+    from ..workload.train import OpNames
+
+    dev = torch_xla.device()
+    m = copy.deepcopy(model).to(dev)
+    xs = {k: torch.from_numpy(v).to(dev) for k, v in inputs.items()}
+    known = {tensor_id(t): ("parameter", n) for n, t in m.named_parameters()}
+    known.update({tensor_id(t): ("buffer", n) for n, t in m.named_buffers()})
+    known.update({tensor_id(t): ("input", n) for n, t in xs.items()})
+    with stages.stage("torch_xla lazy forward" + (" (scan_layers)" if scan else "")), hlo_debug():
+        try:
+            with torch.no_grad(), layers_as(m, layers, scan=scan), OpNames(m, phases=False):
+                out = m(*xs.values())
+            text, arguments, constants = lazy_graph([("output", "output", out)], known)
+        except StackwarsError:
+            raise
+        except Exception as e:
+            raise CaptureError(f"torch_xla lazy forward failed: {type(e).__name__}: {str(e).splitlines()[0]}") from e
+        finally:
+            torch_xla.sync()
+    require_op_names(text, "forward graph")
+    return Capture("torch", "torch_xla", text, arguments, dict(stages.seconds), constants)
+
+
+def lazy_graph(named, known: dict):
+    """The pending graph of the outputs `named` ((kind, name, tensor) each) as StableHLO, and the
+    meaning of its arguments.
+
+    Its arguments are torch_xla's device-data nodes: the tensors the graph reads, matched to `known`
+    by torch_xla's tensor ids as its dynamo bridge matches them (device data keeps the id of the
+    tensor that owned it before a training step's in-place updates), and the Python scalars the code
+    passed (AdamW's learning-rate and bias-correction factors), recorded as constants with their values.
+    """
+    import torch_xla
+    import torch_xla.core.xla_model as xm
+
+    tensors = [t for _, _, t in named]
+    try:
+        bytecode = xm.get_stablehlo_bytecode(tensors)
+        ids, values = torch_xla._XLAC._get_tensors_xla_device_data_node(tensors)
+    except Exception as e:
+        raise CaptureError(f"torch_xla could not export the graph: {type(e).__name__}: "
+                           f"{str(e).splitlines()[0]}") from e
+    arguments, constants = [], {}
+    for i, (tid, value) in enumerate(zip(ids, values)):
+        host = value.detach().cpu().numpy()
+        if tid in known:
+            kind, name = known[tid]
+        else:
+            kind, name = "constant", f"constant.{len(constants)}"
+            constants[name] = host.copy()
+        arguments.append(Argument(i, kind, name, tuple(host.shape), str(host.dtype)))
+    return portable_to_text(bytecode), tuple(arguments), constants
+
+
+def tensor_id(t) -> int:
+    import torch_xla
+
+    return torch_xla._XLAC._xla_get_tensor_id(t)

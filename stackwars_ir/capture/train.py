@@ -8,6 +8,7 @@ PyTorch eager's second step: the loss, the gradients and the AdamW rule (see GRA
 """
 from __future__ import annotations
 
+import contextlib
 import copy
 import dataclasses
 import os
@@ -21,6 +22,7 @@ from ..workload.train import (OpNames, TrainState, adamw_state, adamw_step, jax_
                               torch_loss)
 from .artifact import Capture
 from .lowering import lower_text
+from .torch_capture import hlo_debug, lazy_graph, require_op_names, tensor_id
 
 STEPS_OBSERVED = 3  # torch_xla's graphs are counted over this many steps
 
@@ -45,10 +47,14 @@ def _lower_step(exporter: str, step, args: dict, stages: Stages, x64: bool, cons
                    constants, outputs=outputs, stem_suffix="-train")
 
 
-def capture_jax_train(adapter, size: str, state: TrainState, stages: Stages) -> Capture:
+def capture_jax_train(adapter, size: str, state: TrainState, stages: Stages, scan: bool = False,
+                      remat: bool = False) -> Capture:
+    from .jax_capture import layer_program
+
     with stages.stage("build jax"):
         step, args = jax_step(adapter, size, state)
-    return _lower_step("jax", step, args, stages, x64=False)
+    with layer_program(adapter, scan, remat):
+        return _lower_step("jax", step, args, stages, x64=False)
 
 
 def capture_torchax_train(model, state: TrainState, stages: Stages) -> Capture:
@@ -137,7 +143,10 @@ def export_loss(model, state: TrainState, meta: bool = False):
 # torch_xla: the real training loop on lazy tensors; the second step's graph is the capture.
 
 
-def capture_torch_xla_train(model, state: TrainState, stages: Stages) -> Capture:
+def capture_torch_xla_train(model, state: TrainState, stages: Stages, layers: str | None = None,
+                            scan: bool = False, remat: bool = False) -> Capture:
+    """The user's training loop on lazy tensors (its layers scanned and/or rematerialized, as
+    models/_torch.py layers_as runs them, where asked); the second step's graph is the capture."""
     os.environ.setdefault("PJRT_DEVICE", "CPU")
     try:
         import torch
@@ -158,27 +167,17 @@ def capture_torch_xla_train(model, state: TrainState, stages: Stages) -> Capture
     opt = optimizer(list(params.values()))
     xs = [torch.from_numpy(v).to(dev) for k, v in state.inputs.items() if k != "target"]
     target = torch.from_numpy(state.inputs["target"]).to(dev) if "target" in state.inputs else None
-    # Op metadata (locations such as loc("aten__addmm")), as torch_xla's exporter sets it. torch_xla
-    # reads the variable once per process: the check below refuses a capture made without it.
-    saved = os.environ.get("XLA_HLO_DEBUG")
-    os.environ["XLA_HLO_DEBUG"] = "1"
-    with stages.stage("torch_xla training loop (3 steps)"):
+    from stackwars_ir.models._torch import layers_as
+
+    program = contextlib.nullcontext() if layers is None else layers_as(m, layers, scan=scan, remat=remat)
+    with stages.stage("torch_xla training loop (3 steps)"), hlo_debug(), program:
         try:
             text, arguments, scalars, named, steps = _lazy_loop(m, params, opt, xs, target, state, counters)
         except StackwarsError:
             raise
         except Exception as e:
             raise CaptureError(f"torch_xla training step failed: {type(e).__name__}: {str(e).splitlines()[0]}") from e
-        finally:
-            if saved is None:
-                os.environ.pop("XLA_HLO_DEBUG", None)
-            else:
-                os.environ["XLA_HLO_DEBUG"] = saved
-    if "aten__" not in text:  # loc("aten__addmm"), or named: loc("jvp(h.0.attn)/aten__addmm")
-        raise CaptureError("torch_xla left its op metadata out of the training graph (this process built a "
-                           "lazy graph before with XLA_HLO_DEBUG unset), so the capture would differ from "
-                           "a fresh process's", fix="run the training capture in a fresh process, or set "
-                                                    "XLA_HLO_DEBUG=1 before the first torch_xla graph")
+    require_op_names(text, "training graph")
     m.to("cpu")
     outputs = tuple({"index": i, "kind": kind, "name": name} for i, (kind, name, _) in enumerate(named))
     return Capture("torch", "torch_xla", text, arguments, dict(stages.seconds), scalars,
@@ -190,21 +189,19 @@ def _lazy_loop(m, params, opt, xs, target, state, counters):
     import torch_xla
     import torch_xla.core.xla_model as xm
 
-    from .torch_capture import portable_to_text
-
     steps, text, arguments, scalars, named, known = [], None, None, {}, None, {}
     for i in range(1, STEPS_OBSERVED + 1):
         before = counters()
         created = sum(len(v) for v in opt.state.values())  # AdamW's state tensors when the step begins
         if i == 2:  # what each piece of device data the step reads is (see _lazy_graph)
-            known = {_tensor_id(p): ("parameter", n) for n, p in params.items()}
+            known = {tensor_id(p): ("parameter", n) for n, p in params.items()}
             for n, p in params.items():
-                known[_tensor_id(opt.state[p]["exp_avg"])] = ("optimizer", f"exp_avg.{n}")
-                known[_tensor_id(opt.state[p]["exp_avg_sq"])] = ("optimizer", f"exp_avg_sq.{n}")
+                known[tensor_id(opt.state[p]["exp_avg"])] = ("optimizer", f"exp_avg.{n}")
+                known[tensor_id(opt.state[p]["exp_avg_sq"])] = ("optimizer", f"exp_avg_sq.{n}")
             names = [k for k in state.inputs if k != "target"]
-            known.update({_tensor_id(x): ("input", n) for n, x in zip(names, xs)})
+            known.update({tensor_id(x): ("input", n) for n, x in zip(names, xs)})
             if target is not None:
-                known[_tensor_id(target)] = ("input", "target")
+                known[tensor_id(target)] = ("input", "target")
         with _HostReads() as reads:  # the user's step: zero_grad, forward, backward, optimizer
             opt.zero_grad(set_to_none=True)
             try:
@@ -222,7 +219,7 @@ def _lazy_loop(m, params, opt, xs, target, state, counters):
             opt.step()
         if i == 2:
             named = _step_tensors(loss, params, opt)
-            text, arguments, scalars = _lazy_graph(named, known, xm, portable_to_text)
+            text, arguments, scalars = lazy_graph(named, known)
         torch_xla.sync()
         xm.wait_device_ops()  # executions are asynchronous: count them once they ran
         after = counters()
@@ -299,38 +296,3 @@ def _step_tensors(loss, params, opt) -> list[tuple[str, str, object]]:
     named += [("optimizer", f"exp_avg.{n}", opt.state[p]["exp_avg"]) for n, p in sorted(params.items())]
     named += [("optimizer", f"exp_avg_sq.{n}", opt.state[p]["exp_avg_sq"]) for n, p in sorted(params.items())]
     return named
-
-
-def _lazy_graph(named, known: dict, xm, portable_to_text):
-    """The pending graph of the step's outputs as StableHLO, and the meaning of its arguments.
-
-    Its arguments are torch_xla's device-data nodes: the tensors the step read, matched by torch_xla's
-    tensor ids as its dynamo bridge matches them (device data keeps the id of the tensor that owned
-    it before the step's in-place updates), and the Python scalars AdamW passed (learning-rate and
-    bias-correction factors), which are recorded as constants with their values.
-    """
-    import torch_xla
-
-    tensors = [t for _, _, t in named]
-    try:
-        bytecode = xm.get_stablehlo_bytecode(tensors)
-        ids, values = torch_xla._XLAC._get_tensors_xla_device_data_node(tensors)
-    except Exception as e:
-        raise CaptureError(f"torch_xla could not export the training step: {type(e).__name__}: "
-                           f"{str(e).splitlines()[0]}") from e
-    arguments, constants = [], {}
-    for i, (tid, value) in enumerate(zip(ids, values)):
-        host = value.detach().cpu().numpy()
-        if tid in known:
-            kind, name = known[tid]
-        else:
-            kind, name = "constant", f"constant.{len(constants)}"
-            constants[name] = host.copy()
-        arguments.append(Argument(i, kind, name, tuple(host.shape), str(host.dtype)))
-    return portable_to_text(bytecode), tuple(arguments), constants
-
-
-def _tensor_id(t) -> int:
-    import torch_xla
-
-    return torch_xla._XLAC._xla_get_tensor_id(t)

@@ -39,6 +39,9 @@ class Request:
     step: str = "forward"  # "train": loss, backward and one AdamW update (workload/train.py)
     abstract: bool = False  # shapes only, no weight materialized, no parity (capture/abstract.py)
     dtype: str = "float32"  # of the weights; bfloat16 with --abstract
+    # How the program runs the model's layers, on every side (models/_nnx.py and _torch.py layers_as):
+    scan_layers: bool = False  # in a loop over stacked weights (jax.lax.scan; torch_xla's scan_layers)
+    remat: bool = False  # each layer rematerialized in the backward (jax.checkpoint; torch_xla's checkpoint)
 
     def validated(self) -> "Request":
         from stackwars_ir import models
@@ -60,6 +63,7 @@ class Request:
                     else ""
                 raise StackwarsError(f"{self.model}{what} cannot be captured through {e}: {why}",
                                      fix="use another --exporter, or --framework jax")
+        self._check_program(entry)
         _choose("dtype", self.dtype, DTYPES)
         if self.dtype != "float32" and not self.abstract:
             raise StackwarsError(f"--dtype {self.dtype} is captured abstractly only, for now (parity in bfloat16 "
@@ -75,6 +79,30 @@ class Request:
         if batch < 1 or seq < 1:
             raise StackwarsError("--batch and --seq must be positive integers", fix="e.g. --batch 2 --seq 64")
         return dataclasses.replace(self, batch=batch, seq=seq)
+
+    def _check_program(self, entry) -> None:
+        """--scan-layers and --remat: the adapter names its layers, the step and the routes can take them."""
+        if not (self.scan_layers or self.remat):
+            return
+        flag = "--scan-layers" if self.scan_layers else "--remat"
+        if entry.layers is None:
+            raise StackwarsError(f"{self.model}: the adapter names no list of identical layers, so {flag} has "
+                                 "nothing to apply to", fix="set layers= in its ENTRY (docs/adapters.md), or use "
+                                                            "a model that has one: " + ", ".join(_layered()))
+        if self.remat and self.step != "train":
+            raise StackwarsError("--remat recomputes forward ops in the backward, and a forward capture has no "
+                                 "backward", fix="add --step train, or drop --remat")
+        if self.framework != "jax" and "torchax" in self.exporters:
+            why = ("torch.export cannot trace torch_xla's scan_layers, and torchax has no scan of a module list"
+                   if self.scan_layers else "torchax differentiates the exported loss with jax.value_and_grad, "
+                   "which a torch.utils.checkpoint inside it does not reach")
+            raise StackwarsError(f"{flag} cannot be captured through torchax: {why}",
+                                 fix="use --exporter torch_xla, or --framework jax")
+
+    @property
+    def program(self) -> str:
+        """The file-stem suffix of the layers' program: "", "-scan", "-remat", "-scan-remat"."""
+        return ("-scan" if self.scan_layers else "") + ("-remat" if self.remat else "")
 
     @property
     def train(self) -> bool:
@@ -97,8 +125,8 @@ class Request:
         """The file stems the request's captures are written under: jax, then each exporter's, with
         -train for a training step."""
         frameworks = self.frameworks() if frameworks is None else frameworks
-        return ([stem("jax", "jax", self.step)] if "jax" in frameworks else []) + \
-            ([stem("torch", e, self.step) for e in self.exporters] if "torch" in frameworks else [])
+        return ([stem("jax", "jax", self.step, self.program)] if "jax" in frameworks else []) + \
+            ([stem("torch", e, self.step, self.program) for e in self.exporters] if "torch" in frameworks else [])
 
     def paths(self, out_dir: Path, capture_stem: str) -> tuple[Path, Path]:
         """The .mlir and sidecar .json of one of the request's captures."""
@@ -129,9 +157,15 @@ def batch_list(text: str) -> tuple:
     return values
 
 
-def stem(framework: str, exporter: str, step: str = "forward") -> str:
-    """The file stem of one capture: jax, torch-torch_xla, jax-train ..."""
-    return ("jax" if framework == "jax" else f"torch-{exporter}") + ("-train" if step == "train" else "")
+def stem(framework: str, exporter: str, step: str = "forward", program: str = "") -> str:
+    """The file stem of one capture: jax, torch-torch_xla, jax-train, jax-train-scan-remat ..."""
+    return ("jax" if framework == "jax" else f"torch-{exporter}") + ("-train" if step == "train" else "") + program
+
+
+def _layered() -> list[str]:
+    from stackwars_ir import models
+
+    return [n for n, e in models.catalog().items() if e.layers]
 
 
 def target_paths(out_dir: Path, model: str, size: str, capture_stem: str) -> tuple[Path, Path]:

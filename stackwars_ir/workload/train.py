@@ -281,15 +281,26 @@ class OpNames:
     goes on each op's output with torch_xla's _set_xla_custom_op_name_prefix (call-stack depth 1:
     depth 0 breaks torch_xla 2.9's lowering under XLA_HLO_DEBUG). Nothing the step computes changes;
     torch_xla drops the name where its own scope is set (`aten__mul.1`), leaving such ops unnamed.
+
+    A module's forward that runs during the backward is a rematerialization (a checkpointed layer
+    recomputing its activations): its ops are named `transpose(jvp(h.0.attn.rematted_computation))/`,
+    the scope word JAX's checkpoint gives the ops it recomputes. With `phases=False` (a forward
+    capture) the names are the module paths alone: `h.0.attn/aten__addmm`.
     """
 
-    def __init__(self, model):
+    def __init__(self, model, phases: bool = True):
+        self.phases = phases
         self.paths = {mod: name for name, mod in model.named_modules()}
         self.stack = []  # (path, the autograd nodes of the call's inputs)
         self.node_path = {}  # autograd node -> module path
         self.hooks = []
         self.mode = None
         self.backward = False  # set by the loop when loss.backward() begins
+
+    def __deepcopy__(self, memo):
+        # A module copied while its hooks are ours (scan_layers copies the layer it traces) keeps
+        # this namer: a copy would drag the autograd nodes it has claimed into the copy.
+        return self
 
     def __enter__(self):
         import torch
@@ -326,6 +337,7 @@ class OpNames:
         path = self.paths.get(mod)
         if path is None:
             return None
+        path = getattr(mod, "scanned_as", None) or path  # a scanned list's loop runs in its first layer's call
         inputs = [t for t in (*args, *kwargs.values()) if isinstance(t, torch.Tensor)]
         self.stack.append((path, {t.grad_fn for t in inputs if t.grad_fn is not None}))
         return None
@@ -351,7 +363,12 @@ class OpNames:
         import torch
 
         if self.stack:
-            return f"jvp({self.stack[-1][0]})/"
+            path = self.stack[-1][0]
+            if not self.phases:
+                return f"{path}/"
+            return f"transpose(jvp({path}.rematted_computation))/" if self.backward else f"jvp({path})/"
+        if not self.phases:
+            return ""
         node = torch._C._current_autograd_node()
         if node is not None:
             return f"transpose(jvp({self.node_path.get(node, '')}))/"
@@ -370,5 +387,9 @@ class OpNames:
                 # An op that returns its input as it is (detach, a copy) leaves the tensor on the
                 # input's device data: that is a function argument, not an op of this module.
                 ir = torch_xla._XLAC._get_xla_tensor_debug_info(t)
-                if "] xla::device_data," not in ir:
+                if "] xla::device_data," in ir:
+                    continue
+                try:
                     torch_xla._XLAC._set_xla_custom_op_name_prefix(t, prefix, 1)
+                except RuntimeError:  # a tensor of a trace, not a lazy one: scan_layers tracing its layer
+                    continue

@@ -1,0 +1,116 @@
+"""Capture options for programs as written at scale: --scan-layers and --remat on JAX and torch_xla, parity-checked, and what the differ makes of them."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from conftest import golden
+from stackwars_ir.capture import Request, run
+from stackwars_ir.workload.train import register_torch_xla
+
+LAYERED = (("norm", 0), ("attention", 0), ("norm", 1), ("mlp", 0))
+
+
+@pytest.fixture(scope="module")
+def made(tmp_path_factory):
+    """LLaMA tiny captured scanned (forward, both frameworks), rematerialized (training step, both)
+    and scanned with remat (training step, JAX)."""
+    out = tmp_path_factory.mktemp("programs")
+    register_torch_xla()  # before this process's first backward
+    sets = {"scan": run(Request("llama", scan_layers=True), out),
+            "remat": run(Request("llama", step="train", remat=True), out),
+            "scan-remat": run(Request("llama", framework="jax", step="train", scan_layers=True, remat=True), out)}
+    return out / "llama-tiny", sets
+
+
+@pytest.mark.slow
+def test_scanned_and_rematerialized_captures_pass_parity_under_their_own_names(made):
+    folder, sets = made
+    assert all(s.ok for s in sets.values())
+    names = sorted(p.name for s in sets.values() for p in s.files if p.suffix == ".mlir")
+    assert names == ["jax-scan.mlir", "jax-train-remat.mlir", "jax-train-scan-remat.mlir",
+                     "torch-torch_xla-scan.mlir", "torch-torch_xla-train-remat.mlir"]
+    for stem in ("jax-scan", "torch-torch_xla-scan"):
+        side = json.loads((folder / f"{stem}.json").read_text())
+        assert side["program"] == {"scan_layers": True, "remat": False} and side["parity"]["ok"]
+        assert "stablehlo.while" in (folder / f"{stem}.mlir").read_text()
+    assert json.loads((folder / "jax-train-scan-remat.json").read_text())["program"] == \
+        {"scan_layers": True, "remat": True}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("stem", ["jax-scan", "torch-torch_xla-scan"])
+def test_each_scanned_capture_aligns_every_layer_with_the_unrolled_torch_capture(made, stem):
+    """The loop body's norms, attention and MLP pair with each unrolled layer's by key, and the
+    executed dot_generals are those of the unrolled program: two layers of nine."""
+    from stackwars_ir.diff import diff_files
+
+    folder, _ = made
+    report = diff_files(folder / f"{stem}.mlir", golden("llama", "torch-torch_xla"))
+    assert report.alignment.method == "key"
+    paired = {(d.a.role, d.b.layer, d.a.ordinal): d for d in report.blocks if d.b.layer}
+    for layer in range(2):
+        for role, ordinal in LAYERED:
+            assert paired[(role, (layer,), ordinal)].a.trips == 2, (role, layer)
+    assert not any(b.role in ("norm", "attention", "mlp") for b in report.alignment.only_b)
+    result = report.result()
+    assert result.a.loops == (2,)
+    assert result.a.executed["stablehlo.dot_general"] == result.b.histogram["stablehlo.dot_general"] == 18
+
+
+@pytest.mark.slow
+def test_torch_remat_names_its_recomputed_ops_per_block_as_jax_does(made):
+    """torch_xla's checkpoint recomputes each layer's forward in the backward: those ops carry JAX's
+    rematted_computation scope word, so remat against no remat counts them per backward block, on
+    the PyTorch side as on the JAX side."""
+    from stackwars_ir.diff import diff_files
+
+    folder, _ = made
+    for stem in ("torch-torch_xla-train-remat", "jax-train-remat"):
+        report = diff_files(golden("llama", "torch-torch_xla-train"), folder / f"{stem}.mlir")
+        assert report.alignment.method == "key"
+        recomputed = {(d.a.role, d.a.layer): d.facts_b.recomputed for d in report.blocks
+                      if d.a.phase == "backward" and d.a.layer}
+        for layer in ((0,), (1,)):
+            assert recomputed[("attention", layer)] > 0 and recomputed[("mlp", layer)] > 0, (stem, recomputed)
+        assert all(d.facts_a.recomputed == 0 for d in report.blocks)
+
+
+@pytest.mark.slow
+def test_a_scanned_rematerialized_training_step_aligns_its_layers_forward_and_backward(made):
+    from stackwars_ir.diff import diff_files
+
+    folder, _ = made
+    report = diff_files(folder / "jax-train-scan-remat.mlir", golden("llama", "torch-torch_xla-train"))
+    assert report.alignment.method == "key"
+    paired = {(d.a.role, d.b.layer, d.a.ordinal, d.a.phase) for d in report.blocks if d.b.layer and d.a.trips == 2}
+    for layer in range(2):
+        for role, ordinal in LAYERED:
+            for phase in ("forward", "backward"):
+                assert (role, (layer,), ordinal, phase) in paired, (role, layer, phase)
+
+
+@pytest.mark.parametrize("args, message", [
+    (("--remat",), "--remat recomputes forward ops in the backward, and a forward capture has no backward"),
+    (("--scan-layers", "--exporter", "torchax"), "--scan-layers cannot be captured through torchax"),
+    (("--step", "train", "--remat", "--exporter", "torchax"), "--remat cannot be captured through torchax"),
+])
+def test_program_options_refused_in_one_line(cli, tmp_path, args, message):
+    code, out, err = cli("capture", "llama", "--out", tmp_path, *args)
+    assert code == 2 and message in err and len(err.strip().splitlines()) == 1, err
+    assert not any(tmp_path.iterdir())
+
+
+def test_a_model_without_a_layer_list_refuses_scan(cli, tmp_path):
+    code, _, err = cli("capture", "resnet50", "--scan-layers", "--out", tmp_path)
+    assert code == 2 and "names no list of identical layers" in err and "llama" in err, err
+
+
+def test_native_baselines_with_a_layers_program_are_jax_alone():
+    from stackwars_ir.bench.native import baselines_asked
+    from stackwars_ir.errors import StackwarsError
+
+    assert baselines_asked(("jax", "jax_donate"), "train", "-scan-remat") == ("jax", "jax_donate")
+    with pytest.raises(StackwarsError, match="baseline 'eager' cannot run the layers"):
+        baselines_asked(("jax", "eager"), "forward", "-scan")
