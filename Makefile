@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 export PJRT_DEVICE ?= CPU
 
-.PHONY: setup setup-gpu setup-tpu findings-memory demo test test-fast captures diff-goldens docs findings fuzz clean
+.PHONY: setup setup-gpu setup-tpu findings-memory findings-programs demo test test-fast captures diff-goldens docs findings fuzz clean
 
 setup: $(STAMP)
 
@@ -75,6 +75,11 @@ findings: setup-tpu
 # The study's OOM rows recomputed by the TPU v6e compiler, on this machine (after `make setup-tpu`; minutes).
 findings-memory: setup
 	$(BIN)/python benchmarks/findings_memory.py > docs/findings-memory.md.tmp && mv docs/findings-memory.md.tmp docs/findings-memory.md
+
+# What scanning and rematerializing the layers cost or save: LLaMA-3.1-8B's training step on a TPU v6e
+# chip (compile-only, after `make setup-tpu`) and LLaMA tiny on XLA CPU, JAX and torch_xla (minutes).
+findings-programs: setup-tpu
+	$(BIN)/python benchmarks/findings_programs.py > docs/findings-programs.md.tmp && mv docs/findings-programs.md.tmp docs/findings-programs.md
 
 # 100,000 mutated StableHLO inputs through parse, stats and segmentation (about 6 minutes here).
 fuzz: setup
