@@ -295,7 +295,10 @@ def _unscoped(path: str) -> str:
     return ".".join(p for i, p in enumerate(parts) if i == 0 or p != parts[i - 1])
 
 
-_REMAT_WORDS = frozenset({"checkpoint", "remat", "rematted_computation", "remat2"})
+# The scope jax.checkpoint (nn.remat, nnx.remat) gives the forward ops it recomputes in the backward
+# (the torch_xla capture names its recomputation with it too), and the words around it.
+REMAT = "rematted_computation"
+_REMAT_WORDS = frozenset({"checkpoint", "remat", REMAT, "remat2"})
 
 
 # Words of the paths JAX gives a loop's own plumbing (the counter, each trip's slice of the stacked

@@ -6,7 +6,7 @@ from collections import Counter
 from dataclasses import dataclass
 
 from ..ir.model import Module, Op
-from .blocks import Block
+from .blocks import REMAT, Block
 
 HIGH_LEVEL = ("stablehlo.batch_norm_training", "stablehlo.batch_norm_inference", "stablehlo.custom_call",
               "stablehlo.gather", "stablehlo.scatter", "stablehlo.convolution", "stablehlo.reduce_window",
@@ -76,9 +76,6 @@ def facts(module: Module, block: Block) -> BlockFacts:
         broadcasts=sum(1 for op in ops if op.name == "stablehlo.broadcast_in_dim"),
         recomputed=len(recomputed(block)),
     )
-
-
-REMAT = "rematted_computation"  # the scope jax.checkpoint (nn.remat, nnx.remat) gives the forward ops it recomputes
 
 
 def recomputed(block: Block) -> tuple:

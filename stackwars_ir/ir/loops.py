@@ -164,16 +164,7 @@ def executions(module) -> tuple:
         factor[op.id] = f
         return f
 
-    out, sites = [], []  # sites: the call stack's factors, as `inlined` expands calls depth-first
-    for (op, _), d in zip(module.inlined, module.inlined_depths):
-        del sites[d:]
-        site = sites[-1] if sites else 1
-        f = own(op)
-        n = None if site is None or f is None else site * f
-        out.append(n)
-        if op.name == "func.call":
-            sites.append(n)
-    return tuple(out)
+    return _through_calls(module, own, lambda site, f: None if site is None or f is None else site * f, 1)
 
 
 def loop_context(module) -> tuple:
@@ -198,11 +189,18 @@ def loop_context(module) -> tuple:
             own[op.id] = hit
         return own[op.id]
 
+    return _through_calls(module, innermost, lambda site, hit: hit or site, None)
+
+
+def _through_calls(module, own, combine, top) -> tuple:
+    """For each item of `module.inlined`, combine(its call site's value, own(op)): `own` says what the
+    op's own function gives it (the loops around it there), the call site's value what the calls it
+    sits under give it (`top` for the entry function's ops), as `inlined` expands calls depth-first."""
     out, sites = [], []
     for (op, _), d in zip(module.inlined, module.inlined_depths):
         del sites[d:]
-        ctx = innermost(op) or (sites[-1] if sites else None)
-        out.append(ctx)
+        value = combine(sites[-1] if sites else top, own(op))
+        out.append(value)
         if op.name == "func.call":
-            sites.append(ctx)
+            sites.append(value)
     return tuple(out)

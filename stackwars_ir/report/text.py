@@ -200,8 +200,6 @@ def _op_level_text(result, every_block: bool) -> list:
     return out
 
 
-
-
 def _side_by_side(left: list, right: list, width: int = 70) -> list:
     rows = []
     for i in range(max(len(left), len(right))):
