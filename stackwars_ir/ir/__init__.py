@@ -149,9 +149,10 @@ class Parser:
 
         label = str(path)
         if not Path(path).exists():
-            return ("error", f"{label}: no such file")
+            return ("error", f"{label}: no such file (fix: check the path; `stackwars-ir capture MODEL` writes "
+                             "captures under out/captures, the golden ones are under captures/)")
         if Path(path).is_dir():
-            return ("error", f"{label}: is a directory, not a StableHLO file")
+            return ("error", f"{label}: is a directory, not a StableHLO file (fix: name the .mlir files in it)")
         if Path(path).suffix == ".json":
             twin = Path(path).with_suffix(".mlir")
             hint = f"did you mean {twin}?" if twin.exists() else "give the .mlir file it describes"
