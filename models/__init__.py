@@ -42,6 +42,10 @@ class Entry:
     # capture's --scan-layers and --remat apply to; the JAX twin runs the same list through
     # models._nnx.run_layers. None: the adapter offers neither.
     layers: str | None = None
+    # --mesh with a tp axis: the dimension each parameter is split on for tensor parallelism, by the
+    # ending of its PyTorch name ({"q_proj.weight": 0, "o_proj.weight": 1}: Linear's [out, in] split
+    # on its output features for q/k/v/gate/up, on its input features for o/down). None: no tp axis.
+    tensor_parallel: dict | None = None
     path: str = field(default="", repr=False, compare=False)  # the adapter file (set by the catalogue)
 
 

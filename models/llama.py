@@ -19,7 +19,9 @@ ENTRY = Entry(
                 intermediate_size=14336, vocab_size=128256, max_position_embeddings=131072, rms_norm_eps=1e-5,
                 rope_parameters=dict(rope_type="llama3", rope_theta=500000.0, factor=8.0, low_freq_factor=1.0,
                                      high_freq_factor=4.0, original_max_position_embeddings=8192))},
-    {"tiny": dict(batch=2, seq=16), "8b": dict(batch=1, seq=128)}, loss="lm", layers="layers")
+    {"tiny": dict(batch=2, seq=16), "8b": dict(batch=1, seq=128)}, loss="lm", layers="layers",
+    tensor_parallel={"q_proj.weight": 0, "k_proj.weight": 0, "v_proj.weight": 0, "o_proj.weight": 1,
+                     "gate_proj.weight": 0, "up_proj.weight": 0, "down_proj.weight": 1})
 SIZES = ENTRY.sizes
 
 

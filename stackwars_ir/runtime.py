@@ -78,30 +78,141 @@ class Runtime:
 
     def compile(self, text: str, label: str = "module", *, quick: bool = False):
         """An executable of `text`; `quick`: XLA's full HLO pipeline (fusion, layout, buffers) but no
-        LLVM optimization, for a module run once (a parity check), not timed."""
+        LLVM optimization, for a module run once (a parity check), not timed. A module sharded over N
+        devices (partitions(text) > 1) is partitioned by XLA's SPMD partitioner over N of this client's
+        devices: a Partitioned executable."""
         _, xc = _jax()
-        options = xc.CompileOptions()
+        n = partitions(text)
+        devices = self.client.local_devices()[:n]
+        if len(devices) < n:
+            raise BenchError(f"{label}: the module is sharded over {n} devices and this {self.platform} runtime "
+                             f"has {len(devices)}", fix=f"on CPU, start with XLA_FLAGS=--xla_force_host_platform_"
+                                                     f"device_count={n} (the CLI sets it for a sharded capture)")
+        options = partitioned_options(n, devices) if n > 1 else xc.CompileOptions()
         if quick:
             options.env_option_overrides = list(QUICK.items())
         try:
-            return self.client.compile_and_load(text, xc.DeviceList((self.device,)), options)
+            exe = self.client.compile_and_load(text, xc.DeviceList(tuple(devices)), options)
         except Exception as e:
             first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
             raise BenchError(f"{label}: XLA failed to compile it: {first}") from e
+        return Partitioned(exe, tuple(devices), result_shapes(text)) if n > 1 else exe
 
-    def put(self, arrays: list[np.ndarray]) -> list:
-        """Device buffers holding exactly these dtypes (int64 stays int64)."""
+    def put(self, arrays: list[np.ndarray], executable=None) -> list:
+        """Device buffers holding exactly these dtypes (int64 stays int64); for a Partitioned
+        executable, each array split over its devices as the executable's parameter shardings say."""
         jax, _ = _jax()
         wide = any(a.dtype.itemsize == 8 for a in arrays)
         with jax.enable_x64(wide):
+            if isinstance(executable, Partitioned):
+                return [jax.device_put(a, s) for a, s in zip(arrays, executable.input_shardings())]
             return [jax.device_put(a, self.device) for a in arrays]
 
     @staticmethod
     def run(executable, buffers: list) -> list:
+        if isinstance(executable, Partitioned):
+            return executable.execute(buffers)
         outs = executable.execute(buffers)
         for o in outs:
             o.block_until_ready()
         return outs
+
+
+@dataclass(frozen=True)
+class Partitioned:
+    """An executable partitioned over several devices, its results assembled into global arrays."""
+
+    executable: object
+    devices: tuple
+    shapes: tuple  # each result's global shape (the module's @main result types)
+
+    def input_shardings(self) -> list:
+        from jax._src.sharding_impls import GSPMDSharding
+
+        return [GSPMDSharding(self.devices, s) for s in self.executable.get_parameter_shardings()]
+
+    def execute(self, buffers: list) -> list:
+        import jax
+        from jax._src.sharding_impls import GSPMDSharding
+
+        results = self.executable.execute_sharded(buffers).disassemble_into_single_device_arrays()
+        outs = []
+        for shards, sharding, shape in zip(results, self.executable.get_output_shardings(), self.shapes):
+            out = jax.make_array_from_single_device_arrays(shape, GSPMDSharding(self.devices, sharding), shards)
+            outs.append(out.block_until_ready())
+        return outs
+
+    def get_compiled_memory_stats(self):
+        return self.executable.get_compiled_memory_stats()
+
+
+def partitions(text) -> int:
+    """How many devices a module is sharded over: its `mhlo.num_partitions` (JAX with Shardy), else
+    the largest device count of its GSPMD `mhlo.sharding` attributes (torch_xla); 1 for bytecode."""
+    import re
+
+    if not isinstance(text, str):
+        return 1
+    start = text.find("func.func")
+    head = text[:start] if start >= 0 else text  # the module's attributes come before its functions
+    m = re.search(r"mhlo\.num_partitions = (\d+)", head)
+    if m:
+        return int(m.group(1))
+    most = 1
+    for tiles in re.findall(r'mhlo\.sharding = "\{devices=\[([\d,]+)\]', text):
+        n = 1
+        for t in tiles.split(","):
+            n *= int(t)
+        most = max(most, n)
+    return most
+
+
+def partitioned_options(n: int, devices):
+    """XLA's compile options for SPMD partitioning over `devices` (Shardy, as jax compiles)."""
+    from jax._src import compiler
+
+    options = compiler.get_compile_options(num_replicas=1, num_partitions=n,
+                                           device_assignment=np.array([d.id for d in devices]).reshape(1, n))
+    # Shardy reads both Shardy's and GSPMD's (torch_xla's) attributes; jax's flag for it may have been
+    # switched off in this process by torch_xla's mark_sharding.
+    options.executable_build_options.use_shardy_partitioner = True
+    return options
+
+
+def result_shapes(text: str) -> tuple:
+    """The global shapes of @main's results."""
+    from jax._src.interpreters import mlir as jmlir
+    from jaxlib.mlir import ir
+
+    with jmlir.make_ir_context():
+        module = ir.Module.parse(text)
+        for op in module.body.operations:
+            if op.operation.name == "func.func" and ir.StringAttr(op.attributes["sym_name"]).value == "main":
+                results = ir.FunctionType(ir.TypeAttr(op.attributes["function_type"]).value).results
+                return tuple(tuple(ir.RankedTensorType(t).shape) for t in results)
+    raise BenchError("the module has no @main function", fix="name its entry function main")
+
+
+def host_devices(n: int) -> None:
+    """Let jax's CPU backend have `n` devices (a sharded module's parity run, on one host): set before
+    the backend starts; after, checked."""
+    import os
+
+    if n <= 1:
+        return
+    flag = f"--xla_force_host_platform_device_count={n}"
+    from jax._src import xla_bridge
+
+    if not xla_bridge.backends_are_initialized() and "xla_force_host_platform_device_count" not in \
+            os.environ.get("XLA_FLAGS", ""):
+        import jax
+
+        jax.config.update("jax_num_cpu_devices", max(n, jax.config.jax_num_cpu_devices))
+        return
+    have = len(runtime("cpu").client.local_devices())
+    if have < n:
+        raise BenchError(f"the mesh needs {n} CPU devices and jax started with {have} in this process",
+                         fix=f"start the process with XLA_FLAGS={flag} (the CLI sets it for a --mesh)")
 
 
 BACKENDS = ("cpu", "gpu", "tpu")

@@ -82,6 +82,10 @@ def model_options(command: str, out_default: Path, step_help: str, shapes: bool 
         click.option("--remat", is_flag=True,
                      help=w("With --step train: rematerialize each layer in the backward (jax.checkpoint; "
                             "torch_xla's checkpoint; files end in -remat).")),
+        click.option("--mesh", default="", metavar="AXES",
+                     help=w("Shard the program over a device mesh, e.g. fsdp=8 or fsdp=2,tp=2 (axes dp, fsdp, tp; "
+                            "docs/sharding.md): JAX's NamedShardings, torch_xla's SPMD mark_sharding, torchax's "
+                            "JAX shardings; files end in -fsdp8. Parity runs on as many CPU devices.")),
     ]
     if shapes:
         options += [
@@ -100,7 +104,7 @@ def model_options(command: str, out_default: Path, step_help: str, shapes: bool 
 
 
 MODEL_OPTIONS = ("framework", "exporters", "size", "seq", "step", "out_dir", "abstract", "dtype", "scan_layers",
-                 "remat")
+                 "remat", "mesh")
 
 
 def request(model: str, options: dict, **more):

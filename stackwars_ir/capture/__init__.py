@@ -14,9 +14,14 @@ from ..errors import CaptureError, ParityError, StackwarsError
 from ..progress import Stages
 from ..workload import (CAPTURE_REVISION, EXPORTERS, FRAMEWORKS, STEPS, Request,  # noqa: F401 (capture's API)
                         argument_values, prepare)
+from ..workload.mesh import spec_text
 from . import artifact, parity
 from .artifact import Capture
 from .sanitize import absolute_paths, relativize
+
+# The sidecar's words for workload/mesh.py's rule.
+MESH_RULE = ("inputs: batch on dp and fsdp; parameters and their AdamW moments: the adapter's tensor-parallel "
+             "dimension on tp, the largest other dimension fsdp divides on fsdp; buffers and constants whole")
 
 @dataclass(frozen=True)
 class CaptureSet:
@@ -39,8 +44,21 @@ def run(req: Request, out_dir: Path, *, force: bool = False, show: bool | None =
     from stackwars_ir.models import _contract as contract
 
     req = req.validated()
-    with contract.blame(models.entry(req.model)):  # the adapter's own exceptions: one line, its file and line
-        return _run(req, out_dir, force, show)
+    entry = models.entry(req.model)
+    with contract.blame(entry):  # the adapter's own exceptions: one line, its file and line
+        if not req.mesh:
+            return _run(req, out_dir, force, show)
+        from ..runtime import host_devices
+        from .lowering import sharded
+
+        if not req.abstract:
+            host_devices(req.mesh_spec.devices)  # the parity run: the mesh on this host's CPU devices
+        if req.framework != "jax" and "torch_xla" in req.exporters:
+            from .torch_capture import spmd
+
+            spmd(req.mesh_spec.devices)
+        with sharded(req.mesh_spec, entry.tensor_parallel):
+            return _run(req, out_dir, force, show)
 
 
 def _run(req: Request, out_dir: Path, force: bool, show: bool | None) -> CaptureSet:
@@ -159,27 +177,29 @@ def _capture_all(req, frameworks, adapter, model, weights, inputs, label, show):
 
     if "jax" in frameworks:
         cap = capture_jax(adapter, req.size, weights, inputs, Stages(f"{label} jax", show=show),
-                          scan=req.scan_layers, remat=req.remat)
+                          scan=req.scan_layers, remat=req.remat, buffers={k for k, _ in model.named_buffers()})
         yield _named(cap, req)
-    if "torch" in frameworks and req.scan_layers:  # torch.export cannot trace scan_layers: lazy tensors
-        from stackwars_ir import models
+    if "torch" not in frameworks:
+        return
+    from stackwars_ir import models
 
-        from .torch_capture import capture_torch_xla_lazy
+    from .torch_capture import capture_torch_xla, capture_torch_xla_lazy, capture_torchax, export_program
 
-        cap = capture_torch_xla_lazy(model, inputs, Stages(f"{label} torch_xla", show=show),
-                                     models.entry(req.model).layers, scan=True)
-        yield _named(cap, req)
-    elif "torch" in frameworks:
-        from .torch_capture import capture_torch_xla, capture_torchax, export_program
-
-        exp = Stages(f"{label} torch", show=show)
-        ep = export_program(model, inputs, exp)
-        for exporter in req.exporters:
-            stages = Stages(f"{label} {exporter}", show=show)
-            stages.seconds.update(exp.seconds)
-            fn = capture_torch_xla if exporter == "torch_xla" else capture_torchax
-            cap = fn(ep, inputs, stages)
+    entry, ep = models.entry(req.model), None
+    for exporter in req.exporters:
+        if exporter == "torch_xla" and (req.scan_layers or req.mesh):  # torch.export traces neither: lazy tensors
+            cap = capture_torch_xla_lazy(model, inputs, Stages(f"{label} torch_xla", show=show), entry.layers,
+                                         scan=req.scan_layers, mesh=req.mesh_spec, tensor_parallel=entry.tensor_parallel)
             yield _named(cap, req)
+            continue
+        if ep is None:
+            exp = Stages(f"{label} torch", show=show)
+            ep = export_program(model, inputs, exp)
+        stages = Stages(f"{label} {exporter}", show=show)
+        stages.seconds.update(exp.seconds)
+        fn = capture_torch_xla if exporter == "torch_xla" else capture_torchax
+        cap = fn(ep, inputs, stages)
+        yield _named(cap, req)
 
 
 def _capture_train(req, frameworks, adapter, model, state, label, show):
@@ -197,8 +217,10 @@ def _capture_train(req, frameworks, adapter, model, state, label, show):
         for exporter in sorted(req.exporters, key=lambda e: e == "torch_xla"):
             stages = Stages(f"{label} {exporter} train", show=show)
             if exporter == "torch_xla":
-                cap = train.capture_torch_xla_train(model, state, stages, models.entry(req.model).layers,
-                                                    scan=req.scan_layers, remat=req.remat)
+                entry = models.entry(req.model)
+                cap = train.capture_torch_xla_train(model, state, stages, entry.layers, scan=req.scan_layers,
+                                                    remat=req.remat, mesh=req.mesh_spec,
+                                                    tensor_parallel=entry.tensor_parallel)
             else:
                 cap = train.capture_torchax_train(model, state, stages)
             yield _named(cap, req)
@@ -273,8 +295,13 @@ def _contents(cap: Capture, req: Request, inputs, result: parity.Parity | None, 
         # The one part that differs between two runs of the same capture.
         "run": {"seconds": cap.seconds, "host": files.host(), "capture_revision": CAPTURE_REVISION},
     }
-    if req.program:  # how the layers run (--scan-layers, --remat); absent: unrolled, as written
+    if req.scan_layers or req.remat:  # how the layers run (--scan-layers, --remat); absent: unrolled, as written
         sidecar["program"] = {"scan_layers": req.scan_layers, "remat": req.remat}
+    if req.mesh:  # the mesh and each argument's split (absent: one device)
+        mesh = req.mesh_spec
+        sidecar["mesh"] = {"axes": dict(mesh.axes), "devices": mesh.devices, "rule": MESH_RULE,
+                           "shardings": {a.name: spec_text(mesh.spec(a.kind, a.name, a.shape, entry.tensor_parallel))
+                                         for a in cap.arguments}}
     if req.abstract:
         sidecar["abstract"] = True
         sidecar["dtype"] = req.dtype

@@ -36,7 +36,7 @@ def capture_abstract(req, frameworks, stages_for) -> tuple[list[Capture], dict]:
     if "jax" in frameworks:
         from flax import nnx
 
-        from ..workload import jax_inputs, leaf_name
+        from ..workload import jax_inputs
 
         st = stages_for("jax")
         with st.stage("build jax (abstract)"):
@@ -50,16 +50,12 @@ def capture_abstract(req, frameworks, stages_for) -> tuple[list[Capture], dict]:
         args = [jax.ShapeDtypeStruct(v.shape, v.dtype) for v in jax_inputs(inputs).values()]
         from .lowering import lower_text
 
-        from .jax_capture import layer_program
+        from .jax_capture import layer_program, twin_arguments
 
+        arguments = twin_arguments(state, inputs, {k for k, _ in model.named_buffers()})
         with st.stage("jax.jit lower"), layer_program(adapter, req.scan_layers, req.remat):
-            text = lower_text(forward, state, *args)
-        leaves = jax.tree_util.tree_flatten_with_path(state)[0]
-        arguments = [Argument(i, "parameter", leaf_name(p), tuple(v.shape), str(v.dtype))
-                     for i, (p, v) in enumerate(leaves)]
-        arguments += [Argument(len(arguments) + j, "input", name, tuple(a.shape), str(a.dtype))
-                      for j, (name, a) in enumerate(jax_inputs(inputs).items())]
-        captures.append(Capture("jax", "jax", text, tuple(arguments), dict(st.seconds)))
+            text = lower_text(forward, state, *args, named=[(a.kind, a.name) for a in arguments])
+        captures.append(Capture("jax", "jax", text, arguments, dict(st.seconds)))
     if "torch" in frameworks:
         for exporter in req.exporters:
             if exporter != "torchax":
@@ -76,7 +72,7 @@ def _torchax_abstract(model, inputs, st) -> Capture:
     from torchax import export as tx_export
 
     from .lowering import lower_text
-    from .torch_capture import _spec_kind, _torchax_function
+    from .torch_capture import _spec_kind, _torchax_function, torchax_named
 
     with st.stage("torch.export (meta)"):
         try:
@@ -92,10 +88,10 @@ def _torchax_abstract(model, inputs, st) -> Capture:
         with jax.enable_x64(wide):
             abstract_states = [jax.ShapeDtypeStruct(tuple(s.shape), _jax_dtype(s.dtype)) for s in states]
             args = [jax.ShapeDtypeStruct(v.shape, v.dtype) for v in inputs.values()]
+        kinds = {s.target: _spec_kind(s) for s in ep.graph_signature.input_specs if s.target}
         t0 = time.perf_counter()
-        text = lower_text(func, abstract_states, args, x64=wide)
+        text = lower_text(func, abstract_states, args, x64=wide, named=torchax_named(names, kinds, inputs))
         st.seconds["lower"] = time.perf_counter() - t0
-    kinds = {s.target: _spec_kind(s) for s in ep.graph_signature.input_specs if s.target}
     arguments = [Argument(i, kinds.get(n, "constant"), n, tuple(s.shape), str(s.dtype).replace("torch.", ""))
                  for i, (n, s) in enumerate(zip(names, states))]
     arguments += [Argument(len(arguments) + j, "input", n, tuple(v.shape), str(v.dtype))

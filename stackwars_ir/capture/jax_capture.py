@@ -15,9 +15,9 @@ from .lowering import lower_text
 
 
 def capture_jax(adapter: ModuleType, size: str, weights: dict[str, np.ndarray],
-                inputs: dict[str, np.ndarray], stages: Stages, scan: bool = False, remat: bool = False) -> Capture:
+                inputs: dict[str, np.ndarray], stages: Stages, scan: bool = False, remat: bool = False,
+                buffers=frozenset()) -> Capture:
     """The twin's forward lowered, its layers scanned and/or rematerialized where asked (run_layers)."""
-    import jax
     from flax import nnx
 
     with stages.stage("build jax"):
@@ -28,18 +28,27 @@ def capture_jax(adapter: ModuleType, size: str, weights: dict[str, np.ndarray],
         return nnx.merge(graphdef, state)(*args)
 
     args = list(jax_inputs(inputs).values())
-    with stages.stage("jax.jit lower"), layer_program(adapter, scan, remat):
-        text = lower_text(forward, state, *args)
-    leaves = jax.tree_util.tree_flatten_with_path(state)[0]
-    arguments = [Argument(i, "parameter", leaf_name(p), tuple(v.shape), str(v.dtype))
-                 for i, (p, v) in enumerate(leaves)]
-    unknown = [a.name for a in arguments if a.name not in weights]
+    arguments = twin_arguments(state, inputs, buffers)
+    unknown = [a.name for a in arguments if a.kind != "input" and a.name not in weights]
     if unknown:
         raise CaptureError(f"the Flax twin's parameter {unknown[0]!r} has no PyTorch tensor of that name",
                            fix="name the NNX attributes after the PyTorch module path")
+    with stages.stage("jax.jit lower"), layer_program(adapter, scan, remat):
+        text = lower_text(forward, state, *args, named=[(a.kind, a.name) for a in arguments])
+    return Capture("jax", "jax", text, arguments, dict(stages.seconds))
+
+
+def twin_arguments(state, inputs: dict, buffers=frozenset()) -> tuple[Argument, ...]:
+    """The twin's forward arguments: its state's leaves (named after the PyTorch tensors; `buffers`:
+    the names that are PyTorch buffers, not parameters), then the inputs."""
+    import jax
+
+    leaves = jax.tree_util.tree_flatten_with_path(state)[0]
+    arguments = [Argument(i, "buffer" if leaf_name(p) in buffers else "parameter", leaf_name(p), tuple(v.shape),
+                          str(v.dtype)) for i, (p, v) in enumerate(leaves)]
     arguments += [Argument(len(arguments) + j, "input", name, tuple(a.shape), str(a.dtype))
                   for j, (name, a) in enumerate(jax_inputs(inputs).items())]
-    return Capture("jax", "jax", text, tuple(arguments), dict(stages.seconds))
+    return tuple(arguments)
 
 
 @contextlib.contextmanager

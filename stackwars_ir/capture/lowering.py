@@ -1,9 +1,24 @@
 """Lower a function with jax.jit so its locations name model code only, whoever the caller is."""
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 from pathlib import Path
+
+from ..errors import CaptureError
+
+_SHARDING: dict = {}  # while `sharded` is active: the mesh and the adapter's tensor-parallel table
+
+
+@contextlib.contextmanager
+def sharded(mesh, tensor_parallel: dict | None):
+    """While inside, every lowering places its arguments on `mesh` (workload/mesh.py's rule)."""
+    _SHARDING.update(mesh=mesh, tp=tensor_parallel or {})
+    try:
+        yield
+    finally:
+        _SHARDING.clear()
 
 
 def _exclude_callers() -> None:
@@ -19,8 +34,11 @@ def _exclude_callers() -> None:
             source_info_util.register_exclusion(path)
 
 
-def lower_text(fn, *args, x64: bool = False) -> str:
-    """`jax.jit(fn, keep_unused=True).lower(*args).as_text(debug_info=True)`, caller-independent."""
+def lower_text(fn, *args, x64: bool = False, named=None) -> str:
+    """`jax.jit(fn, keep_unused=True).lower(*args).as_text(debug_info=True)`, caller-independent.
+    Inside `sharded`, each argument leaf (`named`: its (kind, name), in flattened order) carries its
+    NamedSharding over an abstract mesh, so the text holds the mesh and the shardings (Shardy) and no
+    device: lowered for XLA CPU, compiled later for any slice of that size."""
     import jax
 
     _exclude_callers()
@@ -34,7 +52,18 @@ def lower_text(fn, *args, x64: bool = False) -> str:
         try:
             with jax.enable_x64(x64):
                 # keep_unused: the argument list must match the parameter list one to one.
-                box["text"] = jax.jit(fn, keep_unused=True).lower(*args).as_text(debug_info=True)
+                if _SHARDING:
+                    from jax._src import config
+
+                    # Shardy, whatever this process switched: torch_xla's mark_sharding turns it off
+                    # for all jax (torch_xla/_internal/jax_workarounds.py), and a capture must not
+                    # depend on what ran before it.
+                    with config.use_shardy_partitioner(True):
+                        lowered = jax.jit(fn, keep_unused=True).trace(*_placed(args, named)).lower(
+                            lowering_platforms=("cpu",))
+                else:
+                    lowered = jax.jit(fn, keep_unused=True).lower(*args)
+                box["text"] = lowered.as_text(debug_info=True)
         except BaseException as e:  # re-raised on the caller's thread
             box["error"] = e
 
@@ -44,3 +73,25 @@ def lower_text(fn, *args, x64: bool = False) -> str:
     if "error" in box:
         raise box["error"]
     return box["text"]
+
+
+def _placed(args, named):
+    """`args` as ShapeDtypeStructs, each with its sharding over the active mesh."""
+    import jax
+    import numpy as np
+    from jax.sharding import AbstractMesh, AxisType, NamedSharding, PartitionSpec
+
+    mesh = _SHARDING["mesh"]
+    leaves, tree = jax.tree_util.tree_flatten(args)
+    if named is None or len(named) != len(leaves):
+        raise CaptureError(f"this route does not name its {len(leaves)} arguments to the mesh's rule, so "
+                           f"--mesh {mesh.text} cannot place them", fix="report this as a bug in stackwars-ir")
+    abstract = AbstractMesh(tuple(n for _, n in mesh.axes), mesh.names, axis_types=(AxisType.Auto,) * len(mesh.axes))
+    placed = []
+    for leaf, (kind, name) in zip(leaves, named):
+        shape = tuple(np.shape(leaf))
+        spec = mesh.spec(kind, name, shape, _SHARDING["tp"])
+        parts = PartitionSpec(*[None if not d else d[0] if len(d) == 1 else d for d in spec])
+        dtype = leaf.dtype if hasattr(leaf, "dtype") else np.asarray(leaf).dtype
+        placed.append(jax.ShapeDtypeStruct(shape, dtype, sharding=NamedSharding(abstract, parts)))
+    return jax.tree_util.tree_unflatten(tree, placed)

@@ -97,7 +97,8 @@ def check(capture: Capture, weights: dict[str, np.ndarray], inputs: dict[str, np
 
     rt = rt or runtime("cpu")
     exe = rt.compile(capture.text, capture.stem, quick=True)
-    out = rt.run(exe, rt.put(argument_values(capture.arguments, capture.constants, weights, inputs, capture.stem)))
+    values = argument_values(capture.arguments, capture.constants, weights, inputs, capture.stem)
+    out = rt.run(exe, rt.put(values, exe))
     return compare(capture.stem, np.asarray(out[0]), reference)
 
 
@@ -107,7 +108,8 @@ def check_train(capture: Capture, state, rt=None) -> Parity:
 
     rt = rt or runtime("cpu")
     exe = rt.compile(capture.text, capture.stem, quick=True)
-    outs = rt.run(exe, rt.put(argument_values(capture.arguments, capture.constants, state.values(), state.inputs, capture.stem)))
+    values = argument_values(capture.arguments, capture.constants, state.values(), state.inputs, capture.stem)
+    outs = rt.run(exe, rt.put(values, exe))
     got = {o["name"]: np.asarray(outs[o["index"]]) for o in capture.outputs}  # no copy: float32 views
     names = [n for n in state.ref_params if state.ref_params[n].size]
     wanted = ["loss"] + [f"{k}{n}" for n in names for k in ("", "exp_avg.", "exp_avg_sq.")]

@@ -120,10 +120,12 @@ def capture_torchax(ep, inputs: dict[str, np.ndarray], stages: Stages) -> Captur
             with jax.enable_x64(wide):
                 states = torchax.default_env().t2j_copy(states)
                 args = [jax.numpy.asarray(v) for v in inputs.values()]
-            text = lower_text(func, states, args, x64=wide)
+            kinds = {s.target: _spec_kind(s) for s in ep.graph_signature.input_specs if s.target}
+            text = lower_text(func, states, args, x64=wide, named=torchax_named(names, kinds, inputs))
+        except StackwarsError:
+            raise
         except Exception as e:
             raise CaptureError(f"torchax export failed: {type(e).__name__}: {str(e).splitlines()[0]}") from e
-    kinds = {s.target: _spec_kind(s) for s in ep.graph_signature.input_specs if s.target}
     arguments = [Argument(i, kinds.get(n, "constant"), n, tuple(s.shape), str(s.dtype))
                  for i, (n, s) in enumerate(zip(names, states))]
     arguments += [Argument(len(arguments) + j, "input", n, tuple(v.shape), str(v.dtype))
@@ -131,6 +133,11 @@ def capture_torchax(ep, inputs: dict[str, np.ndarray], stages: Stages) -> Captur
     # Tensors made inside forward and lifted by torch.export (GPT-Neo's mask value): values recorded.
     constants = {n: np.asarray(v) for n, v in zip(names, states) if kinds.get(n) == "constant"}
     return Capture("torch", "torchax", text, tuple(arguments), dict(stages.seconds), constants)
+
+
+def torchax_named(names, kinds: dict, inputs: dict) -> list[tuple[str, str]]:
+    """(kind, name) of each argument of torchax's function: the program's states, then the inputs."""
+    return [(kinds.get(n, "constant"), n) for n in names] + [("input", n) for n in inputs]
 
 
 def _needs_x64(inputs) -> bool:
@@ -218,10 +225,11 @@ def require_op_names(text: str, what: str) -> None:
                                "torch_xla graph")
 
 
-def capture_torch_xla_lazy(model, inputs: dict[str, np.ndarray], stages: Stages, layers: str,
-                           scan: bool = False) -> Capture:
+def capture_torch_xla_lazy(model, inputs: dict[str, np.ndarray], stages: Stages, layers: str | None,
+                           scan: bool = False, mesh=None, tensor_parallel=None) -> Capture:
     """The forward as a torch_xla user runs it, on lazy tensors, its layers under torch_xla's
-    scan_layers (models/_torch.py layers_as): torch.export cannot trace scan_layers. The pending graph
+    scan_layers (models/_torch.py layers_as) or its tensors sharded over `mesh` with SPMD's
+    mark_sharding: torch.export traces neither. The pending graph
     of the output is the capture; its arguments are matched to the parameters, buffers and inputs by
     torch_xla's tensor ids, and each op is named after its module as in the training capture."""
     os.environ.setdefault("PJRT_DEVICE", "CPU")
@@ -240,9 +248,15 @@ def capture_torch_xla_lazy(model, inputs: dict[str, np.ndarray], stages: Stages,
     known = {tensor_id(t): ("parameter", n) for n, t in m.named_parameters()}
     known.update({tensor_id(t): ("buffer", n) for n, t in m.named_buffers()})
     known.update({tensor_id(t): ("input", n) for n, t in xs.items()})
+    if mesh is not None:
+        mark_shardings(mesh, tensor_parallel, [(kind, name, t) for kind, name, t in
+                                               [("parameter", n, t) for n, t in m.named_parameters()]
+                                               + [("buffer", n, t) for n, t in m.named_buffers()]
+                                               + [("input", n, t) for n, t in xs.items()]])
+    program = layers_as(m, layers, scan=scan) if layers else contextlib.nullcontext()
     with stages.stage("torch_xla lazy forward" + (" (scan_layers)" if scan else "")), hlo_debug():
         try:
-            with torch.no_grad(), layers_as(m, layers, scan=scan), OpNames(m, phases=False):
+            with torch.no_grad(), program, OpNames(m, phases=False):
                 out = m(*xs.values())
             text, arguments, constants = lazy_graph([("output", "output", out)], known)
         except StackwarsError:
@@ -253,6 +267,36 @@ def capture_torch_xla_lazy(model, inputs: dict[str, np.ndarray], stages: Stages,
             torch_xla.sync()
     require_op_names(text, "forward graph")
     return Capture("torch", "torch_xla", text, arguments, dict(stages.seconds), constants)
+
+
+def spmd(devices: int) -> None:
+    """torch_xla's SPMD mode over `devices` CPU devices, switched on before its runtime starts (the
+    switch is for the whole process: every later torch_xla graph in it is an SPMD one)."""
+    os.environ.setdefault("PJRT_DEVICE", "CPU")
+    import torch_xla
+    import torch_xla.runtime as xr
+
+    if not torch_xla._XLAC._xla_runtime_is_initialized():
+        os.environ["CPU_NUM_DEVICES"] = str(devices)
+    elif xr.global_runtime_device_count() < devices and not xr.is_spmd():
+        raise CaptureError(f"torch_xla started in this process on {xr.global_runtime_device_count()} device(s), "
+                           f"before the mesh asked for {devices}", fix="capture a --mesh with torch_xla in a fresh "
+                                                                       "process (the CLI is one)")
+    xr.use_spmd()
+    if xr.global_runtime_device_count() < devices:
+        raise CaptureError(f"torch_xla has {xr.global_runtime_device_count()} devices here, the mesh needs {devices}",
+                           fix=f"set CPU_NUM_DEVICES={devices} before torch_xla starts, or use a smaller --mesh")
+
+
+def mark_shardings(mesh, tensor_parallel, named) -> None:
+    """Each (kind, name, lazy tensor) placed on `mesh` by workload/mesh.py's rule, with mark_sharding."""
+    import torch_xla.distributed.spmd as xs
+
+    grid = xs.Mesh(np.arange(mesh.devices), tuple(n for _, n in mesh.axes), mesh.names)
+    for kind, name, t in named:
+        spec = mesh.spec(kind, name, tuple(t.shape), tensor_parallel)
+        if any(spec):
+            xs.mark_sharding(t, grid, tuple(None if not d else d[0] if len(d) == 1 else d for d in spec))
 
 
 def lazy_graph(named, known: dict):

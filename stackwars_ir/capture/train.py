@@ -31,13 +31,14 @@ def _lower_step(exporter: str, step, args: dict, stages: Stages, x64: bool, cons
     """Lower `step`, and name its arguments (lifted constants carry their values) and its outputs."""
     import jax
 
-    with stages.stage("jax.jit lower"):
-        text = lower_text(step, args["params"], args["opt_state"], args["buffers"], args["inputs"], x64=x64)
     leaves = named_leaves([(k, args[k]) for k in ("params", "opt_state", "buffers", "inputs")])
     constants = constants or {}
     arguments = tuple(Argument(i, "constant" if name in constants else kind, name, tuple(np.shape(v)),
                                str(v.dtype if hasattr(v, "dtype") else np.asarray(v).dtype))
                       for i, (kind, name, v) in enumerate(leaves))
+    with stages.stage("jax.jit lower"):
+        text = lower_text(step, args["params"], args["opt_state"], args["buffers"], args["inputs"], x64=x64,
+                          named=[(a.kind, a.name) for a in arguments])
     with jax.enable_x64(x64):
         shapes = jax.eval_shape(step, args["params"], args["opt_state"], args["buffers"], args["inputs"])
     loss, params, opt_state = shapes
@@ -144,9 +145,10 @@ def export_loss(model, state: TrainState, meta: bool = False):
 
 
 def capture_torch_xla_train(model, state: TrainState, stages: Stages, layers: str | None = None,
-                            scan: bool = False, remat: bool = False) -> Capture:
+                            scan: bool = False, remat: bool = False, mesh=None, tensor_parallel=None) -> Capture:
     """The user's training loop on lazy tensors (its layers scanned and/or rematerialized, as
-    models/_torch.py layers_as runs them, where asked); the second step's graph is the capture."""
+    models/_torch.py layers_as runs them, where asked; on `mesh`, its parameters, inputs and, once step
+    1 made them, AdamW's moments placed with SPMD's mark_sharding); the second step's graph is the capture."""
     os.environ.setdefault("PJRT_DEVICE", "CPU")
     try:
         import torch
@@ -169,10 +171,25 @@ def capture_torch_xla_train(model, state: TrainState, stages: Stages, layers: st
     target = torch.from_numpy(state.inputs["target"]).to(dev) if "target" in state.inputs else None
     from stackwars_ir.models._torch import layers_as
 
+    from .torch_capture import mark_shardings
+
+    def place(moments: bool) -> None:  # on the mesh: the model and batch, then (after step 1) AdamW's state
+        if mesh is None:
+            return
+        if moments:
+            named = [("optimizer", f"{k}.{n}", opt.state[p][k]) for n, p in params.items()
+                     for k in ("exp_avg", "exp_avg_sq")]
+        else:
+            named = [("parameter", n, p) for n, p in params.items()] + [("buffer", n, b) for n, b in m.named_buffers()] \
+                + [("input", n, x) for n, x in zip([k for k in state.inputs if k != "target"], xs)] \
+                + ([("input", "target", target)] if target is not None else [])
+        mark_shardings(mesh, tensor_parallel, named)
+
+    place(moments=False)
     program = contextlib.nullcontext() if layers is None else layers_as(m, layers, scan=scan, remat=remat)
     with stages.stage("torch_xla training loop (3 steps)"), hlo_debug(), program:
         try:
-            text, arguments, scalars, named, steps = _lazy_loop(m, params, opt, xs, target, state, counters)
+            text, arguments, scalars, named, steps = _lazy_loop(m, params, opt, xs, target, state, counters, place)
         except StackwarsError:
             raise
         except Exception as e:
@@ -184,8 +201,9 @@ def capture_torch_xla_train(model, state: TrainState, stages: Stages, layers: st
                    outputs=outputs, stem_suffix="-train", extra={"torch_xla_steps": steps})
 
 
-def _lazy_loop(m, params, opt, xs, target, state, counters):
-    """Three steps of the user's loop; the second step's graph is exported before it runs."""
+def _lazy_loop(m, params, opt, xs, target, state, counters, place=None):
+    """Three steps of the user's loop; the second step's graph is exported before it runs (`place`:
+    called with moments=True before step 2, when AdamW's state exists)."""
     import torch_xla
     import torch_xla.core.xla_model as xm
 
@@ -194,6 +212,8 @@ def _lazy_loop(m, params, opt, xs, target, state, counters):
         before = counters()
         created = sum(len(v) for v in opt.state.values())  # AdamW's state tensors when the step begins
         if i == 2:  # what each piece of device data the step reads is (see _lazy_graph)
+            if place is not None:
+                place(moments=True)
             known = {tensor_id(p): ("parameter", n) for n, p in params.items()}
             for n, p in params.items():
                 known[tensor_id(opt.state[p]["exp_avg"])] = ("optimizer", f"exp_avg.{n}")

@@ -17,10 +17,11 @@ DTYPES = ("float32", "bfloat16")
 
 # What the capture code writes: bumped whenever a capture's text or meaning changes for the same
 # request (2: torch_xla's training step names its ops' modules and phases; 3: its loss's ops too;
-# 4: its sidecar records the host reads of each step).
+# 4: its sidecar records the host reads of each step; 5: the JAX twin's buffers are named buffers, not
+# parameters).
 # `bench MODEL` reuses a capture on disk only from the same revision; the sidecar records it under
 # `run`, beside the parts that differ between runs, so the goldens compare as before.
-CAPTURE_REVISION = 4
+CAPTURE_REVISION = 5
 
 
 @dataclass(frozen=True)
@@ -42,6 +43,8 @@ class Request:
     # How the program runs the model's layers, on every side (models/_nnx.py and _torch.py layers_as):
     scan_layers: bool = False  # in a loop over stacked weights (jax.lax.scan; torch_xla's scan_layers)
     remat: bool = False  # each layer rematerialized in the backward (jax.checkpoint; torch_xla's checkpoint)
+    # The device mesh the program is sharded over ("fsdp=4,tp=2"; workload/mesh.py), "" for one device.
+    mesh: str = ""
 
     def validated(self) -> "Request":
         from stackwars_ir import models
@@ -64,6 +67,7 @@ class Request:
                 raise StackwarsError(f"{self.model}{what} cannot be captured through {e}: {why}",
                                      fix="use another --exporter, or --framework jax")
         self._check_program(entry)
+        mesh = self._check_mesh(entry)
         _choose("dtype", self.dtype, DTYPES)
         if self.dtype != "float32" and not self.abstract:
             raise StackwarsError(f"--dtype {self.dtype} is captured abstractly only, for now (parity in bfloat16 "
@@ -78,7 +82,27 @@ class Request:
         seq = shape["seq"] if self.seq is None else self.seq
         if batch < 1 or seq < 1:
             raise StackwarsError("--batch and --seq must be positive integers", fix="e.g. --batch 2 --seq 64")
-        return dataclasses.replace(self, batch=batch, seq=seq)
+        return dataclasses.replace(self, batch=batch, seq=seq, mesh=mesh.text if mesh else "")
+
+    def _check_mesh(self, entry):
+        """--mesh: parsed; tensor parallelism needs the adapter's table; the routes that can shard."""
+        from .mesh import Mesh
+
+        if not self.mesh:
+            return None
+        mesh = Mesh.parse(self.mesh)
+        if mesh.size("tp") > 1 and not entry.tensor_parallel:
+            raise StackwarsError(f"{self.model}: the adapter names no tensor-parallel dimensions, so the mesh's tp "
+                                 "axis has nothing to split", fix="use fsdp/dp axes only, or set tensor_parallel= in "
+                                                                  "its ENTRY (docs/adapters.md)")
+        return mesh
+
+    @property
+    def mesh_spec(self):
+        """The Mesh of --mesh, or None."""
+        from .mesh import Mesh
+
+        return Mesh.parse(self.mesh) if self.mesh else None
 
     def _check_program(self, entry) -> None:
         """--scan-layers and --remat: the adapter names its layers, the step and the routes can take them."""
@@ -101,8 +125,10 @@ class Request:
 
     @property
     def program(self) -> str:
-        """The file-stem suffix of the layers' program: "", "-scan", "-remat", "-scan-remat"."""
-        return ("-scan" if self.scan_layers else "") + ("-remat" if self.remat else "")
+        """The file-stem suffix of the program: "", "-scan", "-remat", "-scan-remat", then the mesh's
+        ("-fsdp8", "-fsdp2-tp2")."""
+        return ("-scan" if self.scan_layers else "") + ("-remat" if self.remat else "") + \
+            (self.mesh_spec.stem if self.mesh else "")
 
     @property
     def train(self) -> bool:
