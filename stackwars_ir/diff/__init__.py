@@ -143,9 +143,24 @@ def _side_result(side: Side) -> SideResult:
     m = side.module
     loops = m.loop_trips
     executed = m.executed_histogram() if loops else None
+    from ..ir import sharding
+
+    placed = sharding.argument_shardings(m, _argument_names(m.source)) if m.entry.arg_shardings else ()
     return SideResult(side.name, m.source, seg.mode, seg.reason, seg.coverage,
                       sum(side.histogram.values()), len(seg.blocks), dict(side.histogram), provenance, note, digest,
-                      loops, None if executed is None else dict(executed))
+                      loops, None if executed is None else dict(executed), sharding.devices(m),
+                      tuple(a._asdict() for a in placed))
+
+
+def _argument_names(source: str) -> dict:
+    """index -> name of each argument, as the capture's sidecar names them ({} without one)."""
+    from ..files import read_sidecar
+
+    try:
+        sc = read_sidecar(Path(source))
+    except Exception:
+        return {}
+    return {a["index"]: a["name"] for a in sc.arguments if "index" in a and "name" in a} if sc else {}
 
 
 def _provenance(source: str) -> tuple[dict | None, str]:

@@ -41,6 +41,8 @@ class SideResult:
     sha256: str | None = None  # of the file: which bench and memory results belong to this diff
     loops: tuple = ()  # each while's trip count (None: not fixed by the IR), in program order
     executed: dict | None = field(default=None, repr=False)  # op name -> runs per call, with loops; None: unknown
+    devices: int = 1  # the devices the module is sharded over (ir.sharding)
+    shardings: tuple = field(default=(), repr=False)  # ir.sharding.ArgSharding of each argument, as dicts
 
     def as_json(self) -> dict:
         return {"name": self.name, "source": self.source, "sha256": self.sha256, "mode": self.mode,
@@ -48,7 +50,8 @@ class SideResult:
                 "location_coverage": self.coverage, "ops": self.ops, "blocks": self.blocks,
                 "histogram": dict(sorted(self.histogram.items())), "provenance": self.provenance,
                 "provenance_note": self.provenance_note, "loops": list(self.loops),
-                "histogram_executed": None if self.executed is None else dict(sorted(self.executed.items()))}
+                "histogram_executed": None if self.executed is None else dict(sorted(self.executed.items())),
+                "devices": self.devices, "shardings": [_listed(a) for a in self.shardings]}
 
 
 class TimeGap(NamedTuple):
@@ -198,7 +201,12 @@ class DiffResult:
     @property
     def differs(self) -> bool:
         return bool(self.only_a or self.only_b) or any(b.differs for b in self.blocks) \
-            or self.a.histogram != self.b.histogram
+            or self.a.histogram != self.b.histogram or bool(self.sharding_changes)
+
+    @property
+    def sharding_changes(self) -> tuple:
+        """The arguments the two sides split differently (ShardingChange)."""
+        return sharding_changes(self.a, self.b)
 
     def __str__(self) -> str:
         return f"DiffResult({self.a.name} vs {self.b.name}: {len(self.blocks)} aligned blocks)"
@@ -216,6 +224,7 @@ class DiffResult:
             "differs": self.differs,
             "metrics": self.metrics,
             "flow": {"a": [list(e) for e in self.flow_a], "b": [list(e) for e in self.flow_b]},
+            "sharding_changes": [c.as_json() for c in self.sharding_changes],
         }
 
     @classmethod
@@ -248,7 +257,57 @@ class DiffResult:
 def _side(d: dict) -> SideResult:
     return SideResult(d["name"], d["source"], d["mode"], d.get("mode_reason", ""), d["location_coverage"], d["ops"],
                       d["blocks"], dict(d["histogram"]), d.get("provenance"), d.get("provenance_note", ""),
-                      d.get("sha256"), tuple(d.get("loops", ())), d.get("histogram_executed"))
+                      d.get("sha256"), tuple(d.get("loops", ())), d.get("histogram_executed"), d.get("devices", 1),
+                      tuple({**a, "shape": tuple(a["shape"]), "parts": tuple(a["parts"]), "axes": tuple(a["axes"])}
+                            for a in d.get("shardings", ())))
+
+
+def _listed(a: dict) -> dict:
+    return {**a, "shape": list(a["shape"]), "parts": list(a["parts"]), "axes": list(a["axes"])}
+
+
+class ShardingChange(NamedTuple):
+    """One argument placed differently on the two sides: its split on each (whole where one side has
+    no sharding), in the side's own words."""
+
+    name: str
+    shape: tuple
+    a: str
+    b: str
+
+    def as_json(self) -> dict:
+        return {"name": self.name, "shape": list(self.shape), "a": self.a, "b": self.b}
+
+
+def sharding_changes(a: SideResult, b: SideResult) -> tuple:
+    """Every argument split differently (parts per dimension) on the two sides, paired by name where
+    both sides name their arguments alike (captures' sidecars), else by position."""
+    if not a.shardings and not b.shardings:
+        return ()
+
+    from ..ir.sharding import split_text
+
+    def split(x: dict) -> str:
+        return split_text(x["parts"], x["axes"])
+
+    def whole(x: dict) -> dict:
+        return {**x, "parts": (1,) * len(x["shape"]), "axes": ("",) * len(x["shape"])}
+
+    side_a = {x["name"]: x for x in a.shardings}
+    side_b = {x["name"]: x for x in b.shardings}
+    by_name = bool(side_a) and bool(side_b) and len(set(side_a) & set(side_b)) >= len(side_a) // 2
+    if not by_name:
+        side_a = {x["index"]: x for x in a.shardings}
+        side_b = {x["index"]: x for x in b.shardings}
+    out = []
+    for key in list(side_a) + [k for k in side_b if k not in side_a]:
+        x, y = side_a.get(key), side_b.get(key)
+        if x is None or y is None:  # one side unsharded (no attribute): its arguments are whole
+            x, y = x or whole(y), y or whole(x)
+        if tuple(x["parts"]) != tuple(y["parts"]):
+            name = x["name"] if x["name"] == y["name"] else f'{x["name"]} / {y["name"]}'
+            out.append(ShardingChange(name, tuple(x["shape"]), split(x), split(y)))
+    return tuple(out)
 
 
 def _block(d: dict) -> BlockResult:

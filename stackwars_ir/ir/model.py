@@ -89,6 +89,7 @@ class Func(NamedTuple):
     results: tuple  # Tensor of each result
     ops: tuple  # op ids, in order, nested region ops included
     returns: tuple = ()  # value ids the function returns
+    arg_shardings: tuple = ()  # each argument's sharding as written (sdy or mhlo); () when none has one
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,7 @@ _KEPT_ATTRS = frozenset({
     "start_indices", "limit_indices", "strides", "feature_group_count", "batch_group_count",
     "window_strides", "window_dimensions", "padding", "lhs_dilation", "rhs_dilation",
     "indices_are_sorted", "has_side_effect", "api_version", "precision_config", "dimension",
+    "mesh",  # sdy.mesh's axes (ir/sharding.py)
 })
 
 
@@ -353,7 +354,23 @@ class _Builder:
         args = tuple(self.value(a, None, i, self.arg_name(a)) for i, a in enumerate(entry.arguments))
         first = self.skipped_ops + len(self.ops)
         returns = self.block(fop.regions[0], name, None)
-        return (name, visibility, args, results, tuple(range(first, self.skipped_ops + len(self.ops))), returns)
+        return (name, visibility, args, results, tuple(range(first, self.skipped_ops + len(self.ops))), returns,
+                self.arg_shardings(attrs))
+
+    def arg_shardings(self, attrs) -> tuple:
+        """Each argument's sharding as written (Shardy's sdy.sharding, GSPMD's mhlo.sharding), "" for none."""
+        if "arg_attrs" not in attrs:
+            return ()
+        out = []
+        for d in self.ir.ArrayAttr(attrs["arg_attrs"]):
+            d = self.ir.DictAttr(d)
+            if "sdy.sharding" in d:
+                out.append(str(d["sdy.sharding"]))
+            elif "mhlo.sharding" in d:
+                out.append(self.ir.StringAttr(d["mhlo.sharding"]).value)
+            else:
+                out.append("")
+        return tuple(out) if any(out) else ()
 
     def block(self, region, func: str, parent: int | None) -> tuple:
         """Record the ops of a region (nested regions included); return the operands of its

@@ -52,6 +52,10 @@ def diff_markdown(result) -> str:
     from .sentences import executed_lines
 
     lines += [""] + [f"- {_cell(line)}" for line in executed_lines(a, b)] if a.loops or b.loops else []
+    from .sentences import sharding_lines
+
+    placed = sharding_lines(result)
+    lines += ["", "## Shardings", ""] + [f"- {_cell(line)}" for line in placed] if placed else []
     from ..diff.result import first_of_each_role
 
     # One excerpt per role: the first layer shows the pattern.
@@ -121,4 +125,12 @@ def memory_markdown(report) -> str:
                   "| " + " | ".join("---" if i < 2 else "---:" for i in range(len(headers))) + " |"]
         lines += ["| " + " | ".join(_cell(str(c)) for c in r) + " |" for r in rows]
         lines += ["", MAX_BATCH_NOTE]
+    if report.slices:
+        from ..bench.memory import SLICE_NOTE, slice_rows
+
+        headers, rows = slice_rows(report)
+        lines += ["", "## Smallest slice that fits", "", "| " + " | ".join(_cell(h) for h in headers) + " |",
+                  "| " + " | ".join("---" for _ in headers) + " |"]
+        lines += ["| " + " | ".join(_cell(str(c)) for c in r) + " |" for r in rows]
+        lines += ["", SLICE_NOTE]
     return "\n".join(lines) + "\n"

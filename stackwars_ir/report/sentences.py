@@ -180,6 +180,24 @@ def executed_lines(a, b) -> list:
     return out + [f"executed per run: A {sum(ea.values())} ops, B {sum(eb.values())}; ops B - A: {words or 'none'}"]
 
 
+SHARDING_LINES = 12  # arguments listed; the count says how many more
+
+
+def sharding_lines(result) -> list:
+    """With a sharded side: the devices each side is sharded over, and every argument the two split
+    differently (its split in A and in B); [] when neither is sharded."""
+    a, b = result.a, result.b
+    if not (a.shardings or b.shardings):
+        return []
+    changes = result.sharding_changes
+    out = [f"sharded over: A {a.devices} device{'s' if a.devices > 1 else ''}, B {b.devices}; arguments split "
+           f"differently: {len(changes)} of {max(len(a.shardings), len(b.shardings))}"]
+    out += [f"{c.name} {'x'.join(map(str, c.shape)) or 'scalar'}: A {c.a}, B {c.b}" for c in changes[:SHARDING_LINES]]
+    if len(changes) > SHARDING_LINES:
+        out.append(f"... {len(changes) - SHARDING_LINES} more (diff --json lists every one)")
+    return out
+
+
 def delta_text(delta, limit: int = 4) -> str:
     """An op-count difference, largest first: `constant +3, add -1, ... (2 more)`."""
     items = sorted(delta.items(), key=lambda kv: (-abs(kv[1]), kv[0]))

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from ..ir.stats import ModuleStats
 from ..textfmt import human_bytes, table
-from .sentences import delta_text as _delta_text, executed_lines
+from .sentences import delta_text as _delta_text, executed_lines, sharding_lines
 
 
 def stats_text(s: ModuleStats, top: int = 15) -> str:
@@ -85,6 +85,8 @@ def diff_text(result, excerpts: bool = False, ops: bool = False) -> str:
     hist = _delta_text(counter_delta(Counter(b.histogram), Counter(a.histogram)), limit=12)
     out += ["", f"whole module, ops B - A (+: more in B, as in git diff A B): {hist or 'none'}"]
     out += executed_lines(a, b)
+    placed = sharding_lines(result)
+    out += ["", "shardings:", *(f"  {line}" for line in placed)] if placed else []
     return "\n".join(out)
 
 
@@ -340,4 +342,9 @@ def memory_text(report) -> str:
 
         headers, rows = max_batch_rows(report)
         out += ["", table(headers, rows, right={3, 4, 5}), "", MAX_BATCH_NOTE]
+    if report.slices:
+        from ..bench.memory import SLICE_NOTE, slice_rows
+
+        headers, rows = slice_rows(report)
+        out += ["", table(headers, rows), "", SLICE_NOTE]
     return "\n".join(out)
