@@ -253,10 +253,13 @@ def bench_cmd(targets, batches, baselines, backend, target, timeout, max_memory,
 @click.option("--max-batch", is_flag=True,
               help="With MODEL: the largest batch that fits each --budget, searched by compiling abstract captures "
                    "(none run; torch_xla, which has none, left out); up to 1024.")
+@click.option("--chips", is_flag=True,
+              help="With MODEL and a TPU --target: the smallest slice whose chips each hold their share, searched by "
+                   "capturing on a mesh of each slice size (fsdp over the chips) and compiling; abstract captures.")
 @model_options("memory", Path("out") / "captures", "forward, or train (one training step).")
 @adapters_option
-def memory_cmd(targets, target, budget, measure, batches, timeout, max_memory, json_path, md_path, max_batch, out_dir,
-               **options):
+def memory_cmd(targets, target, budget, measure, batches, timeout, max_memory, json_path, md_path, max_batch, chips,
+               out_dir, **options):
     """Will it fit? XLA's memory plan of StableHLO files (FILE.mlir ...) or a model (MODEL).
 
     Each executable is compiled for --target, not run: arguments, outputs, aliased outputs,
@@ -271,13 +274,15 @@ def memory_cmd(targets, target, budget, measure, batches, timeout, max_memory, j
     from .files import write_atomic
     from .report.markdown import memory_markdown
     from .report.text import memory_text
-    from .sweep import max_batch_model, plan_model
+    from .sweep import max_batch_model, plan_model, smallest_slice_model
     from .workload import batch_list
 
     limits, memory = parse_budgets(budget), max_memory_of(max_memory, timeout)
-    model = model_or_files(targets, "memory", ("batches", "max_batch"), fix="name a model")
+    model = model_or_files(targets, "memory", ("batches", "max_batch", "chips"), fix="name a model")
     run = dict(out_dir=out_dir, target=target, max_memory=memory, timeout=timeout, progress=progress)
-    if model and max_batch:
+    if model and chips:
+        report = smallest_slice_model(request(model, options), budgets_=limits, **run)
+    elif model and max_batch:
         report = max_batch_model(request(model, options), budgets_=limits, batches=batch_list(batches),
                                  measure=measure, **run)
     elif model:

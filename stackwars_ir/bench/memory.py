@@ -17,8 +17,14 @@ DEVICES = {
 TIGHT = 0.05  # headroom below this share of the budget: "tight"
 
 # Compile targets. TPU generations compile on this machine without a TPU, through libtpu's
-# compile-only client (a 2x2 slice: one chip's devices are the same in any slice).
-TOPOLOGIES = {"tpu-v6e": "v6e:2x2", "tpu-v5e": "v5e:2x2", "tpu-v5p": "v5p:2x2x1", "tpu-v4": "v4:2x2x1"}
+# compile-only client. A module on one device compiles for the first chip of the smallest slice
+# (one chip's devices are the same in any slice); a module sharded over N devices for the first N
+# devices of the smallest slice that has N (libtpu describes no slice under 4 chips).
+SLICES = {"tpu-v6e": ("2x2", "2x4", "4x4", "4x8", "8x8", "8x16", "16x16"),
+          "tpu-v5e": ("2x2", "2x4", "4x4", "4x8", "8x8", "8x16", "16x16"),
+          "tpu-v5p": ("2x2x1", "2x2x2", "2x2x4", "2x4x4", "4x4x4"),
+          "tpu-v4": ("2x2x1", "2x2x2", "2x2x4", "2x4x4")}
+TOPOLOGIES = {t: f"{t[4:]}:{s[0]}" for t, s in SLICES.items()}
 TARGETS = ("cpu", "gpu", *TOPOLOGIES)
 LIBTPU = "libtpu==0.0.42.1"
 _UNITS = {"": 1, "b": 1, "k": 1 << 10, "kb": 1 << 10, "kib": 1 << 10, "m": 1 << 20, "mb": 1 << 20, "mib": 1 << 20,
@@ -82,6 +88,7 @@ class MemoryPlan:
     # The TPU compiler refuses a program whose buffers exceed the chip's memory: no plan, but its
     # own figures, "required" (what its buffers need) and "available" (the chip's usable memory).
     refused: dict | None = None
+    devices: int = 1  # the devices the module is sharded over: the plan is per device (chip)
 
     @property
     def ok(self) -> bool:
@@ -110,7 +117,8 @@ class MemoryPlan:
                "argument_bytes": self.argument_bytes, "output_bytes": self.output_bytes,
                "alias_bytes": self.alias_bytes, "temp_bytes": self.temp_bytes, "code_bytes": self.code_bytes,
                "peak_bytes": self.peak_bytes if self.ok else None, "compile_s": self.compile_s,
-               "error": self.error, "sha256": self.sha256, "refused_by_compiler": self.refused}
+               "error": self.error, "sha256": self.sha256, "refused_by_compiler": self.refused,
+               "devices": self.devices}
         if self.measured is not None:
             planned = self.temp_bytes + self.output_bytes - self.alias_bytes
             out["measured"] = {"run_bytes": self.measured.run_bytes, "planned_run_bytes": planned,
@@ -126,7 +134,7 @@ class MemoryPlan:
         m = d.get("measured")
         return cls(d["label"], d["target"], d["argument_bytes"], d["output_bytes"], d["alias_bytes"], d["temp_bytes"],
                    d["code_bytes"], d.get("compile_s"), Measured(m["run_bytes"], m["method"]) if m else None,
-                   d.get("error"), d.get("sha256"), d.get("batch"), d.get("refused_by_compiler"))
+                   d.get("error"), d.get("sha256"), d.get("batch"), d.get("refused_by_compiler"), d.get("devices", 1))
 
 
 @dataclass(frozen=True)
@@ -139,6 +147,7 @@ class MemoryReport:
     machine: dict = field(default_factory=dict)
     versions: dict = field(default_factory=dict)
     max_batch: tuple = ()  # MaxBatch per executable and budget, with --max-batch
+    slices: tuple = ()  # SmallestSlice per executable and budget, with --chips
 
     @property
     def failed(self) -> list:
@@ -153,6 +162,7 @@ class MemoryReport:
                 "budgets": [{"name": b.name, "bytes": b.bytes} for b in self.budgets],
                 "executables": [p.as_json(self.budgets) for p in self.plans],
                 **({"max_batch": [m.as_json() for m in self.max_batch]} if self.max_batch else {}),
+                **({"smallest_slice": [m.as_json() for m in self.slices]} if self.slices else {}),
                 "machine": self.machine, "versions": self.versions}
 
     @classmethod
@@ -162,7 +172,8 @@ class MemoryReport:
         budgets_ = tuple(Budget(b["name"], b["bytes"]) for b in d.get("budgets", ()))
         return cls(d["target"], tuple(MemoryPlan.from_json(p) for p in d["executables"]), budgets_,
                    d.get("machine") or {}, d.get("versions") or {},
-                   tuple(MaxBatch.from_json(m) for m in d.get("max_batch", ())))
+                   tuple(MaxBatch.from_json(m) for m in d.get("max_batch", ())),
+                   tuple(SmallestSlice.from_json(m) for m in d.get("smallest_slice", ())))
 
 
 def whose_plan(target: str) -> str:
@@ -197,7 +208,7 @@ class Compiler:
 
     def __init__(self, target: str):
         self.target = check_target(target)
-        self._device = None
+        self._slices: dict = {}  # devices wanted -> the slice's devices
         self._runtime = None
 
     def compile(self, text, label: str):
@@ -211,24 +222,39 @@ class Compiler:
         from jax._src.lib import xla_client as xc
         from jaxlib.mlir import ir
 
-        if self._device is None:
+        from ..runtime import partitioned_options, partitions
+
+        n = partitions(text)
+        devices = self.devices(n, label)
+        options = partitioned_options(n, devices) if n > 1 else xc.CompileOptions()
+        try:
+            with jmlir.make_ir_context():
+                module = ir.Module.parse(text)
+                return devices[0].client.compile(module, xc.DeviceList(devices), options)
+        except Exception as e:
+            raise BenchError(f"{label}: XLA failed to compile it for {self.target}: {_first_line(e)}") from e
+
+    def devices(self, n: int, label: str = "module") -> tuple:
+        """The first `n` devices of the smallest slice of the target that has them."""
+        if n not in self._slices:
             from ..runtime import quiet_libtpu
 
             quiet_libtpu()
             from jax.experimental import topologies
 
-            try:
-                topo = topologies.get_topology_desc(platform="tpu", topology_name=TOPOLOGIES[self.target])
-            except Exception as e:
-                raise BenchError(f"libtpu could not describe a {self.target} topology: {_first_line(e)}",
-                                 fix=f"reinstall with `make setup-tpu` ({LIBTPU})") from e
-            self._device = topo.devices[0]
-        try:
-            with jmlir.make_ir_context():
-                module = ir.Module.parse(text)
-                return self._device.client.compile(module, xc.DeviceList((self._device,)), xc.CompileOptions())
-        except Exception as e:
-            raise BenchError(f"{label}: XLA failed to compile it for {self.target}: {_first_line(e)}") from e
+            for shape in SLICES[self.target]:
+                try:
+                    topo = topologies.get_topology_desc(platform="tpu", topology_name=f"{self.target[4:]}:{shape}")
+                except Exception as e:
+                    raise BenchError(f"libtpu could not describe a {self.target} topology: {_first_line(e)}",
+                                     fix=f"reinstall with `make setup-tpu` ({LIBTPU})") from e
+                if len(topo.devices) >= n:
+                    self._slices[n] = tuple(topo.devices[:n])
+                    break
+            else:
+                raise BenchError(f"{label} is sharded over {n} devices, more than the largest {self.target} slice "
+                                 f"this tool describes ({SLICES[self.target][-1]})", fix="use a smaller --mesh")
+        return self._slices[n]
 
     @property
     def runtime(self):
@@ -245,7 +271,10 @@ def plan_text(path: Path, text, compiler: Compiler, measure: bool = False, sidec
     """XLA's plan for one module; with `measure` (cpu only) also one run's measured peak."""
     import time
 
+    from ..runtime import partitions
+
     label = str(path)
+    n = partitions(text)
     t0 = time.perf_counter()
     try:
         from .worker import started
@@ -256,7 +285,8 @@ def plan_text(path: Path, text, compiler: Compiler, measure: bool = False, sidec
         compile_s = time.perf_counter() - t0
         m = exe.get_compiled_memory_stats()
         plan = MemoryPlan(label, compiler.target, m.argument_size_in_bytes, m.output_size_in_bytes,
-                          m.alias_size_in_bytes, m.temp_size_in_bytes, m.generated_code_size_in_bytes, compile_s)
+                          m.alias_size_in_bytes, m.temp_size_in_bytes, m.generated_code_size_in_bytes, compile_s,
+                          devices=n)
         if measure:
             import dataclasses
 
@@ -265,7 +295,7 @@ def plan_text(path: Path, text, compiler: Compiler, measure: bool = False, sidec
     except StackwarsError as e:
         refused = refusal(str(e.__cause__ or ""))
         if refused:
-            return MemoryPlan(label, compiler.target, compile_s=time.perf_counter() - t0, refused=refused)
+            return MemoryPlan(label, compiler.target, compile_s=time.perf_counter() - t0, refused=refused, devices=n)
         return MemoryPlan(label, compiler.target, error=e.one_line())
     except Exception as e:
         return MemoryPlan(label, compiler.target, error=f"{label}: {type(e).__name__}: {_first_line(e)}")
@@ -411,12 +441,26 @@ def plan_files(paths, target: str = "cpu", budgets_=(), measure: bool = False, m
 
     check_target(target, measure)
     plans = []
-    with Isolated(max_memory) as worker:
+    with Isolated(max_memory, _most_partitions(paths) if target == "cpu" else 1) as worker:
         for path in paths:
             if progress:
                 progress(f"{path}: compiling for {target} ...")
             plans.append(worker.run(Job("memory", (str(path),), target, measure=measure), timeout))
     return MemoryReport(target, tuple(plans), tuple(budgets_), machine(), _versions(target))
+
+
+def _most_partitions(paths) -> int:
+    """The most devices any of the files is sharded over (a CPU compile needs as many host devices)."""
+    from ..runtime import partitions
+
+    most = 1
+    for path in paths:
+        try:
+            if not str(path).endswith(".mlirbc"):
+                most = max(most, partitions(Path(path).read_text(errors="replace")))
+        except OSError:
+            pass  # the worker names the missing file
+    return most
 
 
 def _versions(target: str) -> dict:
@@ -435,21 +479,24 @@ def table_rows(report: MemoryReport) -> tuple[list[str], list[list]]:
     """The memory table's headers and rows, shared by the text and Markdown renderings."""
     from ..textfmt import human_bytes
 
-    headers = ["executable", "batch", "arguments", "outputs", "aliased", "temporaries", "code", "peak"]
+    sharded = any(p.devices > 1 for p in report.plans)
+    headers = ["executable", "batch"] + (["devices"] if sharded else []) + \
+        ["arguments", "outputs", "aliased", "temporaries", "code", "peak"]
     measured = any(p.measured for p in report.plans)
     if measured:
         headers.append("run: measured / planned")
     headers += [f"{b.name} ({human_bytes(b.bytes)})" for b in report.budgets]
     rows = []
     for p in report.plans:
+        head = [p.label, p.batch] + ([p.devices] if sharded else [])
         if not p.ok:
-            rows.append([p.label, p.batch] + ["-"] * (len(headers) - 3) + ["FAILED"])
+            rows.append(head + ["-"] * (len(headers) - len(head) - 1) + ["FAILED"])
             continue
         if p.refused:
-            row = [p.label, p.batch] + ["-"] * 5 + [f"{human_bytes(p.peak_bytes)} (refused: more than the "
-                                                    f"{human_bytes(p.refused['available_bytes'])} it has)"]
+            row = head + ["-"] * 5 + [f"{human_bytes(p.peak_bytes)} (refused: more than the "
+                                      f"{human_bytes(p.refused['available_bytes'])} it has)"]
         else:
-            row = [p.label, p.batch] + [human_bytes(n) for n in (p.argument_bytes, p.output_bytes, p.alias_bytes,
+            row = head + [human_bytes(n) for n in (p.argument_bytes, p.output_bytes, p.alias_bytes,
                                                                   p.temp_bytes, p.code_bytes, p.peak_bytes)]
         if measured:
             if p.measured:
@@ -584,3 +631,60 @@ def search_max_batch(probe, names, budgets_, limit: int = MAX_BATCH_LIMIT) -> tu
             largest = None if error else max((b for b, n in points.items() if n <= budget.bytes), default=0)
             out.append(MaxBatch(name, budget, largest, tuple(order), limit, error))
     return tuple(out)
+
+
+# --chips: the smallest slice of a TPU generation on which an executable's per-chip plan fits.
+def slice_chips(target: str) -> tuple[int, ...]:
+    """The chip counts --chips tries on `target`: one chip, then each slice this tool describes."""
+    from math import prod
+
+    return (1,) + tuple(prod(int(x) for x in shape.split("x")) for shape in SLICES[target])
+
+
+@dataclass(frozen=True)
+class SmallestSlice:
+    """The fewest chips on which one executable's per-chip plan fits one budget, and the plans that show it."""
+
+    name: str  # the executable without its mesh (jax-train, torch-torchax-train)
+    budget: Budget
+    chips: int | None  # None: not even the largest slice tried
+    probes: tuple  # (chips, the mesh, bytes needed per chip: peak + code), in the order compiled
+    error: str | None = None
+
+    def as_json(self) -> dict:
+        return {"name": self.name, "budget": self.budget.name, "budget_bytes": self.budget.bytes,
+                "chips": self.chips, "probes": [{"chips": c, "mesh": m, "need_bytes": n} for c, m, n in self.probes],
+                "error": self.error}
+
+    @classmethod
+    def from_json(cls, d: dict) -> "SmallestSlice":
+        return cls(d["name"], Budget(d["budget"], d["budget_bytes"]), d["chips"],
+                   tuple((p["chips"], p["mesh"], p["need_bytes"]) for p in d["probes"]), d.get("error"))
+
+
+def slice_rows(report: MemoryReport) -> tuple[list[str], list[list]]:
+    """The --chips table: per executable and budget, the smallest slice that fits and the need per chip there."""
+    from ..textfmt import human_bytes
+
+    headers = ["executable", "budget per chip", "smallest slice that fits", "needs per chip there",
+               "on the slice before"]
+    rows = []
+    for m in report.slices:
+        budget = f"{m.budget.name} ({human_bytes(m.budget.bytes)})"
+        if m.error:
+            rows.append([m.name, budget, f"FAILED: {m.error}", "-", "-"])
+            continue
+        needs = {c: (mesh, n) for c, mesh, n in m.probes}
+        before = [c for c in needs if m.chips is None or c < m.chips]
+        prev = f"{human_bytes(needs[max(before)][1])} on {max(before)} ({needs[max(before)][0]})" if before else "-"
+        if m.chips is None:
+            rows.append([m.name, budget, f"none up to {max(needs)} chips", "-", prev])
+        else:
+            rows.append([m.name, budget, f"{m.chips} chip{'s' if m.chips > 1 else ''} ({needs[m.chips][0]})",
+                         human_bytes(needs[m.chips][1]), prev])
+    return headers, rows
+
+
+SLICE_NOTE = ("smallest slice: the training or forward step captured on a mesh of each slice size in turn (the fsdp "
+              "axis taking the chips the other axes leave) and compiled for it, never run; 'needs': the per-chip "
+              "peak + code, as the budget columns count it. Abstract captures.")

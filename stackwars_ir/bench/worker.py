@@ -181,8 +181,9 @@ def default_max_memory() -> int | None:
 class Isolated:
     """Runs bench jobs in a worker process under a time and a memory limit; a context manager."""
 
-    def __init__(self, max_memory: int | None = None):
+    def __init__(self, max_memory: int | None = None, host_devices: int = 1):
         self.max_memory = max_memory
+        self.host_devices = host_devices  # CPU devices the worker's jax has (a sharded module's partitions)
         self.proc: subprocess.Popen | None = None
 
     def __enter__(self) -> "Isolated":
@@ -196,8 +197,11 @@ class Isolated:
     def _start(self) -> subprocess.Popen:
         boot = f"import sys; sys.path[:] = {[p for p in sys.path if p]!r}; " \
                "from stackwars_ir.bench.worker import main; main()"
+        env = dict(os.environ)
+        if self.host_devices > 1 and "xla_force_host_platform_device_count" not in env.get("XLA_FLAGS", ""):
+            env["XLA_FLAGS"] = f"{env.get('XLA_FLAGS', '')} --xla_force_host_platform_device_count={self.host_devices}"
         return subprocess.Popen([sys.executable, "-c", boot], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                env=dict(os.environ))
+                                env=env)
 
     def run(self, job, timeout: float | None):
         """The worker's reply for `job`, or a row (Executable, MemoryPlan) with the error that stopped it."""

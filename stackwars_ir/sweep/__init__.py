@@ -160,3 +160,55 @@ def max_batch_model(model: str | Request, *, budgets_, limit: int = MAX_BATCH_LI
     target = run.get("target", "cpu")
     plans_shown = sorted((p for p in every if (p.name, p.batch) in shown or not p.ok), key=lambda p: (p.name, p.batch or 0))
     return MemoryReport(target, tuple(plans_shown), tuple(budgets_), machine(), _versions(target), found)
+
+
+def smallest_slice_model(model: str | Request, *, budgets_, target: str, progress=None, **kw) -> MemoryReport:
+    """--chips: MODEL captured abstractly on a mesh of each slice size of `target` in turn (the fsdp axis
+    taking the chips the request's other mesh axes leave) and compiled for it, until every executable's
+    per-chip plan fits every budget (default: one chip of the target)."""
+    from ..bench import machine
+    from ..bench.memory import Budget, DEVICES, SmallestSlice, _versions, check_target, slice_chips
+    from ..workload.mesh import Mesh
+
+    check_target(target)
+    if target == "cpu" or target == "gpu":
+        raise StackwarsError("--chips searches the slices of a TPU generation", fix="add --target tpu-v6e (or "
+                                                                                    "tpu-v5e, tpu-v5p, tpu-v4)")
+    names = {f.name for f in dataclasses.fields(Request)}
+    model = _as_request(model, {"exporters": ("torchax",), **{k: v for k, v in kw.items() if k in names}})
+    run = {k: v for k, v in kw.items() if k not in names}
+    routes = tuple(e for e in model.exporters if e != "torch_xla") or ("torchax",)
+    if progress and "torch_xla" in model.exporters and model.framework != "jax":
+        progress("--chips: torch_xla left out (it has no capture without weights); torchax instead")
+    model = dataclasses.replace(model, exporters=routes)
+    chip = f"{target[4:]}-1"
+    budgets_ = tuple(budgets_) or (Budget(chip, DEVICES[chip] << 30),)
+    others = [(a, n) for a, n in (Mesh.parse(model.mesh).axes if model.mesh else ()) if a != "fsdp"]
+    rest = 1
+    for _, n in others:
+        rest *= n
+    found: dict = {}  # (name, budget) -> chips
+    probes: dict = {}  # name -> [(chips, mesh, need)]
+    every, errors = [], {}
+    for chips in slice_chips(target):
+        if chips % rest:
+            continue
+        axes = ([("fsdp", chips // rest)] if chips // rest > 1 else []) + others
+        mesh = ",".join(f"{a}={n}" for a, n in axes)
+        req = dataclasses.replace(model, mesh=mesh, abstract=True)
+        report = plan_model(req, budgets_=budgets_, target=target, progress=progress, **run)
+        every.extend(report.plans)
+        for p in report.plans:
+            name = p.name[:-len(Mesh.parse(mesh).stem)] if mesh else p.name
+            if not p.ok:
+                errors.setdefault(name, p.error)
+                continue
+            probes.setdefault(name, []).append((chips, mesh or "one chip", p.peak_bytes + p.code_bytes))
+            for b in budgets_:
+                if (name, b) not in found and p.peak_bytes + p.code_bytes <= b.bytes:
+                    found[(name, b)] = chips
+        if all((n, b) in found for n in probes for b in budgets_) and probes:
+            break
+    slices = tuple(SmallestSlice(n, b, found.get((n, b)), tuple(probes.get(n, ())), errors.get(n))
+                   for n in sorted(set(probes) | set(errors)) for b in budgets_)
+    return MemoryReport(target, tuple(every), budgets_, machine(), _versions(target), slices=slices)
