@@ -88,7 +88,7 @@ class Runtime:
             raise BenchError(f"{label}: the module is sharded over {n} devices and this {self.platform} runtime "
                              f"has {len(devices)}", fix=f"on CPU, start with XLA_FLAGS=--xla_force_host_platform_"
                                                      f"device_count={n} (the CLI sets it for a sharded capture)")
-        options = partitioned_options(n, devices) if n > 1 else xc.CompileOptions()
+        options = partitioned_options(n, devices, shardy(text)) if n > 1 else xc.CompileOptions()
         if quick:
             options.env_option_overrides = list(QUICK.items())
         try:
@@ -145,6 +145,9 @@ class Partitioned:
     def get_compiled_memory_stats(self):
         return self.executable.get_compiled_memory_stats()
 
+    def hlo_modules(self):
+        return self.executable.hlo_modules()
+
 
 def partitions(text) -> int:
     """How many devices a module is sharded over: its `mhlo.num_partitions` (JAX with Shardy), else
@@ -167,16 +170,22 @@ def partitions(text) -> int:
     return most
 
 
-def partitioned_options(n: int, devices):
-    """XLA's compile options for SPMD partitioning over `devices` (Shardy, as jax compiles)."""
+def partitioned_options(n: int, devices, shardy: bool = True):
+    """XLA's compile options for SPMD partitioning over `devices`: Shardy for a module with Shardy's
+    attributes (JAX's), GSPMD's partitioner for one with `mhlo.sharding` alone (torch_xla's: measured,
+    Shardy compiled it unpartitioned, every device holding whole arguments)."""
     from jax._src import compiler
 
     options = compiler.get_compile_options(num_replicas=1, num_partitions=n,
                                            device_assignment=np.array([d.id for d in devices]).reshape(1, n))
-    # Shardy reads both Shardy's and GSPMD's (torch_xla's) attributes; jax's flag for it may have been
-    # switched off in this process by torch_xla's mark_sharding.
-    options.executable_build_options.use_shardy_partitioner = True
+    # Set either way: jax's flag may have been switched off in this process by torch_xla's mark_sharding.
+    options.executable_build_options.use_shardy_partitioner = shardy
     return options
+
+
+def shardy(text) -> bool:
+    """Whether a module carries Shardy's attributes (else GSPMD's, or none)."""
+    return isinstance(text, str) and "sdy.sharding" in text
 
 
 def result_shapes(text: str) -> tuple:

@@ -144,8 +144,27 @@ def test_gspmd_shardings_are_read_as_torch_xla_writes_them(tmp_path):
 def test_memory_plans_a_sharded_file_per_device_on_as_many_cpu_devices(sharded):
     from stackwars_ir.bench.memory import plan_files
 
-    report = plan_files([golden("llama", "jax"), sharded / "jax-fsdp2-tp2.mlir"], "cpu")
-    whole, split = report.plans
-    assert (whole.devices, split.devices) == (1, 4) and whole.ok and split.ok
-    # Each device holds about a quarter of the arguments (the rotary buffer and the norms' padding aside).
+    report = plan_files([golden("llama", "jax"), sharded / "jax-fsdp2-tp2.mlir",
+                         sharded / "torch-torch_xla-fsdp2-tp2.mlir"], "cpu")
+    whole, split, gspmd = report.plans
+    assert (whole.devices, split.devices, gspmd.devices) == (1, 4, 4) and whole.ok and split.ok and gspmd.ok
+    # Each device holds about a quarter of the arguments (the rotary buffer aside), Shardy's module and
+    # GSPMD's alike (torch_xla's is compiled by GSPMD's partitioner: Shardy left it whole on every device).
     assert 0.2 < split.argument_bytes / whole.argument_bytes < 0.4
+    assert 0.2 < gspmd.argument_bytes / whole.argument_bytes < 0.4
+
+
+@pytest.mark.slow
+def test_diff_kernels_counts_the_collectives_each_block_needs_on_either_side(sharded):
+    from stackwars_ir.bench.kernels import kernels_of_files
+    from stackwars_ir.diff import diff_files, with_kernels
+
+    a, b = sharded / "jax-fsdp2-tp2.mlir", sharded / "torch-torch_xla-fsdp2-tp2.mlir"
+    report = diff_files(a, b)
+    ka, kb = kernels_of_files([a, b])
+    result = with_kernels(report, report.result(), ka, kb)
+    for side in ("a", "b"):
+        moved = result.metrics["kernels"][side]["collectives"]
+        assert moved.get("all-gather", [0])[0] > 0 and all(n > 0 and size > 0 for n, size in moved.values()), side
+    mlp = [d for d in result.blocks if d.role == "mlp"]
+    assert len(mlp) == 2 and all(d.metrics["collectives"]["a"] and d.metrics["collectives"]["b"] for d in mlp)

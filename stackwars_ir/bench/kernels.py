@@ -24,10 +24,38 @@ class Kernel:
     path: str  # module path read from its metadata ("" when it has none)
     phase: str = ""
     inner: str = ""  # the fusion a `call` of a parallel computation runs on several threads
+    bytes: int = 0  # a collective's result on each device (its per-partition shape), else 0
+
+    @property
+    def collective(self) -> str:
+        """all-gather, all-reduce, reduce-scatter, all-to-all, collective-permute ("-start" halves
+        of asynchronous ones counted as the collective), or ""."""
+        kind = self.opcode.removesuffix("-start")
+        return kind if kind in COLLECTIVES else ""
 
     def as_json(self) -> dict:
         return {"name": self.name, "opcode": self.opcode, "path": self.path, "phase": self.phase,
-                **({"inner": self.inner} if self.inner else {})}
+                **({"inner": self.inner} if self.inner else {}), **({"bytes": self.bytes} if self.bytes else {})}
+
+
+# What XLA's SPMD partitioner inserts between a sharded program's devices.
+COLLECTIVES = ("all-gather", "all-reduce", "reduce-scatter", "all-to-all", "collective-permute")
+_ITEMSIZE = {"pred": 1, "s8": 1, "u8": 1, "bf16": 2, "f16": 2, "s16": 2, "u16": 2, "f32": 4, "s32": 4, "u32": 4,
+             "f64": 8, "s64": 8, "u64": 8, "c64": 8, "c128": 16}
+
+
+def result_bytes(line: str) -> int:
+    """The bytes of an instruction's result as its optimized HLO line types it (`f32[64,16]{1,0}`, or
+    a tuple of them), on one device."""
+    head = line.split("=", 1)[1] if "=" in line else line
+    head = head.split("(", 1)[0] if not head.lstrip().startswith("(") else head.split(")", 1)[0]
+    total = 0
+    for dtype, dims in re.findall(r"\b([a-z]+\d*)\[([\d,]*)\]", head):
+        n = 1
+        for d in filter(None, dims.split(",")):
+            n *= int(d)
+        total += n * _ITEMSIZE.get(dtype, 4)
+    return total
 
 
 def kernels_of(hlo_text: str) -> list[Kernel]:
@@ -72,7 +100,8 @@ def _kernel(line: str, opcode: str) -> Kernel:
         path, _, phase = provenance(text)
         if _TORCH_XLA_SCOPE.match(path):  # torch_xla's own op scope (`aten__lerp.28/aten__lerp`): no module
             path = ""
-    return Kernel(name, opcode, path, phase)
+    size = result_bytes(line) if opcode.removesuffix("-start") in COLLECTIVES else 0
+    return Kernel(name, opcode, path, phase, bytes=size)
 
 
 def _parallel_roots(hlo_text: str) -> dict:
@@ -125,8 +154,10 @@ def kernels_of_files(paths, backend: str = "cpu", timeout: float | None = 300, m
     """Kernels of each file, each compiled in a bench worker (killed past its time or memory limit)."""
     from .worker import Isolated, Job, default_max_memory
 
+    from .memory import _most_partitions
+
     out = []
-    with Isolated(max_memory or default_max_memory()) as worker:
+    with Isolated(max_memory or default_max_memory(), _most_partitions(paths) if backend == "cpu" else 1) as worker:
         for p in paths:
             if progress:
                 progress(f"{p}: compiling on the XLA {backend} backend to count its kernels ...")

@@ -222,11 +222,11 @@ class Compiler:
         from jax._src.lib import xla_client as xc
         from jaxlib.mlir import ir
 
-        from ..runtime import partitioned_options, partitions
+        from ..runtime import partitioned_options, partitions, shardy
 
         n = partitions(text)
         devices = self.devices(n, label)
-        options = partitioned_options(n, devices) if n > 1 else xc.CompileOptions()
+        options = partitioned_options(n, devices, shardy(text)) if n > 1 else xc.CompileOptions()
         try:
             with jmlir.make_ir_context():
                 module = ir.Module.parse(text)

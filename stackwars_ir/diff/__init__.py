@@ -232,27 +232,45 @@ def with_kernels(report: DiffReport, result: DiffResult, kernels_a, kernels_b) -
     unattributed."""
     from dataclasses import replace
 
-    counts, totals = {}, {}
+    counts, totals, moved = {}, {}, {}
     for side, ks in (("a", kernels_a), ("b", kernels_b)):
-        block_of, per, unattributed = kernel_blocks(report, side), {}, 0
+        block_of, per, unattributed, collectives = kernel_blocks(report, side), {}, 0, {}
         for k in ks.kernels:
             label = block_of(k)
+            if k.collective:  # what the SPMD partitioner inserted: kind -> [count, bytes per device]
+                c = collectives.setdefault(label, {}).setdefault(k.collective, [0, 0])
+                c[0], c[1] = c[0] + 1, c[1] + k.bytes
             if label is None:
                 unattributed += 1
                 continue
             n, f, names = per.get(label, (0, 0, ()))
             per[label] = (n + 1, f + (k.opcode == "fusion"), names + (k.name,))
-        counts[side] = per
+        counts[side], moved[side] = per, collectives
         totals[side] = {"backend": ks.backend, "kernels": len(ks.kernels),
-                        "fusions": sum(k.opcode == "fusion" for k in ks.kernels), "unattributed": unattributed}
+                        "fusions": sum(k.opcode == "fusion" for k in ks.kernels), "unattributed": unattributed,
+                        "collectives": _summed(collectives.values()),
+                        "collectives_unattributed": collectives.get(None, {})}
     blocks = []
     for blk, d in zip(result.blocks, report.blocks):
         (na, fa, ka), (nb, fb, kb) = counts["a"].get(d.a.label, (0, 0, ())), counts["b"].get(d.b.label, (0, 0, ()))
         # XLA names a fusion after the ops it fused (`dot_add_fusion`): the names say what went in.
-        blocks.append(replace(blk, metrics=dict(blk.metrics, kernels={"a": na, "b": nb, "fusions_a": fa,
-                                                                      "fusions_b": fb, "names_a": list(ka),
-                                                                      "names_b": list(kb)})))
+        metrics = dict(blk.metrics, kernels={"a": na, "b": nb, "fusions_a": fa, "fusions_b": fb,
+                                             "names_a": list(ka), "names_b": list(kb)})
+        ca, cb = moved["a"].get(d.a.label, {}), moved["b"].get(d.b.label, {})
+        if ca or cb:
+            metrics["collectives"] = {"a": ca, "b": cb}
+        blocks.append(replace(blk, metrics=metrics))
     return replace(result, blocks=tuple(blocks), metrics=dict(result.metrics, kernels=totals))
+
+
+def _summed(per_block) -> dict:
+    """kind -> [count, bytes] summed over blocks."""
+    out: dict = {}
+    for kinds in per_block:
+        for kind, (n, size) in kinds.items():
+            c = out.setdefault(kind, [0, 0])
+            c[0], c[1] = c[0] + n, c[1] + size
+    return dict(sorted(out.items()))
 
 
 def with_times(report: DiffReport, result: DiffResult, profile_a, profile_b) -> DiffResult:

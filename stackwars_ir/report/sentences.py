@@ -195,6 +195,27 @@ def sharding_lines(result) -> list:
     out += [f"{c.name} {'x'.join(map(str, c.shape)) or 'scalar'}: A {c.a}, B {c.b}" for c in changes[:SHARDING_LINES]]
     if len(changes) > SHARDING_LINES:
         out.append(f"... {len(changes) - SHARDING_LINES} more (diff --json lists every one)")
+    return out + collective_lines(result)
+
+
+def collective_lines(result) -> list:
+    """With --kernels on a sharded side: the collectives XLA's SPMD partitioner inserted, each side's
+    total and per block (kind x count, bytes per device); [] without them."""
+    from ..textfmt import human_bytes
+
+    totals = result.metrics.get("kernels") or {}
+    if not any((totals.get(side) or {}).get("collectives") for side in ("a", "b")):
+        return []
+
+    def kinds(moved: dict) -> str:
+        return ", ".join(f"{k} x{n} ({human_bytes(size)})" for k, (n, size) in sorted(moved.items())) or "none"
+
+    out = [f"collectives per device ({totals['a'].get('backend')}): A {kinds(totals['a'].get('collectives', {}))}; "
+           f"B {kinds(totals['b'].get('collectives', {}))}"]
+    for d in result.blocks:
+        moved = d.metrics.get("collectives")
+        if moved:
+            out.append(f"{d.label}: A {kinds(moved['a'])}; B {kinds(moved['b'])}")
     return out
 
 
