@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 export PJRT_DEVICE ?= CPU
 
-.PHONY: setup setup-gpu setup-tpu findings-memory findings-programs demo test test-fast captures diff-goldens docs findings fuzz clean
+.PHONY: setup setup-gpu setup-tpu findings-main findings-memory findings-programs demo test test-fast captures diff-goldens docs findings fuzz clean
 
 setup: $(STAMP)
 
@@ -64,16 +64,19 @@ setup-tpu: setup
 	$(BIN)/python -m pip install --quiet -r requirements-tpu.lock -c requirements.lock
 
 # The docs that are generated: the CLI reference and the findings pages (base models, minutes).
-# BACKEND=gpu writes docs/findings-gpu.md instead of docs/findings.md (after `make setup-gpu`).
+# `make findings` writes every findings page: docs/findings.md, then findings-memory.md and
+# findings-programs.md (about 50 + 40 + 5 minutes here); BACKEND=gpu writes docs/findings-gpu.md
+# alone (after `make setup-gpu`: the other two pages are compile-only TPU plans and CPU runs).
 BACKEND ?= cpu
 FINDINGS := docs/findings$(if $(filter cpu,$(BACKEND)),,-$(BACKEND)).md
 docs: setup
 	$(BIN)/python -m stackwars_ir.docs > docs/cli.md.tmp && mv docs/cli.md.tmp docs/cli.md
-findings: setup-tpu
+findings: findings-main $(if $(filter cpu,$(BACKEND)),findings-memory findings-programs)
+findings-main: setup-tpu
 	$(BIN)/python benchmarks/findings.py --backend $(BACKEND) > $(FINDINGS).tmp && mv $(FINDINGS).tmp $(FINDINGS)
 
 # The study's OOM rows recomputed by the TPU v6e compiler, on this machine (after `make setup-tpu`; minutes).
-findings-memory: setup
+findings-memory: setup-tpu
 	$(BIN)/python benchmarks/findings_memory.py > docs/findings-memory.md.tmp && mv docs/findings-memory.md.tmp docs/findings-memory.md
 
 # What scanning and rematerializing the layers cost or save: LLaMA-3.1-8B's training step on a TPU v6e
