@@ -168,3 +168,16 @@ def test_diff_kernels_counts_the_collectives_each_block_needs_on_either_side(sha
         assert moved.get("all-gather", [0])[0] > 0 and all(n > 0 and size > 0 for n, size in moved.values()), side
     mlp = [d for d in result.blocks if d.role == "mlp"]
     assert len(mlp) == 2 and all(d.metrics["collectives"]["a"] and d.metrics["collectives"]["b"] for d in mlp)
+
+
+@pytest.mark.slow
+def test_bench_times_a_sharded_file_on_as_many_cpu_devices_and_refuses_one_device_baselines(sharded):
+    from stackwars_ir.bench.native import baselines_asked
+    from stackwars_ir.bench.run import bench_files
+
+    report = bench_files([sharded / "jax-fsdp2-tp2.mlir"], "cpu", timeout=300, with_peaks=False)
+    ((_, row),) = report.rows
+    assert row.ok, row.error
+    with pytest.raises(StackwarsError, match="one device"):
+        baselines_asked("jax", "forward", "", mesh="fsdp=2")
+    assert baselines_asked("none", "forward", "", mesh="fsdp=2") == ()

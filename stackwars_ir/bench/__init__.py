@@ -279,7 +279,7 @@ def _warm_one(path, text, module, rt, sidecar, timeout, how, seed) -> _Warmed | 
             t0 = time.perf_counter()
             exe = rt.compile(text, label)
             compile_s = time.perf_counter() - t0
-            buffers = rt.put(arrays)  # on the device before timing: no host copies inside the loop
+            buffers = rt.put(arrays, exe)  # on the device(s) before timing: no host copies inside the loop
             checker = Checker(label, reference, rt.platform, "PyTorch eager on the CPU, same inputs")
 
             def run():

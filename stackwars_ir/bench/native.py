@@ -32,7 +32,7 @@ TRAIN_ONLY = ("jax_donate",)
 REFERENCE = "PyTorch eager on the CPU, same weights and inputs"
 
 
-def baselines_asked(given, step: str, program: str = "") -> tuple[str, ...]:
+def baselines_asked(given, step: str, program: str = "", mesh: str = "") -> tuple[str, ...]:
     """The native runtimes asked for ("jax,eager", a tuple of names, or "none"), each one checked;
     with a layers' program (--scan-layers, --remat), jax alone runs the same program natively."""
     if isinstance(given, str):
@@ -45,6 +45,9 @@ def baselines_asked(given, step: str, program: str = "") -> tuple[str, ...]:
         raise StackwarsError(f"baseline {only[0]!r} times a training loop (it donates the parameters and "
                              "optimizer state between steps); a forward pass has nothing to donate",
                              fix="add --step train, or use --baselines jax")
+    if mesh and given:
+        raise StackwarsError(f"the native baselines run on one device, and --mesh {mesh} shards the captures alone",
+                             fix="add --baselines none (the sharded captures are timed on as many CPU devices)")
     other = [b for b in given if not b.startswith("jax")]
     if program and other:
         raise StackwarsError(f"baseline {other[0]!r} cannot run the layers as --scan-layers/--remat ask: torch "
@@ -55,7 +58,7 @@ def baselines_asked(given, step: str, program: str = "") -> tuple[str, ...]:
 
 def _as_captured(fn, req):
     """`fn`, tracing the twin's layers as the request's program runs them (models/_nnx.py run_layers)."""
-    if not req.program:
+    if not (req.scan_layers or req.remat):
         return fn
     from stackwars_ir.models import _nnx
 

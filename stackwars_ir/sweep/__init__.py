@@ -44,7 +44,8 @@ def bench_model(model: str | Request, *, batches=(None,), baselines=("jax", "eag
     if todo[0].framework != "both":
         raise StackwarsError(f"bench MODEL times both frameworks; got --framework {todo[0].framework}",
                              fix="use --framework both, or bench the capture files directly")
-    baselines = baselines_asked(baselines, todo[0].step, todo[0].program)
+    layers = ("-scan" if todo[0].scan_layers else "") + ("-remat" if todo[0].remat else "")
+    baselines = baselines_asked(baselines, todo[0].step, layers, mesh=todo[0].mesh)
     rt = runtime(backend)
     rows = []
     for req in todo:
