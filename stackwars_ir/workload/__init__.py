@@ -85,7 +85,7 @@ class Request:
         return dataclasses.replace(self, batch=batch, seq=seq, mesh=mesh.text if mesh else "")
 
     def _check_mesh(self, entry):
-        """--mesh: parsed; tensor parallelism needs the adapter's table; the routes that can shard."""
+        """--mesh: parsed, and a tp axis only where the adapter names its tensor-parallel dimensions."""
         from .mesh import Mesh
 
         if not self.mesh:
