@@ -135,7 +135,10 @@ def stats_cmd(files, json_path, top):
                    "of ops, with its lines in the two files.")
 @click.option("--kernels", is_flag=True,
               help="Also compile both on the XLA CPU backend (nothing is run) and count, per block, the kernels "
-                   "(fusions and unfused ops) each side compiled to.")
+                   "(fusions and unfused ops) each side compiled to, and a sharded side's collectives.")
+@click.option("--kernels-target", default="cpu", show_default=True,
+              help="With --kernels: compile for this target instead (tpu-v6e, tpu-v5e, tpu-v5p, tpu-v4: "
+                   "compile-only through libtpu, `make setup-tpu`; a sharded file on its slice).")
 @click.option("--bench", "bench_path", type=click.Path(dir_okay=False, path_type=Path),
               help="A `bench FILE_A FILE_B --profile --json` file: each block's kernel time on both sides, and "
                    "each block's share of the gap.")
@@ -143,7 +146,8 @@ def stats_cmd(files, json_path, top):
               help="Write Model Explorer node-data overlays (op status, block, block op delta) for both files "
                    "into this new folder, with a README saying how to open them.")
 @adapters_option
-def diff_cmd(file_a, file_b, json_path, md_path, html_path, mode, excerpts, ops, kernels, bench_path, explorer_dir):
+def diff_cmd(file_a, file_b, json_path, md_path, html_path, mode, excerpts, ops, kernels, kernels_target, bench_path,
+             explorer_dir):
     """Align FILE_A and FILE_B block by block and name what differs.
 
     Exit code 0: nothing differs; 1: something differs; 2: bad input; 130: interrupted.
@@ -161,7 +165,8 @@ def diff_cmd(file_a, file_b, json_path, md_path, html_path, mode, excerpts, ops,
         check_target(explorer_dir)  # before the work: a folder in the way, Model Explorer missing
     warn_sidecars((file_a, file_b))
     report = diff_files(file_a, file_b, mode)
-    result = block_kernels(report, report.result(), (file_a, file_b), progress) if kernels else report.result()
+    result = block_kernels(report, report.result(), (file_a, file_b), progress, kernels_target) if kernels \
+        else report.result()
     result = block_times_from(report, result, bench_path) if bench_path else result
     emit(diff_text(result, excerpts=excerpts, ops=ops), diff_json(result), json_path,
          dumps=lambda d: json.dumps(d, indent=2) + "\n")

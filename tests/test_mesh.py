@@ -1,6 +1,7 @@
 """Sharded programs: --mesh's rule, sharded captures on forced CPU devices (parity), shardings read from IR and diffed, per-device plans."""
 from __future__ import annotations
 
+import importlib.util
 import json
 import subprocess
 import sys
@@ -181,3 +182,17 @@ def test_bench_times_a_sharded_file_on_as_many_cpu_devices_and_refuses_one_devic
     with pytest.raises(StackwarsError, match="one device"):
         baselines_asked("jax", "forward", "", mesh="fsdp=2")
     assert baselines_asked("none", "forward", "", mesh="fsdp=2") == ()
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(importlib.util.find_spec("libtpu") is None, reason="needs libtpu (`make setup-tpu`)")
+def test_a_sharded_file_is_planned_and_its_collectives_counted_per_chip_of_a_v6e_slice(sharded):
+    from stackwars_ir.bench.kernels import kernels_of_files
+    from stackwars_ir.bench.memory import plan_files
+
+    whole, split = plan_files([golden("llama", "jax"), sharded / "jax-fsdp2-tp2.mlir"], "tpu-v6e").plans
+    assert (whole.devices, split.devices) == (1, 4) and whole.ok and split.ok
+    # Less per chip, not a quarter: at tiny sizes the TPU's tiled layouts pad each small piece (measured: half).
+    assert split.argument_bytes < 0.75 * whole.argument_bytes
+    (k,) = kernels_of_files([sharded / "jax-fsdp2-tp2.mlir"], "tpu-v6e")
+    assert k.error is None and any(x.collective == "all-gather" and x.bytes > 0 for x in k.kernels)

@@ -143,7 +143,12 @@ def compile_kernels(path: Path, backend: str = "cpu") -> Kernels:
     text = data if str(path).endswith(".mlirbc") else data.decode(errors="replace")
     started()
     try:
-        exe = runtime(backend).compile(text, str(path))
+        if backend.startswith("tpu-"):  # compile-only for a TPU slice (libtpu), as memory plans it
+            from .memory import _compiler
+
+            exe = _compiler(backend).compile(text, str(path))
+        else:
+            exe = runtime(backend).compile(text, str(path))
     except StackwarsError as e:
         return Kernels(str(path), backend, error=e.one_line())
     return Kernels(str(path), backend, tuple(k for m in exe.hlo_modules() for k in kernels_of(m.to_string())))
@@ -160,18 +165,23 @@ def kernels_of_files(paths, backend: str = "cpu", timeout: float | None = 300, m
     with Isolated(max_memory or default_max_memory(), _most_partitions(paths) if backend == "cpu" else 1) as worker:
         for p in paths:
             if progress:
-                progress(f"{p}: compiling on the XLA {backend} backend to count its kernels ...")
+                progress(f"{p}: compiling for {backend} (nothing runs) to count its kernels ...")
             out.append(worker.run(Job("kernels", (str(p),), backend), timeout))
     return out
 
 
-def block_kernels(report, result, files, progress=None):
-    """The diff result with each block's kernel counts, both files compiled in a worker on XLA's CPU
-    backend; a file that does not compile is one line."""
+def block_kernels(report, result, files, progress=None, target: str = "cpu"):
+    """The diff result with each block's kernel counts (and, sharded, collectives), both files compiled
+    in a worker for `target`: XLA's CPU backend, or a TPU generation through libtpu (compile-only); a
+    file that does not compile is one line."""
     from ..diff import with_kernels as attach
     from ..errors import StackwarsError
 
-    ka, kb = kernels_of_files(files, "cpu", progress=progress)
+    if target != "cpu":
+        from .memory import check_target
+
+        check_target(target)
+    ka, kb = kernels_of_files(files, target, progress=progress)
     for k in (ka, kb):
         if k.error:
             raise StackwarsError(k.error, fix="drop --kernels to diff without compiling")
