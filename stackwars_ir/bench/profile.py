@@ -12,6 +12,8 @@ PROFILE_RUNS = 10  # profiled runs after the unprofiled steady state (bench --pr
 # build (XLA 5fab705) as the second.
 _RUN_EVENTS = ("CommonPjRtLoadedExecutable::ExecuteHelperOnSingleDevice", "PjRtCpuExecutable::ExecuteHelper")
 _KERNEL_THREADS = ("tf_XLAPjRtCpuClient", "tf_XLAEigen")
+# The runtime's copies between host and device, traced on the kernel threads: not a graph's kernel.
+_TRANSFERS = ("D2H ", "H2D ")
 
 
 @dataclass(frozen=True)
@@ -107,7 +109,7 @@ def profile_lazy_runs(step, graphs: list, runs: int, steady_s: float, note: str 
     read back per kernel. `graphs` lists the kernels (bench.kernels.Kernel) of each graph torch_xla
     compiled (its post-optimization HLO); a step may run several graphs (a host read runs one): each
     step's longest-running execution is the step's graph, the kernels of the others are named as
-    another graph's, never dropped."""
+    another graph's, the runtime's host copies as transfers, never dropped."""
     import torch_xla.debug.profiler as xp
 
     data, walls = _traced(step, runs, xp.start_trace, xp.stop_trace)
@@ -177,6 +179,10 @@ def _read(data, walls: list, steady_s: float, graphs: list, note: str = "") -> P
         i = bisect.bisect_right(starts, begin) - 1
         if i < 0:
             continue
+        if name.startswith(_TRANSFERS):
+            # Where a copy's event lands (inside the step's graph or after it) is a race between
+            # threads: it is named as a transfer wherever it falls.
+            name = f"transfer: {name}"
         t = executions[i].setdefault(name, [0.0, 0])
         t[0] += (end - begin) / 1e9
         t[1] += 1
@@ -190,7 +196,8 @@ def _read(data, walls: list, steady_s: float, graphs: list, note: str = "") -> P
         for i in chunk:
             if i != main:
                 for name, (sec, n) in executions[i].items():
-                    t = run.setdefault(f"another graph: {name}", [0.0, 0])
+                    label = name if name.startswith("transfer: ") else f"another graph: {name}"
+                    t = run.setdefault(label, [0.0, 0])
                     t[0] += sec
                     t[1] += n
         per_run.append(run)
