@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 export PJRT_DEVICE ?= CPU
 
-.PHONY: setup setup-gpu setup-tpu findings-main findings-memory findings-programs demo test test-fast captures diff-goldens docs findings fuzz clean
+.PHONY: setup setup-gpu setup-tpu setup-ray findings-main findings-memory findings-programs demo test test-fast captures diff-goldens docs findings fuzz clean
 
 setup: $(STAMP)
 
@@ -23,7 +23,8 @@ demo: setup
 	$(BIN)/stackwars-ir bench out/captures/gpt2-tiny/jax.mlir out/captures/gpt2-tiny/torch-torch_xla.mlir out/captures/gpt2-tiny/torch-torchax.mlir --json out/gpt2-bench.json
 	$(BIN)/stackwars-ir report out/captures/gpt2-tiny/jax.mlir out/captures/gpt2-tiny/torch-torch_xla.mlir --bench out/gpt2-bench.json -o out/gpt2-report.html
 
-test: setup
+# The suite runs `sweep` on a local Ray cluster too (tests/test_sweep.py), so it installs Ray first.
+test: setup-ray
 	$(BIN)/python -m pytest -q -ra
 
 test-fast: setup
@@ -57,6 +58,13 @@ clean:
 # The CUDA PJRT plugin for jax (GPU machines only): `bench --backend gpu`, `make findings BACKEND=gpu`.
 setup-gpu: setup
 	$(BIN)/python -m pip install --quiet -r requirements-gpu.lock -c requirements.lock
+
+# Ray for `sweep --ray local|auto|ADDRESS` (an optional extra: the sweep runs on local workers without it).
+RAY_STAMP := $(VENV)/.ray-installed
+setup-ray: $(RAY_STAMP)
+$(RAY_STAMP): $(STAMP) requirements-ray.lock
+	$(BIN)/python -m pip install --quiet -r requirements-ray.lock -c requirements.lock
+	touch $(RAY_STAMP)
 
 # libtpu for jax 0.10.2 (any machine, no TPU needed): `memory --target tpu-v6e` and `bench --target tpu-v6e` compile for TPU
 # generations on this CPU and reads the TPU compiler's own memory plan.

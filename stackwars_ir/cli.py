@@ -302,6 +302,43 @@ def memory_cmd(targets, target, budget, measure, batches, timeout, max_memory, j
     finish(report.failed)
 
 
+@main.command("sweep")
+@click.argument("grid", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--results", "root", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Folder of the results, one file per finished job (default: out/sweeps/GRID-NAME).")
+@click.option("--jobs", type=int, default=None, help="Local worker processes (default: the cores, 4 GiB each).")
+@click.option("--ray", "ray", metavar="local|auto|ADDRESS", default=None,
+              help="Run the jobs as Ray tasks: a Ray started here (local), the running cluster (auto) or the one at "
+                   "ADDRESS (`make setup-ray`).")
+@click.option("--retry-failed", is_flag=True, help="Run the jobs that failed before again.")
+@click.option("--render", is_flag=True, help="Run nothing: the page of what the results folder holds.")
+@json_option("the summary")
+@markdown_option
+def sweep_cmd(grid, root, jobs, ray, retry_failed, render, json_path, md_path):
+    """A grid of captures, memory plans, benches and diffs (GRID.toml), each job in its own worker.
+
+    Every finished job is a file in the results folder, keyed by its request and the stack's
+    versions: a finished job is never computed again, a killed sweep resumes where it stopped, a
+    failed job is recorded with its one-line error and the others go on (docs/sweep.md).
+
+    Exit code 0: every job succeeded; 1: some failed (each named); 2: bad input; 130: interrupted.
+    """
+    from .files import write_atomic
+    from .report.markdown import sweep_markdown
+    from .report.text import sweep_text
+    from .sweep.execute import run_sweep
+    from .sweep.grid import read_grid
+
+    plan = read_grid(grid)
+    root = root or Path("out") / "sweeps" / grid.stem
+    report = run_sweep(plan, root, jobs=jobs, ray=ray, retry_failed=retry_failed, render_only=render, progress=progress)
+    emit(sweep_text(report), report.as_json(), json_path)
+    if md_path is not None:
+        write_atomic(md_path, sweep_markdown(report))
+        click.echo(f"wrote {md_path}", err=True)
+    sys.exit(1 if report.failed else 0)
+
+
 @main.command("report")
 @click.argument("files", nargs=-1, type=click.Path(path_type=Path))
 @click.option("-o", "--output", "out", type=click.Path(dir_okay=False, path_type=Path), required=True,

@@ -348,3 +348,16 @@ def memory_text(report) -> str:
         headers, rows = slice_rows(report)
         out += ["", table(headers, rows), "", SLICE_NOTE]
     return "\n".join(out)
+
+
+def sweep_text(report) -> str:
+    """A sweep's tables, one per command, then its summary line and what the grid could not ask for."""
+    from ..sweep.tables import summary_line, sweep_tables
+
+    out = []
+    for title, _, headers, rows in sweep_tables(report):
+        out += [f"{title}:", table(headers, rows, right={3, 4}), ""]
+    for what, why in report.refused:
+        out.append(f"not a job: {what}: {why}")
+    out.append(f"sweep {report.grid} into {report.root}: {summary_line(report)}")
+    return "\n".join(out)

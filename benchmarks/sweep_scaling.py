@@ -1,0 +1,55 @@
+"""A sweep's wall time on 1 and 2 local workers and on a local Ray cluster, and the cost per job around the job itself.
+
+Each run starts from an empty results folder, so every job runs. Overhead per job: (wall time x
+workers - the jobs' own seconds, as their records measured them inside the worker) / jobs: the worker
+process's start and imports, the scheduler, the record's write. Run alone on the machine.
+
+    .venv/bin/python benchmarks/sweep_scaling.py [--grid benchmarks/grids/scaling.toml] [--no-ray]
+"""
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+
+def main() -> None:
+    from stackwars_ir.files import host
+    from stackwars_ir.sweep.execute import run_sweep
+    from stackwars_ir.sweep.grid import read_grid
+
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--grid", type=Path, default=Path(__file__).parent / "grids" / "scaling.toml")
+    ap.add_argument("--no-ray", action="store_true")
+    args = ap.parse_args()
+    grid = read_grid(args.grid)
+    runs = [("local, 1 worker", dict(jobs=1), 1), ("local, 2 workers", dict(jobs=2), 2)]
+    if not args.no_ray:
+        runs.append(("ray local, 2 CPUs", dict(ray="local", jobs=2), 2))
+    h = host()
+    print(f"# {args.grid.name}: {len(grid.jobs)} jobs on {h['processor']} ({h['cpus']} cpus)")
+    walls = {}
+    for name, how, width in runs:
+        root = Path(tempfile.mkdtemp(prefix="stackwars-sweep-bench-"))
+        try:
+            t0 = time.perf_counter()
+            report = run_sweep(grid, root, **how)
+            wall = time.perf_counter() - t0
+        finally:
+            shutil.rmtree(root, ignore_errors=True)
+        inside = sum(r.seconds for r in report.records)
+        walls[name] = wall
+        print(f"{name:20s} wall {wall:7.1f} s   jobs' own {inside:7.1f} s   failed {len(report.failed)}   "
+              f"overhead per job {(wall * width - inside) / len(report.records):5.2f} s")
+    base = walls["local, 1 worker"]
+    for name, wall in walls.items():
+        print(f"{name:20s} speed-up over 1 worker {base / wall:.2f}x")
+
+
+if __name__ == "__main__":
+    main()

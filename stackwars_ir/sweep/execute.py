@@ -1,0 +1,297 @@
+"""A sweep run: a grid's jobs on local worker processes or a Ray cluster, each finished job a file, resumable."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import StackwarsError
+from .grid import Grid, Job
+from .jobs import Record, read_record, stack, write_record
+
+GRACE_S = 120.0  # a worker's start (imports) and its capture, past the job's own timeout
+
+
+@dataclass(frozen=True)
+class SweepReport:
+    """What a sweep run did: every job of the grid with its record (this run's or an earlier one's),
+    how many were finished before it started, how many it ran, and how long it took."""
+
+    grid: str
+    root: str
+    executor: str  # "local, 2 workers" or "ray at ADDRESS, N CPUs"
+    records: tuple[Record, ...]  # one per job of the grid, in the grid's order
+    reused: int  # finished before this run: not recomputed
+    ran: int
+    refused: tuple[tuple[str, str], ...]
+    seconds: float
+
+    @property
+    def failed(self) -> list[Record]:
+        return [r for r in self.records if not r.ok]
+
+    def as_json(self) -> dict:
+        return {"format": 1, "grid": self.grid, "executor": self.executor, "jobs": len(self.records),
+                "reused": self.reused, "ran": self.ran, "failed": len(self.failed), "seconds": round(self.seconds, 1),
+                "refused": [{"what": w, "why": y} for w, y in self.refused],
+                "records": [r.as_json() for r in self.records]}
+
+
+def run_sweep(grid: Grid, root: Path, *, jobs: int | None = None, ray: str | None = None,
+              retry_failed: bool = False, render_only: bool = False, progress=None) -> SweepReport:
+    """Every job of `grid` whose record is not under `root` yet (a failed one again with
+    `retry_failed`), captures first; each record written as its job finishes, so a killed sweep
+    resumes where it stopped. `ray`: "local" (a Ray instance started here), "auto" or an address (a
+    running cluster); a Ray already initialized in this process is used as it is. `render_only`: run
+    nothing, read what is there."""
+    root = Path(root)
+    here = stack()
+    keys = [j.key(here) for j in grid.jobs]
+    t0 = time.perf_counter()
+    done = {k: r for k in keys if (r := read_record(root, k)) is not None and (r.ok or not retry_failed)}
+    todo = [(j, k) for j, k in zip(grid.jobs, keys) if k not in done]
+    if render_only:
+        executor, ran = "none (rendered from the results)", 0
+    else:
+        root.mkdir(parents=True, exist_ok=True)
+        pool = _Ray(ray, jobs) if ray else _Local(jobs)
+        executor = pool.name
+        clock = _Clock(len(keys), len(done), todo, pool.width, progress)
+        captures = [(j, k) for j, k in todo if j.command == "capture"]
+        others = [(j, k) for j, k in todo if j.command != "capture"]
+        try:
+            for batch in (captures, others):
+                runnable = []
+                for job, key in batch:
+                    blocked = _failed_capture(job, here, root, done)
+                    if blocked:
+                        rec = Record(key, job, here, False, blocked, {}, 0.0, {})
+                        write_record(root, rec)
+                        done[key] = rec
+                        clock.finished(rec)
+                    else:
+                        runnable.append((job, key))
+                for rec in pool.run(runnable, root, here):
+                    write_record(root, rec)
+                    done[key_of(rec)] = rec
+                    clock.finished(rec)
+        finally:
+            pool.close()
+        ran = clock.ran
+    records = tuple(done.get(k) or Record(k, j, here, False, "not run", {}, 0.0, {}) for j, k in zip(grid.jobs, keys))
+    return SweepReport(grid.path, str(root), executor, records, len(keys) - len(todo), ran, grid.refused,
+                       time.perf_counter() - t0)
+
+
+def key_of(record: Record) -> str:
+    return record.key
+
+
+def _failed_capture(job: Job, here: dict, root: Path, done: dict) -> str:
+    """Why `job` cannot run: a capture it reads failed (its record's error), or ""."""
+    if job.command == "capture":
+        return ""
+    for cap in job.captures():
+        rec = done.get(cap.key(here)) or read_record(root, cap.key(here))
+        if rec is not None and not rec.ok:
+            return f"its capture failed: {rec.error}"
+    return ""
+
+
+class _Clock:
+    """Progress lines: counts, the job's time, and an ETA from this run's jobs so far."""
+
+    def __init__(self, total: int, reused: int, todo: list, width: int, progress):
+        self.total, self.count, self.ran, self.failed = total, reused, 0, 0
+        self.left, self.width, self.progress, self.spent = len(todo), max(1, width), progress, 0.0
+        self.t0 = time.perf_counter()
+        if progress:
+            progress(f"sweep: {total} jobs, {reused} finished before (not recomputed), {len(todo)} to run")
+
+    def finished(self, rec: Record) -> None:
+        self.count += 1
+        self.left -= 1
+        self.ran += 1
+        self.failed += not rec.ok
+        if not self.progress:
+            return
+        elapsed = time.perf_counter() - self.t0
+        eta = elapsed / self.ran * self.left
+        state = "ok" if rec.ok else f"FAILED: {rec.error}"
+        self.progress(f"[{self.count}/{self.total}] {rec.job.label}: {rec.seconds:.1f} s, {state}"
+                      f" ({self.failed} failed; about {_duration(eta)} left)")
+
+
+def _duration(seconds: float) -> str:
+    return f"{seconds:.0f} s" if seconds < 90 else f"{seconds / 60:.0f} min"
+
+
+def default_jobs() -> int:
+    """Local workers: one per core, no more than the memory holds at 4 GiB each (a worker with jax
+    and torch imported and a tiny capture)."""
+    from ..files import host_memory
+
+    mem = host_memory() or (8 << 30)
+    return max(1, min(os.cpu_count() or 1, mem // (4 << 30)))
+
+
+class _Local:
+    """Each job in its own worker process (`python -m stackwars_ir.sweep.jobs`: process-wide state a
+    capture sets, torch_xla's SPMD mode or the host's device count, never leaks into the next job),
+    `jobs` at once, and no job started while the memory the running ones asked for (Job.memory_request)
+    and its own pass this machine's."""
+
+    def __init__(self, jobs: int | None):
+        from ..files import host_memory
+
+        self.width = jobs or default_jobs()
+        if self.width < 1:
+            raise StackwarsError(f"--jobs {jobs}: needs at least one worker", fix="e.g. --jobs 2")
+        self.name = f"local, {self.width} worker{'s' if self.width > 1 else ''}"
+        self.memory = host_memory() or 0
+        self.lock = threading.Condition()
+        self.held = 0
+
+    def run(self, todo: list, root: Path, here: dict):
+        with ThreadPoolExecutor(self.width) as ex:
+            futures = {ex.submit(self._one, job, key, root, here) for job, key in todo}
+            while futures:
+                finished, futures = wait(futures, return_when=FIRST_COMPLETED)
+                for f in finished:
+                    yield f.result()
+
+    def _one(self, job: Job, key: str, root: Path, here: dict) -> Record:
+        need = min(job.memory_request(), self.memory) if self.memory else 0
+        with self.lock:
+            self.lock.wait_for(lambda: self.held == 0 or self.held + need <= self.memory)
+            self.held += need
+        try:
+            return _in_worker(job, key, root, here)
+        finally:
+            with self.lock:
+                self.held -= need
+                self.lock.notify_all()
+
+    def close(self) -> None:
+        pass
+
+
+def _in_worker(job: Job, key: str, root: Path, here: dict) -> Record:
+    """Run `job` in a fresh worker process, its stderr in root/logs/KEY.log; a worker that dies or
+    runs past the job's timeout (+ GRACE_S) is a failed record saying so."""
+    log = Path(root) / "logs" / f"{key}.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    payload = json.dumps({"job": job.as_json(), "root": str(Path(root).resolve()), "key": key, "stack": here})
+    t0 = time.perf_counter()
+    with open(log, "w") as err:
+        proc = subprocess.Popen([sys.executable, "-m", "stackwars_ir.sweep.jobs"], stdin=subprocess.PIPE,
+                                stdout=subprocess.PIPE, stderr=err, text=True)
+        try:
+            out, _ = proc.communicate(payload, timeout=job.timeout + GRACE_S)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.communicate()
+            return Record(key, job, here, False, f"ran past its timeout ({job.timeout:.0f} s + {GRACE_S:.0f} s to "
+                          "start); raise `timeout` in the grid", {}, time.perf_counter() - t0, {})
+    try:
+        return Record.from_json(json.loads(out))
+    except (ValueError, KeyError, TypeError):
+        tail = _last_line(log)
+        how = f"signal {-proc.returncode}" if proc.returncode < 0 else f"exit code {proc.returncode}"
+        return Record(key, job, here, False, f"its worker died ({how}){': ' + tail if tail else ''} "
+                      f"(log: logs/{key}.log)", {}, time.perf_counter() - t0, {})
+
+
+def _last_line(path: Path) -> str:
+    try:
+        lines = [line.strip() for line in path.read_text(errors="replace").splitlines() if line.strip()]
+    except OSError:
+        return ""
+    return lines[-1][:300] if lines else ""
+
+
+class _Ray:
+    """Each job a Ray task in a fresh worker process (max_calls=1), asking for one CPU, its memory
+    (Job.memory_request) and the device it times (num_gpus=1, or the custom resource TPU); a job
+    no node can hold fails at once, in one line, instead of waiting forever."""
+
+    def __init__(self, address: str, jobs: int | None):
+        try:
+            import ray
+        except ImportError:
+            raise StackwarsError("--ray needs Ray, which is not installed", fix="make setup-ray") from None
+        self.ray = ray
+        self.started = False
+        if not ray.is_initialized():
+            if address == "local":
+                ray.init(num_cpus=jobs or default_jobs(), include_dashboard=False, log_to_driver=False)
+                self.started = True
+            else:
+                try:
+                    ray.init(address=address, log_to_driver=False)
+                except (ConnectionError, RuntimeError, ValueError) as e:
+                    raise StackwarsError(f"--ray {address}: no Ray cluster there ({' '.join(str(e).split())[:200]})",
+                                         fix="start one (ray start --head), or use --ray local") from None
+        nodes = [n["Resources"] for n in ray.nodes() if n.get("Alive")]
+        self.nodes = nodes
+        cpus = sum(n.get("CPU", 0) for n in nodes)
+        self.width = int(cpus) or 1
+        self.name = f"ray, {len(nodes)} node{'s' if len(nodes) != 1 else ''}, {cpus:g} CPUs"
+        self.remote = ray.remote(max_calls=1, max_retries=0)(_ray_entry)
+
+    def _options(self, job: Job) -> tuple[dict, str]:
+        """The task's resource request, or why no node of the cluster can hold it."""
+        opts = {"num_cpus": 1, "memory": job.memory_request()}
+        device = job.device()
+        if device == "gpu":
+            opts["num_gpus"] = 1
+        elif device == "tpu":
+            opts["resources"] = {"TPU": 1}
+        need = {"CPU": 1, "memory": opts["memory"], **({"GPU": 1} if device == "gpu" else {}),
+                **({"TPU": 1} if device == "tpu" else {})}
+        if not any(all(n.get(r, 0) >= v for r, v in need.items()) for n in self.nodes):
+            short = [r for r in need if not any(n.get(r, 0) >= need[r] for n in self.nodes)]
+            what = ", ".join(f"{need[r] / 2**30:.1f} GiB of memory" if r == "memory" else f"a {r}" for r in short)
+            return opts, f"no node of the Ray cluster has {what} for it"
+        return opts, ""
+
+    def run(self, todo: list, root: Path, here: dict):
+        pending = {}
+        for job, key in todo:
+            opts, why = self._options(job)
+            if why:
+                yield Record(key, job, here, False, why, {}, 0.0, {})
+                continue
+            payload = {"job": job.as_json(), "root": str(Path(root).resolve()), "key": key, "stack": here}
+            pending[self.remote.options(**opts).remote(payload)] = (job, key)
+        while pending:
+            ready, _ = self.ray.wait(list(pending), num_returns=1)
+            job, key = pending.pop(ready[0])
+            try:
+                data, lines = self.ray.get(ready[0])
+                rec = Record.from_json(data)
+            except Exception as e:  # the task's worker died: the job failed, the sweep goes on
+                rec = Record(key, job, here, False, f"its Ray task failed: {type(e).__name__}: "
+                             f"{' '.join(str(e).split())[:200]}", {}, 0.0, {})
+                lines = ""
+            log = Path(root) / "logs" / f"{key}.log"
+            log.parent.mkdir(parents=True, exist_ok=True)
+            log.write_text(lines + "\n")
+            yield rec
+
+    def close(self) -> None:
+        if self.started:
+            self.ray.shutdown()
+
+
+def _ray_entry(payload: dict):
+    from stackwars_ir.sweep.jobs import ray_job
+
+    return ray_job(payload)
+

@@ -1,0 +1,245 @@
+"""A sweep's grid (GRID.toml): models x sizes x steps x routes x batches x meshes x targets, as typed jobs."""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import itertools
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import StackwarsError
+from ..workload import Request
+
+COMMANDS = ("capture", "memory", "bench", "diff")
+ROUTES = ("jax", "torch_xla", "torchax")
+# Each [[grid]] table's keys: a list is one axis of the product, a scalar holds for every job.
+AXES = {"models": "model", "sizes": "size", "steps": "step", "routes": "route", "batches": "batch",
+        "seqs": "seq", "meshes": "mesh", "targets": "target", "budgets": "budget", "dtypes": "dtype"}
+SCALARS = {"seed": int, "abstract": bool, "scan_layers": bool, "remat": bool, "timeout": (int, float)}
+DEFAULTS = {"sizes": ["tiny"], "steps": ["forward"], "routes": list(ROUTES), "batches": [None], "seqs": [None],
+            "meshes": [""], "targets": ["cpu"], "budgets": [""], "dtypes": ["float32"]}
+JOB_TIMEOUT = 1800.0  # seconds a job may run unless its grid says `timeout`
+
+
+@dataclass(frozen=True)
+class Job:
+    """One unit of a sweep: a command on one route's capture of a request (diff: on two routes')."""
+
+    command: str  # capture, memory, bench, diff
+    request: Request  # validated; framework "jax" or "torch" with one exporter
+    target: str = ""  # memory: the compile target; bench: the backend (cpu, gpu, tpu)
+    budget: str = ""  # memory: the budgets the plan is read against ("v6e-1", "16G")
+    against: Request | None = None  # diff: the other side
+    timeout: float = JOB_TIMEOUT
+
+    @property
+    def route(self) -> str:
+        return route_of(self.request)
+
+    @property
+    def label(self) -> str:
+        """What a person reads in the progress lines: `memory llama-8b jax-train-fsdp8 b1 s128 tpu-v6e`."""
+        r = self.request
+        name = f"{r.model}-{r.size} {r.stems()[0]}"
+        if self.against is not None:
+            name += f" vs {self.against.stems()[0]}"
+        return " ".join(x for x in (self.command, name, f"b{r.batch} s{r.seq}", self.target) if x)
+
+    def as_json(self) -> dict:
+        return {"command": self.command, "request": _request_json(self.request), "target": self.target,
+                "budget": self.budget, "timeout": self.timeout,
+                **({"against": _request_json(self.against)} if self.against is not None else {})}
+
+    @classmethod
+    def from_json(cls, d: dict) -> "Job":
+        return cls(d["command"], _request_from(d["request"]), d.get("target", ""), d.get("budget", ""),
+                   _request_from(d["against"]) if d.get("against") else None, float(d.get("timeout", JOB_TIMEOUT)))
+
+    def key(self, stack: dict) -> str:
+        """The job's identity: its request (every field) and the stack that computes it (versions, the
+        capture revision; libtpu for a TPU target), hashed; the timeout is how long to wait, not what
+        is computed."""
+        what = {k: v for k, v in self.as_json().items() if k != "timeout"}
+        if not self.target.startswith("tpu-"):  # libtpu computes only the TPU targets' jobs
+            stack = {k: v for k, v in stack.items() if k != "libtpu"}
+        text = json.dumps({"job": what, "stack": stack}, sort_keys=True)
+        return hashlib.sha256(text.encode()).hexdigest()[:20]
+
+    def capture_job(self) -> "Job":
+        """The capture this job reads (diff: the first side's; `captures()` gives both)."""
+        return Job("capture", self.request, timeout=self.timeout)
+
+    def captures(self) -> tuple["Job", ...]:
+        return (self.capture_job(),) + ((Job("capture", self.against, timeout=self.timeout),)
+                                        if self.against is not None else ())
+
+    def memory_request(self) -> int:
+        """Bytes of host memory the job may take at most, as a scheduler asks for them: a process with
+        jax and torch imported, and for a capture with weights three copies of them (workload.shapes),
+        twice again for a training step's gradients and moments."""
+        base = 3 << 30
+        if self.request.abstract:
+            return base
+        from ..workload.shapes import weight_bytes
+
+        weights = max(weight_bytes(r) for r in (self.request, self.against) if r is not None)
+        return base + weights * (3 if self.request.step == "forward" else 6)
+
+    def device(self) -> str:
+        """The accelerator the job must run on ("" for any CPU): a bench job times the backend it names."""
+        return self.target if self.command == "bench" and self.target in ("gpu", "tpu") else ""
+
+
+def route_of(req: Request) -> str:
+    return "jax" if req.framework == "jax" else req.exporters[0]
+
+
+def _request_json(req: Request) -> dict:
+    return {f.name: list(v) if isinstance(v, tuple) else v for f in dataclasses.fields(Request)
+            for v in (getattr(req, f.name),)}
+
+
+def _request_from(d: dict) -> Request:
+    names = {f.name for f in dataclasses.fields(Request)}
+    return Request(**{k: tuple(v) if k == "exporters" else v for k, v in d.items() if k in names})
+
+
+@dataclass(frozen=True)
+class Grid:
+    """A parsed GRID.toml: its jobs (every command's, with the captures they read, each once, captures
+    first) and the requests the product named that cannot be made (one line each: why)."""
+
+    path: str
+    jobs: tuple[Job, ...]
+    refused: tuple[tuple[str, str], ...]  # (what the grid asked for, why it cannot be captured)
+
+
+def read_grid(path: Path) -> Grid:
+    """GRID.toml as jobs, or one line naming the file, the table and what is wrong."""
+    import tomllib
+
+    try:
+        data = tomllib.loads(Path(path).read_text())
+    except OSError as e:
+        raise StackwarsError(f"{path}: cannot read the grid: {e.strerror}", fix="give the path of a GRID.toml") from None
+    except tomllib.TOMLDecodeError as e:
+        raise StackwarsError(f"{path}: not TOML: {e}", fix="see docs/sweep.md for the grid format") from None
+    tables = data.get("grid")
+    if not isinstance(tables, list) or not tables or set(data) - {"grid"}:
+        raise StackwarsError(f"{path}: a grid is one or more [[grid]] tables, and nothing else",
+                             fix="see docs/sweep.md for the grid format")
+    return grid_of(tables, str(path))
+
+
+def grid_of(tables: list[dict], where: str = "grid") -> Grid:
+    """The jobs of [[grid]] tables (dicts), in order, each job once."""
+    jobs: dict = {}
+    refused: dict = {}
+    for n, table in enumerate(tables, 1):
+        here = f"{where}: [[grid]] #{n}"
+        for job in _expand(table, here, refused):
+            for j in job.captures() + (() if job.command == "capture" else (job,)):
+                jobs.setdefault(_identity(j), j)
+    ordered = sorted(jobs.values(), key=lambda j: j.command != "capture")  # stable: captures first
+    return Grid(where, tuple(ordered), tuple(refused.items()))
+
+
+def _identity(job: Job) -> str:
+    return json.dumps({k: v for k, v in job.as_json().items() if k != "timeout"}, sort_keys=True)
+
+
+def _expand(table: dict, here: str, refused: dict):
+    known = set(AXES) | set(SCALARS) | {"commands"}
+    for k in table:
+        if k not in known:
+            raise StackwarsError(f"{here}: unknown key {k!r}", fix=f"use one of: {', '.join(sorted(known))}")
+    commands = table.get("commands")
+    if not isinstance(commands, list) or not commands or any(c not in COMMANDS for c in commands):
+        raise StackwarsError(f"{here}: `commands` must list some of {', '.join(COMMANDS)}",
+                             fix='e.g. commands = ["capture", "memory"]')
+    if "models" not in table:
+        raise StackwarsError(f"{here}: no `models`", fix='e.g. models = ["gpt2", "llama"]')
+    axes = {}
+    for key in AXES:
+        values = table.get(key, DEFAULTS.get(key))
+        if not isinstance(values, list) or not values:
+            raise StackwarsError(f"{here}: `{key}` must be a non-empty list", fix=f'e.g. {key} = [{values!r}]')
+        axes[key] = values
+    for r in axes["routes"]:
+        if r not in ROUTES:
+            raise StackwarsError(f"{here}: unknown route {r!r}", fix=f"use some of: {', '.join(ROUTES)}")
+    _check_targets(axes, here)
+    _check_models(axes, here)
+    scalars = {}
+    for key, kind in SCALARS.items():
+        if key in table:
+            if not isinstance(table[key], kind) or (kind is int and isinstance(table[key], bool)):
+                raise StackwarsError(f"{here}: `{key}` must be a {getattr(kind, '__name__', 'number')}",
+                                     fix=f"e.g. {key} = {'true' if kind is bool else 1}")
+            scalars[key] = table[key]
+    timeout = float(scalars.pop("timeout", JOB_TIMEOUT))
+    fields = dict(scalars)
+    for model, size, step, batch, seq, mesh, dtype in itertools.product(
+            axes["models"], axes["sizes"], axes["steps"], axes["batches"], axes["seqs"], axes["meshes"],
+            axes["dtypes"]):
+        base = Request(model, size=size, step=step, batch=batch, seq=seq, mesh=mesh, dtype=dtype, **fields)
+        reqs = {}
+        for route in axes["routes"]:
+            req = dataclasses.replace(base, framework="jax", exporters=()) if route == "jax" else \
+                dataclasses.replace(base, framework="torch", exporters=(route,))
+            try:
+                reqs[route] = req.validated()
+                reqs[route].stems()
+            except StackwarsError as e:
+                refused[f"{model}-{size} {step} {route}" + (f" {mesh}" if mesh else "")] = e.message
+        for command in commands:
+            if command == "diff":
+                yield from (Job("diff", a, against=b, timeout=timeout) for a, b in _pairs(reqs))
+                continue
+            for req in reqs.values():
+                if command == "capture":
+                    yield Job("capture", req, timeout=timeout)
+                elif command == "memory":
+                    yield from (Job("memory", req, t, budget=b, timeout=timeout)
+                                for t in axes["targets"] for b in axes["budgets"])
+                else:
+                    yield from (Job("bench", req, t, timeout=timeout) for t in axes["targets"]
+                                if not t.startswith("tpu-"))
+
+
+def _check_models(axes: dict, here: str) -> None:
+    """Every model in the catalogue and every size one of each model's: a typo is the grid's error,
+    not a job."""
+    from stackwars_ir import models
+
+    for m in axes["models"]:
+        try:
+            entry = models.entry(m)
+        except StackwarsError as e:
+            raise StackwarsError(f"{here}: {e.message}", fix=e.fix) from None
+        for size in axes["sizes"]:
+            if size not in entry.sizes:
+                raise StackwarsError(f"{here}: {m} has no size {size!r}", fix=f"use some of: {', '.join(entry.sizes)}")
+
+
+def _check_targets(axes: dict, here: str) -> None:
+    """Every target a compile target (cpu, gpu, tpu-v6e ...) and every budget one `memory --budget` reads."""
+    from ..bench.memory import TARGETS, budgets
+
+    for t in axes["targets"]:
+        if t not in TARGETS:
+            raise StackwarsError(f"{here}: unknown target {t!r}", fix=f"use some of: {', '.join(TARGETS)}")
+    for b in axes["budgets"]:
+        try:
+            budgets(b)
+        except StackwarsError as e:
+            raise StackwarsError(f"{here}: budget {b!r}: {e.message}", fix=e.fix) from None
+
+
+def _pairs(reqs: dict):
+    """The diffs a grid asks for: JAX's capture against each PyTorch route's; without JAX, torch_xla's
+    against torchax's."""
+    if "jax" in reqs:
+        return [(reqs["jax"], reqs[r]) for r in ("torch_xla", "torchax") if r in reqs]
+    return [(reqs["torch_xla"], reqs["torchax"])] if {"torch_xla", "torchax"} <= set(reqs) else []

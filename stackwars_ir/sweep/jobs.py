@@ -1,0 +1,197 @@
+"""One sweep job run to its record (in a fresh process: `python -m stackwars_ir.sweep.jobs`), and the records on disk."""
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import StackwarsError
+from .grid import Job
+
+RECORD_FORMAT = 1
+
+
+def stack() -> dict:
+    """What computes a job besides its request: the packages' versions (libtpu's where installed) and
+    the capture revision. A job keyed by another stack is another job."""
+    from importlib import metadata
+
+    from ..files import versions
+    from ..workload import CAPTURE_REVISION
+
+    out = {k: v for k, v in versions().items() if v}
+    try:
+        out["libtpu"] = metadata.version("libtpu")
+    except metadata.PackageNotFoundError:
+        pass
+    return {**out, "capture_revision": CAPTURE_REVISION}
+
+
+@dataclass(frozen=True)
+class Record:
+    """A finished job as its result file holds it: the job, its stack, whether it succeeded, its
+    one-line error, the command's JSON result and how long it took."""
+
+    key: str
+    job: Job
+    stack: dict
+    ok: bool
+    error: str
+    result: dict
+    seconds: float
+    host: dict
+
+    def as_json(self) -> dict:
+        return {"format": RECORD_FORMAT, "key": self.key, "job": self.job.as_json(), "stack": self.stack,
+                "ok": self.ok, "error": self.error, "result": self.result, "seconds": round(self.seconds, 3),
+                "host": self.host}
+
+    @classmethod
+    def from_json(cls, d: dict) -> "Record":
+        if d.get("format") != RECORD_FORMAT:
+            raise ValueError(f"format {d.get('format')!r}, this version reads {RECORD_FORMAT}")
+        return cls(d["key"], Job.from_json(d["job"]), d["stack"], bool(d["ok"]), d.get("error") or "",
+                   d.get("result") or {}, float(d["seconds"]), d.get("host") or {})
+
+
+def record_path(root: Path, key: str) -> Path:
+    return Path(root) / "jobs" / f"{key}.json"
+
+
+def read_record(root: Path, key: str) -> Record | None:
+    """The finished record of `key` under `root`, or None (never run, or a file this version cannot read)."""
+    try:
+        return Record.from_json(json.loads(record_path(root, key).read_text()))
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def write_record(root: Path, record: Record) -> None:
+    from ..files import dump_json, write_atomic
+
+    path = record_path(root, record.key)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_atomic(path, dump_json(record.as_json()))
+
+
+def records(root: Path) -> list[Record]:
+    """Every record under `root`, in the order of their keys (a folder may hold several grids' jobs)."""
+    out = []
+    for path in sorted((Path(root) / "jobs").glob("*.json")):
+        try:
+            out.append(Record.from_json(json.loads(path.read_text())))
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+    return out
+
+
+def run_job(job: Job, root: Path, key: str, stack_: dict, progress=None) -> Record:
+    """Run `job` in this process; its captures go under root/captures. A failure is a record with
+    the one-line error, never an exception."""
+    from ..files import host
+
+    t0 = time.perf_counter()
+    try:
+        here = stack()
+        if here != stack_:
+            changed = sorted(k for k in set(here) | set(stack_) if here.get(k) != stack_.get(k))
+            raise StackwarsError(f"this worker's stack differs from the sweep's in {', '.join(changed)}",
+                                 fix="install the same lock on every node (make setup, make setup-ray)")
+        result, error = _run(job, Path(root), progress)
+    except StackwarsError as e:
+        result, error = {}, e.one_line()
+    except Exception as e:  # the job's, whatever it is: recorded, the sweep goes on
+        result, error = {}, f"{type(e).__name__}: {' '.join(str(e).split())[:300]}"
+    return Record(key, job, stack_, not error, error or "", result, time.perf_counter() - t0, host())
+
+
+def captures_dir(root: Path) -> Path:
+    return Path(root) / "captures"
+
+
+def capture_files(job: Job, root: Path, progress=None) -> list[Path]:
+    """The capture files `job` reads (captured now unless the same request is on disk: sweep.captured)."""
+    from . import captured
+
+    reqs = [job.request] + ([job.against] if job.against is not None else [])
+    return [captured(r, captures_dir(root), sweep=True, progress=progress)[0] for r in reqs]
+
+
+def _run(job: Job, root: Path, progress) -> tuple[dict, str | None]:
+    files = capture_files(job, root, progress)
+    if job.command == "capture":
+        from ..files import read_sidecar
+
+        data = read_sidecar(files[0]).data
+        return {"file": str(files[0].relative_to(root)), "sha256": data.get("sha256"),
+                "bytes": files[0].stat().st_size, "parity": data.get("parity"),
+                "seconds": (data.get("run") or {}).get("seconds", {})}, None
+    if job.command == "memory":
+        from ..bench.memory import budgets, plan_files
+
+        report = plan_files(files, job.target, budgets(job.budget), timeout=job.timeout, progress=progress)
+        return _relative(report.as_json(), root), "; ".join(p.error for p in report.failed) or None
+    if job.command == "bench":
+        from ..bench.run import bench_files, estimate_files
+
+        if job.target.startswith("tpu-"):
+            report = estimate_files(files, job.target, job.timeout, progress=progress)
+        else:
+            report = bench_files(files, job.target, job.timeout, with_peaks=False, progress=progress)
+        return _relative(report.as_json(), root), "; ".join(e.error for e in report.failed) or None
+    from ..diff import diff_files
+
+    report = diff_files(*files)
+    return _relative(report.result("first_of_role").as_json(), root), None
+
+
+def _relative(data, root: Path):
+    """`data` with the results folder's absolute path taken out of every string (records are published)."""
+    prefix = str(Path(root).resolve()) + os.sep
+    if isinstance(data, dict):
+        return {k: _relative(v, root) for k, v in data.items()}
+    if isinstance(data, list):
+        return [_relative(v, root) for v in data]
+    if isinstance(data, str):
+        return data.replace(prefix, "").replace(str(root) + os.sep, "")
+    return data
+
+
+def ray_job(payload: dict) -> tuple[dict, str]:
+    """A job run as a Ray task (sweep.execute): its record's JSON and its progress lines."""
+    lines: list = []
+    record = run_job(Job.from_json(payload["job"]), Path(payload["root"]), payload["key"], payload["stack"],
+                     progress=lines.append)
+    return record.as_json(), "\n".join(lines)
+
+
+def _die_with(parent: int) -> None:
+    """End this worker when the sweep that started it is gone (killed: its jobs are run again on resume)."""
+    import threading
+
+    def watch():
+        while os.getppid() == parent:
+            time.sleep(1.0)
+        os._exit(3)
+
+    threading.Thread(target=watch, daemon=True).start()
+
+
+def main() -> None:
+    """A worker process: a job's JSON on stdin, its record's JSON on the real stdout; everything the
+    frameworks print goes to stderr (the job's log)."""
+    _die_with(os.getppid())
+    out = os.fdopen(os.dup(1), "w")
+    os.dup2(2, 1)  # a framework's prints must not end up in the record
+    d = json.load(sys.stdin)
+    record = run_job(Job.from_json(d["job"]), Path(d["root"]), d["key"], d["stack"],
+                     progress=lambda m: print(m, file=sys.stderr, flush=True))
+    out.write(json.dumps(record.as_json()))
+    out.flush()
+
+
+if __name__ == "__main__":
+    main()

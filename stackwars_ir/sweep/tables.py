@@ -1,0 +1,101 @@
+"""A sweep's records as tables, one per command (the rows every rendering of a sweep shows)."""
+from __future__ import annotations
+
+from ..textfmt import human_bytes
+from .grid import route_of
+
+TITLES = {"capture": "Captures", "memory": "Memory plans", "bench": "Timings on one XLA runtime", "diff": "IR diffs"}
+NOTES = {
+    "capture": "IR: the StableHLO file's size; parity: the largest absolute difference from PyTorch eager (abstract "
+               "captures have none).",
+    "memory": "Per device: arguments + outputs - aliased + temporaries + code in the compiler's plan, for the "
+              "target's device (a sharded program: each of its devices).",
+    "bench": "The compiled executable on one XLA runtime: compile, first, second call and the median of the "
+             "steady runs (tpu-*: no run, the compiler's estimate of the kernels' time).",
+    "diff": "Blocks aligned between the two captures and how; ops: each side's count; differing: blocks whose ops differ.",
+}
+
+
+def _what(rec) -> list:
+    r = rec.job.request
+    return [f"{r.model}-{r.size}", r.step, route_of(r), r.batch, r.seq, r.mesh or "-"]
+
+
+WHAT = ["model", "step", "route", "batch", "seq", "mesh"]
+
+
+def _ms(seconds) -> str:
+    return "-" if seconds is None else f"{seconds * 1e3:.3g} ms"
+
+
+def _capture_row(rec) -> list:
+    res = rec.result
+    parity = (res.get("parity") or {}).get("max_abs_error")
+    took = sum((res.get("seconds") or {}).values())
+    return [human_bytes(res.get("bytes")), "-" if parity is None else f"{parity:.2g}", f"{took:.1f} s"]
+
+
+def _memory_rows(rec) -> list:
+    rows = []
+    for p in rec.result.get("executables", ()):
+        if p.get("error"):
+            rows.append([rec.job.target, p.get("devices", 1), "failed: " + p["error"], "-"])
+            continue
+        need = p["peak_bytes"] + p["code_bytes"]
+        fits = ", ".join(f"{b}: {'fits' if v.get('fits') else 'OOM'}" for b, v in (p.get("budgets") or {}).items())
+        rows.append([rec.job.target, p.get("devices", 1), human_bytes(need), fits or "-"])
+    return rows
+
+
+def _bench_rows(rec) -> list:
+    rows = []
+    for e in rec.result.get("results", ()):
+        t = e.get("timing") or {}
+        if rec.job.target.startswith("tpu-"):
+            est = (e.get("profile") or {}).get("wall_s")
+            rows.append([rec.job.target, f"{e.get('compile_s') or 0:.2f} s", "-", "-", f"{_ms(est)} (estimate)"])
+        else:
+            rows.append([rec.job.target, f"{e.get('compile_s') or 0:.2f} s", _ms(t.get("first_s")),
+                         _ms(t.get("second_s")), _ms(t.get("steady_median_s"))])
+    return rows
+
+
+def _diff_row(rec) -> list:
+    res = rec.result
+    al = res.get("alignment") or {}
+    differing = sum(1 for b in res.get("blocks", ()) if b.get("delta"))
+    return [f"vs {route_of(rec.job.against)}", f"{al.get('pairs', 0)} ({al.get('method')}, {al.get('coverage', 0):.0%})",
+            f"{(res.get('a') or {}).get('ops')} / {(res.get('b') or {}).get('ops')}", differing]
+
+
+HEADERS = {"capture": ["IR", "parity", "capture"], "memory": ["target", "devices", "per device", "budgets"],
+           "bench": ["target", "compile", "first", "second", "steady"],
+           "diff": ["against", "blocks aligned", "ops A / B", "differing blocks"]}
+
+
+def sweep_tables(report) -> list[tuple[str, str, list, list]]:
+    """(title, note, headers, rows) for each command the sweep ran, its finished jobs' rows in the
+    grid's order; a failed job's row says why."""
+    out = []
+    for command in ("capture", "memory", "bench", "diff"):
+        recs = [r for r in report.records if r.job.command == command]
+        if not recs:
+            continue
+        rows = []
+        for rec in recs:
+            if not rec.ok:
+                rows.append(_what(rec) + ["failed: " + rec.error] + [""] * (len(HEADERS[command]) - 1))
+            elif command == "capture":
+                rows.append(_what(rec) + _capture_row(rec))
+            elif command == "diff":
+                rows.append(_what(rec) + _diff_row(rec))
+            else:
+                rows += [_what(rec) + r for r in (_memory_rows(rec) if command == "memory" else _bench_rows(rec))]
+        out.append((TITLES[command], NOTES[command], WHAT + HEADERS[command], rows))
+    return out
+
+
+def summary_line(report) -> str:
+    """`12 jobs: 8 finished before (not recomputed), 4 run now, 1 failed; local, 2 workers; 41 s.`"""
+    return (f"{len(report.records)} jobs: {report.reused} finished before (not recomputed), {report.ran} run now, "
+            f"{len(report.failed)} failed; {report.executor}; {report.seconds:.0f} s")

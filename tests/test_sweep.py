@@ -1,0 +1,164 @@
+"""sweep: a grid's jobs (captures, memory plans, benches, diffs) on local workers or Ray, each finished job a file, resumable."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from stackwars_ir.cli import main
+
+# Two routes of a tiny model: 2 captures, 2 memory plans on the CPU, 1 diff.
+SMALL = '[[grid]]\ncommands = ["memory", "diff"]\nmodels = ["ffn"]\nroutes = ["jax", "torchax"]\n'
+
+
+def test_a_grid_is_its_product_each_job_once_captures_first_and_what_cannot_be_captured_named():
+    """Two tables overlapping in one capture: that capture is one job; every memory plan, diff and
+    bench job follows the captures it reads; a request no route can take is named with its reason."""
+    from stackwars_ir.sweep.grid import grid_of
+
+    grid = grid_of([{"commands": ["memory", "diff"], "models": ["ffn", "sort"], "steps": ["forward", "train"],
+                     "routes": ["jax", "torchax"], "targets": ["cpu", "tpu-v6e"], "budgets": ["v6e-1"]},
+                    {"commands": ["bench"], "models": ["ffn"], "routes": ["jax"]}])
+    labels = [j.label for j in grid.jobs]
+    assert len(labels) == len(set(labels))
+    first_other = next(i for i, j in enumerate(grid.jobs) if j.command != "capture")
+    assert all(j.command == "capture" for j in grid.jobs[:first_other])
+    assert all(j.command != "capture" for j in grid.jobs[first_other:])
+    counts = {c: sum(j.command == c for j in grid.jobs) for c in ("capture", "memory", "diff", "bench")}
+    # ffn forward + train, sort forward (sort has no training step): 3 requests x 2 routes.
+    assert counts == {"capture": 6, "memory": 12, "diff": 3, "bench": 1}
+    assert {w for w, _ in grid.refused} == {"sort-tiny train jax", "sort-tiny train torchax"}
+    assert all("no parameters to train" in why for _, why in grid.refused)
+    # Keys: the request and the stack; another stack is another job; libtpu only keys TPU targets.
+    job = grid.jobs[-1]
+    stack = {"jax": "0.10.2", "capture_revision": 5}
+    assert job.key(stack) != job.key({**stack, "jax": "0.9.2"})
+    assert job.key(stack) == job.key({**stack, "libtpu": "0.0.42.1"})
+    tpu = next(j for j in grid.jobs if j.target == "tpu-v6e")
+    assert tpu.key(stack) != tpu.key({**stack, "libtpu": "0.0.42.1"})
+
+
+@pytest.mark.parametrize("text, says", [
+    ("[[grid]]\nmodels = ['ffn']\ncommands = ['memory']\nbatchez = [1]\n", "unknown key 'batchez'"),
+    ("[[grid]]\nmodels = ['ffn']\ncommands = ['plot']\n", "`commands` must list some of"),
+    ("[[grid]]\nmodels = ['ffn']\ncommands = ['memory']\ntargets = ['tpu-v9']\n", "unknown target 'tpu-v9'"),
+    ("[[grid]]\nmodels = ['ffn']\ncommands = ['memory']\nroutes = ['onnx']\n", "unknown route 'onnx'"),
+    ("[[grid]]\nmodels = ['gtp2']\ncommands = ['memory']\n", "gtp2"),
+    ("[[grid]]\nmodels = 'ffn'\ncommands = ['memory']\n", "`models` must be a non-empty list"),
+    ("[[grid]\nmodels = ['ffn']\n", "not TOML"),
+    ("[run]\nmodels = ['ffn']\n", "one or more [[grid]] tables"),
+])
+def test_a_bad_grid_is_one_line_naming_the_file_and_table_and_nothing_runs(tmp_path, text, says):
+    grid = tmp_path / "g.toml"
+    grid.write_text(text)
+    run = CliRunner().invoke(main, ["sweep", str(grid), "--results", str(tmp_path / "r")])
+    assert run.exit_code == 2, run.output
+    assert says in run.stderr and str(grid) in run.stderr and "Traceback" not in run.stderr
+    assert len(run.stderr.strip().splitlines()) == 1, run.stderr
+    assert not (tmp_path / "r").exists()
+
+
+def _sha(root: Path, records) -> dict:
+    return {r.job.label: r.result["sha256"] for r in records if r.job.command == "capture"}
+
+
+def _plans(records) -> dict:
+    return {r.job.label: [(p["argument_bytes"], p["temp_bytes"], p["peak_bytes"]) for p in r.result["executables"]]
+            for r in records if r.job.command == "memory"}
+
+
+@pytest.mark.slow
+def test_local_workers_and_a_local_ray_cluster_give_the_same_results(tmp_path):
+    """The same grid on 2 local worker processes and on a Ray cluster of 2 CPUs started here: the
+    same jobs, the same captures (byte for byte: captures are deterministic), the same memory plans
+    (XLA's, exact integers) and the same diff alignment; records carry no path of this machine."""
+    ray = pytest.importorskip("ray")
+    from stackwars_ir.sweep.execute import run_sweep
+    from stackwars_ir.sweep.grid import grid_of
+    from stackwars_ir.sweep.jobs import records
+
+    import tomllib
+
+    grid = grid_of(tomllib.loads(SMALL)["grid"], "small.toml")
+    local = run_sweep(grid, tmp_path / "local", jobs=2)
+    assert (local.ran, local.reused, len(local.failed)) == (5, 0, 0), [r.error for r in local.failed]
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    try:
+        on_ray = run_sweep(grid, tmp_path / "ray", ray="auto")
+    finally:
+        ray.shutdown()
+    assert on_ray.executor.startswith("ray, 1 node, 2 CPUs")
+    assert (on_ray.ran, len(on_ray.failed)) == (5, 0), [r.error for r in on_ray.failed]
+    assert [r.key for r in local.records] == [r.key for r in on_ray.records]
+    assert _sha(tmp_path / "local", local.records) == _sha(tmp_path / "ray", on_ray.records)
+    assert _plans(local.records) == _plans(on_ray.records)
+    (d1,), (d2,) = ([r.result["alignment"] for r in rep.records if r.job.command == "diff"] for rep in (local, on_ray))
+    assert d1 == d2 and d1["pairs"] >= 1
+    for root in (tmp_path / "local", tmp_path / "ray"):
+        assert len(records(root)) == 5
+        for f in (root / "jobs").iterdir():
+            assert str(tmp_path) not in f.read_text()
+
+
+@pytest.mark.slow
+def test_a_sweep_killed_halfway_resumes_without_recomputing_a_finished_job(tmp_path):
+    """`stackwars-ir sweep` killed with SIGKILL (its workers with it) once some jobs are written, then
+    run again: the finished jobs are counted as such and not run; only the others run."""
+    grid = tmp_path / "small.toml"
+    grid.write_text(SMALL)
+    results = tmp_path / "r"
+    cmd = [str(Path(sys.executable).with_name("stackwars-ir")), "sweep", str(grid), "--results", str(results), "--jobs", "1"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+                            env={**os.environ, "PJRT_DEVICE": "CPU"})
+    deadline = time.time() + 300
+    while time.time() < deadline and len(list((results / "jobs").glob("*.json"))) < 2 and proc.poll() is None:
+        time.sleep(0.2)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    finished = {p.name: p.stat().st_mtime_ns for p in (results / "jobs").glob("*.json")}
+    assert 2 <= len(finished) < 5, finished
+    run = subprocess.run(cmd + ["--json", "-"], capture_output=True, text=True, env={**os.environ, "PJRT_DEVICE": "CPU"})
+    assert run.returncode == 0, run.stderr
+    summary = json.loads(run.stdout)
+    assert (summary["jobs"], summary["reused"], summary["ran"]) == (5, len(finished), 5 - len(finished))
+    for name, mtime in finished.items():
+        assert (results / "jobs" / name).stat().st_mtime_ns == mtime  # not written again
+
+
+@pytest.mark.slow
+def test_a_failed_job_is_recorded_with_its_error_its_dependents_say_so_and_the_rest_goes_on(tmp_path):
+    """torch_xla has no capture without weights: its capture job fails in one line, the memory plan
+    that reads it is recorded as blocked by it, JAX's jobs still run; `--render` then shows the same
+    page from the files alone, and the exit code says some job failed."""
+    grid = tmp_path / "g.toml"
+    grid.write_text('[[grid]]\ncommands = ["memory"]\nmodels = ["ffn"]\nroutes = ["jax", "torch_xla"]\n'
+                    'abstract = true\ndtypes = ["bfloat16"]\n')
+    args = ["sweep", str(grid), "--results", str(tmp_path / "r"), "--jobs", "2"]
+    run = CliRunner().invoke(main, args + ["--markdown", str(tmp_path / "page.md")])
+    assert run.exit_code == 1, run.output
+    page = (tmp_path / "page.md").read_text()
+    assert "| ffn-tiny | forward | jax | 2 | 16 | - | cpu | 1 |" in page
+    assert "| ffn-tiny | forward | torch_xla | 2 | 16 | - | failed: " in page and "its capture failed: " in page
+    assert "4 jobs: 0 finished before (not recomputed), 4 run now, 2 failed" in page
+    again = CliRunner().invoke(main, args + ["--render", "--markdown", str(tmp_path / "again.md")])
+    assert again.exit_code == 1
+    rendered = (tmp_path / "again.md").read_text()
+    assert rendered.split("## Captures")[1] == page.split("## Captures")[1]
+    assert "4 jobs: 4 finished before (not recomputed), 0 run now, 2 failed" in rendered
+
+
+def test_the_grids_shipped_in_benchmarks_read():
+    """benchmarks/grids/*.toml (the one docs/sweep.md shows among them) are grids this version reads."""
+    from stackwars_ir.sweep.grid import read_grid
+
+    grids = sorted((Path(__file__).resolve().parents[1] / "benchmarks" / "grids").glob("*.toml"))
+    assert grids
+    for path in grids:
+        assert read_grid(path).jobs, path
