@@ -321,7 +321,8 @@ def sweep_cmd(grid, root, jobs, ray, retry_failed, render, json_path, md_path):
     versions: a finished job is never computed again, a killed sweep resumes where it stopped, a
     failed job is recorded with its one-line error and the others go on (docs/sweep.md).
 
-    Exit code 0: every job succeeded; 1: some failed (each named); 2: bad input; 130: interrupted.
+    Exit code 0: every job succeeded; 1: some failed (each named), or with --render some have not
+    run yet; 2: bad input; 130: interrupted.
     """
     from .files import write_atomic
     from .report.markdown import sweep_markdown
@@ -336,7 +337,7 @@ def sweep_cmd(grid, root, jobs, ray, retry_failed, render, json_path, md_path):
     if md_path is not None:
         write_atomic(md_path, sweep_markdown(report))
         click.echo(f"wrote {md_path}", err=True)
-    sys.exit(1 if report.failed else 0)
+    sys.exit(1 if report.failed or report.pending else 0)
 
 
 @main.command("report")

@@ -162,3 +162,15 @@ def test_the_grids_shipped_in_benchmarks_read():
     assert grids
     for path in grids:
         assert read_grid(path).jobs, path
+
+
+def test_render_of_a_sweep_not_run_yet_names_every_job_as_such_and_writes_nothing(tmp_path):
+    grid = tmp_path / "small.toml"
+    grid.write_text(SMALL)
+    run = CliRunner().invoke(main, ["sweep", str(grid), "--results", str(tmp_path / "r"), "--render", "--json", "-"])
+    assert run.exit_code == 1, run.output
+    summary = json.loads(run.stdout)
+    assert (summary["jobs"], summary["not_run"], summary["failed"], summary["ran"]) == (5, 5, 0, 0)
+    assert "5 jobs: 0 finished before (not recomputed), 0 run now, 0 failed, 5 not run yet" in run.stderr
+    assert run.stderr.count("not run yet (run the sweep without --render)") == 5
+    assert not (tmp_path / "r").exists()

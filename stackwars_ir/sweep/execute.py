@@ -16,6 +16,7 @@ from .grid import Grid, Job
 from .jobs import Record, read_record, stack, write_record
 
 GRACE_S = 120.0  # a worker's start (imports) and its capture, past the job's own timeout
+NOT_RUN = "not run yet (run the sweep without --render)"
 
 
 @dataclass(frozen=True)
@@ -34,11 +35,17 @@ class SweepReport:
 
     @property
     def failed(self) -> list[Record]:
-        return [r for r in self.records if not r.ok]
+        return [r for r in self.records if not r.ok and r.error != NOT_RUN]
+
+    @property
+    def pending(self) -> list[Record]:
+        """The grid's jobs with no record yet (`--render` of a sweep not finished)."""
+        return [r for r in self.records if r.error == NOT_RUN]
 
     def as_json(self) -> dict:
         return {"format": 1, "grid": self.grid, "executor": self.executor, "jobs": len(self.records),
-                "reused": self.reused, "ran": self.ran, "failed": len(self.failed), "seconds": round(self.seconds, 1),
+                "reused": self.reused, "ran": self.ran, "failed": len(self.failed), "not_run": len(self.pending),
+                "seconds": round(self.seconds, 1),
                 "refused": [{"what": w, "why": y} for w, y in self.refused],
                 "records": [r.as_json() for r in self.records]}
 
@@ -79,18 +86,14 @@ def run_sweep(grid: Grid, root: Path, *, jobs: int | None = None, ray: str | Non
                         runnable.append((job, key))
                 for rec in pool.run(runnable, root, here):
                     write_record(root, rec)
-                    done[key_of(rec)] = rec
+                    done[rec.key] = rec
                     clock.finished(rec)
         finally:
             pool.close()
         ran = clock.ran
-    records = tuple(done.get(k) or Record(k, j, here, False, "not run", {}, 0.0, {}) for j, k in zip(grid.jobs, keys))
+    records = tuple(done.get(k) or Record(k, j, here, False, NOT_RUN, {}, 0.0, {}) for j, k in zip(grid.jobs, keys))
     return SweepReport(grid.path, str(root), executor, records, len(keys) - len(todo), ran, grid.refused,
                        time.perf_counter() - t0)
-
-
-def key_of(record: Record) -> str:
-    return record.key
 
 
 def _failed_capture(job: Job, here: dict, root: Path, done: dict) -> str:

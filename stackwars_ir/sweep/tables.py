@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from ..textfmt import human_bytes
+from .execute import NOT_RUN
 from .grid import route_of
 
 TITLES = {"capture": "Captures", "memory": "Memory plans", "bench": "Timings on one XLA runtime", "diff": "IR diffs"}
@@ -84,7 +85,7 @@ def sweep_tables(report) -> list[tuple[str, str, list, list]]:
         rows = []
         for rec in recs:
             if not rec.ok:
-                rows.append(_what(rec) + ["failed: " + rec.error] + [""] * (len(HEADERS[command]) - 1))
+                rows.append(_what(rec) + [("" if rec.error == NOT_RUN else "failed: ") + rec.error] + [""] * (len(HEADERS[command]) - 1))
             elif command == "capture":
                 rows.append(_what(rec) + _capture_row(rec))
             elif command == "diff":
@@ -96,6 +97,7 @@ def sweep_tables(report) -> list[tuple[str, str, list, list]]:
 
 
 def summary_line(report) -> str:
-    """`12 jobs: 8 finished before (not recomputed), 4 run now, 1 failed; local, 2 workers; 41 s.`"""
+    """`12 jobs: 8 finished before (not recomputed), 4 run now, 1 failed; local, 2 workers; 41 s`."""
+    pending = f", {len(report.pending)} not run yet" if report.pending else ""
     return (f"{len(report.records)} jobs: {report.reused} finished before (not recomputed), {report.ran} run now, "
-            f"{len(report.failed)} failed; {report.executor}; {report.seconds:.0f} s")
+            f"{len(report.failed)} failed{pending}; {report.executor}; {report.seconds:.0f} s")
