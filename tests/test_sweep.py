@@ -54,6 +54,8 @@ def test_a_grid_is_its_product_each_job_once_captures_first_and_what_cannot_be_c
     ("[[grid]]\nmodels = 'ffn'\ncommands = ['memory']\n", "`models` must be a non-empty list"),
     ("[[grid]\nmodels = ['ffn']\n", "not TOML"),
     ("[run]\nmodels = ['ffn']\n", "one or more [[grid]] tables"),
+    ("adapters = ['nowhere']\n[[grid]]\nmodels = ['ffn']\ncommands = ['memory']\n", "no adapter file or folder there"),
+    ("adapters = 'zoo'\n[[grid]]\nmodels = ['ffn']\ncommands = ['memory']\n", "`adapters` must be a list of paths"),
 ])
 def test_a_bad_grid_is_one_line_naming_the_file_and_table_and_nothing_runs(tmp_path, text, says):
     grid = tmp_path / "g.toml"
@@ -63,6 +65,31 @@ def test_a_bad_grid_is_one_line_naming_the_file_and_table_and_nothing_runs(tmp_p
     assert says in run.stderr and str(grid) in run.stderr and "Traceback" not in run.stderr
     assert len(run.stderr.strip().splitlines()) == 1, run.stderr
     assert not (tmp_path / "r").exists()
+
+
+def test_a_grid_names_adapter_folders_beside_it_and_their_text_is_part_of_each_jobs_key(tmp_path, monkeypatch):
+    """`adapters = ["mine"]`: the folder beside the grid file joins the catalogue for the sweep and its
+    workers; editing an adapter's configuration makes its jobs new ones (another key), not reused."""
+    import shutil
+
+    from stackwars_ir import models
+    from stackwars_ir.sweep.grid import read_grid
+
+    monkeypatch.setenv(models.ADAPTERS_ENV, "")
+    (tmp_path / "mine").mkdir()
+    toy = tmp_path / "mine" / "toy_mixer.py"
+    shutil.copy(Path(__file__).parent / "adapters" / "toy_mixer.py", toy)
+    grid = tmp_path / "g.toml"
+    grid.write_text('adapters = ["mine"]\n[[grid]]\ncommands = ["memory"]\nmodels = ["toy_mixer", "ffn"]\n'
+                    'routes = ["torchax"]\n')
+    jobs = read_grid(grid).jobs
+    assert os.environ[models.ADAPTERS_ENV] == str(tmp_path / "mine")
+    stack = {"jax": "0.10.2"}
+    before = {j.label: j.key(stack) for j in jobs}
+    toy.write_text(toy.read_text().replace("d=16", "d=32"))
+    after = {j.label: j.key(stack) for j in jobs}
+    changed = {label for label in before if before[label] != after[label]}
+    assert changed == {label for label in before if "toy_mixer" in label} and len(changed) == 2
 
 
 def _sha(root: Path, records) -> dict:

@@ -144,6 +144,15 @@ def default_jobs() -> int:
     return max(1, min(os.cpu_count() or 1, mem // (4 << 30)))
 
 
+def memory_need(job: Job) -> tuple[int | None, str]:
+    """The job's memory request (Job.memory_request), or (None, why) where its model cannot even be
+    built on the meta device (an adapter's error): that job fails, the others go on."""
+    try:
+        return job.memory_request(), ""
+    except StackwarsError as e:
+        return None, e.message
+
+
 class _Local:
     """Each job in its own worker process (`python -m stackwars_ir.sweep.jobs`: process-wide state a
     capture sets, torch_xla's SPMD mode or the host's device count, never leaks into the next job),
@@ -162,15 +171,21 @@ class _Local:
         self.held = 0
 
     def run(self, todo: list, root: Path, here: dict):
+        needs = {}
+        for job, key in todo:  # here, not in the threads: two threads importing transformers at once race
+            needs[key], why = memory_need(job)
+            if why:
+                yield Record(key, job, here, False, why, {}, 0.0, {})
         with ThreadPoolExecutor(self.width) as ex:
-            futures = {ex.submit(self._one, job, key, root, here) for job, key in todo}
+            futures = {ex.submit(self._one, job, key, root, here, needs[key]) for job, key in todo
+                       if needs[key] is not None}
             while futures:
                 finished, futures = wait(futures, return_when=FIRST_COMPLETED)
                 for f in finished:
                     yield f.result()
 
-    def _one(self, job: Job, key: str, root: Path, here: dict) -> Record:
-        need = min(job.memory_request(), self.memory) if self.memory else 0
+    def _one(self, job: Job, key: str, root: Path, here: dict, need: int) -> Record:
+        need = min(need, self.memory) if self.memory else 0
         with self.lock:
             self.lock.wait_for(lambda: self.held == 0 or self.held + need <= self.memory)
             self.held += need
@@ -250,7 +265,14 @@ class _Ray:
 
     def _options(self, job: Job) -> tuple[dict, str]:
         """The task's resource request, or why no node of the cluster can hold it."""
-        opts = {"num_cpus": 1, "memory": job.memory_request()}
+        memory, why = memory_need(job)
+        if why:
+            return {}, why
+        opts = {"num_cpus": 1, "memory": memory}
+        from ..models import ADAPTERS_ENV
+
+        if os.environ.get(ADAPTERS_ENV):  # --adapters: the same files on every node (their paths)
+            opts["runtime_env"] = {"env_vars": {ADAPTERS_ENV: os.environ[ADAPTERS_ENV]}}
         device = job.device()
         if device == "gpu":
             opts["num_gpus"] = 1

@@ -58,9 +58,10 @@ class Job:
 
     def key(self, stack: dict) -> str:
         """The job's identity: its request (every field) and the stack that computes it (versions, the
-        capture revision; libtpu for a TPU target), hashed; the timeout is how long to wait, not what
-        is computed."""
+        capture revision; libtpu for a TPU target) and its models' adapter files (an edited config is
+        another job), hashed; the timeout is how long to wait, not what is computed."""
         what = {k: v for k, v in self.as_json().items() if k != "timeout"}
+        what["adapters"] = _adapter_hashes(r.model for r in (self.request, self.against) if r is not None)
         if not self.target.startswith("tpu-"):  # libtpu computes only the TPU targets' jobs
             stack = {k: v for k, v in stack.items() if k != "libtpu"}
         text = json.dumps({"job": what, "stack": stack}, sort_keys=True)
@@ -89,6 +90,13 @@ class Job:
     def device(self) -> str:
         """The accelerator the job must run on ("" for any CPU): a bench job times the backend it names."""
         return self.target if self.command == "bench" and self.target in ("gpu", "tpu") else ""
+
+
+def _adapter_hashes(names) -> dict:
+    """Each model's adapter file, by the sha256 of its text."""
+    from stackwars_ir import models
+
+    return {n: hashlib.sha256(Path(models.entry(n).path).read_bytes()).hexdigest()[:16] for n in sorted(set(names))}
 
 
 def route_of(req: Request) -> str:
@@ -126,10 +134,27 @@ def read_grid(path: Path) -> Grid:
     except tomllib.TOMLDecodeError as e:
         raise StackwarsError(f"{path}: not TOML: {e}", fix="see docs/sweep.md for the grid format") from None
     tables = data.get("grid")
-    if not isinstance(tables, list) or not tables or set(data) - {"grid"}:
-        raise StackwarsError(f"{path}: a grid is one or more [[grid]] tables, and nothing else",
+    if not isinstance(tables, list) or not tables or set(data) - {"grid", "adapters"}:
+        raise StackwarsError(f"{path}: a grid is one or more [[grid]] tables (and `adapters`), nothing else",
                              fix="see docs/sweep.md for the grid format")
+    _use_adapters(data.get("adapters", []), Path(path))
     return grid_of(tables, str(path))
+
+
+def _use_adapters(paths, grid: Path) -> None:
+    """The grid's `adapters` (files or folders, relative to the grid file) added to STACKWARS_IR_ADAPTERS
+    for this process and its workers, as `--adapters` does."""
+    if not isinstance(paths, list) or not all(isinstance(p, str) for p in paths):
+        raise StackwarsError(f"{grid}: `adapters` must be a list of paths", fix='e.g. adapters = ["../zoo"]')
+    if paths:
+        import os
+
+        from stackwars_ir import models
+
+        try:
+            os.environ[models.ADAPTERS_ENV] = models.adapters_env([grid.parent / p for p in paths])
+        except StackwarsError as e:
+            raise StackwarsError(f"{grid}: {e.message}", fix="name adapter files or folders relative to the grid file") from None
 
 
 def grid_of(tables: list[dict], where: str = "grid") -> Grid:

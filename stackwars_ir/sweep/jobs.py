@@ -105,7 +105,8 @@ def run_job(job: Job, root: Path, key: str, stack_: dict, progress=None) -> Reco
         result, error = {}, e.one_line()
     except Exception as e:  # the job's, whatever it is: recorded, the sweep goes on
         result, error = {}, f"{type(e).__name__}: {' '.join(str(e).split())[:300]}"
-    return Record(key, job, stack_, not error, error or "", result, time.perf_counter() - t0, host())
+    return Record(key, job, stack_, not error, _relative(error or "", Path(root)), result, time.perf_counter() - t0,
+                  host())
 
 
 def captures_dir(root: Path) -> Path:
