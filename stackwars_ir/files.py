@@ -221,7 +221,7 @@ def values_bytes(arrays: list) -> bytes:
     with zipfile.ZipFile(buf, "w", zipfile.ZIP_STORED) as z:
         for name, array in arrays:
             member = io.BytesIO()
-            np.lib.format.write_array(member, np.ascontiguousarray(array), allow_pickle=False)
+            np.lib.format.write_array(member, np.asarray(array, order="C"), allow_pickle=False)  # 0-d stays 0-d
             info = zipfile.ZipInfo(f"{name}.npy", date_time=(1980, 1, 1, 0, 0, 0))
             info.external_attr = 0o644 << 16
             z.writestr(info, member.getvalue())

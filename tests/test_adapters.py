@@ -259,3 +259,53 @@ def test_a_failed_training_parity_names_the_parameter_and_every_routes_verdict(c
     assert side["ok"] is False and set(side["routes"]) == {"jax-train", "torch-torchax-train"}
     worst = side["worst"][0]
     assert worst["name"] == "decoder.embed_tokens.weight" and worst["at"][0] == 1 and worst["share"] > 0.99
+
+
+ZOO = ROOT / "benchmarks" / "zoo"
+
+
+def test_the_zoos_adapters_are_read_beside_the_built_in_ones_without_a_name_taken_twice(monkeypatch):
+    monkeypatch.setenv(models.ADAPTERS_ENV, str(ZOO))
+    zoo = {n: e for n, e in models.catalog().items() if e.path.startswith(str(ZOO))}
+    assert len(zoo) == len(list(ZOO.glob("[!_]*.py"))) >= 20
+    assert all(e.loss == "mse" and e.sizes.keys() == {"tiny"} for e in zoo.values())
+
+
+def test_recorded_values_keep_a_scalar_reference_a_scalar(tmp_path):
+    """A training step's reference is its loss, a 0-d array: numpy's ascontiguousarray made it [1] and
+    every bench of a user model's training step failed its proof on the shape."""
+    import numpy as np
+
+    from stackwars_ir import files
+
+    data = files.values_bytes([("arg0", np.arange(6, dtype=np.float32).reshape(2, 3)),
+                               ("reference", np.asarray(1.5, dtype=np.float32))])
+    (tmp_path / "f.npz").write_bytes(data)
+    with np.load(tmp_path / "f.npz") as z:
+        assert z["reference"].shape == () and z["arg0"].shape == (2, 3)
+
+
+@pytest.mark.slow
+def test_a_zoo_models_training_step_is_benched_and_proved_with_its_recorded_values(cli, tmp_path, monkeypatch):
+    monkeypatch.setenv(models.ADAPTERS_ENV, str(ZOO))
+    code, _, err = cli("capture", "qwen3", "--step", "train", "--exporter", "torchax", "--out", tmp_path)
+    assert code == 0, err
+    monkeypatch.setenv(models.ADAPTERS_ENV, "")  # the bench reads what the capture recorded
+    code, out, err = cli("bench", tmp_path / "qwen3-tiny" / "torch-torchax-train.mlir", "--runs", "3",
+                         "--json", tmp_path / "b.json")
+    assert code == 0 and "FAILED" not in out, (out, err)
+    row, = json.loads((tmp_path / "b.json").read_text())["results"]
+    assert row["arguments"].startswith("capture's recorded values") and row["proof"]["ok"], row
+
+
+def test_a_parameter_the_loss_never_reaches_is_one_line_not_a_keyerror(cli, tmp_path, user_adapters):
+    """AdamW skips a parameter without a gradient (a pooler under the last hidden state), where JAX's
+    and torchax's steps would decay it: the training capture says which, and how to fix the adapter."""
+    toy = user_adapters / "toy_mixer.py"
+    line = "self.layers = torch.nn.ModuleList(Layer() for _ in range(n))"
+    toy.write_text(toy.read_text().replace(line, line + "\n            self.unused = torch.nn.Linear(d, d)"))
+    code, _, err = cli("capture", "toy_mixer", "--step", "train", "--exporter", "torchax", "--out", tmp_path / "c",
+                       "--adapters", user_adapters)
+    assert code == 2 and len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
+    assert "2 of its parameters get no gradient from the mse loss (unused.weight, unused.bias)" in err
+    assert "add_pooling_layer=False" in err and not (tmp_path / "c").exists()

@@ -1,0 +1,20 @@
+"""GPTBigCodeModel (transformers), tiny, random weights: one architecture of the zoo (docs/findings-zoo.md), PyTorch routes only."""
+from stackwars_ir.models import Entry
+
+ENTRY = Entry(
+    "gpt_bigcode", "GPTBigCodeModel: StarCoder's: multi-query attention, learned positions; input token ids [batch, seq]",
+    {"tiny": dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, intermediate_size=128, vocab_size=512, max_position_embeddings=64, pad_token_id=0, bos_token_id=1, eos_token_id=2)},
+    {"tiny": dict(batch=2, seq=16)})
+SIZES = ENTRY.sizes
+
+
+def torch_model(size):
+    from stackwars_ir.models._hf import auto_model
+
+    return auto_model("gpt_bigcode", SIZES[size])
+
+
+def inputs(size, batch, seq, rng):
+    from stackwars_ir.models._hf import token_ids
+
+    return token_ids(SIZES[size], batch, seq, rng)
