@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 export PJRT_DEVICE ?= CPU
 
-.PHONY: setup setup-gpu setup-tpu setup-ray findings-main findings-memory findings-programs demo test test-fast captures diff-goldens docs findings fuzz clean
+.PHONY: setup setup-gpu setup-tpu setup-ray findings-main findings-memory findings-programs findings-zoo demo test test-fast captures diff-goldens docs findings fuzz clean
 
 setup: $(STAMP)
 
@@ -72,14 +72,14 @@ setup-tpu: setup
 	$(BIN)/python -m pip install --quiet -r requirements-tpu.lock -c requirements.lock
 
 # The docs that are generated: the CLI reference and the findings pages (base models, minutes).
-# `make findings` writes every findings page: docs/findings.md, then findings-memory.md and
-# findings-programs.md (about 50 + 40 + 5 minutes here); BACKEND=gpu writes docs/findings-gpu.md
+# `make findings` writes every findings page: docs/findings.md, then findings-memory.md,
+# findings-programs.md and findings-zoo.md (about 50 + 40 + 5 + 45 minutes here); BACKEND=gpu writes docs/findings-gpu.md
 # alone (after `make setup-gpu`: the other two pages are compile-only TPU plans and CPU runs).
 BACKEND ?= cpu
 FINDINGS := docs/findings$(if $(filter cpu,$(BACKEND)),,-$(BACKEND)).md
 docs: setup
 	$(BIN)/python -m stackwars_ir.docs > docs/cli.md.tmp && mv docs/cli.md.tmp docs/cli.md
-findings: findings-main $(if $(filter cpu,$(BACKEND)),findings-memory findings-programs)
+findings: findings-main $(if $(filter cpu,$(BACKEND)),findings-memory findings-programs findings-zoo)
 findings-main: setup-tpu
 	$(BIN)/python benchmarks/findings.py --backend $(BACKEND) > $(FINDINGS).tmp && mv $(FINDINGS).tmp $(FINDINGS)
 
@@ -91,6 +91,11 @@ findings-memory: setup-tpu
 # chip (compile-only, after `make setup-tpu`) and LLaMA tiny on XLA CPU, JAX and torch_xla (minutes).
 findings-programs: setup-tpu
 	$(BIN)/python benchmarks/findings_programs.py > docs/findings-programs.md.tmp && mv docs/findings-programs.md.tmp docs/findings-programs.md
+
+# Every architecture of benchmarks/grids/zoo.toml through torch_xla and torchax, tiny, forward and
+# training step, as a resumable sweep into out/sweeps/zoo (killed, it resumes; about 45 minutes here).
+findings-zoo: setup
+	$(BIN)/python benchmarks/findings_zoo.py > docs/findings-zoo.md.tmp && mv docs/findings-zoo.md.tmp docs/findings-zoo.md
 
 # 100,000 mutated StableHLO inputs through parse, stats and segmentation (about 6 minutes here).
 fuzz: setup

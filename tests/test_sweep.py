@@ -201,3 +201,25 @@ def test_render_of_a_sweep_not_run_yet_names_every_job_as_such_and_writes_nothin
     assert "5 jobs: 0 finished before (not recomputed), 0 run now, 0 failed, 5 not run yet" in run.stderr
     assert run.stderr.count("not run yet (run the sweep without --render)") == 5
     assert not (tmp_path / "r").exists()
+
+
+def test_the_zoo_pages_claims_count_what_the_rows_hold():
+    """findings_zoo's verdicts from three programs: torchax fewer ops in 1, the same fusions in 2, faster
+    by more than 10% in 1, slower in 1, within 10% in 1, and the geometric mean of the time ratios."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    import findings_zoo
+
+    def row(ops, fusions, steady):
+        return {"ops": ops, "bench": [{"compile": 1.0, "steady": steady[0], "fusions": fusions[0]},
+                                      {"compile": 2.0, "steady": steady[1], "fusions": fusions[1]}]}
+
+    rows = {("a", "forward"): row((100, 80), (10, 10), (1.0, 0.5)),
+            ("b", "forward"): row((100, 120), (10, 12), (1.0, 2.0)),
+            ("c", "forward"): row((100, 150), (7, 7), (1.0, 1.05)),
+            ("c", "train"): None}
+    verdict, = findings_zoo._verdicts(rows)
+    assert "Forward, 3 architectures." in verdict
+    assert "fewer ops than torch_xla's in 1 of 3 (median ops ratio torchax/torch_xla 1.20)" in verdict
+    assert "the same number of fusions in 2 of 3" in verdict and "(geometric mean) 2.00" in verdict
+    assert "faster by more than 10% in 1, slower by more than 10% in 1, within 10% in 1" in verdict
+    assert "geometric mean ratio torchax/torch_xla 1.02" in verdict  # (0.5 * 2 * 1.05) ** (1/3)
