@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import Entry
-from ._nnx import Embedding, LayerNorm, Linear, Scoped, attention, gelu_erf
+from ._nnx import Embedding, LayerNorm, Linear, Scoped, attention, gelu_erf, run_layers
 
 ENTRY = Entry(
     "bert", "BERT encoder (transformers BertModel, no pooler); input token ids [batch, seq]",
@@ -13,7 +13,8 @@ ENTRY = Entry(
      "base": dict(num_hidden_layers=12, hidden_size=768, num_attention_heads=12, intermediate_size=3072,
                   vocab_size=30522, max_position_embeddings=512)},
     {"tiny": dict(batch=2, seq=16), "base": dict(batch=2, seq=64)},
-    roles={"output": "mlp"})  # transformers' layer.N.output: the MLP's second half
+    roles={"output": "mlp"},  # transformers' layer.N.output: the MLP's second half
+    layers="encoder.layer")
 SIZES = ENTRY.sizes
 
 
@@ -126,8 +127,7 @@ class Encoder(Scoped):
 
     def __call__(self, x):
         with self.scoped():
-            for layer in self.layer:
-                x = layer(x)
+            x = run_layers(self.layer, x)
             return x
 
 

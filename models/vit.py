@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import Entry
-from ._nnx import Conv2d, LayerNorm, Linear, Scoped, attention, gelu_erf, param
+from ._nnx import Conv2d, LayerNorm, Linear, Scoped, attention, gelu_erf, param, run_layers
 
 ENTRY = Entry(
     "vit", "ViT encoder (transformers ViTModel, no pooler); input images [batch, 3, seq, seq]; base: ViT-B/16",
@@ -13,7 +13,8 @@ ENTRY = Entry(
      "base": dict(num_hidden_layers=12, hidden_size=768, num_attention_heads=12, intermediate_size=3072,
                   image_size=224, patch_size=16)},
     {"tiny": dict(batch=2, seq=32), "base": dict(batch=2, seq=224)}, seq_meaning="image size",
-    roles={"output": "mlp"})  # transformers' layer.N.output: the MLP's second half
+    roles={"output": "mlp"},  # transformers' layer.N.output: the MLP's second half
+    layers="layers")
 SIZES = ENTRY.sizes
 
 
@@ -133,9 +134,7 @@ class ViT(Scoped):
         self.layernorm = LayerNorm(w, "layernorm", "layernorm", cfg["layer_norm_eps"])
 
     def __call__(self, pixel_values):
-        x = self.embeddings(pixel_values)
-        for layer in self.layers:
-            x = layer(x)
+        x = run_layers(self.layers, self.embeddings(pixel_values))
         return self.layernorm(x)
 
 

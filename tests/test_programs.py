@@ -114,3 +114,24 @@ def test_native_baselines_with_a_layers_program_are_jax_alone():
     assert baselines_asked(("jax", "jax_donate"), "train", "-scan-remat") == ("jax", "jax_donate")
     with pytest.raises(StackwarsError, match="baseline 'eager' cannot run the layers"):
         baselines_asked(("jax", "eager"), "forward", "-scan")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("model", ["bert", "vit"])
+def test_encoders_scan_their_layers_on_both_frameworks_and_every_layer_aligns_with_the_unrolled_capture(
+        tmp_path, model):
+    """BERT (encoder.layer) and ViT (layers) take --scan-layers as LLaMA does: JAX's lax.scan and
+    torch_xla's scan_layers, parity-checked; each loop body pairs with both unrolled layers."""
+    from stackwars_ir.diff import diff_files
+
+    made = run(Request(model, scan_layers=True), tmp_path)
+    assert made.ok
+    for stem in ("jax-scan", "torch-torch_xla-scan"):
+        path = tmp_path / f"{model}-tiny" / f"{stem}.mlir"
+        assert "stablehlo.while" in path.read_text()
+        report = diff_files(path, golden(model, "torch-torch_xla"))
+        assert report.alignment.method == "key", stem
+        layers = {(d.a.role, d.b.layer) for d in report.blocks if d.b.layer and d.a.trips == 2}
+        for layer in range(2):
+            assert {("attention", (layer,)), ("mlp", (layer,))} <= layers, (stem, layers)
+        assert report.result().a.loops == (2,)
