@@ -109,6 +109,10 @@ def _embedding(res) -> str:
     return "-"
 
 
+def _percent(x: float) -> str:
+    return "the same" if round(x * 100) == 0 else f"{x:+.0%}"
+
+
 def _verdicts(rows: dict) -> list[str]:
     """The page's generated claims, from the rows of both steps."""
     out = []
@@ -130,7 +134,7 @@ def _verdicts(rows: dict) -> list[str]:
                    f"torchax/torch_xla (geometric mean) {compile_ratio:.2f}. Steady-state time: torchax faster by more "
                    f"than {SAME:.0%} in {faster}, slower by more than {SAME:.0%} in {slower}, within {SAME:.0%} in "
                    f"{n - faster - slower}; geometric mean ratio torchax/torch_xla {_geomean(steady):.2f} "
-                   f"({1 / _geomean(steady) - 1:+.0%} throughput for torchax).")
+                   f"({_percent(1 / _geomean(steady) - 1)} throughput for torchax).")
     return out
 
 
@@ -157,7 +161,8 @@ def page(report) -> str:
              "and torchax (no JAX twin needed), forward and training step (AdamW; loss: next-token cross-entropy for "
              f"{', '.join(lm) or 'none'}, the mean squared error of the output against a seeded target for the "
              "others), the two captures diffed, each compiled and timed on one XLA CPU runtime, one bench at a time. "
-             f"Sweep: {summary_line(report)}.", "",
+             f"Sweep: {summary_line(report)}; the jobs' own time, summed: "
+             f"{sum(r.seconds for r in report.records) / 60:.0f} min.", "",
              "## What it says", ""]
     lines += [f"- {v}" for v in _verdicts(rows)]
     lines += [f"- The published anchor: {ANCHOR}. That is a TPU serving measurement at full size; here, on XLA CPU at "
@@ -166,7 +171,9 @@ def page(report) -> str:
         lines += [f"## {title}", "",
                   "Each cell: torch_xla / torchax. Ops: StableHLO ops in the capture; fusions: in XLA CPU's optimized "
                   "HLO; steady: median of the steady runs; ratio: torchax's steady time over torch_xla's (below 1: "
-                  "torchax faster).", "",
+                  "torchax faster). The two routes' benches ran in separate processes one after the other, so one "
+                  "row's ratio of sub-millisecond times carries the machine's noise between two processes; the "
+                  "counts and geometric means above, over every architecture, are the robust part.", "",
                   "| model | ops | fusions | compile | steady | ratio | blocks aligned |", "|---|---|---|---|---|---|---|"]
         for m in models:
             r = rows.get((m, step))
@@ -192,13 +199,17 @@ def page(report) -> str:
         if r:
             lines.append(f"| {m} | {_roles(r['diff'])} | {_embedding(r['diff']).replace('|', chr(92) + '|')} |")
     failed = [rec for rec in report.records if not rec.ok and rec.error != NOT_RUN]
+    blocked = [rec for rec in failed if rec.error.startswith("its capture failed")]
     lines += ["", "## What failed, and why", ""]
     if not failed and not report.refused:
         lines.append("Nothing: every architecture was captured, diffed and timed on both routes.")
     for what, why in report.refused:
         lines.append(f"- {what}: not a job: {why}")
     for rec in failed:
-        lines.append(f"- {rec.job.label}: {rec.error}")
+        if rec not in blocked:
+            lines.append(f"- {rec.job.label}: {rec.error}")
+    if blocked:
+        lines += ["", f"{len(blocked)} diffs and benches read one of those captures and did not run."]
     return "\n".join(lines) + "\n"
 
 
