@@ -301,10 +301,11 @@ def test_a_zoo_models_training_step_is_benched_and_proved_with_its_recorded_valu
 def test_a_parameter_the_loss_never_reaches_is_one_line_not_a_keyerror(cli, tmp_path, user_adapters):
     """AdamW skips a parameter without a gradient (a pooler under the last hidden state), where JAX's
     and torchax's steps would decay it: the training capture says which, and how to fix the adapter."""
-    toy = user_adapters / "toy_mixer.py"
     line = "self.layers = torch.nn.ModuleList(Layer() for _ in range(n))"
-    toy.write_text(toy.read_text().replace(line, line + "\n            self.unused = torch.nn.Linear(d, d)"))
-    code, _, err = cli("capture", "toy_mixer", "--step", "train", "--exporter", "torchax", "--out", tmp_path / "c",
+    text = (user_adapters / "toy_mixer.py").read_text().replace('"toy_mixer"', '"toy_unused"')
+    # A name of its own: an adapter module is imported once per process, and other tests import toy_mixer.
+    (user_adapters / "toy_unused.py").write_text(text.replace(line, line + "\n            self.unused = torch.nn.Linear(d, d)"))
+    code, _, err = cli("capture", "toy_unused", "--step", "train", "--exporter", "torchax", "--out", tmp_path / "c",
                        "--adapters", user_adapters)
     assert code == 2 and len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
     assert "2 of its parameters get no gradient from the mse loss (unused.weight, unused.bias)" in err
