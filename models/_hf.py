@@ -7,8 +7,8 @@ import numpy as np
 def auto_model(model_type: str, config: dict, pick: str = "last_hidden_state"):
     """transformers' base model of `model_type` (AutoModel) on `config`, random weights seeded, eager
     attention, no dropout, its forward taking one positional tensor and returning `pick` of its output.
-    A model that offers a pooler has none unless `pick` is its output: a training step trains every
-    parameter, and the pooler's would get no gradient from the last hidden state."""
+    A model that offers a pooler has none unless `pick` is its output: weights the output never reads
+    (a training step would hold them constant, as AdamW does a parameter without a gradient)."""
     import inspect
 
     import torch

@@ -165,7 +165,10 @@ def capture_torch_xla_train(model, state: TrainState, stages: Stages, layers: st
     dev = torch_xla.device()
     # From the seeded weights (step 1 creates AdamW's state), exactly as a user's loop runs.
     m = copy.deepcopy(model).to(dev)
-    params = dict(m.named_parameters())
+    params = {n: p for n, p in m.named_parameters() if n in state.params}
+    for n, p in m.named_parameters():
+        if n not in params:  # no gradient reaches it (workload.train.train_state): held, as AdamW holds it
+            p.requires_grad_(False)
     opt = optimizer(list(params.values()))
     xs = [torch.from_numpy(v).to(dev) for k, v in state.inputs.items() if k != "target"]
     target = torch.from_numpy(state.inputs["target"]).to(dev) if "target" in state.inputs else None

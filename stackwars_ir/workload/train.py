@@ -128,13 +128,9 @@ def train_state(req, model, inputs: dict[str, np.ndarray], reference: np.ndarray
         return float(value.detach())
 
     first_loss = step()
-    untrained = [k for k, p in trainable.items() if "exp_avg" not in opt.state.get(p, {})]
-    if untrained:  # AdamW skips a parameter without a gradient; JAX's and torchax's steps would decay it
-        raise StackwarsError(f"{req.model}: {len(untrained)} of its parameters get no gradient from the {loss} loss "
-                             f"({', '.join(untrained[:3])}{', ...' if len(untrained) > 3 else ''}), so no route's "
-                             "training step would be PyTorch's",
-                             fix="have torch_model return an output every parameter reaches, or build the model "
-                                 "without the parts it does not use (a pooler: add_pooling_layer=False)")
+    # A parameter the loss never reaches (a pooler under the last hidden state, a mask token) gets no
+    # gradient: AdamW skips it, so it is held constant, a buffer of the step on every route.
+    trainable = {k: p for k, p in trainable.items() if "exp_avg" in opt.state.get(p, {})}
     snap = {k: v.detach().numpy().copy() for k, v in trainable.items()}
     state = {k: opt.state[p] for k, p in trainable.items()}
     exp_avg = {k: s["exp_avg"].numpy().copy() for k, s in state.items()}
