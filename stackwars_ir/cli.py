@@ -324,12 +324,16 @@ def sweep_cmd(grid, root, jobs, ray, retry_failed, render, json_path, md_path):
     Exit code 0: every job succeeded; 1: some failed (each named), or with --render some have not
     run yet; 2: bad input; 130: interrupted.
     """
+    import os
+
     from .files import write_atomic
+    from .models import ADAPTERS_ENV
     from .report.markdown import sweep_markdown
     from .report.text import sweep_text
     from .sweep.execute import run_sweep
     from .sweep.grid import read_grid
 
+    set_env_for_command(ADAPTERS_ENV, os.environ.get(ADAPTERS_ENV, ""))  # the grid's `adapters`: this command's
     plan = read_grid(grid)
     root = root or Path("out") / "sweeps" / grid.stem
     report = run_sweep(plan, root, jobs=jobs, ray=ray, retry_failed=retry_failed, render_only=render, progress=progress)
