@@ -287,6 +287,9 @@ def test_recorded_values_keep_a_scalar_reference_a_scalar(tmp_path):
 
 @pytest.mark.slow
 def test_a_zoo_models_training_step_is_benched_and_proved_with_its_recorded_values(cli, tmp_path, monkeypatch):
+    from stackwars_ir.workload.train import register_torch_xla
+
+    register_torch_xla()  # this backward may be the process's first: later torch_xla training captures need it
     monkeypatch.setenv(models.ADAPTERS_ENV, str(ZOO))
     code, _, err = cli("capture", "qwen3", "--step", "train", "--exporter", "torchax", "--out", tmp_path)
     assert code == 0, err
@@ -303,6 +306,9 @@ def test_a_parameter_the_loss_never_reaches_is_held_as_pytorch_holds_it_on_every
     """AdamW skips a parameter without a gradient (a pooler under the last hidden state, DINOv2's mask
     token); it was a KeyError 'exp_avg'. Every route's step now holds it constant, no moments for it,
     and passes parity against PyTorch eager's two steps."""
+    from stackwars_ir.workload.train import register_torch_xla
+
+    register_torch_xla()  # torch_xla's route needs it before this process's first backward (another test's)
     line = "self.layers = torch.nn.ModuleList(Layer() for _ in range(n))"
     text = (user_adapters / "toy_mixer.py").read_text().replace('"toy_mixer"', '"toy_unused"')
     # A name of its own: an adapter module is imported once per process, and other tests import toy_mixer.
