@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 export PJRT_DEVICE ?= CPU
 
-.PHONY: setup setup-gpu setup-tpu setup-ray findings-main findings-memory findings-programs findings-zoo demo test test-fast captures diff-goldens docs findings fuzz clean
+.PHONY: setup setup-gpu setup-tpu setup-ray findings-main findings-memory findings-programs findings-zoo findings-versions demo test test-fast captures diff-goldens docs findings fuzz clean
 
 setup: $(STAMP)
 
@@ -82,6 +82,11 @@ docs: setup
 findings: findings-main $(if $(filter cpu,$(BACKEND)),findings-memory findings-programs findings-zoo)
 findings-main: setup-tpu
 	$(BIN)/python benchmarks/findings.py --backend $(BACKEND) > $(FINDINGS).tmp && mv $(FINDINGS).tmp $(FINDINGS)
+
+# GPT-2 and LLaMA tiny under the last release of each of the three JAX minor lines before the lock's
+# (version stacks, made once in ~/.cache/stackwars-ir/stacks, about 750 MB each; 10-15 minutes here).
+findings-versions: setup
+	$(BIN)/python benchmarks/findings_versions.py > docs/findings-versions.md.tmp && mv docs/findings-versions.md.tmp docs/findings-versions.md
 
 # The study's OOM rows recomputed by the TPU v6e compiler, on this machine (after `make setup-tpu`; minutes).
 findings-memory: setup-tpu

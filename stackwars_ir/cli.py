@@ -10,7 +10,7 @@ from . import __version__
 from .errors import EXIT_DIFFERENT
 from .shell import (Group, adapters_option, batches_option, emit, estimate_options, finish, fitted_request, has,
                     json_option, limits_options, markdown_option, mode_option, model_options, model_or_files, progress,
-                    request, set_env_for_command, use_adapters, warn_sidecars)
+                    request, set_env_for_command, stack_option, use_adapters, warn_sidecars)
 
 
 @click.group(cls=Group, context_settings={"help_option_names": ["-h", "--help"]})
@@ -61,10 +61,13 @@ def models_cmd():
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the random weights and inputs.")
 @click.option("--attn", default="eager", show_default=True, help="Attention implementation (only eager exports).")
 @click.option("--force", is_flag=True, help="Overwrite existing captures.")
+@click.option("--stack", default=None, metavar="NAME",
+              help="Lower the JAX side with this version stack's jax (stackwars-ir stack list; --framework jax), "
+                   "on the weights and reference built here.")
 @model_options("capture", Path("captures"), "forward, or train: loss, backward and one AdamW update (files named "
                                             "<framework>-train).")
 @adapters_option
-def capture_cmd(model, batch, seed, attn, force, out_dir, **options):
+def capture_cmd(model, batch, seed, attn, force, stack, out_dir, **options):
     """Export MODEL from JAX and/or PyTorch to StableHLO on the same weights, and check parity.
 
     Exit code 0: written and parity-checked; 1: written, but a capture differs from PyTorch eager;
@@ -72,11 +75,12 @@ def capture_cmd(model, batch, seed, attn, force, out_dir, **options):
     """
     import dataclasses
 
-    from .capture import run
+    from .stacks import find
+    from .sweep.regress import capture_in_stack
 
     req = request(model, options, batch=batch, seed=seed, attn=attn)
     dataclasses.replace(req, abstract=True).validated()  # the cheap checks before any framework loads
-    result = run(fitted_request(req), out_dir, force=force)
+    result = capture_in_stack(fitted_request(req), out_dir, find(stack) if stack else None, force=force)
     for line in [p.line() for p in result.parity] + list(result.skipped):
         click.echo(line)
     if not result.parity:
@@ -207,6 +211,7 @@ def diff_cmd(file_a, file_b, json_path, md_path, html_path, mode, excerpts, ops,
                          "running its own loop, so runs 1-3 are steps 1-3, and jax_donate: jax.jit's loop with the "
                          "parameters and AdamW state donated).")
 @adapters_option
+@stack_option
 def bench_cmd(targets, batches, baselines, backend, target, timeout, max_memory, json_path, warmup, runs, profile,
               out_dir, **options):
     """Time StableHLO files (FILE.mlir ...) or a model (MODEL) on the XLA backend.
@@ -263,6 +268,7 @@ def bench_cmd(targets, batches, baselines, backend, target, timeout, max_memory,
                    "capturing on a mesh of each slice size (fsdp over the chips) and compiling; abstract captures.")
 @model_options("memory", Path("out") / "captures", "forward, or train (one training step).")
 @adapters_option
+@stack_option
 def memory_cmd(targets, target, budget, measure, batches, timeout, max_memory, json_path, md_path, max_batch, chips,
                out_dir, **options):
     """Will it fit? XLA's memory plan of StableHLO files (FILE.mlir ...) or a model (MODEL).
@@ -372,3 +378,8 @@ def report_cmd(files, out, from_path, bench_path, memory_path, mode, kernels):
     command = sources.command_line(files, out, from_path, bench_path, memory_path, mode, kernels)
     write_outputs(result, html_path=out, bench=bench, command=command, memory=memory)
     click.echo(f"wrote {out}")
+
+
+from .cli_stack import register  # noqa: E402  (stack, regress, bisect: commands over stackwars_ir.stacks and sweep)
+
+register(main)

@@ -58,6 +58,16 @@ def _jax():
     return jax, xla_client
 
 
+def enable_x64(on: bool):
+    """jax.enable_x64(on): jax >= 0.8's name; a stack of an older jax has only the experimental one."""
+    import jax
+
+    found = getattr(jax, "enable_x64", None)
+    if found is None:
+        from jax.experimental import enable_x64 as found
+    return found(on)
+
+
 # LLVM's optimization off: a module's results move by rounding only (LLVM contracts and orders some
 # float operations differently; measured on GPT-2 tiny's training step: 3.7e-9 at most, where two
 # default compiles agree bit for bit). GPT-2 base's training step compiles in 5.8 s instead of
@@ -103,7 +113,7 @@ class Runtime:
         executable, each array split over its devices as the executable's parameter shardings say."""
         jax, _ = _jax()
         wide = any(a.dtype.itemsize == 8 for a in arrays)
-        with jax.enable_x64(wide):
+        with enable_x64(wide):
             if isinstance(executable, Partitioned):
                 return [jax.device_put(a, s) for a, s in zip(arrays, executable.input_shardings())]
             return [jax.device_put(a, self.device) for a in arrays]

@@ -267,3 +267,26 @@ def limits_options(timeout_help: str, worker: str):
 
 def batches_option(example: str):
     return click.option("--batch", "batches", default="", help=f"With MODEL: batch sizes, e.g. {example}.")
+
+
+def stack_option(command):
+    """--stack NAME on a command over files: its workers compile and run in that stack (stack.using)."""
+    import functools
+
+    @functools.wraps(command)
+    def run(*args, stack=None, **kw):
+        if stack is None:
+            return command(*args, **kw)
+        from .errors import StackwarsError
+        from .stacks import find, using
+
+        chosen = find(stack)
+        model = next((t for t in kw.get("targets", ()) if not str(t).endswith((".mlir", ".mlirbc"))), None)
+        if model is not None:
+            raise StackwarsError(f"--stack {stack} times and plans files, and {model!r} is a model",
+                                 fix=f"stackwars-ir capture {model} --framework jax --stack {stack}, then pass its file")
+        with using(chosen):
+            return command(*args, **kw)
+
+    return click.option("--stack", default=None, metavar="NAME",
+                        help="Compile and run in this version stack's XLA (stackwars-ir stack list; files only).")(run)

@@ -12,15 +12,16 @@ LEVELS = {
     "__init__": 0, "errors": 0,
     "files": 1, "wire": 1, "textfmt": 1, "progress": 1, "runtime": 1,  # neutral helpers of several stages
     "models": 2,
-    "ir": 3,
+    "ir": 3, "stacks": 3,
     "workload": 4,
     "capture": 5, "diff": 5,
     "bench": 6,
     "sweep": 7,
     "report": 8,
     "shell": 9,
-    "cli": 10,
-    "docs": 11,
+    "cli_stack": 10,
+    "cli": 11,
+    "docs": 12,
 }
 
 

@@ -100,6 +100,10 @@ def machine() -> dict:
     except Exception:  # machine() must never fail a bench
         pass
     info["platform"] = platform.platform()
+    from ..stacks import active
+
+    if active() is not None:  # compiled and run by another stack's XLA (stack.using)
+        info["stack"] = active().as_json()
     return info
 
 
@@ -206,6 +210,9 @@ def hlo_stats(executable) -> dict:
     for module in executable.hlo_modules():
         text = module.to_string()
         entry = next((line.split()[1].lstrip("%") for line in text.splitlines() if line.startswith("ENTRY ")), None)
+        if not hasattr(module, "computations") or not all(hasattr(c, "instructions") for c in module.computations()):
+            hist.update(_entry_opcodes(text))  # an older jaxlib (a stack's) binds no instructions: read the text
+            continue
         for comp in module.computations():
             name = comp.name() if callable(comp.name) else comp.name
             if name != entry:
@@ -216,6 +223,21 @@ def hlo_stats(executable) -> dict:
                 hist[op.lower()] += 1
     hist.pop("parameter", None)
     return {"fusions": hist.get("fusion", 0), "histogram": dict(hist.most_common())}
+
+
+def _entry_opcodes(text: str) -> list[str]:
+    """The opcode of every instruction of an optimized HLO module's entry computation, from its text."""
+    from .kernels import _INSTRUCTION
+
+    entry = text[text.index("\nENTRY "):] if "\nENTRY " in text else ""
+    out = []
+    for line in entry.splitlines()[1:]:
+        if line.strip() == "}":
+            break
+        m = _INSTRUCTION.match(line)
+        if m:
+            out.append(m.group(1))
+    return out
 
 
 def time_module(path: Path, text: str, module, rt, sidecar, timeout: float | None,

@@ -466,8 +466,9 @@ def _most_partitions(paths) -> int:
 def _versions(target: str) -> dict:
     """The stack's versions, and libtpu's when it made the plan."""
     from ..files import versions
+    from ..stacks import active
 
-    found = versions()
+    found = {k: v for k, v in active().versions.items() if k in versions()} if active() else versions()
     if target in TOPOLOGIES:
         from importlib import metadata
 

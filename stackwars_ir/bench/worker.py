@@ -50,7 +50,8 @@ class Job:
     "baseline" (time `request`'s native runtime `name`), "profile" (profile that runtime's steady
     runs: bench.native.profile_baseline, in a worker of its own), "memory" (plan paths[0] for
     `target`, `measure` it too), "kernels" (compile paths[0] and count its kernels per block),
-    "estimate" (compile paths[0] for the TPU `backend` names and read its kernels' estimates)."""
+    "estimate" (compile paths[0] for the TPU `backend` names and read its kernels' estimates),
+    "capture" (a stack's JAX capture of `request` and its parity, from `data`: capture.capture_here)."""
 
     kind: str
     paths: tuple[str, ...] = ()
@@ -59,10 +60,12 @@ class Job:
     request: object = None  # workload.Request, for "baseline"
     name: str = ""  # the baseline, for "baseline"
     measure: bool = False  # for "memory"
+    data: object = None  # for "capture": (weights, inputs, reference, buffer names, training state or None)
+    values: tuple = ()  # (path, .npz) pairs: argument values the parent built for a stack's worker (stack.py)
 
     @property
     def label(self) -> str:
-        return self.name if self.kind in ("baseline", "profile") else ", ".join(self.paths)
+        return self.name if self.kind in ("baseline", "profile", "capture") else ", ".join(self.paths)
 
     def failed(self, message: str):
         """The row for this job when it did not finish: an Executable (a list of them for "files"), a
@@ -79,6 +82,10 @@ class Job:
             from ..errors import BenchError
 
             return BenchError(message)
+        if self.kind == "capture":
+            from ..errors import CaptureError
+
+            return CaptureError(message)
         from . import Executable
 
         if self.kind == "files":  # each file's row, with the one error that stopped them all
@@ -89,6 +96,16 @@ class Job:
 
 def _run(job: Job):
     try:
+        if job.values:
+            from ..files import stage_values
+
+            stage_values(dict(job.values))
+        if job.kind == "capture":  # a stack's JAX capture (capture.run with a stack)
+            from ..capture import capture_here
+
+            weights, inputs, reference, buffers, state = job.data
+            started()
+            return capture_here(job.request, weights, inputs, reference, buffers, state)
         if job.kind == "memory":
             from .memory import plan_file
 
@@ -182,9 +199,13 @@ class Isolated:
     """Runs bench jobs in a worker process under a time and a memory limit; a context manager."""
 
     def __init__(self, max_memory: int | None = None, host_devices: int = 1):
+        from ..stacks import active
+
         self.max_memory = max_memory
         self.host_devices = host_devices  # CPU devices the worker's jax has (a sharded module's partitions)
         self.proc: subprocess.Popen | None = None
+        self.stack = active()  # another stack's environment runs the worker (stack.using), or this one
+        self._staging = None
 
     def __enter__(self) -> "Isolated":
         return self
@@ -195,16 +216,26 @@ class Isolated:
         self.close()
 
     def _start(self) -> subprocess.Popen:
-        boot = f"import sys; sys.path[:] = {[p for p in sys.path if p]!r}; " \
-               "from stackwars_ir.bench.worker import main; main()"
+        cmd = [sys.executable, "-c", f"import sys; sys.path[:] = {[p for p in sys.path if p]!r}; " 
+               "from stackwars_ir.bench.worker import main; main()"]
         env = dict(os.environ)
+        if self.stack is not None:  # its own interpreter and packages, this project's code copied in
+            from ..stacks import worker_command
+
+            cmd, env = worker_command(self.stack, "from stackwars_ir.bench.worker import main; main()")
         if self.host_devices > 1 and "xla_force_host_platform_device_count" not in env.get("XLA_FLAGS", ""):
             env["XLA_FLAGS"] = f"{env.get('XLA_FLAGS', '')} --xla_force_host_platform_device_count={self.host_devices}"
-        return subprocess.Popen([sys.executable, "-c", boot], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                env=env)
+        return subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
 
     def run(self, job, timeout: float | None):
         """The worker's reply for `job`, or a row (Executable, MemoryPlan) with the error that stopped it."""
+        if self.stack is not None and job.kind in ("file", "files", "memory"):
+            from ..errors import StackwarsError
+
+            try:
+                job = self._staged(job)
+            except StackwarsError as e:
+                return job.failed(e.one_line())
         if self.proc is None or self.proc.poll() is not None:
             self.proc = self._start()
         deadline = time.monotonic() + SETUP_S
@@ -240,12 +271,25 @@ class Isolated:
             how = f"signal {signal.Signals(-code).name}" if code < 0 else f"exit code {code}"
             return job.failed(f"{job.label}: the bench worker died ({how}) while compiling or running it")
 
+    def _staged(self, job: Job) -> Job:
+        """The job with the argument values of each of its captures built here, where the adapters'
+        PyTorch models are: a stack's worker has jax, not torch (stack.staged_values)."""
+        import dataclasses
+        import tempfile
+
+        if self._staging is None:
+            self._staging = tempfile.TemporaryDirectory(prefix="stackwars-values-")
+        return dataclasses.replace(job, values=staged_values(job.paths, Path(self._staging.name)))
+
     def _kill(self) -> None:
         self.proc.kill()
         self.proc.wait()
         self.proc = None
 
     def close(self) -> None:
+        if self._staging is not None:
+            self._staging.cleanup()
+            self._staging = None
         if self.proc is not None:
             if self.proc.poll() is None:
                 self.proc.stdin.close()
@@ -255,3 +299,31 @@ class Isolated:
                     self.proc.kill()
                     self.proc.wait()
             self.proc = None
+
+
+def staged_values(paths, folder: Path) -> tuple:
+    """(path, .npz) for each capture of a catalogue model that recorded no values of its own: its
+    weights, inputs and PyTorch eager's reference rebuilt here, where torch is, for a stack's worker
+    (files.stage_values reads them there)."""
+    from stackwars_ir import models
+
+    from . import _sidecar_arguments
+    from ..files import sidecar_of, values_bytes
+    from ..ir import load
+
+    out = []
+    for i, path in enumerate(paths):
+        side, _ = sidecar_of(Path(path))
+        if side is None or side.abstract or (side.values or {}).get("file") or side.model not in models.catalog():
+            continue
+        (parsed,) = load([path])
+        if not parsed.ok:
+            continue  # the worker says why, in its own words
+        arrays, reference = _sidecar_arguments(parsed.modules[0], side)
+        npz = folder / f"values-{i}-{os.getpid()}.npz"
+        import numpy as np
+
+        npz.write_bytes(values_bytes([(f"arg{j}", a) for j, a in enumerate(arrays)] +
+                                     [("reference", np.asarray(reference))]))
+        out.append((str(path), str(npz)))
+    return tuple(out)

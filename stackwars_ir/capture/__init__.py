@@ -38,16 +38,27 @@ class CaptureSet:
         return all(p.ok for p in self.parity)
 
 
-def run(req: Request, out_dir: Path, *, force: bool = False, show: bool | None = None) -> CaptureSet:
-    """Capture, check parity, then write every file (atomically); raise ParityError after writing."""
+def run(req: Request, out_dir: Path, *, force: bool = False, show: bool | None = None, stack=None,
+        elsewhere=None) -> CaptureSet:
+    """Capture, check parity, then write every file (atomically); raise ParityError after writing.
+    `stack` (stacks.Stack, not the lock's): the JAX side lowered and parity-checked by that stack's
+    jax, by `elsewhere(req, stack, buffers, weights, inputs, reference, state)` -> [(Capture, Parity)]
+    (sweep.regress.in_stack: a bench worker of that stack's environment), on the weights, inputs and
+    reference (or training state) built here."""
     from stackwars_ir import models
     from stackwars_ir.models import _contract as contract
 
     req = req.validated()
     entry = models.entry(req.model)
+    stack = None if stack is None or stack.is_lock else stack
+    if stack is not None:
+        _check_stack_request(req, stack)
+        if elsewhere is None:
+            raise CaptureError(f"capture --stack {stack.name}: no way to run that stack's jax was given",
+                               fix="call stackwars_ir.sweep.regress.capture_in_stack")
     with contract.blame(entry):  # the adapter's own exceptions: one line, its file and line
         if not req.mesh:
-            return _run(req, out_dir, force, show)
+            return _run(req, out_dir, force, show, (stack, elsewhere) if stack is not None else None)
         from ..runtime import host_devices
         from .lowering import sharded
 
@@ -61,7 +72,46 @@ def run(req: Request, out_dir: Path, *, force: bool = False, show: bool | None =
             return _run(req, out_dir, force, show)
 
 
-def _run(req: Request, out_dir: Path, force: bool, show: bool | None) -> CaptureSet:
+def _check_stack_request(req: Request, stack) -> None:
+    """What a stack captures today: a JAX forward or training step on one device, from weights."""
+    why = ("--framework jax (a stack holds jax, not torch)" if req.framework != "jax" else
+           "no --mesh" if req.mesh else "no --abstract (a stack's capture is parity-checked on weights)"
+           if req.abstract else "")
+    if why:
+        raise StackwarsError(f"capture --stack {stack.name}: a stack captures the JAX side only, with {why}",
+                             fix=f"stackwars-ir capture {req.model} --framework jax --stack {stack.name}")
+
+
+def capture_here(req: Request, weights, inputs, reference, buffers, state=None):
+    """The JAX capture and its parity, in this process (a stack's worker calls this with the weights,
+    inputs, reference or training state its parent built with torch)."""
+    from stackwars_ir import models
+
+    from ..runtime import runtime
+
+    adapter, label = models.adapter(req.model), f"{req.model}-{req.size}"
+    if state is None:
+        cap = next(_capture_all(req, ("jax",), adapter, _Buffers(buffers), weights, inputs, label, False))
+    else:
+        cap = next(_capture_train(req, ("jax",), adapter, None, state, label, False))
+    stages = Stages(f"{label} {cap.stem}", show=False)
+    with stages.stage("parity (compile + run on XLA CPU)"):
+        result = parity.check(cap, weights, inputs, reference, runtime("cpu")) if state is None else \
+            parity.check_train(cap, state, runtime("cpu"))
+    return dataclasses.replace(cap, seconds={**cap.seconds, **stages.seconds}), result
+
+
+@dataclass(frozen=True)
+class _Buffers:
+    """What _capture_all reads of a PyTorch model on the JAX side alone: its buffers' names."""
+
+    names: frozenset
+
+    def named_buffers(self):
+        return ((n, None) for n in self.names)
+
+
+def _run(req: Request, out_dir: Path, force: bool, show: bool | None, stack=None) -> CaptureSet:
     frameworks = req.frameworks()
     stems = req.stems(frameworks)
     targets = [p for s in stems for p in req.paths(out_dir, s)]
@@ -84,6 +134,14 @@ def _run(req: Request, out_dir: Path, force: bool, show: bool | None) -> Capture
             register_torch_xla()  # before the eager steps' backward
         with prep.stage("two torch eager training steps"):
             state = train_state(req, model, inputs, reference)
+    if stack is not None:
+        chosen, elsewhere = stack
+        with prep.stage(f"jax capture + parity in stack {chosen.name}"):
+            checked = [(dataclasses.replace(cap, extra={**cap.extra, "stack": chosen}), result) for cap, result in
+                       elsewhere(req, chosen, frozenset(k for k, _ in model.named_buffers()), weights, inputs,
+                                 reference, state)]
+        return _write(req, out_dir, checked, stems, weights, inputs, reference, state, frameworks)
+    if state is not None:
         captures = _capture_train(req, frameworks, adapter, model, state, label, show)
     else:
         captures = _capture_all(req, frameworks, adapter, model, weights, inputs, label, show)
@@ -118,6 +176,11 @@ def _run(req: Request, out_dir: Path, force: bool, show: bool | None) -> Capture
             pool.shutdown(wait=True, cancel_futures=True)
             raise
         checked = sorted((f.result() for f in pending), key=lambda c: stems.index(c[0].stem))
+    return _write(req, out_dir, checked, stems, weights, inputs, reference, state, frameworks)
+
+
+def _write(req, out_dir, checked, stems, weights, inputs, reference, state, frameworks) -> CaptureSet:
+    """Write every checked capture as one set (none when one has a machine path left in it)."""
     _refuse_absolute_paths([cap for cap, _ in checked])
     results = [result for _, result in checked]
     routes = {r.stem: r.ok for r in results} if not all(r.ok for r in results) else None
@@ -129,7 +192,7 @@ def _run(req: Request, out_dir: Path, force: bool, show: bool | None) -> Capture
     written = [path for path, _ in contents]
     outcome = CaptureSet(req.model, req.size, tuple(written), tuple(results), _skipped(req, frameworks))
     if not outcome.ok:
-        raise ParityError(f"{label}: {_verdicts(results)}; files written for inspection")
+        raise ParityError(f"{req.model}-{req.size}: {_verdicts(results)}; files written for inspection")
     return outcome
 
 
@@ -231,6 +294,15 @@ def _named(cap: Capture, req: Request) -> Capture:
     return dataclasses.replace(cap, text=relativize(cap.text), stem_suffix=cap.stem_suffix + req.program)
 
 
+def _versions(cap: Capture) -> dict:
+    """The packages that made the capture: a stack's for JAX's side (it lowered it), this process's
+    for the rest (its torch built the weights and the reference)."""
+    here = files.versions()
+    stack = cap.extra.get("stack")
+    return here if stack is None else {k: stack.versions.get(k) if k in ("jax", "jaxlib", "flax", "numpy") else v
+                                       for k, v in here.items()}
+
+
 def _not_checked() -> str:
     from .abstract import NOT_CHECKED
 
@@ -288,13 +360,15 @@ def _contents(cap: Capture, req: Request, inputs, result: parity.Parity | None, 
         "arguments": [a.as_json() for a in cap.arguments],
         "constants": {k: {"shape": list(v.shape), "dtype": str(v.dtype), "values": v.ravel().tolist()}
                       for k, v in sorted(cap.constants.items())},
-        "versions": files.versions(),
+        "versions": _versions(cap),
         # What a reader without the adapter file needs: the differ's role words (docs/adapters.md).
         "adapter": {"file": Path(entry.path).name, "roles": dict(sorted(entry.roles.items()))},
         "parity": result.as_json() if result is not None else {"checked": False, "why": _not_checked()},
         # The one part that differs between two runs of the same capture.
         "run": {"seconds": cap.seconds, "host": files.host(), "capture_revision": CAPTURE_REVISION},
     }
+    if "stack" in cap.extra:  # captured by another stack's jax (absent: the project's lock)
+        sidecar["stack"] = cap.extra["stack"].as_json()
     if req.scan_layers or req.remat:  # how the layers run (--scan-layers, --remat); absent: unrolled, as written
         sidecar["program"] = {"scan_layers": req.scan_layers, "remat": req.remat}
     if req.mesh:  # the mesh and each argument's split (absent: one device)
@@ -312,7 +386,7 @@ def _contents(cap: Capture, req: Request, inputs, result: parity.Parity | None, 
         sidecar["train"] = {
             "loss": state.loss, "optimizer": {"name": "AdamW", **ADAMW},
             "captured step": 2, "state": "PyTorch eager's after step 1 on the same weights and batch",
-            "outputs": list(cap.outputs), **cap.extra}
+            "outputs": list(cap.outputs), **{k: v for k, v in cap.extra.items() if k != "stack"}}
     if recorded is not None:
         sidecar["values"] = recorded
     if routes is not None:  # a route differs: each sidecar says how every route of this capture fared

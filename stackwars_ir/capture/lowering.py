@@ -7,6 +7,7 @@ import threading
 from pathlib import Path
 
 from ..errors import CaptureError
+from ..runtime import enable_x64
 
 _SHARDING: dict = {}  # while `sharded` is active: the mesh and the adapter's tensor-parallel table
 
@@ -50,7 +51,7 @@ def lower_text(fn, *args, x64: bool = False, named=None) -> str:
 
     def work():
         try:
-            with jax.enable_x64(x64):
+            with enable_x64(x64):
                 # keep_unused: the argument list must match the parameter list one to one.
                 if _SHARDING:
                     from jax._src import config

@@ -17,6 +17,7 @@ import numpy as np
 
 from ..errors import CaptureError, MissingExtra, StackwarsError
 from ..progress import Stages
+from ..runtime import enable_x64
 from ..workload import Argument
 from ..workload.train import (OpNames, TrainState, adamw_state, adamw_step, jax_step, named_leaves, optimizer,
                               torch_loss)
@@ -39,7 +40,7 @@ def _lower_step(exporter: str, step, args: dict, stages: Stages, x64: bool, cons
     with stages.stage("jax.jit lower"):
         text = lower_text(step, args["params"], args["opt_state"], args["buffers"], args["inputs"], x64=x64,
                           named=[(a.kind, a.name) for a in arguments])
-    with jax.enable_x64(x64):
+    with enable_x64(x64):
         shapes = jax.eval_shape(step, args["params"], args["opt_state"], args["buffers"], args["inputs"])
     loss, params, opt_state = shapes
     outs = named_leaves([("loss", loss), ("params", params), ("opt_state", opt_state)])
@@ -81,7 +82,7 @@ def capture_torchax_train(model, state: TrainState, stages: Stages) -> Capture:
             names, consts, forward = _torchax_function(ep, tx_export)
             wide = _needs_x64(state.inputs)
             values = state.values() if not abstract else {}
-            with jax.enable_x64(wide):
+            with enable_x64(wide):
                 if abstract:
                     from .abstract import _jax_dtype
 

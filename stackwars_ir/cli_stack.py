@@ -1,0 +1,143 @@
+"""The command line of version stacks: stack add/list/remove, regress and bisect (thin, over stackwars_ir.stack)."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from .shell import emit, json_option, progress
+
+
+def register(main) -> None:
+    main.add_command(stack_group)
+    main.add_command(regress_cmd)
+    main.add_command(bisect_cmd)
+
+
+@click.group("stack")
+def stack_group():
+    """Version stacks: other jax/jaxlib releases in cached environments outside the repository
+    ($STACKWARS_IR_STACKS, else ~/.cache/stackwars-ir/stacks); `lock` is the project's own."""
+
+
+@stack_group.command("add")
+@click.argument("name")
+@click.argument("requirements", nargs=-1, required=True)
+@click.option("--index-url", default=None, help="The package index to install from (default: pip's).")
+def stack_add(name, requirements, index_url):
+    """Make stack NAME from exact pins (jax==0.9.2 jaxlib==0.9.2 ...): a virtual environment with
+    them, flax and optax resolved against them, and this project's transformers; reused when it exists.
+
+    Exit code 0: made or reused; 2: bad input, or pip could not install the pins (nothing left behind).
+    """
+    from .stacks import add
+
+    made = add(name, requirements, index_url=index_url, progress=progress)
+    click.echo(made.line())
+
+
+@stack_group.command("list")
+@json_option("the list")
+def stack_list(json_path):
+    """The stacks made here, and the lock's, with their versions."""
+    from .stacks import list_stacks, lock
+
+    stacks = [lock(), *list_stacks()]
+    emit("\n".join(s.line() for s in stacks), {"stacks": [s.as_json() for s in stacks]}, json_path)
+
+
+@stack_group.command("remove")
+@click.argument("name")
+def stack_remove(name):
+    """Delete stack NAME's environment."""
+    from .stacks import remove
+
+    click.echo(f"removed {remove(name)}")
+
+
+def _thresholds(time_pct, memory_pct, kernels):
+    from .errors import StackwarsError
+    from .sweep.regress import Thresholds
+
+    for what, v in (("--time", time_pct), ("--memory", memory_pct), ("--kernels", kernels)):
+        if v < 0:
+            raise StackwarsError(f"{what} {v:g} must be 0 or more", fix=f"e.g. {what} 10")
+    return Thresholds(time_pct / 100, memory_pct / 100, int(kernels))
+
+
+@click.command("regress")
+@click.argument("targets", nargs=-1, required=True)
+@click.option("--from", "from_stack", default="lock", show_default=True, help="Stack A (the before).")
+@click.option("--to", "to_stack", default="lock", show_default=True, help="Stack B (the after).")
+@click.option("--size", default="tiny", show_default=True, help="With MODEL: the adapter's size.")
+@click.option("--step", default="forward", show_default=True, type=click.Choice(["forward", "train"]))
+@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=Path("out") / "regress",
+              show_default=True, help="With MODEL: where each stack's capture goes (OUT/STACK/MODEL-SIZE/).")
+@click.option("--time", "time_pct", type=float, default=10, show_default=True,
+              help="Regression: steady time up by more than this %, the 95% interval's low end past it.")
+@click.option("--memory", "memory_pct", type=float, default=10, show_default=True,
+              help="Regression: the memory plan's peak up by more than this %.")
+@click.option("--kernels", type=int, default=0, show_default=True,
+              help="Regression: a block compiled to more than this many extra kernels.")
+@click.option("--no-time", is_flag=True, help="Compile and plan only; time nothing.")
+@json_option("the text")
+def regress_cmd(targets, from_stack, to_stack, size, step, out_dir, time_pct, memory_pct, kernels, no_time, json_path):
+    """MODEL (its JAX side captured under both stacks) or FILE_A FILE_B: what changed per block in the
+    IR, the kernels XLA compiled, the time per block and the memory plan, A by --from's XLA, B by --to's.
+
+    Exit code 0: no threshold passed; 1: a regression (each named); 2: bad input; 130: interrupted.
+    """
+    from .errors import StackwarsError
+    from .stacks import find
+    from .sweep.regress import regress_files, regress_model
+    from .workload import Request
+
+    limits, a, b = _thresholds(time_pct, memory_pct, kernels), find(from_stack), find(to_stack)
+    if len(targets) == 2:
+        result = regress_files(Path(targets[0]), Path(targets[1]), a, b, limits, timing=not no_time, progress=progress)
+    elif len(targets) == 1 and not targets[0].endswith((".mlir", ".mlirbc")):
+        req = Request(targets[0], size, "jax", step=step)
+        result = regress_model(req, a, b, out_dir, limits, timing=not no_time, progress=progress)
+    else:
+        raise StackwarsError(f"regress {' '.join(targets)}: give a MODEL or two files", fix="e.g. regress gpt2 "
+                             "--from jax-0.9.2, or regress A.mlir B.mlir")
+    emit("\n".join(result.lines()), result.as_json(), json_path)
+    sys.exit(1 if result.regressed else 0)
+
+
+@click.command("bisect")
+@click.argument("model")
+@click.option("--good", required=True, metavar="jax==VERSION", help="A version whose metric is the reference.")
+@click.option("--bad", required=True, metavar="jax==VERSION", help="A version whose metric has changed.")
+@click.option("--metric", type=click.Choice(["steady", "memory", "kernels"]), default="kernels", show_default=True)
+@click.option("--size", default="tiny", show_default=True)
+@click.option("--step", default="forward", show_default=True, type=click.Choice(["forward", "train"]))
+@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=Path("out") / "bisect",
+              show_default=True, help="Where each version's capture goes (OUT/jax-VERSION/MODEL-SIZE/).")
+@json_option("the text")
+def bisect_cmd(model, good, bad, metric, size, step, out_dir, json_path):
+    """The first jax release between --good and --bad at which MODEL's metric changes (kernel count,
+    memory plan peak, or steady time beyond noise), making jax-VERSION stacks as it goes, and the
+    block-level regress of the two versions at the boundary.
+
+    Exit code 0: a first bad version found; 1: the metric does not change between the ends; 2: bad
+    input; 130: interrupted.
+    """
+    from .sweep.bisect import bisect_model
+    from .workload import Request
+
+    found = bisect_model(Request(model, size, "jax", step=step), _pin(good, "--good"), _pin(bad, "--bad"), metric,
+                         out_dir, progress=progress)
+    emit("\n".join(found.lines()), found.as_json(), json_path)
+    sys.exit(0 if found.first_bad else 1)
+
+
+def _pin(text: str, option: str) -> str:
+    from .errors import StackwarsError
+
+    name, _, version = text.partition("==")
+    if name.strip().lower() != "jax" or not version:
+        raise StackwarsError(f"{option} {text!r}: bisect searches jax releases, given as jax==VERSION",
+                             fix=f"e.g. {option} jax==0.9.2")
+    return version.strip()

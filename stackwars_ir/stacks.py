@@ -1,0 +1,258 @@
+"""Version stacks: cached virtual environments of other jax/jaxlib releases whose XLA captures, compiles and times."""
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .errors import StackwarsError
+
+LOCK = "lock"  # the project's own stack: requirements.lock, this process
+HOME_ENV = "STACKWARS_IR_STACKS"
+STACK_FORMAT = 1
+# What a stack's capture and bench workers import besides the packages it is named for: the JAX twins
+# (flax, optax for a training step), the adapters' configurations (transformers, which needs no torch
+# for them). flax and optax are resolved by pip against the stack's own jax; transformers is pinned
+# to this process's version, so an adapter reads the same configuration in every stack.
+RESOLVED = ("flax", "optax")
+PINNED_HERE = ("transformers",)
+# The distributions a stack's record lists (its sidecars' "versions" come from these).
+RECORDED = ("jax", "jaxlib", "flax", "optax", "numpy", "ml_dtypes", "transformers", "torch", "torch_xla",
+            "torchax")
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+_PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==([A-Za-z0-9.+!-]+)$")
+_ACTIVE: contextvars.ContextVar = contextvars.ContextVar("stack", default=None)
+
+
+@dataclass(frozen=True)
+class Stack:
+    """One stack: its name, where its environment lives (None: this process's, the lock's), the
+    requirements it was made from and the versions pip resolved for them."""
+
+    name: str
+    root: Path | None
+    requirements: tuple[str, ...] = ()
+    versions: dict = field(default_factory=dict)
+
+    @property
+    def is_lock(self) -> bool:
+        return self.root is None
+
+    @property
+    def python(self) -> str:
+        return sys.executable if self.root is None else str(self.root / "env" / "bin" / "python")
+
+    def line(self) -> str:
+        shown = ", ".join(f"{k} {v}" for k, v in self.versions.items() if v and k in RECORDED[:5])
+        return f"{self.name:16} {shown}" + ("" if self.is_lock else f"  ({self.root})")
+
+    def as_json(self) -> dict:
+        return {"name": self.name, "requirements": list(self.requirements), "versions": self.versions}
+
+
+def home() -> Path:
+    """Where stacks live: $STACKWARS_IR_STACKS, else ~/.cache/stackwars-ir/stacks (never the repository)."""
+    return Path(os.environ.get(HOME_ENV) or Path.home() / ".cache" / "stackwars-ir" / "stacks")
+
+
+def lock() -> Stack:
+    from .files import versions
+
+    return Stack(LOCK, None, (), versions())
+
+
+def check_name(name: str) -> str:
+    if name == LOCK or not _NAME.match(name or ""):
+        raise StackwarsError(f"stack name {name!r}: " + ("'lock' is the project's own stack" if name == LOCK else
+                                                          "letters, digits, '.', '_' and '-' only, 64 at most"),
+                             fix="e.g. stackwars-ir stack add jax-0.9.2 jax==0.9.2 jaxlib==0.9.2")
+    return name
+
+
+def check_requirements(requirements) -> tuple[str, ...]:
+    """Exact pins only (`jax==0.9.2`): StableHLO text changes between releases, so a stack names them."""
+    reqs = tuple(requirements)
+    if not reqs:
+        raise StackwarsError("a stack needs at least one requirement", fix="e.g. jax==0.9.2 jaxlib==0.9.2")
+    for r in reqs:
+        if not _PIN.match(r):
+            raise StackwarsError(f"requirement {r!r}: not an exact pin NAME==VERSION",
+                                 fix="pin every package of a stack exactly, e.g. jax==0.9.2")
+    names = {_PIN.match(r).group(1).lower().replace("_", "-") for r in reqs}
+    if "jax" in names and "jaxlib" not in names:
+        raise StackwarsError("jax is pinned without jaxlib: pip would pick a jaxlib of its own",
+                             fix="pin both, e.g. jax==0.9.2 jaxlib==0.9.2")
+    return reqs
+
+
+def find(name: str | None) -> Stack:
+    """The stack called `name` ('lock' or None: this process's); one line when there is none."""
+    if name in (None, LOCK):
+        return lock()
+    check_name(name)
+    record = home() / name / "stack.json"
+    try:
+        d = json.loads(record.read_text())
+    except FileNotFoundError:
+        known = ", ".join(s.name for s in list_stacks()) or "none but lock"
+        raise StackwarsError(f"no stack {name!r} in {home()} (stacks: {known})",
+                             fix=f"stackwars-ir stack add {name} jax==VERSION jaxlib==VERSION") from None
+    except (OSError, ValueError) as e:
+        raise StackwarsError(f"{record}: unreadable stack record: {e}", fix=f"stackwars-ir stack remove {name}, "
+                                                                            "then add it again") from None
+    return Stack(d["name"], home() / name, tuple(d["requirements"]), d["versions"])
+
+
+def list_stacks() -> list[Stack]:
+    """Every stack made here, by name (the lock's not included)."""
+    root = home()
+    names = sorted(p.parent.name for p in root.glob("*/stack.json")) if root.is_dir() else []
+    return [find(n) for n in names]
+
+
+def add(name: str, requirements, *, index_url: str | None = None, progress=None) -> Stack:
+    """Make the stack: a virtual environment under home() with `requirements` (exact pins) and what
+    its workers import; built in a temporary folder and moved in place only once it imports, so a
+    failed or interrupted build leaves nothing. An existing stack of the same requirements is reused."""
+    check_name(name)
+    reqs = check_requirements(requirements)
+    target = home() / name
+    if (target / "stack.json").exists():
+        old = find(name)
+        if old.requirements == reqs:
+            return old
+        raise StackwarsError(f"stack {name!r} exists with other requirements ({' '.join(old.requirements)})",
+                             fix=f"stackwars-ir stack remove {name}, or pick another name")
+    home().mkdir(parents=True, exist_ok=True)
+    building = home() / f".{name}.building-{os.getpid()}"
+    shutil.rmtree(building, ignore_errors=True)
+    try:
+        _build(building, reqs, index_url, progress)
+        versions = _versions(building / "env" / "bin" / "python")
+        record = {"format": STACK_FORMAT, "name": name, "requirements": list(reqs), "versions": versions,
+                  "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                  "python": ".".join(map(str, sys.version_info[:3]))}
+        (building / "stack.json").write_text(json.dumps(record, indent=1) + "\n")
+        os.replace(building, target)
+    finally:
+        shutil.rmtree(building, ignore_errors=True)
+    return find(name)
+
+
+def _build(folder: Path, reqs, index_url, progress) -> None:
+    from importlib import metadata
+
+    def run(what: str, cmd: list) -> None:
+        if progress:
+            progress(what)
+        done = subprocess.run(cmd, capture_output=True, text=True)
+        if done.returncode:
+            said = [ln for ln in (done.stderr or done.stdout).splitlines() if ln.strip() and "WARNING" not in ln]
+            raise StackwarsError(f"stack: {what} failed: {said[-1].strip() if said else f'exit {done.returncode}'}",
+                                 fix="check the pins exist for this Python (pip index versions jax)")
+
+    run("creating the virtual environment", [sys.executable, "-m", "venv", str(folder / "env")])
+    pinned = {re.split(r"[=<>]", r)[0].lower().replace("_", "-") for r in reqs}
+    extra = [p for p in RESOLVED if p not in pinned]
+    for p in PINNED_HERE:
+        if p not in pinned:
+            with contextlib.suppress(metadata.PackageNotFoundError):
+                extra.append(f"{p}=={metadata.version(p)}")
+    cmd = [str(folder / "env" / "bin" / "python"), "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
+           *(["--index-url", index_url] if index_url else []), *reqs, *extra]
+    run(f"pip install {' '.join(reqs)} (and {', '.join(extra)})", cmd)
+    run("checking that jax imports", [str(folder / "env" / "bin" / "python"), "-c", "import jax, flax, numpy"])
+
+
+def _versions(python: Path) -> dict:
+    code = ("import json; from importlib import metadata as m\n"
+            "def v(p):\n"
+            "    for n in (p.replace('_', '-'), p):\n"
+            "        try: return m.version(n)\n"
+            "        except m.PackageNotFoundError: pass\n"
+            f"print(json.dumps({{p: v(p) for p in {list(RECORDED)!r}}}))")
+    done = subprocess.run([str(python), "-c", code], capture_output=True, text=True, check=True)
+    return json.loads(done.stdout)
+
+
+def remove(name: str) -> Path:
+    """Delete the stack's folder; one line when there is no such stack."""
+    stack = find(check_name(name))
+    shutil.rmtree(stack.root)
+    return stack.root
+
+
+# Each stack's workers run this project's own code, copied into the stack (code/) and refreshed when
+# it changed: the parent and its workers exchange this code's pickled values, so they must agree.
+def code_dir(stack: Stack) -> Path:
+    """The stack's copy of stackwars_ir (its `models` adapters included), the same as this process's."""
+    import stackwars_ir
+    from stackwars_ir import models
+
+    src, adapters = Path(stackwars_ir.__file__).parent, Path(models.__file__).parent
+    digest = _tree_digest([src, adapters])
+    code = stack.root / "code"
+    stamp = code / ".digest"
+    if stamp.is_file() and stamp.read_text() == digest:
+        return code
+    fresh = stack.root / f".code-{os.getpid()}"
+    shutil.rmtree(fresh, ignore_errors=True)
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
+    shutil.copytree(src, fresh / "stackwars_ir", ignore=ignore)
+    if adapters.parent != src:  # the source tree keeps the adapters beside the package (pyproject's package-dir)
+        shutil.rmtree(fresh / "stackwars_ir" / "models", ignore_errors=True)
+        shutil.copytree(adapters, fresh / "stackwars_ir" / "models", ignore=ignore)
+    (fresh / ".digest").write_text(digest)
+    old = stack.root / f".code-old-{os.getpid()}"
+    if code.exists():
+        os.replace(code, old)
+    os.replace(fresh, code)
+    shutil.rmtree(old, ignore_errors=True)
+    return code
+
+
+def _tree_digest(roots) -> str:
+    h = hashlib.sha256()
+    for root in roots:
+        for p in sorted(root.rglob("*.py")):
+            if "__pycache__" not in p.parts:
+                h.update(str(p.relative_to(root)).encode() + b"\0" + p.read_bytes())
+    return h.hexdigest()
+
+
+def worker_command(stack: Stack, boot: str) -> tuple[list, dict]:
+    """The command and environment of a worker in `stack` running `boot` (Python code)."""
+    code = str(code_dir(stack))
+    env = dict(os.environ)
+    env["PYTHONPATH"] = code
+    # The copy first, the working directory not at all: a stackwars_ir folder there (this checkout)
+    # would be imported instead, with this process's adapters but not the stack's packages.
+    boot = f"import sys; sys.path[:] = [{code!r}] + [p for p in sys.path if p and p != {code!r}]; {boot}"
+    env.setdefault("TRANSFORMERS_VERBOSITY", "error")  # "PyTorch was not found": the stack has none, by design
+    env.pop("PYTHONHOME", None)
+    return [stack.python, "-c", boot], env
+
+
+def active() -> Stack | None:
+    """The stack whose workers compile and run (stack.using), or None: this process's."""
+    return _ACTIVE.get()
+
+
+@contextlib.contextmanager
+def using(stack: Stack | None):
+    """While inside, the bench workers (bench, memory, kernels) run in `stack`'s environment."""
+    token = _ACTIVE.set(None if stack is None or stack.is_lock else stack)
+    try:
+        yield
+    finally:
+        _ACTIVE.reset(token)
+

@@ -1,0 +1,206 @@
+"""Bisect: the first released version between a good and a bad one at which a metric of a model changes."""
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from ..errors import StackwarsError
+
+METRICS = ("steady", "memory", "kernels")
+_RELEASE = re.compile(r"^\d+(\.\d+)*$")  # final releases only: no rc, dev or post
+
+
+def version_key(v: str) -> tuple:
+    """Orders final releases numerically; a part that is not a number (0rc1) sorts before 0."""
+    return tuple(int(p) if p.isdigit() else -1 for p in v.split("."))
+
+
+def released_between(good: str, bad: str, available) -> list[str]:
+    """The final releases from `good` to `bad`, both included, in order (either end may be the newer)."""
+    lo, hi = sorted((good, bad), key=version_key)
+    out = sorted({v for v in available if _RELEASE.match(v) and version_key(lo) <= version_key(v) <= version_key(hi)},
+                 key=version_key)
+    for end in (good, bad):
+        if end not in out:
+            raise StackwarsError(f"{end}: not a released version of both jax and jaxlib here "
+                                 f"(the latest: {', '.join(out[-6:] or sorted(available, key=version_key)[-6:])})",
+                                 fix="pick versions from `pip index versions jaxlib`")
+    return out if version_key(good) <= version_key(bad) else out[::-1]
+
+
+def available_versions(package: str) -> list[str]:
+    """What the package index offers for this Python (`pip index versions`, the one network use)."""
+    done = subprocess.run([sys.executable, "-m", "pip", "index", "versions", package, "--disable-pip-version-check"],
+                          capture_output=True, text=True)
+    line = next((ln for ln in done.stdout.splitlines() if ln.startswith("Available versions:")), None)
+    if done.returncode or line is None:
+        said = [ln for ln in done.stderr.splitlines() if ln.strip() and "WARNING" not in ln]
+        raise StackwarsError(f"pip index versions {package} failed: {said[-1] if said else 'no versions listed'}",
+                             fix="check that the package index is reachable")
+    return [v.strip() for v in line.split(":", 1)[1].split(",") if v.strip()]
+
+
+def changed(metric: str, good, value, threshold: float = 0.10) -> bool:
+    """Whether `value` differs from the good version's: kernels by any count, memory by more than
+    `threshold`, steady time when the 95% interval of the ratio lies wholly outside +-threshold."""
+    if metric == "kernels":
+        return value != good
+    if metric == "memory":
+        return abs(value - good) > threshold * good
+    from ..bench.compare import ratio_interval
+
+    ratio, low, high = ratio_interval(good, value)
+    return low > 1 + threshold or high < 1 / (1 + threshold)
+
+
+@dataclass(frozen=True)
+class Bisection:
+    """The versions searched, what each probed one measured, and the boundary."""
+
+    metric: str
+    versions: tuple
+    measured: dict  # version -> value shown (kernels count, peak bytes, median seconds)
+    first_bad: str | None  # None: the metric does not change between the ends
+    last_good: str | None
+    probes: int  # captures the search made (the good end and each version it tested)
+    note: str = ""
+    boundary: object = field(default=None, repr=False)  # regress.Regression of last_good -> first_bad
+
+    def lines(self) -> list[str]:
+        out = [f"{len(self.versions)} versions from {self.versions[0]} to {self.versions[-1]}, metric {self.metric}: "
+               f"{self.probes} probed (log2({len(self.versions)}) + 1 = {_bound(len(self.versions)):.1f})"]
+        out += [f"  {v:10} {_shown(self.metric, self.measured[v])}" for v in self.versions if v in self.measured]
+        if self.first_bad is None:
+            out.append(f"no change: {self.note}")
+        else:
+            out.append(f"first bad version: {self.first_bad} (last good: {self.last_good})")
+        if self.boundary is not None:
+            out += ["", f"at the boundary, {self.last_good} -> {self.first_bad}:"] + \
+                [f"  {ln}" for ln in self.boundary.lines()]
+        return out
+
+    def as_json(self) -> dict:
+        return {"metric": self.metric, "versions": list(self.versions),
+                "measured": {v: _plain(self.metric, x) for v, x in self.measured.items()},
+                "first_bad": self.first_bad, "last_good": self.last_good, "probes": self.probes, "note": self.note,
+                "boundary": self.boundary.as_json() if self.boundary is not None else None}
+
+
+def _bound(n: int) -> float:
+    import math
+
+    return math.log2(n) + 1
+
+
+def _plain(metric: str, value):
+    if metric == "steady":
+        import statistics
+
+        return statistics.median(value)
+    return value
+
+
+def _shown(metric: str, value) -> str:
+    if metric == "steady":
+        return f"{_plain(metric, value) * 1e6:.1f} us (median)"
+    return f"{value:,} bytes peak" if metric == "memory" else f"{value} kernels"
+
+
+def search(versions, probe: Callable[[str], object], differs: Callable[[object, object], bool], metric: str = "",
+           ) -> Bisection:
+    """Binary search for the first version whose probe differs from the first's (the good one); the
+    last version is taken as bad without probing it, so the search costs 1 + ceil(log2(N - 1))
+    probes; measured at the end only when the boundary falls on it and nothing in between changed."""
+    versions = tuple(versions)
+    if len(versions) < 2:
+        raise StackwarsError("bisect needs two different versions", fix="e.g. --good jax==0.8.3 --bad jax==0.10.2")
+    measured = {versions[0]: probe(versions[0])}
+    lo, hi = 0, len(versions) - 1
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        measured[versions[mid]] = probe(versions[mid])
+        if differs(measured[versions[0]], measured[versions[mid]]):
+            hi = mid
+        else:
+            lo = mid
+    if versions[hi] not in measured:  # the boundary is the bad end: confirm that it changed at all
+        measured[versions[hi]] = probe(versions[hi])
+        if not differs(measured[versions[0]], measured[versions[hi]]):
+            return Bisection(metric, versions, measured, None, None, len(measured),
+                             f"{versions[-1]} measures as {versions[0]} does")
+    return Bisection(metric, versions, measured, versions[hi], versions[lo], len(measured))
+
+
+def bisect_model(req, good: str, bad: str, metric: str, out_dir: Path, *, available=None, progress=None,
+                 show=None) -> Bisection:
+    """Bisect jax releases (jax==V jaxlib==V stacks, made as needed and kept) for `req`'s `metric`,
+    then regress the two versions at the boundary block by block."""
+    import dataclasses
+
+    from ..stacks import add, find, home
+    from .regress import regress_files
+
+    if metric not in METRICS:
+        raise StackwarsError(f"--metric {metric!r}: not one of {', '.join(METRICS)}", fix="e.g. --metric kernels")
+    if available is None:
+        available = sorted(set(available_versions("jax")) & set(available_versions("jaxlib")), key=version_key)
+    versions = released_between(good, bad, available)
+    files: dict = {}
+
+    def stack_of(v: str):
+        name = f"jax-{v}"
+        if not (home() / name / "stack.json").exists():
+            if progress:
+                progress(f"making stack {name} (jax=={v} jaxlib=={v}) in {home()} ...")
+            return add(name, [f"jax=={v}", f"jaxlib=={v}"], progress=progress)
+        return find(name)
+
+    def probe(v: str):
+        from .regress import capture_in_stack
+
+        made = capture_in_stack(req, Path(out_dir) / f"jax-{v}", stack_of(v), force=True, show=show)
+        path = next(p for p in made.files if p.suffix == ".mlir")
+        files[v] = path
+        value = measure(path, stack_of(v), metric, progress)
+        if progress:
+            progress(f"jax {v}: {_shown(metric, value)}")
+        return value
+
+    found = search(versions, probe, lambda g, x: changed(metric, g, x), metric)
+    if found.first_bad is None:
+        return found
+    boundary = regress_files(files[found.last_good], files[found.first_bad], stack_of(found.last_good),
+                             stack_of(found.first_bad), progress=progress)
+    return dataclasses.replace(found, boundary=boundary)
+
+
+def measure(path: Path, stack, metric: str, progress=None):
+    """The metric of one file under one stack: its kernel count, its memory plan's peak, or its
+    steady-state samples (seconds)."""
+    from ..stacks import using
+
+    with using(stack):
+        if metric == "kernels":
+            from ..bench.kernels import kernels_of_files
+
+            (k,) = kernels_of_files([path], progress=progress)
+            if k.error:
+                raise StackwarsError(k.error)
+            return len(k.kernels)
+        if metric == "memory":
+            from ..bench.memory import plan_files
+
+            plan = plan_files([path], progress=progress).plans[0]
+            if plan.error:
+                raise StackwarsError(plan.error)
+            return plan.peak_bytes
+        from ..bench.run import bench_files
+
+        (_, row), = bench_files([path], with_peaks=False, progress=progress).rows
+        if not row.ok:
+            raise StackwarsError(row.error)
+        return tuple(row.timing.samples)

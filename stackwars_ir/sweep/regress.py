@@ -1,0 +1,323 @@
+"""Regress: one program under two stacks (or two files), what changed per block in IR, kernels, time and memory."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..stacks import Stack
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    """What counts as a regression (B against A): steady time up by more than `time` (the 95% interval's
+    low end past it, so noise alone does not), the memory plan's peak up by more than `memory`, a
+    block compiled to more than `kernels` extra kernels."""
+
+    time: float = 0.10
+    memory: float = 0.10
+    kernels: int = 0
+
+    def as_json(self) -> dict:
+        return {"time": self.time, "memory": self.memory, "kernels": self.kernels}
+
+
+@dataclass(frozen=True)
+class BlockChange:
+    """One aligned block: its ops, kernels and profiled time on each side, and what changed in its ops."""
+
+    label: str
+    ops: tuple  # (A, B)
+    kernels: tuple | None = None  # (A, B) kernels XLA compiled the block to
+    fusions: tuple | None = None  # (A names, B names) of the block's fusions
+    time: tuple | None = None  # (A, B) seconds per run, profiled
+    changes: tuple = ()  # the op-level diff in words
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.changes) or self.ops[0] != self.ops[1] or \
+            (self.kernels is not None and self.kernels[0] != self.kernels[1]) or \
+            (self.fusions is not None and self.fusions[0] != self.fusions[1])
+
+    def sentence(self) -> str:
+        said = []
+        if self.ops[0] != self.ops[1]:
+            said.append(f"{_signed(self.ops[1] - self.ops[0])} ops ({self.ops[0]} -> {self.ops[1]})")
+        if self.kernels and self.kernels[0] != self.kernels[1]:
+            n = self.kernels[1] - self.kernels[0]
+            said.append(f"{_signed(n)} kernel{'s' if abs(n) != 1 else ''} ({self.kernels[0]} -> {self.kernels[1]})")
+        if self.fusions:
+            gone, new = sorted(set(self.fusions[0]) - set(self.fusions[1])), sorted(set(self.fusions[1]) - set(self.fusions[0]))
+            if gone or new:
+                said.append("fusions " + ", ".join([f"-{g}" for g in gone[:3]] + [f"+{n}" for n in new[:3]]))
+        said += list(self.changes[:3])
+        if self.time and self.time[0] > 0 and self.changed:
+            said.append(f"{self.time[1] / self.time[0] - 1:+.0%} of the block's time "
+                        f"({self.time[0] * 1e6:.1f} -> {self.time[1] * 1e6:.1f} us)")
+        return f"{self.label}: " + ("; ".join(said) if said else "unchanged")
+
+    def as_json(self) -> dict:
+        return {"label": self.label, "ops": list(self.ops), "kernels": _list(self.kernels),
+                "fusions": [list(f) for f in self.fusions] if self.fusions else None,
+                "time_s": _list(self.time), "changes": list(self.changes), "changed": self.changed}
+
+
+def _signed(n: int) -> str:
+    return f"+{n}" if n > 0 else str(n)
+
+
+def _list(t):
+    return list(t) if t is not None else None
+
+
+@dataclass(frozen=True)
+class Regression:
+    """B against A: each side's stack and file, the blocks, whole-program time and memory, and the
+    thresholds passed."""
+
+    a: dict  # {"stack", "file", "versions", "sha256"}
+    b: dict
+    blocks: tuple  # BlockChange, in A's program order
+    time: dict | None  # {"a", "b" (median s), "ratio" (B/A), "low", "high"} or {"error"}
+    memory: dict | None  # {"a", "b" (peak bytes), "temp_a", "temp_b"} or {"error"}
+    kernels: dict | None  # {"a", "b"}: kernels of the whole program
+    unaligned: tuple = ()  # blocks on one side only: "A: label (n ops)"
+    thresholds: Thresholds = field(default_factory=Thresholds)
+    breaches: tuple = ()
+
+    @property
+    def regressed(self) -> bool:
+        return bool(self.breaches)
+
+    def lines(self) -> list[str]:
+        out = [f"A: {self.a['file']} (stack {self.a['stack']}: {_versions_line(self.a['versions'])})",
+               f"B: {self.b['file']} (stack {self.b['stack']}: {_versions_line(self.b['versions'])})"]
+        same = self.a["sha256"] == self.b["sha256"]
+        changed = [b for b in self.blocks if b.changed]
+        out.append("IR: identical" if same else
+                   f"IR: {len(changed)} of {len(self.blocks)} aligned blocks changed" +
+                   (f", {len(self.unaligned)} on one side only" if self.unaligned else ""))
+        out += [f"  {b.sentence()}" for b in changed]
+        out += [f"  only in {u}" for u in self.unaligned]
+        if self.kernels:
+            out.append(f"kernels: {self.kernels['a']} -> {self.kernels['b']}")
+        if self.time:
+            t = self.time
+            out.append(f"time: {t['error']}" if "error" in t else
+                       f"steady time: {t['a'] * 1e6:.1f} us -> {t['b'] * 1e6:.1f} us, B/A {t['ratio']:.3f} "
+                       f"(95% interval {t['low']:.3f}-{t['high']:.3f})")
+        if self.memory:
+            m = self.memory
+            out.append(f"memory: {m['error']}" if "error" in m else
+                       f"memory plan peak: {m['a']:,} -> {m['b']:,} bytes (temporaries {m['temp_a']:,} -> "
+                       f"{m['temp_b']:,})")
+        out += [f"REGRESSION: {b}" for b in self.breaches] or ["no threshold passed "
+                                                               f"({_thresholds_line(self.thresholds)})"]
+        return out
+
+    def as_json(self) -> dict:
+        return {"format": 1, "a": self.a, "b": self.b, "blocks": [b.as_json() for b in self.blocks],
+                "unaligned": list(self.unaligned), "time": self.time, "memory": self.memory,
+                "kernels": self.kernels, "thresholds": self.thresholds.as_json(),
+                "breaches": list(self.breaches), "regressed": self.regressed}
+
+
+def _versions_line(v: dict) -> str:
+    return ", ".join(f"{k} {v[k]}" for k in ("jax", "jaxlib") if v.get(k)) or "unknown"
+
+
+def _thresholds_line(t: Thresholds) -> str:
+    return f"time +{t.time:.0%} beyond noise, memory +{t.memory:.0%}, kernels +{t.kernels} per block"
+
+
+def regress_files(file_a: Path, file_b: Path, stack_a: Stack, stack_b: Stack,
+                  thresholds: Thresholds = Thresholds(), *, timing: bool = True, progress=None) -> Regression:
+    """A compiled, timed and planned by stack_a's XLA, B by stack_b's; their IR diffed block by block."""
+    from ..diff import diff_files, with_kernels, with_times
+    from ..errors import StackwarsError
+    from ..bench.kernels import kernels_of_files
+    from ..bench.memory import plan_files
+    from ..stacks import using
+
+    report = diff_files(file_a, file_b)
+    result = report.result()
+    kernels = []
+    for f, s in ((file_a, stack_a), (file_b, stack_b)):
+        with using(s):
+            (k,) = kernels_of_files([f], progress=progress)
+        if k.error:
+            raise StackwarsError(k.error, fix="regress files that compile on both stacks")
+        kernels.append(k)
+    result = with_kernels(report, result, *kernels)
+    time = memory = None
+    if timing:
+        rows = _timed_pair((file_a, stack_a), (file_b, stack_b), progress)
+        time = _time(rows)
+        if all(r.ok and r.profile is not None for r in rows):
+            result = with_times(report, result, rows[0].profile, rows[1].profile)
+    plans = []
+    for f, s in ((file_a, stack_a), (file_b, stack_b)):
+        with using(s):
+            plans.append(plan_files([f], progress=progress).plans[0])
+    memory = _memory(plans)
+    blocks = tuple(_block(b) for b in result.blocks)
+    unaligned = tuple(f"A: {u.label} ({u.ops} ops)" for u in result.only_a) + \
+        tuple(f"B: {u.label} ({u.ops} ops)" for u in result.only_b)
+    out = Regression(_side(file_a, stack_a), _side(file_b, stack_b), blocks, time, memory,
+                     {"a": len(kernels[0].kernels), "b": len(kernels[1].kernels)}, unaligned, thresholds)
+    return _judged(out)
+
+
+def _side(path: Path, stack: Stack) -> dict:
+    import hashlib
+
+    return {"stack": stack.name, "file": str(path), "versions": stack.versions,
+            "sha256": hashlib.sha256(Path(path).read_bytes()).hexdigest()}
+
+
+ROUNDS = 3  # A and B each timed this many times, taking turns: a slow stretch of the machine hits both
+
+
+def _timed_pair(side_a, side_b, progress) -> list:
+    """Each file's Executable, timed (and profiled, for time per block) by its stack's XLA in a worker
+    of that stack; the two workers take turns, ROUNDS times, and each side's steady samples are pooled
+    over its rounds (the two stacks cannot share one process, as `bench A B` has its files do)."""
+    import dataclasses
+    import os
+
+    from ..bench.timing import SAMPLING_ENV, sampling
+    from ..bench.worker import Isolated, Job, default_max_memory
+    from ..stacks import using
+
+    old = os.environ.get(SAMPLING_ENV)
+    if "profile" not in sampling():
+        os.environ[SAMPLING_ENV] = ",".join(filter(None, [old, "profile=10"]))
+    workers, got = [], [[], []]
+    try:
+        for _, stack in (side_a, side_b):
+            with using(stack):
+                workers.append(Isolated(default_max_memory()))
+        for r in range(ROUNDS):
+            for i in ((0, 1) if r % 2 == 0 else (1, 0)):
+                path = side_a[0] if i == 0 else side_b[0]
+                if progress:
+                    progress(f"{path}: timing, round {r + 1} of {ROUNDS} ...")
+                got[i].append(workers[i].run(Job("file", (str(path),), "cpu"), None))
+    finally:
+        for w in workers:
+            w.close()
+        if old is None:
+            os.environ.pop(SAMPLING_ENV, None)
+        else:
+            os.environ[SAMPLING_ENV] = old
+    out = []
+    for rows in got:
+        bad = next((r for r in rows if not r.ok), None)
+        if bad is not None:
+            out.append(bad)
+            continue
+        import statistics
+
+        samples = tuple(x for r in rows for x in r.timing.samples)
+        deciles = statistics.quantiles(samples, n=10) if len(samples) > 1 else [samples[0]] * 9
+        timing = dataclasses.replace(rows[-1].timing, samples=samples, steady=statistics.median(samples),
+                                     p10=deciles[0], p90=deciles[-1], iterations=len(samples))
+        out.append(dataclasses.replace(rows[-1], timing=timing))
+    return out
+
+
+def _time(rows) -> dict:
+    from ..bench.compare import ratio_interval
+
+    a, b = rows
+    if not (a.ok and b.ok):
+        return {"error": next(r.error for r in rows if not r.ok)}
+    ratio, low, high = ratio_interval(a.timing.samples, b.timing.samples)
+    return {"a": a.timing.steady, "b": b.timing.steady, "ratio": ratio, "low": low, "high": high,
+            "first_a": a.timing.first, "first_b": b.timing.first}
+
+
+def _memory(plans) -> dict:
+    a, b = plans
+    if a.error or b.error:
+        return {"error": a.error or b.error}
+    return {"a": a.peak_bytes, "b": b.peak_bytes, "temp_a": a.temp_bytes, "temp_b": b.temp_bytes}
+
+
+def _block(b) -> BlockChange:
+    k, t = b.metrics.get("kernels"), b.metrics.get("time")
+    changes = ()
+    if b.op_diff is not None:  # a call's callee renamed (`_where_40` -> `_where_2`) is numbering, not a change
+        changes = tuple(_group_words(g) for g in b.op_diff.groups
+                        if not (g.status == "changed" and g.what and all(w.startswith("callee ") for w in g.what)))
+    fusions = (tuple(n for n in k["names_a"] if "fusion" in n), tuple(n for n in k["names_b"] if "fusion" in n)) \
+        if k else None
+    label = b.name_a if b.name_a == b.name_b else f"{b.name_a} / {b.name_b}"
+    return BlockChange(label, (len(b.ops_a), len(b.ops_b)), (k["a"], k["b"]) if k else None,
+                       _fusion_kinds(fusions), (t["a"], t["b"]) if t else None, changes)
+
+
+def _fusion_kinds(fusions):
+    """XLA numbers its fusions (`loop_add_fusion.3`): the kinds, without the numbers, are what compare."""
+    import re
+
+    if fusions is None:
+        return None
+    return tuple(tuple(sorted(re.sub(r"\.\d+$", "", n) for n in side)) for side in fusions)
+
+
+def _group_words(g) -> str:
+    if g.status == "changed":
+        return f"{g.names_a[0]} changed: {'; '.join(g.what)}" if g.what else f"{g.names_a[0]} changed"
+    if g.status == "only_a":
+        return f"{', '.join(g.names_a[:3])} removed"
+    if g.status == "only_b":
+        return f"{', '.join(g.names_b[:3])} added"
+    return f"{', '.join(g.names_a[:3])} rewritten as {', '.join(g.names_b[:3])}"
+
+
+def _judged(r: Regression) -> Regression:
+    import dataclasses
+
+    t, breaches = r.thresholds, []
+    if r.time and "error" not in r.time and r.time["low"] > 1 + t.time:
+        breaches.append(f"steady time B/A {r.time['ratio']:.2f} (95% interval from {r.time['low']:.2f}), over "
+                        f"+{t.time:.0%}")
+    if r.memory and "error" not in r.memory and r.memory["a"] and r.memory["b"] > r.memory["a"] * (1 + t.memory):
+        breaches.append(f"memory plan peak {r.memory['b'] / r.memory['a'] - 1:+.0%}, over +{t.memory:.0%}")
+    for b in r.blocks:
+        if b.kernels and b.kernels[1] - b.kernels[0] > t.kernels:
+            breaches.append(f"{b.label}: {b.kernels[1] - b.kernels[0]:+d} kernels, over +{t.kernels}")
+    return dataclasses.replace(r, breaches=tuple(breaches))
+
+
+def in_stack(req, stack: Stack, buffers, weights, inputs, reference, state) -> list:
+    """[(Capture, Parity)] of req's JAX side, made and parity-checked in a bench worker of `stack`'s
+    environment (capture.run's `elsewhere`)."""
+    from ..bench.worker import Isolated, Job
+    from ..stacks import using
+
+    with using(stack), Isolated(None) as worker:
+        got = worker.run(Job("capture", request=req, name=f"{req.model}-{req.size} jax (stack {stack.name})",
+                             data=(weights, inputs, reference, buffers, state)), None)
+    if isinstance(got, Exception):
+        raise got
+    return [got]
+
+
+def capture_in_stack(req, out_dir: Path, stack: Stack | None, *, force: bool = False, show=None):
+    """capture.run, its JAX side made by `stack`'s jax (None or the lock: this process's)."""
+    from ..capture import run
+
+    if stack is None or stack.is_lock:
+        return run(req, out_dir, force=force, show=show)
+    return run(req, out_dir, force=force, show=show, stack=stack, elsewhere=in_stack)
+
+
+def regress_model(req, stack_a: Stack, stack_b: Stack, out_dir: Path, thresholds: Thresholds = Thresholds(), *,
+                  timing: bool = True, progress=None, show=None) -> Regression:
+    """Capture `req` (its JAX side) under both stacks into out_dir/STACK/, then regress_files."""
+    paths = []
+    for s in (stack_a, stack_b):  # captured anew each time: a stack may have been made again since
+        made = capture_in_stack(req, Path(out_dir) / s.name, s, force=True, show=show)
+        paths.append(next(p for p in made.files if p.suffix == ".mlir"))
+    return regress_files(paths[0], paths[1], stack_a, stack_b, thresholds, timing=timing, progress=progress)

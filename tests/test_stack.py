@@ -1,0 +1,188 @@
+"""Version stacks, regress and bisect: pins checked, the search's cost, an injected regression, a real second stack."""
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from stackwars_ir import stacks as stack
+from stackwars_ir.errors import StackwarsError
+from stackwars_ir.sweep.bisect import changed, released_between, search
+
+ROOT = Path(__file__).resolve().parents[1]
+CLI = [sys.executable, "-c", "from stackwars_ir.cli import main; main()"]
+
+
+def cli(*args, env=None, timeout=600):
+    import os
+
+    return subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=timeout, cwd=ROOT,
+                          env={**os.environ, **(env or {})})
+
+
+@pytest.mark.parametrize("name, reqs, said", [
+    ("lock", ["jax==0.9.2", "jaxlib==0.9.2"], "'lock' is the project's own stack"),
+    ("a/b", ["jax==0.9.2", "jaxlib==0.9.2"], "letters, digits"),
+    ("old", ["jax>=0.9"], "not an exact pin"),
+    ("old", ["jax==0.9.2"], "jax is pinned without jaxlib"),
+    ("old", [], "at least one requirement"),
+])
+def test_a_stack_needs_a_name_and_exact_pins(tmp_path, monkeypatch, name, reqs, said):
+    monkeypatch.setenv(stack.HOME_ENV, str(tmp_path))
+    with pytest.raises(StackwarsError, match=said):
+        stack.add(name, reqs)
+    assert list(tmp_path.iterdir()) == []  # refused before anything is made
+
+
+def test_stack_commands_say_one_line_and_exit_2(tmp_path):
+    env = {stack.HOME_ENV: str(tmp_path)}
+    for args, said in ((["stack", "add", "x", "jax>=0.9"], "not an exact pin"),
+                       (["stack", "remove", "nope"], "no stack 'nope'"),
+                       (["capture", "gpt2", "--framework", "jax", "--stack", "nope"], "no stack 'nope'"),
+                       (["bench", "a.mlir", "--stack", "nope"], "no stack 'nope'"),
+                       (["regress", "gpt2", "--from", "nope"], "no stack 'nope'"),
+                       (["regress", "a.mlir"], "give a MODEL or two files"),
+                       (["bisect", "gpt2", "--good", "torch==2.8", "--bad", "jax==0.10.2"], "given as jax==VERSION")):
+        done = cli(*args, env=env)
+        assert done.returncode == 2, (args, done.stderr)
+        assert said in done.stderr and len(done.stderr.strip().splitlines()) == 1, (args, done.stderr)
+        assert "Traceback" not in done.stderr
+
+
+def test_stack_list_names_the_lock_with_this_process_versions(tmp_path):
+    done = cli("stack", "list", "--json", "-", env={stack.HOME_ENV: str(tmp_path)})
+    assert done.returncode == 0, done.stderr
+    (only,) = json.loads(done.stdout)["stacks"]
+    from stackwars_ir.files import versions
+
+    assert only["name"] == "lock" and only["versions"] == versions()
+
+
+def test_a_stack_record_is_found_by_name(tmp_path, monkeypatch):
+    monkeypatch.setenv(stack.HOME_ENV, str(tmp_path))
+    (tmp_path / "jax-0.9.2").mkdir()
+    (tmp_path / "jax-0.9.2" / "stack.json").write_text(json.dumps(
+        {"format": 1, "name": "jax-0.9.2", "requirements": ["jax==0.9.2", "jaxlib==0.9.2"],
+         "versions": {"jax": "0.9.2", "jaxlib": "0.9.2"}}))
+    found = stack.find("jax-0.9.2")
+    assert found.python == str(tmp_path / "jax-0.9.2" / "env" / "bin" / "python") and not found.is_lock
+    assert [s.name for s in stack.list_stacks()] == ["jax-0.9.2"]
+    assert stack.remove("jax-0.9.2") == tmp_path / "jax-0.9.2" and not (tmp_path / "jax-0.9.2").exists()
+
+
+def test_released_between_keeps_final_releases_in_order():
+    available = ["0.8.3", "0.9.0", "0.9.0.1", "0.9.1", "0.9.2", "0.10.0rc1", "0.10.0", "0.10.1", "0.10.2", "0.4.38"]
+    assert released_between("0.9.1", "0.10.1", available) == ["0.9.1", "0.9.2", "0.10.0", "0.10.1"]
+    assert released_between("0.10.1", "0.9.2", available) == ["0.10.1", "0.10.0", "0.9.2"]  # a regression fixed later
+    with pytest.raises(StackwarsError, match="0.9.3: not a released version"):
+        released_between("0.9.3", "0.10.2", available)
+
+
+@pytest.mark.parametrize("n", [2, 3, 5, 8, 9, 16, 33])
+def test_bisect_finds_the_first_bad_version_in_log2_probes(n):
+    versions = [f"0.{i}.0" for i in range(n)]
+    for first_bad in range(1, n):  # the metric steps at every possible place
+        probed = []
+
+        def probe(v):
+            probed.append(v)
+            return 1 if versions.index(v) >= first_bad else 0
+
+        found = search(versions, probe, lambda good, x: x != good)
+        assert found.first_bad == versions[first_bad] and found.last_good == versions[first_bad - 1]
+        assert len(probed) == len(set(probed)) == found.probes  # no version measured twice
+        # the good end, then a binary search of the N - 1 steps; the bad end only when the step is there
+        assert found.probes <= 1 + math.ceil(math.log2(n - 1)) + (first_bad == n - 1)
+        if first_bad < n - 1:
+            assert found.probes <= math.log2(n) + 1
+
+
+def test_bisect_says_when_nothing_changes():
+    found = search(["1", "2", "3", "4"], lambda v: 7, lambda g, x: x != g, "kernels")
+    assert found.first_bad is None and found.probes == 4 and "measures as" in found.note  # 1 + 2 + the bad end
+
+
+def test_changed_reads_each_metric_with_its_noise():
+    assert changed("kernels", 67, 68) and not changed("kernels", 67, 67)
+    assert changed("memory", 1000, 1200) and not changed("memory", 1000, 1050)
+    quiet = tuple(1e-3 * (1 + 0.01 * (i % 5)) for i in range(40))
+    assert not changed("steady", quiet, quiet)
+    assert changed("steady", quiet, tuple(2 * x for x in quiet))
+
+
+ADD = """module @regress_probe {
+  func.func public @main(%arg0: tensor<512x512xf32>, %arg1: tensor<512x512xf32>) -> tensor<512x512xf32> {
+    %0 = stablehlo.add %arg0, %arg1 : tensor<512x512xf32>
+    return %0 : tensor<512x512xf32>
+  }
+}
+"""
+# The one op changed: the same shapes, a 512^3 matrix product instead of an element-wise add.
+DOT = ADD.replace("stablehlo.add %arg0, %arg1 : tensor<512x512xf32>",
+                  "stablehlo.dot_general %arg0, %arg1, contracting_dims = [1] x [0] : "
+                  "(tensor<512x512xf32>, tensor<512x512xf32>) -> tensor<512x512xf32>")
+
+
+@pytest.mark.slow
+def test_regress_exits_1_on_an_injected_regression_and_0_on_the_same_program(tmp_path):
+    a, b = tmp_path / "a.mlir", tmp_path / "b.mlir"
+    a.write_text(ADD)
+    b.write_text(DOT)
+    done = cli("regress", str(a), str(b), "--json", "-")
+    assert done.returncode == 1, done.stderr
+    got = json.loads(done.stdout)
+    assert got["regressed"] and got["time"]["low"] > 2  # a 512^3 product against an add: many times slower
+    assert any("steady time" in x for x in got["breaches"])
+    assert got["memory"]["a"] == got["memory"]["b"]  # same arguments and result: the plan does not move
+    # The same program on both sides: the IR identical, no threshold passed (time: 50%, so that a
+    # loaded test machine's drift between the rounds is not read as a regression).
+    same = cli("regress", str(a), str(a), "--time", "50")
+    assert same.returncode == 0, same.stdout + same.stderr
+    assert "IR: identical" in same.stdout and "no threshold passed" in same.stdout
+
+
+@pytest.mark.slow
+def test_regress_names_a_kernel_added_to_a_block(tmp_path):
+    """--no-time: kernels and the memory plan only; a block that gains a kernel passes --kernels 0."""
+    a, b = tmp_path / "a.mlir", tmp_path / "b.mlir"
+    a.write_text(ADD)
+    b.write_text(ADD.replace("return %0", "%1 = stablehlo.dot_general %0, %arg1, contracting_dims = [1] x [0] : "
+                                          "(tensor<512x512xf32>, tensor<512x512xf32>) -> tensor<512x512xf32>\n"
+                                          "    return %1"))
+    done = cli("regress", str(a), str(b), "--no-time", "--json", "-")
+    got = json.loads(done.stdout)
+    assert got["time"] is None and got["kernels"]["b"] > got["kernels"]["a"]
+    assert done.returncode == 1 and got["breaches"], done.stderr
+
+
+@pytest.mark.slow
+def test_a_second_jax_stack_captures_benches_and_regresses(tmp_path):
+    """A real stack: jax 0.9.2 from the package index, made once in the stacks folder (about 750 MB:
+    jax, jaxlib, flax, optax, transformers and their dependencies; a minute to make) and reused by
+    every later run; nothing of it is inside the repository."""
+    made = stack.add("jax-0.9.2", ["jax==0.9.2", "jaxlib==0.9.2"])
+    assert made.versions["jax"] == "0.9.2" and ROOT not in Path(made.root).parents
+    done = cli("capture", "gpt2", "--framework", "jax", "--stack", "jax-0.9.2", "--out", str(tmp_path))
+    assert done.returncode == 0, done.stderr
+    assert "parity jax" in done.stdout and "ok" in done.stdout
+    mlir = tmp_path / "gpt2-tiny" / "jax.mlir"
+    side = json.loads(mlir.with_suffix(".json").read_text())
+    assert side["stack"]["name"] == "jax-0.9.2" and side["versions"]["jax"] == "0.9.2"
+    assert side["versions"]["torch"] is not None  # the weights and reference: this process's torch
+    from stackwars_ir.capture.sanitize import absolute_paths
+
+    assert not absolute_paths(mlir.read_text()) and str(made.root) not in mlir.read_text()
+    bench = cli("bench", str(mlir), "--stack", "jax-0.9.2", "--runs", "5", "--json", "-")
+    assert bench.returncode == 0, bench.stderr
+    row = json.loads(bench.stdout)
+    assert row["machine"]["stack"]["name"] == "jax-0.9.2" and row["results"][0]["proof"]["ok"]
+    reg = cli("regress", "gpt2", "--from", "jax-0.9.2", "--to", "lock", "--no-time", "--out", str(tmp_path / "r"),
+              "--json", "-")
+    assert reg.returncode in (0, 1), reg.stderr
+    got = json.loads(reg.stdout)
+    assert got["a"]["versions"]["jax"] == "0.9.2" and got["b"]["stack"] == "lock"
+    assert len(got["blocks"]) >= 10 and not got["unaligned"]  # GPT-2's blocks, aligned across releases
