@@ -84,7 +84,7 @@ findings-main: setup-tpu
 	$(BIN)/python benchmarks/findings.py --backend $(BACKEND) > $(FINDINGS).tmp && mv $(FINDINGS).tmp $(FINDINGS)
 
 # GPT-2 and LLaMA tiny under the last release of each of the three JAX minor lines before the lock's
-# (version stacks, made once in ~/.cache/stackwars-ir/stacks, about 750 MB each; 10-15 minutes here).
+# (version stacks, made once in ~/.cache/stackwars-ir/stacks, about 900 MB each; 10-15 minutes here).
 findings-versions: setup
 	$(BIN)/python benchmarks/findings_versions.py > docs/findings-versions.md.tmp && mv docs/findings-versions.md.tmp docs/findings-versions.md
 

@@ -1,7 +1,7 @@
 """The versions page: GPT-2 and LLaMA (tiny) under the last JAX releases of each minor line, against the lock.
 
 Makes the stacks it needs (jax-VERSION: jax==V jaxlib==V, cached outside the repository and reused;
-about 750 MB and a minute each), then for each model and each stack runs `regress MODEL --from STACK
+about 900 MB and a minute each), then for each model and each stack runs `regress MODEL --from STACK
 --to lock`: the JAX side captured by each stack's jax on the same weights, diffed block by block,
 compiled by each stack's XLA (kernels per block), timed in turns (3 rounds each, time per block
 profiled) and planned. Prints docs/findings-versions.md; `make findings-versions` writes it.
@@ -18,6 +18,7 @@ from _common import machine_line
 ROOT = Path(__file__).resolve().parents[1]
 RELEASES = ("0.7.2", "0.8.3", "0.9.2")  # the last of each minor line before the lock's 0.10.2
 MODELS = ("gpt2", "llama")
+BISECT = ("0.8.3", "0.10.2")  # stackwars-ir bisect gpt2 --good jax==0.8.3 --bad jax==0.10.2 --metric fusions
 
 
 def run(out: Path, releases, models) -> dict:
@@ -42,11 +43,19 @@ def run(out: Path, releases, models) -> dict:
                                             progress=progress)
             except Exception as e:
                 failed[f"{m} {v}"] = " ".join(str(e).split())[:300]
-    return {"results": got, "failed": failed}
+    found = None
+    try:  # the first release whose XLA fuses GPT-2 differently: stacks reused, the lock for its own version
+        from stackwars_ir.sweep.bisect import bisect_model
+
+        found = bisect_model(Request("gpt2", "tiny", "jax"), BISECT[0], BISECT[1], "fusions", out / "bisect",
+                             progress=progress)
+    except Exception as e:
+        failed["bisect"] = " ".join(str(e).split())[:300]
+    return {"results": got, "failed": failed, "bisect": found}
 
 
 def page(data: dict, releases, models) -> str:
-    from stackwars_ir.stack import lock
+    from stackwars_ir.stacks import lock
 
     here = lock().versions
     lines = ["# Findings: the same models across JAX releases", "",
@@ -55,11 +64,14 @@ def page(data: dict, releases, models) -> str:
              f"Each row: `stackwars-ir regress MODEL --from jax-V --to lock` (B = the lock, jax {here['jax']}): "
              "the model's JAX side captured by each release's jax on the same weights (parity-checked against "
              "PyTorch eager), the two StableHLO files diffed block by block, each compiled by its own release's "
-             "XLA (kernels per block), timed on XLA CPU in turns (3 rounds each) and planned. Tiny sizes: the "
-             "times are sub-millisecond and say what each release's XLA CPU does with a small program, not "
-             "what a large one costs.", "",
-             "| model | from | IR ops (from -> lock) | blocks changed | kernels | steady time, lock/from (95% interval) | memory plan peak |",
-             "|---|---|---|---|---|---|---|"]
+             "XLA (kernels per block), timed on XLA CPU in turns (3 rounds each, a fresh worker process each round) "
+             "and planned. Tiny sizes: the times are sub-millisecond and say what each release's XLA CPU does "
+             "with a small program, not what a large one costs; a block's profiled time is tens of microseconds, "
+             "and its change between two releases is noisier than the whole step's. The intervals are "
+             "bootstrap intervals of the pooled runs of one page run: they do not hold the differences between "
+             "two runs of the page. The IR, kernel and fusion columns do not depend on timing.", "",
+             "| model | from | IR ops (from -> lock) | blocks changed | kernels | fusion kinds changed | compile, s | steady time, lock/from (95% interval) | memory plan peak |",
+             "|---|---|---|---|---|---|---|---|---|"]
     res, details = data["results"], []
     for m in models:
         for v in releases:
@@ -72,8 +84,10 @@ def page(data: dict, releases, models) -> str:
             time = (f"{t['ratio']:.2f} ({t['low']:.2f}-{t['high']:.2f})" if "ratio" in t else t.get("error", "-"))
             peak = (f"{mem['a']:,} -> {mem['b']:,}" if "a" in mem else mem.get("error", "-"))
             ir = "identical" if r.a["sha256"] == r.b["sha256"] else f"{ops[0]} -> {ops[1]}"
+            fused = sum(1 for b in r.blocks if b.fusions and b.fusions[0] != b.fusions[1])
+            compile_ = f"{t['compile_a']:.2f} -> {t['compile_b']:.2f}" if t.get("compile_a") else "-"
             lines.append(f"| {m} | jax {v} | {ir} | {len(changed)} of {len(r.blocks)} | "
-                         f"{r.kernels['a']} -> {r.kernels['b']} | {time} | {peak} |")
+                         f"{r.kernels['a']} -> {r.kernels['b']} | {fused} blocks | {compile_} | {time} | {peak} |")
             details.append((m, v, r))
     lines += ["", "## What changed, block by block", ""]
     for m, v, r in details:
@@ -85,6 +99,10 @@ def page(data: dict, releases, models) -> str:
         lines += [f"- threshold passed: {x}" for x in r.breaches]
         lines.append("")
     lines += ["## Verdicts", ""] + _verdicts(details)
+    found = data.get("bisect")
+    if found is not None:
+        lines += ["", f"## Which release changed GPT-2's fusions: `bisect gpt2 --good jax=={BISECT[0]} --bad "
+                      f"jax=={BISECT[1]} --metric fusions`", "", "```"] + found.lines() + ["```"]
     if data["failed"]:
         lines += ["", "## Not measured", ""] + [f"- {k}: {v}" for k, v in data["failed"].items()]
     lines += ["", "torch_xla 2.8 beside torch 2.9: not measured (torch_xla pins its torch; a PyTorch stack "
@@ -112,7 +130,8 @@ def _verdicts(details) -> list[str]:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--out", type=Path, default=ROOT / "out" / "findings-versions")
+    # relative (make runs from the repository's root): the page names the files, never this machine's paths
+    ap.add_argument("--out", type=Path, default=Path("out") / "findings-versions")
     ap.add_argument("--releases", default=",".join(RELEASES))
     ap.add_argument("--models", default=",".join(MODELS))
     args = ap.parse_args()

@@ -1,4 +1,4 @@
-"""The command line of version stacks: stack add/list/remove, regress and bisect (thin, over stackwars_ir.stack)."""
+"""The command line of version stacks: stack add/list/remove, regress and bisect (thin, over stackwars_ir.stacks and sweep)."""
 from __future__ import annotations
 
 import sys
@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from .shell import emit, json_option, progress
+from .shell import emit, json_option, markdown_option, progress
 
 
 def register(main) -> None:
@@ -71,7 +71,8 @@ def _thresholds(time_pct, memory_pct, kernels):
 @click.option("--from", "from_stack", default="lock", show_default=True, help="Stack A (the before).")
 @click.option("--to", "to_stack", default="lock", show_default=True, help="Stack B (the after).")
 @click.option("--size", default="tiny", show_default=True, help="With MODEL: the adapter's size.")
-@click.option("--step", default="forward", show_default=True, type=click.Choice(["forward", "train"]))
+@click.option("--step", default="forward", show_default=True, type=click.Choice(["forward", "train"]),
+              help="With MODEL: the forward pass, or one training step (loss, backward, AdamW).")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=Path("out") / "regress",
               show_default=True, help="With MODEL: where each stack's capture goes (OUT/STACK/MODEL-SIZE/).")
 @click.option("--time", "time_pct", type=float, default=10, show_default=True,
@@ -82,7 +83,9 @@ def _thresholds(time_pct, memory_pct, kernels):
               help="Regression: a block compiled to more than this many extra kernels.")
 @click.option("--no-time", is_flag=True, help="Compile and plan only; time nothing.")
 @json_option("the text")
-def regress_cmd(targets, from_stack, to_stack, size, step, out_dir, time_pct, memory_pct, kernels, no_time, json_path):
+@markdown_option
+def regress_cmd(targets, from_stack, to_stack, size, step, out_dir, time_pct, memory_pct, kernels, no_time, json_path,
+                md_path):
     """MODEL (its JAX side captured under both stacks) or FILE_A FILE_B: what changed per block in the
     IR, the kernels XLA compiled, the time per block and the memory plan, A by --from's XLA, B by --to's.
 
@@ -103,6 +106,12 @@ def regress_cmd(targets, from_stack, to_stack, size, step, out_dir, time_pct, me
         raise StackwarsError(f"regress {' '.join(targets)}: give a MODEL or two files", fix="e.g. regress gpt2 "
                              "--from jax-0.9.2, or regress A.mlir B.mlir")
     emit("\n".join(result.lines()), result.as_json(), json_path)
+    if md_path is not None:
+        from .files import write_atomic
+        from .report.markdown import regress_markdown
+
+        write_atomic(md_path, regress_markdown(result))
+        click.echo(f"wrote {md_path}", err=True)
     sys.exit(1 if result.regressed else 0)
 
 
@@ -110,9 +119,12 @@ def regress_cmd(targets, from_stack, to_stack, size, step, out_dir, time_pct, me
 @click.argument("model")
 @click.option("--good", required=True, metavar="jax==VERSION", help="A version whose metric is the reference.")
 @click.option("--bad", required=True, metavar="jax==VERSION", help="A version whose metric has changed.")
-@click.option("--metric", type=click.Choice(["steady", "memory", "kernels"]), default="kernels", show_default=True)
-@click.option("--size", default="tiny", show_default=True)
-@click.option("--step", default="forward", show_default=True, type=click.Choice(["forward", "train"]))
+@click.option("--metric", type=click.Choice(["steady", "memory", "kernels", "fusions"]), default="kernels",
+              show_default=True, help="What must change: the kernel count, the kinds of fusions XLA made, the "
+                                      "memory plan's peak (over 10%), or the steady time (beyond noise and 10%).")
+@click.option("--size", default="tiny", show_default=True, help="The adapter's size.")
+@click.option("--step", default="forward", show_default=True, type=click.Choice(["forward", "train"]),
+              help="The forward pass, or one training step.")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=Path("out") / "bisect",
               show_default=True, help="Where each version's capture goes (OUT/jax-VERSION/MODEL-SIZE/).")
 @json_option("the text")

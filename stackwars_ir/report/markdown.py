@@ -156,3 +156,32 @@ def sweep_markdown(report) -> str:
         lines += [f"- {_cell(what)}: {_cell(why)}" for what, why in report.refused]
         lines.append("")
     return "\n".join(lines)
+
+
+def regress_markdown(r) -> str:
+    """A regress result (sweep.regress.Regression) as a page: the two sides, a table of the blocks that
+    changed, time, memory and the thresholds passed."""
+    def side(s: dict) -> str:
+        v = s["versions"]
+        return f"`{_cell(s['file'])}`, stack {_cell(s['stack'])} (jax {v.get('jax')}, jaxlib {v.get('jaxlib')})"
+
+    lines = ["# Regress: B against A", "", f"- A: {side(r.a)}", f"- B: {side(r.b)}", ""]
+    changed = [b for b in r.blocks if b.changed]
+    lines += [f"{len(changed)} of {len(r.blocks)} aligned blocks changed"
+              + (" (the IR is identical: the compile differs)" if r.a["sha256"] == r.b["sha256"] else "")
+              + (f"; {len(r.unaligned)} on one side only" if r.unaligned else "") + ".", ""]
+    if changed:
+        lines += ["| block | ops A -> B | kernels A -> B | time A -> B, us | what changed |", "|---|---:|---:|---:|---|"]
+        for b in changed:
+            k = f"{b.kernels[0]} -> {b.kernels[1]}" if b.kernels else "-"
+            t = f"{b.time[0] * 1e6:.1f} -> {b.time[1] * 1e6:.1f}" if b.time else "-"
+            what = b.sentence().split(": ", 1)[1]
+            lines.append(f"| {_cell(b.label)} | {b.ops[0]} -> {b.ops[1]} | {k} | {t} | {_cell(what)} |")
+        lines.append("")
+    lines += [f"- only in {_cell(u)}" for u in r.unaligned]
+    rest = [ln for ln in r.lines() if ln.startswith(("kernels:", "steady time:", "time:", "memory"))]
+    lines += [f"- {_cell(ln)}" for ln in rest] + [""]
+    lines += [f"**REGRESSION:** {_cell(b)}" for b in r.breaches] or \
+        [f"No threshold passed (time +{r.thresholds.time:.0%} beyond noise, memory +{r.thresholds.memory:.0%}, "
+         f"kernels +{r.thresholds.kernels} per block)."]
+    return "\n".join(lines) + "\n"

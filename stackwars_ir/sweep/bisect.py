@@ -10,7 +10,7 @@ from typing import Callable
 
 from ..errors import StackwarsError
 
-METRICS = ("steady", "memory", "kernels")
+METRICS = ("steady", "memory", "kernels", "fusions")
 _RELEASE = re.compile(r"^\d+(\.\d+)*$")  # final releases only: no rc, dev or post
 
 
@@ -47,7 +47,7 @@ def available_versions(package: str) -> list[str]:
 def changed(metric: str, good, value, threshold: float = 0.10) -> bool:
     """Whether `value` differs from the good version's: kernels by any count, memory by more than
     `threshold`, steady time when the 95% interval of the ratio lies wholly outside +-threshold."""
-    if metric == "kernels":
+    if metric in ("kernels", "fusions"):
         return value != good
     if metric == "memory":
         return abs(value - good) > threshold * good
@@ -72,7 +72,7 @@ class Bisection:
 
     def lines(self) -> list[str]:
         out = [f"{len(self.versions)} versions from {self.versions[0]} to {self.versions[-1]}, metric {self.metric}: "
-               f"{self.probes} probed (log2({len(self.versions)}) + 1 = {_bound(len(self.versions)):.1f})"]
+               f"{self.probes} probed (ceil(log2 {len(self.versions)}) + 1 = {_bound(len(self.versions))})"]
         out += [f"  {v:10} {_shown(self.metric, self.measured[v])}" for v in self.versions if v in self.measured]
         if self.first_bad is None:
             out.append(f"no change: {self.note}")
@@ -90,10 +90,10 @@ class Bisection:
                 "boundary": self.boundary.as_json() if self.boundary is not None else None}
 
 
-def _bound(n: int) -> float:
+def _bound(n: int) -> int:
     import math
 
-    return math.log2(n) + 1
+    return math.ceil(math.log2(n)) + 1
 
 
 def _plain(metric: str, value):
@@ -101,10 +101,14 @@ def _plain(metric: str, value):
         import statistics
 
         return statistics.median(value)
-    return value
+    return list(value) if metric == "fusions" else value
 
 
 def _shown(metric: str, value) -> str:
+    if metric == "fusions":
+        from collections import Counter
+
+        return f"{len(value)} fusions: " + ", ".join(f"{n} x{c}" if c > 1 else n for n, c in sorted(Counter(value).items()))
     if metric == "steady":
         return f"{_plain(metric, value) * 1e6:.1f} us (median)"
     return f"{value:,} bytes peak" if metric == "memory" else f"{value} kernels"
@@ -141,7 +145,7 @@ def bisect_model(req, good: str, bad: str, metric: str, out_dir: Path, *, availa
     then regress the two versions at the boundary block by block."""
     import dataclasses
 
-    from ..stacks import add, find, home
+    from ..stacks import add, find, home, lock
     from .regress import regress_files
 
     if metric not in METRICS:
@@ -152,6 +156,9 @@ def bisect_model(req, good: str, bad: str, metric: str, out_dir: Path, *, availa
     files: dict = {}
 
     def stack_of(v: str):
+        here = lock()
+        if here.versions.get("jax") == v and here.versions.get("jaxlib") == v:
+            return here  # the project's own versions: no stack to make
         name = f"jax-{v}"
         if not (home() / name / "stack.json").exists():
             if progress:
@@ -179,18 +186,21 @@ def bisect_model(req, good: str, bad: str, metric: str, out_dir: Path, *, availa
 
 
 def measure(path: Path, stack, metric: str, progress=None):
-    """The metric of one file under one stack: its kernel count, its memory plan's peak, or its
-    steady-state samples (seconds)."""
+    """The metric of one file under one stack: its kernel count, the kinds of its fusions, its memory
+    plan's peak, or its steady-state samples (seconds)."""
     from ..stacks import using
 
     with using(stack):
-        if metric == "kernels":
+        if metric in ("kernels", "fusions"):
             from ..bench.kernels import kernels_of_files
 
             (k,) = kernels_of_files([path], progress=progress)
             if k.error:
                 raise StackwarsError(k.error)
-            return len(k.kernels)
+            if metric == "kernels":
+                return len(k.kernels)
+            # XLA numbers its fusions (`loop_add_fusion.3`): their kinds, without the numbers, are what compare
+            return tuple(sorted(re.sub(r"\.\d+$", "", x.name) for x in k.kernels if x.opcode == "fusion"))
         if metric == "memory":
             from ..bench.memory import plan_files
 

@@ -93,9 +93,12 @@ class Regression:
                f"B: {self.b['file']} (stack {self.b['stack']}: {_versions_line(self.b['versions'])})"]
         same = self.a["sha256"] == self.b["sha256"]
         changed = [b for b in self.blocks if b.changed]
-        out.append("IR: identical" if same else
-                   f"IR: {len(changed)} of {len(self.blocks)} aligned blocks changed" +
-                   (f", {len(self.unaligned)} on one side only" if self.unaligned else ""))
+        if same:
+            out.append("IR: identical" + (f"; compiled differently in {len(changed)} of {len(self.blocks)} blocks"
+                                          if changed else ""))
+        else:
+            out.append(f"IR: {len(changed)} of {len(self.blocks)} aligned blocks changed (IR or kernels)" +
+                       (f", {len(self.unaligned)} on one side only" if self.unaligned else ""))
         out += [f"  {b.sentence()}" for b in changed]
         out += [f"  only in {u}" for u in self.unaligned]
         if self.kernels:
@@ -104,7 +107,8 @@ class Regression:
             t = self.time
             out.append(f"time: {t['error']}" if "error" in t else
                        f"steady time: {t['a'] * 1e6:.1f} us -> {t['b'] * 1e6:.1f} us, B/A {t['ratio']:.3f} "
-                       f"(95% interval {t['low']:.3f}-{t['high']:.3f})")
+                       f"(95% interval {t['low']:.3f}-{t['high']:.3f}); compile {t['compile_a']:.2f} s -> "
+                       f"{t['compile_b']:.2f} s")
         if self.memory:
             m = self.memory
             out.append(f"memory: {m['error']}" if "error" in m else
@@ -174,13 +178,16 @@ def _side(path: Path, stack: Stack) -> dict:
             "sha256": hashlib.sha256(Path(path).read_bytes()).hexdigest()}
 
 
-ROUNDS = 3  # A and B each timed this many times, taking turns: a slow stretch of the machine hits both
+# A and B each timed this many times, taking turns, each round in a fresh worker process: a slow stretch
+# of the machine hits both, and no one process's placement (its core, its memory layout) weighs on a whole side.
+ROUNDS = 3
 
 
 def _timed_pair(side_a, side_b, progress) -> list:
     """Each file's Executable, timed (and profiled, for time per block) by its stack's XLA in a worker
-    of that stack; the two workers take turns, ROUNDS times, and each side's steady samples are pooled
-    over its rounds (the two stacks cannot share one process, as `bench A B` has its files do)."""
+    of that stack; the two sides take turns, ROUNDS times, a fresh worker each time, and each side's
+    steady samples are pooled over its rounds (the two stacks cannot share one process, as `bench A B`
+    has its files do)."""
     import dataclasses
     import os
 
@@ -191,20 +198,16 @@ def _timed_pair(side_a, side_b, progress) -> list:
     old = os.environ.get(SAMPLING_ENV)
     if "profile" not in sampling():
         os.environ[SAMPLING_ENV] = ",".join(filter(None, [old, "profile=10"]))
-    workers, got = [], [[], []]
+    got = [[], []]
     try:
-        for _, stack in (side_a, side_b):
-            with using(stack):
-                workers.append(Isolated(default_max_memory()))
         for r in range(ROUNDS):
             for i in ((0, 1) if r % 2 == 0 else (1, 0)):
-                path = side_a[0] if i == 0 else side_b[0]
+                path, stack = side_a if i == 0 else side_b
                 if progress:
                     progress(f"{path}: timing, round {r + 1} of {ROUNDS} ...")
-                got[i].append(workers[i].run(Job("file", (str(path),), "cpu"), None))
+                with using(stack), Isolated(default_max_memory()) as worker:
+                    got[i].append(worker.run(Job("file", (str(path),), "cpu"), None))
     finally:
-        for w in workers:
-            w.close()
         if old is None:
             os.environ.pop(SAMPLING_ENV, None)
         else:
@@ -233,7 +236,7 @@ def _time(rows) -> dict:
         return {"error": next(r.error for r in rows if not r.ok)}
     ratio, low, high = ratio_interval(a.timing.samples, b.timing.samples)
     return {"a": a.timing.steady, "b": b.timing.steady, "ratio": ratio, "low": low, "high": high,
-            "first_a": a.timing.first, "first_b": b.timing.first}
+            "first_a": a.timing.first, "first_b": b.timing.first, "compile_a": a.compile_s, "compile_b": b.compile_s}
 
 
 def _memory(plans) -> dict:
