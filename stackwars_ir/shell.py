@@ -270,7 +270,7 @@ def batches_option(example: str):
 
 
 def stack_option(command):
-    """--stack NAME on a command over files: its workers compile and run in that stack (stack.using)."""
+    """--stack NAME on a command over files: its workers compile and run in that stack (stacks.using)."""
     import functools
 
     @functools.wraps(command)

@@ -213,10 +213,16 @@ def code_dir(stack: Stack) -> Path:
         shutil.copytree(adapters, fresh / "stackwars_ir" / "models", ignore=ignore)
     (fresh / ".digest").write_text(digest)
     old = stack.root / f".code-old-{os.getpid()}"
-    if code.exists():
-        os.replace(code, old)
-    os.replace(fresh, code)
-    shutil.rmtree(old, ignore_errors=True)
+    try:
+        if code.exists():
+            os.replace(code, old)
+        os.replace(fresh, code)
+    except OSError:  # another process put its copy in place meanwhile: the same code, when the digests agree
+        if not (stamp.is_file() and stamp.read_text() == digest):
+            raise
+    finally:
+        shutil.rmtree(old, ignore_errors=True)
+        shutil.rmtree(fresh, ignore_errors=True)
     return code
 
 
@@ -243,7 +249,7 @@ def worker_command(stack: Stack, boot: str) -> tuple[list, dict]:
 
 
 def active() -> Stack | None:
-    """The stack whose workers compile and run (stack.using), or None: this process's."""
+    """The stack whose workers compile and run (stacks.using), or None: this process's."""
     return _ACTIVE.get()
 
 

@@ -102,7 +102,7 @@ def machine() -> dict:
     info["platform"] = platform.platform()
     from ..stacks import active
 
-    if active() is not None:  # compiled and run by another stack's XLA (stack.using)
+    if active() is not None:  # compiled and run by another stack's XLA (stacks.using)
         info["stack"] = active().as_json()
     return info
 

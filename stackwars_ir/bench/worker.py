@@ -61,7 +61,7 @@ class Job:
     name: str = ""  # the baseline, for "baseline"
     measure: bool = False  # for "memory"
     data: object = None  # for "capture": (weights, inputs, reference, buffer names, training state or None)
-    values: tuple = ()  # (path, .npz) pairs: argument values the parent built for a stack's worker (stack.py)
+    values: tuple = ()  # (path, .npz) pairs: argument values the parent built for a stack's worker (staged_values)
 
     @property
     def label(self) -> str:
@@ -204,7 +204,7 @@ class Isolated:
         self.max_memory = max_memory
         self.host_devices = host_devices  # CPU devices the worker's jax has (a sharded module's partitions)
         self.proc: subprocess.Popen | None = None
-        self.stack = active()  # another stack's environment runs the worker (stack.using), or this one
+        self.stack = active()  # another stack's environment runs the worker (stacks.using), or this one
         self._staging = None
 
     def __enter__(self) -> "Isolated":
@@ -216,7 +216,7 @@ class Isolated:
         self.close()
 
     def _start(self) -> subprocess.Popen:
-        cmd = [sys.executable, "-c", f"import sys; sys.path[:] = {[p for p in sys.path if p]!r}; " 
+        cmd = [sys.executable, "-c", f"import sys; sys.path[:] = {[p for p in sys.path if p]!r}; "
                "from stackwars_ir.bench.worker import main; main()"]
         env = dict(os.environ)
         if self.stack is not None:  # its own interpreter and packages, this project's code copied in
@@ -273,7 +273,7 @@ class Isolated:
 
     def _staged(self, job: Job) -> Job:
         """The job with the argument values of each of its captures built here, where the adapters'
-        PyTorch models are: a stack's worker has jax, not torch (stack.staged_values)."""
+        PyTorch models are: a stack's worker has jax, not torch (staged_values)."""
         import dataclasses
         import tempfile
 
@@ -312,7 +312,7 @@ def staged_values(paths, folder: Path) -> tuple:
     from ..ir import load
 
     out = []
-    for i, path in enumerate(paths):
+    for path in paths:
         side, _ = sidecar_of(Path(path))
         if side is None or side.abstract or (side.values or {}).get("file") or side.model not in models.catalog():
             continue
@@ -320,7 +320,7 @@ def staged_values(paths, folder: Path) -> tuple:
         if not parsed.ok:
             continue  # the worker says why, in its own words
         arrays, reference = _sidecar_arguments(parsed.modules[0], side)
-        npz = folder / f"values-{i}-{os.getpid()}.npz"
+        npz = folder / f"values-{len(list(folder.iterdir()))}.npz"  # never reused: the worker keeps each name
         import numpy as np
 
         npz.write_bytes(values_bytes([(f"arg{j}", a) for j, a in enumerate(arrays)] +
