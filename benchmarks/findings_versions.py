@@ -43,6 +43,15 @@ def run(out: Path, releases, models) -> dict:
                                             progress=progress)
             except Exception as e:
                 failed[f"{m} {v}"] = " ".join(str(e).split())[:300]
+    for v in releases:  # GPT-2 base from shapes (bfloat16): kernels and memory plans at a published size
+        if v in failed:  # its stack did not install
+            continue
+        try:
+            req = Request("gpt2", "base", "jax", abstract=True, dtype="bfloat16")
+            got[("gpt2-base", v)] = regress_model(req, stack.find(f"jax-{v}"), stack.lock(), out / "abstract",
+                                                  Thresholds(), timing=False, progress=progress)
+        except Exception as e:
+            failed[f"gpt2 base {v}"] = " ".join(str(e).split())[:300]
     found = None
     try:  # the first release whose XLA fuses GPT-2 differently: stacks reused, the lock for its own version
         from stackwars_ir.sweep.bisect import bisect_model
@@ -89,6 +98,20 @@ def page(data: dict, releases, models) -> str:
             lines.append(f"| {m} | jax {v} | {ir} | {len(changed)} of {len(r.blocks)} | "
                          f"{r.kernels['a']} -> {r.kernels['b']} | {fused} blocks | {compile_} | {time} | {peak} |")
             details.append((m, v, r))
+    base = [(v, res[("gpt2-base", v)]) for v in releases if ("gpt2-base", v) in res]
+    if base:
+        lines += ["", "GPT-2 base (124M) from shapes (`capture --abstract`, bfloat16; nothing runs, so no time): "
+                      "`regress gpt2 --size base` compiled by each release's XLA and planned.", "",
+                  "| from | IR ops (from -> lock) | blocks changed | kernels | memory plan peak | thresholds passed |",
+                  "|---|---|---|---|---|---|"]
+        for v, r in base:
+            mem = r.memory or {}
+            peak = f"{mem['a']:,} -> {mem['b']:,}" if "a" in mem else mem.get("error", "-")
+            lines.append(f"| jax {v} | {sum(b.ops[0] for b in r.blocks)} -> {sum(b.ops[1] for b in r.blocks)} | "
+                         f"{sum(b.changed for b in r.blocks)} of {len(r.blocks)} | {r.kernels['a']} -> "
+                         f"{r.kernels['b']} | {peak} | {len(r.breaches)} |")
+        lines += ["", f"Where those kernels moved, jax {base[-1][0]} -> lock (the first blocks that changed):", ""]
+        lines += [f"- {b.sentence()}" for b in [b for b in base[-1][1].blocks if b.changed][:6]]
     lines += ["", "## What changed, block by block", ""]
     for m, v, r in details:
         changed = [b for b in r.blocks if b.changed]

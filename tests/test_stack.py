@@ -192,3 +192,12 @@ def test_a_second_jax_stack_captures_benches_and_regresses(tmp_path):
     assert len(got["blocks"]) >= 10 and not got["unaligned"]  # GPT-2's blocks, aligned across releases
     # private functions' numbering (`_where_40` against `_where_2`) is not a change worth a line
     assert not any("callee" in c for b in got["blocks"] for c in b["changes"])
+    # From shapes alone (no weight, no torch in the stack): the stack lowers the twin, its sidecar says so
+    done = cli("capture", "gpt2", "--framework", "jax", "--abstract", "--stack", "jax-0.9.2", "--out",
+               str(tmp_path / "abstract"))
+    assert done.returncode == 0, done.stderr
+    side = json.loads((tmp_path / "abstract" / "gpt2-tiny" / "jax.json").read_text())
+    assert side["abstract"] and side["stack"]["name"] == "jax-0.9.2" and side["versions"]["jax"] == "0.9.2"
+    plan = cli("memory", str(tmp_path / "abstract" / "gpt2-tiny" / "jax.mlir"), "--stack", "jax-0.9.2", "--json", "-")
+    assert plan.returncode == 0, plan.stderr
+    assert json.loads(plan.stdout)["versions"]["jax"] == "0.9.2"

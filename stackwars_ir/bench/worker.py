@@ -51,7 +51,8 @@ class Job:
     runs: bench.native.profile_baseline, in a worker of its own), "memory" (plan paths[0] for
     `target`, `measure` it too), "kernels" (compile paths[0] and count its kernels per block),
     "estimate" (compile paths[0] for the TPU `backend` names and read its kernels' estimates),
-    "capture" (a stack's JAX capture of `request` and its parity, from `data`: capture.capture_here)."""
+    "capture" (a stack's JAX capture of `request` and its parity, from `data`: capture.capture_here),
+    "capture_abstract" (the same from shapes: capture.abstract.abstract_jax; no parity)."""
 
     kind: str
     paths: tuple[str, ...] = ()
@@ -60,12 +61,13 @@ class Job:
     request: object = None  # workload.Request, for "baseline"
     name: str = ""  # the baseline, for "baseline"
     measure: bool = False  # for "memory"
-    data: object = None  # for "capture": (weights, inputs, reference, buffer names, training state or None)
+    data: object = None  # "capture": (weights, inputs, reference, buffer names, state); "capture_abstract": parts
     values: tuple = ()  # (path, .npz) pairs: argument values the parent built for a stack's worker (staged_values)
 
     @property
     def label(self) -> str:
-        return self.name if self.kind in ("baseline", "profile", "capture") else ", ".join(self.paths)
+        return self.name if self.kind in ("baseline", "profile", "capture", "capture_abstract") else \
+            ", ".join(self.paths)
 
     def failed(self, message: str):
         """The row for this job when it did not finish: an Executable (a list of them for "files"), a
@@ -82,7 +84,7 @@ class Job:
             from ..errors import BenchError
 
             return BenchError(message)
-        if self.kind == "capture":
+        if self.kind in ("capture", "capture_abstract"):
             from ..errors import CaptureError
 
             return CaptureError(message)
@@ -106,6 +108,12 @@ def _run(job: Job):
             weights, inputs, reference, buffers, state = job.data
             started()
             return capture_here(job.request, weights, inputs, reference, buffers, state)
+        if job.kind == "capture_abstract":  # the same from shapes (capture.abstract.abstract_parts)
+            from ..capture.abstract import abstract_jax
+            from ..progress import Stages
+
+            started()
+            return abstract_jax(job.request, *job.data, lambda what: Stages(what, show=False))
         if job.kind == "memory":
             from .memory import plan_file
 

@@ -41,10 +41,10 @@ class CaptureSet:
 def run(req: Request, out_dir: Path, *, force: bool = False, show: bool | None = None, stack=None,
         elsewhere=None) -> CaptureSet:
     """Capture, check parity, then write every file (atomically); raise ParityError after writing.
-    `stack` (stacks.Stack, not the lock's): the JAX side lowered and parity-checked by that stack's
-    jax, by `elsewhere(req, stack, buffers, weights, inputs, reference, state)` -> [(Capture, Parity)]
-    (sweep.regress.in_stack: a bench worker of that stack's environment), on the weights, inputs and
-    reference (or training state) built here."""
+    `stack` (stacks.Stack, not the lock's): the JAX side lowered (and parity-checked) by that stack's
+    jax, by `elsewhere(req, stack, kind, data)` (sweep.regress.in_stack: a bench worker of that stack's
+    environment): kind "capture", data (weights, inputs, reference, buffers, training state) built
+    here -> (Capture, Parity); kind "capture_abstract", data abstract.abstract_parts -> Capture."""
     from stackwars_ir import models
     from stackwars_ir.models import _contract as contract
 
@@ -73,10 +73,9 @@ def run(req: Request, out_dir: Path, *, force: bool = False, show: bool | None =
 
 
 def _check_stack_request(req: Request, stack) -> None:
-    """What a stack captures today: a JAX forward or training step on one device, from weights."""
-    why = ("--framework jax (a stack holds jax, not torch)" if req.framework != "jax" else
-           "no --mesh" if req.mesh else "no --abstract (a stack's capture is parity-checked on weights)"
-           if req.abstract else "")
+    """What a stack captures today: a JAX forward or training step on one device, from weights or shapes."""
+    why = "--framework jax (a stack holds jax, not torch)" if req.framework != "jax" else \
+        "no --mesh" if req.mesh else ""
     if why:
         raise StackwarsError(f"capture --stack {stack.name}: a stack captures the JAX side only, with {why}",
                              fix=f"stackwars-ir capture {req.model} --framework jax --stack {stack.name}")
@@ -119,7 +118,7 @@ def _run(req: Request, out_dir: Path, force: bool, show: bool | None, stack=None
 
     label = f"{req.model}-{req.size}"
     if req.abstract:
-        return _run_abstract(req, frameworks, out_dir, label, show)
+        return _run_abstract(req, frameworks, out_dir, label, show, stack)
     from ..workload.shapes import check_fits
 
     check_fits(req)  # an 8B model's weights, materialized three times, do not fit: say --abstract
@@ -137,9 +136,9 @@ def _run(req: Request, out_dir: Path, force: bool, show: bool | None, stack=None
     if stack is not None:
         chosen, elsewhere = stack
         with prep.stage(f"jax capture + parity in stack {chosen.name}"):
-            checked = [(dataclasses.replace(cap, extra={**cap.extra, "stack": chosen}), result) for cap, result in
-                       elsewhere(req, chosen, frozenset(k for k, _ in model.named_buffers()), weights, inputs,
-                                 reference, state)]
+            cap, result = elsewhere(req, chosen, "capture", (weights, inputs, reference,
+                                                             frozenset(k for k, _ in model.named_buffers()), state))
+            checked = [(dataclasses.replace(cap, extra={**cap.extra, "stack": chosen}), result)]
         return _write(req, out_dir, checked, stems, weights, inputs, reference, state, frameworks)
     if state is not None:
         captures = _capture_train(req, frameworks, adapter, model, state, label, show)
@@ -221,11 +220,24 @@ def _refuse_absolute_paths(captures) -> None:
                                fix="report this as a bug in stackwars-ir's path sanitizer")
 
 
-def _run_abstract(req, frameworks, out_dir: Path, label: str, show) -> CaptureSet:
+def _abstract_in(stack, req, label: str, show):
+    """capture_abstract's `elsewhere`: the JAX side from shapes, made in a version stack's worker."""
+    chosen, run_in = stack
+
+    def made(parts):
+        with Stages(label, show=show).stage(f"jax capture (abstract) in stack {chosen.name}"):
+            cap = run_in(req, chosen, "capture_abstract", parts)
+        return dataclasses.replace(cap, extra={**cap.extra, "stack": chosen})
+
+    return made
+
+
+def _run_abstract(req, frameworks, out_dir: Path, label: str, show, stack=None) -> CaptureSet:
     """Captures from shapes alone, written with a sidecar that says parity was not checked."""
     from .abstract import capture_abstract
 
-    captures, inputs = capture_abstract(req, frameworks, lambda what: Stages(f"{label} {what}", show=show))
+    captures, inputs = capture_abstract(req, frameworks, lambda what: Stages(f"{label} {what}", show=show),
+                                        _abstract_in(stack, req, label, show) if stack is not None else None)
     captures = [_named(c, req) for c in captures]
     _refuse_absolute_paths(captures)
     contents = [f for cap in captures for f in _contents(cap, req, inputs, None, out_dir)]

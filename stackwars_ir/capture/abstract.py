@@ -20,50 +20,82 @@ def _jax_dtype(torch_dtype):
             "float64": jnp.float64, "bool": jnp.bool_}[str(torch_dtype).replace("torch.", "")]
 
 
-def capture_abstract(req, frameworks, stages_for) -> tuple[list[Capture], dict]:
+def capture_abstract(req, frameworks, stages_for, elsewhere=None) -> tuple[list[Capture], dict]:
     """Captures of `req` from shapes: JAX's twin under nnx.eval_shape, torchax from the meta-device
     model's torch.export. Returns the captures and the inputs' shapes/dtypes (as numpy zeros of size 0
-    are not wanted, a dict name -> (shape, dtype))."""
-    import jax
-
+    are not wanted, a dict name -> (shape, dtype)). `elsewhere(parts)`: the JAX capture made from
+    abstract_parts' plain values by another process (a version stack's worker) instead of this one."""
     adapter, model = meta_model(req)
-    inputs = adapter.inputs(req.size, req.batch, req.seq, np.random.default_rng(req.seed))
-    specs = {k: (tuple(t.shape), t.dtype) for k, t in
-             sorted({**dict(model.named_parameters()), **dict(model.named_buffers())}.items())}
+    parts = abstract_parts(req, adapter, model)
+    inputs = parts[1]
     if req.step == "train":
-        return _train(req, frameworks, adapter, model, specs, inputs, stages_for)
+        _check_train(req, frameworks)
     captures = []
     if "jax" in frameworks:
-        from flax import nnx
-
-        from ..workload import jax_inputs
-
-        st = stages_for("jax")
-        with st.stage("build jax (abstract)"):
-            sds = {k: jax.ShapeDtypeStruct(s, _jax_dtype(d)) for k, (s, d) in specs.items()}
-            abstract = nnx.eval_shape(lambda w: adapter.jax_model(req.size, w), sds)
-            graphdef, state = nnx.split(abstract)
-
-        def forward(state, *args):
-            return nnx.merge(graphdef, state)(*args)
-
-        args = [jax.ShapeDtypeStruct(v.shape, v.dtype) for v in jax_inputs(inputs).values()]
-        from .lowering import lower_text
-
-        from .jax_capture import layer_program, twin_arguments
-
-        arguments = twin_arguments(state, inputs, {k for k, _ in model.named_buffers()})
-        with st.stage("jax.jit lower"), layer_program(adapter, req.scan_layers, req.remat):
-            text = lower_text(forward, state, *args, named=[(a.kind, a.name) for a in arguments])
-        captures.append(Capture("jax", "jax", text, arguments, dict(st.seconds)))
+        captures.append(elsewhere(parts) if elsewhere is not None else abstract_jax(req, *parts, stages_for))
     if "torch" in frameworks:
-        for exporter in req.exporters:
-            if exporter != "torchax":
-                raise StackwarsError(f"{exporter} cannot capture without weights: its lazy tensors hold data "
-                                     "(torch_xla 2.9 has no meta-device or fake-tensor route to StableHLO)",
-                                     fix="use --exporter torchax with --abstract, or a size whose weights fit")
+        _torchax_only(req)
+        if req.step == "train":
+            from .train import capture_torchax_train
+
+            captures.append(capture_torchax_train(model, _abstract_state(req, *parts), stages_for("torchax train")))
+        else:
             captures.append(_torchax_abstract(model, inputs, stages_for("torchax")))
     return captures, inputs
+
+
+def abstract_parts(req, adapter, model) -> tuple:
+    """(specs, inputs, buffers, trainable): every tensor's shape and dtype name, the inputs, the names
+    of the buffers and of the trainable parameters; plain values, no torch object."""
+    inputs = adapter.inputs(req.size, req.batch, req.seq, np.random.default_rng(req.seed))
+    specs = {k: (tuple(t.shape), str(t.dtype).replace("torch.", "")) for k, t in
+             sorted({**dict(model.named_parameters()), **dict(model.named_buffers())}.items())}
+    return specs, inputs, frozenset(k for k, _ in model.named_buffers()), \
+        frozenset(k for k, _ in model.named_parameters())
+
+
+def abstract_jax(req, specs, inputs, buffers, trainable, stages_for) -> Capture:
+    """The JAX twin's forward or training step lowered from shapes (this process's jax: a stack's
+    worker calls this with its parent's abstract_parts)."""
+    from stackwars_ir import models
+
+    adapter = models.adapter(req.model)
+    if req.step == "train":
+        from .train import capture_jax_train
+
+        return capture_jax_train(adapter, req.size, _abstract_state(req, specs, inputs, buffers, trainable),
+                                 stages_for("jax train"), scan=req.scan_layers, remat=req.remat)
+    import jax
+    from flax import nnx
+
+    from ..workload import jax_inputs
+
+    st = stages_for("jax")
+    with st.stage("build jax (abstract)"):
+        sds = {k: jax.ShapeDtypeStruct(s, _jax_dtype(d)) for k, (s, d) in specs.items()}
+        abstract = nnx.eval_shape(lambda w: adapter.jax_model(req.size, w), sds)
+        graphdef, state = nnx.split(abstract)
+
+    def forward(state, *args):
+        return nnx.merge(graphdef, state)(*args)
+
+    args = [jax.ShapeDtypeStruct(v.shape, v.dtype) for v in jax_inputs(inputs).values()]
+    from .lowering import lower_text
+
+    from .jax_capture import layer_program, twin_arguments
+
+    arguments = twin_arguments(state, inputs, buffers)
+    with st.stage("jax.jit lower"), layer_program(adapter, req.scan_layers, req.remat):
+        text = lower_text(forward, state, *args, named=[(a.kind, a.name) for a in arguments])
+    return Capture("jax", "jax", text, arguments, dict(st.seconds))
+
+
+def _torchax_only(req) -> None:
+    for exporter in req.exporters:
+        if exporter != "torchax":
+            raise StackwarsError(f"{exporter} cannot capture without weights: its lazy tensors hold data "
+                                 "(torch_xla 2.9 has no meta-device or fake-tensor route to StableHLO)",
+                                 fix="use --exporter torchax with --abstract, or a size whose weights fit")
 
 
 def _torchax_abstract(model, inputs, st) -> Capture:
@@ -99,34 +131,28 @@ def _torchax_abstract(model, inputs, st) -> Capture:
     return Capture("torch", "torchax", text, tuple(arguments), dict(st.seconds))
 
 
-def _train(req, frameworks, adapter, model, specs, inputs, stages_for) -> tuple[list[Capture], dict]:
+def _check_train(req, frameworks) -> None:
     """The training step from shapes: JAX's route (value_and_grad and optax's AdamW) and torchax's (the
-    meta-device model's exported loss under the same step), each from a fresh optimizer state's shapes."""
-    import jax
+    meta-device model's exported loss under the same step), each from a fresh optimizer state's shapes;
+    a language model's loss only (another loss's target shape comes from a forward run)."""
+    from ..workload.train import loss_of
 
-    from ..workload.train import TrainState, loss_of
-    from .train import capture_jax_train, capture_torchax_train
-
-    loss = loss_of(req.model)
     if "torch" in frameworks:
-        for exporter in req.exporters:
-            if exporter != "torchax":
-                raise StackwarsError(f"{exporter} cannot capture without weights: its lazy tensors hold data "
-                                     "(torch_xla 2.9 has no meta-device or fake-tensor route to StableHLO)",
-                                     fix="use --exporter torchax with --abstract, or a size whose weights fit")
+        _torchax_only(req)
+    loss = loss_of(req.model)
     if loss != "lm":
         raise StackwarsError(f"--abstract --step train needs a language model's loss; {req.model}'s is {loss} "
                              "(its target's shape comes from a forward run)",
                              fix="drop --abstract at a size that fits")
-    trainable = {k for k, _ in model.named_parameters()}
+
+
+def _abstract_state(req, specs, inputs, buffers, trainable):
+    """A TrainState of shapes: parameters and buffers as ShapeDtypeStructs, no moments yet."""
+    import jax
+
+    from ..workload.train import TrainState, loss_of
+
     sds = {k: jax.ShapeDtypeStruct(s, _jax_dtype(d)) for k, (s, d) in specs.items()}
-    state = TrainState(loss, {k: v for k, v in sds.items() if k in trainable},
-                       {k: v for k, v in sds.items() if k not in trainable}, {}, {}, 1, inputs, float("nan"),
-                       {}, {}, {})
-    captures = []
-    if "jax" in frameworks:
-        captures.append(capture_jax_train(adapter, req.size, state, stages_for("jax train"), scan=req.scan_layers,
-                                          remat=req.remat))
-    if "torch" in frameworks:
-        captures.append(capture_torchax_train(model, state, stages_for("torchax train")))
-    return captures, inputs
+    return TrainState(loss_of(req.model), {k: v for k, v in sds.items() if k in trainable},
+                      {k: v for k, v in sds.items() if k not in trainable}, {}, {}, 1, inputs, float("nan"),
+                      {}, {}, {})

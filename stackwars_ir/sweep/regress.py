@@ -293,18 +293,18 @@ def _judged(r: Regression) -> Regression:
     return dataclasses.replace(r, breaches=tuple(breaches))
 
 
-def in_stack(req, stack: Stack, buffers, weights, inputs, reference, state) -> list:
-    """[(Capture, Parity)] of req's JAX side, made and parity-checked in a bench worker of `stack`'s
-    environment (capture.run's `elsewhere`)."""
+def in_stack(req, stack: Stack, kind: str, data):
+    """What a bench worker of `stack`'s environment makes of `req`'s JAX side (capture.run's
+    `elsewhere`): kind "capture" -> (Capture, Parity), "capture_abstract" -> Capture."""
     from ..bench.worker import Isolated, Job
     from ..stacks import using
 
     with using(stack), Isolated(None) as worker:
-        got = worker.run(Job("capture", request=req, name=f"{req.model}-{req.size} jax (stack {stack.name})",
-                             data=(weights, inputs, reference, buffers, state)), None)
+        got = worker.run(Job(kind, request=req, name=f"{req.model}-{req.size} jax (stack {stack.name})", data=data),
+                         None)
     if isinstance(got, Exception):
         raise got
-    return [got]
+    return got
 
 
 def capture_in_stack(req, out_dir: Path, stack: Stack | None, *, force: bool = False, show=None):
