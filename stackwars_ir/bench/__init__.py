@@ -206,12 +206,14 @@ def _sidecar_arguments(module, sidecar) -> tuple[list, np.ndarray]:
 
 def hlo_stats(executable) -> dict:
     """Kernels of XLA's optimized HLO: the entry computation's op histogram and its fusions."""
+    from .kernels import entry_instructions
+
     hist = Counter()
     for module in executable.hlo_modules():
         text = module.to_string()
         entry = next((line.split()[1].lstrip("%") for line in text.splitlines() if line.startswith("ENTRY ")), None)
         if not hasattr(module, "computations") or not all(hasattr(c, "instructions") for c in module.computations()):
-            hist.update(_entry_opcodes(text))  # an older jaxlib (a stack's) binds no instructions: read the text
+            hist.update(op for _, op in entry_instructions(text))  # an older jaxlib (a stack's) binds none: the text
             continue
         for comp in module.computations():
             name = comp.name() if callable(comp.name) else comp.name
@@ -223,21 +225,6 @@ def hlo_stats(executable) -> dict:
                 hist[op.lower()] += 1
     hist.pop("parameter", None)
     return {"fusions": hist.get("fusion", 0), "histogram": dict(hist.most_common())}
-
-
-def _entry_opcodes(text: str) -> list[str]:
-    """The opcode of every instruction of an optimized HLO module's entry computation, from its text."""
-    from .kernels import _INSTRUCTION
-
-    entry = text[text.index("\nENTRY "):] if "\nENTRY " in text else ""
-    out = []
-    for line in entry.splitlines()[1:]:
-        if line.strip() == "}":
-            break
-        m = _INSTRUCTION.match(line)
-        if m:
-            out.append(m.group(1))
-    return out
 
 
 def time_module(path: Path, text: str, module, rt, sidecar, timeout: float | None,

@@ -58,21 +58,34 @@ def result_bytes(line: str) -> int:
     return total
 
 
+def _entry(hlo_text: str) -> str:
+    return hlo_text[hlo_text.index("\nENTRY "):] if "\nENTRY " in hlo_text else ""
+
+
+def entry_instructions(hlo_text: str):
+    """(line, opcode) of each instruction of an optimized HLO module's entry computation, in order."""
+    for line in _entry(hlo_text).splitlines()[1:]:
+        if line.strip() == "}":
+            return
+        m = _INSTRUCTION.match(line)
+        if m:
+            yield line, m.group(1)
+
+
+def fusion_kind(name: str) -> str:
+    """A fusion's name without XLA's numbering (`loop_add_fusion.3` -> `loop_add_fusion`): what compares
+    across two compiles."""
+    return re.sub(r"\.\d+$", "", name)
+
+
 def kernels_of(hlo_text: str) -> list[Kernel]:
     """The kernels of an optimized HLO module (its text), in the entry computation's order. An entry
     `call` of a `parallel_*` computation (how torch_xla's XLA build splits a loop fusion across
     threads) is a kernel running that fusion (`inner`), with the fusion's opcode and module path;
     its runtime's events name the call (the whole kernel) and, inside it, the fusion on each thread."""
-    entry = hlo_text[hlo_text.index("\nENTRY "):] if "\nENTRY " in hlo_text else ""
-    roots = _parallel_roots(hlo_text) if "to_apply=%parallel_" in entry else {}
+    roots = _parallel_roots(hlo_text) if "to_apply=%parallel_" in _entry(hlo_text) else {}
     out = []
-    for line in entry.splitlines()[1:]:
-        if line.strip() == "}":
-            break
-        m = _INSTRUCTION.match(line)
-        if not m:
-            continue
-        opcode = m.group(1)
+    for line, opcode in entry_instructions(hlo_text):
         if opcode in _NOT_KERNELS:
             continue
         called = re.search(r"to_apply=%(parallel_[\w.\-]+)", line) if opcode == "call" else None

@@ -199,8 +199,9 @@ def measure(path: Path, stack, metric: str, progress=None):
                 raise StackwarsError(k.error)
             if metric == "kernels":
                 return len(k.kernels)
-            # XLA numbers its fusions (`loop_add_fusion.3`): their kinds, without the numbers, are what compare
-            return tuple(sorted(re.sub(r"\.\d+$", "", x.name) for x in k.kernels if x.opcode == "fusion"))
+            from ..bench.kernels import fusion_kind
+
+            return tuple(sorted(fusion_kind(x.name) for x in k.kernels if x.opcode == "fusion"))
         if metric == "memory":
             from ..bench.memory import plan_files
 

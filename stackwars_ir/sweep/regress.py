@@ -260,12 +260,11 @@ def _block(b) -> BlockChange:
 
 
 def _fusion_kinds(fusions):
-    """XLA numbers its fusions (`loop_add_fusion.3`): the kinds, without the numbers, are what compare."""
-    import re
+    from ..bench.kernels import fusion_kind
 
     if fusions is None:
         return None
-    return tuple(tuple(sorted(re.sub(r"\.\d+$", "", n) for n in side)) for side in fusions)
+    return tuple(tuple(sorted(fusion_kind(n) for n in side)) for side in fusions)
 
 
 def _group_words(g) -> str:
