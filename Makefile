@@ -88,7 +88,8 @@ findings-main: setup-tpu
 findings-versions: setup
 	$(BIN)/python benchmarks/findings_versions.py > docs/findings-versions.md.tmp && mv docs/findings-versions.md.tmp docs/findings-versions.md
 
-# The study's OOM rows recomputed by the TPU v6e compiler, on this machine (after `make setup-tpu`; minutes).
+# The study's OOM rows recomputed by the TPU v6e compiler, on this machine (after `make setup-tpu`): a sweep of
+# benchmarks/grids/findings-memory.toml into out/sweeps/findings-memory (killed, it resumes), then the page.
 findings-memory: setup-tpu
 	$(BIN)/python benchmarks/findings_memory.py > docs/findings-memory.md.tmp && mv docs/findings-memory.md.tmp docs/findings-memory.md
 

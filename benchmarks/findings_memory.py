@@ -1,106 +1,141 @@
 """The study's OOM table recomputed by the TPU v6e compiler: docs/findings-memory.md (`make findings-memory`).
 
-Each cell is one executable compiled for one v6e chip without a TPU (libtpu's compile-only client) from
-an abstract capture (shapes only, bfloat16), against v6e-1's 32 GiB. Needs `make setup-tpu`.
+A sweep of benchmarks/grids/findings-memory.toml into --results (default out/sweeps/findings-memory):
+each cell one executable compiled for TPU v6e chips without a TPU (libtpu's compile-only client), from
+an abstract capture (shapes only, bfloat16) or, where the weights fit, a parity-checked one, against
+v6e-1's 32 GiB; then the page from the records. Finished jobs are never recomputed (failed ones are
+tried again): run again after a kill, or with --render to rebuild the page from the results alone.
+Needs `make setup-tpu`.
 """
 from __future__ import annotations
 
 import argparse
 import sys
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-# The study's OOM rows that have an adapter here: (model, size, title, abstract, dtype, batches or None
-# for --batches); the others are named as not measured. ViT-B/16's weights fit: captured with them,
-# float32, parity-checked, from all three routes.
-ROWS = [("vit", "base", "ViT-B/16", False, "float32", (8,)),
-        ("gpt_neo", "1.3b", "GPT-Neo 1.3B", True, "bfloat16", None),
-        ("llama", "8b", "LLaMA-3.1 8B", True, "bfloat16", None)]
+ROOT = Path(__file__).resolve().parents[1]
+GRID = ROOT / "benchmarks" / "grids" / "findings-memory.toml"
+# The study's names of the OOM rows that have an adapter here (the grid says which are measured, how,
+# and in which order; another model or size is titled MODEL-SIZE); the others are named as not measured.
+TITLES = {("vit", "base"): "ViT-B/16", ("gpt_neo", "1.3b"): "GPT-Neo 1.3B", ("llama", "8b"): "LLaMA-3.1 8B"}
 MISSING: list = []
 ROUTES = ("jax", "torch-torchax", "torch-torch_xla")
-# The training steps that OOM on one chip, again on v6e slices with FSDP (--mesh fsdp=N: parameters,
-# gradients and AdamW's moments split over the chips), JAX and torchax, batch 1; one chip is the table above.
-SLICED = [("gpt_neo", "1.3b", "GPT-Neo 1.3B"), ("llama", "8b", "LLaMA-3.1 8B")]
-SLICE_CHIPS = (4, 8, 16)
 
 
-def main() -> None:
-    from stackwars_ir.bench.memory import budgets
-    from stackwars_ir.sweep import plan_model
-    from stackwars_ir.files import host, versions
-    from stackwars_ir.errors import StackwarsError
+def run(grid_path: Path, results: Path, jobs: int, render: bool):
+    from stackwars_ir.sweep.execute import run_sweep
+    from stackwars_ir.sweep.grid import read_grid
+
+    def progress(message: str) -> None:
+        print(f"findings_memory: {message}", file=sys.stderr, flush=True)
+
+    grid = read_grid(grid_path)
+    if render:
+        return run_sweep(grid, results, render_only=True)
+    return run_sweep(grid, results, jobs=jobs, retry_failed=True, progress=progress)
+
+
+def _route(req) -> str:
+    return "jax" if req.framework == "jax" else f"torch-{req.exporters[0]}"
+
+
+def _plan(rec):
+    """The record's plan (a MemoryPlan), or the cell's text where there is none."""
+    from stackwars_ir.bench.memory import MemoryReport
+    from stackwars_ir.sweep.execute import NOT_RUN
+
+    if rec.error == NOT_RUN:
+        return "not run yet"
+    if rec.result.get("executables"):
+        return MemoryReport.from_json(rec.result).plans[0]
+    return f"failed: {rec.error}"
+
+
+def _cell(plan, budget) -> str:
     from stackwars_ir.textfmt import human_bytes
 
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--batches", default="1,8")
-    ap.add_argument("--seq", type=int, default=128)
-    ap.add_argument("--out", type=Path, default=Path("out") / "findings-memory")
-    args = ap.parse_args()
-    budget = budgets("v6e-1")[0]
-    batches = tuple(int(b) for b in args.batches.split(","))
-    h, v = host(), versions()
-    from importlib import metadata
+    if isinstance(plan, str):
+        return plan
+    if not plan.ok:
+        return f"failed: {plan.error}"
+    if plan.fits(budget)[0]:
+        return f"fits, {human_bytes(plan.peak_bytes + plan.code_bytes)}"
+    how = "refused by the compiler: " if plan.refused else ""
+    return f"OOM, {how}needs {human_bytes(plan.peak_bytes + plan.code_bytes)}"
 
-    t_all = time.perf_counter()
-    cells, notes = {}, []
-    for model, size, title, abstract, dtype, own in ROWS:
-        routes = (("jax", ()), ("torch", ("torchax",))) if abstract else (("both", ("torch_xla", "torchax")),)
-        for step in ("forward", "train"):
-            for batch in own or batches:
-                for framework, exporters in routes:
-                    key = (title, step, batch)
-                    try:
-                        report = plan_model(model, size=size, batches=(batch,), seq=args.seq if abstract else None,
-                                            exporters=exporters, step=step, out_dir=args.out, target="tpu-v6e",
-                                            budgets_=(budget,), timeout=1200, abstract=abstract, dtype=dtype,
-                                            framework=framework, progress=lambda m: print(m, file=sys.stderr))
-                    except StackwarsError as e:  # a route with no abstract form: said in the cell
-                        route = "jax" if framework == "jax" else "torch-torchax"
-                        cells[key + (route,)] = f"not captured: {e.message}"
-                        continue
-                    for p in report.plans:
-                        name = p.name.replace("-train", "")
-                        if not p.ok:
-                            cells[key + (name,)] = f"failed: {p.error}"
-                        elif p.fits(budget)[0]:
-                            cells[key + (name,)] = f"fits, {human_bytes(p.peak_bytes + p.code_bytes)}"
-                        else:
-                            how = "refused by the compiler: " if p.refused else ""
-                            cells[key + (name,)] = f"OOM, {how}needs {human_bytes(p.peak_bytes + p.code_bytes)}"
-    sliced = {}
-    for model, size, title in SLICED:
-        for chips in SLICE_CHIPS:
-            for framework, exporters in (("jax", ()), ("torch", ("torchax",))):
-                report = plan_model(model, size=size, batches=(1,), seq=args.seq, exporters=exporters, step="train",
-                                    out_dir=args.out, target="tpu-v6e", budgets_=(budget,), timeout=1200,
-                                    abstract=True, dtype="bfloat16", framework=framework, mesh=f"fsdp={chips}",
-                                    progress=lambda m: print(m, file=sys.stderr))
-                for p in report.plans:
-                    route = "jax" if p.name.startswith("jax") else "torch-torchax"
-                    sliced[(title, chips, route)] = p
-    took = time.perf_counter() - t_all
+
+def tables(report, budget) -> tuple[dict, dict, dict]:
+    """The one-chip cells by (title, step, batch, route), the sliced plans by (title, chips, route),
+    and how each row was captured, by title: (abstract, dtype, size, batches)."""
+    from stackwars_ir.workload.mesh import Mesh
+
+    cells, sliced, how = {}, {}, {}
+    for rec in report.records:
+        r = rec.job.request
+        title = TITLES.get((r.model, r.size), f"{r.model}-{r.size}")
+        if rec.job.command != "memory":
+            continue
+        if r.mesh:
+            sliced[(title, Mesh.parse(r.mesh).devices, _route(r))] = _plan(rec)
+            continue
+        cells[(title, r.step, r.batch, _route(r))] = _cell(_plan(rec), budget)
+        abstract, dtype, size, batches = how.get(title, (r.abstract, r.dtype, r.size, []))
+        how[title] = (abstract, dtype, size, sorted(set(batches) | {r.batch}))
+    for what, why in report.refused:  # "llama-8b train torch_xla": not a job, and why
+        name, step, route = what.split()[:3]
+        model, size = name.split("-", 1)  # a size holds no "-"; a model name may not either
+        title = TITLES.get((model, size), name)
+        for batch in how.get(title, (0, 0, 0, []))[3]:
+            cells.setdefault((title, step, batch, f"torch-{route}"), f"not captured: {why}")
+    return cells, sliced, how
+
+
+def page(report) -> str:
+    import contextlib
+    import io
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        print_page(report)
+    return out.getvalue()
+
+
+def print_page(report) -> None:
+    from stackwars_ir.bench.memory import budgets
+    from stackwars_ir.files import host
+    from stackwars_ir.sweep.tables import summary_line
+    from stackwars_ir.textfmt import human_bytes
+
+    budget = budgets("v6e-1")[0]
+    cells, sliced, how = tables(report, budget)
+    # The versions that planned (a capture reused from before libtpu was installed has none of libtpu's).
+    v = next((r.stack for r in report.records if r.ok and r.job.command == "memory"), {})
+    h = host()
+    seqs = sorted({rec.job.request.seq for rec in report.records if rec.job.request.abstract})
     print("# The study's OOM rows, recomputed by the TPU v6e compiler\n")
-    print(f"Generated by `make findings-memory` on {h.get('processor')} ({h.get('cpus')} cpus), no TPU: each "
-          f"executable compiled for one TPU v6e chip by libtpu {metadata.version('libtpu')} (jax "
+    print(f"Generated by `make findings-memory` (benchmarks/findings_memory.py, grid "
+          f"benchmarks/grids/findings-memory.toml) on {h.get('processor')} ({h.get('cpus')} cpus), no TPU: each "
+          f"executable compiled for one TPU v6e chip by libtpu {v.get('libtpu')} (jax "
           f"{v.get('jax')}, torch {v.get('torch')}, torchax {v.get('torchax')}, transformers "
-          f"{v.get('transformers')}), from the captures named under each model (abstract ones at seq {args.seq}), "
-          f"against v6e-1's {human_bytes(budget.bytes)} (the study's device: 32 GB of HBM). "
-          f"A cell is the compiler's plan: arguments + outputs - aliased + temporaries + code; 'refused' "
+          f"{v.get('transformers')}), from the captures named under each model (abstract ones at seq "
+          f"{', '.join(map(str, seqs))}), against v6e-1's {human_bytes(budget.bytes)} (the study's device: 32 GB of "
+          f"HBM). A cell is the compiler's plan: arguments + outputs - aliased + temporaries + code; 'refused' "
           f"means the compiler would not build it and the figure is the memory it said the program requires. "
-          f"The training step is loss, backward and AdamW (optax), with no buffer donated. Took {took:.0f} s.\n")
-    for _, size, title, abstract, dtype, own in ROWS:
+          f"The training step is loss, backward and AdamW (optax), with no buffer donated. Sweep: "
+          f"{summary_line(report)}; the jobs' own time, summed: {sum(r.seconds for r in report.records) / 60:.0f} "
+          f"min.\n")
+    for title in how:
+        abstract, dtype, size, batches_here = how[title]
         print(f"## {title}\n")
         print(f"{'Abstract captures (no weights, no parity)' if abstract else 'Captures with seeded weights, parity-checked against PyTorch eager'}, "
               f"{dtype}, size {size}.\n")
-        batches_here = own or batches
         print("| step | batch | " + " | ".join(ROUTES) + " |")
         print("| --- | ---: | " + " | ".join("---" for _ in ROUTES) + " |")
         for step in ("forward", "train"):
             for batch in batches_here:
-                row = [cells.get((title, step, batch, r), "not captured: torch_xla has no route without weights "
-                                 "(its lazy tensors hold data)" if r == "torch-torch_xla" else "-") for r in ROUTES]
+                row = [cells.get((title, step, batch, r), "-") for r in ROUTES]
                 print(f"| {step} | {batch} | " + " | ".join(row) + " |")
         print()
         print(reading(title, cells, batches_here))
@@ -115,6 +150,11 @@ def print_slices(cells: dict, sliced: dict, budget) -> None:
     """The training steps per v6e slice with FSDP, and the smallest slice each route fits on."""
     from stackwars_ir.textfmt import human_bytes
 
+    if not sliced:
+        return
+    titles = list(dict.fromkeys(t for t, _, _ in sliced))
+    chips_ = tuple(sorted({n for _, n, _ in sliced}))
+
     print("## Training steps per v6e slice (FSDP)\n")
     print(f"The training step (batch 1, seq as above, bfloat16, abstract) captured with `--mesh fsdp=N` and compiled "
           f"for N chips of a v6e slice: each chip's plan (arguments + outputs - aliased + temporaries + code) "
@@ -122,9 +162,9 @@ def print_slices(cells: dict, sliced: dict, budget) -> None:
           "parameter and its AdamW moments split along their largest dimension N divides, the batch on fsdp where N "
           "divides it (batch 1: whole). The 1-chip column is the table above.\n")
     routes = ("jax", "torch-torchax")
-    print("| model | route | " + " | ".join(f"v6e-{n}" for n in (1,) + SLICE_CHIPS) + " | smallest slice that fits |")
-    print("| --- | --- | " + " | ".join("---" for _ in (1,) + SLICE_CHIPS) + " | --- |")
-    for _, _, title in SLICED:
+    print("| model | route | " + " | ".join(f"v6e-{n}" for n in (1,) + chips_) + " | smallest slice that fits |")
+    print("| --- | --- | " + " | ".join("---" for _ in (1,) + chips_) + " | --- |")
+    for title in titles:
         for route in routes:
             row, smallest = [], None
             one = cells.get((title, "train", 1, route), "-")
@@ -132,10 +172,10 @@ def print_slices(cells: dict, sliced: dict, budget) -> None:
                                             f" ({one.split(', ', 1)[-1]})" if one.startswith("fits") else ""))
             if one.startswith("fits"):
                 smallest = 1
-            for n in SLICE_CHIPS:
-                p = sliced.get((title, n, route))
-                if p is None or not p.ok:
-                    row.append("failed: " + (p.error if p else "not planned"))
+            for n in chips_:
+                p = sliced.get((title, n, route), "not planned")
+                if isinstance(p, str) or not p.ok:
+                    row.append(p if isinstance(p, str) else f"failed: {p.error}")
                     continue
                 need = p.peak_bytes + p.code_bytes
                 fits = p.fits(budget)[0]
@@ -144,10 +184,11 @@ def print_slices(cells: dict, sliced: dict, budget) -> None:
                     smallest = n
             print(f"| {title} | {route} | " + " | ".join(row) + f" | {f'v6e-{smallest}' if smallest else 'none here'} |")
     print()
-    for _, _, title in SLICED:
-        needs = {(n, r): sliced[(title, n, r)].peak_bytes + sliced[(title, n, r)].code_bytes
-                 for n in SLICE_CHIPS for r in routes if (title, n, r) in sliced and sliced[(title, n, r)].ok}
-        for n in SLICE_CHIPS:
+    for title in titles:
+        plans = {(n, r): sliced.get((title, n, r)) for n in chips_ for r in routes}
+        needs = {k: p.peak_bytes + p.code_bytes for k, p in plans.items() if p is not None and not isinstance(p, str)
+                 and p.ok}
+        for n in chips_:
             if (n, "jax") in needs and (n, "torch-torchax") in needs:
                 a, b = needs[(n, "jax")], needs[(n, "torch-torchax")]
                 print(f"- {title} on v6e-{n}: JAX needs {human_bytes(a)} per chip, torchax {human_bytes(b)} "
@@ -185,6 +226,17 @@ def reading(title: str, cells: dict, batches) -> str:
                    "its OOM for both frameworks is what the IR needs; if it timed inference, the forward rows "
                    "say the IR fits, and the OOM came from outside the executable.")
     return "\n".join(out) if out else "- No cell was computed."
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--grid", type=Path, default=GRID)
+    ap.add_argument("--results", type=Path, default=ROOT / "out" / "sweeps" / "findings-memory")
+    ap.add_argument("--jobs", type=int, default=2, help="local workers (each job asks for its memory: two "
+                                                         "compiles of 8B training steps wait for each other)")
+    ap.add_argument("--render", action="store_true", help="compute nothing: the page from --results")
+    args = ap.parse_args()
+    print(page(run(args.grid, args.results, args.jobs, args.render)), end="")
 
 
 if __name__ == "__main__":

@@ -226,3 +226,44 @@ def test_the_zoo_pages_claims_count_what_the_rows_hold():
     assert "the same number of fusions in 2 of 3" in verdict and "(geometric mean) 2.00" in verdict
     assert "faster by more than 10% in 1, slower by more than 10% in 1, within 10% in 1" in verdict
     assert "geometric mean ratio torchax/torch_xla 1.02" in verdict  # (0.5 * 2 * 1.05) ** (1/3)
+
+
+def test_the_memory_page_is_a_rendering_of_its_results_folder(tmp_path, monkeypatch):
+    """findings_memory as a sweep: cells from the records (a route no abstract capture can take is a
+    cell that says why, not a job), the slice table from the mesh jobs; --render rebuilds the same
+    tables from the folder, running nothing."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    import findings_memory
+
+    grid = tmp_path / "memory.toml"
+    common = ('models = ["llama"]\nsteps = ["train"]\nbatches = [1]\nseqs = [8]\ndtypes = ["bfloat16"]\n'
+              'abstract = true\ntargets = ["cpu"]\nbudgets = ["v6e-1"]\n')
+    grid.write_text('[[grid]]\ncommands = ["memory"]\n' + common +
+                    '\n[[grid]]\ncommands = ["memory"]\nroutes = ["jax"]\nmeshes = ["fsdp=2"]\n' + common)
+    page = findings_memory.page(findings_memory.run(grid, tmp_path / "r", jobs=2, render=False))
+    row = next(line for line in page.splitlines() if line.startswith("| train | 1 |"))
+    jax_cell, torchax_cell, torch_xla_cell = row.split(" | ")[2:5]
+    assert jax_cell.startswith("fits, ") and torchax_cell.startswith("fits, "), row
+    assert torch_xla_cell.startswith("not captured: torch_xla cannot capture without weights"), row
+    slices = next(line for line in page.splitlines() if line.startswith("| llama-tiny | jax |"))
+    assert "| v6e-2 |" in page and "per chip" in slices and slices.endswith("| v6e-1 |"), slices
+    assert "6 jobs: 0 finished before (not recomputed), 6 run now, 0 failed" in page
+
+    rendered = findings_memory.page(findings_memory.run(grid, tmp_path / "r", jobs=2, render=True))
+    assert rendered.split("\n## ", 1)[1] == page.split("\n## ", 1)[1]
+    assert "6 jobs: 6 finished before (not recomputed), 0 run now, 0 failed" in rendered
+
+
+def test_a_sweep_with_a_tpu_target_and_no_libtpu_stops_before_any_job(tmp_path, monkeypatch):
+    import importlib.util
+
+    from stackwars_ir.errors import StackwarsError
+    from stackwars_ir.sweep.execute import run_sweep
+    from stackwars_ir.sweep.grid import grid_of
+
+    find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "libtpu" else find_spec(name, *a))
+    grid = grid_of([{"commands": ["memory"], "models": ["ffn"], "routes": ["jax"], "targets": ["tpu-v6e"]}])
+    with pytest.raises(StackwarsError, match="libtpu, which is not installed"):
+        run_sweep(grid, tmp_path / "r", jobs=1)
+    assert not (tmp_path / "r").exists()

@@ -34,7 +34,7 @@ def capture_abstract(req, frameworks, stages_for, elsewhere=None) -> tuple[list[
     if "jax" in frameworks:
         captures.append(elsewhere(parts) if elsewhere is not None else abstract_jax(req, *parts, stages_for))
     if "torch" in frameworks:
-        _torchax_only(req)
+        req.check_weightless()
         if req.step == "train":
             from .train import capture_torchax_train
 
@@ -90,14 +90,6 @@ def abstract_jax(req, specs, inputs, buffers, trainable, stages_for) -> Capture:
     return Capture("jax", "jax", text, arguments, dict(st.seconds))
 
 
-def _torchax_only(req) -> None:
-    for exporter in req.exporters:
-        if exporter != "torchax":
-            raise StackwarsError(f"{exporter} cannot capture without weights: its lazy tensors hold data "
-                                 "(torch_xla 2.9 has no meta-device or fake-tensor route to StableHLO)",
-                                 fix="use --exporter torchax with --abstract, or a size whose weights fit")
-
-
 def _torchax_abstract(model, inputs, st) -> Capture:
     import jax
     import torch
@@ -138,7 +130,7 @@ def _check_train(req, frameworks) -> None:
     from ..workload.train import loss_of
 
     if "torch" in frameworks:
-        _torchax_only(req)
+        req.check_weightless()
     loss = loss_of(req.model)
     if loss != "lm":
         raise StackwarsError(f"--abstract --step train needs a language model's loss; {req.model}'s is {loss} "

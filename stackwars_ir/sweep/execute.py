@@ -66,6 +66,7 @@ def run_sweep(grid: Grid, root: Path, *, jobs: int | None = None, ray: str | Non
     if render_only:
         executor, ran = "none (rendered from the results)", 0
     else:
+        _check_targets(j for j, _ in todo)
         root.mkdir(parents=True, exist_ok=True)
         pool = _Ray(ray, jobs) if ray else _Local(jobs)
         executor = pool.name
@@ -94,6 +95,14 @@ def run_sweep(grid: Grid, root: Path, *, jobs: int | None = None, ray: str | Non
     records = tuple(done.get(k) or Record(k, j, here, False, NOT_RUN, {}, 0.0, {}) for j, k in zip(grid.jobs, keys))
     return SweepReport(grid.path, str(root), executor, records, len(keys) - len(todo), ran, grid.refused,
                        time.perf_counter() - t0)
+
+
+def _check_targets(jobs) -> None:
+    """Before any job starts: a TPU target's compiles need libtpu here (a worker's stack is this one's)."""
+    from ..bench.memory import check_target
+
+    for target in sorted({j.target for j in jobs if j.target.startswith("tpu-")}):
+        check_target(target)
 
 
 def _failed_capture(job: Job, here: dict, root: Path, done: dict) -> str:

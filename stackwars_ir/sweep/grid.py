@@ -214,8 +214,10 @@ def _expand(table: dict, here: str, refused: dict):
             req = dataclasses.replace(base, framework="jax", exporters=()) if route == "jax" else \
                 dataclasses.replace(base, framework="torch", exporters=(route,))
             try:
-                reqs[route] = req.validated()
-                reqs[route].stems()
+                ok = req.validated()
+                ok.stems()
+                ok.check_weightless()
+                reqs[route] = ok
             except StackwarsError as e:
                 refused[f"{model}-{size} {step} {route}" + (f" {mesh}" if mesh else "")] = e.message
         for command in commands:

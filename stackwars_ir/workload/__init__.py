@@ -84,6 +84,16 @@ class Request:
             raise StackwarsError("--batch and --seq must be positive integers", fix="e.g. --batch 2 --seq 64")
         return dataclasses.replace(self, batch=batch, seq=seq, mesh=mesh.text if mesh else "")
 
+    def check_weightless(self) -> None:
+        """An abstract request's PyTorch routes: torchax only (torch_xla's lazy tensors hold data)."""
+        if not self.abstract or self.framework == "jax":
+            return
+        for exporter in self.exporters:
+            if exporter != "torchax":
+                raise StackwarsError(f"{exporter} cannot capture without weights: its lazy tensors hold data "
+                                     "(torch_xla 2.9 has no meta-device or fake-tensor route to StableHLO)",
+                                     fix="use --exporter torchax with --abstract, or a size whose weights fit")
+
     def _check_mesh(self, entry):
         """--mesh: parsed, and a tp axis only where the adapter names its tensor-parallel dimensions."""
         from .mesh import Mesh
