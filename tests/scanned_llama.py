@@ -1,4 +1,4 @@
-"""A LLaMA decoder written as MaxText writes it (Flax linen, the decoder layers under nn.scan, MaxText's module names), for the loop tests: structure only, random weights."""
+"""A LLaMA decoder written as MaxText writes it (Flax linen, the decoder layers under nn.scan, MaxText's module names), and as Flax NNX writes it (nnx.scan), for the loop tests: structure only, random weights."""
 from __future__ import annotations
 
 
@@ -86,3 +86,101 @@ def lowered_text(layers: int = 2, hidden: int = 64, heads: int = 4, kv_heads: in
     ids = jnp.zeros((batch, seq), jnp.int32)
     params = model.init(jax.random.PRNGKey(0), ids)
     return jax.jit(model.apply).lower(params, ids).compiler_ir("stablehlo").operation.get_asm(enable_debug_info=True)
+
+
+def nnx_lowered_text(layers: int = 2, hidden: int = 64, heads: int = 4, kv_heads: int = 2, mlp: int = 128,
+                     vocab: int = 512, batch: int = 2, seq: int = 16, scan: bool = True) -> str:
+    """The same decoder in Flax NNX, its layers made with nnx.vmap and run with nnx.scan (the Flax
+    docs' scan-over-layers pattern), unrolled with `scan=False`. NNX names no scope: the StableHLO
+    locations carry primitives, einsum specs and the loop's own `while/body`, no module path."""
+    import jax
+    import jax.numpy as jnp
+    from flax import nnx
+
+    head_dim = hidden // heads
+
+    class RMSNorm(nnx.Module):
+        def __init__(self, rngs):
+            self.scale = nnx.Param(jnp.ones((hidden,)))
+
+        def __call__(self, x):
+            return x * jax.lax.rsqrt(jnp.mean(x * x, axis=-1, keepdims=True) + 1e-5) * self.scale
+
+    def rotary(x, positions):
+        half = head_dim // 2
+        freq = 1.0 / (500000.0 ** (jnp.arange(half) / half))
+        angle = positions[:, :, None, None] * freq
+        sin, cos = jnp.sin(angle), jnp.cos(angle)
+        a, b = x[..., :half], x[..., half:]
+        return jnp.concatenate([a * cos - b * sin, b * cos + a * sin], axis=-1)
+
+    class Attention(nnx.Module):
+        def __init__(self, rngs):
+            self.q = nnx.Linear(hidden, heads * head_dim, use_bias=False, rngs=rngs)
+            self.k = nnx.Linear(hidden, kv_heads * head_dim, use_bias=False, rngs=rngs)
+            self.v = nnx.Linear(hidden, kv_heads * head_dim, use_bias=False, rngs=rngs)
+            self.o = nnx.Linear(hidden, hidden, use_bias=False, rngs=rngs)
+
+        def __call__(self, x, positions):
+            q = rotary(self.q(x).reshape(batch, seq, heads, head_dim), positions)
+            k = rotary(self.k(x).reshape(batch, seq, kv_heads, head_dim), positions)
+            v = self.v(x).reshape(batch, seq, kv_heads, head_dim)
+            k, v = jnp.repeat(k, heads // kv_heads, axis=2), jnp.repeat(v, heads // kv_heads, axis=2)
+            s = jnp.einsum("bthd,bshd->bhts", q, k) / jnp.sqrt(head_dim)
+            s = jnp.where(jnp.tril(jnp.ones((seq, seq), bool)), s, -1e9)
+            out = jnp.einsum("bhts,bshd->bthd", jax.nn.softmax(s, axis=-1), v).reshape(batch, seq, hidden)
+            return self.o(out)
+
+    class MLP(nnx.Module):
+        def __init__(self, rngs):
+            self.gate = nnx.Linear(hidden, mlp, use_bias=False, rngs=rngs)
+            self.up = nnx.Linear(hidden, mlp, use_bias=False, rngs=rngs)
+            self.down = nnx.Linear(mlp, hidden, use_bias=False, rngs=rngs)
+
+        def __call__(self, x):
+            return self.down(jax.nn.silu(self.gate(x)) * self.up(x))
+
+    class Block(nnx.Module):
+        def __init__(self, rngs):
+            self.ln1, self.attn, self.ln2, self.mlp = RMSNorm(rngs), Attention(rngs), RMSNorm(rngs), MLP(rngs)
+
+        def __call__(self, x, positions):
+            x = x + self.attn(self.ln1(x), positions)
+            return x + self.mlp(self.ln2(x))
+
+    class Model(nnx.Module):
+        def __init__(self, rngs):
+            self.embed = nnx.Embed(vocab, hidden, rngs=rngs)
+            if scan:
+                @nnx.split_rngs(splits=layers)
+                @nnx.vmap(in_axes=(0,), out_axes=0)
+                def make(rngs):
+                    return Block(rngs)
+
+                self.layers = make(rngs)
+            else:
+                self.layers = nnx.List([Block(rngs) for _ in range(layers)])
+            self.norm = RMSNorm(rngs)
+
+        def __call__(self, ids):
+            x = self.embed(ids)
+            positions = jnp.broadcast_to(jnp.arange(seq)[None], ids.shape).astype(jnp.float32)
+            if scan:
+                @nnx.scan(in_axes=(nnx.Carry, 0, None), out_axes=nnx.Carry)
+                def body(x, layer, positions):
+                    return layer(x, positions)
+
+                x = body(x, self.layers, positions)
+            else:
+                for layer in self.layers:
+                    x = layer(x, positions)
+            return self.norm(x)
+
+    model = Model(nnx.Rngs(0))
+    graphdef, state = nnx.split(model)
+
+    def apply(state, ids):
+        return nnx.merge(graphdef, state)(ids)
+
+    ids = jnp.zeros((batch, seq), jnp.int32)
+    return jax.jit(apply).lower(state, ids).compiler_ir("stablehlo").operation.get_asm(enable_debug_info=True)

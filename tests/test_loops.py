@@ -135,6 +135,36 @@ def test_a_scanned_maxtext_llama_aligns_every_layer_with_the_unrolled_torch_capt
         assert "loops: A 1 loop (x2); B no loop" in page and "executed per run: A " in page
 
 
+@pytest.mark.parametrize("other", ["torch-torch_xla", "torch-torchax", "jax"])
+def test_an_nnx_scanned_llama_without_module_scopes_aligns_every_layer_by_key(tmp_path, other):
+    """A model the adapters never wrote: Flax NNX, layers scanned with nnx.scan, no named scope on any
+    op (only JAX's `while/body` and einsum specs, which name no module). Auto mode segments it by
+    structure (the loop's scopes do not count as module paths), its top level's norms are a
+    transformer's (its softmaxes run in the loop), and every layer's norms, attention and MLP pair
+    with the loop body by key against each capture of the same configuration."""
+    from conftest import golden
+    from scanned_llama import nnx_lowered_text
+
+    from stackwars_ir.diff import diff_files
+
+    path = tmp_path / "nnx-llama.mlir"
+    path.write_text(nnx_lowered_text(layers=2))
+    report = diff_files(path, golden("llama", other))
+    assert report.a.segmentation.mode == "structure", report.a.segmentation.reason
+    assert report.alignment.method == "key", report.alignment.reason
+    paired = {(d.a.role, d.b.layer, d.a.ordinal): d for d in report.blocks if d.b.layer}
+    for layer in range(2):
+        for role, ordinal in (("norm", 0), ("attention", 0), ("norm", 1), ("mlp", 0)):
+            d = paired[(role, (layer,), ordinal)]
+            assert d.a.trips == 2 and "(scanned x2)" in d.label, d.label
+    assert {d.a.role for d in report.blocks if not d.a.layer and not d.a.trips} >= {"embedding", "norm"}
+    assert not any(b.role == "batchnorm" for b in report.a.segmentation.blocks)
+    assert not any(b.role in ("norm", "attention", "mlp") for b in report.alignment.only_b)
+    result = report.result()
+    assert result.a.loops == (2,)
+    assert result.a.executed["stablehlo.dot_general"] == 18 == result.b.histogram["stablehlo.dot_general"]
+
+
 def test_a_scanned_model_against_itself_unrolled_pairs_every_layer_and_executes_the_same_compute(tmp_path):
     from scanned_llama import lowered_text
 

@@ -37,8 +37,20 @@ def align(a: Segmentation, b: Segmentation) -> Alignment:
                                       f"{KEY_ENOUGH:.0%})")
     by_order = _align_by(_numbered(blocks_a), _numbered(blocks_b), lambda item: item[0], "order")
     why = f"pairing by key covered {by_key.coverage:.0%} (under {KEY_ENOUGH:.0%}), by order {by_order.coverage:.0%}"
-    best = by_key if by_key.coverage >= by_order.coverage else by_order
+    # Order wins only by pairing more blocks that are something: pairing the k-th unnamed "other"
+    # block of each side (a loop's plumbing with another program's glue) says nothing.
+    best = by_key if _named_coverage(by_key) >= _named_coverage(by_order) else by_order
     return replace(best, reason=why + (": kept key" if best is by_key else ": fell back to order"))
+
+
+def _named_coverage(al: Alignment) -> float:
+    """The coverage of an alignment counting only blocks with a role (not "other")."""
+    def named(blocks):
+        return [b for b in blocks if b.role != "other"]
+
+    pairs = [p for p in al.pairs if p[0].role != "other" or p[1].role != "other"]
+    total = len(pairs) + max(len(named(al.only_a)), len(named(al.only_b)))
+    return len(pairs) / total if total else 1.0
 
 
 def unrolled(blocks, other) -> tuple:

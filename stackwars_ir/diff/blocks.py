@@ -78,7 +78,7 @@ def segment(module: Module, mode: str = "auto", roles: tuple = ()) -> Segmentati
     phases = _phases(module)
     if phases:  # a training step: the optimizer's ops have no module path by nature
         top = [(op, path) for op, path in top if phases.get(id(op))]
-    with_path = sum(1 for _, p in top if p)
+    with_path = sum(1 for _, p in top if _names_a_module(p))
     coverage = with_path / len(top) if top else 0.0
     use = mode if mode != "auto" else ("provenance" if coverage >= AUTO_PROVENANCE else "structure")
     reason = (f"--mode {mode}" if mode != "auto" else
@@ -88,7 +88,7 @@ def segment(module: Module, mode: str = "auto", roles: tuple = ()) -> Segmentati
     if use == "provenance":
         blocks = _split_coarse(module, _split_shared(module, _by_provenance(items, phases, roles, loops)))
     else:
-        blocks = _loops_by_structure(module, _by_structure(module, items), loops)
+        blocks = _loops_by_structure(module, _by_structure(module, items, layered=_scans_layers(module, loops)), loops)
     blocks = _embeddings_by_size(module, blocks)
     return Segmentation(module, use, tuple(blocks), round(coverage, 4), reason)
 
@@ -306,6 +306,15 @@ _REMAT_WORDS = frozenset({"checkpoint", "remat", REMAT, "remat2"})
 _LOOP_WORDS = frozenset({"while", "body", "cond", "scan"})
 
 
+@functools.lru_cache(maxsize=65536)
+def _names_a_module(path: str) -> bool:
+    """Whether a path names a module, not only JAX's own scopes: a loop's plumbing (`while.body`),
+    rematerialization's, or an einsum's spec (`bthd,bshd->bhts`), which a model without named
+    scopes (Flax NNX) carries on every op of a scanned body."""
+    return any(w and w not in _LOOP_WORDS and w not in _REMAT_WORDS and w != "closed_call" and "->" not in w
+               for w in path.split("."))
+
+
 def _split_shared(module: Module, blocks: list) -> list:
     """Structures built once and used by every layer (torch_xla's causal mask, made where layer 0's
     attention first needs it) become blocks of their own, role "shared", instead of swelling the
@@ -461,10 +470,11 @@ def _calls_gather(module: Module, callee: str) -> bool:
     return bool(f) and any(module.ops[i].name == "stablehlo.gather" for i in f.ops)
 
 
-def _by_structure(module: Module, items: list, within: bool = False) -> list[Block]:
+def _by_structure(module: Module, items: list, within: bool = False, layered: bool = False) -> list[Block]:
     """Nearest-anchor clustering on the dataflow graph of the entry function's top-level ops; with
     `within` (the ops of one block: a layer, maybe a loop's body, maybe a callee's), of the ops of
-    `items` whose region-holding op is not among them."""
+    `items` whose region-holding op is not among them. `layered`: the program's layers run in a
+    loop (its top level holds no attention, yet its norms are a transformer's, not batch norms)."""
     entry = module.entry.name
     if within:
         mine = {op.id for op, _ in items}
@@ -494,7 +504,7 @@ def _by_structure(module: Module, items: list, within: bool = False) -> list[Blo
         if not _feeds_reduce(k, users, by_id):
             kinds[k] = "act"  # an exp no reduce sums is an activation's (SiLU as x / (1 + exp(-x))), not a softmax
     owner = _nearest(list(kinds), neighbours, index)
-    roles = _anchor_roles(top, kinds, parents, users)
+    roles = _anchor_roles(top, kinds, parents, users, layered)
     groups: dict = defaultdict(list)
     for op in top:
         a = owner.get(op.id)
@@ -535,6 +545,11 @@ def _loops_by_structure(module: Module, blocks: list, loops: dict) -> list:
                                                          loop=k, trips=trips)
                                     for p in _by_structure(module, ops, within=True)], tuple(ops))
     return out
+
+
+def _scans_layers(module: Module, loops: dict) -> bool:
+    """Whether a counted loop's body computes a softmax (an exponential): layers scanned in a loop."""
+    return any(op.name == "stablehlo.exponential" and id(op) in loops for op, _ in module.inlined)
 
 
 def _feeds_reduce(op_id: int, users: dict, by_id: dict, depth: int = 3) -> bool:
@@ -579,13 +594,14 @@ def _nearest(anchors: list, neighbours: dict, index: dict) -> dict:
     return owner
 
 
-def _anchor_roles(top, kinds, parents: dict, users: dict) -> dict:
+def _anchor_roles(top, kinds, parents: dict, users: dict, looped: bool = False) -> dict:
     """(layer, role, ordinal) of every anchor, from dataflow rather than print order.
 
     Layer of a softmax = the number of softmaxes upstream of it; the dot_generals next to it
     are its attention. An activation or other dot_general belongs to the MLP of the layer
     whose attention feeds it. A norm belongs to the layer of the first attention or MLP it
-    feeds (pre-LN's ln_1 and ln_2 alike); one that feeds neither is the final norm.
+    feeds (pre-LN's ln_1 and ln_2 alike); one that feeds neither is the final norm. `looped`: the
+    layers (their softmaxes) run in a loop, so the top level is a transformer's all the same.
     """
     order = [op for op in top if op.id in kinds]
     depth: dict = {}  # softmaxes upstream, including the op itself (ops come in SSA order)
@@ -597,7 +613,7 @@ def _anchor_roles(top, kinds, parents: dict, users: dict) -> dict:
     for s in softmaxes:
         for dot in _attention_dots(s, kinds, users, parents):
             attention_of.setdefault(dot, depth[s] - 1)
-    layered = bool(softmaxes)
+    layered = bool(softmaxes) or looped
     roles: dict = {}
     counts: Counter = Counter()
     norms = []
