@@ -295,3 +295,31 @@ def test_torch_xla_scan_layers_aligns_every_layer_with_the_same_model_unrolled(t
     for role, ordinals in (("norm", (0, 1)), ("attention", (0,)), ("mlp", (0,))):
         got = sorted((d.a.layer, d.a.ordinal) for d in report.blocks if d.a.role == role and d.b.trips == 4)
         assert got == [((layer,), o) for layer in range(4) for o in ordinals], role
+
+
+def test_a_loops_kernels_are_listed_with_how_often_they_run_through_nested_loops():
+    """bench.kernels reads the optimized HLO's while bodies as well as its entry: each body kernel
+    names its while and runs trip-count times per call, multiplied through nested scans (3 x 4); a
+    condition runs once more than its body."""
+    import jax
+    import jax.numpy as jnp
+
+    from stackwars_ir.bench.kernels import kernels_of
+
+    def f(x, ws):
+        def outer(h, w):
+            h, _ = jax.lax.scan(lambda g, _: (jnp.tanh(g @ w), None), h, None, length=4)
+            return h, None
+        return jax.lax.scan(outer, x, ws)[0]
+
+    text = jax.jit(f).lower(jnp.ones((8, 16)), jnp.ones((3, 16, 16))).compile().as_text()
+    kernels = kernels_of(text)
+    whiles = [k for k in kernels if k.opcode == "while"]
+    assert len(whiles) == 2 and whiles[0].trips == 0 and whiles[1].loop == whiles[0].name and whiles[1].trips == 3
+    inner = [k for k in kernels if k.loop == whiles[1].name]
+    tanh = [k for k in inner if "tanh" in k.name]
+    assert tanh and all(k.trips == 12 for k in tanh), [(k.name, k.trips) for k in inner]
+    assert {k.trips for k in inner if "while.cond" in k.path} == {15}
+    outer = [k for k in kernels if k.loop == whiles[0].name and k.opcode != "while"]
+    assert {k.trips for k in outer if "while.cond" not in k.path} == {3}
+    assert {k.trips for k in outer if "while.cond" in k.path} == {4}

@@ -135,3 +135,36 @@ def test_encoders_scan_their_layers_on_both_frameworks_and_every_layer_aligns_wi
         for layer in range(2):
             assert {("attention", (layer,)), ("mlp", (layer,))} <= layers, (stem, layers)
         assert report.result().a.loops == (2,)
+
+
+@pytest.mark.slow
+def test_a_scanned_programs_kernels_and_time_go_to_its_layers(made, tmp_path):
+    """diff --kernels and --bench read the loop's body: each scanned layer's row holds the body's
+    kernels (compiled once) and one trip's share of their profiled time, and what the rows, the
+    unmatched blocks and the untraced kernels hold adds up to every kernel's time."""
+    from click.testing import CliRunner
+
+    from stackwars_ir.bench.kernels import block_kernels, kernels_of_files
+    from stackwars_ir.bench.profile import block_times_from
+    from stackwars_ir.cli import main
+    from stackwars_ir.diff import diff_files
+
+    folder, _ = made
+    files = (golden("llama", "jax"), folder / "jax-scan.mlir")
+    bench = tmp_path / "bench.json"
+    run = CliRunner().invoke(main, ["bench", *map(str, files), "--runs", "5", "--profile", "3", "--json", str(bench)])
+    assert run.exit_code == 0, run.stderr
+    scanned = json.loads(bench.read_text())["results"][1]["profile"]["kernels"]
+    (compiled,) = kernels_of_files([files[1]])
+    in_body = {k.name for k in compiled.kernels if k.loop and "while.body" in k.path}
+    assert len(in_body) > 20 and {k["calls"] for k in scanned if k["name"] in in_body} == {2}
+    report = diff_files(*files)
+    result = block_times_from(report, block_kernels(report, report.result(), files), bench)
+    rows = {(b.layer, b.role, b.ordinal): b for b in result.blocks if b.role in ("attention", "mlp", "norm")}
+    for role, ordinal in LAYERED:
+        zero, one = rows[((0,), role, ordinal)], rows[((1,), role, ordinal)]
+        assert zero.metrics["kernels"]["b"] > 0 and zero.metrics["kernels"]["b"] == one.metrics["kernels"]["b"]
+        assert zero.metrics["time"]["b"] > 0 and zero.metrics["time"]["b"] == pytest.approx(one.metrics["time"]["b"])
+    t = result.metrics["time"]["b"]
+    paired = sum(b.metrics["time"]["b"] for b in result.blocks)
+    assert paired + t["unaligned_s"] + t["unattributed_s"] == pytest.approx(t["kernels_sum_s"], rel=1e-6)

@@ -90,9 +90,8 @@ def estimate_hlo(hlo_text: str, chip: Chip):
     from .kernels import kernels_of
     from .profile import KernelTime, Profile
 
-    entry = hlo_text[hlo_text.index("\nENTRY "):] if "\nENTRY " in hlo_text else ""
-    lines, sizes = {}, {}
-    for line in entry.splitlines()[1:]:
+    lines, sizes = {}, {}  # every instruction's (names are unique in a module): loop bodies' kernels too
+    for line in hlo_text.splitlines():
         m = re.match(r"^\s*(?:ROOT\s+)?%?([\w.\-]+)\s*=\s*(.*)$", line)
         if m:
             lines[m.group(1)] = line
@@ -104,24 +103,26 @@ def estimate_hlo(hlo_text: str, chip: Chip):
         cycles = _CYCLES.search(line)
         result = sizes.get(k.name, 0)
         operands = [sizes.get(n, 0) for n in _operands(line, k.opcode)]
+        runs = k.trips if k.loop and k.trips else 1  # a loop body's kernel, once per trip
         if cycles:
-            how, seconds = "estimate", int(cycles.group(1)) / chip.clock_hz
+            how, seconds = "estimate", runs * int(cycles.group(1)) / chip.clock_hz
             totals["estimated"] += 1
             totals["estimated_s"] += seconds
         elif k.opcode in _ASYNC_STARTS:
             how, seconds = "async", 0.0
             totals["async"] += 1
-            totals["async_bound_s"] += sum(operands) / chip.hbm_bytes_per_s
-        elif k.opcode in _ASYNC_DONES or (k.opcode == "custom-call" and _target(line) in _FREE_CALLS):
+            totals["async_bound_s"] += runs * sum(operands) / chip.hbm_bytes_per_s
+        elif k.opcode in _ASYNC_DONES or k.opcode == "while" or \
+                (k.opcode == "custom-call" and _target(line) in _FREE_CALLS):  # a loop costs what its body does
             how, seconds = "free", 0.0
             totals["free"] += 1
         else:
             # A lower bound: the result written, and of each operand no more than the result's bytes
             # read (a gather reads a few rows of its table, not the table).
-            how, seconds = "bound", (result + sum(min(n, result) for n in operands)) / chip.hbm_bytes_per_s
+            how, seconds = "bound", runs * (result + sum(min(n, result) for n in operands)) / chip.hbm_bytes_per_s
             totals["bounded"] += 1
             totals["bound_s"] += seconds
-        out.append(KernelTime(k.name, k.opcode, k.path, k.phase, seconds, 1, how=how))
+        out.append(KernelTime(k.name, k.opcode, k.path, k.phase, seconds, runs, how=how))
     serial = totals["estimated_s"] + totals["bound_s"]
     # The kernels run one after another; the async copies overlap them: a run takes at least the
     # longer of the two.

@@ -1,6 +1,7 @@
-"""What runs: the kernels XLA compiles a module to (its optimized HLO's entry instructions), each traced back to the module path it came from."""
+"""What runs: the kernels XLA compiles a module to (its optimized HLO's entry instructions, and its loops' bodies), each traced back to the module path it came from."""
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +26,11 @@ class Kernel:
     phase: str = ""
     inner: str = ""  # the fusion a `call` of a parallel computation runs on several threads
     bytes: int = 0  # a collective's result on each device (its per-partition shape), else 0
+    # Inside a while loop's body (or condition): the while instruction's name and how many times the
+    # kernel runs per call of the module (the trip counts XLA knows, multiplied through nested loops;
+    # 0 where XLA does not know one).
+    loop: str = ""
+    trips: int = 0
 
     @property
     def collective(self) -> str:
@@ -35,7 +41,8 @@ class Kernel:
 
     def as_json(self) -> dict:
         return {"name": self.name, "opcode": self.opcode, "path": self.path, "phase": self.phase,
-                **({"inner": self.inner} if self.inner else {}), **({"bytes": self.bytes} if self.bytes else {})}
+                **({"inner": self.inner} if self.inner else {}), **({"bytes": self.bytes} if self.bytes else {}),
+                **({"loop": self.loop, "trips": self.trips} if self.loop else {})}
 
 
 # What XLA's SPMD partitioner inserts between a sharded program's devices.
@@ -64,12 +71,26 @@ def _entry(hlo_text: str) -> str:
 
 def entry_instructions(hlo_text: str):
     """(line, opcode) of each instruction of an optimized HLO module's entry computation, in order."""
-    for line in _entry(hlo_text).splitlines()[1:]:
+    return _instructions(_entry(hlo_text))
+
+
+def _instructions(computation: str):
+    """(line, opcode) of each instruction of a computation's text (its header line first)."""
+    for line in computation.splitlines()[1:]:
         if line.strip() == "}":
             return
         m = _INSTRUCTION.match(line)
         if m:
             yield line, m.group(1)
+
+
+def _computation(hlo_text: str, name: str) -> str:
+    """The text of the computation `name` (a while's body or condition), from its header line; "" if absent."""
+    at = hlo_text.find(f"\n%{name} (")
+    return hlo_text[at + 1:] if at >= 0 else ""
+
+
+_TRIPS = re.compile(r'"known_trip_count":\{"n":"(\d+)"\}')
 
 
 def fusion_kind(name: str) -> str:
@@ -83,18 +104,36 @@ def kernels_of(hlo_text: str) -> list[Kernel]:
     `call` of a `parallel_*` computation (how torch_xla's XLA build splits a loop fusion across
     threads) is a kernel running that fusion (`inner`), with the fusion's opcode and module path;
     its runtime's events name the call (the whole kernel) and, inside it, the fusion on each thread."""
-    roots = _parallel_roots(hlo_text) if "to_apply=%parallel_" in _entry(hlo_text) else {}
+    roots = _parallel_roots(hlo_text) if "to_apply=%parallel_" in hlo_text else {}
+    return _kernels_in(hlo_text, entry_instructions(hlo_text), roots, "", 1, 0)
+
+
+def _kernels_in(hlo_text: str, instructions, roots: dict, loop: str, runs: int, depth: int) -> list[Kernel]:
+    """The kernels of one computation's instructions; a `while` is a kernel of its own (what its
+    runtime event holds beyond its body's kernels: the loop's bookkeeping), followed by the kernels of
+    its condition and body, each marked with the loop and how many times it runs (`runs`: the
+    enclosing loops' trips multiplied, 0 when one is unknown)."""
     out = []
-    for line, opcode in entry_instructions(hlo_text):
+    for line, opcode in instructions:
         if opcode in _NOT_KERNELS:
             continue
         called = re.search(r"to_apply=%(parallel_[\w.\-]+)", line) if opcode == "call" else None
         if called and called.group(1) in roots:
             root = roots[called.group(1)]
             k = _kernel(root, _INSTRUCTION.match(root).group(1))
-            out.append(Kernel(_name(line), k.opcode, k.path, k.phase, inner=k.name))
+            out.append(Kernel(_name(line), k.opcode, k.path, k.phase, inner=k.name,
+                              loop=loop, trips=runs if loop else 0))
             continue
-        out.append(_kernel(line, opcode))
+        k = _kernel(line, opcode)
+        out.append(dataclasses.replace(k, loop=loop, trips=runs) if loop else k)
+        if opcode == "while" and depth < 8:
+            trips = int(m.group(1)) if (m := _TRIPS.search(line)) else 0
+            for part, extra in (("condition", 1), ("body", 0)):
+                name = re.search(part + r"=%([\w.\-]+)", line)
+                if name:
+                    inner = runs * (trips + extra) if trips else 0
+                    out += _kernels_in(hlo_text, _instructions(_computation(hlo_text, name.group(1))), roots,
+                                       k.name, inner, depth + 1)
     return out
 
 

@@ -12,6 +12,7 @@ PROFILE_RUNS = 10  # profiled runs after the unprofiled steady state (bench --pr
 # build (XLA 5fab705) as the second.
 _RUN_EVENTS = ("CommonPjRtLoadedExecutable::ExecuteHelperOnSingleDevice", "PjRtCpuExecutable::ExecuteHelper")
 _KERNEL_THREADS = ("tf_XLAPjRtCpuClient", "tf_XLAEigen")
+_LOOP_OPCODES = ("while",)  # a kernel whose runtime event holds other kernels' events (bench.kernels)
 # The runtime's copies between host and device, traced on the kernel threads: not a graph's kernel.
 _TRANSFERS = ("D2H ", "H2D ")
 
@@ -150,21 +151,29 @@ def _read(data, walls: list, steady_s: float, graphs: list, note: str = "") -> P
 
     from ..errors import BenchError
 
-    starts, events = [], []
+    # A loop's event (a while) holds its body's kernels' events: they are kernels of their own, and the
+    # loop's own time is what its event holds beyond them (the condition's bookkeeping, copies).
+    loops = {k.name for ks in graphs for k in ks if k.opcode in _LOOP_OPCODES}
+    starts, events = [], []  # events: [start, end, name, nanoseconds of kernels kept inside it]
     for plane in data.planes:
         for line in plane.lines:
             on_pool = line.name.startswith(_KERNEL_THREADS)
-            reach = None  # the end of the last kernel event kept on this thread
+            open_ = []  # the kept events that hold the current one on this thread (indices into events)
             for ev in sorted(line.events, key=lambda e: (e.start_ns, -e.end_ns)):
                 if ev.name in _RUN_EVENTS:
                     starts.append(ev.start_ns)
                 elif on_pool and "::" not in ev.name and not ev.name.startswith("end: "):
-                    # An event inside a kernel's on the same thread is part of that kernel (torch_xla's
-                    # build traces a dot's `Transpose` so): counted once, in the kernel.
-                    if reach is not None and ev.end_ns <= reach:
-                        continue
-                    events.append((ev.start_ns, ev.end_ns, ev.name))
-                    reach = ev.end_ns
+                    while open_ and events[open_[-1]][1] <= ev.start_ns:
+                        open_.pop()
+                    if open_ and ev.end_ns <= events[open_[-1]][1]:
+                        holder = events[open_[-1]]
+                        if holder[2] not in loops:
+                            # An event inside a kernel's on the same thread is part of that kernel
+                            # (torch_xla's build traces a dot's `Transpose` so): counted once, in the kernel.
+                            continue
+                        holder[3] += ev.end_ns - ev.start_ns
+                    events.append([ev.start_ns, ev.end_ns, ev.name, 0])
+                    open_.append(len(events) - 1)
     starts.sort()
     if not starts or len(starts) % len(walls) or (len(graphs) == 1 and len(starts) != len(walls)):
         raise BenchError(f"the profile holds {len(starts)} executions for {len(walls)} profiled runs",
@@ -173,7 +182,7 @@ def _read(data, walls: list, steady_s: float, graphs: list, note: str = "") -> P
     inner = {k.inner for ks in graphs for k in ks if k.inner}
     executions = [dict() for _ in starts]  # name -> [seconds, calls], per execution
     spans = [[] for _ in starts]
-    for begin, end, name in events:
+    for begin, end, name, held in events:
         if name in inner:
             continue
         i = bisect.bisect_right(starts, begin) - 1
@@ -184,7 +193,7 @@ def _read(data, walls: list, steady_s: float, graphs: list, note: str = "") -> P
             # threads: it is named as a transfer wherever it falls.
             name = f"transfer: {name}"
         t = executions[i].setdefault(name, [0.0, 0])
-        t[0] += (end - begin) / 1e9
+        t[0] += (end - begin - held) / 1e9
         t[1] += 1
         spans[i].append((begin, end))
     each = len(starts) // len(walls)

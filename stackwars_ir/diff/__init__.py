@@ -216,14 +216,39 @@ def kernel_blocks(report: DiffReport, side: str):
                     counts[blk.label] = counts.get(blk.label, 0) + 1
     owner = {phase: max(counts, key=counts.get) for phase, counts in pathless.items()}
 
-    def block_of(k) -> str | None:
-        p, label = k.path, None
+    def longest(p: str, phase: str) -> str | None:
+        label = None
         while p and label is None:
-            label = by_path.get((p, k.phase))
+            label = by_path.get((p, phase))
             p = p.rsplit(".", 1)[0] if "." in p else ""
+        return label
+
+    def block_of(k) -> str | None:
+        # A loop body's kernel carries the loop's scopes before the module path (XLA keeps JAX's
+        # `while/body/closed_call/layers/mlp`) where the body's ops name the module alone: the module
+        # path first, then the loop's plumbing (`while.body`: the body's own block).
+        label = longest(unlooped(k.path), k.phase) if k.path != unlooped(k.path) else None
+        label = label or longest(k.path, k.phase)
         return owner.get(k.phase) if label is None and not k.path else label
 
     return block_of
+
+
+def source(b) -> str:
+    """The label of the segmentation's block a paired block stands for: a scanned block's copy for
+    one layer (diff.align.unrolled: loop -1, the trip's number first in its layer) is the loop's block."""
+    if b.trips and b.loop < 0:
+        from dataclasses import replace
+
+        return replace(b, layer=b.layer[1:]).label
+    return b.label
+
+
+def unlooped(path: str) -> str:
+    """A module path without the scopes JAX gives a loop (`while.body.closed_call.layers.mlp` -> `layers.mlp`)."""
+    from .blocks import LOOP_WORDS
+
+    return ".".join(w for w in path.split(".") if w not in LOOP_WORDS and w != "closed_call")
 
 
 def with_kernels(report: DiffReport, result: DiffResult, kernels_a, kernels_b) -> DiffResult:
@@ -252,7 +277,9 @@ def with_kernels(report: DiffReport, result: DiffResult, kernels_a, kernels_b) -
                         "collectives_unattributed": collectives.get(None, {})}
     blocks = []
     for blk, d in zip(result.blocks, report.blocks):
-        (na, fa, ka), (nb, fb, kb) = counts["a"].get(d.a.label, (0, 0, ())), counts["b"].get(d.b.label, (0, 0, ()))
+        # A scanned block paired layer by layer: each layer's row shows the body's kernels (compiled
+        # once, run once per trip).
+        (na, fa, ka), (nb, fb, kb) = counts["a"].get(source(d.a), (0, 0, ())), counts["b"].get(source(d.b), (0, 0, ()))
         # XLA names a fusion after the ops it fused (`dot_add_fusion`): the names say what went in.
         metrics = dict(blk.metrics, kernels={"a": na, "b": nb, "fusions_a": fa, "fusions_b": fb,
                                              "names_a": list(ka), "names_b": list(kb)})
@@ -282,7 +309,7 @@ def with_times(report: DiffReport, result: DiffResult, profile_a, profile_b) -> 
     from dataclasses import replace
 
     per, totals, kernels = {}, {}, {}
-    aligned = {"a": {d.a.label for d in report.blocks}, "b": {d.b.label for d in report.blocks}}
+    aligned = {"a": {source(d.a) for d in report.blocks}, "b": {source(d.b) for d in report.blocks}}
     for side, prof in (("a", profile_a), ("b", profile_b)):
         block_of, times, loose, ran = kernel_blocks(report, side), {}, [], {}
         for k in prof.kernels:
@@ -303,13 +330,18 @@ def with_times(report: DiffReport, result: DiffResult, profile_a, profile_b) -> 
                         "unaligned_s": sum(t for label, t in times.items() if label not in aligned[side]),
                         "unattributed": [n for n, s in sorted(loose, key=lambda x: -x[1])]
                         + [n for n, _ in prof.untraced], **({"estimate": prof.estimate} if prof.estimate else {})}
-    def ran(side: str, label: str) -> dict:  # the kernels that ran in the block, and its longest three
-        ks = sorted(kernels[side].get(label, ()), key=lambda x: -x[1])
-        return {f"kernels_{side}": len(ks), f"top_{side}": [[n, t] for n, t in ks[:3]]}
+    def ran(side: str, b) -> dict:  # the kernels that ran in the block, and its longest three
+        share = 1 / b.trips if b.trips and b.loop < 0 else 1.0
+        ks = sorted(kernels[side].get(source(b), ()), key=lambda x: -x[1])
+        return {f"kernels_{side}": len(ks), f"top_{side}": [[n, t * share] for n, t in ks[:3]]}
 
-    blocks = [replace(blk, metrics=dict(blk.metrics, time={"a": per["a"].get(d.a.label, 0.0),
-                                                           "b": per["b"].get(d.b.label, 0.0),
-                                                           **ran("a", d.a.label), **ran("b", d.b.label)}))
+    def seconds(side: str, b) -> float:
+        """A block's time; a scanned block paired layer by layer: its share, one trip's."""
+        share = 1 / b.trips if b.trips and b.loop < 0 else 1.0
+        return per[side].get(source(b), 0.0) * share
+
+    blocks = [replace(blk, metrics=dict(blk.metrics, time={"a": seconds("a", d.a), "b": seconds("b", d.b),
+                                                           **ran("a", d.a), **ran("b", d.b)}))
               for blk, d in zip(result.blocks, report.blocks)]
     return replace(result, blocks=tuple(blocks), metrics=dict(result.metrics, time=totals))
 

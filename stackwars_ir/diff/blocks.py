@@ -261,7 +261,7 @@ def _by_provenance(items: list, phases: dict | None = None, roles: tuple = (), l
     for op, path in items:
         layer, role, instance = classify(_unscoped(path), roles)
         loop = loops.get(id(op))
-        if loop is not None and role == "other" and not _LOOP_WORDS & set(path.split(".")):
+        if loop is not None and role == "other" and not LOOP_WORDS & set(path.split(".")):
             # the layer's own ops, or a body no location names (torch_xla's scan): split by structure below
             role, instance = "residual", instance or "(loop body)"
         if role in ("attention", "mlp", "residual"):
@@ -303,7 +303,7 @@ _REMAT_WORDS = frozenset({"checkpoint", "remat", REMAT, "remat2"})
 
 # Words of the paths JAX gives a loop's own plumbing (the counter, each trip's slice of the stacked
 # parameters): `Model.while.body`; such ops stay "other", not a scanned layer's residual.
-_LOOP_WORDS = frozenset({"while", "body", "cond", "scan"})
+LOOP_WORDS = frozenset({"while", "body", "cond", "scan"})
 
 
 @functools.lru_cache(maxsize=65536)
@@ -311,7 +311,7 @@ def _names_a_module(path: str) -> bool:
     """Whether a path names a module, not only JAX's own scopes: a loop's plumbing (`while.body`),
     rematerialization's, or an einsum's spec (`bthd,bshd->bhts`), which a model without named
     scopes (Flax NNX) carries on every op of a scanned body."""
-    return any(w and w not in _LOOP_WORDS and w not in _REMAT_WORDS and w != "closed_call" and "->" not in w
+    return any(w and w not in LOOP_WORDS and w not in _REMAT_WORDS and w != "closed_call" and "->" not in w
                for w in path.split("."))
 
 
