@@ -280,7 +280,7 @@ def _by_provenance(items: list, phases: dict | None = None, roles: tuple = (), l
         loop, role = key[0] or (-1, 0), key[2]
         name = ops[0][1] if role in ("attention", "mlp", "residual") else instance
         if role in ("attention", "mlp", "residual") and ops:
-            name = _common_prefix([p for _, p in ops]) or name
+            name = _common_prefix([_unscoped(p) for _, p in ops]) or name
         blocks.append(Block(role, key[1], key[3], name, tuple(ops), loop=loop[0], trips=loop[1]))
     return blocks
 
