@@ -5,10 +5,12 @@ workers - the jobs' own seconds, as their records measured them inside the worke
 process's start and imports, the scheduler, the record's write. Run alone on the machine.
 
     .venv/bin/python benchmarks/sweep_scaling.py [--grid benchmarks/grids/scaling.toml] [--no-ray]
+        [--models llama --no-mesh]   # a part of a grid: its jobs of these models, without the meshes
 """
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import shutil
 import sys
 import tempfile
@@ -26,13 +28,20 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--grid", type=Path, default=Path(__file__).parent / "grids" / "scaling.toml")
     ap.add_argument("--no-ray", action="store_true")
+    ap.add_argument("--models", default="", help="comma-separated: only these models' jobs")
+    ap.add_argument("--no-mesh", action="store_true", help="only the jobs on one device")
     args = ap.parse_args()
     grid = read_grid(args.grid)
+    models = set(filter(None, args.models.split(",")))
+    grid = dataclasses.replace(grid, jobs=tuple(j for j in grid.jobs if (not models or j.request.model in models)
+                                                and not (args.no_mesh and j.request.mesh)))
     runs = [("local, 1 worker", dict(jobs=1), 1), ("local, 2 workers", dict(jobs=2), 2)]
     if not args.no_ray:
         runs.append(("ray local, 2 CPUs", dict(ray="local", jobs=2), 2))
     h = host()
-    print(f"# {args.grid.name}: {len(grid.jobs)} jobs on {h['processor']} ({h['cpus']} cpus)")
+    part = (f" ({', '.join(sorted(models))}" if models else " (") + (", one device)" if args.no_mesh else ")")
+    print(f"# {args.grid.name}{part if models or args.no_mesh else ''}: {len(grid.jobs)} jobs on "
+          f"{h['processor']} ({h['cpus']} cpus)")
     walls = {}
     for name, how, width in runs:
         root = Path(tempfile.mkdtemp(prefix="stackwars-sweep-bench-"))
