@@ -159,20 +159,48 @@ def test_a_sweep_killed_halfway_resumes_without_recomputing_a_finished_job(tmp_p
         assert (results / "jobs" / name).stat().st_mtime_ns == mtime  # not written again
 
 
+BROKEN = '''"""A linear layer whose inputs cannot be made: its capture fails (tests/test_sweep.py)."""
+from stackwars_ir.models import Entry
+
+ENTRY = Entry("broken", "a linear layer whose inputs raise", {"tiny": dict(width=8)}, {"tiny": dict(batch=2, seq=4)})
+SIZES = ENTRY.sizes
+
+
+def torch_model(size):
+    import torch
+
+    return torch.nn.Linear(8, 8)
+
+
+def inputs(size, batch, seq, rng):
+    raise ValueError("no inputs for this model")
+'''
+
+
 @pytest.mark.slow
-def test_a_failed_job_is_recorded_with_its_error_its_dependents_say_so_and_the_rest_goes_on(tmp_path):
-    """torch_xla has no capture without weights: its capture job fails in one line, the memory plan
-    that reads it is recorded as blocked by it, JAX's jobs still run; `--render` then shows the same
-    page from the files alone, and the exit code says some job failed."""
+def test_a_failed_job_is_recorded_with_its_error_its_dependents_say_so_and_the_rest_goes_on(tmp_path, monkeypatch):
+    """A model whose inputs raise: its capture job fails in one line, the memory plan that reads it
+    is recorded as blocked by it, the other model's jobs still run; `--render` then shows the same
+    page from the files alone, and the exit code says some job failed. (A request no route can take,
+    torch_xla without weights, is not a job: named, not failed.)"""
+    from stackwars_ir import models
+
+    monkeypatch.setenv(models.ADAPTERS_ENV, "")  # the grid's adapters join it: put back afterwards
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "broken.py").write_text(BROKEN)
     grid = tmp_path / "g.toml"
-    grid.write_text('[[grid]]\ncommands = ["memory"]\nmodels = ["ffn"]\nroutes = ["jax", "torch_xla"]\n'
-                    'abstract = true\ndtypes = ["bfloat16"]\n')
+    grid.write_text('adapters = ["mine"]\n[[grid]]\ncommands = ["memory"]\nmodels = ["ffn"]\nroutes = ["jax"]\n'
+                    '\n[[grid]]\ncommands = ["memory"]\nmodels = ["broken"]\nroutes = ["torchax"]\n'
+                    '\n[[grid]]\ncommands = ["memory"]\nmodels = ["ffn"]\nroutes = ["torch_xla"]\nabstract = true\n'
+                    'dtypes = ["bfloat16"]\n')
     args = ["sweep", str(grid), "--results", str(tmp_path / "r"), "--jobs", "2"]
     run = CliRunner().invoke(main, args + ["--markdown", str(tmp_path / "page.md")])
     assert run.exit_code == 1, run.output
     page = (tmp_path / "page.md").read_text()
     assert "| ffn-tiny | forward | jax | 2 | 16 | - | cpu | 1 |" in page
-    assert "| ffn-tiny | forward | torch_xla | 2 | 16 | - | failed: " in page and "its capture failed: " in page
+    assert "| broken-tiny | forward | torchax |" in page and "failed: " in page and "no inputs for this model" in page
+    assert "its capture failed: " in page
+    assert "ffn-tiny forward torch_xla: torch_xla cannot capture without weights" in page
     assert "4 jobs: 0 finished before (not recomputed), 4 run now, 2 failed" in page
     again = CliRunner().invoke(main, args + ["--render", "--markdown", str(tmp_path / "again.md")])
     assert again.exit_code == 1
