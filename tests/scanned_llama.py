@@ -2,6 +2,31 @@
 from __future__ import annotations
 
 
+def _rotary(x, positions):
+    """LLaMA's rotary embedding of x [batch, seq, heads, head_dim] at float positions [batch, seq]."""
+    import jax.numpy as jnp
+
+    half = x.shape[-1] // 2
+    freq = 1.0 / (500000.0 ** (jnp.arange(half) / half))
+    angle = positions[:, :, None, None] * freq
+    sin, cos = jnp.sin(angle), jnp.cos(angle)
+    a, b = x[..., :half], x[..., half:]
+    return jnp.concatenate([a * cos - b * sin, b * cos + a * sin], axis=-1)
+
+
+def _attend(q, k, v):
+    """Causal grouped-query attention of q [batch, seq, heads, head_dim] over k and v [batch, seq,
+    kv_heads, head_dim]: the context, [batch, seq, heads, head_dim]."""
+    import jax
+    import jax.numpy as jnp
+
+    seq, heads, head_dim, kv_heads = q.shape[1], q.shape[2], q.shape[3], k.shape[2]
+    k, v = jnp.repeat(k, heads // kv_heads, axis=2), jnp.repeat(v, heads // kv_heads, axis=2)
+    scores = jnp.einsum("bthd,bshd->bhts", q, k) / jnp.sqrt(head_dim)
+    scores = jnp.where(jnp.tril(jnp.ones((seq, seq), bool)), scores, -1e9)
+    return jnp.einsum("bhts,bshd->bthd", jax.nn.softmax(scores, axis=-1), v)
+
+
 def lowered_text(layers: int = 2, hidden: int = 64, heads: int = 4, kv_heads: int = 2, mlp: int = 128,
                  vocab: int = 512, batch: int = 2, seq: int = 16, scan: bool = True, coarse: bool = False) -> str:
     """The StableHLO (with locations) of the model's forward pass on token ids [batch, seq]; `coarse`:
@@ -18,24 +43,13 @@ def lowered_text(layers: int = 2, hidden: int = 64, heads: int = 4, kv_heads: in
             scale = self.param("scale", nn.initializers.ones, (x.shape[-1],))
             return x * jax.lax.rsqrt(jnp.mean(x * x, axis=-1, keepdims=True) + 1e-5) * scale
 
-    def rotary(x, positions):
-        half = head_dim // 2
-        freq = 1.0 / (500000.0 ** (jnp.arange(half) / half))
-        angle = positions[:, :, None, None] * freq
-        sin, cos = jnp.sin(angle), jnp.cos(angle)
-        a, b = x[..., :half], x[..., half:]
-        return jnp.concatenate([a * cos - b * sin, b * cos + a * sin], axis=-1)
-
     class Attention(nn.Module):
         @nn.compact
         def __call__(self, x, positions):
             dense = lambda n, name: nn.DenseGeneral((n, head_dim), use_bias=False, name=name)  # noqa: E731
             q, k, v = dense(heads, "query")(x), dense(kv_heads, "key")(x), dense(kv_heads, "value")(x)
-            q, k = rotary(q, positions), rotary(k, positions)
-            k, v = jnp.repeat(k, heads // kv_heads, axis=2), jnp.repeat(v, heads // kv_heads, axis=2)
-            scores = jnp.einsum("bthd,bshd->bhts", q, k) / jnp.sqrt(head_dim)
-            scores = jnp.where(jnp.tril(jnp.ones((seq, seq), bool)), scores, -1e9)
-            out = jnp.einsum("bhts,bshd->bthd", jax.nn.softmax(scores, axis=-1), v)
+            q, k = _rotary(q, positions), _rotary(k, positions)
+            out = _attend(q, k, v)
             return nn.DenseGeneral(hidden, axis=(-2, -1), use_bias=False, name="out")(out)
 
     class MLP(nn.Module):
@@ -52,14 +66,11 @@ def lowered_text(layers: int = 2, hidden: int = 64, heads: int = 4, kv_heads: in
                 w = lambda name, *shape: self.param(name, nn.initializers.normal(0.02), shape)  # noqa: E731
                 norm = lambda y: y * jax.lax.rsqrt(jnp.mean(y * y, axis=-1, keepdims=True) + 1e-5)  # noqa: E731
                 h = norm(x)
-                q = rotary((h @ w("wq", hidden, heads * head_dim)).reshape(batch, seq, heads, head_dim), positions)
-                k = rotary((h @ w("wk", hidden, kv_heads * head_dim)).reshape(batch, seq, kv_heads, head_dim),
+                q = _rotary((h @ w("wq", hidden, heads * head_dim)).reshape(batch, seq, heads, head_dim), positions)
+                k = _rotary((h @ w("wk", hidden, kv_heads * head_dim)).reshape(batch, seq, kv_heads, head_dim),
                            positions)
                 v = (h @ w("wv", hidden, kv_heads * head_dim)).reshape(batch, seq, kv_heads, head_dim)
-                k, v = jnp.repeat(k, heads // kv_heads, axis=2), jnp.repeat(v, heads // kv_heads, axis=2)
-                scores = jnp.einsum("bthd,bshd->bhts", q, k) / jnp.sqrt(head_dim)
-                scores = jnp.where(jnp.tril(jnp.ones((seq, seq), bool)), scores, -1e9)
-                out = jnp.einsum("bhts,bshd->bthd", jax.nn.softmax(scores, axis=-1), v).reshape(batch, seq, hidden)
+                out = _attend(q, k, v).reshape(batch, seq, hidden)
                 x = x + out @ w("wo", hidden, hidden)
                 h = norm(x)
                 return x + (jax.nn.silu(h @ w("w1", hidden, mlp)) * (h @ w("w3", hidden, mlp))) @ w("w2", mlp, hidden), \
@@ -106,14 +117,6 @@ def nnx_lowered_text(layers: int = 2, hidden: int = 64, heads: int = 4, kv_heads
         def __call__(self, x):
             return x * jax.lax.rsqrt(jnp.mean(x * x, axis=-1, keepdims=True) + 1e-5) * self.scale
 
-    def rotary(x, positions):
-        half = head_dim // 2
-        freq = 1.0 / (500000.0 ** (jnp.arange(half) / half))
-        angle = positions[:, :, None, None] * freq
-        sin, cos = jnp.sin(angle), jnp.cos(angle)
-        a, b = x[..., :half], x[..., half:]
-        return jnp.concatenate([a * cos - b * sin, b * cos + a * sin], axis=-1)
-
     class Attention(nnx.Module):
         def __init__(self, rngs):
             self.q = nnx.Linear(hidden, heads * head_dim, use_bias=False, rngs=rngs)
@@ -122,13 +125,10 @@ def nnx_lowered_text(layers: int = 2, hidden: int = 64, heads: int = 4, kv_heads
             self.o = nnx.Linear(hidden, hidden, use_bias=False, rngs=rngs)
 
         def __call__(self, x, positions):
-            q = rotary(self.q(x).reshape(batch, seq, heads, head_dim), positions)
-            k = rotary(self.k(x).reshape(batch, seq, kv_heads, head_dim), positions)
+            q = _rotary(self.q(x).reshape(batch, seq, heads, head_dim), positions)
+            k = _rotary(self.k(x).reshape(batch, seq, kv_heads, head_dim), positions)
             v = self.v(x).reshape(batch, seq, kv_heads, head_dim)
-            k, v = jnp.repeat(k, heads // kv_heads, axis=2), jnp.repeat(v, heads // kv_heads, axis=2)
-            s = jnp.einsum("bthd,bshd->bhts", q, k) / jnp.sqrt(head_dim)
-            s = jnp.where(jnp.tril(jnp.ones((seq, seq), bool)), s, -1e9)
-            out = jnp.einsum("bhts,bshd->bthd", jax.nn.softmax(s, axis=-1), v).reshape(batch, seq, hidden)
+            out = _attend(q, k, v).reshape(batch, seq, hidden)
             return self.o(out)
 
     class MLP(nnx.Module):
