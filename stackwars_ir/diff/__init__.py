@@ -244,6 +244,12 @@ def source(b) -> str:
     return b.label
 
 
+def trip_share(b) -> float:
+    """The share of its block's time a paired block carries: one trip's for a scanned block's copy for
+    one layer, the whole otherwise."""
+    return 1 / b.trips if b.trips and b.loop < 0 else 1.0
+
+
 def unlooped(path: str) -> str:
     """A module path without the scopes JAX gives a loop (`while.body.closed_call.layers.mlp` -> `layers.mlp`)."""
     from .blocks import LOOP_WORDS
@@ -331,14 +337,12 @@ def with_times(report: DiffReport, result: DiffResult, profile_a, profile_b) -> 
                         "unattributed": [n for n, s in sorted(loose, key=lambda x: -x[1])]
                         + [n for n, _ in prof.untraced], **({"estimate": prof.estimate} if prof.estimate else {})}
     def ran(side: str, b) -> dict:  # the kernels that ran in the block, and its longest three
-        share = 1 / b.trips if b.trips and b.loop < 0 else 1.0
         ks = sorted(kernels[side].get(source(b), ()), key=lambda x: -x[1])
-        return {f"kernels_{side}": len(ks), f"top_{side}": [[n, t * share] for n, t in ks[:3]]}
+        return {f"kernels_{side}": len(ks), f"top_{side}": [[n, t * trip_share(b)] for n, t in ks[:3]]}
 
     def seconds(side: str, b) -> float:
-        """A block's time; a scanned block paired layer by layer: its share, one trip's."""
-        share = 1 / b.trips if b.trips and b.loop < 0 else 1.0
-        return per[side].get(source(b), 0.0) * share
+        """A block's time; a scanned block paired layer by layer: one trip's share."""
+        return per[side].get(source(b), 0.0) * trip_share(b)
 
     blocks = [replace(blk, metrics=dict(blk.metrics, time={"a": seconds("a", d.a), "b": seconds("b", d.b),
                                                            **ran("a", d.a), **ran("b", d.b)}))
