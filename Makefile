@@ -80,6 +80,8 @@ FINDINGS := docs/findings$(if $(filter cpu,$(BACKEND)),,-$(BACKEND)).md
 docs: setup
 	$(BIN)/python -m stackwars_ir.docs > docs/cli.md.tmp && mv docs/cli.md.tmp docs/cli.md
 findings: findings-main $(if $(filter cpu,$(BACKEND)),findings-memory findings-programs findings-zoo)
+# A sweep of benchmarks/grids/findings.toml into out/sweeps/findings (killed, it resumes; timed jobs run
+# last, one at a time), then the page from its records (`benchmarks/findings.py --render`: without recomputing).
 findings-main: setup-tpu
 	$(BIN)/python benchmarks/findings.py --backend $(BACKEND) > $(FINDINGS).tmp && mv $(FINDINGS).tmp $(FINDINGS)
 

@@ -1,15 +1,18 @@
 """The findings page: each claim of the Stack Wars study, measured by stackwars-ir on this machine.
 
-Captures GPT-2, BERT and ResNet-50 at base size from JAX, torch_xla and torchax (reusing captures
-already in --captures), diffs them, times every executable and the native runtimes, and prints
-docs/findings.md. Regenerate with `make findings` (several minutes on 2 cores); on a machine with a
+A sweep of benchmarks/grids/findings.toml into --results (default out/sweeps/findings): GPT-2, BERT and
+ResNet-50 at base size captured from JAX, torch_xla and torchax, diffed, every capture timed beside the
+native runtimes (each model's in one job, run alone after every untimed job), seed 002's workloads,
+the training steps, and the TPU v6e compiler's estimates; then docs/findings.md from the records.
+Finished jobs are never recomputed: run again after a kill, or with --render to rebuild the page from
+the results alone. `make findings-main` writes it (about 50 minutes on 2 cores); on a machine with a
 GPU, `make findings BACKEND=gpu` writes docs/findings-gpu.md (the CUDA PJRT plugin: `make setup-gpu`).
 """
 from __future__ import annotations
 
 import argparse
 import datetime
-import json
+import sys
 from pathlib import Path
 
 from _common import machine_line
@@ -17,6 +20,8 @@ from _common import machine_line
 from stackwars_ir.bench.compare import WARMING
 
 ROOT = Path(__file__).resolve().parents[1]
+GRID = ROOT / "benchmarks" / "grids" / "findings.toml"
+TPU = "tpu-v6e"
 MODELS = ("gpt2", "bert", "resnet50")
 EXPORTERS = ("torch_xla", "torchax")
 
@@ -48,8 +53,10 @@ def counters_text(c) -> str:
 def op_delta(report) -> str:
     from stackwars_ir.diff import counter_delta
 
+    if isinstance(report, str):
+        return f"failed: {cell(report)}"
     d = counter_delta(report.b.histogram, report.a.histogram)  # PyTorch - JAX: + is more in PyTorch
-    return ", ".join(f"{k.split('.', 1)[-1]} {v:+d}" for k, v in sorted(d.items(), key=lambda kv: -abs(kv[1]))) \
+    return ", ".join(f"{k.split('.', 1)[-1]} {v:+d}" for k, v in sorted(d.items(), key=lambda kv: (-abs(kv[1]), kv[0]))) \
         or "none"
 
 
@@ -72,20 +79,26 @@ def mib(n) -> str:
     return "-" if n is None else f"{n / 2**20:,.0f}"
 
 
+def said(r, key: str) -> str:
+    """The diff's summary sentence on KEY (normalization, flattening, embedding), a cell; a failed diff's error."""
+    from stackwars_ir.report.sentences import summaries
+
+    return f"failed: {cell(r)}" if isinstance(r, str) else cell(dict(summaries(r)).get(key, "-"))
+
+
 def cell(text: str) -> str:
     """A table cell: the sentences separate the two sides with " | ", which would end the cell."""
     return str(text).replace("|", "\\|")
 
 
-def training(a, suffix: str) -> dict:
+def training(a) -> dict:
     """Section 9: whole training steps (capture --step train), the study's steady-state claim."""
-    from stackwars_ir.sweep import bench_model
     from stackwars_ir.files import read_sidecar
 
     print("\n## 9. Training steps: steady after one step or two? (the study: JAX after one, PyTorch after two, "
           "\"because PyTorch creates optimizer state lazily during the first step\")\n")
     print(f"One training step (loss, backward, AdamW lr 1e-3 on every parameter) of {', '.join(TRAIN_MODELS)} at "
-          f"`{a.size}` size, batch 2, sequence 64 (`bench MODEL --step train`). GPT-2's loss is next-token "
+          f"`{a.size}` size, {a.res.shape('gpt2', text=False)} (`bench MODEL --step train`). GPT-2's loss is next-token "
           "cross-entropy through the tied embedding, BERT's the mean squared error of its output against a "
           "seeded target. The StableHLO rows are the captured second step, run from eager's state after "
           "step 1 (each run computes the same step: there is no loop around them). The native rows run "
@@ -101,12 +114,13 @@ def training(a, suffix: str) -> dict:
     print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- | ---: |")
     lazy, natives, reps = {}, [], {}
     for model in TRAIN_MODELS:
-        rep = bench_model(model, size=a.size, exporters=EXPORTERS, out_dir=a.captures, backend=a.backend,
-                          baselines=("jax", "jax_donate", "eager", "inductor", "torch_xla") if a.backend == "cpu"
-                          else ("jax", "jax_donate", "eager", "inductor"),
-                          timeout=300, show=False, step="train")
+        rep = a.res.bench(model, "train")
+        if rep is None:
+            continue
+        if isinstance(rep, str):
+            print(f"| {model} | - | failed: {cell(rep)} | | | | | | | | | |")
+            continue
         reps[model] = rep
-        (ROOT / "out" / f"{model}-{a.size}{suffix}-train-bench.json").write_text(json.dumps(rep.as_json(), indent=1))
         for _, e in rep.rows:
             if not e.ok:
                 print(f"| {model} | {e.name} | failed: {e.error} | | | | | | | | | |")
@@ -118,7 +132,8 @@ def training(a, suffix: str) -> dict:
                   f"{counters_text(t.counters)} | {mib(total)} |")
             if e.kind != "stablehlo":
                 natives.append((model, e, rep.rows))
-        side = read_sidecar(a.captures / f"{model}-{a.size}" / "torch-torch_xla-train.mlir")
+        path = a.res.path(model, "train", "torch-torch_xla")
+        side = read_sidecar(path) if path else None
         lazy[model] = side.data["train"]["torch_xla_steps"] if side else []
     print("\nWhat torch_xla's own counters say about its lazy training loop, step by step, as recorded by the "
           "capture (`train.torch_xla_steps` in the sidecar; optimizer state: AdamW's tensors that existed "
@@ -147,7 +162,6 @@ def training(a, suffix: str) -> dict:
 def training_ir(a) -> None:
     """The captured training steps' IR, JAX against each PyTorch route: alignment by phase, and
     the training summary (weight transposes, the backward's transcendental ops, gradient dtypes)."""
-    from stackwars_ir.diff import diff_files
     from stackwars_ir.report.sentences import summaries
 
     print("\nThe captured steps' IR, JAX against each PyTorch route (`stackwars-ir diff jax-train.mlir "
@@ -158,12 +172,13 @@ def training_ir(a) -> None:
           "optimizer region on both sides | training summary |")
     print("| --- | --- | ---: | --- | ---: | ---: | --- | --- |")
     for model in TRAIN_MODELS:
-        folder = a.captures / f"{model}-{a.size}"
         for e in EXPORTERS:
-            other = folder / f"torch-{e}-train.mlir"
-            if not other.exists():
+            r = a.res.diff(model, "train", e)
+            if r is None:
                 continue
-            r = diff_files(folder / "jax-train.mlir", other).result()
+            if isinstance(r, str):
+                print(f"| {model} | {e} | failed: {cell(r)} | | | | | |")
+                continue
             layers = {}
             for phase in ("forward", "backward"):
                 per = {}
@@ -321,74 +336,214 @@ def donation_reading(e, rows) -> str | None:
     return out + "."
 
 
+class Results:
+    """The sweep's records as the page reads them: each request's bench report, diff result and
+    capture file, found by model, step, route and batch; a failed job is its one-line error."""
+
+    def __init__(self, report):
+        self.report, self.root = report, Path(report.root)
+        self.by: dict = {}
+        for rec in report.records:
+            r, job = rec.job.request, rec.job
+            if job.command == "bench":
+                what = "estimate" if job.target.startswith("tpu-") else "bench"
+                key = (what, r.model, r.step, route_of(r) if what == "estimate" else "", r.batch)
+            else:
+                key = (job.command, r.model, r.step, route_of(job.against or r), r.batch)
+            self.by[key] = rec
+
+    def _get(self, key, cls):
+        rec = self.by.get(key)
+        if rec is None:
+            return None
+        if rec.result and ("results" in rec.result or "blocks" in rec.result):
+            return cls.from_json(rec.result)  # a bench with a failed row still has the others
+        return rec.error or "no result"
+
+    def _batch(self, model: str, batch) -> int | None:
+        return batch if batch is not None else next((k[4] for k in self.by if k[1] == model), None)
+
+    def shape(self, model: str, text: bool = True) -> str:
+        """"batch B, sequence S / image I" of MODEL's and ResNet-50's requests (`text`: the images too)."""
+        r = {rec.job.request.model: rec.job.request for rec in self.report.records}
+        if model not in r:
+            return "-"
+        out = f"batch {r[model].batch}, sequence {r[model].seq}"
+        return out + (f" / image {r['resnet50'].seq}" if text and "resnet50" in r else "")
+
+    def batches(self, model: str) -> list[int]:
+        """The batches MODEL's timed jobs ran at."""
+        return sorted({k[4] for k in self.by if k[0] == "bench" and k[1] == model})
+
+    def bench(self, model: str, step: str = "forward", batch=None):
+        """The BenchReport of the model's timed job (captures and native runtimes), its error, or None."""
+        from stackwars_ir.bench.run import BenchReport
+
+        return self._get(("bench", model, step, "", self._batch(model, batch)), BenchReport)
+
+    def diff(self, model: str, step: str, route: str, batch=None):
+        """JAX's capture against ROUTE's (DiffResult), its error, or None where the route has none."""
+        from stackwars_ir.diff.result import DiffResult
+
+        return self._get(("diff", model, step, route, self._batch(model, batch)), DiffResult)
+
+    def path(self, model: str, step: str, stem: str, batch=None) -> Path | None:
+        """The capture file of STEM (jax, torch-torch_xla, torch-torchax), or None where it failed or none was asked."""
+        rec = self.by.get(("capture", model, step, stem.removeprefix("torch-"), self._batch(model, batch)))
+        return self.root / rec.result["file"] if rec is not None and rec.ok else None
+
+    def estimates(self, model: str, step: str):
+        """The TPU estimate jobs' rows of MODEL's STEP, JAX's first, as one BenchReport, and each
+        row's capture file (None where none was asked); None where no estimate job ran."""
+        from stackwars_ir.bench.run import BenchReport
+
+        rows, files, machine = [], [], {}
+        for route in ("jax", "torch_xla", "torchax"):
+            rec = self.by.get(("estimate", model, step, route, self._batch(model, None)))
+            if rec is None:
+                continue
+            stem = "jax" if route == "jax" else f"torch-{route}"
+            if rec.result.get("results"):
+                got = BenchReport.from_json(rec.result)
+                rows += list(got.rows)
+                machine = got.machine
+            else:
+                from stackwars_ir.bench import Executable
+
+                rows.append((None, Executable(stem, "stablehlo", None, None, error=rec.error)))
+            files.append(self.path(model, step, stem))
+        return (BenchReport(TPU, tuple(rows), {}, machine), files) if rows else None
+
+
+def shown(path: Path) -> str:
+    """PATH as the page names it: relative to the project, or its name alone (no machine's path)."""
+    path = Path(path).resolve()
+    return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else path.name
+
+
+def route_of(req) -> str:
+    from stackwars_ir.sweep.grid import route_of as route
+
+    return route(req)
+
+
+def grid_tables(path: Path, backend: str, size: str | None) -> list[dict]:
+    """The grid's tables for BACKEND (gpu: timed there, no TPU estimates, no profiles, and no torch_xla
+    lazy loop in training, which has no CUDA route here); `size` for every model (a quick check)."""
+    import tomllib
+
+    out = []
+    for t in tomllib.loads(path.read_text())["grid"]:
+        t = dict(t, **({"sizes": [size]} if size else {}))
+        if backend != "cpu":
+            if any(x.startswith("tpu-") for x in t.get("targets", ())):
+                continue
+            t["targets"] = [backend]
+            t.pop("profile", None)
+            if t.get("steps") == ["train"]:
+                t["baselines"] = [b for b in t.get("baselines", []) if b != "torch_xla"]
+        out.append(t)
+    return out
+
+
+def run(a):
+    """The sweep (or, with --render, what the results folder holds), as Results."""
+    from stackwars_ir.sweep.execute import run_sweep
+    from stackwars_ir.sweep.grid import grid_of
+
+    def progress(message: str) -> None:
+        print(f"findings: {message}", file=sys.stderr, flush=True)
+
+    grid = grid_of(grid_tables(a.grid, a.backend, a.size), shown(a.grid))
+    if a.render:
+        return Results(run_sweep(grid, a.results, render_only=True))
+    return Results(run_sweep(grid, a.results, jobs=a.jobs, retry_failed=a.retry_failed, progress=progress))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--captures", type=Path, default=Path("out") / "bench-captures",
-                    help="relative to the project root, so reports show no machine paths")
-    ap.add_argument("--size", default="base")
-    ap.add_argument("--baselines", default="jax,eager,inductor,torch_xla",
-                    help="torch_xla lazy is the study's PyTorch; on a GPU it reports that it has no route")
+    ap.add_argument("--grid", type=Path, default=GRID)
+    ap.add_argument("--results", type=Path, default=None, help="default out/sweeps/findings (-gpu)")
+    ap.add_argument("--jobs", type=int, default=2, help="local workers for the untimed jobs (timed ones run alone)")
+    ap.add_argument("--render", action="store_true", help="compute nothing: the page from --results")
+    ap.add_argument("--retry-failed", action="store_true", help="run the jobs that failed before again")
+    ap.add_argument("--size", default=None, help="every model at this size (default: the grid's, base)")
     ap.add_argument("--backend", default="cpu", choices=("cpu", "gpu"))
-    ap.add_argument("--workload-batches", default=None,
-                    help="batch sweep of seed 002's workloads (default 1,8 on the CPU, 1,8,64 on a GPU)")
-    ap.add_argument("--workload-baselines", default="jax,eager")
-    ap.add_argument("--workload-size", default="base")
     a = ap.parse_args()
-    sweep = tuple(int(x) for x in (a.workload_batches or ("1,8" if a.backend == "cpu" else "1,8,64")).split(","))
+    a.results = a.results or ROOT / "out" / "sweeps" / ("findings" if a.backend == "cpu" else f"findings-{a.backend}")
     import os
 
     os.chdir(ROOT)
-    from findings_time import PROFILE_RUNS, profiled_gaps, tpu_estimates
+    a.res = run(a)
+    print(page(a), end="")
 
-    from stackwars_ir.bench.timing import SAMPLING_ENV
 
-    # Every row profiled after its steady state (bench --profile): section 10 splits the gaps by block.
-    os.environ[SAMPLING_ENV] = f"profile={PROFILE_RUNS}" if a.backend == "cpu" else ""
-    suffix = "" if a.backend == "cpu" else f"-{a.backend}"
-    from stackwars_ir.sweep import bench_model
-    from stackwars_ir.diff import diff_files
+def page(a) -> str:
+    """The page of `a.res` (Results), as text."""
+    import contextlib
+    import io
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        print_page(a)
+    return out.getvalue()
+
+
+def print_page(a) -> None:
+    from findings_time import profiled_gaps, tpu_estimates
+
+    from stackwars_ir import models
+    from stackwars_ir.bench.run import BenchReport, crossover
     from stackwars_ir.report import write_outputs
 
+    res = a.res
+    size = next((r.job.request.size for r in res.report.records if r.job.request.model in MODELS), "base")
+    a.size = size
+    suffix = "" if a.backend == "cpu" else f"-{a.backend}"
     print("# Findings: the study's claims, measured on the same backend\n")
-    print(f"Generated by `make findings` (`python benchmarks/findings.py`) on {datetime.date.today()}; "
-          f"machine: {machine_line()}; {backend_line(a.backend)}. Models at `{a.size}` size with random weights "
-          "(transformers configs: GPT-2 small, BERT-base, ResNet-50), batch 2, sequence 64 / image 224. "
+    print(f"Generated by `make findings` (`python benchmarks/findings.py`: a sweep of "
+          f"benchmarks/grids/findings.toml, then this page from its records) on {datetime.date.today()}; "
+          f"machine: {machine_line()}; {backend_line(a.backend)}. Models at `{size}` size with random weights "
+          f"(transformers configs: GPT-2 small, BERT-base, ResNet-50), {res.shape('gpt2')}. "
           "Every number below comes from that run; none is typed by hand.\n")
-    benches, diffs = {}, {}
+    if res.report.pending:
+        print(f"**Not complete: {len(res.report.pending)} jobs of the grid have not run yet.**\n")
+    benches, diffs, failed = {}, {}, {}
     for model in MODELS:
-        report = bench_model(model, size=a.size, exporters=EXPORTERS, out_dir=a.captures, backend=a.backend,
-                             baselines=tuple(x for x in a.baselines.split(",") if x), timeout=120, show=False)
-        benches[model] = report
-        folder = a.captures / f"{model}-{a.size}"
+        got = res.bench(model)
+        if isinstance(got, BenchReport):
+            benches[model] = got
+        elif got is not None:
+            failed[model] = got
         for e in EXPORTERS:
-            diffs[(model, e)] = diff_files(folder / "jax.mlir", folder / f"torch-{e}.mlir")
+            if (d := res.diff(model, "forward", e)) is not None:
+                diffs[(model, e)] = d
+    if "gpt2" in benches and not isinstance(diffs.get(("gpt2", "torch_xla")), (str, type(None))):
         (ROOT / "out").mkdir(exist_ok=True)
-        (ROOT / "out" / f"{model}-{a.size}{suffix}-bench.json").write_text(json.dumps(report.as_json(), indent=1))
-        if model == "gpt2":
-            write_outputs(diffs[(model, "torch_xla")].result(), html_path=ROOT / "out" / f"gpt2-{a.size}{suffix}-report.html",
-                          bench=report)
-
-    from stackwars_ir.report.sentences import summaries
+        write_outputs(diffs[("gpt2", "torch_xla")], html_path=ROOT / "out" / f"gpt2-{size}{suffix}-report.html",
+                      bench=benches["gpt2"])
 
     print("## 1. LayerNorm lowering (the study: torch_xla uses `batch_norm_training`, JAX spells it out)\n")
     print("| model | JAX vs | normalization blocks |\n| --- | --- | --- |")
     for (model, e), r in diffs.items():
-        print(f"| {model} | {e} | {cell(dict(summaries(r.result())).get('normalization', '-'))} |")
+        print(f"| {model} | {e} | {said(r, 'normalization')} |")
     print("\n## 2. Flattening before dot_general (the study: PyTorch merges batch and sequence)\n")
     print("| model | JAX vs | dot_general inputs |\n| --- | --- | --- |")
     for (model, e), r in diffs.items():
         if model != "resnet50":
-            print(f"| {model} | {e} | {cell(dict(summaries(r.result())).get('flattening', '-'))} |")
+            print(f"| {model} | {e} | {said(r, 'flattening')} |")
     print("\n## 3. Embeddings (the study: iota + call @take against constant indices + gather)\n")
     print("| model | JAX vs | embedding blocks |\n| --- | --- | --- |")
     for (model, e), r in diffs.items():
         if model != "resnet50":
-            print(f"| {model} | {e} | {cell(dict(summaries(r.result())).get('embedding', '-'))} |")
+            print(f"| {model} | {e} | {said(r, 'embedding')} |")
     print("\n## 4. Block alignment\n")
     print("| model | JAX vs | block pairs | by | unmatched in JAX | unmatched in PyTorch |\n| --- | --- | ---: | --- | ---: | ---: |")
     for (model, e), r in diffs.items():
-        al = r.alignment
-        print(f"| {model} | {e} | {len(al.pairs)} | {al.method} | {len(al.only_a)} | {len(al.only_b)} |")
+        if isinstance(r, str):
+            print(f"| {model} | {e} | failed: {cell(r)} | | | |")
+            continue
+        print(f"| {model} | {e} | {len(r.blocks)} | {r.method} | {len(r.only_a)} | {len(r.only_b)} |")
     print("\n## 5. Latency: first run, second run, steady state (the study: JAX steady after one run, "
           "PyTorch after two; JAX 11-39x faster at steady state on a TPU)\n")
     print("Steady state is the median after two warm-up runs; spread is (p90 - p10) / median. The StableHLO "
@@ -403,6 +558,8 @@ def main() -> None:
     print("| model | executable | compile ms | first ms | second ms | steady ms | spread | second / steady | fusions "
           "| output | counters |")
     print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- |")
+    for model, why in failed.items():
+        print(f"| {model} | - | failed: {cell(why)} | | | | | | | | |")
     for model, rep in benches.items():
         for _, e in rep.rows:
             name = e.name
@@ -437,33 +594,38 @@ def main() -> None:
               "builds from the lazy runtime:\n")
         for model, split in splits:
             print(f"- {model}: {split}")
+    workloads = [w for w in models.WORKLOADS if res.batches(w)]
+    sweep = sorted({b for w in workloads for b in res.batches(w)})
+    natives = ", ".join(sorted({e.kind for w in workloads for b in res.batches(w)
+                                if isinstance(r := res.bench(w, batch=b), BenchReport)
+                                for _, e in r.rows if e.kind != "stablehlo"})) or "none"
     print("\n## 8. Seed 002's basic workloads: batch sweep and crossover\n")
-    print(f"Each workload at its `base` size (seed 002's large size: 1,000,000 elements, 2000 x 2000 matrices; "
-          f"the skinny multiply is [4096, 1024] x [1024, 8]), at batch {', '.join(map(str, sweep))}, "
+    print(f"Each workload at its `{size}` size (`base`: seed 002's large size: 1,000,000 elements, 2000 x 2000 "
+          f"matrices; the skinny multiply is [4096, 1024] x [1024, 8]), at batch {', '.join(map(str, sweep))}, "
           "inputs only (no weights). The StableHLO rows run on one XLA runtime; the native rows are "
-          f"{a.workload_baselines}. The crossover says at which batch the faster of the JAX and PyTorch "
+          f"{natives}. The crossover says at which batch the faster of the JAX and PyTorch "
           "StableHLO executables changes (seed 000's method; ties within the p10-p90 ranges do not count).\n")
-    from stackwars_ir import models
-    from stackwars_ir.workload import EXPORTERS as ALL_EXPORTERS
-
     print("| workload | batch | executable | compile ms | first ms | second ms | steady ms | spread | output |")
     print("| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | --- |")
     crossings, deltas = {}, {}
-    for w in models.WORKLOADS:
-        exporters = models.exporters_for(w, ALL_EXPORTERS)[0]
-        rep = bench_model(w, size=a.workload_size, batches=sweep, exporters=exporters, out_dir=a.captures, backend=a.backend,
-                          baselines=tuple(x for x in a.workload_baselines.split(",") if x), timeout=60, show=False)
-        (ROOT / "out" / f"{w}-{a.workload_size}{suffix}-bench.json").write_text(json.dumps(rep.as_json(), indent=1))
-        crossings[w] = rep.crossover
-        for b, e in rep.rows:
-            if not e.ok:
-                print(f"| {w} | {b} | {e.name} | failed: {e.error} | | | | | |")
+    for w in workloads:
+        rows, exporters = [], models.exporters_for(w, EXPORTERS)[0]
+        for b in res.batches(w):
+            rep = res.bench(w, batch=b)
+            if not isinstance(rep, BenchReport):
+                print(f"| {w} | {b} | - | failed: {cell(rep)} | | | | | |")
                 continue
-            t = e.timing
-            print(f"| {w} | {b} | {e.name} | {ms(e.compile_s)} | {ms(t.first)} | {ms(t.second)} | {ms(t.steady)} | "
-                  f"{t.spread:.0%} | {e.proof.summary if e.proof else '-'} |")
-        first = Path(a.captures) / f"b{sweep[0]}-s{models.entry(w).shapes[a.workload_size]['seq']}" / f"{w}-{a.workload_size}"
-        deltas[w] = {e: op_delta(diff_files(first / "jax.mlir", first / f"torch-{e}.mlir")) for e in exporters}
+            rows += rep.rows
+            for _, e in rep.rows:
+                if not e.ok:
+                    print(f"| {w} | {b} | {e.name} | failed: {cell(e.error)} | | | | | |")
+                    continue
+                t = e.timing
+                print(f"| {w} | {b} | {e.name} | {ms(e.compile_s)} | {ms(t.first)} | {ms(t.second)} | "
+                      f"{ms(t.steady)} | {t.spread:.0%} | {e.proof.summary if e.proof else '-'} |")
+        crossings[w] = crossover(rows, exporters)
+        first = res.batches(w)[0]
+        deltas[w] = {e: op_delta(d) for e in exporters if (d := res.diff(w, "forward", e, first)) is not None}
     print("\n| workload | crossover (JAX StableHLO against the first PyTorch exporter's) |\n| --- | --- |")
     for w, c in crossings.items():
         print(f"| {w} | {c or '-'} |")
@@ -472,13 +634,20 @@ def main() -> None:
     for w, per in deltas.items():
         for e, delta in per.items():
             print(f"| {w} | {e} | {delta} |")
-    train_benches = training(a, suffix)
+    train_benches = training(a)
     if a.backend == "cpu":
         profiled_gaps(a, benches, train_benches)
         tpu_estimates(a)
-    print(f"\nMeasured peaks on this machine: {benches['gpt2'].peaks['flops_per_s'] / 1e9:.0f} GFLOP/s "
-          f"(f32 GEMM{', TF32 on this GPU' if a.backend == 'gpu' else ''}), {benches['gpt2'].peaks['bytes_per_s'] / 1e9:.1f} GB/s (f32 add). Raw JSON: "
-          f"`out/<model>-base{suffix}-bench.json`; the GPT-2 base HTML report: `out/gpt2-base{suffix}-report.html`.")
+    peaks = next((b.peaks for b in benches.values() if b.peaks), None)
+    if peaks:
+        print(f"\nMeasured peaks on this machine: {peaks['flops_per_s'] / 1e9:.0f} GFLOP/s "
+              f"(f32 GEMM{', TF32 on this GPU' if a.backend == 'gpu' else ''}), {peaks['bytes_per_s'] / 1e9:.1f} GB/s "
+              "(f32 add).")
+    print(f"\nRaw JSON: every job's record under `{shown(res.root)}/jobs/` "
+          f"(`stackwars-ir sweep {shown(a.grid)} --results ... --render` lists them); the "
+          f"GPT-2 HTML report: `out/gpt2-{size}{suffix}-report.html`.")
+    for what, why in res.report.refused:
+        print(f"\nNot a job: {what}: {why}")
 
 
 if __name__ == "__main__":

@@ -73,12 +73,11 @@ def profiled_gaps(a, benches: dict, train_benches: dict) -> None:
     print("| --- | --- | --- | ---: | ---: | ---: | --- | --- |")
     for step, reps, suffix in (("forward", benches, ""), ("train", train_benches, "-train")):
         for model, rep in reps.items():
-            folder = a.captures / f"{model}-{a.size}"
             for e in ("torch_xla", "torchax"):
-                other = folder / f"torch-{e}{suffix}.mlir"
-                if not other.exists():
+                other, jax = a.res.path(model, step, f"torch-{e}"), a.res.path(model, step, "jax")
+                if other is None or jax is None:
                     continue
-                report = diff_files(folder / f"jax{suffix}.mlir", other)
+                report = diff_files(jax, other)  # again: kernels trace to the blocks of its graphs
                 try:
                     result = block_times(report, report.result(), rep, "findings")
                 except StackwarsError as err:
@@ -101,7 +100,7 @@ def profiled_gaps(a, benches: dict, train_benches: dict) -> None:
             why = next((r.error for r in (captured, lazy) if r is not None and r.error), "no profile")
             print(f"- {model}: not profiled: {why}")
             continue
-        path = a.captures / f"{model}-{a.size}" / "torch-torch_xla-train.mlir"
+        path = a.res.path(model, "train", "torch-torch_xla")
         report = diff_files(path, path)
         result = with_times(report, report.result(), captured.profile, lazy.profile)
         split, t = time_gap(result), result.metrics["time"]
@@ -159,7 +158,9 @@ def native_gaps(a, benches: dict, train_benches: dict) -> None:
                 native = next((e for e in rows if e.kind == kind), None)
                 if ir is None or native is None:
                     continue
-                path = a.captures / f"{model}-{a.size}" / f"{stem}{suffix}.mlir"
+                path = a.res.path(model, step, stem)
+                if path is None:
+                    continue
                 report = diff_files(path, path)
                 result = with_times(report, report.result(), ir.profile, native.profile)
                 split, t = time_gap(result), result.metrics["time"]
@@ -176,11 +177,8 @@ def tpu_estimates(a) -> None:
     from stackwars_ir import models
     from stackwars_ir.bench.estimate import CHIPS
     from stackwars_ir.bench.profile import block_times
-    from stackwars_ir.bench.run import estimate_files
     from stackwars_ir.diff import diff_files
     from stackwars_ir.diff.result import time_gap
-    from stackwars_ir.sweep import captured
-    from stackwars_ir.workload import Request
 
     chip = CHIPS[TPU]
     print(f"\n## 11. On the study's TPU v6e, without one: the compiler's own estimates\n")
@@ -196,7 +194,7 @@ def tpu_estimates(a) -> None:
           "the kernels are bounded the same way, apart. A run is estimated at the longer of the kernels' sum "
           "and the async copies' transfer. `cost_analysis()['optimal_seconds']` is not used: it adds -1 for each "
           "instruction its model declines. Ratios of two estimates on one chip do not depend on the clock "
-          "where the kernels' sum decides; batch 2, sequence 64 / image 224, float32 weights, as above.\n")
+          f"where the kernels' sum decides; {a.res.shape('gpt2')}, float32 weights, as above.\n")
     print("| model | step | executable | kernels | with the compiler's estimate | estimated kernels us | bounded kernels "
           "| bounded us | async copies us | run us | run / JAX's | blocks carrying 80% of the estimated kernel gap |")
     print("| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |")
@@ -207,26 +205,26 @@ def tpu_estimates(a) -> None:
             for e, why in cannot.items():
                 print(f"| {model} | {step} | torch-{e}{'-train' if step == 'train' else ''} | not captured: {why} "
                       "| | | | | | | | |")
-            req = Request(model, size=a.size, step=step, framework="both" if exporters else "jax",
-                          exporters=tuple(exporters) or ("torch_xla",)).validated()
-            files = captured(req, a.captures, sweep=False, show=False)  # those above, reused
-            rep = estimate_files(files, TPU, timeout=600)
+            got = a.res.estimates(model, step)
+            if got is None:
+                continue
+            rep, files = got
             rows = [e for _, e in rep.rows]
             base = rows[0]
             for f, e in zip(files, rows):
-                if not e.ok:
-                    print(f"| {model} | {step} | {f.stem} | failed: {e.error} | | | | | | | | |")
+                if not e.ok or f is None:
+                    print(f"| {model} | {step} | {e.name} | failed: {e.error} | | | | | | | | |")
                     continue
                 x, cell = e.profile.estimate, "-"
                 if e is not base and base.ok:
                     report = diff_files(files[0], f)
                     split = time_gap(block_times(report, report.result(), rep, "findings"))
                     cell = carriers_text(split, unit=lambda s, sign=False: f"{'+' if sign and s >= 0 else ''}{s * 1e6:,.1f} us")
-                    ratios.append((model, step, f.stem, e.profile.wall_s / base.profile.wall_s))
-                print(f"| {model} | {step} | {f.stem} | {x['kernels']} | {x['estimated']} | {us(x['estimated_s'])} | "
+                    ratios.append((model, step, e.name, e.profile.wall_s / base.profile.wall_s))
+                print(f"| {model} | {step} | {e.name} | {x['kernels']} | {x['estimated']} | {us(x['estimated_s'])} | "
                       f"{x['bounded']} | {us(x['bound_s'])} | {us(x['async_bound_s'])} | {us(e.profile.wall_s)} | "
                       f"{e.profile.wall_s / base.profile.wall_s:.2f} | {cell} |" if base.ok else
-                      f"| {model} | {step} | {f.stem} | {x['kernels']} | | | | | | {us(e.profile.wall_s)} | | |")
+                      f"| {model} | {step} | {e.name} | {x['kernels']} | | | | | | {us(e.profile.wall_s)} | | |")
     if ratios:
         lo, hi = min(ratios, key=lambda r: r[3]), max(ratios, key=lambda r: r[3])
         print(f"\nReading: on the v6e's own cost model, PyTorch's StableHLO runs at {lo[3]:.2f}x ({lo[0]} {lo[1]}, "

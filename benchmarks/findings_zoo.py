@@ -1,15 +1,14 @@
 """The zoo page: transformers architectures through torch_xla and torchax, tiny, forward and training step.
 
 A sweep of benchmarks/grids/zoo.toml into --results (default out/sweeps/zoo): captures and diffs on
---jobs local workers, then every bench alone (one worker: no timed run shares the machine's cores
-with another job), then the page from the records. Finished jobs are never recomputed (failed ones
+--jobs local workers, then every bench alone (the sweep runs timed jobs last, one at a time: no timed
+run shares the machine's cores with another job), then the page from the records. Finished jobs are never recomputed (failed ones
 are tried again): run again after a kill, or with --render to rebuild the page from the results alone. Prints docs/findings-zoo.md;
 `make findings-zoo` writes it (about 35 minutes on 2 cores).
 """
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import datetime
 import math
 import statistics
@@ -38,9 +37,7 @@ def run(results: Path, jobs: int, render: bool):
 
     if render:
         return run_sweep(grid, results, render_only=True)
-    untimed = dataclasses.replace(grid, jobs=tuple(j for j in grid.jobs if j.command != "bench"))
-    run_sweep(untimed, results, jobs=jobs, retry_failed=True, progress=progress)
-    return run_sweep(grid, results, jobs=1, retry_failed=True, progress=progress)
+    return run_sweep(grid, results, jobs=jobs, retry_failed=True, progress=progress)  # benches run alone, last
 
 
 def _index(report) -> tuple[list, dict]:

@@ -295,3 +295,88 @@ def test_a_sweep_with_a_tpu_target_and_no_libtpu_stops_before_any_job(tmp_path, 
     with pytest.raises(StackwarsError, match="libtpu, which is not installed"):
         run_sweep(grid, tmp_path / "r", jobs=1)
     assert not (tmp_path / "r").exists()
+
+
+def test_a_bench_with_baselines_times_every_route_and_the_native_runtimes_in_one_job_run_alone(tmp_path):
+    """`baselines`: one bench job per request times JAX's capture, the PyTorch route's and the native
+    runtimes in one worker (their ratios from one run), profiled as `profile` asks; it runs after the
+    jobs that time nothing, on its own; its record is `bench MODEL`'s report."""
+    from stackwars_ir.bench.run import BenchReport
+    from stackwars_ir.sweep.execute import phases, run_sweep
+    from stackwars_ir.sweep.grid import grid_of
+
+    grid = grid_of([{"commands": ["bench", "diff"], "models": ["ffn"], "routes": ["jax", "torchax"],
+                     "baselines": ["jax", "eager"], "profile": 2}])
+    keys = [(j, j.label) for j in grid.jobs]
+    order = phases(keys)
+    assert [(len(b), alone) for b, alone in order] == [(2, False), (1, False), (1, True)]
+    assert order[2][0][0][0].baselines == ("jax", "eager")
+    report = run_sweep(grid, tmp_path, jobs=2)
+    assert not report.failed, [r.error for r in report.failed]
+    bench = next(r for r in report.records if r.job.command == "bench")
+    rep = BenchReport.from_json(bench.result)
+    rows = {e.name if e.kind == "stablehlo" else e.kind: e for _, e in rep.rows}
+    assert set(rows) == {"jax", "torch-torchax", "jax.jit", "torch eager"}, set(rows)
+    assert all(e.ok and e.timing.steady > 0 for e in rows.values())
+    assert rows["jax"].profile is not None and rows["torch-torchax"].profile is not None
+    assert rep.peaks["flops_per_s"] > 0
+    # The captures it timed are the capture jobs' (shared with the diff), not captured again.
+    caps = {r.result["sha256"] for r in report.records if r.job.command == "capture"}
+    assert {rows["jax"].sha256, rows["torch-torchax"].sha256} == caps
+
+
+def test_baselines_in_a_grid_are_checked_and_what_cannot_take_them_named():
+    from stackwars_ir.errors import StackwarsError
+    from stackwars_ir.sweep.grid import grid_of
+
+    with pytest.raises(StackwarsError, match="unknown baseline 'jaxx'"):
+        grid_of([{"commands": ["bench"], "models": ["ffn"], "baselines": ["jaxx"]}])
+    with pytest.raises(StackwarsError, match="`commands` has no bench"):
+        grid_of([{"commands": ["memory"], "models": ["ffn"], "baselines": ["jax"]}])
+    with pytest.raises(StackwarsError, match="at least 2 profiled runs"):
+        grid_of([{"commands": ["bench"], "models": ["ffn"], "profile": 1}])
+    grid = grid_of([{"commands": ["bench"], "models": ["ffn"], "steps": ["forward", "train"],
+                     "baselines": ["jax_donate"]}])
+    assert [j.request.step for j in grid.jobs if j.command == "bench"] == ["train"]
+    assert "a forward pass has nothing to donate" in dict(grid.refused)["ffn-tiny forward bench with baselines"]
+    grid = grid_of([{"commands": ["bench"], "models": ["ffn"], "routes": ["torchax"], "baselines": ["eager"]}])
+    assert not [j for j in grid.jobs if j.command == "bench"]
+    assert "has only torchax's" in dict(grid.refused)["ffn-tiny forward bench with baselines"]
+
+
+def test_the_main_findings_page_is_a_rendering_of_its_results_folder(tmp_path):
+    """findings.py as a sweep: GPT-2's captures diffed and timed beside jax.jit in one job, profiled, the
+    page's sections from the records; --render rebuilds the same page from the folder, running nothing."""
+    from types import SimpleNamespace
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    import findings
+
+    grid = tmp_path / "findings.toml"
+    grid.write_text('[[grid]]\ncommands = ["bench", "diff"]\nmodels = ["gpt2"]\nbaselines = ["jax"]\nprofile = 2\n')
+    a = SimpleNamespace(grid=grid, results=tmp_path / "r", jobs=2, render=False, retry_failed=False, size=None,
+                        backend="cpu")
+    a.res = findings.run(a)
+    assert not a.res.report.failed, [r.error for r in a.res.report.failed]
+    page = findings.page(a)
+
+    def section(n: int) -> list[str]:
+        return [line for line in page.split(f"\n## {n}.")[1].split("\n## ")[0].splitlines()
+                if line.startswith("| gpt2 |")]
+
+    # Sections 1-4 from the diff records: both PyTorch routes, a sentence each, blocks paired by key.
+    for n in (1, 2, 3):
+        assert [line.split(" | ")[1] for line in section(n)] == ["torch_xla", "torchax"], section(n)
+        assert not any("failed" in line for line in section(n)), section(n)
+    pairs, method = section(4)[0].split(" | ")[2:4]
+    assert int(pairs) > 5 and method == "key", section(4)
+    # Section 5: the three captures and jax.jit, timed in one job; section 6: their ratios.
+    timed = [line.split(" | ")[1] for line in section(5)]
+    assert {"jax", "torch-torch_xla", "torch-torchax"} <= set(timed) and any(t.startswith("jax.jit") for t in timed), timed
+    assert all(float(x) > 0 for x in section(6)[0].rstrip(" |").split(" | ")[1:3]), section(6)
+    # Section 10: the profiled gaps split by block (every StableHLO row was profiled in the job).
+    gaps = section(10)
+    assert any(line.startswith("| gpt2 | forward | torch_xla |") for line in gaps), gaps
+    assert not any("not profiled" in line for line in gaps), gaps
+    rendered = findings.page(SimpleNamespace(**{**vars(a), "res": findings.run(SimpleNamespace(**{**vars(a), "render": True}))}))
+    assert rendered.split("\n## ", 1)[1] == page.split("\n## ", 1)[1]

@@ -4,6 +4,7 @@ from __future__ import annotations
 import os
 import statistics
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -69,6 +70,22 @@ def sampling() -> dict:
         if key in ("warmup", "runs", "profile") and value.isdigit():
             out[key] = int(value)
     return out
+
+
+@contextmanager
+def profiled_runs(runs: int):
+    """bench --profile RUNS for the bench workers started inside (they read SAMPLING_ENV), unless a
+    profile is asked for already; the setting restored after."""
+    old = os.environ.get(SAMPLING_ENV)
+    if runs and "profile" not in sampling():
+        os.environ[SAMPLING_ENV] = ",".join(filter(None, [old, f"profile={runs}"]))
+    try:
+        yield
+    finally:
+        if old is None:
+            os.environ.pop(SAMPLING_ENV, None)
+        else:
+            os.environ[SAMPLING_ENV] = old
 
 
 def sampling_setting(warmup: int | None, runs: int | None, profile: int | None = None) -> str | None:

@@ -71,22 +71,19 @@ def run_sweep(grid: Grid, root: Path, *, jobs: int | None = None, ray: str | Non
         pool = _Ray(ray, jobs) if ray else _Local(jobs)
         executor = pool.name
         clock = _Clock(len(keys), len(done), todo, pool.width, progress)
-        captures = [(j, k) for j, k in todo if j.command == "capture"]
-        others = [(j, k) for j, k in todo if j.command != "capture"]
         try:
-            for batch in (captures, others):
+            for batch, alone in phases(todo):
                 runnable = []
                 for job, key in batch:
                     blocked = _failed_capture(job, here, root, done)
                     if blocked:
-                        rec = Record(key, job, here, False, blocked, {}, 0.0, {})
-                        write_record(root, rec)
+                        rec = write_record(root, Record(key, job, here, False, blocked, {}, 0.0, {}))
                         done[key] = rec
                         clock.finished(rec)
                     else:
                         runnable.append((job, key))
-                for rec in pool.run(runnable, root, here):
-                    write_record(root, rec)
+                for rec in pool.run(runnable, root, here, alone):
+                    rec = write_record(root, rec)
                     done[rec.key] = rec
                     clock.finished(rec)
         finally:
@@ -95,6 +92,16 @@ def run_sweep(grid: Grid, root: Path, *, jobs: int | None = None, ray: str | Non
     records = tuple(done.get(k) or Record(k, j, here, False, NOT_RUN, {}, 0.0, {}) for j, k in zip(grid.jobs, keys))
     return SweepReport(grid.path, str(root), executor, records, len(keys) - len(todo), ran, grid.refused,
                        time.perf_counter() - t0)
+
+
+def phases(todo: list) -> list[tuple[list, bool]]:
+    """The jobs to run in turn: the captures, the other jobs that time nothing, then the timed ones
+    (Job.timed), which run one at a time with nothing beside them (bool: alone), so no compile shares
+    the cores a measurement runs on and every timed job sees the same machine."""
+    captures = [(j, k) for j, k in todo if j.command == "capture"]
+    untimed = [(j, k) for j, k in todo if j.command != "capture" and not j.timed]
+    timed = [(j, k) for j, k in todo if j.timed]
+    return [(captures, False), (untimed, False), (timed, True)]
 
 
 def _check_targets(jobs) -> None:
@@ -179,13 +186,13 @@ class _Local:
         self.lock = threading.Condition()
         self.held = 0
 
-    def run(self, todo: list, root: Path, here: dict):
+    def run(self, todo: list, root: Path, here: dict, alone: bool = False):
         needs = {}
         for job, key in todo:  # here, not in the threads: two threads importing transformers at once race
             needs[key], why = memory_need(job)
             if why:
                 yield Record(key, job, here, False, why, {}, 0.0, {})
-        with ThreadPoolExecutor(self.width) as ex:
+        with ThreadPoolExecutor(1 if alone else self.width) as ex:
             futures = {ex.submit(self._one, job, key, root, here, needs[key]) for job, key in todo
                        if needs[key] is not None}
             while futures:
@@ -273,11 +280,13 @@ class _Ray:
         self.remote = ray.remote(max_calls=1, max_retries=0)(_ray_entry)
 
     def _options(self, job: Job) -> tuple[dict, str]:
-        """The task's resource request, or why no node of the cluster can hold it."""
+        """The task's resource request, or why no node of the cluster can hold it; a timed job asks for
+        every CPU of the largest node, so it runs on a node alone."""
         memory, why = memory_need(job)
         if why:
             return {}, why
-        opts = {"num_cpus": 1, "memory": memory}
+        cpus = max((n.get("CPU", 1) for n in self.nodes), default=1) if job.timed else 1
+        opts = {"num_cpus": cpus, "memory": memory}
         from ..models import ADAPTERS_ENV
 
         if os.environ.get(ADAPTERS_ENV):  # --adapters: the same files on every node (their paths)
@@ -287,7 +296,7 @@ class _Ray:
             opts["num_gpus"] = 1
         elif device == "tpu":
             opts["resources"] = {"TPU": 1}
-        need = {"CPU": 1, "memory": opts["memory"], **({"GPU": 1} if device == "gpu" else {}),
+        need = {"CPU": cpus, "memory": opts["memory"], **({"GPU": 1} if device == "gpu" else {}),
                 **({"TPU": 1} if device == "tpu" else {})}
         if not any(all(n.get(r, 0) >= v for r, v in need.items()) for n in self.nodes):
             short = [r for r in need if not any(n.get(r, 0) >= need[r] for n in self.nodes)]
@@ -295,7 +304,8 @@ class _Ray:
             return opts, f"no node of the Ray cluster has {what} for it"
         return opts, ""
 
-    def run(self, todo: list, root: Path, here: dict):
+    def run(self, todo: list, root: Path, here: dict, alone: bool = False):
+        """The jobs as Ray tasks (`alone`: timed ones, each holding a node's CPUs: _options)."""
         pending = {}
         for job, key in todo:
             opts, why = self._options(job)

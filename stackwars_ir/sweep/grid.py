@@ -16,7 +16,8 @@ ROUTES = ("jax", "torch_xla", "torchax")
 # Each [[grid]] table's keys: a list is one axis of the product, a scalar holds for every job.
 AXES = {"models": "model", "sizes": "size", "steps": "step", "routes": "route", "batches": "batch",
         "seqs": "seq", "meshes": "mesh", "targets": "target", "budgets": "budget", "dtypes": "dtype"}
-SCALARS = {"seed": int, "abstract": bool, "scan_layers": bool, "remat": bool, "timeout": (int, float)}
+SCALARS = {"seed": int, "abstract": bool, "scan_layers": bool, "remat": bool, "timeout": (int, float),
+           "profile": int}
 DEFAULTS = {"sizes": ["tiny"], "steps": ["forward"], "routes": list(ROUTES), "batches": [None], "seqs": [None],
             "meshes": [""], "targets": ["cpu"], "budgets": [""], "dtypes": ["float32"]}
 JOB_TIMEOUT = 1800.0  # seconds a job may run unless its grid says `timeout`
@@ -32,16 +33,26 @@ class Job:
     budget: str = ""  # memory: the budgets the plan is read against ("v6e-1", "16G")
     against: Request | None = None  # diff: the other side
     timeout: float = JOB_TIMEOUT
+    # bench: native runtimes (bench.native: jax, eager ...) timed in the same job as every route's
+    # capture of the request (framework "both"), as `bench MODEL --baselines` times them
+    baselines: tuple[str, ...] = ()
+    profile: int = 0  # bench: profiled runs after the steady state (bench --profile), 0: none
 
     @property
     def route(self) -> str:
-        return route_of(self.request)
+        return "+".join(route_of(r) for r in split_routes(self.request))
+
+    @property
+    def timed(self) -> bool:
+        """Whether the job measures time on the machine it runs on (a bench job, not a TPU estimate):
+        the executors run it alone, so no other job's compile shares its cores."""
+        return self.command == "bench" and not self.target.startswith("tpu-")
 
     @property
     def label(self) -> str:
         """What a person reads in the progress lines: `memory llama-8b jax-train-fsdp8 b1 s128 tpu-v6e`."""
         r = self.request
-        name = f"{r.model}-{r.size} {r.stems()[0]}"
+        name = f"{r.model}-{r.size} {'+'.join(r.stems())}"
         if self.against is not None:
             name += f" vs {self.against.stems()[0]}"
         return " ".join(x for x in (self.command, name, f"b{r.batch} s{r.seq}", self.target) if x)
@@ -49,12 +60,16 @@ class Job:
     def as_json(self) -> dict:
         return {"command": self.command, "request": _request_json(self.request), "target": self.target,
                 "budget": self.budget, "timeout": self.timeout,
-                **({"against": _request_json(self.against)} if self.against is not None else {})}
+                **({"against": _request_json(self.against)} if self.against is not None else {}),
+                # only where set: the keys of jobs without them stay what they were
+                **({"baselines": list(self.baselines)} if self.baselines else {}),
+                **({"profile": self.profile} if self.profile else {})}
 
     @classmethod
     def from_json(cls, d: dict) -> "Job":
         return cls(d["command"], _request_from(d["request"]), d.get("target", ""), d.get("budget", ""),
-                   _request_from(d["against"]) if d.get("against") else None, float(d.get("timeout", JOB_TIMEOUT)))
+                   _request_from(d["against"]) if d.get("against") else None, float(d.get("timeout", JOB_TIMEOUT)),
+                   tuple(d.get("baselines", ())), int(d.get("profile", 0)))
 
     def key(self, stack: dict) -> str:
         """The job's identity: its request (every field) and the stack that computes it (versions, the
@@ -67,13 +82,10 @@ class Job:
         text = json.dumps({"job": what, "stack": stack}, sort_keys=True)
         return hashlib.sha256(text.encode()).hexdigest()[:20]
 
-    def capture_job(self) -> "Job":
-        """The capture this job reads (diff: the first side's; `captures()` gives both)."""
-        return Job("capture", self.request, timeout=self.timeout)
-
     def captures(self) -> tuple["Job", ...]:
-        return (self.capture_job(),) + ((Job("capture", self.against, timeout=self.timeout),)
-                                        if self.against is not None else ())
+        """The capture jobs of every route the job reads, each its own (shared with other jobs)."""
+        reqs = split_routes(self.request) + (split_routes(self.against) if self.against is not None else ())
+        return tuple(Job("capture", r, timeout=self.timeout) for r in reqs)
 
     def memory_request(self) -> int:
         """Bytes of host memory the job may take at most, as a scheduler asks for them: a process with
@@ -101,6 +113,14 @@ def _adapter_hashes(names) -> dict:
 
 def route_of(req: Request) -> str:
     return "jax" if req.framework == "jax" else req.exporters[0]
+
+
+def split_routes(req: Request) -> tuple[Request, ...]:
+    """One request per route of `req` (framework "both": JAX's, then each exporter's)."""
+    if req.framework != "both":
+        return (req,)
+    return (dataclasses.replace(req, framework="jax", exporters=()),) + \
+        tuple(dataclasses.replace(req, framework="torch", exporters=(e,)) for e in req.exporters)
 
 
 def _request_json(req: Request) -> dict:
@@ -175,7 +195,7 @@ def _identity(job: Job) -> str:
 
 
 def _expand(table: dict, here: str, refused: dict):
-    known = set(AXES) | set(SCALARS) | {"commands"}
+    known = set(AXES) | set(SCALARS) | {"commands", "baselines"}
     for k in table:
         if k not in known:
             raise StackwarsError(f"{here}: unknown key {k!r}", fix=f"use one of: {', '.join(sorted(known))}")
@@ -204,6 +224,9 @@ def _expand(table: dict, here: str, refused: dict):
                                      fix=f"e.g. {key} = {'true' if kind is bool else 1}")
             scalars[key] = table[key]
     timeout = float(scalars.pop("timeout", JOB_TIMEOUT))
+    timing = {"baselines": _baselines(table, commands, here), "profile": scalars.pop("profile", 0)}
+    if timing["profile"] and timing["profile"] < 2:
+        raise StackwarsError(f"{here}: `profile` must be 0 (none) or at least 2 profiled runs", fix="e.g. profile = 10")
     fields = dict(scalars)
     for model, size, step, batch, seq, mesh, dtype in itertools.product(
             axes["models"], axes["sizes"], axes["steps"], axes["batches"], axes["seqs"], axes["meshes"],
@@ -230,9 +253,54 @@ def _expand(table: dict, here: str, refused: dict):
                 elif command == "memory":
                     yield from (Job("memory", req, t, budget=b, timeout=timeout)
                                 for t in axes["targets"] for b in axes["budgets"])
-                else:
-                    yield from (Job("bench", req, t, timeout=timeout) for t in axes["targets"]
-                                if not t.startswith("tpu-"))
+                elif not timing["baselines"]:
+                    yield from (Job("bench", req, t, timeout=timeout,
+                                    profile=0 if t.startswith("tpu-") else timing["profile"]) for t in axes["targets"])
+            if command == "bench" and timing["baselines"]:
+                yield from _bench_together(reqs, axes["targets"], timing, timeout, refused)
+
+
+def _baselines(table: dict, commands: list, here: str) -> tuple[str, ...]:
+    """The table's `baselines` (native runtimes timed with the captures), each name checked."""
+    from ..bench.native import BASELINES
+
+    given = table.get("baselines", [])
+    if not isinstance(given, list) or not all(isinstance(b, str) for b in given):
+        raise StackwarsError(f"{here}: `baselines` must be a list of native runtimes", fix='e.g. baselines = ["jax", "eager"]')
+    bad = [b for b in given if b not in BASELINES]
+    if bad:
+        raise StackwarsError(f"{here}: unknown baseline {bad[0]!r}", fix=f"use some of: {', '.join(BASELINES)}")
+    if given and "bench" not in commands:
+        raise StackwarsError(f"{here}: `baselines` are timed by bench jobs, and `commands` has no bench",
+                             fix='add "bench" to `commands`, or drop `baselines`')
+    return tuple(given)
+
+
+def _bench_together(reqs: dict, targets: list, timing: dict, timeout: float, refused: dict):
+    """With `baselines`: one bench job per target timing JAX's capture, each PyTorch route's and the
+    native runtimes in one worker (as `bench MODEL` does), so their ratios come from one run."""
+    from ..bench.native import baselines_asked
+
+    jax, torch = reqs.get("jax"), [e for e in ("torch_xla", "torchax") if e in reqs]
+    if not reqs:
+        return  # every route named under "Not jobs" already
+    r = next(iter(reqs.values()))
+    what = f"{r.model}-{r.size} {r.step} bench with baselines" + (f" {r.mesh}" if r.mesh else "")
+    if jax is None or not torch:
+        refused[what] = "it times JAX's capture and a PyTorch route's beside the native runtimes, and has " \
+                        f"only {', '.join(reqs)}'s"
+        return
+    both = dataclasses.replace(jax, framework="both", exporters=tuple(torch))
+    try:
+        baselines = baselines_asked(timing["baselines"], jax.step, jax.program, jax.mesh)
+    except StackwarsError as e:
+        refused[what] = e.message
+        return
+    for t in targets:
+        if t.startswith("tpu-"):  # estimates time no native runtime
+            yield from (Job("bench", r, t, timeout=timeout) for r in reqs.values())
+        else:
+            yield Job("bench", both, t, timeout=timeout, baselines=baselines, profile=timing["profile"])
 
 
 def _check_models(axes: dict, here: str) -> None:

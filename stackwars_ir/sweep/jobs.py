@@ -69,12 +69,16 @@ def read_record(root: Path, key: str) -> Record | None:
         return None
 
 
-def write_record(root: Path, record: Record) -> None:
+def write_record(root: Path, record: Record) -> Record:
+    """Write RECORD under ROOT; the record as it reads back (its keys in the file's order, so a page
+    rendered now and one rendered later from the folder are the same)."""
     from ..files import dump_json, write_atomic
 
     path = record_path(root, record.key)
     path.parent.mkdir(parents=True, exist_ok=True)
-    write_atomic(path, dump_json(record.as_json()))
+    text = dump_json(record.as_json())
+    write_atomic(path, text)
+    return Record.from_json(json.loads(text))
 
 
 def records(root: Path) -> list[Record]:
@@ -118,7 +122,7 @@ def capture_files(job: Job, root: Path, progress=None) -> list[Path]:
     from . import captured
 
     reqs = [job.request] + ([job.against] if job.against is not None else [])
-    return [captured(r, captures_dir(root), sweep=True, progress=progress)[0] for r in reqs]
+    return [f for r in reqs for f in captured(r, captures_dir(root), sweep=True, progress=progress)]
 
 
 def _run(job: Job, root: Path, progress) -> tuple[dict, str | None]:
@@ -136,17 +140,33 @@ def _run(job: Job, root: Path, progress) -> tuple[dict, str | None]:
         report = plan_files(files, job.target, budgets(job.budget), timeout=job.timeout, progress=progress)
         return _relative(report.as_json(), root), "; ".join(p.error for p in report.failed) or None
     if job.command == "bench":
-        from ..bench.run import bench_files, estimate_files
+        from ..bench.run import estimate_files
+        from ..bench.timing import profiled_runs
 
         if job.target.startswith("tpu-"):
             report = estimate_files(files, job.target, job.timeout, progress=progress)
         else:
-            report = bench_files(files, job.target, job.timeout, with_peaks=False, progress=progress)
+            with profiled_runs(job.profile):
+                report = _bench(job, files, root, progress)
         return _relative(report.as_json(), root), "; ".join(e.error for e in report.failed) or None
     from ..diff import diff_files
 
     report = diff_files(*files)
     return _relative(report.result("first_of_role").as_json(), root), None
+
+
+def _bench(job: Job, files: list, root: Path, progress):
+    """A bench job's report: its captures timed on one runtime; with baselines, every route's capture
+    and the native runtimes in one job, as `bench MODEL` times them (bench_model), with the peaks."""
+    if not job.baselines:
+        from ..bench.run import bench_files
+
+        return bench_files(files, job.target, job.timeout, with_peaks=False, progress=progress)
+    from . import bench_model
+
+    return bench_model(job.request, batches=(job.request.batch,), baselines=job.baselines,
+                       out_dir=captures_dir(root), backend=job.target, timeout=job.timeout, show=False,
+                       progress=progress)
 
 
 def _relative(data, root: Path):

@@ -189,17 +189,13 @@ def _timed_pair(side_a, side_b, progress) -> list:
     steady samples are pooled over its rounds (the two stacks cannot share one process, as `bench A B`
     has its files do)."""
     import dataclasses
-    import os
 
-    from ..bench.timing import SAMPLING_ENV, sampling
+    from ..bench.timing import profiled_runs
     from ..bench.worker import Isolated, Job, default_max_memory
     from ..stacks import using
 
-    old = os.environ.get(SAMPLING_ENV)
-    if "profile" not in sampling():
-        os.environ[SAMPLING_ENV] = ",".join(filter(None, [old, "profile=10"]))
     got = [[], []]
-    try:
+    with profiled_runs(10):
         for r in range(ROUNDS):
             for i in ((0, 1) if r % 2 == 0 else (1, 0)):
                 path, stack = side_a if i == 0 else side_b
@@ -207,11 +203,6 @@ def _timed_pair(side_a, side_b, progress) -> list:
                     progress(f"{path}: timing, round {r + 1} of {ROUNDS} ...")
                 with using(stack), Isolated(default_max_memory()) as worker:
                     got[i].append(worker.run(Job("file", (str(path),), "cpu"), None))
-    finally:
-        if old is None:
-            os.environ.pop(SAMPLING_ENV, None)
-        else:
-            os.environ[SAMPLING_ENV] = old
     out = []
     for rows in got:
         bad = next((r for r in rows if not r.ok), None)

@@ -17,9 +17,9 @@ NOTES = {
 }
 
 
-def _what(rec) -> list:
+def _what(rec, route: str | None = None) -> list:
     r = rec.job.request
-    return [f"{r.model}-{r.size}", r.step, route_of(r), r.batch, r.seq, r.mesh or "-"]
+    return [f"{r.model}-{r.size}", r.step, route or rec.job.route, r.batch, r.seq, r.mesh or "-"]
 
 
 WHAT = ["model", "step", "route", "batch", "seq", "mesh"]
@@ -49,15 +49,19 @@ def _memory_rows(rec) -> list:
 
 
 def _bench_rows(rec) -> list:
+    """Each timed executable's row; a job with baselines names each (its captures' stems, the native runtimes)."""
     rows = []
     for e in rec.result.get("results", ()):
         t = e.get("timing") or {}
+        what = _what(rec, e.get("name") if rec.job.baselines else None)
         if rec.job.target.startswith("tpu-"):
             est = (e.get("profile") or {}).get("wall_s")
-            rows.append([rec.job.target, f"{e.get('compile_s') or 0:.2f} s", "-", "-", f"{_ms(est)} (estimate)"])
+            rows.append(what + [rec.job.target, f"{e.get('compile_s') or 0:.2f} s", "-", "-", f"{_ms(est)} (estimate)"])
+        elif e.get("error"):
+            rows.append(what + [rec.job.target, "failed: " + e["error"], "", "", ""])
         else:
-            rows.append([rec.job.target, f"{e.get('compile_s') or 0:.2f} s", _ms(t.get("first_s")),
-                         _ms(t.get("second_s")), _ms(t.get("steady_median_s"))])
+            rows.append(what + [rec.job.target, f"{e.get('compile_s') or 0:.2f} s", _ms(t.get("first_s")),
+                                _ms(t.get("second_s")), _ms(t.get("steady_median_s"))])
     return rows
 
 
@@ -84,14 +88,14 @@ def sweep_tables(report) -> list[tuple[str, str, list, list]]:
             continue
         rows = []
         for rec in recs:
-            if not rec.ok:
+            if not rec.ok and not (command == "bench" and rec.result.get("results")):  # a failed row: its own
                 rows.append(_what(rec) + [("" if rec.error == NOT_RUN else "failed: ") + rec.error] + [""] * (len(HEADERS[command]) - 1))
             elif command == "capture":
                 rows.append(_what(rec) + _capture_row(rec))
             elif command == "diff":
                 rows.append(_what(rec) + _diff_row(rec))
             else:
-                rows += [_what(rec) + r for r in (_memory_rows(rec) if command == "memory" else _bench_rows(rec))]
+                rows += [_what(rec) + r for r in _memory_rows(rec)] if command == "memory" else _bench_rows(rec)
         out.append((TITLES[command], NOTES[command], WHAT + HEADERS[command], rows))
     return out
 
