@@ -96,7 +96,8 @@ findings-memory: setup-tpu
 	$(BIN)/python benchmarks/findings_memory.py > docs/findings-memory.md.tmp && mv docs/findings-memory.md.tmp docs/findings-memory.md
 
 # What scanning and rematerializing the layers cost or save: LLaMA-3.1-8B's training step on a TPU v6e
-# chip (compile-only, after `make setup-tpu`) and LLaMA tiny on XLA CPU, JAX and torch_xla (minutes).
+# chip (compile-only, after `make setup-tpu`) and LLaMA tiny on XLA CPU, JAX and torch_xla (minutes): a sweep
+# of benchmarks/grids/findings-programs.toml into out/sweeps/findings-programs, then the page from its records.
 findings-programs: setup-tpu
 	$(BIN)/python benchmarks/findings_programs.py > docs/findings-programs.md.tmp && mv docs/findings-programs.md.tmp docs/findings-programs.md
 

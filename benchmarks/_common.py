@@ -14,13 +14,19 @@ os.environ.setdefault("PJRT_DEVICE", "CPU")
 ROOT = Path(__file__).resolve().parents[1]
 
 
+# GPT-2's and BERT's base captures (batch 2, sequence 64) as `make findings-main`'s sweep writes them.
+FINDINGS_CAPTURES = ROOT / "out" / "sweeps" / "findings" / "captures" / "b2-s64"
+
+
 def captures_dir() -> Path:
-    """The --captures option of the scripts that read base captures (written by `make findings`);
-    prints the machine line first, as every script does."""
+    """The --captures option of the scripts that read base captures: `make findings-main`'s, or
+    out/bench-captures (where the findings script kept them before it was a sweep); prints the
+    machine line first, as every script does."""
     import argparse
 
     ap = argparse.ArgumentParser()
-    ap.add_argument("--captures", type=Path, default=ROOT / "out" / "bench-captures")
+    default = FINDINGS_CAPTURES if FINDINGS_CAPTURES.exists() else ROOT / "out" / "bench-captures"
+    ap.add_argument("--captures", type=Path, default=default)
     folder = ap.parse_args().captures
     print(f"machine: {machine_line()}\n")
     return folder

@@ -1,6 +1,7 @@
 """What scanning the layers and rematerializing them cost or save, per framework: docs/findings-programs.md (`make findings-programs`).
 
-Two parts, every figure from this run:
+A sweep of benchmarks/grids/findings-programs.toml into --results (default out/sweeps/findings-programs),
+then the page from its records (--render: from the folder alone, computing nothing). Two parts:
 - LLaMA-3.1-8B's training step (JAX, abstract bfloat16 captures) compiled for one TPU v6e chip by libtpu,
   no TPU: lowering and compile time, program size, the compiler's memory plan, per program (unrolled,
   --remat, --scan-layers, both). Needs `make setup-tpu`.
@@ -11,10 +12,12 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+ROOT = Path(__file__).resolve().parents[1]
+GRID = ROOT / "benchmarks" / "grids" / "findings-programs.toml"
 
 PROGRAMS = (("unrolled", False, False), ("remat", False, True), ("scan", True, False), ("scan + remat", True, True))
 
@@ -34,20 +37,20 @@ def _seconds(path: Path, stage: str) -> float:
     return json.loads(path.with_suffix(".json").read_text())["run"]["seconds"].get(stage, float("nan"))
 
 
-def tpu_part(out: Path, seq: int, progress, facts: dict) -> list[str]:
-    from stackwars_ir.bench.memory import budgets
-    from stackwars_ir.sweep import plan_model
+def tpu_part(res, facts: dict) -> list[str]:
+    from stackwars_ir.bench.memory import MemoryReport, budgets
     from stackwars_ir.textfmt import human_bytes
 
     budget = budgets("v6e-1")[0]
     lines = ["| program | lower (s) | ops static / executed | compile (s) | code | arguments | temporaries | "
              "peak + code (refused: required) | on v6e-1 |", "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |"]
     for name, scan, remat in PROGRAMS:
-        report = plan_model("llama", size="8b", batches=(1,), seq=seq, framework="jax", exporters=(), step="train",
-                            out_dir=out, target="tpu-v6e", budgets_=(budget,), timeout=1800, abstract=True,
-                            dtype="bfloat16", scan_layers=scan, remat=remat, progress=progress)
-        (plan,) = report.plans
-        path = next(out.rglob(f"{plan.name}.mlir"))
+        rec = res.get(("memory", "train", "jax", scan, remat))
+        path = res.capture(rec) if rec is not None else None
+        if rec is None or not rec.result.get("executables") or path is None:
+            lines.append(f"| {name} | | | | | | | | {'not run yet' if rec is None else 'failed: ' + rec.error} |")
+            continue
+        (plan,) = MemoryReport.from_json(rec.result).plans
         static, executed = _ops(path)
         lower = _seconds(path, "jax.jit lower")
         facts[name] = {"lower": lower, "static": static, "executed": executed, "compile": plan.compile_s,
@@ -95,31 +98,60 @@ def _tpu_findings(f: dict) -> list[str]:
     return out
 
 
-def cpu_part(out: Path, progress) -> list[str]:
-    from stackwars_ir.capture import Request
-    from stackwars_ir.sweep import bench_model
+def cpu_part(res) -> list[str]:
+    from stackwars_ir.bench.run import BenchReport
 
     lines = ["| step | program | route | capture (s) | ops static / executed | compile (s) | first run (ms) | "
              "steady (ms) |", "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: |"]
     for step in ("forward", "train"):
         for name, scan, remat in PROGRAMS:
-            if remat and step == "forward":
-                continue
-            req = Request("llama", step=step, scan_layers=scan, remat=remat)
-            report = bench_model(req, baselines=(), out_dir=out, progress=progress)
-            for _, e in report.rows:
-                path = Path(e.label) if e.label.endswith(".mlir") else next(out.rglob(f"{e.label}.mlir"))
-                stage = "jax.jit lower" if path.stem.startswith("jax") else \
+            for route in ("jax", "torch_xla"):
+                rec = res.get(("bench", step, route, scan, remat))
+                if rec is None:
+                    continue  # not in the grid (remat is a training step's)
+                path = res.capture(rec)
+                label = "JAX" if route == "jax" else "torch_xla"
+                if path is None or not rec.result.get("results"):
+                    lines.append(f"| {step} | {name} | {label} | | | failed: {rec.error} | | |")
+                    continue
+                (_, e), = BenchReport.from_json(rec.result).rows
+                stage = "jax.jit lower" if route == "jax" else \
                     next(k for k in ("torch_xla training loop (3 steps)", "torch_xla lazy forward (scan_layers)",
                                      "torch_xla to StableHLO") if k in _stages(path))
                 static, executed = _ops(path)
-                route = "JAX" if path.stem.startswith("jax") else "torch_xla"
                 if not e.ok:
-                    lines.append(f"| {step} | {name} | {route} | | {static} / {executed} | failed: {e.error} | | |")
+                    lines.append(f"| {step} | {name} | {label} | | {static} / {executed} | failed: {e.error} | | |")
                     continue
-                lines.append(f"| {step} | {name} | {route} | {_seconds(path, stage):.2f} | {static} / {executed} | "
+                lines.append(f"| {step} | {name} | {label} | {_seconds(path, stage):.2f} | {static} / {executed} | "
                              f"{e.compile_s:.2f} | {e.timing.first * 1e3:.2f} | {e.timing.steady * 1e3:.3f} |")
     return lines
+
+
+class Records:
+    """The sweep's records by (command, step, route, scan_layers, remat), and the capture each read."""
+
+    def __init__(self, report):
+        from stackwars_ir.sweep.grid import route_of
+
+        self.report, self.root, self.by, self.files = report, Path(report.root), {}, {}
+        for rec in report.records:
+            r = rec.job.request
+            if rec.job.command == "capture":
+                self.files[(r.model, r.size, r.step, route_of(r), r.scan_layers, r.remat)] = rec
+            else:
+                self.by[(rec.job.command, r.step, route_of(r), r.scan_layers, r.remat)] = rec
+
+    def get(self, key):
+        """The record of (command, step, route, scan, remat), or None where the grid has none."""
+        return self.by.get(key)
+
+    def capture(self, rec) -> Path | None:
+        """The capture file the job of REC read, or None where its capture failed."""
+        from stackwars_ir.sweep.grid import route_of
+
+        r = rec.job.request
+        cap = self.files.get((r.model, r.size, r.step, route_of(r), r.scan_layers, r.remat))
+        return self.root / cap.result["file"] if cap is not None and cap.ok else None
 
 
 def _stages(path: Path) -> dict:
@@ -128,33 +160,61 @@ def _stages(path: Path) -> dict:
     return json.loads(path.with_suffix(".json").read_text())["run"]["seconds"]
 
 
-def main() -> None:
-    from importlib import metadata
-
-    from stackwars_ir.files import host, versions
-
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--seq", type=int, default=128)
-    ap.add_argument("--out", type=Path, default=Path("out") / "findings-programs")
-    args = ap.parse_args()
+def run(args):
+    from stackwars_ir.sweep.execute import run_sweep
+    from stackwars_ir.sweep.grid import read_grid
 
     def progress(message):
-        print(message, file=sys.stderr)
+        print(f"findings_programs: {message}", file=sys.stderr, flush=True)
 
-    h, v = host(), versions()
-    t0 = time.perf_counter()
+    grid = read_grid(args.grid)
+    if args.render:
+        return Records(run_sweep(grid, args.results, render_only=True))
+    return Records(run_sweep(grid, args.results, jobs=args.jobs, progress=progress))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--grid", type=Path, default=GRID)
+    ap.add_argument("--results", type=Path, default=ROOT / "out" / "sweeps" / "findings-programs")
+    ap.add_argument("--jobs", type=int, default=1, help="local workers for the untimed jobs: 1, since the page "
+                    "reports lowering and compile times, which jobs beside them would slow")
+    ap.add_argument("--render", action="store_true", help="compute nothing: the page from --results")
+    print(page(run(ap.parse_args())), end="")
+
+
+def page(res) -> str:
+    import contextlib
+    import io
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        print_page(res)
+    return out.getvalue()
+
+
+def print_page(res) -> None:
+    from stackwars_ir.files import host
+    from stackwars_ir.sweep.tables import summary_line
+
+    h = host()
+    v = next((r.stack for r in res.report.records if r.job.command == "memory" and r.ok), None) or \
+        next((r.stack for r in res.report.records), {})
+    seq = next((r.job.request.seq for r in res.report.records if r.job.command == "memory"), "-")
     facts: dict = {}
-    tpu = tpu_part(args.out / "tpu", args.seq, progress, facts)
-    cpu = cpu_part(args.out / "cpu", progress)
-    took = time.perf_counter() - t0
+    tpu = tpu_part(res, facts)
+    cpu = cpu_part(res)
+    took = sum(r.seconds for r in res.report.records)
     print("# Scanned and rematerialized layers: what they cost or save\n")
-    print(f"Generated by `make findings-programs` on {h.get('processor')} ({h.get('cpus')} cpus), no TPU and no GPU "
+    print(f"Generated by `make findings-programs` (benchmarks/findings_programs.py: a sweep of "
+          f"benchmarks/grids/findings-programs.toml, then this page from its records) on {h.get('processor')} "
+          f"({h.get('cpus')} cpus), no TPU and no GPU "
           f"(jax {v.get('jax')}, torch {v.get('torch')}, torch_xla {v.get('torch_xla')}, libtpu "
-          f"{metadata.version('libtpu')}). The programs are `capture --scan-layers` and `--remat` "
+          f"{v.get('libtpu') or 'not installed'}). The programs are `capture --scan-layers` and `--remat` "
           f"(docs/capture.md): JAX's `lax.scan` and `jax.checkpoint` per layer, torch_xla's `scan_layers` and "
           f"checkpoint per layer; parameters stay one argument per tensor, stacked inside the program. "
-          f"Took {took:.0f} s.\n")
-    print(f"## LLaMA-3.1-8B training step on one TPU v6e chip (JAX, bfloat16, batch 1, seq {args.seq})\n")
+          f"The jobs took {took:.0f} s together ({summary_line(res.report)}).\n")
+    print(f"## LLaMA-3.1-8B training step on one TPU v6e chip (JAX, bfloat16, batch 1, seq {seq})\n")
     print("Abstract captures (shapes only, no parity), compiled by libtpu for one v6e chip without a TPU; the "
           "plan is XLA's buffer assignment: arguments + outputs - aliased + temporaries, plus generated code, "
           "against v6e-1's 32 GiB. torch_xla needs weights for a capture and torchax cannot take these options "

@@ -380,3 +380,29 @@ def test_the_main_findings_page_is_a_rendering_of_its_results_folder(tmp_path):
     assert not any("not profiled" in line for line in gaps), gaps
     rendered = findings.page(SimpleNamespace(**{**vars(a), "res": findings.run(SimpleNamespace(**{**vars(a), "render": True}))}))
     assert rendered.split("\n## ", 1)[1] == page.split("\n## ", 1)[1]
+
+
+def test_the_programs_page_is_a_rendering_of_its_results_folder(tmp_path):
+    """findings_programs as a sweep: a memory plan and a timing per program (unrolled, scan) from the
+    records, op counts from the captures they read; --render gives the same tables, running nothing."""
+    from types import SimpleNamespace
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    import findings_programs
+
+    grid = tmp_path / "programs.toml"
+    memory = '[[grid]]\ncommands = ["memory"]\nmodels = ["llama"]\nsteps = ["train"]\nroutes = ["jax"]\n'
+    bench = '[[grid]]\ncommands = ["bench"]\nmodels = ["llama"]\nroutes = ["jax"]\n'
+    grid.write_text("\n".join([memory, memory + "scan_layers = true\n", bench, bench + "scan_layers = true\n"]))
+    args = SimpleNamespace(grid=grid, results=tmp_path / "r", jobs=2, render=False)
+    page = findings_programs.page(findings_programs.run(args))
+    rows = {line.split(" | ")[0]: line.split(" | ") for line in page.splitlines() if line.startswith("| unrolled |")
+            or line.startswith("| scan |")}
+    static, executed = (int(x) for x in rows["| scan"][2].split(" / "))
+    assert executed > static, rows  # the loop's body counted once per trip
+    assert rows["| unrolled"][-1].rstrip(" |") in ("fits", "OOM"), rows
+    timed = [line.split(" | ") for line in page.splitlines() if line.startswith("| forward |")]
+    assert [(t[1], t[2]) for t in timed] == [("unrolled", "JAX"), ("scan", "JAX")], timed
+    assert all(float(t[-1].rstrip(" |")) > 0 for t in timed), timed
+    again = findings_programs.page(findings_programs.run(SimpleNamespace(**{**vars(args), "render": True})))
+    assert again.split("\n## ", 1)[1] == page.split("\n## ", 1)[1]
