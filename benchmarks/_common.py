@@ -32,6 +32,17 @@ def captures_dir() -> Path:
     return folder
 
 
+def printed(print_page, *args) -> str:
+    """What `print_page(*args)` prints, as text: a findings page, printed by its script and returned to tests."""
+    import contextlib
+    import io
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        print_page(*args)
+    return out.getvalue()
+
+
 def machine_line() -> str:
     from stackwars_ir.files import host
 

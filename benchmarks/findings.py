@@ -480,13 +480,9 @@ def main() -> None:
 
 def page(a) -> str:
     """The page of `a.res` (Results), as text."""
-    import contextlib
-    import io
+    from _common import printed
 
-    out = io.StringIO()
-    with contextlib.redirect_stdout(out):
-        print_page(a)
-    return out.getvalue()
+    return printed(print_page, a)
 
 
 def print_page(a) -> None:

@@ -93,13 +93,9 @@ def tables(report, budget) -> tuple[dict, dict, dict]:
 
 
 def page(report) -> str:
-    import contextlib
-    import io
+    from _common import printed
 
-    out = io.StringIO()
-    with contextlib.redirect_stdout(out):
-        print_page(report)
-    return out.getvalue()
+    return printed(print_page, report)
 
 
 def print_page(report) -> None:

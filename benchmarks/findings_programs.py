@@ -184,13 +184,9 @@ def main() -> None:
 
 
 def page(res) -> str:
-    import contextlib
-    import io
+    from _common import printed
 
-    out = io.StringIO()
-    with contextlib.redirect_stdout(out):
-        print_page(res)
-    return out.getvalue()
+    return printed(print_page, res)
 
 
 def print_page(res) -> None:
