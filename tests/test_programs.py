@@ -14,13 +14,14 @@ LAYERED = (("norm", 0), ("attention", 0), ("norm", 1), ("mlp", 0))
 
 @pytest.fixture(scope="module")
 def made(tmp_path_factory):
-    """LLaMA tiny captured scanned (forward, both frameworks), rematerialized (training step, both)
-    and scanned with remat (training step, JAX)."""
+    """LLaMA tiny captured scanned (forward, both frameworks; training step, torch_xla),
+    rematerialized (training step, both) and scanned with remat (training step, JAX)."""
     out = tmp_path_factory.mktemp("programs")
     register_torch_xla()  # before this process's first backward
     sets = {"scan": run(Request("llama", scan_layers=True), out),
             "remat": run(Request("llama", step="train", remat=True), out),
-            "scan-remat": run(Request("llama", framework="jax", step="train", scan_layers=True, remat=True), out)}
+            "scan-remat": run(Request("llama", framework="jax", step="train", scan_layers=True, remat=True), out),
+            "train-scan": run(Request("llama", framework="torch", step="train", scan_layers=True), out)}
     return out / "llama-tiny", sets
 
 
@@ -30,7 +31,7 @@ def test_scanned_and_rematerialized_captures_pass_parity_under_their_own_names(m
     assert all(s.ok for s in sets.values())
     names = sorted(p.name for s in sets.values() for p in s.files if p.suffix == ".mlir")
     assert names == ["jax-scan.mlir", "jax-train-remat.mlir", "jax-train-scan-remat.mlir",
-                     "torch-torch_xla-scan.mlir", "torch-torch_xla-train-remat.mlir"]
+                     "torch-torch_xla-scan.mlir", "torch-torch_xla-train-remat.mlir", "torch-torch_xla-train-scan.mlir"]
     for stem in ("jax-scan", "torch-torch_xla-scan"):
         side = json.loads((folder / f"{stem}.json").read_text())
         assert side["program"] == {"scan_layers": True, "remat": False} and side["parity"]["ok"]
@@ -89,6 +90,34 @@ def test_a_scanned_rematerialized_training_step_aligns_its_layers_forward_and_ba
         for role, ordinal in LAYERED:
             for phase in ("forward", "backward"):
                 assert (role, (layer,), ordinal, phase) in paired, (role, layer, phase)
+
+
+@pytest.mark.slow
+def test_torch_xla_scanned_training_step_aligns_every_layer_backward_too(made):
+    """torch_xla's scanned backward is one loop body under `layers`, its softmax and norm outputs
+    read back from what the forward saved: split by the forward block that computed each saved
+    activation, every layer's norms, attention and MLP backward pair with the unrolled step's,
+    and the body's own slicing of the saved activations stays its residual."""
+    from stackwars_ir.diff import diff_files
+
+    folder, _ = made
+    report = diff_files(golden("llama", "torch-torch_xla-train"), folder / "torch-torch_xla-train-scan.mlir")
+    assert report.alignment.method == "key"
+    paired = {(d.a.role, d.a.layer, d.a.ordinal, d.a.phase): d.b for d in report.blocks if d.b.trips == 2}
+    for layer in range(2):
+        for role, ordinal in LAYERED:
+            for phase in ("forward", "backward"):
+                assert (role, (layer,), ordinal, phase) in paired, (role, layer, ordinal, phase)
+    assert not any(b.layer and b.role in ("norm", "attention", "mlp") for b in report.alignment.only_a)
+    backward = {(b.role, b.ordinal): b for b in paired.values() if b.phase == "backward"}
+    # each part's ops are that block's gradient: the MLP's reads its silu's logistic (recomputed by
+    # scan_layers' partitioner), the attention's its saved softmax through a multiply
+    assert backward[("mlp", 0)].histogram()["stablehlo.logistic"] == 1
+    assert backward[("attention", 0)].histogram()["stablehlo.dot_general"] >= 8
+    assert all(b.histogram()["stablehlo.dot_general"] == 0 for k, b in backward.items() if k[0] == "norm")
+    leftover = [b for b in report.alignment.only_b if b.phase == "backward" and b.trips == 2]
+    assert [b.role for b in leftover] == ["residual"]
+    assert {"stablehlo.dynamic_slice", "stablehlo.dynamic_update_slice"} <= set(leftover[0].histogram())
 
 
 @pytest.mark.parametrize("args, message", [

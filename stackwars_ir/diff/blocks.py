@@ -78,6 +78,9 @@ def segment(module: Module, mode: str = "auto", roles: tuple = ()) -> Segmentati
     phases = _phases(module)
     if phases:  # a training step: the optimizer's ops have no module path by nature
         top = [(op, path) for op, path in top if phases.get(id(op))]
+    # a loop's own plumbing (JAX's `while.body`: each trip's slice of the stacked parameters, the
+    # saved activations a training step stacks) names no module by nature: it counts neither way
+    top = [(op, path) for op, path in top if not _loop_scoped(path)] or top
     with_path = sum(1 for _, p in top if _names_a_module(p))
     coverage = with_path / len(top) if top else 0.0
     use = mode if mode != "auto" else ("provenance" if coverage >= AUTO_PROVENANCE else "structure")
@@ -87,6 +90,8 @@ def segment(module: Module, mode: str = "auto", roles: tuple = ()) -> Segmentati
     loops = _loops(module)
     if use == "provenance":
         blocks = _split_coarse(module, _split_shared(module, _by_provenance(items, phases, roles, loops)))
+        if phases and loops:
+            blocks = _backward_by_saved(module, blocks)
     else:
         blocks = _loops_by_structure(module, _by_structure(module, items, layered=_scans_layers(module, loops)), loops)
     blocks = _embeddings_by_size(module, blocks)
@@ -253,7 +258,7 @@ def _by_provenance(items: list, phases: dict | None = None, roles: tuple = (), l
                 blocks = _by_provenance(mine, roles=roles, loops=loops)
             parts += [dataclasses.replace(b, role=b.role if phase != "update" or b.layer or b.role != "other"
                                           else "optimizer", phase=phase) for b in blocks]
-        return parts
+        return _numbered_as_forward(parts)
     items = _mlp_linears(_fill_paths(items, roles), roles)
     groups: dict = {}
     order: list = []
@@ -285,6 +290,25 @@ def _by_provenance(items: list, phases: dict | None = None, roles: tuple = (), l
     return blocks
 
 
+def _numbered_as_forward(parts: list) -> list:
+    """A backward block takes the ordinal of the forward block of the same module (layer 3's
+    `post_attention_layernorm` backward is `norm[3]#1 (backward)` as its forward is `norm[3]#1`),
+    where every backward block of its layer and role has one: numbering from the end (above) goes
+    wrong where an exporter emits a weight's gradient late (torch_xla)."""
+    forward = {(b.loop, b.layer, b.role, b.name): b.ordinal for b in parts if b.phase == "forward"}
+    backward = defaultdict(list)
+    for b in parts:
+        if b.phase == "backward":
+            backward[(b.loop, b.layer, b.role)].append(b)
+    renumber = {}
+    for (loop, layer, role), group in backward.items():
+        got = [forward.get((loop, layer, role, b.name)) for b in group]
+        if None not in got and len(set(got)) == len(got):
+            renumber.update({id(b): k for b, k in zip(group, got)})
+    return [dataclasses.replace(b, ordinal=renumber[id(b)]) if renumber.get(id(b), b.ordinal) != b.ordinal else b
+            for b in parts]
+
+
 @functools.lru_cache(maxsize=65536)
 def _unscoped(path: str) -> str:
     """A path without the scopes rematerialization adds (`M.M.checkpoint.rematted_computation.h_1.ln_1`
@@ -307,6 +331,13 @@ LOOP_WORDS = frozenset({"while", "body", "cond", "scan"})
 
 
 @functools.lru_cache(maxsize=65536)
+def _loop_scoped(path: str) -> bool:
+    """Whether a path holds only a loop's scopes (`while.body`, `while.cond`): its plumbing."""
+    words = [w for w in path.split(".") if w and w != "closed_call" and w not in _REMAT_WORDS]
+    return bool(words) and all(w in LOOP_WORDS for w in words)
+
+
+@functools.lru_cache(maxsize=65536)
 def _names_a_module(path: str) -> bool:
     """Whether a path names a module, not only JAX's own scopes: a loop's plumbing (`while.body`),
     rematerialization's, or an einsum's spec (`bthd,bshd->bhts`), which a model without named
@@ -318,9 +349,9 @@ def _names_a_module(path: str) -> bool:
 def _split_shared(module: Module, blocks: list) -> list:
     """Structures built once and used by every layer (torch_xla's causal mask, made where layer 0's
     attention first needs it) become blocks of their own, role "shared", instead of swelling the
-    layer that happened to build them. An op is shared when a block of the same role in another
-    layer reads its result; the ops feeding only shared ops (and the ops inside their regions)
-    go with it."""
+    layer that happened to build them (in the forward pass: a backward hands gradients on by
+    nature). An op is shared when a block of the same role in another layer reads its result; the
+    ops feeding only shared ops (and the ops inside their regions) go with it."""
     entry = module.entry.name
     where = [-1] * len(module.ops)  # op id -> its (first) block
     for i in range(len(blocks) - 1, -1, -1):
@@ -329,7 +360,9 @@ def _split_shared(module: Module, blocks: list) -> list:
     uses, out, count = module.uses, [], 0
     kind = [(b.role, b.layer, b.phase) for b in blocks]
     for i, b in enumerate(blocks):
-        if not b.layer or b.role == "residual":  # the residual stream goes from layer to layer by nature
+        # the residual stream goes from layer to layer by nature, and so does its gradient, which a
+        # backward block hands to the block before it (layer 1's first norm to layer 0's second)
+        if not b.layer or b.role == "residual" or b.phase == "backward":
             out.append(b)
             continue
         shared = set()
@@ -384,6 +417,65 @@ def _split_coarse(module: Module, blocks: list) -> list:
                                                     ordinal=0 if p.role == "other" else p.ordinal,
                                                     name=f"{b.name} ({p.role} #{p.ordinal}, by structure)",
                                                     ops=p.ops) for p in parts], b.ops)
+    return out
+
+
+def _backward_by_saved(module: Module, blocks: list) -> list:
+    """A scanned layer's backward that no location splits (torch_xla's scan: every op of its body
+    under `layers`; nothing for structure mode to anchor, since the forward saved its softmax and
+    norm outputs) is split by what its ops read: an op reading an activation that a block of the
+    forward loop's body computed (through the loops' stacking, tuples and calls: ir.origins) anchors
+    the gradient of that block, and every other op goes to its nearest anchor, as in structure mode.
+    What anchors nothing (the loop's slicing of what it saved) stays the layer's residual."""
+    from ..ir.origins import Origins, moves_data
+
+    forward = [b for b in blocks if b.phase == "forward" and b.loop >= 0 and b.role in ("norm", "attention", "mlp")]
+    roles_of = defaultdict(set)
+    for b in blocks:
+        roles_of[(b.layer, b.phase, b.loop)].add(b.role)
+    targets = {id(b) for b in blocks if b.phase == "backward" and b.loop >= 0 and b.role == "residual"
+               and not roles_of[(b.layer, b.phase, b.loop)] & {"norm", "attention", "mlp"}}
+    if not forward or not targets:
+        return blocks
+    origins = Origins(module)
+    # what each forward block computed, and the parameters (entry arguments) only it reads: the
+    # backward reads a weight again for the gradient of its input
+    saved = {op.id: (b.role, b.ordinal) for b in forward for op, _ in b.ops}
+    params = defaultdict(set)
+    for b in forward:
+        for op, _ in b.ops:
+            if not moves_data(op):
+                for vid in op.operands:
+                    for o in origins.of(vid):
+                        if o < 0:
+                            params[o].add((b.role, b.ordinal))
+    saved.update({o: got.pop() for o, got in params.items() if len(got) == 1})
+    out = []
+    for b in blocks:
+        if id(b) not in targets:
+            out.append(b)
+            continue
+        top, nested, index, parents, users = _graph(module, list(b.ops), within=True)
+        anchors = {}
+        for op in top:
+            if moves_data(op):
+                continue
+            got = {saved[o] for vid in op.operands for o in origins.of(vid) if o in saved}
+            if len(got) == 1:
+                anchors[op.id] = got.pop()
+        if len(set(anchors.values())) < 2:
+            out.append(b)
+            continue
+        neighbours = _neighbours(top, parents, users)
+        owner = _nearest(list(anchors), neighbours, index)
+        groups: dict = defaultdict(list)
+        for op in top:
+            a = owner.get(op.id)
+            groups[anchors[a] if a is not None else ("residual", 0)].append(op)
+        parts = [dataclasses.replace(b, role=role, ordinal=ordinal, ops=_with_nested(groups[(role, ordinal)], nested, index),
+                                     name=f"{b.name} ({role} #{ordinal}, by saved activations)")
+                 for role, ordinal in sorted(groups, key=lambda k: min(index[o.id] for o in groups[k]))]
+        out += _merge_same_key(parts, b.ops)
     return out
 
 
@@ -475,6 +567,32 @@ def _by_structure(module: Module, items: list, within: bool = False, layered: bo
     `within` (the ops of one block: a layer, maybe a loop's body, maybe a callee's), of the ops of
     `items` whose region-holding op is not among them. `layered`: the program's layers run in a
     loop (its top level holds no attention, yet its norms are a transformer's, not batch norms)."""
+    top, nested, index, parents, users = _graph(module, items, within)
+    neighbours = _neighbours(top, parents, users)
+    kinds = {op.id: k for op in top if (k := _anchor_kind(module, op))}
+    by_id = {op.id: op for op in top}
+    for k in [k for k, kind in kinds.items() if kind == "softmax"]:
+        if not _feeds_reduce(k, users, by_id):
+            kinds[k] = "act"  # an exp no reduce sums is an activation's (SiLU as x / (1 + exp(-x))), not a softmax
+    owner = _nearest(list(kinds), neighbours, index, _variance_chains(kinds, parents, by_id))
+    roles = _anchor_roles(top, kinds, parents, users, layered)
+    groups: dict = defaultdict(list)
+    for op in top:
+        a = owner.get(op.id)
+        groups[roles[a] if a is not None else ((), "other", 0)].append(op)
+    blocks = []
+    for key in sorted(groups, key=lambda k: min(index[o.id] for o in groups[k])):
+        layer, role, ordinal = key
+        where = f"layer {'.'.join(map(str, layer))} " if layer else ""
+        blocks.append(Block(role, layer, ordinal, f"{where}{role} #{ordinal}".strip(),
+                            _with_nested(groups[key], nested, index)))
+    return blocks
+
+
+def _graph(module: Module, items: list, within: bool) -> tuple:
+    """(top, nested, index, parents, users) of the dataflow graph structure mode clusters: the
+    entry function's top-level ops or, `within` a block, the ops of `items` whose region-holding op
+    is not among them; `nested`: top op id -> the region and callee ops that travel with it."""
     entry = module.entry.name
     if within:
         mine = {op.id for op, _ in items}
@@ -491,35 +609,31 @@ def _by_structure(module: Module, items: list, within: bool = False, layered: bo
 
         def owner_of(op):
             return _owner(module, op, entry)
-    nested: dict = defaultdict(list)  # region ops and callee ops travel with their top-level op
+    nested: dict = defaultdict(list)
     for op, path in items:
         if op.id not in tops:
             nested[owner_of(op)].append((op, path))
     index = {op.id: i for i, op in enumerate(top)}
     parents, users = _edges(module, top, index)
-    neighbours = {k: parents.get(k, []) + users.get(k, []) for k in set(parents) | set(users)}
-    kinds = {op.id: k for op in top if (k := _anchor_kind(module, op))}
-    by_id = {op.id: op for op in top}
-    for k in [k for k, kind in kinds.items() if kind == "softmax"]:
-        if not _feeds_reduce(k, users, by_id):
-            kinds[k] = "act"  # an exp no reduce sums is an activation's (SiLU as x / (1 + exp(-x))), not a softmax
-    owner = _nearest(list(kinds), neighbours, index)
-    roles = _anchor_roles(top, kinds, parents, users, layered)
-    groups: dict = defaultdict(list)
-    for op in top:
-        a = owner.get(op.id)
-        groups[roles[a] if a is not None else ((), "other", 0)].append(op)
-    blocks = []
-    for key in sorted(groups, key=lambda k: min(index[o.id] for o in groups[k])):
-        ops = sorted(groups[key], key=lambda o: index[o.id])
-        full = []
-        for o in ops:
-            full.append((o, o.path))
-            full.extend(nested.get(o.id, []))
-        layer, role, ordinal = key
-        where = f"layer {'.'.join(map(str, layer))} " if layer else ""
-        blocks.append(Block(role, layer, ordinal, f"{where}{role} #{ordinal}".strip(), tuple(full)))
-    return blocks
+    return top, nested, index, parents, users
+
+
+def _neighbours(top, parents: dict, users: dict) -> dict:
+    """Each op's producers and users, the paths nearest-anchor clustering walks. An op without
+    operands (a constant, an iota) and a tuple are reached but lead nowhere: the scalar zero every
+    reduce starts from, an epsilon two norms share, the tuple gathering what a loop's body returns
+    (torch_xla) must not carry one block's claim into another's ops."""
+    walks = {op.id for op in top if op.operands and not op.name.endswith(".tuple")}
+    return {k: parents.get(k, []) + users.get(k, []) if k in walks else [] for k in set(parents) | set(users)}
+
+
+def _with_nested(ops: list, nested: dict, index: dict) -> tuple:
+    """(op, path) items of a cluster of top ops in program order, each followed by its nested ops."""
+    full = []
+    for o in sorted(ops, key=lambda o: index[o.id]):
+        full.append((o, o.path))
+        full.extend(nested.get(o.id, []))
+    return tuple(full)
 
 
 def _loops_by_structure(module: Module, blocks: list, loops: dict) -> list:
@@ -552,6 +666,45 @@ def _scans_layers(module: Module, loops: dict) -> bool:
     return any(op.name == "stablehlo.exponential" and id(op) in loops for op, _ in module.inlined)
 
 
+def _variance_chains(kinds: dict, parents: dict, by_id: dict, depth: int = 6) -> dict:
+    """op -> its norm: the ops from each rsqrt back to the reduce that sums the squares it normalizes
+    by (mean, epsilon, reshapes between), and the square feeding that reduce. They are the norm's
+    however far from its rsqrt: nearest-anchor alone gives an RMSNorm's square and sum, five steps
+    from its rsqrt, to the output projection two steps before them."""
+    seeds = {}
+    for a, kind in kinds.items():
+        if kind != "norm" or by_id[a].name != "stablehlo.rsqrt":
+            continue
+        back = {a: None}
+        frontier = [a]
+        found = None
+        for _ in range(depth):
+            nxt = []
+            for node in frontier:
+                for p in parents.get(node, ()):
+                    if p in back or p in kinds:
+                        continue
+                    back[p] = node
+                    if by_id[p].name == "stablehlo.reduce":
+                        found = found or p
+                    nxt.append(p)
+            if found is not None:
+                break
+            frontier = nxt
+        if found is None:
+            continue
+        node = found
+        while node != a:
+            seeds.setdefault(node, a)
+            node = back[node]
+        square = [p for p in parents.get(found, ()) if p not in kinds and
+                  (by_id[p].name == "stablehlo.power" or
+                   by_id[p].name == "stablehlo.multiply" and len(set(by_id[p].operands)) == 1)]
+        for p in square[:1]:
+            seeds.setdefault(p, a)
+    return seeds
+
+
 def _feeds_reduce(op_id: int, users: dict, by_id: dict, depth: int = 3) -> bool:
     """Whether a reduce uses this op's result within `depth` steps (a softmax sums its exponentials)."""
     frontier, seen = [op_id], {op_id}
@@ -581,10 +734,12 @@ def _owner(module: Module, op: Op, entry: str) -> int:
     return -1
 
 
-def _nearest(anchors: list, neighbours: dict, index: dict) -> dict:
-    """Multi-source BFS: each op goes to the closest anchor (ties: the earlier anchor)."""
+def _nearest(anchors: list, neighbours: dict, index: dict, seeds: dict | None = None) -> dict:
+    """Multi-source BFS: each op goes to the closest anchor (ties: the earlier anchor); `seeds`
+    (op -> anchor) are ops an anchor owns from the start, as it owns itself."""
     owner = {a: a for a in anchors}
-    frontier = deque(sorted(anchors, key=lambda a: index[a]))
+    owner.update(seeds or {})
+    frontier = deque(sorted(owner, key=lambda a: index[a]))
     while frontier:
         node = frontier.popleft()
         for nxt in neighbours.get(node, ()):

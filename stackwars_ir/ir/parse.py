@@ -21,6 +21,7 @@ _KEPT_ATTRS = frozenset({
     "window_strides", "window_dimensions", "padding", "lhs_dilation", "rhs_dilation",
     "indices_are_sorted", "has_side_effect", "api_version", "precision_config", "dimension",
     "mesh",  # sdy.mesh's axes (ir/sharding.py)
+    "index",  # get_tuple_element's element (ir/origins.py)
 })
 
 
