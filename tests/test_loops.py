@@ -62,6 +62,46 @@ def test_nested_loops_multiply_and_fori_loop_bounds_are_read(tmp_path):
     assert loop.trips == 9 and module.executed_histogram()["stablehlo.sine"] == 9
 
 
+def _layer(h, w):
+    import jax
+    import jax.numpy as jnp
+
+    return h + jnp.tanh(jax.nn.softmax(h @ w, axis=-1) @ w)
+
+
+def test_layers_scanned_in_groups_are_one_layer_per_trip_of_both_loops_and_align_with_the_unrolled(tmp_path):
+    """A scan over 2 groups of a scan over 3 layers (how a model repeats a stage of scanned layers):
+    the inner body is a layer that runs 6 times per call, and each of 6 unrolled layers pairs with it."""
+    import jax
+    import jax.numpy as jnp
+
+    from stackwars_ir.diff import diff_modules
+    from stackwars_ir.diff.blocks import segment
+
+    def grouped(x, ws):  # ws: [groups, layers, 4, 4]
+        def group(h, wg):
+            return jax.lax.scan(lambda hh, w: (_layer(hh, w), None), h, wg)[0], None
+        return jax.lax.scan(group, x, ws)[0]
+
+    def unrolled(x, ws):
+        for w in ws.reshape(6, 4, 4):
+            x = _layer(x, w)
+        return x
+
+    args = (jnp.ones((2, 4)), jnp.ones((2, 3, 4, 4)))
+    scanned = _lowered(tmp_path, grouped, *args)
+    assert sorted(loop.trips for loop in scanned.loops.values()) == [2, 3]
+    body = [b for b in segment(scanned).blocks if b.loop >= 0]
+    layer = {(b.role, b.trips) for b in body if b.role != "other"}
+    assert layer == {("attention", 6), ("mlp", 6)}, [(b.label, b.trips) for b in body]  # the outer body's
+    assert {b.trips for b in body if b.role == "other"} <= {2, 6}  # own plumbing runs twice
+    flat = _lowered(tmp_path, unrolled, *args, name="flat.mlir")
+    report = diff_modules(flat, scanned)
+    paired = sorted((d.a.layer, d.a.role) for d in report.blocks if d.b.trips == 6)
+    assert paired == [((i,), role) for i in range(6) for role in ("attention", "mlp")], paired
+    assert scanned.executed_histogram()["stablehlo.dot_general"] == flat.histogram()["stablehlo.dot_general"] == 12
+
+
 def test_a_data_dependent_while_has_no_trip_count_and_executions_are_unknown(tmp_path):
     import jax
     import jax.numpy as jnp
