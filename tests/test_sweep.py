@@ -304,6 +304,7 @@ def test_a_bench_with_baselines_times_every_route_and_the_native_runtimes_in_one
     from stackwars_ir.bench.run import BenchReport
     from stackwars_ir.sweep.execute import phases, run_sweep
     from stackwars_ir.sweep.grid import grid_of
+    from stackwars_ir.sweep.tables import summary_line
 
     grid = grid_of([{"commands": ["bench", "diff"], "models": ["ffn"], "routes": ["jax", "torchax"],
                      "baselines": ["jax", "eager"], "profile": 2}])
@@ -323,6 +324,10 @@ def test_a_bench_with_baselines_times_every_route_and_the_native_runtimes_in_one
     # The captures it timed are the capture jobs' (shared with the diff), not captured again.
     caps = {r.result["sha256"] for r in report.records if r.job.command == "capture"}
     assert {rows["jax"].sha256, rows["torch-torchax"].sha256} == caps
+    # The timed job measured how steady the machine was before it timed anything; the summary says so.
+    assert [r.job.command for r in report.records if "noise" in r.host] == ["bench"]
+    assert 0 <= bench.host["noise"] < 100
+    assert "machine noise before the 1 timed job: " in summary_line(report)
 
 
 def test_baselines_in_a_grid_are_checked_and_what_cannot_take_them_named():
@@ -406,3 +411,19 @@ def test_the_programs_page_is_a_rendering_of_its_results_folder(tmp_path):
     assert all(float(t[-1].rstrip(" |")) > 0 for t in timed), timed
     again = findings_programs.page(findings_programs.run(SimpleNamespace(**{**vars(args), "render": True})))
     assert again.split("\n## ", 1)[1] == page.split("\n## ", 1)[1]
+
+
+def test_the_noise_each_timed_job_measured_first_is_summed_up_and_a_noisy_run_named():
+    from stackwars_ir.bench.timing import machine_noise
+    from stackwars_ir.sweep.grid import grid_of
+    from stackwars_ir.sweep.jobs import Record
+    from stackwars_ir.sweep.tables import noise_line
+
+    job = grid_of([{"commands": ["capture"], "models": ["ffn"], "routes": ["jax"]}]).jobs[0]
+    rec = [Record(f"k{i}", job, {}, True, "", {}, 1.0, {"cpus": 2, **({"noise": n} if n is not None else {})})
+           for i, n in enumerate((0.04, None, 0.23))]
+    assert noise_line(rec[:2]) == "machine noise before the 1 timed job: 4% (quiet under 10%)"
+    assert noise_line(rec) == ("machine noise before the 2 timed jobs: 4%-23% (quiet under 10%); 1 timed on a noisy "
+                               "machine: their times are not comparable with a quiet run's")
+    assert noise_line(rec[1:2]) == ""
+    assert machine_noise(0.2) >= 0

@@ -98,19 +98,24 @@ def run_job(job: Job, root: Path, key: str, stack_: dict, progress=None) -> Reco
     from ..files import host
 
     t0 = time.perf_counter()
+    noise = {}
     try:
         here = stack()
         if here != stack_:
             changed = sorted(k for k in set(here) | set(stack_) if here.get(k) != stack_.get(k))
             raise StackwarsError(f"this worker's stack differs from the sweep's in {', '.join(changed)}",
                                  fix="install the same lock on every node (make setup, make setup-ray)")
+        if job.timed:  # how steady the machine was right before it timed anything (bench.timing)
+            from ..bench.timing import machine_noise
+
+            noise = {"noise": round(machine_noise(), 4)}
         result, error = _run(job, Path(root), progress)
     except StackwarsError as e:
         result, error = {}, e.one_line()
     except Exception as e:  # the job's, whatever it is: recorded, the sweep goes on
         result, error = {}, f"{type(e).__name__}: {' '.join(str(e).split())[:300]}"
     return Record(key, job, stack_, not error, _relative(error or "", Path(root)), result, time.perf_counter() - t0,
-                  host())
+                  host() | noise)
 
 
 def captures_dir(root: Path) -> Path:

@@ -101,7 +101,25 @@ def sweep_tables(report) -> list[tuple[str, str, list, list]]:
 
 
 def summary_line(report) -> str:
-    """`12 jobs: 8 finished before (not recomputed), 4 run now, 1 failed; local, 2 workers; 41 s`."""
+    """`12 jobs: 8 finished before (not recomputed), 4 run now, 1 failed; local, 2 workers; 41 s`, and
+    how noisy the machine was before the timed jobs (noise_line)."""
     pending = f", {len(report.pending)} not run yet" if report.pending else ""
+    noise = noise_line(report.records)
     return (f"{len(report.records)} jobs: {report.reused} finished before (not recomputed), {report.ran} run now, "
-            f"{len(report.failed)} failed{pending}; {report.executor}; {report.seconds:.0f} s")
+            f"{len(report.failed)} failed{pending}; {report.executor}; {report.seconds:.0f} s"
+            + (f"; {noise}" if noise else ""))
+
+
+def noise_line(records) -> str:
+    """`machine noise before the 3 timed jobs: 4%-6% (quiet under 10%)`, with a warning when any is
+    over, from the probe each timed job ran first (bench.timing.machine_noise); "" without timed jobs."""
+    from ..bench.timing import QUIET
+
+    noise = sorted(r.host["noise"] for r in records if r.host.get("noise") is not None)
+    if not noise:
+        return ""
+    span = f"{noise[0]:.0%}" if noise[0] == noise[-1] else f"{noise[0]:.0%}-{noise[-1]:.0%}"
+    loud = sum(1 for n in noise if n >= QUIET)
+    return (f"machine noise before the {len(noise)} timed job{'s' * (len(noise) != 1)}: {span} (quiet under "
+            f"{QUIET:.0%})" + (f"; {loud} timed on a noisy machine: their times are not comparable with a "
+                                "quiet run's" if loud else ""))
