@@ -7,6 +7,8 @@ then the page from its records (--render: from the folder alone, computing nothi
   --remat, --scan-layers, both). Needs `make setup-tpu`.
 - LLaMA tiny on XLA CPU (jaxlib's), JAX and torch_xla captures with weights, parity-checked: compile
   time, first and steady run, per program, forward and training step.
+- LLaMA-3.2-1B's forward on XLA CPU, the same two routes unrolled and scanned: a published size whose
+  float32 weights fit this machine.
 """
 from __future__ import annotations
 
@@ -42,10 +44,11 @@ def tpu_part(res, facts: dict) -> list[str]:
     from stackwars_ir.textfmt import human_bytes
 
     budget = budgets("v6e-1")[0]
+    size = next((r.job.request.size for r in res.report.records if r.job.command == "memory"), "8b")
     lines = ["| program | lower (s) | ops static / executed | compile (s) | code | arguments | temporaries | "
              "peak + code (refused: required) | on v6e-1 |", "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |"]
     for name, scan, remat in PROGRAMS:
-        rec = res.get(("memory", "train", "jax", scan, remat))
+        rec = res.get(("memory", size, "train", "jax", scan, remat))
         path = res.capture(rec) if rec is not None else None
         if rec is None or not rec.result.get("executables") or path is None:
             lines.append(f"| {name} | | | | | | | | {'not run yet' if rec is None else 'failed: ' + rec.error} |")
@@ -98,7 +101,8 @@ def _tpu_findings(f: dict) -> list[str]:
     return out
 
 
-def cpu_part(res) -> list[str]:
+def cpu_part(res, size: str, facts: dict | None = None) -> list[str]:
+    """The CPU table of one size; `facts` gets (step, program, route) -> compile and steady seconds."""
     from stackwars_ir.bench.run import BenchReport
 
     lines = ["| step | program | route | capture (s) | ops static / executed | compile (s) | first run (ms) | "
@@ -106,7 +110,7 @@ def cpu_part(res) -> list[str]:
     for step in ("forward", "train"):
         for name, scan, remat in PROGRAMS:
             for route in ("jax", "torch_xla"):
-                rec = res.get(("bench", step, route, scan, remat))
+                rec = res.get(("bench", size, step, route, scan, remat))
                 if rec is None:
                     continue  # not in the grid (remat is a training step's)
                 path = res.capture(rec)
@@ -124,11 +128,33 @@ def cpu_part(res) -> list[str]:
                     continue
                 lines.append(f"| {step} | {name} | {label} | {_seconds(path, stage):.2f} | {static} / {executed} | "
                              f"{e.compile_s:.2f} | {e.timing.first * 1e3:.2f} | {e.timing.steady * 1e3:.3f} |")
+                if facts is not None:
+                    facts[(step, name, label)] = {"compile": e.compile_s, "steady": e.timing.steady,
+                                                  "spread": e.timing.spread, "static": static}
     return lines
 
 
+def _cpu_findings(f: dict) -> list[str]:
+    """What the 1B table says, in sentences computed from it."""
+    out = []
+    for label in ("JAX", "torch_xla"):
+        u, sc = f.get(("forward", "unrolled", label)), f.get(("forward", "scan", label))
+        if not (u and sc):
+            continue
+        out.append(f"- {label}: scanning the 16 layers compiles the forward in {sc['compile']:.1f} s against "
+                   f"{u['compile']:.1f} s unrolled ({u['compile'] / sc['compile']:.1f}x faster), from "
+                   f"{sc['static']} ops written against {u['static']}; a run takes {sc['steady'] * 1e3:.0f} ms "
+                   f"against {u['steady'] * 1e3:.0f} ms ({sc['steady'] / u['steady']:.2f}x; spreads "
+                   f"{sc['spread']:.0%} and {u['spread']:.0%}).")
+    j, t = f.get(("forward", "scan", "JAX")), f.get(("forward", "scan", "torch_xla"))
+    if j and t:
+        out.append(f"- Scanned, torch_xla's program runs at {t['steady'] / j['steady']:.2f}x JAX's and compiles in "
+                   f"{t['compile'] / j['compile']:.2f}x its time, on the same runtime.")
+    return out
+
+
 class Records:
-    """The sweep's records by (command, step, route, scan_layers, remat), and the capture each read."""
+    """The sweep's records by (command, size, step, route, scan_layers, remat), and the capture each read."""
 
     def __init__(self, report):
         from stackwars_ir.sweep.grid import route_of
@@ -139,10 +165,10 @@ class Records:
             if rec.job.command == "capture":
                 self.files[(r.model, r.size, r.step, route_of(r), r.scan_layers, r.remat)] = rec
             else:
-                self.by[(rec.job.command, r.step, route_of(r), r.scan_layers, r.remat)] = rec
+                self.by[(rec.job.command, r.size, r.step, route_of(r), r.scan_layers, r.remat)] = rec
 
     def get(self, key):
-        """The record of (command, step, route, scan, remat), or None where the grid has none."""
+        """The record of (command, size, step, route, scan, remat), or None where the grid has none."""
         return self.by.get(key)
 
     def capture(self, rec) -> Path | None:
@@ -152,6 +178,18 @@ class Records:
         r = rec.job.request
         cap = self.files.get((r.model, r.size, r.step, route_of(r), r.scan_layers, r.remat))
         return self.root / cap.result["file"] if cap is not None and cap.ok else None
+
+
+def _weight_bytes(size: str) -> int:
+    """LLaMA's float32 parameter bytes at `size`, counted on a model built without memory (meta device)."""
+    import torch
+    from transformers import LlamaModel
+
+    from models import llama
+
+    with torch.device("meta"):
+        model = LlamaModel(llama.config(size))
+    return 4 * sum(p.numel() for p in model.parameters())
 
 
 def _stages(path: Path) -> dict:
@@ -192,6 +230,7 @@ def page(res) -> str:
 def print_page(res) -> None:
     from stackwars_ir.files import host
     from stackwars_ir.sweep.tables import summary_line
+    from stackwars_ir.textfmt import human_bytes
 
     h = host()
     v = next((r.stack for r in res.report.records if r.job.command == "memory" and r.ok), None) or \
@@ -199,7 +238,9 @@ def print_page(res) -> None:
     seq = next((r.job.request.seq for r in res.report.records if r.job.command == "memory"), "-")
     facts: dict = {}
     tpu = tpu_part(res, facts)
-    cpu = cpu_part(res)
+    cpu = cpu_part(res, "tiny")
+    big: dict = {}
+    cpu_1b = cpu_part(res, "1b", big)
     took = sum(r.seconds for r in res.report.records)
     print("# Scanned and rematerialized layers: what they cost or save\n")
     print(f"Generated by `make findings-programs` (benchmarks/findings_programs.py: a sweep of "
@@ -222,6 +263,15 @@ def print_page(res) -> None:
           "jaxlib's XLA CPU (`bench`): the IR's own cost, one runtime. At tiny size (2 layers) a loop cannot "
           "save much compile time; its plumbing shows.\n")
     print("\n".join(cpu) + "\n")
+    if len(cpu_1b) > 2:
+        print("## LLaMA-3.2-1B forward on XLA CPU (jaxlib), JAX and torch_xla (batch 1, seq 128)\n")
+        weights = _weight_bytes("1b")
+        print(f"The same, at a published size whose float32 weights ({human_bytes(weights)}) fit this machine: "
+              f"16 layers, unrolled and scanned. Its training step's state (weights, gradients and AdamW's two "
+              f"moments: {human_bytes(4 * weights)}) and LLaMA-3.1-8B's weights ({human_bytes(_weight_bytes('8b'))}) "
+              "do not, so the CPU table stops here.\n")
+        print("\n".join(cpu_1b) + "\n")
+        print("\n".join(_cpu_findings(big)) + "\n")
 
 
 if __name__ == "__main__":

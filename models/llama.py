@@ -10,16 +10,20 @@ from ._nnx import Embedding, Linear, Scoped, param, run_layers
 
 ENTRY = Entry(
     "llama", "LLaMA decoder (transformers LlamaModel: RMSNorm, llama3 rotary, grouped-query attention, SwiGLU); "
-             "input token ids [batch, seq]; 8b: LLaMA-3.1-8B's configuration",
+             "input token ids [batch, seq]; 1b: LLaMA-3.2-1B's configuration, 8b: LLaMA-3.1-8B's",
     {"tiny": dict(num_hidden_layers=2, hidden_size=64, num_attention_heads=4, num_key_value_heads=2,
                   intermediate_size=128, vocab_size=512, max_position_embeddings=128, rms_norm_eps=1e-5,
                   rope_parameters=dict(rope_type="llama3", rope_theta=500000.0, factor=8.0, low_freq_factor=1.0,
                                        high_freq_factor=4.0, original_max_position_embeddings=32)),
+     "1b": dict(num_hidden_layers=16, hidden_size=2048, num_attention_heads=32, num_key_value_heads=8,
+                intermediate_size=8192, vocab_size=128256, max_position_embeddings=131072, rms_norm_eps=1e-5,
+                rope_parameters=dict(rope_type="llama3", rope_theta=500000.0, factor=32.0, low_freq_factor=1.0,
+                                     high_freq_factor=4.0, original_max_position_embeddings=8192)),
      "8b": dict(num_hidden_layers=32, hidden_size=4096, num_attention_heads=32, num_key_value_heads=8,
                 intermediate_size=14336, vocab_size=128256, max_position_embeddings=131072, rms_norm_eps=1e-5,
                 rope_parameters=dict(rope_type="llama3", rope_theta=500000.0, factor=8.0, low_freq_factor=1.0,
                                      high_freq_factor=4.0, original_max_position_embeddings=8192))},
-    {"tiny": dict(batch=2, seq=16), "8b": dict(batch=1, seq=128)}, loss="lm", layers="layers",
+    {"tiny": dict(batch=2, seq=16), "1b": dict(batch=1, seq=128), "8b": dict(batch=1, seq=128)}, loss="lm", layers="layers",
     tensor_parallel={"q_proj.weight": 0, "k_proj.weight": 0, "v_proj.weight": 0, "o_proj.weight": 1,
                      "gate_proj.weight": 0, "up_proj.weight": 0, "down_proj.weight": 1})
 SIZES = ENTRY.sizes

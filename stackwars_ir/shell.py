@@ -71,7 +71,7 @@ def model_options(command: str, out_default: Path, step_help: str, shapes: bool 
         click.option("--exporter", "exporters", multiple=True, default=("torch_xla",), show_default=True,
                      help=w("PyTorch exporter: torch_xla or torchax; comma-separated or repeated, or 'all'.")),
         click.option("--size", default="tiny", show_default=True,
-                     help=w("tiny (tests), or the published size (base; llama: 8b).")),
+                     help=w("tiny (tests), or a published size (base; llama: 1b, 8b).")),
         click.option("--seq", type=int, help=w("Sequence length, or image size for resnet50.")),
         click.option("--step", default="forward", show_default=True, help=w(step_help)),
         click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=out_default,
