@@ -295,7 +295,7 @@ QUIET = 0.10  # a spread under which a measurement (and this machine) reads as q
 
 def machine_noise(seconds: float = 2.0) -> float:
     """How steady the machine is now, before a timed job: the spread ((p90 - p10) / median) of a
-    fixed float32 matmul chain (numpy, 512^3 x 4, tens of ms) run again and again for `seconds`, on
+    fixed float32 matmul chain (numpy, 512^3 x 16, about 40 ms here) run again and again for `seconds`, on
     as many threads as numpy's BLAS takes (the timed jobs' cores). A quiet machine measures under
     QUIET; another process or a busy host on the same cores shows here first, so a sweep can say
     that its timings were taken on a noisy machine before anyone reads them."""
@@ -307,7 +307,7 @@ def machine_noise(seconds: float = 2.0) -> float:
     while time.perf_counter() < end or len(samples) < 10:
         t0 = time.perf_counter()
         x = a
-        for _ in range(4):
+        for _ in range(16):
             x = x @ a
         samples.append(time.perf_counter() - t0)
     return _spread(samples[1:])
