@@ -427,3 +427,26 @@ def test_the_noise_each_timed_job_measured_first_is_summed_up_and_a_noisy_run_na
                                "machine: their times are not comparable with a quiet run's")
     assert noise_line(rec[1:2]) == ""
     assert machine_noise(0.2) >= 0
+
+
+KILLED = BROKEN.replace('"broken", "a linear layer whose inputs raise"', '"killed", "a linear layer killed for memory"').replace(
+    '    raise ValueError("no inputs for this model")\n',
+    '    import os, signal\n\n    os.kill(os.getpid(), signal.SIGKILL)  # as the kernel\'s OOM killer does\n')
+
+
+@pytest.mark.slow
+def test_a_worker_killed_outright_is_a_failed_record_that_says_why_and_names_no_path_of_this_machine(
+        tmp_path, monkeypatch):
+    from stackwars_ir import models
+    from stackwars_ir.sweep.execute import _in_worker
+    from stackwars_ir.sweep.grid import grid_of
+    from stackwars_ir.sweep.jobs import stack
+
+    monkeypatch.setenv(models.ADAPTERS_ENV, str(tmp_path / "mine"))
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "killed.py").write_text(KILLED)
+    job = grid_of([{"commands": ["capture"], "models": ["killed"], "routes": ["torchax"]}]).jobs[0]
+    root = tmp_path / "results"
+    rec = _in_worker(job, "k", root, stack())
+    assert not rec.ok and "its worker died (signal 9, killed: most likely out of memory)" in rec.error, rec.error
+    assert "capturing killed-tiny" in rec.error and str(tmp_path) not in rec.error, rec.error

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from ..errors import StackwarsError
 from .grid import Grid, Job
-from .jobs import Record, read_record, stack, write_record
+from .jobs import Record, read_record, relative, stack, write_record
 
 GRACE_S = 120.0  # a worker's start (imports) and its capture, past the job's own timeout
 NOT_RUN = "not run yet (run the sweep without --render)"
@@ -236,8 +236,10 @@ def _in_worker(job: Job, key: str, root: Path, here: dict) -> Record:
     try:
         return Record.from_json(json.loads(out))
     except (ValueError, KeyError, TypeError):
-        tail = _last_line(log)
+        tail = relative(_last_line(log), root)  # records are published: no path of this machine
         how = f"signal {-proc.returncode}" if proc.returncode < 0 else f"exit code {proc.returncode}"
+        if proc.returncode == -9:  # nothing here sends SIGKILL but a timeout, handled above, and the kernel
+            how += ", killed: most likely out of memory"
         return Record(key, job, here, False, f"its worker died ({how}){': ' + tail if tail else ''} "
                       f"(log: logs/{key}.log)", {}, time.perf_counter() - t0, {})
 

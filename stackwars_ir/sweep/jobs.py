@@ -114,7 +114,7 @@ def run_job(job: Job, root: Path, key: str, stack_: dict, progress=None) -> Reco
         result, error = {}, e.one_line()
     except Exception as e:  # the job's, whatever it is: recorded, the sweep goes on
         result, error = {}, f"{type(e).__name__}: {' '.join(str(e).split())[:300]}"
-    return Record(key, job, stack_, not error, _relative(error or "", Path(root)), result, time.perf_counter() - t0,
+    return Record(key, job, stack_, not error, relative(error or "", Path(root)), result, time.perf_counter() - t0,
                   host() | noise)
 
 
@@ -143,7 +143,7 @@ def _run(job: Job, root: Path, progress) -> tuple[dict, str | None]:
         from ..bench.memory import budgets, plan_files
 
         report = plan_files(files, job.target, budgets(job.budget), timeout=job.timeout, progress=progress)
-        return _relative(report.as_json(), root), "; ".join(p.error for p in report.failed) or None
+        return relative(report.as_json(), root), "; ".join(p.error for p in report.failed) or None
     if job.command == "bench":
         from ..bench.run import estimate_files
         from ..bench.timing import profiled_runs
@@ -153,11 +153,11 @@ def _run(job: Job, root: Path, progress) -> tuple[dict, str | None]:
         else:
             with profiled_runs(job.profile):
                 report = _bench(job, files, root, progress)
-        return _relative(report.as_json(), root), "; ".join(e.error for e in report.failed) or None
+        return relative(report.as_json(), root), "; ".join(e.error for e in report.failed) or None
     from ..diff import diff_files
 
     report = diff_files(*files)
-    return _relative(report.result("first_of_role").as_json(), root), None
+    return relative(report.result("first_of_role").as_json(), root), None
 
 
 def _bench(job: Job, files: list, root: Path, progress):
@@ -174,13 +174,13 @@ def _bench(job: Job, files: list, root: Path, progress):
                        progress=progress)
 
 
-def _relative(data, root: Path):
+def relative(data, root: Path):
     """`data` with the results folder's absolute path taken out of every string (records are published)."""
     prefix = str(Path(root).resolve()) + os.sep
     if isinstance(data, dict):
-        return {k: _relative(v, root) for k, v in data.items()}
+        return {k: relative(v, root) for k, v in data.items()}
     if isinstance(data, list):
-        return [_relative(v, root) for v in data]
+        return [relative(v, root) for v in data]
     if isinstance(data, str):
         return data.replace(prefix, "").replace(str(root) + os.sep, "")
     return data
