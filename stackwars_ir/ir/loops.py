@@ -13,13 +13,15 @@ _MAX_TRIPS = 1 << 40
 class Loop(NamedTuple):
     """A while op and what its regions say: `trips` is its trip count when the condition compares a
     counter (an operand that starts at a constant and that the body steps by a constant) against a
-    constant, else None; `counter` is that operand's position; `cond` and `body` its regions' op ids."""
+    constant, else None; `counter` is that operand's position; `cond` and `body` its regions' op ids;
+    `args` its regions' argument value ids, the condition's then the body's (one per operand each)."""
 
     op: int
     trips: int | None
     counter: int | None
     cond: tuple
     body: tuple
+    args: tuple = ()
 
     @property
     def counted(self) -> bool:
@@ -48,7 +50,7 @@ def loops_of(module) -> dict:
         block = args.get(op.id, [])
         trips, counter = _count(module, op, cond, body, block[:n], block[n:2 * n]) if len(block) == 2 * n \
             else (None, None)
-        out[op.id] = Loop(op.id, trips, counter, cond, body)
+        out[op.id] = Loop(op.id, trips, counter, cond, body, tuple(block))
     return out
 
 

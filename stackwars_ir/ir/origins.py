@@ -3,6 +3,8 @@ from __future__ import annotations
 
 from collections import defaultdict
 
+from .loops import _WHILES, _arg_of
+
 # Ops whose results are (a part of, a view of) their first operand's data. A dynamic_update_slice
 # writes its update into its first operand: both are its result's origins.
 _MOVES = frozenset({
@@ -11,7 +13,6 @@ _MOVES = frozenset({
     "stablehlo.dynamic_update_slice", "stablehlo.concatenate", "stablehlo.optimization_barrier",
     "mhlo.copy", "mhlo.reshape", "mhlo.convert", "mhlo.transpose", "mhlo.broadcast_in_dim",
 })
-_WHILES = frozenset({"stablehlo.while", "mhlo.while"})
 _DEPTH = 256  # moves followed from one value at most: a module's plumbing is shallow, a cycle is not
 
 
@@ -30,23 +31,16 @@ class Origins:
         for op in module.ops:
             if op.name == "func.call":
                 self.sites[op.attr("callee")].append(op)
-        self.arg_of = {vid: f for f in module.funcs for vid in f.args}  # value id -> its function
+        self.arg_of = _arg_of(module)  # value id -> the name of the function it is an argument of
         self.returns = {}  # while op id -> its body's return operands
         self.block_arg = {}  # a while's region argument -> (while op, position)
-        loops = module.loops
-        for loop in loops.values():
+        for loop in module.loops.values():
             if loop.body:
                 ret = module.ops[loop.body[-1]]
                 if ret.name.endswith("return"):
                     self.returns[loop.op] = ret.operands
-        per_while: dict = defaultdict(list)
-        for v in module.values:
-            if v.producer is not None and v.producer in loops and v.id not in module.ops[v.producer].results:
-                per_while[v.producer].append(v.id)
-        for w, args in per_while.items():
-            n = len(module.ops[w].operands)
-            for k, vid in enumerate(args):
-                self.block_arg[vid] = (w, k % n) if n else (w, 0)
+            n = len(module.ops[loop.op].operands)
+            self.block_arg.update({vid: (loop.op, k % n if n else 0) for k, vid in enumerate(loop.args)})
 
     def of(self, vid: int) -> frozenset:
         return self._walk(vid, (), 0, set())
@@ -71,10 +65,10 @@ class Origins:
             f = self.arg_of.get(vid)
             if f is None or v.arg_index is None:
                 return
-            if f.name == module.entry.name:
+            if f == module.entry.name:
                 yield ~vid
                 return
-            for site in self.sites.get(f.name, ()):
+            for site in self.sites.get(f, ()):
                 if v.arg_index < len(site.operands):
                     yield from walk(site.operands[v.arg_index], path, depth + 1, seen)
             return
