@@ -119,8 +119,15 @@ def test_local_workers_and_a_local_ray_cluster_give_the_same_results(tmp_path):
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     try:
         on_ray = run_sweep(grid, tmp_path / "ray", ray="auto")
+        # A job that needs a GPU (a bench timing it, a memory plan compiled on it) asks Ray for one: on
+        # this cluster of CPUs alone it fails at once, in one line, and nothing else is recomputed.
+        gpu = grid_of(tomllib.loads('[[grid]]\ncommands = ["bench", "memory"]\nmodels = ["ffn"]\n'
+                                    'routes = ["jax"]\ntargets = ["gpu"]\n')["grid"], "gpu.toml")
+        on_gpu = run_sweep(gpu, tmp_path / "ray", ray="auto")
     finally:
         ray.shutdown()
+    assert (on_gpu.ran, on_gpu.reused) == (2, 1)
+    assert sorted(r.error for r in on_gpu.failed) == ["no node of the Ray cluster has a GPU for it"] * 2
     assert on_ray.executor.startswith("ray, 1 node, 2 CPUs")
     assert (on_ray.ran, len(on_ray.failed)) == (5, 0), [r.error for r in on_ray.failed]
     assert [r.key for r in local.records] == [r.key for r in on_ray.records]
@@ -128,10 +135,33 @@ def test_local_workers_and_a_local_ray_cluster_give_the_same_results(tmp_path):
     assert _plans(local.records) == _plans(on_ray.records)
     (d1,), (d2,) = ([r.result["alignment"] for r in rep.records if r.job.command == "diff"] for rep in (local, on_ray))
     assert d1 == d2 and d1["pairs"] >= 1
-    for root in (tmp_path / "local", tmp_path / "ray"):
-        assert len(records(root)) == 5
+    for root, n in ((tmp_path / "local", 5), (tmp_path / "ray", 7)):  # the 2 refused GPU jobs' records too
+        assert len(records(root)) == n
         for f in (root / "jobs").iterdir():
             assert str(tmp_path) not in f.read_text()
+
+
+def test_a_job_is_kept_off_the_accelerators_it_does_not_use():
+    """Captures and CPU or TPU-target jobs see jax's CPU client alone (a GPU node's memory, a TPU VM's
+    chips stay for the job that times them); a GPU plan preallocates nothing; a GPU bench is left as is."""
+    from stackwars_ir.sweep.grid import Job
+    from stackwars_ir.sweep.jobs import pin_platform
+    from stackwars_ir.workload import Request
+
+    req = Request("ffn", framework="jax").validated()
+    cases = [(Job("capture", req), {"JAX_PLATFORMS": "cpu"}),
+             (Job("memory", req, target="tpu-v6e"), {"JAX_PLATFORMS": "cpu"}),
+             (Job("bench", req, target="cpu"), {"JAX_PLATFORMS": "cpu"}),
+             (Job("memory", req, target="gpu"), {"XLA_PYTHON_CLIENT_PREALLOCATE": "false"}),
+             (Job("bench", req, target="gpu"), {}),
+             (Job("bench", req, target="tpu"), {})]
+    for job, expected in cases:
+        env = {}
+        pin_platform(job, env)
+        assert env == expected, job.label
+    env = {"JAX_PLATFORMS": "cuda"}  # a capture is lowered and parity-checked on the CPU whatever the node
+    pin_platform(Job("capture", req), env)
+    assert env == {"JAX_PLATFORMS": "cpu"}
 
 
 @pytest.mark.slow

@@ -278,7 +278,9 @@ class _Ray:
         self.nodes = nodes
         cpus = sum(n.get("CPU", 0) for n in nodes)
         self.width = int(cpus) or 1
-        self.name = f"ray, {len(nodes)} node{'s' if len(nodes) != 1 else ''}, {cpus:g} CPUs"
+        devices = "".join(f", {n:g} {r}{'s' if n != 1 else ''}" for r in ("GPU", "TPU")
+                          for n in (sum(node.get(r, 0) for node in nodes),) if n)
+        self.name = f"ray, {len(nodes)} node{'s' if len(nodes) != 1 else ''}, {cpus:g} CPUs{devices}"
         self.remote = ray.remote(max_calls=1, max_retries=0)(_ray_entry)
 
     def _options(self, job: Job) -> tuple[dict, str]:

@@ -100,8 +100,11 @@ class Job:
         return base + weights * (3 if self.request.step == "forward" else 6)
 
     def device(self) -> str:
-        """The accelerator the job must run on ("" for any CPU): a bench job times the backend it names."""
-        return self.target if self.command == "bench" and self.target in ("gpu", "tpu") else ""
+        """The accelerator the job must run on ("" for any CPU): a bench job times the backend it names,
+        a memory plan for `gpu` compiles on a GPU client (the TPU targets' plans are compile-only)."""
+        if self.command == "bench" and self.target in ("gpu", "tpu"):
+            return self.target
+        return "gpu" if self.command == "memory" and self.target == "gpu" else ""
 
 
 def _adapter_hashes(names) -> dict:

@@ -99,6 +99,7 @@ def run_job(job: Job, root: Path, key: str, stack_: dict, progress=None) -> Reco
 
     t0 = time.perf_counter()
     noise = {}
+    pin_platform(job)
     try:
         here = stack()
         if here != stack_:
@@ -116,6 +117,20 @@ def run_job(job: Job, root: Path, key: str, stack_: dict, progress=None) -> Reco
         result, error = {}, f"{type(e).__name__}: {' '.join(str(e).split())[:300]}"
     return Record(key, job, stack_, not error, relative(error or "", Path(root)), result, time.perf_counter() - t0,
                   host() | noise)
+
+
+def pin_platform(job: Job, env=os.environ) -> None:
+    """Keep a job off the accelerators it does not use (call before jax is imported; each job is a
+    fresh process). A capture, a diff or a CPU or TPU-target plan runs on jax's CPU client alone: on
+    a GPU node each such worker would otherwise start a CUDA client that takes 75% of the GPU's
+    memory (jax preallocates), and on a TPU VM the first to start a TPU client holds the chips, so the
+    job that times them would find them taken. A GPU job that times nothing (a memory plan)
+    preallocates nothing, so plans beside each other fit."""
+    device = job.device()
+    if device == "":
+        env["JAX_PLATFORMS"] = "cpu"
+    elif device == "gpu" and not job.timed:
+        env.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
 
 
 def captures_dir(root: Path) -> Path:
