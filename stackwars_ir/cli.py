@@ -204,8 +204,9 @@ def diff_cmd(file_a, file_b, json_path, md_path, html_path, mode, excerpts, ops,
                    "under 10%, 10 to 1000 runs, 0.5 to 10 s).")
 @click.option("--profile", type=int, is_flag=False, flag_value=10, default=None, metavar="[RUNS]",
               help="After the steady state, run each StableHLO file RUNS more times (default 10) under the runtime's "
-                   "profiler and time each kernel (XLA:CPU), and profile the native runtimes (jax.jit, torch eager, "
-                   "torch.compile, torch_xla on its own XLA) in workers of their own; `diff A B --bench` then splits the gap by block.")
+                   "profiler and time each kernel (XLA:CPU or XLA:GPU), and profile the native runtimes (jax.jit, torch "
+                   "eager, torch.compile, torch_xla on its own XLA; on a GPU jax.jit alone) in workers of their own; "
+                   "`diff A B --bench` then splits the gap by block.")
 @model_options("bench", Path("out") / "captures", shapes=False,
                step_help="forward, or train (one training step; baselines from jax,eager,inductor,torch_xla, each "
                          "running its own loop, so runs 1-3 are steps 1-3, and jax_donate: jax.jit's loop with the "

@@ -36,3 +36,24 @@ def test_native_baselines_run_on_the_gpu_and_torch_xla_says_it_has_no_route(gpu)
         assert rows[kind].ok and rows[kind].proof.ok, rows[kind].error
     assert "NVIDIA" in rows["torch eager"].label or "H" in rows["torch eager"].label
     assert "no gpu route" in rows["torch_xla"].error
+
+
+def test_a_profile_on_the_gpu_times_every_kernel_and_splits_the_gap_by_block(gpu, monkeypatch):
+    """bench --profile on the GPU (CUPTI's kernel events, bench.profile._read_gpu) and diff --bench."""
+    from stackwars_ir.bench.run import bench_files
+    from stackwars_ir.bench.timing import SAMPLING_ENV
+    from stackwars_ir.diff import diff_files, with_times
+
+    monkeypatch.setenv(SAMPLING_ENV, "runs=5,profile=3")
+    a, b = golden("gpt2", "jax"), golden("gpt2", "torch-torch_xla")
+    report = bench_files([a, b], "gpu", timeout=60)
+    assert not report.failed, [e.error for _, e in report.rows]
+    (_, ea), (_, eb) = report.rows
+    for e in (ea, eb):
+        p = e.profile
+        assert p.runs == 3 and p.untraced == () and [k.calls for k in p.kernels] == [1] * len(p.kernels)
+        assert 0 < p.busy_s <= p.wall_s
+    diff = diff_files(a, b)
+    time = with_times(diff, diff.result(), ea.profile, eb.profile)
+    roles = {blk.role for blk in time.blocks if blk.metrics["time"]["a"] > 0 and blk.metrics["time"]["b"] > 0}
+    assert {"attention", "mlp", "norm"} <= roles

@@ -271,3 +271,62 @@ def test_a_host_copy_is_a_transfer_wherever_its_event_falls():
     p = _read(Event(planes=[Event(lines=lines)]), [1e-6, 1e-6], 1e-6, [main, read])
     assert [(k.name, k.calls) for k in p.kernels] == [("dot.1", 1)]
     assert dict(p.untraced) == pytest.approx({"another graph: copy.2": 4e-9, "transfer: D2H Dispatch": 3e-9})
+
+
+def _gpu_profile(side: str):
+    """A real profile from a GPU (tests/data/gpu-h200/README.md): GPT-2 tiny's golden capture on an
+    H200, 5 profiled runs under jax's profiler, read here with the optimized HLO that GPU compiled;
+    and the trace's device events."""
+    import gzip
+    from pathlib import Path
+
+    import jax
+
+    from stackwars_ir.bench.kernels import kernels_of
+    from stackwars_ir.bench.profile import _read_gpu
+
+    folder = Path(__file__).parent / "data" / "gpu-h200"
+    data = jax.profiler.ProfileData.from_serialized_xspace(
+        gzip.decompress((folder / f"gpt2-tiny-{side}.xplane.pb.gz").read_bytes()))
+    kernels = kernels_of(gzip.decompress((folder / f"gpt2-tiny-{side}.hlo.txt.gz").read_bytes()).decode())
+    events = [ev for plane in data.planes if plane.name.startswith("/device:GPU") for line in plane.lines
+              for ev in line.events]
+    return _read_gpu(data, [1e-3] * 5, 1e-3, kernels), kernels, events
+
+
+@pytest.mark.parametrize("side", ["jax", "torch-torch_xla"])
+def test_a_gpu_profile_gives_every_kernel_its_own_time_though_layers_share_compiled_kernels(side):
+    """XLA:GPU compiles identical fusions once and every layer launches the first one's kernel by its
+    name; matched in schedule order, each fusion still gets its own launch (GPT-2 tiny: 2 layers)."""
+    import re
+
+    p, kernels, events = _gpu_profile(side)
+    names = {re.sub(r"[^A-Za-z0-9_]", "_", k.name) for k in kernels}
+    assert len({ev.name for ev in events}) < len(kernels), "layers share kernels (the case matched in order)"
+    assert {ev.name for ev in events} <= names
+    assert p.runs == 5 and p.untraced == ()
+    assert [k.calls for k in p.kernels] == [1] * len(kernels), "each fusion launched once per run"
+    assert all(k.seconds > 0 for k in p.kernels)
+    assert p.kernel_s == pytest.approx(sum(ev.duration_ns for ev in events) / 1e9 / 5, rel=0.2)
+    by_path = {}
+    for k in p.kernels:
+        by_path[k.path] = by_path.get(k.path, 0) + 1
+    for layer in ("h.0", "h.1"):  # the second layer's kernels are its own, not folded into the first's
+        assert by_path.get(f"{layer}.attn.c_attn") and by_path.get(f"{layer}.mlp.c_fc")
+
+
+def test_a_gpu_profile_splits_the_gap_by_block():
+    """diff --bench on the GPU: the two captures' kernel time lands in their aligned blocks."""
+    from stackwars_ir.diff import diff_files, with_times
+
+    (pa, _, _), (pb, _, _) = _gpu_profile("jax"), _gpu_profile("torch-torch_xla")
+    report = diff_files(golden("gpt2", "jax"), golden("gpt2", "torch-torch_xla"))
+    result = with_times(report, report.result(), pa, pb)
+    time = result.metrics["time"]
+    for side in ("a", "b"):
+        blocks = sum(blk.metrics["time"][side] for blk in result.blocks)
+        total = blocks + time[side]["unaligned_s"] + time[side]["unattributed_s"]
+        assert total == pytest.approx(time[side]["kernels_sum_s"], rel=1e-9)
+        assert time[side]["unattributed_s"] < 0.2 * time[side]["kernels_sum_s"]
+    roles = {blk.role for blk in result.blocks if blk.metrics["time"]["a"] > 0 and blk.metrics["time"]["b"] > 0}
+    assert {"attention", "mlp", "norm"} <= roles
