@@ -14,7 +14,8 @@ def gpu():
     try:
         return runtime("gpu")
     except StackwarsError:
-        pytest.skip("no GPU backend here (make setup-gpu on a machine with an NVIDIA GPU)")
+        pytest.skip("no GPU backend here (on a machine with an NVIDIA GPU: make setup-gpu, then "
+                    "JAX_PLATFORMS=cuda,cpu pytest tests/test_gpu.py; conftest pins the CPU otherwise)")
 
 
 def test_stablehlo_captures_run_on_the_gpu_and_prove_their_output(gpu):
