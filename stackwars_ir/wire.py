@@ -1,7 +1,9 @@
-"""Length-prefixed messages on a pipe, between stackwars-ir and its worker processes (parse, bench)."""
+"""Length-prefixed messages on a pipe, between stackwars-ir and its worker processes (parse, bench, sweep jobs), and their end with the caller."""
 from __future__ import annotations
 
+import os
 import struct
+import time
 
 
 def send_bytes(stream, data: bytes) -> None:
@@ -20,3 +22,19 @@ def receive_bytes(stream) -> bytes:
     if len(data) < n:
         raise EOFError
     return data
+
+
+def die_with_parent() -> None:
+    """End this worker when the process that started it is gone (killed outright: no EOF reaches a
+    worker busy compiling or timing). Without this, a bench worker of a killed sweep went on with its
+    job (GPT-2 base's, 5.5 GiB resident, both cores) beside the sweep resumed after it."""
+    import threading
+
+    parent = os.getppid()
+
+    def watch():
+        while os.getppid() == parent:
+            time.sleep(1.0)
+        os._exit(3)
+
+    threading.Thread(target=watch, daemon=True).start()

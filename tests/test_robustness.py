@@ -154,3 +154,38 @@ def test_atomic_writes_leave_files_and_folders_as_open_and_mkdir_would(tmp_path)
     assert stat.S_IMODE((tmp_path / "a.json").stat().st_mode) == 0o644  # not mkstemp's private 0600
     assert stat.S_IMODE((tmp_path / "overlay").stat().st_mode) == 0o755  # not mkdtemp's 0700
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a.json", "overlay"]  # no temporary left
+
+
+def _running(pid: int) -> bool:
+    """Whether `pid` runs (an orphan that ended stays a zombie until init reaps it)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+@pytest.mark.parametrize("worker", ["stackwars_ir.bench.worker", "stackwars_ir.ir.worker"])
+def test_a_worker_ends_when_the_process_that_started_it_is_killed(worker):
+    """A bench or parse worker whose caller is killed outright ends too, though no EOF reaches it
+    (here this test holds its stdin open, as a busy worker never reads it): a killed sweep's bench
+    worker went on with its job beside the sweep resumed after it."""
+    r, w = os.pipe()
+    starter = (f"import subprocess, sys, time; p = subprocess.Popen([sys.executable, '-c', "
+               f"'from {worker} import main; main()'], stdin={r}, stdout=subprocess.DEVNULL, pass_fds=({r},)); "
+               "print(p.pid, flush=True); time.sleep(120)")
+    parent = subprocess.Popen([sys.executable, "-c", starter], stdout=subprocess.PIPE, pass_fds=(r,), text=True)
+    try:
+        pid = int(parent.stdout.readline())
+        time.sleep(3)  # the worker is up and watching its parent
+        assert _running(pid)
+        parent.kill()
+        parent.wait()
+        deadline = time.monotonic() + 15
+        while _running(pid) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert not _running(pid)
+    finally:
+        os.close(r)
+        os.close(w)
+        parent.kill()

@@ -23,7 +23,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..wire import receive_bytes, send_bytes
+from ..wire import die_with_parent, receive_bytes, send_bytes
 
 SETUP_S = 300.0  # imports, building the model's weights and reference (a base model: seconds)
 GRACE_S = 10.0  # beyond --timeout: the run in flight when the budget ends, and the reply
@@ -154,6 +154,7 @@ def main() -> None:
     global _NOTIFY
     # Ctrl-C reaches the whole process group: the caller handles it and ends this worker.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    die_with_parent()
     stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
     sys.stdout = sys.stderr  # nothing else may write into the reply stream
     _NOTIFY = lambda: _send(stdout, ("started",))  # noqa: E731

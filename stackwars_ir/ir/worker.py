@@ -14,7 +14,7 @@ import os
 import signal
 import sys
 
-from ..wire import receive_bytes, send_bytes
+from ..wire import die_with_parent, receive_bytes, send_bytes
 
 
 def send(stream, obj) -> None:
@@ -59,6 +59,7 @@ def main() -> None:
     gc.disable()
     # Ctrl-C reaches the whole process group: the caller handles it and ends this worker.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    die_with_parent()
     stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
     sys.stdout = sys.stderr  # nothing else may write into the reply stream
     while True:

@@ -209,22 +209,12 @@ def ray_job(payload: dict) -> tuple[dict, str]:
     return record.as_json(), "\n".join(lines)
 
 
-def _die_with(parent: int) -> None:
-    """End this worker when the sweep that started it is gone (killed: its jobs are run again on resume)."""
-    import threading
-
-    def watch():
-        while os.getppid() == parent:
-            time.sleep(1.0)
-        os._exit(3)
-
-    threading.Thread(target=watch, daemon=True).start()
-
-
 def main() -> None:
     """A worker process: a job's JSON on stdin, its record's JSON on the real stdout; everything the
     frameworks print goes to stderr (the job's log)."""
-    _die_with(os.getppid())
+    from ..wire import die_with_parent
+
+    die_with_parent()  # a killed sweep's jobs are run again on resume
     out = os.fdopen(os.dup(1), "w")
     os.dup2(2, 1)  # a framework's prints must not end up in the record
     d = json.load(sys.stdin)
