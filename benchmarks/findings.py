@@ -457,7 +457,8 @@ def run(a):
     grid = grid_of(grid_tables(a.grid, a.backend, a.size), shown(a.grid))
     if a.render:
         return Results(run_sweep(grid, a.results, render_only=True))
-    return Results(run_sweep(grid, a.results, jobs=a.jobs, retry_failed=a.retry_failed, progress=progress))
+    return Results(run_sweep(grid, a.results, jobs=a.jobs, retry_failed=a.retry_failed, retry_noisy=a.retry_noisy,
+                             progress=progress))
 
 
 def main() -> None:
@@ -467,6 +468,8 @@ def main() -> None:
     ap.add_argument("--jobs", type=int, default=2, help="local workers for the untimed jobs (timed ones run alone)")
     ap.add_argument("--render", action="store_true", help="compute nothing: the page from --results")
     ap.add_argument("--retry-failed", action="store_true", help="run the jobs that failed before again")
+    ap.add_argument("--retry-noisy", action="store_true",
+                    help="run again the timed jobs taken on a noisy machine (sweep --retry-noisy)")
     ap.add_argument("--size", default=None, help="every model at this size (default: the grid's, base)")
     ap.add_argument("--backend", default="cpu", choices=("cpu", "gpu"))
     a = ap.parse_args()

@@ -318,10 +318,13 @@ def memory_cmd(targets, target, budget, measure, batches, timeout, max_memory, j
               help="Run the jobs as Ray tasks: a Ray started here (local), the running cluster (auto) or the one at "
                    "ADDRESS (`make setup-ray`).")
 @click.option("--retry-failed", is_flag=True, help="Run the jobs that failed before again.")
+@click.option("--retry-noisy", is_flag=True,
+              help="Run the timed jobs again whose records were taken on a noisy machine (the probe before "
+                   "them, or one of their rows' steady-state spread, over 10%).")
 @click.option("--render", is_flag=True, help="Run nothing: the page of what the results folder holds.")
 @json_option("the summary")
 @markdown_option
-def sweep_cmd(grid, root, jobs, ray, retry_failed, render, json_path, md_path):
+def sweep_cmd(grid, root, jobs, ray, retry_failed, retry_noisy, render, json_path, md_path):
     """A grid of captures, memory plans, benches and diffs (GRID.toml), each job in its own worker.
 
     Every finished job is a file in the results folder, keyed by its request and the stack's
@@ -343,7 +346,8 @@ def sweep_cmd(grid, root, jobs, ray, retry_failed, render, json_path, md_path):
     set_env_for_command(ADAPTERS_ENV, os.environ.get(ADAPTERS_ENV, ""))  # the grid's `adapters`: this command's
     plan = read_grid(grid)
     root = root or Path("out") / "sweeps" / grid.stem
-    report = run_sweep(plan, root, jobs=jobs, ray=ray, retry_failed=retry_failed, render_only=render, progress=progress)
+    report = run_sweep(plan, root, jobs=jobs, ray=ray, retry_failed=retry_failed, retry_noisy=retry_noisy,
+                       render_only=render, progress=progress)
     emit(sweep_text(report), report.as_json(), json_path)
     if md_path is not None:
         write_atomic(md_path, sweep_markdown(report))

@@ -454,9 +454,56 @@ def test_the_noise_each_timed_job_measured_first_is_summed_up_and_a_noisy_run_na
            for i, n in enumerate((0.04, None, 0.23))]
     assert noise_line(rec[:2]) == "machine noise before the 1 timed job: 4% (quiet under 10%)"
     assert noise_line(rec) == ("machine noise before the 2 timed jobs: 4%-23% (quiet under 10%); 1 timed on a noisy "
-                               "machine: their times are not comparable with a quiet run's")
+                               "machine: their times are not comparable with a quiet run's (sweep --retry-noisy "
+                               "runs them again)")
     assert noise_line(rec[1:2]) == ""
     assert machine_noise(0.2) >= 0
+
+
+def test_a_timed_record_is_noisy_by_its_probe_or_by_its_own_rows_spread():
+    """The probe runs 2 s before the job; a row of the job itself can still spread wide (seen: a quiet
+    probe of 7%, rows of 11-25%). Either makes the record noisy, and the summary says so."""
+    from stackwars_ir.sweep.grid import grid_of
+    from stackwars_ir.sweep.jobs import Record
+    from stackwars_ir.sweep.tables import noise_line
+
+    jobs = grid_of([{"commands": ["bench"], "models": ["ffn"], "routes": ["jax"]}]).jobs
+    bench = next(j for j in jobs if j.command == "bench")
+    capture = next(j for j in jobs if j.command == "capture")
+
+    def rec(job, noise, *spreads):
+        rows = {"results": [{"timing": {"spread": s}} for s in spreads]}
+        return Record("k", job, {}, True, "", rows, 1.0, {"noise": noise})
+
+    assert not rec(bench, 0.04, 0.05, 0.08).noisy
+    assert rec(bench, 0.04, 0.05, 0.25).noisy and rec(bench, 0.23, 0.05).noisy
+    assert not rec(capture, 0.5, 0.5).noisy  # only a timed job's record can be
+    assert noise_line([rec(bench, 0.04, 0.25)]) == (
+        "machine noise before the 1 timed job: 4% (quiet under 10%); 1 more with a row's steady-state spread "
+        "over 10% on a quiet probe (sweep --retry-noisy runs them again)")
+
+
+@pytest.mark.slow
+def test_retry_noisy_runs_again_only_the_timed_jobs_a_noisy_machine_measured(tmp_path):
+    """A finished bench whose record says its machine was noisy is kept by a plain resume and run again
+    by --retry-noisy; its capture is not."""
+    from stackwars_ir.sweep.execute import run_sweep
+    from stackwars_ir.sweep.grid import grid_of
+    from stackwars_ir.sweep.jobs import read_record, record_path
+
+    grid = grid_of([{"commands": ["bench"], "models": ["ffn"], "routes": ["jax"]}])
+    first = run_sweep(grid, tmp_path)
+    assert (first.ran, len(first.failed)) == (2, 0), [r.error for r in first.failed]
+    (bench,) = [r for r in first.records if r.job.command == "bench"]
+    path = record_path(tmp_path, bench.key)
+    data = json.loads(path.read_text())
+    noisy = 0.5 if not bench.noisy else data["host"]["noise"]
+    data["host"]["noise"] = noisy  # as a busy machine's probe reads
+    path.write_text(json.dumps(data))
+    assert read_record(tmp_path, bench.key).noisy
+    assert run_sweep(grid, tmp_path).ran == 0
+    again = run_sweep(grid, tmp_path, retry_noisy=True)
+    assert (again.reused, again.ran) == (1, 1)
 
 
 KILLED = BROKEN.replace('"broken", "a linear layer whose inputs raise"', '"killed", "a linear layer killed for memory"').replace(

@@ -51,17 +51,20 @@ class SweepReport:
 
 
 def run_sweep(grid: Grid, root: Path, *, jobs: int | None = None, ray: str | None = None,
-              retry_failed: bool = False, render_only: bool = False, progress=None) -> SweepReport:
+              retry_failed: bool = False, retry_noisy: bool = False, render_only: bool = False,
+              progress=None) -> SweepReport:
     """Every job of `grid` whose record is not under `root` yet (a failed one again with
-    `retry_failed`), captures first; each record written as its job finishes, so a killed sweep
-    resumes where it stopped. `ray`: "local" (a Ray instance started here), "auto" or an address (a
-    running cluster); a Ray already initialized in this process is used as it is. `render_only`: run
-    nothing, read what is there."""
+    `retry_failed`, a timed one taken on a noisy machine with `retry_noisy`: Record.noisy), captures
+    first; each record written as its job finishes, so a killed sweep resumes where it stopped.
+    `ray`: "local" (a Ray instance started here), "auto" or an address (a running cluster); a Ray
+    already initialized in this process is used as it is. `render_only`: run nothing, read what is
+    there."""
     root = Path(root)
     here = stack()
     keys = [j.key(here) for j in grid.jobs]
     t0 = time.perf_counter()
-    done = {k: r for k in keys if (r := read_record(root, k)) is not None and (r.ok or not retry_failed)}
+    done = {k: r for k in keys if (r := read_record(root, k)) is not None and (r.ok or not retry_failed)
+            and not (retry_noisy and r.noisy)}
     todo = [(j, k) for j, k in zip(grid.jobs, keys) if k not in done]
     if render_only:
         executor, ran = "none (rendered from the results)", 0

@@ -49,6 +49,22 @@ class Record:
                 "ok": self.ok, "error": self.error, "result": self.result, "seconds": round(self.seconds, 3),
                 "host": self.host}
 
+    def spreads(self) -> list[float]:
+        """The steady-state spread of each row the record timed (a bench's executables and baselines)."""
+        rows = self.result.get("results") if self.job.timed else None
+        return [t["spread"] for row in rows or () if isinstance(row, dict)
+                for t in (row.get("timing") or {},) if t.get("spread") is not None]
+
+    @property
+    def noisy(self) -> bool:
+        """A timed record not taken on a quiet machine: the probe before it read QUIET or more
+        (bench.timing.machine_noise), or one of its rows spread more than the bench's target."""
+        from ..bench.compare import SPREAD_TARGET
+        from ..bench.timing import QUIET
+
+        return self.ok and self.job.timed and ((self.host.get("noise") or 0) >= QUIET or
+                                               any(s > SPREAD_TARGET for s in self.spreads()))
+
     @classmethod
     def from_json(cls, d: dict) -> "Record":
         if d.get("format") != RECORD_FORMAT:
