@@ -27,6 +27,24 @@ def test_corpus_parses_at_least_99_percent_and_never_crashes(corpus):
     assert parsers["iree"] > 0  # the !quant files went through IREE's bindings
 
 
+def test_a_quantized_file_goes_through_the_same_bindings_whatever_the_worker_read_before(corpus):
+    """jaxlib's context parses !quant once a portable artifact has loaded the quant dialect into it
+    (measured); a file must not change bindings with what its worker read before (it made the corpus
+    test depend on the tests that ran before it)."""
+    import jax
+    import jax.numpy as jnp
+    from jax import export
+
+    from stackwars_ir.ir import parse
+
+    text = (corpus / "quantized" / "abs_shape_float32_20_20_qi8.mlir").read_text()
+    assert "!quant." in text
+    assert parse._parse_text(text, "q", "q.mlir", 1)[1] == "iree"
+    artifact = export.export(jax.jit(lambda x: x + 1))(jnp.ones(3)).mlir_module_serialized
+    parse._parse_bytecode(artifact, "portable.mlirbc", (0, 1))  # loads the quant dialect into jaxlib's context
+    assert parse._parse_text(text, "q", "q.mlir", 1)[1] == "iree"
+
+
 def test_quantized_split_file_gives_one_module_per_chunk(corpus):
     path = corpus / "quantized" / "add_qi8.mlir"
     result = load([path])[0]
