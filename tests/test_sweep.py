@@ -389,8 +389,8 @@ def test_the_main_findings_page_is_a_rendering_of_its_results_folder(tmp_path):
 
     grid = tmp_path / "findings.toml"
     grid.write_text('[[grid]]\ncommands = ["bench", "diff"]\nmodels = ["gpt2"]\nbaselines = ["jax"]\nprofile = 2\n')
-    a = SimpleNamespace(grid=grid, results=tmp_path / "r", jobs=2, render=False, retry_failed=False, size=None,
-                        backend="cpu")
+    a = SimpleNamespace(grid=grid, results=tmp_path / "r", jobs=2, render=False, retry_failed=False, retry_noisy=False,
+                        size=None, backend="cpu")
     a.res = findings.run(a)
     assert not a.res.report.failed, [r.error for r in a.res.report.failed]
     page = findings.page(a)
