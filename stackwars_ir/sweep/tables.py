@@ -122,7 +122,7 @@ def noise_line(records) -> str:
     span = f"{noise[0]:.0%}" if noise[0] == noise[-1] else f"{noise[0]:.0%}-{noise[-1]:.0%}"
     loud = sum(1 for n in noise if n >= QUIET)
     # The probe is 2 s before the job; a job's own rows can spread wider than it predicted.
-    wide = sum(1 for r in records if r.host.get("noise", 1.0) < QUIET and any(s > SPREAD_TARGET for s in r.spreads()))
+    wide = sum(1 for r in records if r.noisy and r.host.get("noise", 1.0) < QUIET)
     line = (f"machine noise before the {len(noise)} timed job{'s' * (len(noise) != 1)}: {span} (quiet under "
             f"{QUIET:.0%})" + (f"; {loud} timed on a noisy machine: their times are not comparable with a "
                                 "quiet run's" if loud else ""))
