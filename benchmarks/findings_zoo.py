@@ -140,7 +140,7 @@ def page(report) -> str:
     from stackwars_ir.sweep.execute import NOT_RUN
     from stackwars_ir.sweep.tables import summary_line
 
-    v = versions()  # the installed distributions' versions (torchax's __version__ says 0.0.6 in 0.0.13)
+    v = versions()  # torchax: the copy that imports (torch_xla's own, files.distribution_version)
 
     order, by = _index(report)
     rows = {(m, s): _row(by, m, s) for m, s in order}

@@ -17,18 +17,58 @@ VERSIONED_PACKAGES = ("jax", "jaxlib", "flax", "torch", "torch_xla", "torchax", 
 
 
 def versions() -> dict[str, str | None]:
+    return {pkg: distribution_version(pkg) for pkg in VERSIONED_PACKAGES}
+
+
+def distribution_version(pkg: str) -> str | None:
+    """The version of `pkg` installed here (None: not installed), as its distribution says; for
+    torchax, the version of the code that imports. torch_xla's wheels (2.8, 2.9) carry a torchax
+    package of their own, which overwrites the torchax distribution's files when pip installs
+    torch_xla after it: measured in this project's lock, `import torchax` runs torch_xla 2.9.0's copy
+    (`__version__` 0.0.6) while the metadata says 0.0.13. Then this says "0.0.6 (torch_xla 2.9.0's copy)"."""
     from importlib import metadata
 
-    out = {}
-    for pkg in VERSIONED_PACKAGES:
+    for name in (pkg.replace("_", "-"), pkg):
         try:
-            out[pkg] = metadata.version(pkg.replace("_", "-"))
+            version = metadata.version(name)
+            break
         except metadata.PackageNotFoundError:
-            try:
-                out[pkg] = metadata.version(pkg)
-            except metadata.PackageNotFoundError:
-                out[pkg] = None
-    return out
+            continue
+    else:
+        return None
+    if pkg != "torchax":
+        return version
+    owner = _owner(f"{pkg}/__init__.py", (pkg, "torch_xla"))
+    if owner is None or owner[0] == pkg:
+        return version
+    import re
+
+    text = Path(metadata.distribution(pkg).locate_file(f"{pkg}/__init__.py")).read_text(errors="replace")
+    said = re.search(r"""^__version__\s*=\s*['"]([^'"]+)['"]""", text, re.M)
+    return f"{said.group(1) if said else '?'} ({owner[0]} {owner[1]}'s copy)"
+
+
+def _owner(relative: str, candidates) -> tuple[str, str] | None:
+    """(distribution, version) of the first candidate whose RECORD lists `relative` with the hash of
+    the file installed there; None when none does (or the file is missing)."""
+    import base64
+    from importlib import metadata
+
+    for name in candidates:
+        try:
+            dist = metadata.distribution(name)
+        except metadata.PackageNotFoundError:
+            continue
+        entry = next((f for f in dist.files or () if str(f) == relative and f.hash), None)
+        if entry is None:
+            continue
+        try:
+            digest = hashlib.new(entry.hash.mode, Path(dist.locate_file(relative)).read_bytes()).digest()
+        except (OSError, ValueError):
+            return None
+        if base64.urlsafe_b64encode(digest).rstrip(b"=").decode() == entry.hash.value:
+            return name, dist.version
+    return None
 
 
 def host() -> dict[str, str | int | None]:

@@ -1,4 +1,4 @@
-"""Version stacks: cached virtual environments of other jax/jaxlib releases whose XLA captures, compiles and times."""
+"""Version stacks: cached virtual environments of other jax (and torch, torch_xla, torchax) releases that capture, compile and time."""
 from __future__ import annotations
 
 import contextlib
@@ -28,6 +28,9 @@ PINNED_HERE = ("transformers",)
 # The distributions a stack's record lists (its sidecars' "versions" come from these).
 RECORDED = ("jax", "jaxlib", "flax", "optax", "numpy", "ml_dtypes", "transformers", "torch", "torch_xla",
             "torchax")
+SHOWN = ("jax", "jaxlib", "flax", "optax", "numpy", "torch", "torch_xla", "torchax")  # stack list's columns
+# What a PyTorch stack adds (`stack add NAME torch==V torch_xla==V ...`), checked to import once made.
+TORCH_SIDE = ("torch", "torch_xla", "torchax")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 _PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==([A-Za-z0-9.+!-]+)$")
 _ACTIVE: contextvars.ContextVar = contextvars.ContextVar("stack", default=None)
@@ -52,7 +55,7 @@ class Stack:
         return sys.executable if self.root is None else str(self.root / "env" / "bin" / "python")
 
     def line(self) -> str:
-        shown = ", ".join(f"{k} {v}" for k, v in self.versions.items() if v and k in RECORDED[:5])
+        shown = ", ".join(f"{k} {v}" for k, v in self.versions.items() if v and k in SHOWN)
         return f"{self.name:16} {shown}" + ("" if self.is_lock else f"  ({self.root})")
 
     def as_json(self) -> dict:
@@ -170,15 +173,17 @@ def _build(folder: Path, reqs, index_url, progress) -> None:
     cmd = [str(folder / "env" / "bin" / "python"), "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
            *(["--index-url", index_url] if index_url else []), *reqs, *extra]
     run(f"pip install {' '.join(reqs)} (and {', '.join(extra)})", cmd)
-    run("checking that jax imports", [str(folder / "env" / "bin" / "python"), "-c", "import jax, flax, numpy"])
+    imports = ["jax", "flax", "numpy"] + [p for p in TORCH_SIDE if p.replace("_", "-") in pinned]
+    run(f"checking that {', '.join(imports)} import", [str(folder / "env" / "bin" / "python"), "-c",
+                                                       f"import {', '.join(imports)}"])
 
 
 def _versions(python: Path) -> dict:
-    code = ("import json; from importlib import metadata as m\n"
-            "def v(p):\n"
-            "    for n in (p.replace('_', '-'), p):\n"
-            "        try: return m.version(n)\n"
-            "        except m.PackageNotFoundError: pass\n"
+    """What the stack's environment holds, read there by files.distribution_version (stdlib only)."""
+    import stackwars_ir
+
+    here = str(Path(stackwars_ir.__file__).parent.parent)
+    code = (f"import json, sys; sys.path.insert(0, {here!r}); from stackwars_ir.files import distribution_version as v; "
             f"print(json.dumps({{p: v(p) for p in {list(RECORDED)!r}}}))")
     done = subprocess.run([str(python), "-c", code], capture_output=True, text=True, check=True)
     return json.loads(done.stdout)
