@@ -62,8 +62,8 @@ def models_cmd():
 @click.option("--attn", default="eager", show_default=True, help="Attention implementation (only eager exports).")
 @click.option("--force", is_flag=True, help="Overwrite existing captures.")
 @click.option("--stack", default=None, metavar="NAME",
-              help="Lower the JAX side with this version stack's jax (stackwars-ir stack list; --framework jax), "
-                   "on the weights and reference built here.")
+              help="Lower with this version stack's packages (stackwars-ir stack list): its jax, and its torch "
+                   "and exporters where it holds them; on the weights and reference built here.")
 @model_options("capture", Path("captures"), "forward, or train: loss, backward and one AdamW update (files named "
                                             "<framework>-train).")
 @adapters_option

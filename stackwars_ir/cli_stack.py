@@ -81,13 +81,17 @@ def _thresholds(time_pct, memory_pct, kernels):
               help="Regression: the memory plan's peak up by more than this %.")
 @click.option("--kernels", type=int, default=0, show_default=True,
               help="Regression: a block compiled to more than this many extra kernels.")
+@click.option("--exporter", type=click.Choice(["torch_xla", "torchax"]), default=None,
+              help="With MODEL: regress this PyTorch exporter's capture instead of the JAX side (both stacks "
+                   "must hold torch and it: PyTorch stacks, docs/stacks.md).")
 @click.option("--no-time", is_flag=True, help="Compile and plan only; time nothing.")
 @json_option("the text")
 @markdown_option
-def regress_cmd(targets, from_stack, to_stack, size, step, out_dir, time_pct, memory_pct, kernels, no_time, json_path,
-                md_path):
-    """MODEL (its JAX side captured under both stacks) or FILE_A FILE_B: what changed per block in the
-    IR, the kernels XLA compiled, the time per block and the memory plan, A by --from's XLA, B by --to's.
+def regress_cmd(targets, from_stack, to_stack, size, step, out_dir, time_pct, memory_pct, kernels, exporter, no_time,
+                json_path, md_path):
+    """MODEL (its JAX side, or --exporter's, captured under both stacks) or FILE_A FILE_B: what changed per
+    block in the IR, the kernels XLA compiled, the time per block and the memory plan, A by --from's XLA, B
+    by --to's.
 
     Exit code 0: no threshold passed; 1: a regression (each named); 2: bad input; 130: interrupted.
     """
@@ -100,7 +104,8 @@ def regress_cmd(targets, from_stack, to_stack, size, step, out_dir, time_pct, me
     if len(targets) == 2:
         result = regress_files(Path(targets[0]), Path(targets[1]), a, b, limits, timing=not no_time, progress=progress)
     elif len(targets) == 1 and not targets[0].endswith((".mlir", ".mlirbc")):
-        req = Request(targets[0], size, "jax", step=step)
+        req = Request(targets[0], size, "torch" if exporter else "jax", step=step,
+                      **({"exporters": (exporter,)} if exporter else {}))
         result = regress_model(req, a, b, out_dir, limits, timing=not no_time, progress=progress)
     else:
         raise StackwarsError(f"regress {' '.join(targets)}: give a MODEL or two files", fix="e.g. regress gpt2 "

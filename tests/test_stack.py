@@ -74,6 +74,62 @@ def test_a_stack_record_is_found_by_name(tmp_path, monkeypatch):
     assert stack.remove("jax-0.9.2") == tmp_path / "jax-0.9.2" and not (tmp_path / "jax-0.9.2").exists()
 
 
+def test_a_jax_stack_refuses_a_pytorch_side_in_one_line(tmp_path):
+    """A stack without torch (or without the exporter asked for) says so before any framework loads."""
+    (tmp_path / "jax-0.9.2").mkdir()
+    (tmp_path / "jax-0.9.2" / "stack.json").write_text(json.dumps(
+        {"format": 1, "name": "jax-0.9.2", "requirements": ["jax==0.9.2", "jaxlib==0.9.2"],
+         "versions": {"jax": "0.9.2", "jaxlib": "0.9.2", "torch": None}}))
+    env = {stack.HOME_ENV: str(tmp_path)}
+    for args in (["capture", "gpt2", "--stack", "jax-0.9.2", "--out", str(tmp_path / "c")],
+                 ["regress", "gpt2", "--exporter", "torchax", "--from", "jax-0.9.2", "--out", str(tmp_path / "r")]):
+        done = cli(*args, env=env)
+        assert done.returncode == 2, (args, done.stderr)
+        assert "no PyTorch side in this stack: it holds no torch" in done.stderr, done.stderr
+        assert len(done.stderr.strip().splitlines()) == 1 and "Traceback" not in done.stderr
+    assert not (tmp_path / "c").exists()
+
+
+def _fake_distribution(site: Path, name: str, version: str, files: dict) -> None:
+    """A dist-info whose RECORD lists `files` (relative path -> bytes) with their sha256, as pip writes it."""
+    import base64
+    import hashlib
+
+    info = site / f"{name}-{version}.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
+    rows = [f"{rel},sha256={base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b'=').decode()},{len(data)}"
+            for rel, data in files.items()]
+    (info / "RECORD").write_text("\n".join(rows) + "\n")
+
+
+def test_a_torchax_overwritten_by_torch_xla_is_recorded_as_the_copy_that_runs(tmp_path, monkeypatch):
+    """torch_xla's wheels carry a torchax of their own; installed after torchax, its files win. The
+    recorded version is then the copy's, named after its owner, not the torchax distribution's."""
+    from stackwars_ir.files import distribution_version
+
+    own, copy = b'__version__ = "0.0.13"\n', b'__version__ = "0.0.6"\n'
+    _fake_distribution(tmp_path, "torchax", "0.0.13", {"torchax/__init__.py": own})
+    _fake_distribution(tmp_path, "torch_xla", "2.9.0", {"torchax/__init__.py": copy})
+    (tmp_path / "torchax").mkdir()
+    (tmp_path / "torchax" / "__init__.py").write_bytes(copy)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert distribution_version("torchax") == "0.0.6 (torch_xla 2.9.0's copy)"
+    (tmp_path / "torchax" / "__init__.py").write_bytes(own)  # torchax installed last: its own files
+    assert distribution_version("torchax") == "0.0.13"
+
+
+def test_the_recorded_torchax_is_the_one_that_imports():
+    """In this process's environment (whichever order pip installed it in): the version recorded for
+    torchax is the `__version__` of the code `import torchax` runs."""
+    from stackwars_ir.files import versions
+
+    done = subprocess.run([sys.executable, "-c", "import os; os.environ.setdefault('PJRT_DEVICE', 'CPU'); "
+                           "import torchax; print(torchax.__version__)"], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert versions()["torchax"].split()[0] == done.stdout.strip().splitlines()[-1]
+
+
 def test_released_between_keeps_final_releases_in_order():
     available = ["0.8.3", "0.9.0", "0.9.0.1", "0.9.1", "0.9.2", "0.10.0rc1", "0.10.0", "0.10.1", "0.10.2", "0.4.38"]
     assert released_between("0.9.1", "0.10.1", available) == ["0.9.1", "0.9.2", "0.10.0", "0.10.1"]
@@ -201,3 +257,34 @@ def test_a_second_jax_stack_captures_benches_and_regresses(tmp_path):
     plan = cli("memory", str(tmp_path / "abstract" / "gpt2-tiny" / "jax.mlir"), "--stack", "jax-0.9.2", "--json", "-")
     assert plan.returncode == 0, plan.stderr
     assert json.loads(plan.stdout)["versions"]["jax"] == "0.9.2"
+
+
+@pytest.mark.slow
+def test_a_pytorch_stack_captures_and_regresses_torch_xla(tmp_path):
+    """A real PyTorch stack: torch 2.8.0 with torch_xla 2.8.1 (torch_xla pins its torch, so it cannot
+    sit beside the lock's torch 2.9.0), made once in the stacks folder and reused (about 7.8 GB: torch's
+    CUDA libraries come with it from the package index; about 3 minutes to make here)."""
+    made = stack.add("torch-2.8", ["torch==2.8.0", "torch_xla==2.8.1", "torchax==0.0.13", "jax==0.10.2",
+                                   "jaxlib==0.10.2"])
+    assert made.versions["torch"] == "2.8.0" and ROOT not in Path(made.root).parents
+    # torch_xla 2.8.1's wheel carries its own torchax (0.0.4), which overwrites torchax 0.0.13's files
+    assert "torch_xla 2.8.1's copy" in made.versions["torchax"]
+    done = cli("capture", "gpt2", "--framework", "torch", "--exporter", "torch_xla", "--stack", "torch-2.8",
+               "--out", str(tmp_path))
+    assert done.returncode == 0, done.stderr
+    assert "parity torch-torch_xla" in done.stdout and "ok" in done.stdout
+    mlir = tmp_path / "gpt2-tiny" / "torch-torch_xla.mlir"
+    side = json.loads(mlir.with_suffix(".json").read_text())
+    assert side["stack"]["name"] == "torch-2.8"
+    assert side["versions"]["torch"] == "2.8.0" and side["versions"]["torch_xla"] == "2.8.1"
+    from stackwars_ir.capture.sanitize import absolute_paths
+
+    text = mlir.read_text()
+    assert not absolute_paths(text) and str(made.root) not in text
+    assert "stackwars_ir/models/" not in text and "models/_torch.py" in text  # the lock's spelling
+    reg = cli("regress", "gpt2", "--exporter", "torch_xla", "--from", "torch-2.8", "--to", "lock", "--no-time",
+              "--out", str(tmp_path / "r"), "--json", "-")
+    assert reg.returncode in (0, 1), reg.stderr
+    got = json.loads(reg.stdout)
+    assert got["a"]["versions"]["torch_xla"] == "2.8.1" and got["b"]["stack"] == "lock"
+    assert got["a"]["file"].endswith("torch-torch_xla.mlir") and len(got["blocks"]) >= 10 and not got["unaligned"]

@@ -51,7 +51,7 @@ class Job:
     runs: bench.native.profile_baseline, in a worker of its own), "memory" (plan paths[0] for
     `target`, `measure` it too), "kernels" (compile paths[0] and count its kernels per block),
     "estimate" (compile paths[0] for the TPU `backend` names and read its kernels' estimates),
-    "capture" (a stack's JAX capture of `request` and its parity, from `data`: capture.capture_here),
+    "capture" (a stack's captures of `request` and their parity, from `data`: capture.capture_here),
     "capture_abstract" (the same from shapes: capture.abstract.abstract_jax; no parity)."""
 
     kind: str
@@ -102,7 +102,7 @@ def _run(job: Job):
             from ..files import stage_values
 
             stage_values(dict(job.values))
-        if job.kind == "capture":  # a stack's JAX capture (capture.run with a stack)
+        if job.kind == "capture":  # a stack's captures (capture.run with a stack)
             from ..capture import capture_here
 
             weights, inputs, reference, buffers, state = job.data

@@ -41,10 +41,11 @@ class CaptureSet:
 def run(req: Request, out_dir: Path, *, force: bool = False, show: bool | None = None, stack=None,
         elsewhere=None) -> CaptureSet:
     """Capture, check parity, then write every file (atomically); raise ParityError after writing.
-    `stack` (stacks.Stack, not the lock's): the JAX side lowered (and parity-checked) by that stack's
-    jax, by `elsewhere(req, stack, kind, data)` (sweep.regress.in_stack: a bench worker of that stack's
+    `stack` (stacks.Stack, not the lock's): every side the request names lowered (and parity-checked)
+    by that stack's packages (its jax; its torch, torch_xla and torchax where it holds them), by
+    `elsewhere(req, stack, kind, data)` (sweep.regress.in_stack: a bench worker of that stack's
     environment): kind "capture", data (weights, inputs, reference, buffers, training state) built
-    here -> (Capture, Parity); kind "capture_abstract", data abstract.abstract_parts -> Capture."""
+    here -> [(Capture, Parity)]; kind "capture_abstract", data abstract.abstract_parts -> Capture."""
     from stackwars_ir import models
     from stackwars_ir.models import _contract as contract
 
@@ -73,31 +74,66 @@ def run(req: Request, out_dir: Path, *, force: bool = False, show: bool | None =
 
 
 def _check_stack_request(req: Request, stack) -> None:
-    """What a stack captures today: a JAX forward or training step on one device, from weights or shapes."""
-    why = "--framework jax (a stack holds jax, not torch)" if req.framework != "jax" else \
-        "no --mesh" if req.mesh else ""
-    if why:
-        raise StackwarsError(f"capture --stack {stack.name}: a stack captures the JAX side only, with {why}",
-                             fix=f"stackwars-ir capture {req.model} --framework jax --stack {stack.name}")
+    """What a stack captures: a forward or training step on one device; the JAX side from weights or
+    shapes, the PyTorch side (from weights) where the stack holds torch and the exporters' packages."""
+    if req.mesh:
+        raise StackwarsError(f"capture --stack {stack.name}: a stack captures on one device (no --mesh yet)",
+                             fix=f"stackwars-ir capture {req.model} --stack {stack.name}, without --mesh")
+    if req.framework == "jax":
+        return
+    missing = [p for p in ("torch", *req.exporters) if not stack.versions.get(p)]
+    if missing or req.abstract:
+        why = f"it holds no {', '.join(missing)}" if missing else "--abstract lowers the JAX twin alone"
+        raise StackwarsError(f"capture --stack {stack.name}: no PyTorch side in this stack: {why}",
+                             fix=f"--framework jax, or a PyTorch stack: stackwars-ir stack add NAME torch==V "
+                                 f"torch_xla==V torchax==V jax==V jaxlib==V")
 
 
-def capture_here(req: Request, weights, inputs, reference, buffers, state=None):
-    """The JAX capture and its parity, in this process (a stack's worker calls this with the weights,
-    inputs, reference or training state its parent built with torch)."""
+def capture_here(req: Request, weights, inputs, reference, buffers, state=None) -> list:
+    """Each capture the request names and its parity, made in this process (a stack's worker calls
+    this with the weights, inputs, reference or training state its parent built with its torch): the
+    PyTorch side's model is built here, by this process's torch, and given those weights."""
     from stackwars_ir import models
 
     from ..runtime import runtime
 
     adapter, label = models.adapter(req.model), f"{req.model}-{req.size}"
+    frameworks = req.frameworks()
+    model = _model_of(req, adapter, weights) if "torch" in frameworks else _Buffers(buffers)
     if state is None:
-        cap = next(_capture_all(req, ("jax",), adapter, _Buffers(buffers), weights, inputs, label, False))
+        caps = _capture_all(req, frameworks, adapter, model, weights, inputs, label, False)
     else:
-        cap = next(_capture_train(req, ("jax",), adapter, None, state, label, False))
-    stages = Stages(f"{label} {cap.stem}", show=False)
-    with stages.stage("parity (compile + run on XLA CPU)"):
-        result = parity.check(cap, weights, inputs, reference, runtime("cpu")) if state is None else \
-            parity.check_train(cap, state, runtime("cpu"))
-    return dataclasses.replace(cap, seconds={**cap.seconds, **stages.seconds}), result
+        if "torch" in frameworks and "torch_xla" in req.exporters:
+            from ..workload.train import register_torch_xla
+
+            register_torch_xla()
+        caps = _capture_train(req, frameworks, adapter, model, state, label, False)
+    checked = []
+    for cap in caps:
+        stages = Stages(f"{label} {cap.stem}", show=False)
+        with stages.stage("parity (compile + run on XLA CPU)"):
+            result = parity.check(cap, weights, inputs, reference, runtime("cpu")) if state is None else \
+                parity.check_train(cap, state, runtime("cpu"))
+        checked.append((dataclasses.replace(cap, seconds={**cap.seconds, **stages.seconds}), result))
+    return checked
+
+
+def _model_of(req: Request, adapter, weights):
+    """The adapter's PyTorch model built by this process's torch, every parameter and buffer set to
+    `weights` (the parent's, built by its own torch: the same model in both stacks)."""
+    import torch
+
+    torch.manual_seed(req.seed)
+    model = adapter.torch_model(req.size)
+    tensors = {**dict(model.named_parameters()), **dict(model.named_buffers())}
+    if set(tensors) != set(weights):
+        raise CaptureError(f"{req.model}: this stack's model has other tensors than the parent's "
+                           f"({len(tensors)} against {len(weights)})",
+                           fix="pin the same transformers in both stacks (stack add pins this process's)")
+    with torch.no_grad():
+        for name, t in tensors.items():
+            t.copy_(torch.from_numpy(np.asarray(weights[name])))
+    return model
 
 
 @dataclass(frozen=True)
@@ -135,10 +171,11 @@ def _run(req: Request, out_dir: Path, force: bool, show: bool | None, stack=None
             state = train_state(req, model, inputs, reference)
     if stack is not None:
         chosen, elsewhere = stack
-        with prep.stage(f"jax capture + parity in stack {chosen.name}"):
-            cap, result = elsewhere(req, chosen, "capture", (weights, inputs, reference,
-                                                             frozenset(k for k, _ in model.named_buffers()), state))
-            checked = [(dataclasses.replace(cap, extra={**cap.extra, "stack": chosen}), result)]
+        with prep.stage(f"{' + '.join(frameworks)} capture + parity in stack {chosen.name}"):
+            made = elsewhere(req, chosen, "capture", (weights, inputs, reference,
+                                                      frozenset(k for k, _ in model.named_buffers()), state))
+            checked = [(dataclasses.replace(cap, extra={**cap.extra, "stack": chosen}), result)
+                       for cap, result in made]
         return _write(req, out_dir, checked, stems, weights, inputs, reference, state, frameworks)
     if state is not None:
         captures = _capture_train(req, frameworks, adapter, model, state, label, show)
@@ -307,12 +344,13 @@ def _named(cap: Capture, req: Request) -> Capture:
 
 
 def _versions(cap: Capture) -> dict:
-    """The packages that made the capture: a stack's for JAX's side (it lowered it), this process's
-    for the rest (its torch built the weights and the reference)."""
+    """The packages that made the capture: a stack's for what lowered it (JAX's side: its jax, jaxlib,
+    flax, numpy; a PyTorch side: its torch and exporters too), this process's for the rest (the
+    weights and the reference of a JAX side captured in a stack: this process's torch built them)."""
     here = files.versions()
     stack = cap.extra.get("stack")
-    return here if stack is None else {k: stack.versions.get(k) if k in ("jax", "jaxlib", "flax", "numpy") else v
-                                       for k, v in here.items()}
+    lowered = ("jax", "jaxlib", "flax", "numpy") + (() if cap.framework == "jax" else ("torch", "torch_xla", "torchax"))
+    return here if stack is None else {k: stack.versions.get(k) if k in lowered else v for k, v in here.items()}
 
 
 def _not_checked() -> str:

@@ -15,6 +15,13 @@ def _prefixes() -> list[str]:
     roots = {p for p in sys.path if p and os.path.isabs(p) and os.path.isdir(p)}
     project = Path(__file__).resolve().parents[2]
     roots.add(str(project))
+    # The adapters' folder's parent: the project root here, but inside the package in a version
+    # stack's copy of this code (stacks.code_dir) or an installed wheel: `models/_torch.py` in all.
+    import importlib.util
+
+    spec = importlib.util.find_spec("stackwars_ir.models")
+    if spec is not None and spec.origin:
+        roots.add(str(Path(spec.origin).resolve().parents[1]))
     roots.add(sys.prefix)
     roots.add(os.path.expanduser("~"))
     return sorted((r.rstrip("/") + "/" for r in roots if r not in ("/", "")), key=len, reverse=True)

@@ -126,7 +126,7 @@ class Regression:
 
 
 def _versions_line(v: dict) -> str:
-    return ", ".join(f"{k} {v[k]}" for k in ("jax", "jaxlib") if v.get(k)) or "unknown"
+    return ", ".join(f"{k} {v[k]}" for k in ("jax", "jaxlib", "torch", "torch_xla") if v.get(k)) or "unknown"
 
 
 def _thresholds_line(t: Thresholds) -> str:
@@ -284,21 +284,22 @@ def _judged(r: Regression) -> Regression:
 
 
 def in_stack(req, stack: Stack, kind: str, data):
-    """What a bench worker of `stack`'s environment makes of `req`'s JAX side (capture.run's
-    `elsewhere`): kind "capture" -> (Capture, Parity), "capture_abstract" -> Capture."""
+    """What a bench worker of `stack`'s environment makes of `req` (capture.run's `elsewhere`): kind
+    "capture" -> [(Capture, Parity)] for each side the request names, "capture_abstract" -> Capture."""
     from ..bench.worker import Isolated, Job
     from ..stacks import using
 
+    sides = "jax" if req.framework == "jax" else " + ".join(req.stems(req.frameworks()))
     with using(stack), Isolated(None) as worker:
-        got = worker.run(Job(kind, request=req, name=f"{req.model}-{req.size} jax (stack {stack.name})", data=data),
-                         None)
+        got = worker.run(Job(kind, request=req, name=f"{req.model}-{req.size} {sides} (stack {stack.name})",
+                             data=data), None)
     if isinstance(got, Exception):
         raise got
     return got
 
 
 def capture_in_stack(req, out_dir: Path, stack: Stack | None, *, force: bool = False, show=None):
-    """capture.run, its JAX side made by `stack`'s jax (None or the lock: this process's)."""
+    """capture.run, its sides made by `stack`'s packages (None or the lock: this process's)."""
     from ..capture import run
 
     if stack is None or stack.is_lock:
@@ -308,7 +309,8 @@ def capture_in_stack(req, out_dir: Path, stack: Stack | None, *, force: bool = F
 
 def regress_model(req, stack_a: Stack, stack_b: Stack, out_dir: Path, thresholds: Thresholds = Thresholds(), *,
                   timing: bool = True, progress=None, show=None) -> Regression:
-    """Capture `req` (its JAX side) under both stacks into out_dir/STACK/, then regress_files."""
+    """Capture `req` (one side: JAX's, or one PyTorch exporter's) under both stacks into out_dir/STACK/,
+    then regress_files."""
     paths = []
     for s in (stack_a, stack_b):  # captured anew each time: a stack may have been made again since
         made = capture_in_stack(req, Path(out_dir) / s.name, s, force=True, show=show)
