@@ -89,6 +89,7 @@ findings-main: setup-tpu
 # (version stacks, made once in ~/.cache/stackwars-ir/stacks, about 900 MB each; 10-15 minutes here).
 findings-versions: setup
 	$(BIN)/python benchmarks/findings_versions.py > docs/findings-versions.md.tmp && mv docs/findings-versions.md.tmp docs/findings-versions.md
+	$(BIN)/python benchmarks/findings_versions.py --pytorch > docs/findings-versions-torch.md.tmp && mv docs/findings-versions-torch.md.tmp docs/findings-versions-torch.md
 
 # The study's OOM rows recomputed by the TPU v6e compiler, on this machine (after `make setup-tpu`): a sweep of
 # benchmarks/grids/findings-memory.toml into out/sweeps/findings-memory (killed, it resumes), then the page.

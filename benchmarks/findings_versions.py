@@ -1,4 +1,4 @@
-"""The versions page: GPT-2 and LLaMA (tiny) under the last JAX releases of each minor line, against the lock.
+"""The versions pages: GPT-2 and LLaMA (tiny) under the last JAX releases of each minor line, and (--pytorch) under torch_xla 2.8, against the lock.
 
 Makes the stacks it needs (jax-VERSION: jax==V jaxlib==V, cached outside the repository and reused;
 about 900 MB and a minute each), then for each model and each stack runs `regress MODEL --from STACK
@@ -18,6 +18,8 @@ from _common import machine_line
 ROOT = Path(__file__).resolve().parents[1]
 RELEASES = ("0.7.2", "0.8.3", "0.9.2")  # the last of each minor line before the lock's 0.10.2
 MODELS = ("gpt2", "llama")
+# torch_xla pins its torch: the release before the lock's, in a stack of its own (jax as the lock's)
+PYTORCH = ("torch-2.8", ("torch==2.8.0", "torch_xla==2.8.1", "torchax==0.0.13", "jax==0.10.2", "jaxlib==0.10.2"))
 BISECT = ("0.8.3", "0.10.2")  # stackwars-ir bisect gpt2 --good jax==0.8.3 --bad jax==0.10.2 --metric fusions
 
 
@@ -87,16 +89,7 @@ def page(data: dict, releases, models) -> str:
             r = res.get((m, v))
             if r is None:
                 continue
-            ops = (sum(b.ops[0] for b in r.blocks), sum(b.ops[1] for b in r.blocks))
-            changed = [b for b in r.blocks if b.changed]
-            t, mem = r.time or {}, r.memory or {}
-            time = (f"{t['ratio']:.2f} ({t['low']:.2f}-{t['high']:.2f})" if "ratio" in t else t.get("error", "-"))
-            peak = (f"{mem['a']:,} -> {mem['b']:,}" if "a" in mem else mem.get("error", "-"))
-            ir = "identical" if r.a["sha256"] == r.b["sha256"] else f"{ops[0]} -> {ops[1]}"
-            fused = sum(1 for b in r.blocks if b.fusions and b.fusions[0] != b.fusions[1])
-            compile_ = f"{t['compile_a']:.2f} -> {t['compile_b']:.2f}" if t.get("compile_a") else "-"
-            lines.append(f"| {m} | jax {v} | {ir} | {len(changed)} of {len(r.blocks)} | "
-                         f"{r.kernels['a']} -> {r.kernels['b']} | {fused} blocks | {compile_} | {time} | {peak} |")
+            lines.append(_row(m, f"jax {v}", r))
             details.append((m, v, r))
     base = [(v, res[("gpt2-base", v)]) for v in releases if ("gpt2-base", v) in res]
     if base:
@@ -128,8 +121,85 @@ def page(data: dict, releases, models) -> str:
                       f"jax=={BISECT[1]} --metric fusions`", "", "```"] + found.lines() + ["```"]
     if data["failed"]:
         lines += ["", "## Not measured", ""] + [f"- {k}: {v}" for k, v in data["failed"].items()]
-    lines += ["", "torch_xla 2.8 beside torch 2.9: not measured (torch_xla pins its torch; a PyTorch stack "
-              "is not built yet: stacks hold jax)."]
+    lines += ["", "torch_xla 2.8 against 2.9 (a PyTorch stack): docs/findings-versions-torch.md."]
+    return "\n".join(lines) + "\n"
+
+
+def _row(m: str, label: str, r) -> str:
+    ops = (sum(b.ops[0] for b in r.blocks), sum(b.ops[1] for b in r.blocks))
+    changed = [b for b in r.blocks if b.changed]
+    t, mem = r.time or {}, r.memory or {}
+    time = (f"{t['ratio']:.2f} ({t['low']:.2f}-{t['high']:.2f})" if "ratio" in t else t.get("error", "-"))
+    peak = (f"{mem['a']:,} -> {mem['b']:,}" if "a" in mem else mem.get("error", "-"))
+    ir = "identical" if r.a["sha256"] == r.b["sha256"] else f"{ops[0]} -> {ops[1]}"
+    fused = sum(1 for b in r.blocks if b.fusions and b.fusions[0] != b.fusions[1])
+    compile_ = f"{t['compile_a']:.2f} -> {t['compile_b']:.2f}" if t.get("compile_a") else "-"
+    return (f"| {m} | {label} | {ir} | {len(changed)} of {len(r.blocks)} | {r.kernels['a']} -> {r.kernels['b']} | "
+            f"{fused} blocks | {compile_} | {time} | {peak} |")
+
+
+def run_pytorch(out: Path, models) -> dict:
+    """Each model's torch_xla side under the PyTorch stack and the lock (regress --exporter torch_xla)."""
+    from stackwars_ir import stacks as stack
+    from stackwars_ir.sweep.regress import Thresholds, regress_model
+    from stackwars_ir.workload import Request
+
+    got, failed = {}, {}
+    try:
+        s = stack.add(PYTORCH[0], list(PYTORCH[1]), progress=lambda m: print(f"findings_versions: {m}", file=sys.stderr))
+    except Exception as e:
+        return {"results": got, "failed": {PYTORCH[0]: " ".join(str(e).split())[:300]}, "stack": None}
+    for m in models:
+        for step in ("forward", "train"):
+            req = Request(m, "tiny", "torch", exporters=("torch_xla",), step=step)
+            try:
+                got[(m, step)] = regress_model(req, s, stack.lock(), out / "pytorch", Thresholds())
+            except Exception as e:
+                failed[f"{m} {step}"] = " ".join(str(e).split())[:300]
+    return {"results": got, "failed": failed, "stack": s}
+
+
+def page_pytorch(data: dict, models) -> str:
+    from stackwars_ir.stacks import lock
+
+    here, s = lock().versions, data["stack"]
+    there = s.versions if s else {}
+    lines = ["# Findings: the same models across PyTorch/XLA releases", "",
+             f"Generated by `make findings-versions` (`python benchmarks/findings_versions.py --pytorch`) on "
+             f"{datetime.date.today().isoformat()}; machine: {machine_line()}.", "",
+             f"Each row: `stackwars-ir regress MODEL --exporter torch_xla --from {PYTORCH[0]} --to lock`: the "
+             f"model's torch_xla capture made by the stack `{PYTORCH[0]}` ({' '.join(PYTORCH[1])}; it resolved "
+             f"torch {there.get('torch')}, torch_xla {there.get('torch_xla')}) and by the lock (torch "
+             f"{here['torch']}, torch_xla {here['torch_xla']}), on the same weights built by the lock's torch, each "
+             "parity-checked against the lock's PyTorch eager; diffed block by block, compiled and timed as on "
+             "the JAX page. Both sides are compiled by jaxlib's XLA, the same release (jax "
+             f"{there.get('jax')} and {here['jax']}): what differs is the StableHLO each torch_xla writes, not the "
+             "compiler. torch_xla pins its torch, so torch_xla 2.8 cannot be installed beside the lock's torch "
+             "2.9: a PyTorch stack is a second environment.", "",
+             "Installed torchax versions, read from the code that imports (files.distribution_version): "
+             f"the stack's {there.get('torchax')}, the lock's {here.get('torchax')}. Both torch_xla wheels carry a "
+             "torchax package of their own, which overwrites the torchax distribution's files when pip installs "
+             "torch_xla after it; the stack's copy imports `jax.experimental.mutable_array`, which jax 0.10.2 "
+             "no longer has, so the stack has no torchax route.", "",
+             "| model | step | IR ops (from -> lock) | blocks changed | kernels | fusion kinds changed | compile, s | steady time, lock/from (95% interval) | memory plan peak |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    res = data["results"]
+    for m in models:
+        for step in ("forward", "train"):
+            if (m, step) in res:
+                lines.append(_row(m, step, res[(m, step)]))
+    lines += ["", "## What changed, block by block", ""]
+    for (m, step), r in res.items():
+        changed = [b for b in r.blocks if b.changed]
+        lines.append(f"**{m} {step}, torch_xla {there.get('torch_xla')} -> {here['torch_xla']}:** " +
+                     ("nothing in any aligned block." if not changed else ""))
+        lines += [f"- {b.sentence()}" for b in changed[:8]]
+        if len(changed) > 8:
+            lines.append(f"- ... and {len(changed) - 8} more blocks")
+        lines += [f"- threshold passed: {x}" for x in r.breaches]
+        lines.append("")
+    if data["failed"]:
+        lines += ["## Not measured", ""] + [f"- {k}: {v}" for k, v in data["failed"].items()]
     return "\n".join(lines) + "\n"
 
 
@@ -157,8 +227,12 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=Path("out") / "findings-versions")
     ap.add_argument("--releases", default=",".join(RELEASES))
     ap.add_argument("--models", default=",".join(MODELS))
+    ap.add_argument("--pytorch", action="store_true", help="the PyTorch/XLA page (findings-versions-torch.md)")
     args = ap.parse_args()
     releases, models = tuple(args.releases.split(",")), tuple(args.models.split(","))
+    if args.pytorch:
+        print(page_pytorch(run_pytorch(args.out, models), models), end="")
+        return
     print(page(run(args.out, releases, models), releases, models), end="")
 
 
