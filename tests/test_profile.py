@@ -330,3 +330,43 @@ def test_a_gpu_profile_splits_the_gap_by_block():
         assert time[side]["unattributed_s"] < 0.2 * time[side]["kernels_sum_s"]
     roles = {blk.role for blk in result.blocks if blk.metrics["time"]["a"] > 0 and blk.metrics["time"]["b"] > 0}
     assert {"attention", "mlp", "norm"} <= roles
+
+
+def test_a_gpu_profile_names_the_block_whose_ops_run_in_another_blocks_kernel():
+    """XLA:GPU folds JAX's attention residual add into the next LayerNorm's Triton kernel (the fused
+    computation's instructions carry the residual's module path): diff --bench names, per block, the
+    other blocks' kernels that also compute its ops (GPT-2 tiny on the H200)."""
+    from stackwars_ir.diff import diff_files, with_times
+    from stackwars_ir.report.sentences import fused_elsewhere
+
+    (pa, ka, _), (pb, _, _) = _gpu_profile("jax"), _gpu_profile("torch-torch_xla")
+    assert any("h.0" in k.spans for k in ka if k.path == "h.0.ln_2"), [(k.name, k.spans) for k in ka]
+    report = diff_files(golden("gpt2", "jax"), golden("gpt2", "torch-torch_xla"))
+    result = with_times(report, report.result(), pa, pb)
+    residual = next(d for d in result.blocks if d.label.startswith("residual[0]"))
+    folded = residual.metrics["time"]["elsewhere_a"]
+    assert ["norm[0]#1"] == [owner for k, owner in folded if k.startswith("triton_softmax")][:1], folded
+    words = {label: (a, b) for label, a, b in fused_elsewhere(result.blocks)}
+    assert "also in triton_softmax" in words[residual.label][0]
+    assert all(len(w) < 400 for pair in words.values() for w in pair)  # torch_xla's kernel names are shortened
+
+
+def test_at_gpt2_base_jax_folds_both_residual_adds_where_torch_xla_writes_them():
+    """The H100's optimized HLO of GPT-2 base (tests/data/gpu-h100/README.md): per layer, JAX's
+    second LayerNorm kernel also computes the attention residual, and both residual adds share one
+    kernel; torch_xla's norm kernels (batch_norm_training expanded: reduce + multiply) compute no
+    residual op, and its two residual adds are two kernels (docs/diff.md "Why the residual adds")."""
+    import gzip
+    from pathlib import Path
+
+    from stackwars_ir.bench.kernels import kernels_of
+
+    folder = Path(__file__).parent / "data" / "gpu-h100"
+    ka, kb = (kernels_of(gzip.decompress((folder / f"gpt2-base-{s}.hlo.txt.gz").read_bytes()).decode())
+              for s in ("jax", "torch-torch_xla"))
+    for layer in ("h.3", "h.7"):
+        assert len([k for k in ka if k.path == layer]) == 1 and len([k for k in kb if k.path == layer]) == 2
+        (ln_2,) = [k for k in ka if k.path == f"{layer}.ln_2"]
+        assert ln_2.name.startswith("triton_softmax") and layer in ln_2.spans
+        norms = [k for k in kb if k.path in (f"{layer}.ln_1", f"{layer}.ln_2")]
+        assert len(norms) == 4 and not any(layer in k.spans for k in norms), [(k.name, k.spans) for k in norms]

@@ -122,7 +122,7 @@ def estimate_hlo(hlo_text: str, chip: Chip):
             how, seconds = "bound", runs * (result + sum(min(n, result) for n in operands)) / chip.hbm_bytes_per_s
             totals["bounded"] += 1
             totals["bound_s"] += seconds
-        out.append(KernelTime(k.name, k.opcode, k.path, k.phase, seconds, runs, how=how))
+        out.append(KernelTime(k.name, k.opcode, k.path, k.phase, seconds, runs, how=how, spans=k.spans))
     serial = totals["estimated_s"] + totals["bound_s"]
     # The kernels run one after another; the async copies overlap them: a run takes at least the
     # longer of the two.

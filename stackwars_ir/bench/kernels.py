@@ -31,6 +31,10 @@ class Kernel:
     # 0 where XLA does not know one).
     loop: str = ""
     trips: int = 0
+    # The other module paths whose ops the fusion also computes (its fused computation's instructions'
+    # metadata): XLA:GPU folds a residual add into the next norm's kernel, so the add's block has no
+    # kernel of its own there and its time is counted in the norm's (docs/diff.md "On a GPU").
+    spans: tuple[str, ...] = ()
 
     @property
     def collective(self) -> str:
@@ -42,7 +46,8 @@ class Kernel:
     def as_json(self) -> dict:
         return {"name": self.name, "opcode": self.opcode, "path": self.path, "phase": self.phase,
                 **({"inner": self.inner} if self.inner else {}), **({"bytes": self.bytes} if self.bytes else {}),
-                **({"loop": self.loop, "trips": self.trips} if self.loop else {})}
+                **({"loop": self.loop, "trips": self.trips} if self.loop else {}),
+                **({"spans": list(self.spans)} if self.spans else {})}
 
 
 # What XLA's SPMD partitioner inserts between a sharded program's devices.
@@ -125,6 +130,8 @@ def _kernels_in(hlo_text: str, instructions, roots: dict, loop: str, runs: int, 
                               loop=loop, trips=runs if loop else 0))
             continue
         k = _kernel(line, opcode)
+        if opcode == "fusion" and (called := re.search(r"calls=%([\w.\-]+)", line)):
+            k = dataclasses.replace(k, spans=_spans(_computation(hlo_text, called.group(1)), k.path))
         out.append(dataclasses.replace(k, loop=loop, trips=runs) if loop else k)
         if opcode == "while" and depth < 8:
             trips = int(m.group(1)) if (m := _TRIPS.search(line)) else 0
@@ -154,6 +161,28 @@ def _kernel(line: str, opcode: str) -> Kernel:
             path = ""
     size = result_bytes(line) if opcode.removesuffix("-start") in COLLECTIVES else 0
     return Kernel(name, opcode, path, phase, bytes=size)
+
+
+# Inside a fusion, instructions that only index or lay out their operands: they compute nothing of
+# the block whose path they carry.
+_MOVES = {"parameter", "constant", "bitcast", "reshape", "broadcast", "transpose", "copy", "slice", "tuple",
+          "get-tuple-element", "iota"}
+
+
+def _spans(computation: str, own: str) -> tuple[str, ...]:
+    """The module paths of a fused computation's computing instructions other than `own`, in order of first use."""
+    from ..ir.locations import provenance
+
+    seen: dict = {}
+    for line, opcode in _instructions(computation):
+        if opcode in _MOVES:  # a view of its input (torch_xla's reshape for batch_norm_training): no work
+            continue
+        meta = re.search(r'op_name="((?:[^"\\]|\\.)*)"', line)
+        if meta:
+            path = provenance(meta.group(1).encode().decode("unicode_escape"))[0]
+            if path and path != own and not _TORCH_XLA_SCOPE.match(path):
+                seen.setdefault(path, None)
+    return tuple(seen)
 
 
 def _parallel_roots(hlo_text: str) -> dict:

@@ -31,6 +31,7 @@ class KernelTime:
     calls: int
     how: str = ""  # "": measured; an estimate's (bench.estimate): estimate, bound, async, free
     inner: str = ""  # the fusion a parallel call runs (bench.kernels.Kernel.inner)
+    spans: tuple[str, ...] = ()  # other module paths whose ops it computes (bench.kernels.Kernel.spans)
 
     @property
     def label(self) -> str:
@@ -40,12 +41,12 @@ class KernelTime:
     def as_json(self) -> dict:
         return {"name": self.name, "opcode": self.opcode, "path": self.path, "phase": self.phase,
                 "seconds": self.seconds, "calls": self.calls, **({"how": self.how} if self.how else {}),
-                **({"inner": self.inner} if self.inner else {})}
+                **({"inner": self.inner} if self.inner else {}), **({"spans": list(self.spans)} if self.spans else {})}
 
     @classmethod
     def from_json(cls, d: dict) -> "KernelTime":
         return cls(d["name"], d["opcode"], d["path"], d["phase"], d["seconds"], d["calls"], d.get("how", ""),
-                   d.get("inner", ""))
+                   d.get("inner", ""), tuple(d.get("spans", ())))
 
 
 @dataclass(frozen=True)
@@ -189,7 +190,7 @@ def _read_gpu(data, walls: list, steady_s: float, kernels: list) -> Profile:
         foreign.append(other)
         covered.append(_union([(b, e) for b, e, _ in events]))
     timed = tuple(KernelTime(k.name, k.opcode, k.path, k.phase, statistics.median(t[j] for t in times),
-                             int(statistics.median(c[j] for c in counts)), inner=k.inner)
+                             int(statistics.median(c[j] for c in counts)), inner=k.inner, spans=k.spans)
                   for j, k in enumerate(kernels))
     seen = sorted({n for o in foreign for n in o})
     untraced = tuple((n, statistics.median(o.get(n, 0.0) for o in foreign)) for n in seen)
@@ -293,7 +294,7 @@ def _read(data, walls: list, steady_s: float, graphs: list, note: str = "") -> P
         return statistics.median(r.get(name, (0.0, 0))[j] for r in per_run)
 
     timed = tuple(KernelTime(k.name, k.opcode, k.path, k.phase, median_of(k.name, 0), int(median_of(k.name, 1)),
-                             inner=k.inner) for k in kernels)
+                             inner=k.inner, spans=k.spans) for k in kernels)
     untraced = tuple((n, median_of(n, 0)) for n in sorted(seen - known))
     return Profile(len(walls), statistics.median(walls),
                    statistics.median(sum(s for s, _ in r.values()) for r in per_run),

@@ -314,10 +314,10 @@ def with_times(report: DiffReport, result: DiffResult, profile_a, profile_b) -> 
     unprofiled steady time and the profiled run's wall time outside every kernel."""
     from dataclasses import replace
 
-    per, totals, kernels = {}, {}, {}
+    per, totals, kernels, folded = {}, {}, {}, {}
     aligned = {"a": {source(d.a) for d in report.blocks}, "b": {source(d.b) for d in report.blocks}}
     for side, prof in (("a", profile_a), ("b", profile_b)):
-        block_of, times, loose, ran = kernel_blocks(report, side), {}, [], {}
+        block_of, times, loose, ran, into = kernel_blocks(report, side), {}, [], {}, {}
         for k in prof.kernels:
             label = block_of(k)
             if label is None:
@@ -326,8 +326,12 @@ def with_times(report: DiffReport, result: DiffResult, profile_a, profile_b) -> 
                 times[label] = times.get(label, 0.0) + k.seconds
                 if k.calls:
                     ran.setdefault(label, []).append((k.label, k.seconds))
+            for other in dict.fromkeys(block_of(replace(k, path=p)) for p in k.spans):
+                if other is not None and other != label and k.calls:
+                    into.setdefault(other, []).append([k.label, label or "no block"])
         per[side] = times
         kernels[side] = ran
+        folded[side] = into
         untraced = sum(s for _, s in prof.untraced)
         totals[side] = {"steady_s": prof.steady_s, "wall_s": prof.wall_s, "kernel_s": prof.kernel_s,
                         "busy_s": prof.busy_s, "outside_kernels_s": prof.outside_s, "overhead": prof.overhead,
@@ -336,9 +340,12 @@ def with_times(report: DiffReport, result: DiffResult, profile_a, profile_b) -> 
                         "unaligned_s": sum(t for label, t in times.items() if label not in aligned[side]),
                         "unattributed": [n for n, s in sorted(loose, key=lambda x: -x[1])]
                         + [n for n, _ in prof.untraced], **({"estimate": prof.estimate} if prof.estimate else {})}
-    def ran(side: str, b) -> dict:  # the kernels that ran in the block, and its longest three
+    def ran(side: str, b) -> dict:
+        """The kernels that ran in the block, its longest three, and the other blocks' kernels that
+        also compute some of its ops (their time counted in those blocks: `elsewhere`)."""
         ks = sorted(kernels[side].get(source(b), ()), key=lambda x: -x[1])
-        return {f"kernels_{side}": len(ks), f"top_{side}": [[n, t * trip_share(b)] for n, t in ks[:3]]}
+        return {f"kernels_{side}": len(ks), f"top_{side}": [[n, t * trip_share(b)] for n, t in ks[:3]],
+                f"elsewhere_{side}": folded[side].get(source(b), [])}
 
     def seconds(side: str, b) -> float:
         """A block's time; a scanned block paired layer by layer: one trip's share."""

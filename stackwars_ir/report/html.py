@@ -195,7 +195,7 @@ def _excerpts(result) -> str:
 def _time_by_block(result) -> str:
     """diff --bench / report --bench of a profiled bench: the gap by role and by block, bars side by side."""
     from ..diff.result import time_gap
-    from .sentences import time_side, time_source
+    from .sentences import fused_elsewhere, time_side, time_source
     from .text import TIME_ROWS
 
     split = time_gap(result)
@@ -220,6 +220,9 @@ def _time_by_block(result) -> str:
     roles += (f"<tr><td>(not traced, unmatched)</td><td></td><td class=n>{ms(split.rest, True)}</td>"
               f"<td class=n>{share(split.rest)}</td></tr>")
     top = split.blocks[:TIME_ROWS]
+    folded = "".join(f"<li>{esc(label)}: A {esc(a)}; B {esc(b)}</li>" for label, a, b in fused_elsewhere(top))
+    folded = (f"<p>Computed in another block's kernel (that time is counted in the other block):</p><ul>{folded}</ul>"
+              if folded else "")
     chart = grouped_bars([d.label for d in top], [(n, [d.metrics["time"][s] * 1e3 for d in top])
                                                   for n, s in zip(names, ("a", "b"))],
                          unit=" ms", title="kernel time per block (ms per run), largest share of the gap first")
@@ -233,7 +236,7 @@ def _time_by_block(result) -> str:
             f"blocks as the kernel counts are. Gap {esc(names[1])} - {esc(names[0])}: "
             f"{ms(split.gap, True)} ms of kernel time.</p><ul>{sides}</ul>{verdict}{chart}"
             "<table><tr><th>role</th><th>blocks</th><th>B - A ms</th><th>share of the gap</th></tr>"
-            f"{roles}</table>")
+            f"{roles}</table>{folded}")
 
 
 def _timings(bench) -> str:

@@ -69,7 +69,7 @@ def diff_markdown(result) -> str:
 def _time_markdown(result) -> list[str]:
     """diff --bench: the kernel-time gap by role and the blocks with the largest share of it."""
     from ..diff.result import time_gap
-    from .sentences import time_side, time_source
+    from .sentences import fused_elsewhere, time_side, time_source
     from .text import TIME_ROWS
 
     split = time_gap(result)
@@ -96,6 +96,10 @@ def _time_markdown(result) -> list[str]:
               "| block | A ms | B ms | B - A ms | share |", "| --- | ---: | ---: | ---: | ---: |"]
     lines += [f"| {d.label} | {t['a'] * 1e3:.3f} | {t['b'] * 1e3:.3f} | {ms(t['b'] - t['a'])} | {share(t['b'] - t['a'])} |"
               for d in split.blocks[:TIME_ROWS] for t in [d.metrics["time"]]]
+    folded = fused_elsewhere(split.blocks[:TIME_ROWS])
+    if folded:
+        lines += ["", "Computed in another block's kernel (that time is counted in the other block):", ""]
+        lines += [f"- {_cell(label)}: A {_cell(a)}; B {_cell(b)}" for label, a, b in folded]
     return lines
 
 

@@ -224,3 +224,24 @@ def delta_text(delta, limit: int = 4) -> str:
     items = sorted(delta.items(), key=lambda kv: (-abs(kv[1]), kv[0]))
     text = ", ".join(f"{k.split('.', 1)[-1]} {v:+d}" for k, v in items[:limit])
     return text + (f", ... ({len(items) - limit} more)" if len(items) > limit else "")
+
+
+def fused_elsewhere(blocks) -> list:
+    """(label, A's words, B's words) for each block some of whose ops run inside another block's
+    kernels on one side but not alike on the other (diff.with_times' `elsewhere`): a residual add
+    folded into the next norm's kernel leaves its block cheaper without its ops changing."""
+    out = []
+    for d in blocks:
+        t = d.metrics.get("time") or {}
+        a, b = t.get("elsewhere_a") or [], t.get("elsewhere_b") or []
+        if sorted(o for _, o in a) == sorted(o for _, o in b):
+            continue
+
+        def words(pairs) -> str:
+            if not pairs:
+                return "in its own kernels"
+            shown = ", ".join(f"{k if len(k) <= 48 else k[:24] + '...' + k[-12:]} ({o})" for k, o in pairs[:3])
+            return f"also in {shown}" + (f" and {len(pairs) - 3} more" if len(pairs) > 3 else "")
+
+        out.append((d.label, words(a), words(b)))
+    return out

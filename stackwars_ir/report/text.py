@@ -132,7 +132,7 @@ def _time_text(result) -> list:
     """diff --bench: each side's profiled kernel time, where it goes by block, and each block's and
     each role's share of the gap (B - A, summed kernel medians)."""
     from ..diff.result import time_gap
-    from .sentences import time_side, time_source
+    from .sentences import fused_elsewhere, time_side, time_source
 
     split = time_gap(result)
     if split is None:
@@ -168,6 +168,10 @@ def _time_text(result) -> list:
             for d in split.blocks[:TIME_ROWS] for t in [d.metrics["time"]]]
     out += ["  " + line for line in table(["block", "A", "B", "B - A", "share", "ops B - A"], rows,
                                           right={1, 2, 3, 4}).splitlines()]
+    folded = fused_elsewhere(split.blocks[:TIME_ROWS])
+    if folded:
+        out.append("  computed in another block's kernel (that time is counted in the other block):")
+        out += [f"    {label}: A {a}; B {b}" for label, a, b in folded]
     return out
 
 
