@@ -14,7 +14,7 @@ ENTRY = Entry(
     train_unsupported={"torch_xla": "torch_xla 2.9's batch-norm backward fails in eval mode (\"The size of "
                                     "mean should be compatible with feature count, but the size of offset "
                                     "factor is 0\")",
-                       "torchax": "torchax 0.0.13 computes max-pool indices with a generic reduce_window over "
+                       "torchax": "torchax (torch_xla 2.9.0's copy, 0.0.6) computes max-pool indices with a generic reduce_window over "
                                   "(indices, values), which JAX cannot differentiate (\"Linearization failed "
                                   "to produce known values for all output primals\")"})
 SIZES = ENTRY.sizes
