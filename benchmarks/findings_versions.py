@@ -198,8 +198,20 @@ def page_pytorch(data: dict, models) -> str:
             lines.append(f"- ... and {len(changed) - 8} more blocks")
         lines += [f"- threshold passed: {x}" for x in r.breaches]
         lines.append("")
+    lines += ["## Verdicts", ""]
+    for (m, step), r in res.items():
+        t = r.time or {}
+        if "ratio" not in t:
+            continue
+        same = not any(b.changed for b in r.blocks) and r.kernels["a"] == r.kernels["b"] and \
+            r.a["versions"].get("jaxlib") == r.b["versions"].get("jaxlib")
+        said = f"steady time lock/from {t['ratio']:.2f} ({t['low']:.2f}-{t['high']:.2f})"
+        lines.append(f"- {m} {step}: " + (
+            f"the same ops and kernels compiled by the same XLA: {said} comes from the runs (two workers taking "
+            "turns, 3 rounds each, on this machine), not from the IR or the compiler"
+            if same else f"{sum(b.changed for b in r.blocks)} blocks differ in IR or kernels; {said}") + ".")
     if data["failed"]:
-        lines += ["## Not measured", ""] + [f"- {k}: {v}" for k, v in data["failed"].items()]
+        lines += ["", "## Not measured", ""] + [f"- {k}: {v}" for k, v in data["failed"].items()]
     return "\n".join(lines) + "\n"
 
 

@@ -246,6 +246,7 @@ def _block(b) -> BlockChange:
     fusions = (tuple(n for n in k["names_a"] if "fusion" in n), tuple(n for n in k["names_b"] if "fusion" in n)) \
         if k else None
     label = b.name_a if b.name_a == b.name_b else f"{b.name_a} / {b.name_b}"
+    label = label if b.name_a or b.name_b else b.label  # a block of no module (the loss, the update): its label
     return BlockChange(label, (len(b.ops_a), len(b.ops_b)), (k["a"], k["b"]) if k else None,
                        _fusion_kinds(fusions), (t["a"], t["b"]) if t else None, changes)
 
