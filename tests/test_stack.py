@@ -88,6 +88,13 @@ def test_a_jax_stack_refuses_a_pytorch_side_in_one_line(tmp_path):
         assert "no PyTorch side in this stack: it holds no torch" in done.stderr, done.stderr
         assert len(done.stderr.strip().splitlines()) == 1 and "Traceback" not in done.stderr
     assert not (tmp_path / "c").exists()
+    (tmp_path / "torch-2.8").mkdir()  # a PyTorch stack's record: from shapes it still lowers JAX alone
+    (tmp_path / "torch-2.8" / "stack.json").write_text(json.dumps(
+        {"format": 1, "name": "torch-2.8", "requirements": ["torch==2.8.0", "torch_xla==2.8.1"],
+         "versions": {"jax": "0.10.2", "jaxlib": "0.10.2", "torch": "2.8.0", "torch_xla": "2.8.1"}}))
+    done = cli("capture", "gpt2", "--stack", "torch-2.8", "--abstract", "--out", str(tmp_path / "c"), env=env)
+    assert done.returncode == 2 and "lowers the JAX twin alone" in done.stderr, done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1 and not (tmp_path / "c").exists()
 
 
 def _fake_distribution(site: Path, name: str, version: str, files: dict) -> None:

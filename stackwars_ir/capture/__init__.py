@@ -81,10 +81,14 @@ def _check_stack_request(req: Request, stack) -> None:
                              fix=f"stackwars-ir capture {req.model} --stack {stack.name}, without --mesh")
     if req.framework == "jax":
         return
+    if req.abstract:
+        raise StackwarsError(f"capture --stack {stack.name} --abstract: from shapes a stack lowers the JAX twin "
+                             "alone (a PyTorch side is exported from weights)",
+                             fix=f"stackwars-ir capture {req.model} --abstract --framework jax --stack {stack.name}")
     missing = [p for p in ("torch", *req.exporters) if not stack.versions.get(p)]
-    if missing or req.abstract:
-        why = f"it holds no {', '.join(missing)}" if missing else "--abstract lowers the JAX twin alone"
-        raise StackwarsError(f"capture --stack {stack.name}: no PyTorch side in this stack: {why}",
+    if missing:
+        raise StackwarsError(f"capture --stack {stack.name}: no PyTorch side in this stack: it holds no "
+                             f"{', '.join(missing)}",
                              fix=f"--framework jax, or a PyTorch stack: stackwars-ir stack add NAME torch==V "
                                  f"torch_xla==V torchax==V jax==V jaxlib==V")
 
