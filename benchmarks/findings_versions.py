@@ -171,10 +171,11 @@ def page_pytorch(data: dict, models) -> str:
              f"model's torch_xla capture made by the stack `{PYTORCH[0]}` ({' '.join(PYTORCH[1])}; it resolved "
              f"torch {there.get('torch')}, torch_xla {there.get('torch_xla')}) and by the lock (torch "
              f"{here['torch']}, torch_xla {here['torch_xla']}), on the same weights built by the lock's torch, each "
-             "parity-checked against the lock's PyTorch eager; diffed block by block, compiled and timed as on "
-             "the JAX page. Both sides are compiled by jaxlib's XLA, the same release (jax "
+             "parity-checked against the lock's PyTorch eager; diffed block by block and compiled as on the JAX "
+             "page. Both sides are compiled by jaxlib's XLA, the same release (jax "
              f"{there.get('jax')} and {here['jax']}): what differs is the StableHLO each torch_xla writes, not the "
-             "compiler. torch_xla pins its torch, so torch_xla 2.8 cannot be installed beside the lock's torch "
+             "compiler, so both files are timed together in one worker, interleaved run by run (3 rounds, the "
+             "order swapped). torch_xla pins its torch, so torch_xla 2.8 cannot be installed beside the lock's torch "
              "2.9: a PyTorch stack is a second environment.", "",
              "Installed torchax versions, read from the code that imports (files.distribution_version): "
              f"the stack's {there.get('torchax')}, the lock's {here.get('torchax')}. Both torch_xla wheels carry a "
@@ -207,8 +208,8 @@ def page_pytorch(data: dict, models) -> str:
             r.a["versions"].get("jaxlib") == r.b["versions"].get("jaxlib")
         said = f"steady time lock/from {t['ratio']:.2f} ({t['low']:.2f}-{t['high']:.2f})"
         lines.append(f"- {m} {step}: " + (
-            f"the same ops and kernels compiled by the same XLA: {said} comes from the runs (two workers taking "
-            "turns, 3 rounds each, on this machine), not from the IR or the compiler"
+            f"the same ops and kernels compiled by the same XLA: {said} comes from the runs on this machine "
+            "(both files timed together in one worker, interleaved, 3 rounds), not from the IR or the compiler"
             if same else f"{sum(b.changed for b in r.blocks)} blocks differ in IR or kernels; {said}") + ".")
     if data["failed"]:
         lines += ["", "## Not measured", ""] + [f"- {k}: {v}" for k, v in data["failed"].items()]

@@ -97,6 +97,18 @@ def test_a_jax_stack_refuses_a_pytorch_side_in_one_line(tmp_path):
     assert len(done.stderr.strip().splitlines()) == 1 and not (tmp_path / "c").exists()
 
 
+def test_stacks_of_the_same_jax_and_jaxlib_time_together():
+    """A PyTorch stack beside the lock's jax compiles with the same XLA: regress then times both files
+    in one worker, run by run (sweep.regress._timed_pair); other stacks take turns."""
+    from stackwars_ir.sweep.regress import same_xla
+
+    lock = stack.lock()
+    torch_28 = stack.Stack("torch-2.8", Path("/x"), (), {**lock.versions, "torch": "2.8.0", "torch_xla": "2.8.1"})
+    jax_092 = stack.Stack("jax-0.9.2", Path("/y"), (), {"jax": "0.9.2", "jaxlib": "0.9.2"})
+    assert same_xla(torch_28, lock) and same_xla(lock, lock)
+    assert not same_xla(jax_092, lock) and not same_xla(stack.Stack("none", Path("/z")), stack.Stack("none", Path("/z")))
+
+
 def _fake_distribution(site: Path, name: str, version: str, files: dict) -> None:
     """A dist-info whose RECORD lists `files` (relative path -> bytes) with their sha256, as pip writes it."""
     import base64

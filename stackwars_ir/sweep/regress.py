@@ -183,21 +183,38 @@ def _side(path: Path, stack: Stack) -> dict:
 ROUNDS = 3
 
 
+def same_xla(a: Stack, b: Stack) -> bool:
+    """Whether the two stacks compile and run with the same XLA: the same jax and jaxlib releases."""
+    return all(a.versions.get(k) and a.versions.get(k) == b.versions.get(k) for k in ("jax", "jaxlib"))
+
+
 def _timed_pair(side_a, side_b, progress) -> list:
-    """Each file's Executable, timed (and profiled, for time per block) by its stack's XLA in a worker
-    of that stack; the two sides take turns, ROUNDS times, a fresh worker each time, and each side's
-    steady samples are pooled over its rounds (the two stacks cannot share one process, as `bench A B`
-    has its files do)."""
+    """Each file's Executable, timed (and profiled, for time per block) by its stack's XLA, ROUNDS times,
+    a fresh worker each time, each side's steady samples pooled over its rounds. Where both stacks hold
+    the same jax and jaxlib (a PyTorch stack beside the lock's jax), both files run in one worker of A's
+    stack, interleaved run by run as `bench A B` runs them; otherwise the two stacks cannot share one
+    process, and their workers take turns (measured: op-identical programs then read 0.99-1.24x apart
+    on a 2-core machine, docs/stacks.md)."""
     import dataclasses
 
     from ..bench.timing import profiled_runs
     from ..bench.worker import Isolated, Job, default_max_memory
     from ..stacks import using
 
-    got = [[], []]
+    got, together = [[], []], same_xla(side_a[1], side_b[1])
     with profiled_runs(10):
         for r in range(ROUNDS):
-            for i in ((0, 1) if r % 2 == 0 else (1, 0)):
+            order = (0, 1) if r % 2 == 0 else (1, 0)
+            if together:
+                paths = [side_a[0], side_b[0]]
+                if progress:
+                    progress(f"{paths[0]} and {paths[1]}: timing together, round {r + 1} of {ROUNDS} ...")
+                with using(side_a[1]), Isolated(default_max_memory()) as worker:
+                    rows = worker.run(Job("files", tuple(str(paths[i]) for i in order), "cpu"), None)
+                for i, row in zip(order, rows):
+                    got[i].append(row)
+                continue
+            for i in order:
                 path, stack = side_a if i == 0 else side_b
                 if progress:
                     progress(f"{path}: timing, round {r + 1} of {ROUNDS} ...")
