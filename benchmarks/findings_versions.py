@@ -107,13 +107,7 @@ def page(data: dict, releases, models) -> str:
         lines += [f"- {b.sentence()}" for b in [b for b in base[-1][1].blocks if b.changed][:6]]
     lines += ["", "## What changed, block by block", ""]
     for m, v, r in details:
-        changed = [b for b in r.blocks if b.changed]
-        lines.append(f"**{m}, jax {v} -> lock:** " + ("nothing in any aligned block." if not changed else ""))
-        lines += [f"- {b.sentence()}" for b in changed[:8]]
-        if len(changed) > 8:
-            lines.append(f"- ... and {len(changed) - 8} more blocks")
-        lines += [f"- threshold passed: {x}" for x in r.breaches]
-        lines.append("")
+        lines += _changes(f"{m}, jax {v} -> lock", r)
     lines += ["## Verdicts", ""] + _verdicts(details)
     found = data.get("bisect")
     if found is not None:
@@ -136,6 +130,16 @@ def _row(m: str, label: str, r) -> str:
     compile_ = f"{t['compile_a']:.2f} -> {t['compile_b']:.2f}" if t.get("compile_a") else "-"
     return (f"| {m} | {label} | {ir} | {len(changed)} of {len(r.blocks)} | {r.kernels['a']} -> {r.kernels['b']} | "
             f"{fused} blocks | {compile_} | {time} | {peak} |")
+
+
+def _changes(title: str, r) -> list[str]:
+    """One regress's changed blocks in words (the first 8), and the thresholds it passed."""
+    changed = [b for b in r.blocks if b.changed]
+    lines = [f"**{title}:** " + ("nothing in any aligned block." if not changed else "")]
+    lines += [f"- {b.sentence()}" for b in changed[:8]]
+    if len(changed) > 8:
+        lines.append(f"- ... and {len(changed) - 8} more blocks")
+    return lines + [f"- threshold passed: {x}" for x in r.breaches] + [""]
 
 
 def run_pytorch(out: Path, models) -> dict:
@@ -191,14 +195,7 @@ def page_pytorch(data: dict, models) -> str:
                 lines.append(_row(m, step, res[(m, step)]))
     lines += ["", "## What changed, block by block", ""]
     for (m, step), r in res.items():
-        changed = [b for b in r.blocks if b.changed]
-        lines.append(f"**{m} {step}, torch_xla {there.get('torch_xla')} -> {here['torch_xla']}:** " +
-                     ("nothing in any aligned block." if not changed else ""))
-        lines += [f"- {b.sentence()}" for b in changed[:8]]
-        if len(changed) > 8:
-            lines.append(f"- ... and {len(changed) - 8} more blocks")
-        lines += [f"- threshold passed: {x}" for x in r.breaches]
-        lines.append("")
+        lines += _changes(f"{m} {step}, torch_xla {there.get('torch_xla')} -> {here['torch_xla']}", r)
     lines += ["## Verdicts", ""]
     for (m, step), r in res.items():
         t = r.time or {}

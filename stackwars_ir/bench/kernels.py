@@ -149,18 +149,23 @@ def _name(line: str) -> str:
 
 
 def _kernel(line: str, opcode: str) -> Kernel:
+    path, phase = _origin(line)
+    size = result_bytes(line) if opcode.removesuffix("-start") in COLLECTIVES else 0
+    return Kernel(_name(line), opcode, path, phase, bytes=size)
+
+
+def _origin(line: str) -> tuple[str, str]:
+    """(module path, phase) an instruction's metadata op_name names; ("", "") without one."""
     from ..ir.locations import provenance
 
-    name = _name(line)
-    path, phase = "", ""
     meta = re.search(r'op_name="((?:[^"\\]|\\.)*)"', line)
-    if meta:
-        text = meta.group(1).encode().decode("unicode_escape")  # HLO escapes the name as C strings do
-        path, _, phase = provenance(text)
-        if _TORCH_XLA_SCOPE.match(path):  # torch_xla's own op scope (`aten__lerp.28/aten__lerp`): no module
-            path = ""
-    size = result_bytes(line) if opcode.removesuffix("-start") in COLLECTIVES else 0
-    return Kernel(name, opcode, path, phase, bytes=size)
+    if not meta:
+        return "", ""
+    text = meta.group(1).encode().decode("unicode_escape")  # HLO escapes the name as C strings do
+    path, _, phase = provenance(text)
+    if _TORCH_XLA_SCOPE.match(path):  # torch_xla's own op scope (`aten__lerp.28/aten__lerp`): no module
+        path = ""
+    return path, phase
 
 
 # Inside a fusion, instructions that only index or lay out their operands: they compute nothing of
@@ -171,17 +176,13 @@ _MOVES = {"parameter", "constant", "bitcast", "reshape", "broadcast", "transpose
 
 def _spans(computation: str, own: str) -> tuple[str, ...]:
     """The module paths of a fused computation's computing instructions other than `own`, in order of first use."""
-    from ..ir.locations import provenance
-
     seen: dict = {}
     for line, opcode in _instructions(computation):
         if opcode in _MOVES:  # a view of its input (torch_xla's reshape for batch_norm_training): no work
             continue
-        meta = re.search(r'op_name="((?:[^"\\]|\\.)*)"', line)
-        if meta:
-            path = provenance(meta.group(1).encode().decode("unicode_escape"))[0]
-            if path and path != own and not _TORCH_XLA_SCOPE.match(path):
-                seen.setdefault(path, None)
+        path = _origin(line)[0]
+        if path and path != own:
+            seen.setdefault(path, None)
     return tuple(seen)
 
 
