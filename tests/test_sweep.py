@@ -49,6 +49,8 @@ def test_a_grid_is_its_product_each_job_once_captures_first_and_what_cannot_be_c
     ("[[grid]]\nmodels = ['ffn']\ncommands = ['memory']\nbatchez = [1]\n", "unknown key 'batchez'"),
     ("[[grid]]\nmodels = ['ffn']\ncommands = ['plot']\n", "`commands` must list some of"),
     ("[[grid]]\nmodels = ['ffn']\ncommands = ['memory']\ntargets = ['tpu-v9']\n", "unknown target 'tpu-v9'"),
+    ("[[grid]]\nmodels = ['ffn']\ncommands = ['memory']\ntargets = ['tpu']\n",
+     "unknown target 'tpu' (a memory plan compiles for a TPU generation)"),
     ("[[grid]]\nmodels = ['ffn']\ncommands = ['memory']\nroutes = ['onnx']\n", "unknown route 'onnx'"),
     ("[[grid]]\nmodels = ['gtp2']\ncommands = ['memory']\n", "gtp2"),
     ("[[grid]]\nmodels = 'ffn'\ncommands = ['memory']\n", "`models` must be a non-empty list"),
@@ -124,10 +126,26 @@ def test_local_workers_and_a_local_ray_cluster_give_the_same_results(tmp_path):
         gpu = grid_of(tomllib.loads('[[grid]]\ncommands = ["bench", "memory"]\nmodels = ["ffn"]\n'
                                     'routes = ["jax"]\ntargets = ["gpu"]\n')["grid"], "gpu.toml")
         on_gpu = run_sweep(gpu, tmp_path / "ray", ray="auto")
+        # A bench that times a TPU asks for the custom resource TPU: refused on this cluster too...
+        tpu = grid_of(tomllib.loads('[[grid]]\ncommands = ["bench"]\nmodels = ["ffn"]\n'
+                                    'routes = ["jax"]\ntargets = ["tpu"]\n')["grid"], "tpu.toml")
+        no_tpu = run_sweep(tpu, tmp_path / "ray", ray="auto")
+    finally:
+        ray.shutdown()
+    # ... and placed on a cluster whose node declares one (`ray start --resources '{"TPU": 1}'`), where
+    # it runs and fails in its own worker: this machine has no TPU for jax (the suite pins the CPU).
+    ray.init(num_cpus=2, resources={"TPU": 1}, include_dashboard=False, log_to_driver=False)
+    try:
+        on_tpu = run_sweep(tpu, tmp_path / "ray", ray="auto", retry_failed=True)
     finally:
         ray.shutdown()
     assert (on_gpu.ran, on_gpu.reused) == (2, 1)
     assert sorted(r.error for r in on_gpu.failed) == ["no node of the Ray cluster has a GPU for it"] * 2
+    assert (no_tpu.ran, no_tpu.reused) == (1, 1)
+    assert [r.error for r in no_tpu.failed] == ["no node of the Ray cluster has a TPU for it"]
+    assert on_tpu.executor == "ray, 1 node, 2 CPUs, 1 TPU"
+    assert (on_tpu.ran, on_tpu.reused) == (1, 1)
+    assert [r.error.split(" (")[0] for r in on_tpu.failed] == ["no tpu backend is available to jax here"]
     assert on_ray.executor.startswith("ray, 1 node, 2 CPUs")
     assert (on_ray.ran, len(on_ray.failed)) == (5, 0), [r.error for r in on_ray.failed]
     assert [r.key for r in local.records] == [r.key for r in on_ray.records]
@@ -135,10 +153,36 @@ def test_local_workers_and_a_local_ray_cluster_give_the_same_results(tmp_path):
     assert _plans(local.records) == _plans(on_ray.records)
     (d1,), (d2,) = ([r.result["alignment"] for r in rep.records if r.job.command == "diff"] for rep in (local, on_ray))
     assert d1 == d2 and d1["pairs"] >= 1
-    for root, n in ((tmp_path / "local", 5), (tmp_path / "ray", 7)):  # the 2 refused GPU jobs' records too
+    for root, n in ((tmp_path / "local", 5), (tmp_path / "ray", 8)):  # the refused GPU and TPU jobs' records too
         assert len(records(root)) == n
         for f in (root / "jobs").iterdir():
             assert str(tmp_path) not in f.read_text()
+
+
+def test_the_progress_estimates_each_kind_of_job_from_its_own_and_names_the_kinds_not_run_yet():
+    """A capture's seconds say nothing of a timed bench's minutes: the time left adds, kind by kind,
+    what this run's jobs of that kind took (untimed ones shared among the workers, timed ones alone)
+    and names the kinds none of which has run yet instead of guessing them."""
+    from stackwars_ir.sweep.execute import _Clock
+    from stackwars_ir.sweep.grid import grid_of
+    from stackwars_ir.sweep.jobs import Record
+
+    grid = grid_of([{"commands": ["memory", "bench"], "models": ["ffn"], "routes": ["jax", "torchax"]}])
+    todo = [(j, str(i)) for i, j in enumerate(grid.jobs)]
+    assert [(j.command, j.timed) for j, _ in todo] == [("capture", False)] * 2 + [("memory", False)] * 2 + [("bench", True)] * 2
+    lines: list[str] = []
+    clock = _Clock(len(todo) + 3, 3, todo, 2, lines.append)  # 3 finished before this run
+    for (job, key), seconds in zip(todo, (10.0, 20.0, 30.0, 50.0, 300.0, 100.0)):
+        clock.finished(Record(key, job, {}, True, None, {}, seconds, {}))
+    assert [line.split("; ", 1)[1] for line in lines[1:]] == [
+        "about 5 s left, and 2 bench cpu jobs, 2 memory cpu jobs not estimated yet)",  # 1 capture at 10 s, 2 workers
+        "2 bench cpu jobs, 2 memory cpu jobs not estimated yet)",
+        "about 15 s left, and 2 bench cpu jobs not estimated yet)",
+        "2 bench cpu jobs not estimated yet)",
+        "about 5 min left)",  # a timed job runs alone: 300 s
+        "none left)"]
+    assert lines[0] == "sweep: 9 jobs, 3 finished before (not recomputed), 6 to run"
+    assert lines[-1].startswith("[9/9] bench ffn-tiny torch-torchax b2 s16 cpu: 100.0 s, ok (0 failed;")
 
 
 def test_a_job_is_kept_off_the_accelerators_it_does_not_use():
@@ -415,6 +459,10 @@ def test_the_main_findings_page_is_a_rendering_of_its_results_folder(tmp_path):
     assert not any("not profiled" in line for line in gaps), gaps
     rendered = findings.page(SimpleNamespace(**{**vars(a), "res": findings.run(SimpleNamespace(**{**vars(a), "render": True}))}))
     assert rendered.split("\n## ", 1)[1] == page.split("\n## ", 1)[1]
+    # The header says what each run computed: everything the first time, nothing when rendered.
+    n = len(a.res.report.records)
+    assert f"Sweep: {n} jobs: 0 finished before (not recomputed), {n} run now, 0 failed; local, 2 workers;" in page
+    assert f"Sweep: {n} jobs: {n} finished before (not recomputed), 0 run now, 0 failed;" in rendered
 
 
 def test_the_programs_page_is_a_rendering_of_its_results_folder(tmp_path):
@@ -451,12 +499,15 @@ def test_the_noise_each_timed_job_measured_first_is_summed_up_and_a_noisy_run_na
 
     job = grid_of([{"commands": ["capture"], "models": ["ffn"], "routes": ["jax"]}]).jobs[0]
     rec = [Record(f"k{i}", job, {}, True, "", {}, 1.0, {"cpus": 2, **({"noise": n} if n is not None else {})})
-           for i, n in enumerate((0.04, None, 0.23))]
-    assert noise_line(rec[:2]) == "machine noise before the 1 timed job: 4% (quiet under 10%)"
-    assert noise_line(rec) == ("machine noise before the 2 timed jobs: 4%-23% (quiet under 10%); 1 timed on a noisy "
+           for i, n in enumerate((0.21, None, 0.72))]
+    assert noise_line(rec[:2]) == "machine noise before the 1 timed job: 21% (quiet under 50%)"
+    assert noise_line(rec) == ("machine noise before the 2 timed jobs: 21%-72% (quiet under 50%); 1 timed on a noisy "
                                "machine: their times are not comparable with a quiet run's (sweep --retry-noisy "
                                "runs them again)")
     assert noise_line(rec[1:2]) == ""
+    timed = [Record(f"k{i}", job, {}, True, "", {}, 1.0, {"noise": 0.2, "probe_ms": ms}) for i, ms in enumerate((31.5, 36.2))]
+    assert noise_line(timed) == ("machine noise before the 2 timed jobs: 20% (quiet under 50%); the probe's chain "
+                                 "32-36 ms (the slowest 1.15x the fastest)")
     assert machine_noise(0.2) >= 0
 
 
@@ -475,11 +526,11 @@ def test_a_timed_record_is_noisy_by_its_probe_or_by_its_own_rows_spread():
         rows = {"results": [{"timing": {"spread": s}} for s in spreads]}
         return Record("k", job, {}, True, "", rows, 1.0, {"noise": noise})
 
-    assert not rec(bench, 0.04, 0.05, 0.08).noisy
-    assert rec(bench, 0.04, 0.05, 0.25).noisy and rec(bench, 0.23, 0.05).noisy
-    assert not rec(capture, 0.5, 0.5).noisy  # only a timed job's record can be
-    assert noise_line([rec(bench, 0.04, 0.25)]) == (
-        "machine noise before the 1 timed job: 4% (quiet under 10%); 1 more with a row's steady-state spread "
+    assert not rec(bench, 0.21, 0.05, 0.08).noisy  # an idle machine's probe reads 6-44% (docs/sweep.md)
+    assert rec(bench, 0.21, 0.05, 0.25).noisy and rec(bench, 0.72, 0.05).noisy
+    assert not rec(capture, 0.9, 0.5).noisy  # only a timed job's record can be
+    assert noise_line([rec(bench, 0.21, 0.25)]) == (
+        "machine noise before the 1 timed job: 21% (quiet under 50%); 1 more with a row's steady-state spread "
         "over 10% on a quiet probe (sweep --retry-noisy runs them again)")
 
 
@@ -495,9 +546,10 @@ def test_retry_noisy_runs_again_only_the_timed_jobs_a_noisy_machine_measured(tmp
     first = run_sweep(grid, tmp_path)
     assert (first.ran, len(first.failed)) == (2, 0), [r.error for r in first.failed]
     (bench,) = [r for r in first.records if r.job.command == "bench"]
+    assert bench.host["probe_ms"] > 0 and bench.host["noise"] >= 0  # the probe's chain, and its spread
     path = record_path(tmp_path, bench.key)
     data = json.loads(path.read_text())
-    noisy = 0.5 if not bench.noisy else data["host"]["noise"]
+    noisy = 0.9 if not bench.noisy else data["host"]["noise"]
     data["host"]["noise"] = noisy  # as a busy machine's probe reads
     path.write_text(json.dumps(data))
     assert read_record(tmp_path, bench.key).noisy

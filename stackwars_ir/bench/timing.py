@@ -290,15 +290,23 @@ def _check(deadline: float | None) -> None:
         raise Timeout
 
 
-QUIET = 0.10  # a spread under which a measurement (and this machine) reads as quiet
+# The probe's spread under which the machine reads as quiet. Calibrated by benchmarks/machine_noise.py
+# (docs/sweep.md): idle, the probe read 6-30% on a 2-core EPYC and 17-44% on a 16-core host; beside one
+# busy process (spinning, BLAS or streaming memory) never under 66% on either.
+QUIET = 0.50
 
 
 def machine_noise(seconds: float = 2.0) -> float:
     """How steady the machine is now, before a timed job: the spread ((p90 - p10) / median) of a
-    fixed float32 matmul chain (numpy, 512^3 x 16, about 40 ms here) run again and again for `seconds`, on
+    fixed float32 matmul chain (numpy, 512^3 x 16, about 30 ms here) run again and again for `seconds`, on
     as many threads as numpy's BLAS takes (the timed jobs' cores). A quiet machine measures under
     QUIET; another process or a busy host on the same cores shows here first, so a sweep can say
     that its timings were taken on a noisy machine before anyone reads them."""
+    return _spread(machine_noise_samples(seconds))
+
+
+def machine_noise_samples(seconds: float = 2.0) -> list[float]:
+    """The probe's chain times in seconds (the first, warming, run left out)."""
     import numpy as np
 
     a = np.random.default_rng(0).standard_normal((512, 512), dtype=np.float32) / 32
@@ -310,4 +318,4 @@ def machine_noise(seconds: float = 2.0) -> float:
         for _ in range(16):
             x = x @ a
         samples.append(time.perf_counter() - t0)
-    return _spread(samples[1:])
+    return samples[1:]

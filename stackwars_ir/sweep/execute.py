@@ -127,27 +127,55 @@ def _failed_capture(job: Job, here: dict, root: Path, done: dict) -> str:
 
 
 class _Clock:
-    """Progress lines: counts, the job's time, and an ETA from this run's jobs so far."""
+    """Progress lines: counts, the job's time, and an ETA from this run's jobs so far, kind by kind (a
+    capture takes seconds, a timed bench minutes): the jobs of a kind not run yet are counted, not guessed."""
 
     def __init__(self, total: int, reused: int, todo: list, width: int, progress):
         self.total, self.count, self.ran, self.failed = total, reused, 0, 0
-        self.left, self.width, self.progress, self.spent = len(todo), max(1, width), progress, 0.0
-        self.t0 = time.perf_counter()
+        self.width, self.progress = max(1, width), progress
+        self.pending: dict[tuple, int] = {}
+        for job, _ in todo:
+            self.pending[_kind(job)] = self.pending.get(_kind(job), 0) + 1
+        self.took: dict[tuple, list[float]] = {}
         if progress:
             progress(f"sweep: {total} jobs, {reused} finished before (not recomputed), {len(todo)} to run")
 
     def finished(self, rec: Record) -> None:
         self.count += 1
-        self.left -= 1
         self.ran += 1
         self.failed += not rec.ok
-        if not self.progress:
-            return
-        elapsed = time.perf_counter() - self.t0
-        eta = elapsed / self.ran * self.left
-        state = "ok" if rec.ok else f"FAILED: {rec.error}"
-        self.progress(f"[{self.count}/{self.total}] {rec.job.label}: {rec.seconds:.1f} s, {state}"
-                      f" ({self.failed} failed; about {_duration(eta)} left)")
+        kind = _kind(rec.job)
+        self.pending[kind] = self.pending.get(kind, 1) - 1
+        self.took.setdefault(kind, []).append(rec.seconds)
+        if self.progress:
+            state = "ok" if rec.ok else f"FAILED: {rec.error}"
+            self.progress(f"[{self.count}/{self.total}] {rec.job.label}: {rec.seconds:.1f} s, {state}"
+                          f" ({self.failed} failed; {self.eta()})")
+
+    def eta(self) -> str:
+        """`about 4 min left`, `about 4 min left, and 15 bench cpu jobs not estimated yet` (none of their kind
+        has run in this sweep), or `none left`. Untimed jobs share the workers; timed ones run alone."""
+        seconds, unknown = 0.0, {}
+        for kind, n in self.pending.items():
+            if n <= 0:
+                continue
+            if self.took.get(kind):
+                mean = sum(self.took[kind]) / len(self.took[kind])
+                seconds += n * mean / (1 if kind[1] else self.width)
+            else:
+                unknown[kind] = n
+        if not any(n > 0 for n in self.pending.values()):
+            return "none left"
+        if not unknown:
+            return f"about {_duration(seconds)} left"
+        rest = ", ".join(f"{n} {kind[0]}{' ' + kind[2] if kind[2] else ''} job{'s' * (n != 1)}"
+                         for kind, n in sorted(unknown.items())) + " not estimated yet"
+        return f"about {_duration(seconds)} left, and {rest}" if seconds >= 0.5 else rest
+
+
+def _kind(job: Job) -> tuple:
+    """What a job's time is estimated from: its command, whether it is timed (alone) and its target."""
+    return job.command, job.timed, job.target
 
 
 def _duration(seconds: float) -> str:

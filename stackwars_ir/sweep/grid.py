@@ -217,7 +217,7 @@ def _expand(table: dict, here: str, refused: dict):
     for r in axes["routes"]:
         if r not in ROUTES:
             raise StackwarsError(f"{here}: unknown route {r!r}", fix=f"use some of: {', '.join(ROUTES)}")
-    _check_targets(axes, here)
+    _check_targets(axes, commands, here)
     _check_models(axes, here)
     scalars = {}
     for key, kind in SCALARS.items():
@@ -321,13 +321,16 @@ def _check_models(axes: dict, here: str) -> None:
                 raise StackwarsError(f"{here}: {m} has no size {size!r}", fix=f"use some of: {', '.join(entry.sizes)}")
 
 
-def _check_targets(axes: dict, here: str) -> None:
-    """Every target a compile target (cpu, gpu, tpu-v6e ...) and every budget one `memory --budget` reads."""
+def _check_targets(axes: dict, commands: list, here: str) -> None:
+    """Every target a compile target (cpu, gpu, tpu-v6e ...), or `tpu` (a bench timing the TPU it runs
+    on: memory plans name a TPU generation instead), and every budget one `memory --budget` reads."""
     from ..bench.memory import TARGETS, budgets
 
+    known = TARGETS if "memory" in commands else (*TARGETS[:2], "tpu", *TARGETS[2:])
     for t in axes["targets"]:
-        if t not in TARGETS:
-            raise StackwarsError(f"{here}: unknown target {t!r}", fix=f"use some of: {', '.join(TARGETS)}")
+        if t not in known:
+            why = " (a memory plan compiles for a TPU generation)" if t == "tpu" else ""
+            raise StackwarsError(f"{here}: unknown target {t!r}{why}", fix=f"use some of: {', '.join(known)}")
     for b in axes["budgets"]:
         try:
             budgets(b)

@@ -123,9 +123,12 @@ def run_job(job: Job, root: Path, key: str, stack_: dict, progress=None) -> Reco
             raise StackwarsError(f"this worker's stack differs from the sweep's in {', '.join(changed)}",
                                  fix="install the same lock on every node (make setup, make setup-ray)")
         if job.timed:  # how steady the machine was right before it timed anything (bench.timing)
-            from ..bench.timing import machine_noise
+            import statistics
 
-            noise = {"noise": round(machine_noise(), 4)}
+            from ..bench.timing import _spread, machine_noise_samples
+
+            samples = machine_noise_samples()  # the spread, and the chain's median to compare runs by
+            noise = {"noise": round(_spread(samples), 4), "probe_ms": round(statistics.median(samples) * 1e3, 3)}
         result, error = _run(job, Path(root), progress)
     except StackwarsError as e:
         result, error = {}, e.one_line()

@@ -111,8 +111,10 @@ def summary_line(report) -> str:
 
 
 def noise_line(records) -> str:
-    """`machine noise before the 3 timed jobs: 4%-6% (quiet under 10%)`, with a warning when any is
-    over, from the probe each timed job ran first (bench.timing.machine_noise); "" without timed jobs."""
+    """`machine noise before the 3 timed jobs: 21%-30% (quiet under 50%); the probe's chain 31-36 ms (the
+    slowest 1.16x the fastest)`, with a warning when any is over, from the probe each timed job ran first
+    (bench.timing.machine_noise); "" without timed jobs. A chain much slower than the sweep's fastest
+    (beside a load: 1.75x or more where idle read up to 1.37x, docs/sweep.md) is a slowed machine too."""
     from ..bench.compare import SPREAD_TARGET
     from ..bench.timing import QUIET
 
@@ -126,6 +128,10 @@ def noise_line(records) -> str:
     line = (f"machine noise before the {len(noise)} timed job{'s' * (len(noise) != 1)}: {span} (quiet under "
             f"{QUIET:.0%})" + (f"; {loud} timed on a noisy machine: their times are not comparable with a "
                                 "quiet run's" if loud else ""))
+    chain = sorted(r.host["probe_ms"] for r in records if r.host.get("probe_ms"))
+    if len(chain) > 1:
+        line += (f"; the probe's chain {chain[0]:.0f}-{chain[-1]:.0f} ms (the slowest {chain[-1] / chain[0]:.2f}x "
+                 "the fastest)")
     if wide:
         line += (f"; {wide} more with a row's steady-state spread over {SPREAD_TARGET:.0%} on a quiet probe")
     if loud or wide:
