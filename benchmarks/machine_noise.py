@@ -49,11 +49,10 @@ if (os.cpu_count() or 1) > 2:
 
 
 def reading(seconds: float) -> tuple[float, float]:
-    """The probe's spread (what the sweep records) and the median chain time, from one set of samples."""
-    from stackwars_ir.bench.timing import machine_noise_samples, _spread
+    """The probe's spread (what the sweep records as noise) and the chain's median, as a timed job takes them."""
+    from stackwars_ir.bench.timing import machine_probe
 
-    samples = machine_noise_samples(seconds)
-    return _spread(samples), statistics.median(samples)
+    return machine_probe(seconds)
 
 
 def main() -> None:

@@ -302,10 +302,17 @@ def machine_noise(seconds: float = 2.0) -> float:
     as many threads as numpy's BLAS takes (the timed jobs' cores). A quiet machine measures under
     QUIET; another process or a busy host on the same cores shows here first, so a sweep can say
     that its timings were taken on a noisy machine before anyone reads them."""
-    return _spread(machine_noise_samples(seconds))
+    return machine_probe(seconds)[0]
 
 
-def machine_noise_samples(seconds: float = 2.0) -> list[float]:
+def machine_probe(seconds: float = 2.0) -> tuple[float, float]:
+    """The probe's spread (machine_noise) and its chain's median in seconds, from one set of runs: the
+    median, against the same machine's fastest, shows a load that slows every core evenly."""
+    samples = _probe_samples(seconds)
+    return _spread(samples), statistics.median(samples)
+
+
+def _probe_samples(seconds: float) -> list[float]:
     """The probe's chain times in seconds (the first, warming, run left out)."""
     import numpy as np
 

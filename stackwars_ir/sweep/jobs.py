@@ -123,12 +123,10 @@ def run_job(job: Job, root: Path, key: str, stack_: dict, progress=None) -> Reco
             raise StackwarsError(f"this worker's stack differs from the sweep's in {', '.join(changed)}",
                                  fix="install the same lock on every node (make setup, make setup-ray)")
         if job.timed:  # how steady the machine was right before it timed anything (bench.timing)
-            import statistics
+            from ..bench.timing import machine_probe
 
-            from ..bench.timing import _spread, machine_noise_samples
-
-            samples = machine_noise_samples()  # the spread, and the chain's median to compare runs by
-            noise = {"noise": round(_spread(samples), 4), "probe_ms": round(statistics.median(samples) * 1e3, 3)}
+            spread, median = machine_probe()  # the chain's median too, to compare runs by
+            noise = {"noise": round(spread, 4), "probe_ms": round(median * 1e3, 3)}
         result, error = _run(job, Path(root), progress)
     except StackwarsError as e:
         result, error = {}, e.one_line()
