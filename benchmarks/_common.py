@@ -50,6 +50,15 @@ def machine_line() -> str:
     return f"{h['processor']}, {h['cpus']} cpus, Python {platform.python_version()}, {platform.system()}"
 
 
+def sweep_line(report) -> str:
+    """A findings page's `Sweep: ...` sentence: the sweep's summary line (job counts, executor, noise) and
+    the jobs' own time summed, finished before or now."""
+    from stackwars_ir.sweep.tables import summary_line
+
+    return (f"Sweep: {summary_line(report)}; the jobs' own time, summed: "
+            f"{sum(r.seconds for r in report.records) / 60:.0f} min")
+
+
 def best_of(fn, repeat: int = 3) -> float:
     """The fastest of `repeat` wall times: the least disturbed run on a shared machine. What `fn`
     returns is dropped after the clock stops: freeing a result is not part of making it."""

@@ -15,7 +15,7 @@ import datetime
 import sys
 from pathlib import Path
 
-from _common import machine_line
+from _common import machine_line, sweep_line
 
 from stackwars_ir.bench.compare import WARMING
 
@@ -494,7 +494,6 @@ def print_page(a) -> None:
     from stackwars_ir import models
     from stackwars_ir.bench.run import BenchReport, crossover
     from stackwars_ir.report import write_outputs
-    from stackwars_ir.sweep.tables import summary_line
 
     res = a.res
     size = next((r.job.request.size for r in res.report.records if r.job.request.model in MODELS), "base")
@@ -510,9 +509,7 @@ def print_page(a) -> None:
         print(f"**Not complete: {len(res.report.pending)} jobs of the grid have not run yet.**\n")
     # How many jobs this run recomputed (a resumed run: only what had not finished) and the probe each
     # timed job ran first (bench.timing.machine_noise); the timed jobs ran one at a time, nothing beside them.
-    print(f"Sweep: {summary_line(res.report)}; the jobs' own time, summed: "
-          f"{sum(r.seconds for r in res.report.records) / 60:.0f} min. The timed jobs ran one at a time, "
-          "nothing beside them.\n")
+    print(f"{sweep_line(res.report)}. The timed jobs ran one at a time, nothing beside them.\n")
     benches, diffs, failed = {}, {}, {}
     for model in MODELS:
         got = res.bench(model)

@@ -101,7 +101,7 @@ def page(report) -> str:
 def print_page(report) -> None:
     from stackwars_ir.bench.memory import budgets
     from stackwars_ir.files import host
-    from stackwars_ir.sweep.tables import summary_line
+    from _common import sweep_line
     from stackwars_ir.textfmt import human_bytes
 
     budget = budgets("v6e-1")[0]
@@ -119,9 +119,7 @@ def print_page(report) -> None:
           f"{', '.join(map(str, seqs))}), against v6e-1's {human_bytes(budget.bytes)} (the study's device: 32 GB of "
           f"HBM). A cell is the compiler's plan: arguments + outputs - aliased + temporaries + code; 'refused' "
           f"means the compiler would not build it and the figure is the memory it said the program requires. "
-          f"The training step is loss, backward and AdamW (optax), with no buffer donated. Sweep: "
-          f"{summary_line(report)}; the jobs' own time, summed: {sum(r.seconds for r in report.records) / 60:.0f} "
-          f"min.\n")
+          f"The training step is loss, backward and AdamW (optax), with no buffer donated. {sweep_line(report)}.\n")
     for title in how:
         abstract, dtype, size, batches_here = how[title]
         print(f"## {title}\n")

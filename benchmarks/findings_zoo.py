@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 from types import SimpleNamespace
 
-from _common import machine_line
+from _common import machine_line, sweep_line
 
 ROOT = Path(__file__).resolve().parents[1]
 GRID = ROOT / "benchmarks" / "grids" / "zoo.toml"
@@ -138,7 +138,6 @@ def _verdicts(rows: dict) -> list[str]:
 def page(report) -> str:
     from stackwars_ir.files import versions
     from stackwars_ir.sweep.execute import NOT_RUN
-    from stackwars_ir.sweep.tables import summary_line
 
     v = versions()  # torchax: the copy that imports (torch_xla's own, files.distribution_version)
 
@@ -158,8 +157,7 @@ def page(report) -> str:
              "and torchax (no JAX twin needed), forward and training step (AdamW; loss: next-token cross-entropy for "
              f"{', '.join(lm) or 'none'}, the mean squared error of the output against a seeded target for the "
              "others), the two captures diffed, each compiled and timed on one XLA CPU runtime, one bench at a time. "
-             f"Sweep: {summary_line(report)}; the jobs' own time, summed: "
-             f"{sum(r.seconds for r in report.records) / 60:.0f} min.", "",
+             f"{sweep_line(report)}.", "",
              "## What it says", ""]
     lines += [f"- {v}" for v in _verdicts(rows)]
     lines += [f"- The published anchor: {ANCHOR}. That is a TPU serving measurement at full size; here, on XLA CPU at "

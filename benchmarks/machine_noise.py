@@ -48,18 +48,13 @@ if (os.cpu_count() or 1) > 2:
     LOADS[f"a spinning process on each of the {os.cpu_count()} cpus"] = [_spin] * os.cpu_count()
 
 
-def reading(seconds: float) -> tuple[float, float]:
-    """The probe's spread (what the sweep records as noise) and the chain's median, as a timed job takes them."""
-    from stackwars_ir.bench.timing import machine_probe
-
-    return machine_probe(seconds)
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=6)
     ap.add_argument("--seconds", type=float, default=2.0)
     a = ap.parse_args()
+    from stackwars_ir.bench.timing import machine_probe
+
     ctx = mp.get_context("spawn")
     got: dict[str, list[tuple[float, float]]] = {k: [] for k in LOADS}
     for _ in range(a.rounds):
@@ -69,7 +64,7 @@ def main() -> None:
             for p in procs:
                 p.start()
             time.sleep(1.0 if procs else 0.0)  # the load running before the probe starts
-            got[name].append(reading(a.seconds))
+            got[name].append(machine_probe(a.seconds))  # as a timed job takes it
             stop.set()
             for p in procs:
                 p.join(10)

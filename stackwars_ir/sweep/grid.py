@@ -324,9 +324,10 @@ def _check_models(axes: dict, here: str) -> None:
 def _check_targets(axes: dict, commands: list, here: str) -> None:
     """Every target a compile target (cpu, gpu, tpu-v6e ...), or `tpu` (a bench timing the TPU it runs
     on: memory plans name a TPU generation instead), and every budget one `memory --budget` reads."""
-    from ..bench.memory import TARGETS, budgets
+    from ..bench.memory import TARGETS, TOPOLOGIES, budgets
+    from ..runtime import BACKENDS
 
-    known = TARGETS if "memory" in commands else (*TARGETS[:2], "tpu", *TARGETS[2:])
+    known = TARGETS if "memory" in commands else (*BACKENDS, *TOPOLOGIES)
     for t in axes["targets"]:
         if t not in known:
             why = " (a memory plan compiles for a TPU generation)" if t == "tpu" else ""
