@@ -534,6 +534,40 @@ def test_a_timed_record_is_noisy_by_its_probe_or_by_its_own_rows_spread():
         "over 10% on a quiet probe (sweep --retry-noisy runs them again)")
 
 
+def test_a_timed_record_whose_probe_chain_ran_slow_against_the_same_processors_fastest_is_noisy(tmp_path):
+    """Every core busy at once slows the probe's chain evenly: its spread reads quiet (0% on the 16-core
+    host, docs/sweep.md) and only the chain's time against the sweep's fastest shows the load (idle up to
+    1.37x, loaded 1.75x or more). Chains are compared within one kind of processor; --retry-noisy runs
+    the slowed jobs again, and nothing else."""
+    from stackwars_ir.sweep.execute import run_sweep
+    from stackwars_ir.sweep.grid import grid_of
+    from stackwars_ir.sweep.jobs import Record, noisy_keys, slowed, stack, write_record
+    from stackwars_ir.sweep.tables import noise_line
+
+    grid = grid_of([{"commands": ["bench"], "models": ["ffn"], "routes": ["jax"], "batches": [1, 2, 4, 8]}])
+    here = stack()
+    benches = [(j, j.key(here)) for j in grid.jobs if j.command == "bench"]
+    cpu = {"processor": "AMD EPYC", "cpus": 2, "machine": "x86_64"}
+    other = cpu | {"processor": "Intel Xeon"}
+    # fastest 31 ms on the EPYC: 42 ms is idle (1.35x), 56 ms slowed (1.81x); the Xeon's 80 ms is
+    # 1.33x its own fastest (60 ms), not 2.58x the EPYC's.
+    hosts = [cpu | {"probe_ms": 31.0}, cpu | {"probe_ms": 42.0}, cpu | {"probe_ms": 56.0}, other | {"probe_ms": 60.0}]
+    records = [Record(k, j, here, True, "", {}, 1.0, h | {"noise": 0.2}) for (j, k), h in zip(benches, hosts)]
+    records.append(Record("x", benches[0][0], here, True, "", {}, 1.0, other | {"noise": 0.2, "probe_ms": 80.0}))
+    assert [r.key for r in slowed(records)] == [benches[2][1]]
+    assert noisy_keys(records) == {benches[2][1]}
+    assert noise_line(records).endswith(
+        "; 1 more on a slowed machine (the chain 1.5x the fastest or more) (sweep --retry-noisy runs them again)")
+    assert not slowed(records[:2] + [Record("c", grid.jobs[0], here, True, "", {}, 1.0, cpu | {"probe_ms": 99.0})])
+    for rec in records[:4]:
+        write_record(tmp_path, rec)
+    for job, key in ((j, j.key(here)) for j in grid.jobs if j.command == "capture"):
+        write_record(tmp_path, Record(key, job, here, True, "", {}, 1.0, cpu))
+    assert not run_sweep(grid, tmp_path, render_only=True).pending
+    again = run_sweep(grid, tmp_path, render_only=True, retry_noisy=True)
+    assert [r.key for r in again.pending] == [benches[2][1]]
+
+
 @pytest.mark.slow
 def test_retry_noisy_runs_again_only_the_timed_jobs_a_noisy_machine_measured(tmp_path):
     """A finished bench whose record says its machine was noisy is kept by a plain resume and run again

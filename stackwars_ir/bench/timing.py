@@ -294,6 +294,10 @@ def _check(deadline: float | None) -> None:
 # (docs/sweep.md): idle, the probe read 6-30% on a 2-core EPYC and 17-44% on a 16-core host; beside one
 # busy process (spinning, BLAS or streaming memory) never under 66% on either.
 QUIET = 0.50
+# The probe's chain median against the fastest one of the same processor in the sweep at which the
+# machine reads as slowed: idle it stayed within 1.37x, beside any load 1.75x or more (docs/sweep.md),
+# and a load on every core at once slows the chain evenly without widening its spread.
+SLOWED = 1.5
 
 
 def machine_noise(seconds: float = 2.0) -> float:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from ..errors import StackwarsError
 from .grid import Grid, Job
-from .jobs import Record, read_record, relative, stack, write_record
+from .jobs import Record, noisy_keys, read_record, relative, stack, write_record
 
 GRACE_S = 120.0  # a worker's start (imports) and its capture, past the job's own timeout
 NOT_RUN = "not run yet (run the sweep without --render)"
@@ -54,7 +54,7 @@ def run_sweep(grid: Grid, root: Path, *, jobs: int | None = None, ray: str | Non
               retry_failed: bool = False, retry_noisy: bool = False, render_only: bool = False,
               progress=None) -> SweepReport:
     """Every job of `grid` whose record is not under `root` yet (a failed one again with
-    `retry_failed`, a timed one taken on a noisy machine with `retry_noisy`: Record.noisy), captures
+    `retry_failed`, a timed one taken on a noisy machine with `retry_noisy`: jobs.noisy_keys), captures
     first; each record written as its job finishes, so a killed sweep resumes where it stopped.
     `ray`: "local" (a Ray instance started here), "auto" or an address (a running cluster); a Ray
     already initialized in this process is used as it is. `render_only`: run nothing, read what is
@@ -63,8 +63,9 @@ def run_sweep(grid: Grid, root: Path, *, jobs: int | None = None, ray: str | Non
     here = stack()
     keys = [j.key(here) for j in grid.jobs]
     t0 = time.perf_counter()
-    done = {k: r for k in keys if (r := read_record(root, k)) is not None and (r.ok or not retry_failed)
-            and not (retry_noisy and r.noisy)}
+    found = {k: r for k in keys if (r := read_record(root, k)) is not None}
+    loud = noisy_keys(found.values()) if retry_noisy else set()
+    done = {k: r for k, r in found.items() if (r.ok or not retry_failed) and k not in loud}
     todo = [(j, k) for j, k in zip(grid.jobs, keys) if k not in done]
     if render_only:
         executor, ran = "none (rendered from the results)", 0

@@ -65,12 +65,36 @@ class Record:
         return self.ok and self.job.timed and ((self.host.get("noise") or 0) >= QUIET or
                                                any(s > SPREAD_TARGET for s in self.spreads()))
 
+    def processor(self) -> tuple:
+        """The kind of machine the record ran on: probe chains are compared within one kind only."""
+        return self.host.get("processor"), self.host.get("cpus"), self.host.get("machine")
+
     @classmethod
     def from_json(cls, d: dict) -> "Record":
         if d.get("format") != RECORD_FORMAT:
             raise ValueError(f"format {d.get('format')!r}, this version reads {RECORD_FORMAT}")
         return cls(d["key"], Job.from_json(d["job"]), d["stack"], bool(d["ok"]), d.get("error") or "",
                    d.get("result") or {}, float(d["seconds"]), d.get("host") or {})
+
+
+def slowed(records) -> list[Record]:
+    """The timed records whose probe chain ran SLOWED times the fastest chain or more among the
+    records from the same kind of processor: a load that slows every core evenly (all of them busy)
+    leaves the probe's spread quiet and shows only here. Against the sweep's own fastest, so a sweep
+    timed wholly under one even load is not caught (its figures are still comparable with each other)."""
+    from ..bench.timing import SLOWED
+
+    timed = [r for r in records if r.ok and r.job.timed and r.host.get("probe_ms")]
+    fastest: dict = {}
+    for r in timed:
+        fastest[r.processor()] = min(fastest.get(r.processor(), r.host["probe_ms"]), r.host["probe_ms"])
+    return [r for r in timed if r.host["probe_ms"] >= SLOWED * fastest[r.processor()]]
+
+
+def noisy_keys(records) -> set[str]:
+    """The keys of the records a noisy machine measured: noisy by their own probe or rows
+    (Record.noisy) or slowed against the others (slowed)."""
+    return {r.key for r in records if r.noisy} | {r.key for r in slowed(records)}
 
 
 def record_path(root: Path, key: str) -> Path:

@@ -4,6 +4,7 @@ from __future__ import annotations
 from ..textfmt import human_bytes
 from .execute import NOT_RUN
 from .grid import route_of
+from .jobs import slowed
 
 TITLES = {"capture": "Captures", "memory": "Memory plans", "bench": "Timings on one XLA runtime", "diff": "IR diffs"}
 NOTES = {
@@ -114,9 +115,10 @@ def noise_line(records) -> str:
     """`machine noise before the 3 timed jobs: 21%-30% (quiet under 50%); the probe's chain 31-36 ms (the
     slowest 1.16x the fastest)`, with a warning when any is over, from the probe each timed job ran first
     (bench.timing.machine_noise); "" without timed jobs. A chain much slower than the sweep's fastest
-    (beside a load: 1.75x or more where idle read up to 1.37x, docs/sweep.md) is a slowed machine too."""
+    (beside a load: 1.75x or more where idle read up to 1.37x, docs/sweep.md) is a slowed machine too:
+    those at SLOWED or more are counted (jobs.slowed)."""
     from ..bench.compare import SPREAD_TARGET
-    from ..bench.timing import QUIET
+    from ..bench.timing import QUIET, SLOWED
 
     noise = sorted(r.host["noise"] for r in records if r.host.get("noise") is not None)
     if not noise:
@@ -134,6 +136,9 @@ def noise_line(records) -> str:
                  "the fastest)")
     if wide:
         line += (f"; {wide} more with a row's steady-state spread over {SPREAD_TARGET:.0%} on a quiet probe")
-    if loud or wide:
+    slow = sum(1 for r in slowed(records) if not r.noisy)
+    if slow:
+        line += f"; {slow} more on a slowed machine (the chain {SLOWED:g}x the fastest or more)"
+    if loud or wide or slow:
         line += " (sweep --retry-noisy runs them again)"
     return line
