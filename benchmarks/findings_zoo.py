@@ -167,8 +167,10 @@ def page(report) -> str:
                   "Each cell: torch_xla / torchax. Ops: StableHLO ops in the capture; fusions: in XLA CPU's optimized "
                   "HLO; steady: median of the steady runs; ratio: torchax's steady time over torch_xla's (below 1: "
                   "torchax faster). The two routes' benches ran in separate processes one after the other, so one "
-                  "row's ratio of sub-millisecond times carries the machine's noise between two processes; the "
-                  "counts and geometric means above, over every architecture, are the robust part.", "",
+                  "row's ratio of sub-millisecond times carries the machine's noise between two processes: two runs of "
+                  "this page can disagree on a row's verdict, and even on the counts above (benchmarks/zoo_repeat.py "
+                  "measures how often; docs/benchmarks.md). Read the geometric means over every architecture, "
+                  "not one row.", "",
                   "| model | ops | fusions | compile | steady | ratio | blocks aligned |", "|---|---|---|---|---|---|---|"]
         for m in models:
             r = rows.get((m, step))

@@ -330,6 +330,32 @@ def test_the_zoo_pages_claims_count_what_the_rows_hold():
     assert "geometric mean ratio torchax/torch_xla 1.02" in verdict  # (0.5 * 2 * 1.05) ** (1/3)
 
 
+def test_zoo_repeat_reads_the_committed_zoo_page_and_counts_changed_and_reversed_verdicts(tmp_path):
+    """benchmarks/zoo_repeat.py on the page findings_zoo.py wrote (docs/findings-zoo.md): every row of
+    both tables read (as many as the page's own counts say), a page against itself changes nothing,
+    and one row turned from slower to faster is one change and one reversal."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    import re
+
+    import zoo_repeat
+
+    page = Path(__file__).resolve().parents[1] / "docs" / "findings-zoo.md"
+    when, rows = zoo_repeat.ratios(page)
+    text = page.read_text()
+    for step, title in (("Forward", "Forward"), ("Training step", "Training step")):
+        said = int(re.search(rf"\*\*{title}, (\d+) architectures", text).group(1))
+        assert sum(s == step for s, _ in rows) == said
+    assert when.startswith("20") and "cpus" in when
+    same = zoo_repeat.compare(rows, rows)
+    assert all("changed in 0, reversed in 0;" in line and "1.00 (median), 1.00 at most" in line for line in same)
+    step, model = next(k for k, v in rows.items() if v > 1.1 and k[0] == "Forward")
+    changed = zoo_repeat.compare(rows, rows | {(step, model): 0.5})[0]
+    assert "changed in 1, reversed in 1 (" in changed and f"{model} {rows[(step, model)]:.2f} -> 0.50" in changed
+    (tmp_path / "x.md").write_text("# not a zoo page\n")
+    with pytest.raises(SystemExit, match="not a findings-zoo page"):
+        zoo_repeat.ratios(tmp_path / "x.md")
+
+
 def test_the_memory_page_is_a_rendering_of_its_results_folder(tmp_path, monkeypatch):
     """findings_memory as a sweep: cells from the records (a route no abstract capture can take is a
     cell that says why, not a job), the slice table from the mesh jobs; --render rebuilds the same
