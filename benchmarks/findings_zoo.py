@@ -41,36 +41,59 @@ def run(results: Path, jobs: int, render: bool):
 
 
 def _index(report) -> tuple[list, dict]:
-    """The grid's (model, step) pairs in order, and each record by (model, step, command, route)."""
-    from stackwars_ir.sweep.grid import route_of
-
+    """The grid's (model, step) pairs in order, and each record by (model, step, command, route): a
+    bench of both routes in one job (the grid's `together`) under "torch_xla+torchax"."""
     order, by = [], {}
     for rec in report.records:
         r = rec.job.request
         if (r.model, r.step) not in order:
             order.append((r.model, r.step))
-        by[(r.model, r.step, rec.job.command, route_of(r))] = rec
+        by[(r.model, r.step, rec.job.command, rec.job.route)] = rec
     return order, by
 
 
-def _bench(rec) -> dict | None:
-    if rec is None or not rec.ok or not rec.result.get("results"):
+def _bench(rec, route: str) -> dict | None:
+    """`route`'s executable in a bench record (one route's job, or both routes' timed together)."""
+    from stackwars_ir.sweep.grid import route_of, split_routes
+
+    if rec is None or not rec.result.get("results"):
         return None
-    e = rec.result["results"][0]
+    stems = {route_of(r): r.stems()[0] for r in split_routes(rec.job.request)}
+    e = next((e for e in rec.result["results"] if len(stems) == 1 or e.get("name") == stems.get(route)), None)
+    if e is None or e.get("error"):
+        return None
     return {"compile": e.get("compile_s"), "steady": (e.get("timing") or {}).get("steady_median_s"),
-            "fusions": (e.get("optimized_hlo") or {}).get("fusions")}
+            "fusions": (e.get("optimized_hlo") or {}).get("fusions"),
+            "together": (e.get("timing") or {}).get("interleaved_with", 0) > 0}
 
 
 def _row(by, model, step) -> dict | None:
     """One program's numbers on both routes, or None where a job of it failed (named below the tables)."""
     diff = by.get((model, step, "diff", "torch_xla"))
-    benches = [_bench(by.get((model, step, "bench", r))) for r in ROUTES]
+    both = by.get((model, step, "bench", "+".join(ROUTES)))
+    benches = [_bench(both or by.get((model, step, "bench", r)), r) for r in ROUTES]
     if diff is None or not diff.ok or None in benches:
         return None
     res = diff.result
     al = res.get("alignment") or {}
     return {"ops": (res["a"]["ops"], res["b"]["ops"]), "bench": benches,
             "aligned": f"{al.get('pairs', 0)} ({al.get('coverage', 0):.0%})", "diff": res}
+
+
+def _how_timed(rows: dict, step: str) -> str:
+    """How the step's two routes were timed against each other, from the records (the grid's `together`
+    or not), and what that means for one row's ratio."""
+    got = [b["together"] for (m, s), r in rows.items() if s == step and r for b in r["bench"]]
+    if got and all(got):
+        return ("The two routes' executables were timed in one process, their steady runs taking turns, so a "
+                "row's ratio does not carry the machine's drift between two processes; it still carries the noise "
+                "of sub-millisecond runs on a shared machine (benchmarks/zoo_repeat.py compares two runs of this "
+                "page; docs/benchmarks.md).")
+    mixed = "Some of the two routes' benches" if any(got) else "The two routes' benches"
+    return (f"{mixed} ran in separate processes one after the other, so one row's ratio of sub-millisecond times "
+            "carries the machine's noise between two processes: two runs of this page can disagree on a row's "
+            "verdict, and even on the counts above (benchmarks/zoo_repeat.py measures how often; "
+            "docs/benchmarks.md). Read the geometric means over every architecture, not one row.")
 
 
 def _pair(x, y, fmt) -> str:
@@ -166,11 +189,7 @@ def page(report) -> str:
         lines += [f"## {title}", "",
                   "Each cell: torch_xla / torchax. Ops: StableHLO ops in the capture; fusions: in XLA CPU's optimized "
                   "HLO; steady: median of the steady runs; ratio: torchax's steady time over torch_xla's (below 1: "
-                  "torchax faster). The two routes' benches ran in separate processes one after the other, so one "
-                  "row's ratio of sub-millisecond times carries the machine's noise between two processes: two runs of "
-                  "this page can disagree on a row's verdict, and even on the counts above (benchmarks/zoo_repeat.py "
-                  "measures how often; docs/benchmarks.md). Read the geometric means over every architecture, "
-                  "not one row.", "",
+                  f"torchax faster). {_how_timed(rows, step)}", "",
                   "| model | ops | fusions | compile | steady | ratio | blocks aligned |", "|---|---|---|---|---|---|---|"]
         for m in models:
             r = rows.get((m, step))

@@ -449,6 +449,67 @@ def test_baselines_in_a_grid_are_checked_and_what_cannot_take_them_named():
     assert "has only torchax's" in dict(grid.refused)["ffn-tiny forward bench with baselines"]
 
 
+def test_together_makes_one_bench_job_of_a_tables_routes_that_reads_their_own_capture_jobs():
+    """`together = true`: one bench job per request and timed target holding every route (framework
+    "torch" for the PyTorch routes alone, "both" with JAX); its captures are the per-route capture
+    jobs (shared, not captured again); a TPU estimate times nothing and stays one job per route."""
+    from stackwars_ir.errors import StackwarsError
+    from stackwars_ir.sweep.grid import grid_of
+
+    grid = grid_of([{"commands": ["capture", "bench"], "models": ["ffn"], "routes": ["torch_xla", "torchax"],
+                     "targets": ["cpu", "tpu-v6e"], "together": True}])
+    benches = [j for j in grid.jobs if j.command == "bench"]
+    assert [(j.route, j.target) for j in benches] == [
+        ("torch_xla", "tpu-v6e"), ("torchax", "tpu-v6e"), ("torch_xla+torchax", "cpu")]
+    together = benches[2]
+    assert together.request.framework == "torch" and together.label.startswith(
+        "bench ffn-tiny torch-torch_xla+torch-torchax ")
+    here = {"torch": "x"}
+    caps = {j.key(here) for j in grid.jobs if j.command == "capture"}
+    assert {c.key(here) for c in together.captures()} == caps and len(caps) == 2
+    three = grid_of([{"commands": ["bench"], "models": ["ffn"], "together": True}])
+    (both,) = [j for j in three.jobs if j.command == "bench"]
+    assert (both.route, both.request.framework) == ("jax+torch_xla+torchax", "both")
+    one = grid_of([{"commands": ["bench"], "models": ["ffn"], "routes": ["torchax"], "together": True}])
+    assert [j.route for j in one.jobs if j.command == "bench"] == ["torchax"]
+    with pytest.raises(StackwarsError, match="`together` times a table's routes in one bench job"):
+        grid_of([{"commands": ["memory"], "models": ["ffn"], "together": True}])
+    with pytest.raises(StackwarsError, match="`together` must be a bool"):
+        grid_of([{"commands": ["bench"], "models": ["ffn"], "together": 1}])
+
+
+@pytest.mark.slow
+def test_a_bench_together_times_both_pytorch_routes_interleaved_in_one_job_and_the_zoo_reads_each(tmp_path):
+    """The zoo's way of timing the two routes against each other: one worker, their steady runs
+    taking turns, each executable its own row named by its capture's stem; the zoo page reads each
+    route's numbers from that one record."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    import findings_zoo
+
+    from stackwars_ir.sweep.execute import run_sweep
+    from stackwars_ir.sweep.grid import grid_of
+    from stackwars_ir.sweep.tables import sweep_tables
+
+    grid = grid_of([{"commands": ["diff", "bench"], "models": ["ffn"], "routes": ["torch_xla", "torchax"],
+                     "together": True}])
+    report = run_sweep(grid, tmp_path, jobs=2)
+    assert not report.failed, [r.error for r in report.failed]
+    (bench,) = [r for r in report.records if r.job.command == "bench"]
+    results = bench.result["results"]
+    assert [e["name"] for e in results] == ["torch-torch_xla", "torch-torchax"]
+    assert all(e["timing"]["interleaved_with"] == 1 and e["timing"]["steady_median_s"] > 0 for e in results)
+    caps = {r.result["sha256"] for r in report.records if r.job.command == "capture"}
+    assert {e["sha256"] for e in results} == caps
+    (title, _, headers, rows), = [t for t in sweep_tables(report) if t[0].startswith("Timings")]
+    assert [row[headers.index("route")] for row in rows] == ["torch-torch_xla", "torch-torchax"]
+    _, by = findings_zoo._index(report)
+    row = findings_zoo._row(by, "ffn", "forward")
+    assert [b["steady"] for b in row["bench"]] == [e["timing"]["steady_median_s"] for e in results]
+    assert all(b["together"] for b in row["bench"])
+    assert findings_zoo._how_timed({("ffn", "forward"): row}, "forward").startswith(
+        "The two routes' executables were timed in one process, their steady runs taking turns")
+
+
 def test_the_main_findings_page_is_a_rendering_of_its_results_folder(tmp_path):
     """findings.py as a sweep: GPT-2's captures diffed and timed beside jax.jit in one job, profiled, the
     page's sections from the records; --render rebuilds the same page from the folder, running nothing."""

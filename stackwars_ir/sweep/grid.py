@@ -17,7 +17,7 @@ ROUTES = ("jax", "torch_xla", "torchax")
 AXES = {"models": "model", "sizes": "size", "steps": "step", "routes": "route", "batches": "batch",
         "seqs": "seq", "meshes": "mesh", "targets": "target", "budgets": "budget", "dtypes": "dtype"}
 SCALARS = {"seed": int, "abstract": bool, "scan_layers": bool, "remat": bool, "timeout": (int, float),
-           "profile": int}
+           "profile": int, "together": bool}
 DEFAULTS = {"sizes": ["tiny"], "steps": ["forward"], "routes": list(ROUTES), "batches": [None], "seqs": [None],
             "meshes": [""], "targets": ["cpu"], "budgets": [""], "dtypes": ["float32"]}
 JOB_TIMEOUT = 1800.0  # seconds a job may run unless its grid says `timeout`
@@ -28,7 +28,8 @@ class Job:
     """One unit of a sweep: a command on one route's capture of a request (diff: on two routes')."""
 
     command: str  # capture, memory, bench, diff
-    request: Request  # validated; framework "jax" or "torch" with one exporter
+    request: Request  # validated; one route (framework "jax", or "torch" with one exporter), or for
+    # a bench with baselines or `together` every route of the table (framework "both", or "torch")
     target: str = ""  # memory: the compile target; bench: the backend (cpu, gpu, tpu)
     budget: str = ""  # memory: the budgets the plan is read against ("v6e-1", "16G")
     against: Request | None = None  # diff: the other side
@@ -119,11 +120,12 @@ def route_of(req: Request) -> str:
 
 
 def split_routes(req: Request) -> tuple[Request, ...]:
-    """One request per route of `req` (framework "both": JAX's, then each exporter's)."""
-    if req.framework != "both":
+    """One request per route of `req` (framework "both": JAX's, then each exporter's; "torch" with
+    several exporters: each exporter's)."""
+    if req.framework == "jax" or (req.framework == "torch" and len(req.exporters) == 1):
         return (req,)
-    return (dataclasses.replace(req, framework="jax", exporters=()),) + \
-        tuple(dataclasses.replace(req, framework="torch", exporters=(e,)) for e in req.exporters)
+    jax = (dataclasses.replace(req, framework="jax", exporters=()),) if req.framework == "both" else ()
+    return jax + tuple(dataclasses.replace(req, framework="torch", exporters=(e,)) for e in req.exporters)
 
 
 def _request_json(req: Request) -> dict:
@@ -227,7 +229,11 @@ def _expand(table: dict, here: str, refused: dict):
                                      fix=f"e.g. {key} = {'true' if kind is bool else 1}")
             scalars[key] = table[key]
     timeout = float(scalars.pop("timeout", JOB_TIMEOUT))
-    timing = {"baselines": _baselines(table, commands, here), "profile": scalars.pop("profile", 0)}
+    timing = {"baselines": _baselines(table, commands, here), "profile": scalars.pop("profile", 0),
+              "together": scalars.pop("together", False)}
+    if timing["together"] and "bench" not in commands:
+        raise StackwarsError(f"{here}: `together` times a table's routes in one bench job, and `commands` has no bench",
+                             fix='add "bench" to `commands`, or drop `together`')
     if timing["profile"] and timing["profile"] < 2:
         raise StackwarsError(f"{here}: `profile` must be 0 (none) or at least 2 profiled runs", fix="e.g. profile = 10")
     fields = dict(scalars)
@@ -258,9 +264,13 @@ def _expand(table: dict, here: str, refused: dict):
                                 for t in axes["targets"] for b in axes["budgets"])
                 elif not timing["baselines"]:
                     yield from (Job("bench", req, t, timeout=timeout,
-                                    profile=0 if t.startswith("tpu-") else timing["profile"]) for t in axes["targets"])
+                                    profile=0 if t.startswith("tpu-") else timing["profile"]) for t in axes["targets"]
+                                if not (timing["together"] and _routes_together(reqs) and not t.startswith("tpu-")))
             if command == "bench" and timing["baselines"]:
                 yield from _bench_together(reqs, axes["targets"], timing, timeout, refused)
+            elif command == "bench" and timing["together"] and (both := _routes_together(reqs)) is not None:
+                yield from (Job("bench", both, t, timeout=timeout, profile=timing["profile"])
+                            for t in axes["targets"] if not t.startswith("tpu-"))
 
 
 def _baselines(table: dict, commands: list, here: str) -> tuple[str, ...]:
@@ -304,6 +314,18 @@ def _bench_together(reqs: dict, targets: list, timing: dict, timeout: float, ref
             yield from (Job("bench", r, t, timeout=timeout) for r in reqs.values())
         else:
             yield Job("bench", both, t, timeout=timeout, baselines=baselines, profile=timing["profile"])
+
+
+def _routes_together(reqs: dict) -> Request | None:
+    """With `together`: one request for every route of the table that can take it, so one bench job
+    compiles them all and times them in one worker, their steady runs taking turns (as `bench A B`
+    does): their ratio is not the drift of the machine between two processes. None for one route."""
+    torch = tuple(e for e in ("torch_xla", "torchax") if e in reqs)
+    if len(reqs) < 2:
+        return None
+    if "jax" in reqs:
+        return dataclasses.replace(reqs["jax"], framework="both", exporters=torch)
+    return dataclasses.replace(reqs[torch[0]], framework="torch", exporters=torch)
 
 
 def _check_models(axes: dict, here: str) -> None:

@@ -50,11 +50,13 @@ def _memory_rows(rec) -> list:
 
 
 def _bench_rows(rec) -> list:
-    """Each timed executable's row; a job with baselines names each (its captures' stems, the native runtimes)."""
+    """Each timed executable's row; a job that times several (baselines, `together`) names each (its
+    captures' stems, the native runtimes)."""
     rows = []
+    several = bool(rec.job.baselines) or "+" in rec.job.route
     for e in rec.result.get("results", ()):
         t = e.get("timing") or {}
-        what = _what(rec, e.get("name") if rec.job.baselines else None)
+        what = _what(rec, e.get("name") if several else None)
         if rec.job.target.startswith("tpu-"):
             est = (e.get("profile") or {}).get("wall_s")
             rows.append(what + [rec.job.target, f"{e.get('compile_s') or 0:.2f} s", "-", "-", f"{_ms(est)} (estimate)"])
