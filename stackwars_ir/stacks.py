@@ -45,6 +45,9 @@ class Stack:
     root: Path | None
     requirements: tuple[str, ...] = ()
     versions: dict = field(default_factory=dict)
+    # installed but not importable there, with why: torch_xla 2.8.1's copy of torchax needs a jax
+    # older than the stack's (docs/stacks.md), so that stack has torch_xla's route and not torchax's
+    broken: dict = field(default_factory=dict)
 
     @property
     def is_lock(self) -> bool:
@@ -59,7 +62,8 @@ class Stack:
         return f"{self.name:16} {shown}" + ("" if self.is_lock else f"  ({self.root})")
 
     def as_json(self) -> dict:
-        return {"name": self.name, "requirements": list(self.requirements), "versions": self.versions}
+        return {"name": self.name, "requirements": list(self.requirements), "versions": self.versions,
+                **({"broken": self.broken} if self.broken else {})}
 
 
 def home() -> Path:
@@ -112,7 +116,7 @@ def find(name: str | None) -> Stack:
     except (OSError, ValueError) as e:
         raise StackwarsError(f"{record}: unreadable stack record: {e}", fix=f"stackwars-ir stack remove {name}, "
                                                                             "then add it again") from None
-    return Stack(d["name"], home() / name, tuple(d["requirements"]), d["versions"])
+    return Stack(d["name"], home() / name, tuple(d["requirements"]), d["versions"], d.get("broken") or {})
 
 
 def list_stacks() -> list[Stack]:
@@ -139,9 +143,10 @@ def add(name: str, requirements, *, index_url: str | None = None, progress=None)
     building = home() / f".{name}.building-{os.getpid()}"
     shutil.rmtree(building, ignore_errors=True)
     try:
-        _build(building, reqs, index_url, progress)
+        broken = _build(building, reqs, index_url, progress)
         versions = _versions(building / "env" / "bin" / "python")
         record = {"format": STACK_FORMAT, "name": name, "requirements": list(reqs), "versions": versions,
+                  **({"broken": broken} if broken else {}),
                   "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                   "python": ".".join(map(str, sys.version_info[:3]))}
         (building / "stack.json").write_text(json.dumps(record, indent=1) + "\n")
@@ -151,7 +156,9 @@ def add(name: str, requirements, *, index_url: str | None = None, progress=None)
     return find(name)
 
 
-def _build(folder: Path, reqs, index_url, progress) -> None:
+def _build(folder: Path, reqs, index_url, progress) -> dict:
+    """Make the stack's environment in `folder`; what it holds but cannot import (torchax), with why.
+    jax, flax, numpy, and torch and torch_xla where pinned, must import, or nothing is made."""
     from importlib import metadata
 
     def run(what: str, cmd: list) -> None:
@@ -173,9 +180,20 @@ def _build(folder: Path, reqs, index_url, progress) -> None:
     cmd = [str(folder / "env" / "bin" / "python"), "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
            *(["--index-url", index_url] if index_url else []), *reqs, *extra]
     run(f"pip install {' '.join(reqs)} (and {', '.join(extra)})", cmd)
-    imports = ["jax", "flax", "numpy"] + [p for p in TORCH_SIDE if p.replace("_", "-") in pinned]
+    imports = ["jax", "flax", "numpy"] + [p for p in TORCH_SIDE[:2] if p.replace("_", "-") in pinned]
     run(f"checking that {', '.join(imports)} import", [str(folder / "env" / "bin" / "python"), "-c",
                                                        f"import {', '.join(imports)}"])
+    broken = {}
+    if "torchax" in pinned:  # a route of its own: without it the stack still has torch_xla's
+        done = subprocess.run([str(folder / "env" / "bin" / "python"), "-c", "import torchax"], capture_output=True,
+                              text=True)
+        said = [ln.strip() for ln in done.stderr.splitlines() if ln.strip()]
+        if done.returncode:
+            why = re.sub(r" \(/[^)]*\)", "", said[-1] if said else f"exit {done.returncode}")  # no path of this machine
+            broken["torchax"] = why
+            if progress:
+                progress(f"torchax does not import in this stack ({why}): it has no torchax route")
+    return broken
 
 
 def _versions(python: Path) -> dict:

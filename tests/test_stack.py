@@ -95,6 +95,16 @@ def test_a_jax_stack_refuses_a_pytorch_side_in_one_line(tmp_path):
     done = cli("capture", "gpt2", "--stack", "torch-2.8", "--abstract", "--out", str(tmp_path / "c"), env=env)
     assert done.returncode == 2 and "lowers the JAX twin alone" in done.stderr, done.stderr
     assert len(done.stderr.strip().splitlines()) == 1 and not (tmp_path / "c").exists()
+    # Its torchax installed but not importable (torch_xla 2.8.1's copy on jax 0.10.2): the route is refused.
+    record = json.loads((tmp_path / "torch-2.8" / "stack.json").read_text())
+    record["versions"]["torchax"] = "0.0.4 (torch_xla 2.8.1's copy)"
+    record["broken"] = {"torchax": "ImportError: cannot import name 'mutable_array' from 'jax.experimental'"}
+    (tmp_path / "torch-2.8" / "stack.json").write_text(json.dumps(record))
+    done = cli("capture", "gpt2", "--framework", "torch", "--exporter", "torchax", "--stack", "torch-2.8",
+               "--out", str(tmp_path / "c"), env=env)
+    assert done.returncode == 2, done.stderr
+    assert "torchax does not import in this stack (ImportError: cannot import name 'mutable_array'" in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1 and not (tmp_path / "c").exists()
 
 
 def test_stacks_of_the_same_jax_and_jaxlib_time_together():
@@ -286,8 +296,15 @@ def test_a_pytorch_stack_captures_and_regresses_torch_xla(tmp_path):
     made = stack.add("torch-2.8", ["torch==2.8.0", "torch_xla==2.8.1", "torchax==0.0.13", "jax==0.10.2",
                                    "jaxlib==0.10.2"])
     assert made.versions["torch"] == "2.8.0" and ROOT not in Path(made.root).parents
-    # torch_xla 2.8.1's wheel carries its own torchax (0.0.4), which overwrites torchax 0.0.13's files
+    # torch_xla 2.8.1's wheel carries its own torchax (0.0.4), which overwrites torchax 0.0.13's files;
+    # that copy needs jax.experimental.mutable_array, gone from jax 0.10.2: the stack is made without a
+    # torchax route, and asking for one is a line, not a worker's traceback
     assert "torch_xla 2.8.1's copy" in made.versions["torchax"]
+    assert "mutable_array" in made.broken["torchax"] and "/" not in made.broken["torchax"], made.broken
+    refused = cli("capture", "gpt2", "--framework", "torch", "--exporter", "torchax", "--stack", "torch-2.8",
+                  "--out", str(tmp_path / "no"))
+    assert refused.returncode == 2 and "torchax does not import in this stack (ImportError" in refused.stderr
+    assert len(refused.stderr.strip().splitlines()) == 1 and not (tmp_path / "no").exists(), refused.stderr
     done = cli("capture", "gpt2", "--framework", "torch", "--exporter", "torch_xla", "--stack", "torch-2.8",
                "--out", str(tmp_path))
     assert done.returncode == 0, done.stderr

@@ -91,6 +91,10 @@ def _check_stack_request(req: Request, stack) -> None:
                              f"{', '.join(missing)}",
                              fix=f"--framework jax, or a PyTorch stack: stackwars-ir stack add NAME torch==V "
                                  f"torch_xla==V torchax==V jax==V jaxlib==V")
+    for e in req.exporters:
+        if e in stack.broken:
+            raise StackwarsError(f"capture --stack {stack.name}: {e} does not import in this stack ({stack.broken[e]})",
+                                 fix="use another --exporter (docs/stacks.md: which torchax runs)")
 
 
 def capture_here(req: Request, weights, inputs, reference, buffers, state=None) -> list:
