@@ -180,7 +180,7 @@ def _build(folder: Path, reqs, index_url, progress) -> dict:
     cmd = [str(folder / "env" / "bin" / "python"), "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
            *(["--index-url", index_url] if index_url else []), *reqs, *extra]
     run(f"pip install {' '.join(reqs)} (and {', '.join(extra)})", cmd)
-    imports = ["jax", "flax", "numpy"] + [p for p in TORCH_SIDE[:2] if p.replace("_", "-") in pinned]
+    imports = ["jax", "flax", "numpy"] + [p for p in TORCH_SIDE if p != "torchax" and p.replace("_", "-") in pinned]
     run(f"checking that {', '.join(imports)} import", [str(folder / "env" / "bin" / "python"), "-c",
                                                        f"import {', '.join(imports)}"])
     broken = {}

@@ -256,6 +256,7 @@ def _expand(table: dict, here: str, refused: dict):
             if command == "diff":
                 yield from (Job("diff", a, against=b, timeout=timeout) for a, b in _pairs(reqs))
                 continue
+            paired = _routes_together(reqs) if command == "bench" and timing["together"] else None
             for req in reqs.values():
                 if command == "capture":
                     yield Job("capture", req, timeout=timeout)
@@ -265,11 +266,11 @@ def _expand(table: dict, here: str, refused: dict):
                 elif not timing["baselines"]:
                     yield from (Job("bench", req, t, timeout=timeout,
                                     profile=0 if t.startswith("tpu-") else timing["profile"]) for t in axes["targets"]
-                                if not (timing["together"] and _routes_together(reqs) and not t.startswith("tpu-")))
+                                if paired is None or t.startswith("tpu-"))
             if command == "bench" and timing["baselines"]:
                 yield from _bench_together(reqs, axes["targets"], timing, timeout, refused)
-            elif command == "bench" and timing["together"] and (both := _routes_together(reqs)) is not None:
-                yield from (Job("bench", both, t, timeout=timeout, profile=timing["profile"])
+            elif paired is not None:
+                yield from (Job("bench", paired, t, timeout=timeout, profile=timing["profile"])
                             for t in axes["targets"] if not t.startswith("tpu-"))
 
 
@@ -303,7 +304,7 @@ def _bench_together(reqs: dict, targets: list, timing: dict, timeout: float, ref
         refused[what] = "it times JAX's capture and a PyTorch route's beside the native runtimes, and has " \
                         f"only {', '.join(reqs)}'s"
         return
-    both = dataclasses.replace(jax, framework="both", exporters=tuple(torch))
+    both = _routes_together(reqs)
     try:
         baselines = baselines_asked(timing["baselines"], jax.step, jax.program, jax.mesh)
     except StackwarsError as e:
