@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 export PJRT_DEVICE ?= CPU
 
-.PHONY: setup setup-gpu setup-tpu setup-ray findings-main findings-memory findings-programs findings-zoo findings-versions demo test test-fast captures diff-goldens docs findings fuzz clean
+.PHONY: setup setup-gpu setup-tpu setup-ray findings-main findings-memory findings-programs findings-zoo findings-versions demo test test-download test-fast captures diff-goldens docs findings fuzz clean
 
 setup: $(STAMP)
 
@@ -24,11 +24,16 @@ demo: setup
 	$(BIN)/stackwars-ir report out/captures/gpt2-tiny/jax.mlir out/captures/gpt2-tiny/torch-torch_xla.mlir --bench out/gpt2-bench.json -o out/gpt2-report.html
 
 # The suite runs `sweep` on a local Ray cluster too (tests/test_sweep.py), so it installs Ray first.
+# It leaves out the tests marked `download`, which make a version stack of gigabytes from the package
+# index (a PyTorch stack is 7.8 GB, torch's CUDA libraries with it): `make test-download` runs those.
 test: setup-ray
-	$(BIN)/python -m pytest -q -ra
+	$(BIN)/python -m pytest -q -ra -m "not download"
+
+test-download: setup-ray
+	$(BIN)/python -m pytest -q -ra -m download
 
 test-fast: setup
-	$(BIN)/python -m pytest -q -m "not slow and not browser"
+	$(BIN)/python -m pytest -q -m "not slow and not browser and not download"
 
 # Regenerate the committed golden captures (tiny, every adapter, both frameworks and exporters;
 # training steps of every adapter that has parameters).

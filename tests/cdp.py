@@ -13,6 +13,33 @@ def chromium() -> str | None:
     return shutil.which("chromium") or shutil.which("chromium-browser")
 
 
+HARD_LIMIT = 600.0  # seconds one reply may take in all, however busy Chromium stays
+
+
+def _cpu_seconds(pid: int) -> float:
+    """Processor seconds used so far by process `pid` and its descendants (Chromium's renderer and GPU
+    processes), read from /proc; 0 where that is not readable."""
+    tick = os.sysconf("SC_CLK_TCK")
+    children: dict = {}
+    stats = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        stats[int(entry)] = (int(fields[11]) + int(fields[12])) / tick  # utime + stime
+        children.setdefault(int(fields[1]), []).append(int(entry))
+    total, todo = 0.0, [pid]
+    while todo:
+        p = todo.pop()
+        total += stats.get(p, 0.0)
+        todo += children.get(p, [])
+    return total
+
+
 class Browser:
     """One headless Chromium; `with Browser(profile_dir) as b: b.open(url); b.wait(js); b.screenshot(path)`."""
 
@@ -58,26 +85,38 @@ class Browser:
             self.proc.wait()
 
     def send(self, method: str, params: dict | None = None, session: str | None = None, timeout: float = 30):
+        """The reply to one command. `timeout` is how long Chromium may go without using the processor
+        before it counts as hung: a machine busy with other jobs slows its start and its paint (a fixed
+        30 s deadline failed a CI run under load), so the wait lasts as long as it makes progress, up
+        to HARD_LIMIT."""
         self._id += 1
         msg = {"id": self._id, "method": method, "params": params or {}}
         if session:
             msg["sessionId"] = session
         self._out.write(json.dumps(msg).encode() + b"\0")
-        deadline = time.monotonic() + timeout
         while True:
-            reply = self._read(deadline)
+            reply = self._read(timeout)
             if reply.get("id") == self._id:
                 if "error" in reply:
                     raise RuntimeError(f"{method}: {reply['error']}")
                 return reply.get("result", {})
 
-    def _read(self, deadline: float) -> dict:
+    def _read(self, idle: float) -> dict:
         import select
 
+        start = last = time.monotonic()
+        used = _cpu_seconds(self.proc.pid)
         while b"\0" not in self._buf:
-            left = deadline - time.monotonic()
-            if left <= 0 or not select.select([self._in], [], [], left)[0]:
-                raise TimeoutError("no reply from chromium")
+            if not select.select([self._in], [], [], 1.0)[0]:
+                now, busy = time.monotonic(), _cpu_seconds(self.proc.pid)
+                if self.proc.poll() is not None:
+                    raise EOFError(f"chromium exited ({self.proc.returncode})")
+                if busy > used:
+                    used, last = busy, now
+                if now - last > idle or now - start > HARD_LIMIT:
+                    raise TimeoutError(f"no reply from chromium: {now - last:.0f} s without using the processor, "
+                                       f"{now - start:.0f} s in all")
+                continue
             chunk = os.read(self._in.fileno(), 1 << 20)
             if not chunk:
                 raise EOFError("chromium closed the pipe")
@@ -96,8 +135,9 @@ class Browser:
         r = self.send("Runtime.evaluate", {"expression": expression, "returnByValue": True}, self.session)
         return r.get("result", {}).get("value")
 
-    def wait(self, expression: str, timeout: float = 60, interval: float = 0.5):
-        """Poll `expression` until it is truthy; its value, or TimeoutError."""
+    def wait(self, expression: str, timeout: float = 300, interval: float = 0.5):
+        """Poll `expression` until it is truthy; its value, or TimeoutError (a page's script that never
+        sets it: the polls themselves get their replies, so this deadline is what bounds a wrong page)."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             value = self.evaluate(expression)

@@ -320,6 +320,26 @@ def test_a_verdict_between_noisy_rows_timed_apart_is_withheld():
     assert together[0].paired and not together[0].withheld and together[0].ratio == pytest.approx(2.0)
 
 
+def test_every_pair_gets_a_verdict_and_a_file_of_unknown_batch_joins_each_batch():
+    """issue 53: a file without a sidecar (batch None) against captures (batch 2) had no verdict, and
+    only the fastest row was compared, so a jax-vs-torchax diff --bench had none."""
+    from stackwars_ir.bench import Executable
+    from stackwars_ir.bench.compare import verdicts
+    from stackwars_ir.bench.timing import Timing
+
+    def row(label, scale, interleaved=3):
+        samples = tuple(scale * (1 + 0.001 * (i % 3)) for i in range(30))
+        s = sorted(samples)
+        return Executable(label, "stablehlo", 1.0, Timing(1, 1, s[15], s[3], s[-3], 30, 2, {}, samples, 1, interleaved))
+
+    rows = [(2, row("x/jax.mlir", 1.0)), (2, row("x/torch-torch_xla.mlir", 2.0)), (2, row("x/torch-torchax.mlir", 3.0))]
+    pairs = {(v.faster, v.slower) for v in verdicts(rows)}
+    assert pairs == {("jax", "torch-torch_xla"), ("jax", "torch-torchax"), ("torch-torch_xla", "torch-torchax")}
+    loose = verdicts([(None, row("y/edited.mlir", 1.0)), (2, row("x/jax.mlir", 2.0)), (4, row("x/jax4.mlir", 4.0))])
+    assert {(v.faster, v.slower, v.batch) for v in loose} == {("edited", "jax", None), ("edited", "jax4", None)}
+    assert all(not v.tie and v.ratio > 1.5 for v in loose)
+
+
 def test_bench_of_two_files_ends_with_a_verdict(gpt2_bench):
     (verdict,) = gpt2_bench.verdicts
     assert {verdict.faster, verdict.slower} == {"jax", "torch-torch_xla"} and verdict.ratio >= 1

@@ -289,6 +289,7 @@ def test_a_second_jax_stack_captures_benches_and_regresses(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.download  # 7.8 GB from the package index on a new machine: make test-download
 def test_a_pytorch_stack_captures_and_regresses_torch_xla(tmp_path):
     """A real PyTorch stack: torch 2.8.0 with torch_xla 2.8.1 (torch_xla pins its torch, so it cannot
     sit beside the lock's torch 2.9.0), made once in the stacks folder and reused (about 7.8 GB: torch's

@@ -61,24 +61,31 @@ def ratio_interval(fast: tuple, slow: tuple, seed: int = 0, paired: bool = False
 
 
 def verdicts(rows) -> list[Verdict]:
-    """Per batch size, the fastest measured row against each other one."""
+    """Every pair of measured rows that a user compares: rows of one batch size, each against each
+    other (not only against the fastest: a jax-vs-torchax diff --bench needs its own pair). A row of
+    unknown batch (a file without a sidecar, batch None) is compared with the rows of every batch, as
+    the rows it was timed beside."""
     by_batch: dict = {}
+    loose = []
     for batch, e in rows:
         if e.ok and e.timing and len(e.timing.samples) >= 2:
-            by_batch.setdefault(batch, []).append(e)
-    out = []
-    for batch, execs in by_batch.items():
-        if len(execs) < 2:
-            continue
-        fastest = min(execs, key=lambda e: e.timing.steady)
-        for other in execs:
-            if other is fastest:
-                continue
-            paired = fastest.timing.interleaved > 1 and other.timing.interleaved > 1 and \
-                len(fastest.timing.samples) == len(other.timing.samples)
-            ratio, low, high = ratio_interval(fastest.timing.samples, other.timing.samples, paired=paired)
-            out.append(Verdict(batch, fastest.name, other.name, ratio, low, high, paired,
-                               _too_noisy(fastest, other, paired)))
+            (loose if batch is None else by_batch.setdefault(batch, [])).append(e)
+    unknown = {id(e) for e in loose}
+    groups = [(b, execs + loose) for b, execs in by_batch.items()] if by_batch else [(None, loose)]
+    out, done = [], set()
+    for batch, execs in groups:
+        execs = sorted(execs, key=lambda e: e.timing.steady)
+        for i, fast in enumerate(execs):
+            for slow in execs[i + 1:]:
+                if (id(fast), id(slow)) in done:
+                    continue  # two rows of unknown batch: compared once, not once per batch
+                done.add((id(fast), id(slow)))
+                paired = fast.timing.interleaved > 1 and slow.timing.interleaved > 1 and \
+                    len(fast.timing.samples) == len(slow.timing.samples)
+                ratio, low, high = ratio_interval(fast.timing.samples, slow.timing.samples, paired=paired)
+                known = id(fast) not in unknown and id(slow) not in unknown
+                out.append(Verdict(batch if known else None, fast.name, slow.name, ratio, low, high, paired,
+                                   _too_noisy(fast, slow, paired)))
     return out
 
 

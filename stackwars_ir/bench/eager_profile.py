@@ -1,7 +1,6 @@
 """PyTorch eager's steady runs under torch.profiler, each op's time traced to the module and phase it ran in: a Profile the diff splits by block."""
 from __future__ import annotations
 
-import statistics
 import time
 
 _RANGE = "stackwars::"  # the record_function range each module's forward runs in
@@ -72,19 +71,14 @@ def profile_eager_runs(run, model, runs: int, train: bool, note: str = ""):
 
 def ops_profile(per_run: list, walls: list, busy: list, note: str):
     """The Profile of profiled runs, each {(op, module path, phase): [seconds, calls]} with its wall
-    and busy time: each op's median over the runs (zero in a run it did not run in)."""
-    from .profile import KernelTime, Profile
+    and busy time: each op's time in the median run(s) by total (bench.profile.runs_profile), so the
+    ops add up to the median run's total; zero in a run it did not run in."""
+    from .profile import KernelTime, runs_profile
 
     keys = sorted({k for r in per_run for k in r}, key=lambda k: (k[2], k[1], k[0]))
 
-    def median_of(key, j: int) -> float:
-        return statistics.median(r.get(key, (0.0, 0))[j] for r in per_run)
-
-    kernels = tuple(KernelTime(f"{op} @ {path or '(no module)'}", op, path, phase, median_of((op, path, phase), 0),
-                               int(median_of((op, path, phase), 1))) for op, path, phase in keys)
-    return Profile(len(per_run), statistics.median(walls),
-                   statistics.median(sum(s for s, _ in r.values()) for r in per_run), statistics.median(busy), 0.0,
-                   kernels, (), note)
+    ops = [KernelTime(f"{op} @ {path or '(no module)'}", op, path, phase, 0.0, 0) for op, path, phase in keys]
+    return runs_profile(per_run, walls, busy, 0.0, ops, note, keys)
 
 
 def _ops(events, train: bool) -> tuple[dict, list]:

@@ -5,6 +5,8 @@ import statistics
 import time
 from dataclasses import dataclass, field
 
+from ..runstats import at, median_runs
+
 PROFILE_RUNS = 10  # profiled runs after the unprofiled steady state (bench --profile N to change)
 # XLA:CPU's profiler events of its runtime rather than of one kernel (thread-pool bookkeeping, the
 # executor itself); they carry "::" in their names, and each kernel's end is a marker event "end: NAME".
@@ -20,8 +22,10 @@ _GPU_PLATFORMS = ("gpu", "cuda", "rocm")
 
 @dataclass(frozen=True)
 class KernelTime:
-    """One kernel (bench.kernels.Kernel: name, opcode, module path, phase) and its profiled time: the
-    median over the profiled runs of its summed duration in a run, and how often it ran in one."""
+    """One kernel (bench.kernels.Kernel: name, opcode, module path, phase) and its profiled time: its
+    summed duration in the profile's median run (median_runs: the run whose kernel total is the median
+    of the runs', so every kernel's `seconds` adds up to Profile.kernel_s exactly), its duration in each
+    run (`per_run`, in run order; empty for an estimate), and how often it ran in one."""
 
     name: str
     opcode: str
@@ -32,6 +36,7 @@ class KernelTime:
     how: str = ""  # "": measured; an estimate's (bench.estimate): estimate, bound, async, free
     inner: str = ""  # the fusion a parallel call runs (bench.kernels.Kernel.inner)
     spans: tuple[str, ...] = ()  # other module paths whose ops it computes (bench.kernels.Kernel.spans)
+    per_run: tuple[float, ...] = ()  # seconds in each profiled run
 
     @property
     def label(self) -> str:
@@ -41,12 +46,13 @@ class KernelTime:
     def as_json(self) -> dict:
         return {"name": self.name, "opcode": self.opcode, "path": self.path, "phase": self.phase,
                 "seconds": self.seconds, "calls": self.calls, **({"how": self.how} if self.how else {}),
-                **({"inner": self.inner} if self.inner else {}), **({"spans": list(self.spans)} if self.spans else {})}
+                **({"inner": self.inner} if self.inner else {}), **({"spans": list(self.spans)} if self.spans else {}),
+                **({"per_run": list(self.per_run)} if self.per_run else {})}
 
     @classmethod
     def from_json(cls, d: dict) -> "KernelTime":
         return cls(d["name"], d["opcode"], d["path"], d["phase"], d["seconds"], d["calls"], d.get("how", ""),
-                   d.get("inner", ""), tuple(d.get("spans", ())))
+                   d.get("inner", ""), tuple(d.get("spans", ())), tuple(d.get("per_run", ())))
 
 
 @dataclass(frozen=True)
@@ -57,15 +63,27 @@ class Profile:
 
     runs: int
     wall_s: float  # median wall time of a profiled run (this process's clock)
-    kernel_s: float  # median over runs of the kernels' summed durations
+    kernel_s: float  # median over runs of the kernels' summed durations (each run's total, then the median)
     busy_s: float  # median over runs of the time covered by at least one kernel
     steady_s: float  # the unprofiled steady-state median of the same executable, this row's
-    kernels: tuple  # KernelTime of every kernel of the optimized HLO's entry, in its order (0 s when never seen)
-    untraced: tuple = ()  # (event name, median seconds per run): kernel events the entry does not list
+    # KernelTime of every kernel of the optimized HLO's entry, in its order (0 s when never seen), each
+    # timed in the median run(s), so that they and `untraced` add up to kernel_s
+    kernels: tuple
+    untraced: tuple = ()  # (event name, seconds in the median run): kernel events the entry does not list
     note: str = ""  # how this runtime was profiled, where it differs from the unprofiled runs
     # An estimate for a device that is not here (bench.estimate), not a measurement: its totals and
     # assumptions (target, clock, kernels estimated and bounded); empty for a profile.
     estimate: dict = field(default_factory=dict)
+    untraced_runs: tuple = ()  # the untraced events' summed seconds in each run (run order)
+
+    @property
+    def run_totals(self) -> tuple:
+        """Each profiled run's kernel total (the kernels' per_run plus untraced_runs); empty for an
+        estimate or a profile recorded before per-run times were kept."""
+        if not self.runs or not self.kernels or any(len(k.per_run) != self.runs for k in self.kernels):
+            return ()
+        extra = self.untraced_runs or (0.0,) * self.runs
+        return tuple(sum(k.per_run[i] for k in self.kernels) + extra[i] for i in range(self.runs))
 
     @property
     def overhead(self) -> float:
@@ -81,14 +99,15 @@ class Profile:
                 "steady_s": self.steady_s, "overhead": self.overhead, "outside_kernels_s": self.outside_s,
                 "kernels": [k.as_json() for k in self.kernels],
                 "untraced": [{"name": n, "seconds": s} for n, s in self.untraced],
-                **({"note": self.note} if self.note else {}), **({"estimate": self.estimate} if self.estimate else {})}
+                **({"note": self.note} if self.note else {}), **({"estimate": self.estimate} if self.estimate else {}),
+                **({"untraced_runs": list(self.untraced_runs)} if self.untraced_runs else {})}
 
     @classmethod
     def from_json(cls, d: dict) -> "Profile":
         return cls(d["runs"], d["wall_s"], d["kernel_s"], d["busy_s"], d["steady_s"],
                    tuple(KernelTime.from_json(k) for k in d["kernels"]),
                    tuple((u["name"], u["seconds"]) for u in d.get("untraced", ())), d.get("note", ""),
-                   d.get("estimate") or {})
+                   d.get("estimate") or {}, tuple(d.get("untraced_runs", ())))
 
 
 def profile_runs(run, kernels, runs: int, steady_s: float, platform: str = "cpu") -> Profile:
@@ -189,15 +208,18 @@ def _read_gpu(data, walls: list, steady_s: float, kernels: list) -> Profile:
         counts.append(c)
         foreign.append(other)
         covered.append(_union([(b, e) for b, e, _ in events]))
-    timed = tuple(KernelTime(k.name, k.opcode, k.path, k.phase, statistics.median(t[j] for t in times),
-                             int(statistics.median(c[j] for c in counts)), inner=k.inner, spans=k.spans)
+    totals = [sum(t) + sum(o.values()) for t, o in zip(times, foreign)]
+    picks = median_runs(totals)
+    timed = tuple(KernelTime(k.name, k.opcode, k.path, k.phase, at([t[j] for t in times], picks),
+                             int(statistics.median(c[j] for c in counts)), inner=k.inner, spans=k.spans,
+                             per_run=tuple(t[j] for t in times))
                   for j, k in enumerate(kernels))
     seen = sorted({n for o in foreign for n in o})
-    untraced = tuple((n, statistics.median(o.get(n, 0.0) for o in foreign)) for n in seen)
-    return Profile(len(walls), statistics.median(walls),
-                   statistics.median(sum(t) + sum(o.values()) for t, o in zip(times, foreign)),
+    untraced = tuple((n, at([o.get(n, 0.0) for o in foreign], picks)) for n in seen)
+    return Profile(len(walls), statistics.median(walls), statistics.median(totals),
                    statistics.median(covered), steady_s, timed, untraced,
-                   "GPU kernels from CUPTI's device events, matched to the entry's kernels in schedule order")
+                   "GPU kernels from CUPTI's device events, matched to the entry's kernels in schedule order",
+                   untraced_runs=tuple(sum(o.values()) for o in foreign))
 
 
 def _traced(run, runs: int, start, stop):
@@ -294,17 +316,31 @@ def _read(data, walls: list, steady_s: float, graphs: list, note: str = "") -> P
         covered.append(_union([s for i in chunk for s in spans[i]]))
     seen = {n for r in per_run for n in r}
     kernels = max(graphs, key=lambda ks: len(seen & {k.name for k in ks}))
-    known = {k.name for k in kernels}
 
-    def median_of(name: str, j: int) -> float:
-        return statistics.median(r.get(name, (0.0, 0))[j] for r in per_run)
+    return runs_profile(per_run, walls, covered, steady_s, kernels, note)
 
-    timed = tuple(KernelTime(k.name, k.opcode, k.path, k.phase, median_of(k.name, 0), int(median_of(k.name, 1)),
-                             inner=k.inner, spans=k.spans) for k in kernels)
-    untraced = tuple((n, median_of(n, 0)) for n in sorted(seen - known))
-    return Profile(len(walls), statistics.median(walls),
-                   statistics.median(sum(s for s, _ in r.values()) for r in per_run),
-                   statistics.median(covered), steady_s, timed, untraced, note)
+
+def runs_profile(per_run: list, walls: list, covered: list, steady_s: float, kernels, note: str,
+                 keys=None) -> Profile:
+    """The Profile of profiled runs, each {key: [seconds, calls]}: `kernels` (bench.kernels.Kernel or
+    KernelTime; keyed by `keys`, in their order, or by name) timed in the median run(s) by kernel
+    total, with every run's time kept; the keys that are no kernel's as untraced."""
+    keys = list(keys) if keys is not None else [k.name for k in kernels]
+    totals = [sum(s for s, _ in r.values()) for r in per_run]
+    picks = median_runs(totals)
+
+    def series(key) -> list:
+        return [r.get(key, (0.0, 0))[0] for r in per_run]
+
+    timed = tuple(KernelTime(k.name, k.opcode, k.path, k.phase, at(series(key), picks),
+                             int(statistics.median(r.get(key, (0.0, 0))[1] for r in per_run)),
+                             inner=getattr(k, "inner", ""), spans=getattr(k, "spans", ()),
+                             per_run=tuple(series(key))) for k, key in zip(kernels, keys))
+    others = sorted(set().union(*per_run) - set(keys), key=str)
+    untraced = tuple((str(n), at(series(n), picks)) for n in others)
+    return Profile(len(walls), statistics.median(walls), statistics.median(totals), statistics.median(covered),
+                   steady_s, timed, untraced, note,
+                   untraced_runs=tuple(sum(r[n][0] for n in others if n in r) for r in per_run))
 
 
 def _union(spans: list) -> float:

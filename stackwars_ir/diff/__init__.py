@@ -314,16 +314,20 @@ def with_times(report: DiffReport, result: DiffResult, profile_a, profile_b) -> 
     unprofiled steady time and the profiled run's wall time outside every kernel."""
     from dataclasses import replace
 
-    per, totals, kernels, folded = {}, {}, {}, {}
+    per, totals, kernels, folded, series = {}, {}, {}, {}, {}
     aligned = {"a": {source(d.a) for d in report.blocks}, "b": {source(d.b) for d in report.blocks}}
     for side, prof in (("a", profile_a), ("b", profile_b)):
         block_of, times, loose, ran, into = kernel_blocks(report, side), {}, [], {}, {}
+        runs = prof.run_totals
+        by_run: dict = {}  # block label -> its kernel time in each profiled run
         for k in prof.kernels:
             label = block_of(k)
             if label is None:
                 loose.append((k.name, k.seconds))
             else:
                 times[label] = times.get(label, 0.0) + k.seconds
+                if runs:
+                    by_run[label] = [x + y for x, y in zip(by_run.get(label, [0.0] * len(runs)), k.per_run)]
                 if k.calls:
                     ran.setdefault(label, []).append((k.label, k.seconds))
             for other in dict.fromkeys(block_of(replace(k, path=p)) for p in k.spans):
@@ -332,6 +336,7 @@ def with_times(report: DiffReport, result: DiffResult, profile_a, profile_b) -> 
         per[side] = times
         kernels[side] = ran
         folded[side] = into
+        series[side] = (runs, by_run)
         untraced = sum(s for _, s in prof.untraced)
         totals[side] = {"steady_s": prof.steady_s, "wall_s": prof.wall_s, "kernel_s": prof.kernel_s,
                         "busy_s": prof.busy_s, "outside_kernels_s": prof.outside_s, "overhead": prof.overhead,
@@ -351,10 +356,37 @@ def with_times(report: DiffReport, result: DiffResult, profile_a, profile_b) -> 
         """A block's time; a scanned block paired layer by layer: one trip's share."""
         return per[side].get(source(b), 0.0) * trip_share(b)
 
+    gaps = _gaps(report, series)
+    if None in gaps:
+        totals["gap_95"] = list(gaps[None][1:])
+
+    def interval(d) -> dict:
+        """The block's gap B - A with its 95% interval over the profiled runs (both sides' runs kept)."""
+        key = (source(d.a), source(d.b))
+        if key not in gaps:
+            return {}
+        _, low, high = gaps[key]
+        return {"gap_95": [low * trip_share(d.a), high * trip_share(d.a)]}
+
     blocks = [replace(blk, metrics=dict(blk.metrics, time={"a": seconds("a", d.a), "b": seconds("b", d.b),
-                                                           **ran("a", d.a), **ran("b", d.b)}))
+                                                           **ran("a", d.a), **ran("b", d.b), **interval(d)}))
               for blk, d in zip(result.blocks, report.blocks)]
     return replace(result, blocks=tuple(blocks), metrics=dict(result.metrics, time=totals))
+
+
+def _gaps(report: DiffReport, series: dict) -> dict:
+    """{(A's block label, B's): (gap, low, high)} and {None: the kernel total's}: each aligned pair's
+    B - A in the median runs with its bootstrap interval (runstats.part_gaps); empty where a side's
+    profile kept no per-run times (an estimate, or a file written before they were kept)."""
+    from ..runstats import part_gaps
+
+    (runs_a, by_a), (runs_b, by_b) = series["a"], series["b"]
+    if not runs_a or not runs_b:
+        return {}
+    pairs = list(dict.fromkeys((source(d.a), source(d.b)) for d in report.blocks))
+    zero_a, zero_b = [0.0] * len(runs_a), [0.0] * len(runs_b)
+    return part_gaps(runs_a, {p: by_a.get(p[0], zero_a) for p in pairs},
+                     runs_b, {p: by_b.get(p[1], zero_b) for p in pairs})
 
 
 def adapter_roles(module: Module) -> tuple:

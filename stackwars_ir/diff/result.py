@@ -63,14 +63,28 @@ class TimeGap(NamedTuple):
     blocks: tuple  # BlockResult
     rest: float  # not traced to a block, or in an unmatched block
     phases: tuple = ()  # (phase, seconds) of a training step: forward, backward, update
+    interval: tuple = ()  # the gap's 95% interval over the profiled runs (low, high); () where not kept
+
+    @property
+    def within_noise(self) -> bool:
+        """The gap's interval holds zero: its sign, and so any share of it, cannot be told."""
+        return bool(self.interval) and self.interval[0] <= 0.0 <= self.interval[1]
 
     def share(self, seconds: float) -> float | None:
-        return seconds / self.gap if self.gap else None
+        """A part's share of the gap; None where the gap is zero or within the noise."""
+        return seconds / self.gap if self.gap and not self.within_noise else None
+
+    def block_share(self, block) -> float | None:
+        """A block's share of the gap; None where the gap, or the block's own gap, is within the noise."""
+        return None if block_within_noise(block) else self.share(block.metrics["time"]["b"] - block.metrics["time"]["a"])
 
     def carriers(self, share: float = 0.8) -> tuple:
         """The fewest groups of blocks (one role in one phase: "norm", "backward") whose differences,
         largest first and in the gap's direction, add up to `share` of the gap: (role, phase, blocks,
-        seconds, kernels that ran in A, in B). Empty when the gap is zero or no such groups reach it."""
+        seconds, kernels that ran in A, in B). Empty when the gap is zero or within the noise, or no
+        such groups reach it."""
+        if self.within_noise:
+            return ()
         groups: dict = {}
         for d in self.blocks:
             t = d.metrics["time"]
@@ -92,6 +106,12 @@ def _sign(x: float) -> int:
     return (x > 0) - (x < 0)
 
 
+def block_within_noise(block) -> bool:
+    """Whether a block's gap B - A has a 95% interval over the profiled runs that holds zero."""
+    g = block.metrics.get("time", {}).get("gap_95")
+    return bool(g) and g[0] <= 0.0 <= g[1]
+
+
 def time_gap(result) -> TimeGap | None:
     """The TimeGap of a result with profiled times (diff.with_times), or None."""
     time = result.metrics.get("time")
@@ -110,7 +130,7 @@ def time_gap(result) -> TimeGap | None:
     return TimeGap(b["kernels_sum_s"] - a["kernels_sum_s"],
                    tuple((r, n, dt) for r, (n, dt) in sorted(roles.items(), key=lambda kv: -abs(kv[1][1]))),
                    tuple(sorted(result.blocks, key=lambda d: -abs(d.metrics["time"]["b"] - d.metrics["time"]["a"]))),
-                   rest, tuple(phases.items()))
+                   rest, tuple(phases.items()), tuple(time.get("gap_95") or ()))
 
 
 @dataclass(frozen=True)

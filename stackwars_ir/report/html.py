@@ -195,7 +195,7 @@ def _excerpts(result) -> str:
 def _time_by_block(result) -> str:
     """diff --bench / report --bench of a profiled bench: the gap by role and by block, bars side by side."""
     from ..diff.result import time_gap
-    from .sentences import fused_elsewhere, time_side, time_source
+    from .sentences import fused_elsewhere, time_side, time_source, time_terms
     from .text import TIME_ROWS
 
     split = time_gap(result)
@@ -206,19 +206,21 @@ def _time_by_block(result) -> str:
     def ms(s: float, sign: bool = False) -> str:
         return esc(f"{s * 1e3:+.3f}" if sign else f"{s * 1e3:.3f}")
 
-    def share(s: float) -> str:
-        return "-" if split.share(s) is None else f"{split.share(s):.0%}"
+    def share(x: float | None) -> str:
+        return "-" if x is None else f"{x:.0%}"
 
     sides = "".join(f"<li><b>{esc(n)}</b>: {esc(time_side(t))} (ms)</li>" for n, t in zip(names, (time["a"], time["b"])))
     verdict = (f"<p>Bench's verdict: {esc(time['verdict'])}"
                + ("; <b>the shares split a gap within the noise, not a finding</b>" if time.get("within_noise") else "")
                + ".</p>") if time.get("verdict") else ""
-    verdict += ("<p>By phase: " + ", ".join(f"{esc(p)} {ms(dt, True)} ms ({share(dt)})" for p, dt in split.phases)
-                + ".</p>") if split.phases else ""
+    terms = time_terms(time, split)
+    verdict += f"<p>{esc(terms)}</p>" if terms else ""
+    verdict += ("<p>By phase: " + ", ".join(f"{esc(p)} {ms(dt, True)} ms ({share(split.share(dt))})"
+                                            for p, dt in split.phases) + ".</p>") if split.phases else ""
     roles = "".join(f"<tr><td>{esc(r)}</td><td class=n>{n}</td><td class=n>{ms(dt, True)}</td>"
-                    f"<td class=n>{share(dt)}</td></tr>" for r, n, dt in split.roles)
+                    f"<td class=n>{share(split.share(dt))}</td></tr>" for r, n, dt in split.roles)
     roles += (f"<tr><td>(not traced, unmatched)</td><td></td><td class=n>{ms(split.rest, True)}</td>"
-              f"<td class=n>{share(split.rest)}</td></tr>")
+              f"<td class=n>{share(split.share(split.rest))}</td></tr>")
     top = split.blocks[:TIME_ROWS]
     folded = "".join(f"<li>{esc(label)}: A {esc(a)}; B {esc(b)}</li>" for label, a, b in fused_elsewhere(top))
     folded = (f"<p>Computed in another block's kernel (that time is counted in the other block):</p><ul>{folded}</ul>"

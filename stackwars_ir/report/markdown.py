@@ -69,7 +69,7 @@ def diff_markdown(result) -> str:
 def _time_markdown(result) -> list[str]:
     """diff --bench: the kernel-time gap by role and the blocks with the largest share of it."""
     from ..diff.result import time_gap
-    from .sentences import fused_elsewhere, time_side, time_source
+    from .sentences import fused_elsewhere, time_side, time_source, time_terms
     from .text import TIME_ROWS
 
     split = time_gap(result)
@@ -80,22 +80,26 @@ def _time_markdown(result) -> list[str]:
     def ms(s: float) -> str:
         return f"{s * 1e3:+.3f}"
 
-    def share(s: float) -> str:
-        return "-" if split.share(s) is None else f"{split.share(s):.0%}"
+    def share(x: float | None) -> str:
+        return "-" if x is None else f"{x:.0%}"
+
+    def interval(t: dict) -> str:
+        return f"{ms(t['gap_95'][0])} to {ms(t['gap_95'][1])}" if t.get("gap_95") else "-"
 
     lines = ["", "## Time by block", "", f"Kernel time per run ({time_source(time)}), B - A: {ms(split.gap)} ms.",
              "", *(f"- {side}: {time_side(t)} (ms)" for side, t in (("A", time["a"]), ("B", time["b"]))), "",
              ""
              + (f" Bench's verdict: {_cell(time['verdict'])}." if time.get("verdict") else "")
-             + (" The shares split a gap within the noise, not a finding." if time.get("within_noise") else ""),
-             "", *([("By phase: " + ", ".join(f"{p} {ms(dt)} ms ({share(dt)})" for p, dt in split.phases) + "."), ""]
-                   if split.phases else []),
+             + (" The shares split a gap within the noise, not a finding." if time.get("within_noise") else "")
+             + (f" {time_terms(time, split)}" if time_terms(time, split) else ""),
+             "", *([("By phase: " + ", ".join(f"{p} {ms(dt)} ms ({share(split.share(dt))})" for p, dt in split.phases)
+                     + "."), ""] if split.phases else []),
              "| role | blocks | B - A ms | share of the gap |", "| --- | ---: | ---: | ---: |"]
-    lines += [f"| {r} | {n} | {ms(dt)} | {share(dt)} |" for r, n, dt in split.roles]
-    lines += [f"| (not traced, unmatched) | | {ms(split.rest)} | {share(split.rest)} |", "",
-              "| block | A ms | B ms | B - A ms | share |", "| --- | ---: | ---: | ---: | ---: |"]
-    lines += [f"| {d.label} | {t['a'] * 1e3:.3f} | {t['b'] * 1e3:.3f} | {ms(t['b'] - t['a'])} | {share(t['b'] - t['a'])} |"
-              for d in split.blocks[:TIME_ROWS] for t in [d.metrics["time"]]]
+    lines += [f"| {r} | {n} | {ms(dt)} | {share(split.share(dt))} |" for r, n, dt in split.roles]
+    lines += [f"| (not traced, unmatched) | | {ms(split.rest)} | {share(split.share(split.rest))} |", "",
+              "| block | A ms | B ms | B - A ms | 95% interval ms | share |", "| --- | ---: | ---: | ---: | ---: | ---: |"]
+    lines += [f"| {d.label} | {t['a'] * 1e3:.3f} | {t['b'] * 1e3:.3f} | {ms(t['b'] - t['a'])} | {interval(t)} | "
+              f"{share(split.block_share(d))} |" for d in split.blocks[:TIME_ROWS] for t in [d.metrics["time"]]]
     folded = fused_elsewhere(split.blocks[:TIME_ROWS])
     if folded:
         lines += ["", "Computed in another block's kernel (that time is counted in the other block):", ""]

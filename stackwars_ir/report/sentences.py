@@ -135,7 +135,34 @@ def time_source(time: dict) -> str:
     if a.get("estimate") or b.get("estimate"):
         targets = sorted({t["estimate"]["target"] for t in (a, b) if t.get("estimate")})
         return f"bench --target: ESTIMATES for the {' and '.join(targets)}, not measurements"
-    return f"bench --profile: XLA kernels' median time per run over {a['runs']} and {b['runs']} profiled runs"
+    return (f"bench --profile: each side's kernels in its median run by kernel total, of {a['runs']} and "
+            f"{b['runs']} profiled runs")
+
+
+def time_terms(time: dict, split) -> str:
+    """What a diff's time-by-block numbers are and what their shares may claim (diff --bench)."""
+    a, b = time["a"], time["b"]
+    if a.get("estimate") or b.get("estimate"):
+        return ""
+    out = ("Blocks, unmatched blocks and kernels traced to no block add up to each side's kernel total "
+           "exactly (both sides' median run).")
+    if split.interval:
+        low, high = split.interval
+        out += (f" The kernel gap's 95% interval over the profiled runs: {low * 1e3:+.3f} to {high * 1e3:+.3f} ms"
+                + ("; it holds zero, so no share of it is a finding." if split.within_noise else "."))
+        out += " A block's share is withheld (-) where its own interval holds zero."
+    if (a["kernel_s"] > a["steady_s"] or b["kernel_s"] > b["steady_s"]) and a["steady_s"] and b["steady_s"]:
+        out += (" Kernels run at once on several threads here, so a side's kernel total exceeds its run's wall "
+                "time: the split is of kernel time, not of the wall clock.")
+    steady = b["steady_s"] - a["steady_s"]
+    if a["steady_s"] and b["steady_s"] and split.gap * steady < 0:
+        out += (f" The kernel gap ({split.gap * 1e3:+.3f} ms) and the steady-state gap ({steady * 1e3:+.3f} ms) "
+                "differ in sign: the kernels do not explain the wall-clock difference.")
+    shares = [split.block_share(d) for d in split.blocks]
+    if any(x is not None and abs(x) > 1 for x in shares):
+        out += (" Shares over 100% (or below 0) mean blocks differ both ways: some are faster in B, some "
+                "slower, and their differences cancel in the total.")
+    return out
 
 
 def time_side(t: dict) -> str:

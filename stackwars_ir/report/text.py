@@ -1,6 +1,8 @@
 """Terminal text renderings."""
 from __future__ import annotations
 
+import textwrap
+
 from ..ir.stats import ModuleStats
 from ..textfmt import human_bytes, table
 from .sentences import delta_text as _delta_text, executed_lines, sharding_lines
@@ -132,7 +134,7 @@ def _time_text(result) -> list:
     """diff --bench: each side's profiled kernel time, where it goes by block, and each block's and
     each role's share of the gap (B - A, summed kernel medians)."""
     from ..diff.result import time_gap
-    from .sentences import fused_elsewhere, time_side, time_source
+    from .sentences import fused_elsewhere, time_side, time_source, time_terms
 
     split = time_gap(result)
     if split is None:
@@ -143,8 +145,11 @@ def _time_text(result) -> list:
     def ms(s: float, sign: bool = False) -> str:
         return f"{s * 1e3:+.3f}" if sign else f"{s * 1e3:.3f}"
 
-    def share(x: float) -> str:
-        return "-" if split.share(x) is None else f"{split.share(x):.0%}"
+    def share(x: float | None) -> str:
+        return "-" if x is None else f"{x:.0%}"
+
+    def interval(t: dict) -> str:
+        return f"{ms(t['gap_95'][0], True)} to {ms(t['gap_95'][1], True)}" if t.get("gap_95") else "-"
 
     out = ["", f"time by block ({time_source(time)}, ms):"]
     for side, t in (("A", a), ("B", b)):
@@ -157,17 +162,20 @@ def _time_text(result) -> list:
     if time.get("verdict"):
         out.append(f"  bench's verdict: {time['verdict']}" + ("; the shares below split a gap within the noise, "
                                                              "not a finding" if time.get("within_noise") else ""))
+    terms = time_terms(time, split)
+    if terms:
+        out += ["  " + line for line in textwrap.wrap(terms, 110)]
     if split.phases:
-        out.append("  by phase: " + ", ".join(f"{p} {ms(dt, True)} ({share(dt)})" for p, dt in split.phases))
-    rows = [[role, n, ms(dt, True), share(dt)] for role, n, dt in split.roles]
-    rows.append(["(not traced, unmatched)", "", ms(split.rest, True), share(split.rest)])
+        out.append("  by phase: " + ", ".join(f"{p} {ms(dt, True)} ({share(split.share(dt))})" for p, dt in split.phases))
+    rows = [[role, n, ms(dt, True), share(split.share(dt))] for role, n, dt in split.roles]
+    rows.append(["(not traced, unmatched)", "", ms(split.rest, True), share(split.share(split.rest))])
     out += ["  " + line for line in table(["role", "blocks", "B - A", "share of the gap"], rows, right={1, 2, 3})
             .splitlines()]
-    rows = [[d.label, ms(t["a"]), ms(t["b"]), ms(t["b"] - t["a"], True), share(t["b"] - t["a"]),
+    rows = [[d.label, ms(t["a"]), ms(t["b"]), ms(t["b"] - t["a"], True), interval(t), share(split.block_share(d)),
              _delta_text(d.delta, limit=3) or "same ops"]
             for d in split.blocks[:TIME_ROWS] for t in [d.metrics["time"]]]
-    out += ["  " + line for line in table(["block", "A", "B", "B - A", "share", "ops B - A"], rows,
-                                          right={1, 2, 3, 4}).splitlines()]
+    out += ["  " + line for line in table(["block", "A", "B", "B - A", "95% interval", "share", "ops B - A"], rows,
+                                          right={1, 2, 3, 4, 5}).splitlines()]
     folded = fused_elsewhere(split.blocks[:TIME_ROWS])
     if folded:
         out.append("  computed in another block's kernel (that time is counted in the other block):")
