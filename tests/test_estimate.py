@@ -49,6 +49,7 @@ def test_bench_target_refuses_what_it_cannot_do_in_one_line(cli):
         assert code == 2 and words in err and len(err.strip().splitlines()) == 1, err
 
 
+@pytest.mark.slow  # captures and compiles models (issue 52: every such test is marked)
 @pytest.mark.skipif(not HAS_LIBTPU, reason="needs libtpu (`make setup-tpu`)")
 def test_bench_target_then_diff_bench_splits_the_estimated_gap_by_block(cli, tmp_path):
     from stackwars_ir.bench.run import BenchReport

@@ -147,6 +147,7 @@ def test_the_search_stops_at_its_limit():
     assert m.largest == 1024 and m.at_limit and asked == [1, 2, 1024]
 
 
+@pytest.mark.slow  # captures and compiles models (issue 52: every such test is marked)
 def test_max_batch_compiles_abstract_captures_on_both_sides_of_the_boundary(cli, tmp_path):
     from stackwars_ir.bench.memory import plan_files
 

@@ -325,3 +325,22 @@ def test_a_pytorch_stack_captures_and_regresses_torch_xla(tmp_path):
     got = json.loads(reg.stdout)
     assert got["a"]["versions"]["torch_xla"] == "2.8.1" and got["b"]["stack"] == "lock"
     assert got["a"]["file"].endswith("torch-torch_xla.mlir") and len(got["blocks"]) >= 10 and not got["unaligned"]
+
+
+def test_regress_says_the_stablehlo_is_identical_when_only_xla_fusions_changed():
+    """issue 53: "IR: 4 of 14 aligned blocks changed (IR or kernels)" was said of op-for-op identical
+    StableHLO, beside a set difference of fusion kinds; a block's time change carried no noise mark."""
+    from stackwars_ir.sweep.regress import BlockChange, Regression
+
+    side = {"stack": "lock", "file": "a.mlir", "versions": {"jax": "0.10.2"}, "sha256": "1"}
+    fused = BlockChange("h.0.mlp", (40, 40), (3, 3), (("loop_fusion", "loop_fusion"), ("loop_fusion", "ynn_fusion")),
+                        (62e-6, 88e-6), (), (-5e-6, 40e-6))
+    same = BlockChange("h.0.attn", (70, 70), (7, 7), (("loop_fusion",), ("loop_fusion",)), (50e-6, 51e-6))
+    text = "\n".join(Regression(side, dict(side, sha256="2"), (fused, same), None, None, None).lines())
+    assert "IR: StableHLO identical op for op (only names differ); XLA's fusions changed in 1 of 2 blocks" in text
+    assert "fusions by kind loop_fusion 2 -> 1, ynn_fusion 0 -> 1" in text
+    assert "within the noise: 95% interval of B - A -5.0 to +40.0 us" in text
+    assert not fused.ir_changed and fused.compiled_changed and not same.changed
+    grown = BlockChange("h.0.mlp", (40, 41), None, None, None, ("stablehlo.add added",))
+    text = "\n".join(Regression(side, dict(side, sha256="2"), (grown, same), None, None, None).lines())
+    assert "IR: 1 of 2 aligned blocks changed (IR or kernels)" in text

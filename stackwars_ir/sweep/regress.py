@@ -31,12 +31,26 @@ class BlockChange:
     fusions: tuple | None = None  # (A names, B names) of the block's fusions
     time: tuple | None = None  # (A, B) seconds per run, profiled
     changes: tuple = ()  # the op-level diff in words
+    gap_95: tuple | None = None  # the time's B - A 95% interval over the profiled runs (diff.with_times)
+
+    @property
+    def ir_changed(self) -> bool:
+        """Its StableHLO changed: ops added, removed or changed (a callee's renumbering is not a change)."""
+        return bool(self.changes) or self.ops[0] != self.ops[1]
+
+    @property
+    def compiled_changed(self) -> bool:
+        """XLA compiled it differently: another number of kernels, or other kinds of fusion."""
+        return (self.kernels is not None and self.kernels[0] != self.kernels[1]) or \
+            (self.fusions is not None and self.fusions[0] != self.fusions[1])
 
     @property
     def changed(self) -> bool:
-        return bool(self.changes) or self.ops[0] != self.ops[1] or \
-            (self.kernels is not None and self.kernels[0] != self.kernels[1]) or \
-            (self.fusions is not None and self.fusions[0] != self.fusions[1])
+        return self.ir_changed or self.compiled_changed
+
+    @property
+    def time_within_noise(self) -> bool:
+        return self.gap_95 is not None and self.gap_95[0] <= 0.0 <= self.gap_95[1]
 
     def sentence(self) -> str:
         said = []
@@ -46,19 +60,28 @@ class BlockChange:
             n = self.kernels[1] - self.kernels[0]
             said.append(f"{_signed(n)} kernel{'s' if abs(n) != 1 else ''} ({self.kernels[0]} -> {self.kernels[1]})")
         if self.fusions:
-            gone, new = sorted(set(self.fusions[0]) - set(self.fusions[1])), sorted(set(self.fusions[1]) - set(self.fusions[0]))
-            if gone or new:
-                said.append("fusions " + ", ".join([f"-{g}" for g in gone[:3]] + [f"+{n}" for n in new[:3]]))
+            from collections import Counter
+
+            was, now = Counter(self.fusions[0]), Counter(self.fusions[1])
+            moved = [f"{kind} {was[kind]} -> {now[kind]}" for kind in sorted(was | now) if was[kind] != now[kind]]
+            if moved:  # XLA's fusions counted by kind (the kind is the fusion's name less its number)
+                said.append("fusions by kind " + ", ".join(moved[:4]) + (", ..." if len(moved) > 4 else ""))
         said += list(self.changes[:3])
         if self.time and self.time[0] > 0 and self.changed:
             said.append(f"{self.time[1] / self.time[0] - 1:+.0%} of the block's time "
-                        f"({self.time[0] * 1e6:.1f} -> {self.time[1] * 1e6:.1f} us)")
+                        f"({self.time[0] * 1e6:.1f} -> {self.time[1] * 1e6:.1f} us"
+                        + (f", within the noise: 95% interval of B - A {self.gap_95[0] * 1e6:+.1f} to "
+                           f"{self.gap_95[1] * 1e6:+.1f} us)" if self.time_within_noise else
+                           f", 95% interval of B - A {self.gap_95[0] * 1e6:+.1f} to {self.gap_95[1] * 1e6:+.1f} us)"
+                           if self.gap_95 else ")"))
         return f"{self.label}: " + ("; ".join(said) if said else "unchanged")
 
     def as_json(self) -> dict:
         return {"label": self.label, "ops": list(self.ops), "kernels": _list(self.kernels),
                 "fusions": [list(f) for f in self.fusions] if self.fusions else None,
-                "time_s": _list(self.time), "changes": list(self.changes), "changed": self.changed}
+                "time_s": _list(self.time), "changes": list(self.changes), "changed": self.changed,
+                "ir_changed": self.ir_changed, "compiled_changed": self.compiled_changed,
+                "time_gap_95": _list(self.gap_95), "time_within_noise": self.time_within_noise}
 
 
 def _signed(n: int) -> str:
@@ -93,9 +116,13 @@ class Regression:
                f"B: {self.b['file']} (stack {self.b['stack']}: {_versions_line(self.b['versions'])})"]
         same = self.a["sha256"] == self.b["sha256"]
         changed = [b for b in self.blocks if b.changed]
+        compiled = [b for b in self.blocks if b.compiled_changed]
         if same:
             out.append("IR: identical" + (f"; compiled differently in {len(changed)} of {len(self.blocks)} blocks"
                                           if changed else ""))
+        elif not self.unaligned and not any(b.ir_changed for b in self.blocks):
+            out.append("IR: StableHLO identical op for op (only names differ); XLA's fusions changed"
+                       + (f" in {len(compiled)} of {len(self.blocks)} blocks" if compiled else ": none"))
         else:
             out.append(f"IR: {len(changed)} of {len(self.blocks)} aligned blocks changed (IR or kernels)" +
                        (f", {len(self.unaligned)} on one side only" if self.unaligned else ""))
@@ -265,7 +292,8 @@ def _block(b) -> BlockChange:
     label = b.name_a if b.name_a == b.name_b else f"{b.name_a} / {b.name_b}"
     label = label if b.name_a or b.name_b else b.label  # a block of no module (the loss, the update): its label
     return BlockChange(label, (len(b.ops_a), len(b.ops_b)), (k["a"], k["b"]) if k else None,
-                       _fusion_kinds(fusions), (t["a"], t["b"]) if t else None, changes)
+                       _fusion_kinds(fusions), (t["a"], t["b"]) if t else None, changes,
+                       tuple(t["gap_95"]) if t and t.get("gap_95") else None)
 
 
 def _fusion_kinds(fusions):
