@@ -72,7 +72,7 @@ def diff_text(result, excerpts: bool = False, ops: bool = False) -> str:
                 "module path: " + "; ".join(
                     f"{side} {k['kernels']} ({k['fusions']} fusions), {k['unattributed']} not traced to a block"
                     for side, k in (("A", kernels["a"]), ("B", kernels["b"])))]
-    out += _time_text(result)
+    out += time_text(result)
     details = [(d.label, finding(f, result.names)) for d in result.blocks for f in d.findings]
     if details:
         out += ["", "per block:"]
@@ -130,7 +130,7 @@ def _short(label: str) -> str:
     return label if len(label) < 48 else "..." + label[-45:]
 
 
-def _time_text(result) -> list:
+def time_text(result) -> list:
     """diff --bench: each side's profiled kernel time, where it goes by block, and each block's and
     each role's share of the gap (B - A, summed kernel medians)."""
     from ..diff.result import time_gap
