@@ -92,10 +92,10 @@ def test_diff_bench_refuses_a_bench_of_other_files_or_without_profile(cli, tmp_p
 
 
 def test_busy_time_counts_overlapping_kernels_once():
-    from stackwars_ir.bench.profile import _union
+    from stackwars_ir.bench.profile import union_seconds
 
-    assert _union([]) == 0
-    assert _union([(0, 10), (5, 20), (30, 40), (32, 35)]) == pytest.approx(30e-9)
+    assert union_seconds([]) == 0
+    assert union_seconds([(0, 10), (5, 20), (30, 40), (32, 35)]) == pytest.approx(30e-9)
 
 
 def test_the_report_shows_time_by_block_from_a_profiled_bench_and_from_a_saved_diff(cli, tmp_path, profiled):

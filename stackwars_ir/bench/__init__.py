@@ -128,7 +128,7 @@ def signature_arguments(module, sidecar, rng: np.random.Generator) -> tuple[list
                                  f"has {len(module.entry.args)}", fix="re-run stackwars-ir capture")
             return arrays, f"capture's recorded values ({which})", reference
         if sidecar.model in models.catalog():
-            arrays, reference = _sidecar_arguments(module, sidecar)
+            arrays, reference = sidecar_arguments(module, sidecar)
             return arrays, f"capture sidecar ({which})", reference
         why = (f"synthetic: model {sidecar.model!r} is not in the catalogue and its capture recorded no values "
                f"(name its adapter with --adapters PATH to time its own weights against PyTorch eager)")
@@ -182,7 +182,7 @@ def _index_limit(module, vid: int) -> int:
     return 2
 
 
-def _sidecar_arguments(module, sidecar) -> tuple[list, np.ndarray]:
+def sidecar_arguments(module, sidecar) -> tuple[list, np.ndarray]:
     from ..workload import Argument, Request, argument_values, prepare
 
     # Only the weights and inputs are rebuilt: no exporter runs (fft has no torch_xla route).

@@ -52,7 +52,7 @@ def profile_eager_runs(run, model, runs: int, train: bool, note: str = ""):
     capture's blocks have it."""
     from torch.profiler import ProfilerActivity, profile
 
-    from .profile import _union
+    from .profile import union_seconds
 
     per_run, walls, busy = [], [], []
     with ModuleRanges(model):
@@ -61,9 +61,9 @@ def profile_eager_runs(run, model, runs: int, train: bool, note: str = ""):
                 t0 = time.perf_counter()
                 run()
                 walls.append(time.perf_counter() - t0)
-            ops, spans = _ops(prof.events(), train)
+            ops, spans = run_ops(prof.events(), train)
             per_run.append(ops)
-            busy.append(_union(spans))
+            busy.append(union_seconds(spans))
     return ops_profile(per_run, walls, busy, note or (
         "torch eager, profiled by torch.profiler: each op's self time (its own, not its callees'), "
         "traced to the module whose forward ran it"))
@@ -81,7 +81,7 @@ def ops_profile(per_run: list, walls: list, busy: list, note: str):
     return runs_profile(per_run, walls, busy, 0.0, ops, note, keys)
 
 
-def _ops(events, train: bool) -> tuple[dict, list]:
+def run_ops(events, train: bool) -> tuple[dict, list]:
     """{(op, module path, phase): [seconds, calls]} of one profiled run, and the top-level ops' spans
     (nanoseconds) for the time some op ran."""
     forward_phase = "forward" if train else ""

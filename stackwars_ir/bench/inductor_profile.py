@@ -124,8 +124,8 @@ def profile_compiled_runs(run, origins: KernelOrigins, runs: int, train: bool):
     order among the graph's calls of the same op; a call inductor did not list is counted in no block."""
     from torch.profiler import ProfilerActivity, profile
 
-    from .eager_profile import _ops, ops_profile
-    from .profile import _union
+    from .eager_profile import run_ops, ops_profile
+    from .profile import union_seconds
 
     per_run, walls, busy = [], [], []
     for _ in range(runs):
@@ -134,7 +134,7 @@ def profile_compiled_runs(run, origins: KernelOrigins, runs: int, train: bool):
             run()
             walls.append(time.perf_counter() - t0)
         events = list(prof.events())
-        ops, spans = _ops([e for e in events if not _inside_call(e)], train)
+        ops, spans = run_ops([e for e in events if not _inside_call(e)], train)
         for (op, path, phase) in [k for k in ops if k[0].startswith(_CALL)]:  # the call's own Python time
             s, n = ops.pop((op, path, phase))
             t = ops.setdefault(("compiled graph call", path, phase), [0.0, 0])
@@ -144,7 +144,7 @@ def profile_compiled_runs(run, origins: KernelOrigins, runs: int, train: bool):
             t[0] += s
             t[1] += n
         per_run.append(ops)
-        busy.append(_union(spans))
+        busy.append(union_seconds(spans))
     return ops_profile(per_run, walls, busy, (
         "torch.compile (inductor), profiled by torch.profiler: each generated kernel and extern call traced "
         "through inductor's provenance to the module of the FX node it computes; outside compiled graphs, "

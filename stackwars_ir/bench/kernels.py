@@ -226,9 +226,9 @@ def compile_kernels(path: Path, backend: str = "cpu") -> Kernels:
     started()
     try:
         if backend.startswith("tpu-"):  # compile-only for a TPU slice (libtpu), as memory plans it
-            from .memory import _compiler
+            from .memory import compiler_for
 
-            exe = _compiler(backend).compile(text, str(path))
+            exe = compiler_for(backend).compile(text, str(path))
         else:
             exe = runtime(backend).compile(text, str(path))
     except StackwarsError as e:
@@ -241,10 +241,10 @@ def kernels_of_files(paths, backend: str = "cpu", timeout: float | None = 300, m
     """Kernels of each file, each compiled in a bench worker (killed past its time or memory limit)."""
     from .worker import Isolated, Job, default_max_memory
 
-    from .memory import _most_partitions
+    from .memory import most_partitions
 
     out = []
-    with Isolated(max_memory or default_max_memory(), _most_partitions(paths) if backend == "cpu" else 1) as worker:
+    with Isolated(max_memory or default_max_memory(), most_partitions(paths) if backend == "cpu" else 1) as worker:
         for p in paths:
             if progress:
                 progress(f"{p}: compiling for {backend} (nothing runs) to count its kernels ...")

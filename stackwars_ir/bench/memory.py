@@ -415,7 +415,7 @@ def plan_file(path: Path, target: str, measure: bool = False) -> MemoryPlan:
     text = data if str(path).endswith(".mlirbc") else data.decode(errors="replace")
     try:
         side, _ = sidecar_of(Path(path))  # one that does not describe its file: warned of by the CLI
-        compiler = _compiler(target)
+        compiler = compiler_for(target)
     except StackwarsError as e:
         return MemoryPlan(str(path), target, error=e.one_line())
     plan = plan_text(Path(path), text, compiler, measure, side, result.modules[0])
@@ -425,7 +425,7 @@ def plan_file(path: Path, target: str, measure: bool = False) -> MemoryPlan:
 _COMPILERS: dict = {}
 
 
-def _compiler(target: str) -> Compiler:
+def compiler_for(target: str) -> Compiler:
     """One compiler per target per process (a TPU topology is described once)."""
     if target not in _COMPILERS:
         _COMPILERS[target] = Compiler(target)
@@ -441,15 +441,15 @@ def plan_files(paths, target: str = "cpu", budgets_=(), measure: bool = False, m
 
     check_target(target, measure)
     plans = []
-    with Isolated(max_memory, _most_partitions(paths) if target == "cpu" else 1) as worker:
+    with Isolated(max_memory, most_partitions(paths) if target == "cpu" else 1) as worker:
         for path in paths:
             if progress:
                 progress(f"{path}: compiling for {target} ...")
             plans.append(worker.run(Job("memory", (str(path),), target, measure=measure), timeout))
-    return MemoryReport(target, tuple(plans), tuple(budgets_), machine(), _versions(target))
+    return MemoryReport(target, tuple(plans), tuple(budgets_), machine(), target_versions(target))
 
 
-def _most_partitions(paths) -> int:
+def most_partitions(paths) -> int:
     """The most devices any of the files is sharded over (a CPU compile needs as many host devices)."""
     from ..runtime import partitions
 
@@ -463,7 +463,7 @@ def _most_partitions(paths) -> int:
     return most
 
 
-def _versions(target: str) -> dict:
+def target_versions(target: str) -> dict:
     """The stack's versions, and libtpu's when it made the plan."""
     from ..files import versions
     from ..stacks import active

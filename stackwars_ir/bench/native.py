@@ -444,10 +444,10 @@ def profile_baseline(req, name: str, runs: int, backend: str = "cpu"):
     inductor's kernels traced through its provenance (inductor_profile), torch_xla's by its own
     (_lazy_profile). Run in a fresh process (a worker of its own)."""
     from ..errors import BenchError
-    from .profile import _GPU_PLATFORMS, _cpu_only
+    from .profile import GPU_PLATFORMS, cpu_only
 
-    if not (name == "jax" and backend in _GPU_PLATFORMS):  # jax.jit's kernels are read on a GPU too
-        _cpu_only(backend or "cpu")
+    if not (name == "jax" and backend in GPU_PLATFORMS):  # jax.jit's kernels are read on a GPU too
+        cpu_only(backend or "cpu")
     if (name, req.step) not in PROFILED:
         raise BenchError(f"--profile: no profile of the {name} baseline's {req.step} step yet",
                          fix="drop --profile for this baseline")

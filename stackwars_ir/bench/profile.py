@@ -17,7 +17,7 @@ _KERNEL_THREADS = ("tf_XLAPjRtCpuClient", "tf_XLAEigen")
 _LOOP_OPCODES = ("while",)  # a kernel whose runtime event holds other kernels' events (bench.kernels)
 # The runtime's copies between host and device, traced on the kernel threads: not a graph's kernel.
 _TRANSFERS = ("D2H ", "H2D ")
-_GPU_PLATFORMS = ("gpu", "cuda", "rocm")
+GPU_PLATFORMS = ("gpu", "cuda", "rocm")
 
 
 @dataclass(frozen=True)
@@ -115,9 +115,9 @@ def profile_runs(run, kernels, runs: int, steady_s: float, platform: str = "cpu"
     of the executable's optimized HLO, whose names the runtime's events carry)."""
     import jax
 
-    gpu = platform in _GPU_PLATFORMS
+    gpu = platform in GPU_PLATFORMS
     if not gpu:
-        _cpu_only(platform)
+        cpu_only(platform)
     options = jax.profiler.ProfileOptions()
     options.python_tracer_level = 0  # Python's own calls: not wanted, and they cost per call
 
@@ -140,7 +140,7 @@ def profile_lazy_runs(step, graphs: list, runs: int, steady_s: float, note: str 
     return _read(data, walls, steady_s, graphs, note)
 
 
-def _cpu_only(platform: str) -> None:
+def cpu_only(platform: str) -> None:
     from ..errors import BenchError
 
     if platform != "cpu":
@@ -207,7 +207,7 @@ def _read_gpu(data, walls: list, steady_s: float, kernels: list) -> Profile:
         times.append(t)
         counts.append(c)
         foreign.append(other)
-        covered.append(_union([(b, e) for b, e, _ in events]))
+        covered.append(union_seconds([(b, e) for b, e, _ in events]))
     totals = [sum(t) + sum(o.values()) for t, o in zip(times, foreign)]
     picks = median_runs(totals)
     timed = tuple(KernelTime(k.name, k.opcode, k.path, k.phase, at([t[j] for t in times], picks),
@@ -313,7 +313,7 @@ def _read(data, walls: list, steady_s: float, graphs: list, note: str = "") -> P
                     t[0] += sec
                     t[1] += n
         per_run.append(run)
-        covered.append(_union([s for i in chunk for s in spans[i]]))
+        covered.append(union_seconds([s for i in chunk for s in spans[i]]))
     seen = {n for r in per_run for n in r}
     kernels = max(graphs, key=lambda ks: len(seen & {k.name for k in ks}))
 
@@ -343,7 +343,7 @@ def runs_profile(per_run: list, walls: list, covered: list, steady_s: float, ker
                    untraced_runs=tuple(sum(r[n][0] for n in others if n in r) for r in per_run))
 
 
-def _union(spans: list) -> float:
+def union_seconds(spans: list) -> float:
     """Seconds covered by at least one of the (begin, end) spans (nanoseconds)."""
     total, reach = 0, None
     for begin, end in sorted(spans):

@@ -105,9 +105,9 @@ def bench_files(paths, backend: str | None = None, timeout: float | None = None,
         rows.append(str(path))
         todo.append(str(path))
     timed = {}
-    from .memory import _most_partitions
+    from .memory import most_partitions
 
-    with Isolated(max_memory, _most_partitions(todo) if rt.platform == "cpu" else 1) as worker:
+    with Isolated(max_memory, most_partitions(todo) if rt.platform == "cpu" else 1) as worker:
         if len(todo) > 1:  # one worker, their steady-state runs taking turns
             group = _timed(worker, Job("files", tuple(todo), rt.platform, timeout), timeout * len(todo) if timeout
                            else None, progress)

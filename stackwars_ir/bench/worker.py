@@ -316,7 +316,7 @@ def staged_values(paths, folder: Path) -> tuple:
     (files.stage_values reads them there)."""
     from stackwars_ir import models
 
-    from . import _sidecar_arguments
+    from . import sidecar_arguments
     from ..files import sidecar_of, values_bytes
     from ..ir import load
 
@@ -328,7 +328,7 @@ def staged_values(paths, folder: Path) -> tuple:
         (parsed,) = load([path])
         if not parsed.ok:
             continue  # the worker says why, in its own words
-        arrays, reference = _sidecar_arguments(parsed.modules[0], side)
+        arrays, reference = sidecar_arguments(parsed.modules[0], side)
         npz = folder / f"values-{len(list(folder.iterdir()))}.npz"  # never reused: the worker keeps each name
         import numpy as np
 

@@ -9,15 +9,9 @@ from ..errors import CaptureError, StackwarsError
 from ..workload import Argument
 from ..workload.shapes import meta_model
 from .artifact import Capture
+from .lowering import jax_dtype
 
 NOT_CHECKED = "abstract capture: no weight was materialized, so nothing ran; the adapter's tiny size carries the parity evidence"
-
-
-def _jax_dtype(torch_dtype):
-    import jax.numpy as jnp
-
-    return {"float32": jnp.float32, "bfloat16": jnp.bfloat16, "int64": jnp.int64, "int32": jnp.int32,
-            "float64": jnp.float64, "bool": jnp.bool_}[str(torch_dtype).replace("torch.", "")]
 
 
 def capture_abstract(req, frameworks, stages_for, elsewhere=None) -> tuple[list[Capture], dict]:
@@ -72,7 +66,7 @@ def abstract_jax(req, specs, inputs, buffers, trainable, stages_for) -> Capture:
 
     st = stages_for("jax")
     with st.stage("build jax (abstract)"):
-        sds = {k: jax.ShapeDtypeStruct(s, _jax_dtype(d)) for k, (s, d) in specs.items()}
+        sds = {k: jax.ShapeDtypeStruct(s, jax_dtype(d)) for k, (s, d) in specs.items()}
         abstract = nnx.eval_shape(lambda w: adapter.jax_model(req.size, w), sds)
         graphdef, state = nnx.split(abstract)
 
@@ -96,7 +90,7 @@ def _torchax_abstract(model, inputs, st) -> Capture:
     from torchax import export as tx_export
 
     from .lowering import lower_text
-    from .torch_capture import _spec_kind, _torchax_function, torchax_named
+    from .torch_capture import spec_kind, torchax_function, torchax_named
 
     with st.stage("torch.export (meta)"):
         try:
@@ -107,12 +101,12 @@ def _torchax_abstract(model, inputs, st) -> Capture:
             raise CaptureError(f"torch.export of the meta-device model failed: {type(e).__name__}: "
                                f"{str(e).splitlines()[0] if str(e) else ''}") from e
     with st.stage("torchax to StableHLO (abstract)"):
-        names, states, func = _torchax_function(ep, tx_export)
+        names, states, func = torchax_function(ep, tx_export)
         wide = any(v.dtype in (np.int64, np.float64) for v in inputs.values())
         with jax.enable_x64(wide):
-            abstract_states = [jax.ShapeDtypeStruct(tuple(s.shape), _jax_dtype(s.dtype)) for s in states]
+            abstract_states = [jax.ShapeDtypeStruct(tuple(s.shape), jax_dtype(s.dtype)) for s in states]
             args = [jax.ShapeDtypeStruct(v.shape, v.dtype) for v in inputs.values()]
-        kinds = {s.target: _spec_kind(s) for s in ep.graph_signature.input_specs if s.target}
+        kinds = {s.target: spec_kind(s) for s in ep.graph_signature.input_specs if s.target}
         t0 = time.perf_counter()
         text = lower_text(func, abstract_states, args, x64=wide, named=torchax_named(names, kinds, inputs))
         st.seconds["lower"] = time.perf_counter() - t0
@@ -144,7 +138,7 @@ def _abstract_state(req, specs, inputs, buffers, trainable):
 
     from ..workload.train import TrainState, loss_of
 
-    sds = {k: jax.ShapeDtypeStruct(s, _jax_dtype(d)) for k, (s, d) in specs.items()}
+    sds = {k: jax.ShapeDtypeStruct(s, jax_dtype(d)) for k, (s, d) in specs.items()}
     return TrainState(loss_of(req.model), {k: v for k, v in sds.items() if k in trainable},
                       {k: v for k, v in sds.items() if k not in trainable}, {}, {}, 1, inputs, float("nan"),
                       {}, {}, {})

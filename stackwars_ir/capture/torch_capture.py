@@ -25,7 +25,7 @@ def export_program(model, inputs: dict[str, np.ndarray], stages: Stages):
                                fix="check the model options; sdpa attention is not exportable here") from e
 
 
-def _spec_kind(spec) -> str:
+def spec_kind(spec) -> str:
     from torch.export.graph_signature import InputKind
 
     return {InputKind.PARAMETER: "parameter", InputKind.BUFFER: "buffer",
@@ -81,7 +81,7 @@ def capture_torch_xla(ep, inputs: dict[str, np.ndarray], stages: Stages) -> Capt
             raise CaptureError(f"torch_xla export failed: {type(e).__name__}: {str(e).splitlines()[0]}") from e
     bundle = shlo._bundle  # the exporter's own record of which argument is which tensor
     meta = bundle.stablehlo_funcs[0].meta
-    kinds = {s.target: _spec_kind(s) for s in ep.graph_signature.input_specs if s.target}
+    kinds = {s.target: spec_kind(s) for s in ep.graph_signature.input_specs if s.target}
     input_names = list(inputs)
     arguments, constants = [], {}
     for i, (loc, sig) in enumerate(zip(meta.input_locations, meta.input_signature)):
@@ -114,13 +114,13 @@ def capture_torchax(ep, inputs: dict[str, np.ndarray], stages: Stages) -> Captur
 
     with stages.stage("torchax to StableHLO"):
         try:
-            names, states, func = _torchax_function(ep, tx_export)
+            names, states, func = torchax_function(ep, tx_export)
             # torch's int64 stays int64, as in torch_xla captures
-            wide = _needs_x64(inputs)
+            wide = needs_x64(inputs)
             with jax.enable_x64(wide):
                 states = torchax.default_env().t2j_copy(states)
                 args = [jax.numpy.asarray(v) for v in inputs.values()]
-            kinds = {s.target: _spec_kind(s) for s in ep.graph_signature.input_specs if s.target}
+            kinds = {s.target: spec_kind(s) for s in ep.graph_signature.input_specs if s.target}
             text = lower_text(func, states, args, x64=wide, named=torchax_named(names, kinds, inputs))
         except StackwarsError:
             raise
@@ -140,7 +140,7 @@ def torchax_named(names, kinds: dict, inputs: dict) -> list[tuple[str, str]]:
     return [(kinds.get(n, "constant"), n) for n in names] + [("input", n) for n in inputs]
 
 
-def _needs_x64(inputs) -> bool:
+def needs_x64(inputs) -> bool:
     return any(v.dtype in (np.int64, np.float64) for v in inputs.values())
 
 
@@ -166,7 +166,7 @@ def _states(program) -> tuple[list, list]:
     return names, values
 
 
-def _torchax_function(ep, tx_export):
+def torchax_function(ep, tx_export):
     """torchax.export.exported_program_to_jax, with a named scope per FX node."""
     import jax
 

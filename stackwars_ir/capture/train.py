@@ -72,22 +72,22 @@ def capture_torchax_train(model, state: TrainState, stages: Stages) -> Capture:
     except Exception as e:
         raise MissingExtra("torchax", e) from e
 
-    from .torch_capture import _needs_x64, _torchax_function
+    from .torch_capture import needs_x64, torchax_function
 
     abstract = any(isinstance(v, jax.ShapeDtypeStruct) for v in state.params.values())
     with stages.stage("torch.export (loss" + (", meta)" if abstract else ")")):
         ep = export_loss(model, state, meta=abstract)
     try:
         with stages.stage("torchax decompositions and arguments" + (" (abstract)" if abstract else "")):
-            names, consts, forward = _torchax_function(ep, tx_export)
-            wide = _needs_x64(state.inputs)
+            names, consts, forward = torchax_function(ep, tx_export)
+            wide = needs_x64(state.inputs)
             values = state.values() if not abstract else {}
             with enable_x64(wide):
                 if abstract:
-                    from .abstract import _jax_dtype
+                    from .lowering import jax_dtype
 
                     params = {n: state.params[n] for n in names if n in state.params}
-                    fixed = {n: jax.ShapeDtypeStruct(tuple(c.shape), _jax_dtype(c.dtype))
+                    fixed = {n: jax.ShapeDtypeStruct(tuple(c.shape), jax_dtype(c.dtype))
                              for n, c in zip(names, consts) if n not in state.params}
                     lifted = {n for n in fixed if n not in state.buffers}
                 else:

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-_WHILES = frozenset({"stablehlo.while", "mhlo.while"})
+WHILES = frozenset({"stablehlo.while", "mhlo.while"})
 _RETURNS = frozenset({"stablehlo.return", "mhlo.return"})
 _CONTINUE = {"LT": lambda i, n: i < n, "LE": lambda i, n: i <= n, "GT": lambda i, n: i > n,
              "GE": lambda i, n: i >= n, "NE": lambda i, n: i != n}
@@ -32,16 +32,16 @@ def loops_of(module) -> dict:
     """while op id -> Loop, for every while of the module."""
     inside: dict = {}
     for op in module.ops:
-        if op.parent is not None and module.ops[op.parent].name in _WHILES:
+        if op.parent is not None and module.ops[op.parent].name in WHILES:
             inside.setdefault(op.parent, []).append(op.id)
     args: dict = {}  # while op id -> its regions' block arguments, cond's then body's (values it
     for v in module.values:  # "produces" that are not its results)
-        if v.producer is not None and module.ops[v.producer].name in _WHILES and \
+        if v.producer is not None and module.ops[v.producer].name in WHILES and \
                 v.id not in module.ops[v.producer].results:
             args.setdefault(v.producer, []).append(v.id)
     out = {}
     for op in module.ops:
-        if op.name not in _WHILES:
+        if op.name not in WHILES:
             continue
         ids = inside.get(op.id, [])
         end = next((k for k, i in enumerate(ids) if module.ops[i].name in _RETURNS), len(ids) - 1)
@@ -119,7 +119,7 @@ def _const(module, vid: int, depth: int = 0) -> int | None:
     that every call passes the same constant: torch_xla's scan takes its counter's start as one)."""
     v = module.values[vid]
     if v.producer is None and v.arg_index is not None and depth < 4:
-        f = _arg_of(module).get(vid)
+        f = arg_of(module).get(vid)
         sites = [op for op in module.ops if op.name == "func.call" and op.attr("callee") == f] if f else []
         got = {_const(module, op.operands[v.arg_index], depth + 1) for op in sites if len(op.operands) > v.arg_index}
         return got.pop() if len(got) == 1 and sites else None
@@ -131,7 +131,7 @@ def _const(module, vid: int, depth: int = 0) -> int | None:
     return op.attr("int")
 
 
-def _arg_of(module) -> dict:
+def arg_of(module) -> dict:
     """value id -> the function it is an entry argument of."""
     return {vid: f.name for f in module.funcs for vid in f.args}
 

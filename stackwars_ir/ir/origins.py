@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from .loops import _WHILES, _arg_of
+from .loops import WHILES, arg_of
 
 # Ops whose results are (a part of, a view of) their first operand's data. A dynamic_update_slice
 # writes its update into its first operand: both are its result's origins.
@@ -31,7 +31,7 @@ class Origins:
         for op in module.ops:
             if op.name == "func.call":
                 self.sites[op.attr("callee")].append(op)
-        self.arg_of = _arg_of(module)  # value id -> the name of the function it is an argument of
+        self.arg_of = arg_of(module)  # value id -> the name of the function it is an argument of
         self.returns = {}  # while op id -> its body's return operands
         self.block_arg = {}  # a while's region argument -> (while op, position)
         for loop in module.loops.values():
@@ -91,7 +91,7 @@ class Origins:
                 yield op.id
                 return
             yield from walk(f.returns[k], path, depth + 1, seen)
-        elif name in _WHILES:
+        elif name in WHILES:
             ret = self.returns.get(op.id, ())
             if k < len(ret):
                 yield from walk(ret[k], path, depth + 1, seen)
@@ -113,5 +113,5 @@ class Origins:
 
 def moves_data(op) -> bool:
     """Whether an op only moves data (the ops Origins walks through): a loop's or a call's plumbing."""
-    return op.name in _MOVES or op.name in _WHILES or op.name == "func.call" or \
+    return op.name in _MOVES or op.name in WHILES or op.name == "func.call" or \
         op.name.endswith((".tuple", "get_tuple_element"))

@@ -154,13 +154,13 @@ def max_batch_model(model: str | Request, *, budgets_, limit: int = MAX_BATCH_LI
 
     found = search_max_batch(probe, list(probe(1)), budgets_, limit)
     from ..bench import machine
-    from ..bench.memory import _versions
+    from ..bench.memory import target_versions
 
     # The table shows the plans on either side of each boundary; every compile is in the searches.
     shown = {(m.name, b) for m in found for b in (1, m.largest, (m.largest or 0) + 1) if b}
     target = run.get("target", "cpu")
     plans_shown = sorted((p for p in every if (p.name, p.batch) in shown or not p.ok), key=lambda p: (p.name, p.batch or 0))
-    return MemoryReport(target, tuple(plans_shown), tuple(budgets_), machine(), _versions(target), found)
+    return MemoryReport(target, tuple(plans_shown), tuple(budgets_), machine(), target_versions(target), found)
 
 
 def smallest_slice_model(model: str | Request, *, budgets_, target: str, progress=None, **kw) -> MemoryReport:
@@ -168,7 +168,7 @@ def smallest_slice_model(model: str | Request, *, budgets_, target: str, progres
     taking the chips the request's other mesh axes leave) and compiled for it, until every executable's
     per-chip plan fits every budget (default: one chip of the target)."""
     from ..bench import machine
-    from ..bench.memory import Budget, DEVICES, SmallestSlice, _versions, check_target, slice_chips
+    from ..bench.memory import Budget, DEVICES, SmallestSlice, target_versions, check_target, slice_chips
     from ..workload.mesh import Mesh
 
     check_target(target)
@@ -212,4 +212,4 @@ def smallest_slice_model(model: str | Request, *, budgets_, target: str, progres
             break
     slices = tuple(SmallestSlice(n, b, found.get((n, b)), tuple(probes.get(n, ())), errors.get(n))
                    for n in sorted(set(probes) | set(errors)) for b in budgets_)
-    return MemoryReport(target, tuple(every), budgets_, machine(), _versions(target), slices=slices)
+    return MemoryReport(target, tuple(every), budgets_, machine(), target_versions(target), slices=slices)
