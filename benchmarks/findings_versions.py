@@ -3,7 +3,7 @@
 Makes the stacks it needs (jax-VERSION: jax==V jaxlib==V, cached outside the repository and reused;
 about 900 MB and a minute each), then for each model and each stack runs `regress MODEL --from STACK
 --to lock`: the JAX side captured by each stack's jax on the same weights, diffed block by block,
-compiled by each stack's XLA (kernels per block), timed in turns (3 rounds each, time per block
+compiled by each stack's XLA (kernels per block), timed in turns (5 rounds each, time per block
 profiled) and planned. Prints docs/findings-versions.md; `make findings-versions` writes it.
 """
 from __future__ import annotations
@@ -75,12 +75,12 @@ def page(data: dict, releases, models) -> str:
              f"Each row: `stackwars-ir regress MODEL --from jax-V --to lock` (B = the lock, jax {here['jax']}): "
              "the model's JAX side captured by each release's jax on the same weights (parity-checked against "
              "PyTorch eager), the two StableHLO files diffed block by block, each compiled by its own release's "
-             "XLA (kernels per block), timed on XLA CPU in turns (3 rounds each, a fresh worker process each round) "
+             "XLA (kernels per block), timed on XLA CPU in turns (5 rounds each, a fresh worker process each round) "
              "and planned. Tiny sizes: the times are sub-millisecond and say what each release's XLA CPU does "
              "with a small program, not what a large one costs; a block's profiled time is tens of microseconds, "
-             "and its change between two releases is noisier than the whole step's. The intervals are "
-             "bootstrap intervals of the pooled runs of one page run: they do not hold the differences between "
-             "two runs of the page. The IR, kernel and fusion columns do not depend on timing.", "",
+             "and its change between two releases is noisier than the whole step's. The intervals are taken "
+             "across the rounds (the rounds' ratios, a t-interval of their logarithms), as each round's process "
+             "moves all of its samples alike. The IR, kernel and fusion columns do not depend on timing.", "",
              "| model | from | IR ops (from -> lock) | blocks changed | kernels | fusion kinds changed | compile, s | steady time, lock/from (95% interval) | memory plan peak |",
              "|---|---|---|---|---|---|---|---|---|"]
     res, details = data["results"], []
@@ -178,7 +178,7 @@ def page_pytorch(data: dict, models) -> str:
              "parity-checked against the lock's PyTorch eager; diffed block by block and compiled as on the JAX "
              "page. Both sides are compiled by jaxlib's XLA, the same release (jax "
              f"{there.get('jax')} and {here['jax']}): what differs is the StableHLO each torch_xla writes, not the "
-             "compiler, so both files are timed together in one worker, interleaved run by run (3 rounds, the "
+             "compiler, so both files are timed together in one worker, interleaved run by run (5 rounds, the "
              "order swapped). torch_xla pins its torch, so torch_xla 2.8 cannot be installed beside the lock's torch "
              "2.9: a PyTorch stack is a second environment.", "",
              "Installed torchax versions, read from the code that imports (files.distribution_version): "
@@ -206,7 +206,7 @@ def page_pytorch(data: dict, models) -> str:
         said = f"steady time lock/from {t['ratio']:.2f} ({t['low']:.2f}-{t['high']:.2f})"
         lines.append(f"- {m} {step}: " + (
             f"the same ops and kernels compiled by the same XLA: {said} comes from the runs on this machine "
-            "(both files timed together in one worker, interleaved, 3 rounds), not from the IR or the compiler"
+            "(both files timed together in one worker, interleaved, 5 rounds), not from the IR or the compiler"
             if same else f"{sum(b.changed for b in r.blocks)} blocks differ in IR or kernels; {said}") + ".")
     if data["failed"]:
         lines += ["", "## Not measured", ""] + [f"- {k}: {v}" for k, v in data["failed"].items()]

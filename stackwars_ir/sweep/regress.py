@@ -134,7 +134,9 @@ class Regression:
             t = self.time
             out.append(f"time: {t['error']}" if "error" in t else
                        f"steady time: {t['a'] * 1e6:.1f} us -> {t['b'] * 1e6:.1f} us, B/A {t['ratio']:.3f} "
-                       f"(95% interval {t['low']:.3f}-{t['high']:.3f}); compile {t['compile_a']:.2f} s -> "
+                       f"(95% interval {t['low']:.3f}-{t['high']:.3f}"
+                       + (f" across {len(t['rounds'])} rounds, a fresh worker each" if t.get("rounds") else "")
+                       + f"); compile {t['compile_a']:.2f} s -> "
                        f"{t['compile_b']:.2f} s")
         if self.memory:
             m = self.memory
@@ -181,8 +183,8 @@ def regress_files(file_a: Path, file_b: Path, stack_a: Stack, stack_b: Stack,
     result = with_kernels(report, result, *kernels)
     time = memory = None
     if timing:
-        rows = _timed_pair((file_a, stack_a), (file_b, stack_b), progress)
-        time = _time(rows)
+        *rows, rounds = _timed_pair((file_a, stack_a), (file_b, stack_b), progress)
+        time = _time(rows, rounds)
         if all(r.ok and r.profile is not None for r in rows):
             result = with_times(report, result, rows[0].profile, rows[1].profile)
     plans = []
@@ -206,8 +208,9 @@ def _side(path: Path, stack: Stack) -> dict:
 
 
 # A and B each timed this many times, taking turns, each round in a fresh worker process: a slow stretch
-# of the machine hits both, and no one process's placement (its core, its memory layout) weighs on a whole side.
-ROUNDS = 3
+# of the machine hits both, and no one process's placement (its core, its memory layout) weighs on a whole
+# side. The ratio's interval is taken across the rounds (runstats.rounds_ratio), so more rounds narrow it.
+ROUNDS = 5
 
 
 def same_xla(a: Stack, b: Stack) -> bool:
@@ -215,15 +218,13 @@ def same_xla(a: Stack, b: Stack) -> bool:
     return all(a.versions.get(k) and a.versions.get(k) == b.versions.get(k) for k in ("jax", "jaxlib"))
 
 
-def _timed_pair(side_a, side_b, progress) -> list:
+def _timed_pair(side_a, side_b, progress) -> tuple:
     """Each file's Executable, timed (and profiled, for time per block) by its stack's XLA, ROUNDS times,
     a fresh worker each time, each side's steady samples pooled over its rounds. Where both stacks hold
     the same jax and jaxlib (a PyTorch stack beside the lock's jax), both files run in one worker of A's
     stack, interleaved run by run as `bench A B` runs them; otherwise the two stacks cannot share one
     process, and their workers take turns (measured: op-identical programs then read 0.99-1.24x apart
-    on a 2-core machine, docs/stacks.md)."""
-    import dataclasses
-
+    on a 2-core machine, docs/stacks.md). Returns (A's Executable, B's, each round's steady medians (A, B))."""
     from ..bench.timing import profiled_runs
     from ..bench.worker import Isolated, Job, default_max_memory
     from ..stacks import using
@@ -247,30 +248,37 @@ def _timed_pair(side_a, side_b, progress) -> list:
                     progress(f"{path}: timing, round {r + 1} of {ROUNDS} ...")
                 with using(stack), Isolated(default_max_memory()) as worker:
                     got[i].append(worker.run(Job("file", (str(path),), "cpu"), None))
-    out = []
-    for rows in got:
-        bad = next((r for r in rows if not r.ok), None)
-        if bad is not None:
-            out.append(bad)
-            continue
-        import statistics
-
-        samples = tuple(x for r in rows for x in r.timing.samples)
-        deciles = statistics.quantiles(samples, n=10) if len(samples) > 1 else [samples[0]] * 9
-        timing = dataclasses.replace(rows[-1].timing, samples=samples, steady=statistics.median(samples),
-                                     p10=deciles[0], p90=deciles[-1], iterations=len(samples))
-        out.append(dataclasses.replace(rows[-1], timing=timing))
-    return out
+    return _pooled(got[0]), _pooled(got[1]), tuple(
+        (a.timing.steady, b.timing.steady) for a, b in zip(*got) if a.ok and b.ok)
 
 
-def _time(rows) -> dict:
-    from ..bench.compare import ratio_interval
+def _pooled(rows):
+    """One Executable of a side's rounds: the first failed round's, else the last round's with every
+    round's steady samples pooled (its median and deciles over them)."""
+    import dataclasses
+    import statistics
+
+    bad = next((r for r in rows if not r.ok), None)
+    if bad is not None:
+        return bad
+    samples = tuple(x for r in rows for x in r.timing.samples)
+    deciles = statistics.quantiles(samples, n=10) if len(samples) > 1 else [samples[0]] * 9
+    timing = dataclasses.replace(rows[-1].timing, samples=samples, steady=statistics.median(samples),
+                                 p10=deciles[0], p90=deciles[-1], iterations=len(samples))
+    return dataclasses.replace(rows[-1], timing=timing)
+
+
+def _time(rows, rounds) -> dict:
+    """B/A: the geometric mean of the rounds' ratios (each round's steady medians, B over A) and its 95%
+    interval across the rounds (runstats.rounds_ratio); each side's steady median over its pooled samples."""
+    from ..runstats import rounds_ratio
 
     a, b = rows
     if not (a.ok and b.ok):
         return {"error": next(r.error for r in rows if not r.ok)}
-    ratio, low, high = ratio_interval(a.timing.samples, b.timing.samples)
+    ratio, low, high = rounds_ratio([tb / ta for ta, tb in rounds])
     return {"a": a.timing.steady, "b": b.timing.steady, "ratio": ratio, "low": low, "high": high,
+            "rounds": [list(r) for r in rounds], "interval": "across rounds",
             "first_a": a.timing.first, "first_b": b.timing.first, "compile_a": a.compile_s, "compile_b": b.compile_s}
 
 
