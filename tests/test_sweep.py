@@ -502,6 +502,11 @@ def test_a_bench_together_times_both_pytorch_routes_interleaved_in_one_job_and_t
     assert {e["sha256"] for e in results} == caps
     (title, _, headers, rows), = [t for t in sweep_tables(report) if t[0].startswith("Timings")]
     assert [row[headers.index("route")] for row in rows] == ["torch-torch_xla", "torch-torchax"]
+    # issue 53: the page shows the verdict its record holds, and how quiet the machine was for it
+    (_, _, vh, verdicts), = [t for t in sweep_tables(report) if t[0] == "Verdicts"]
+    (verdict,) = verdicts
+    assert {"torch-torch_xla", "torch-torchax"} <= set(verdict[vh.index("verdict")].replace(":", "").split())
+    assert verdict[vh.index("machine")].startswith("noise ")
     _, by = findings_zoo._index(report)
     row = findings_zoo._row(by, "ffn", "forward")
     assert [b["steady"] for b in row["bench"]] == [e["timing"]["steady_median_s"] for e in results]
@@ -590,7 +595,7 @@ def test_the_noise_each_timed_job_measured_first_is_summed_up_and_a_noisy_run_na
     assert noise_line(rec[:2]) == "machine noise before the 1 timed job: 21% (quiet under 50%)"
     assert noise_line(rec) == ("machine noise before the 2 timed jobs: 21%-72% (quiet under 50%); 1 timed on a noisy "
                                "machine: their times are not comparable with a quiet run's (sweep --retry-noisy "
-                               "runs them again)")
+                               "runs them again): ffn-tiny forward jax b2")  # issue 53: the noisy rows named
     assert noise_line(rec[1:2]) == ""
     timed = [Record(f"k{i}", job, {}, True, "", {}, 1.0, {"noise": 0.2, "probe_ms": ms}) for i, ms in enumerate((31.5, 36.2))]
     assert noise_line(timed) == ("machine noise before the 2 timed jobs: 20% (quiet under 50%); the probe's chain "

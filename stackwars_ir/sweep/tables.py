@@ -100,7 +100,37 @@ def sweep_tables(report) -> list[tuple[str, str, list, list]]:
             else:
                 rows += [_what(rec) + r for r in _memory_rows(rec)] if command == "memory" else _bench_rows(rec)
         out.append((TITLES[command], NOTES[command], WHAT + HEADERS[command], rows))
+    verdicts = [_what(rec, "-")[:2] + [v.get("batch") if v.get("batch") is not None else rec.job.request.batch,
+                                       _verdict_words(v), _timed_how(rec)]
+                for rec in report.records if rec.job.command == "bench" for v in rec.result.get("verdicts", ())]
+    if verdicts:
+        out.append(("Verdicts", "Each pair of rows a bench job timed: the slower's steady median over the faster's "
+                    "with its 95% interval (paired: resampled round by round, the rows' steady runs taking turns "
+                    "in one process), or indistinguishable, or too noisy to call.",
+                    ["model", "step", "batch", "verdict", "machine"], verdicts))
     return out
+
+
+def _verdict_words(v: dict) -> str:
+    """A bench verdict's JSON (bench.compare.Verdict.as_json) in words."""
+    fast, slow = v["faster"], v["slower"]
+    if v.get("withheld"):
+        return f"{fast} / {slow}: {v['withheld'].split(';')[0]}"
+    low, high = v["interval_95"]
+    how = "paired" if v.get("paired") else "unpaired"
+    if v.get("indistinguishable"):
+        return f"{fast} / {slow}: indistinguishable ({v['ratio']:.2f}, {low:.2f}-{high:.2f}, {how})"
+    return f"{fast} {v['ratio']:.2f}x as fast as {slow} ({low:.2f}-{high:.2f}, {how})"
+
+
+def _timed_how(rec) -> str:
+    """How quiet the machine was for a timed record: its probe's noise, and noisy where it was."""
+    from ..bench.timing import QUIET
+
+    n = rec.host.get("noise")
+    if n is None:
+        return "-"
+    return f"noise {n:.0%}" + (" (NOISY)" if n >= QUIET or rec.noisy else "")
 
 
 def summary_line(report) -> str:
@@ -143,4 +173,12 @@ def noise_line(records) -> str:
         line += f"; {slow} more on a slowed machine (the chain {SLOWED:g}x the fastest or more)"
     if loud or wide or slow:
         line += " (sweep --retry-noisy runs them again)"
+        named = [r for r in records if r.host.get("noise") is not None and
+                 (r.host["noise"] >= QUIET or r.noisy or r in slowed(records))]
+        line += ": " + ", ".join(_name(r) for r in named[:8]) + (f" and {len(named) - 8} more" if len(named) > 8 else "")
     return line
+
+
+def _name(rec) -> str:
+    r = rec.job.request
+    return f"{r.model}-{r.size} {r.step} {rec.job.route} b{r.batch}"
