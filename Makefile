@@ -26,8 +26,11 @@ demo: setup
 # The suite runs `sweep` on a local Ray cluster too (tests/test_sweep.py), so it installs Ray first.
 # It leaves out the tests marked `download`, which make a version stack of gigabytes from the package
 # index (a PyTorch stack is 7.8 GB, torch's CUDA libraries with it): `make test-download` runs those.
+# Two pytest processes, each running whole test files (--dist loadfile: a file's shared fixtures are
+# made once): on 2 cores the suite took 22:52 against 33:48 in one process (docs/benchmarks.md).
+TEST_JOBS ?= 2
 test: setup-ray
-	$(BIN)/python -m pytest -q -ra -m "not download"
+	$(BIN)/python -m pytest -q -ra -m "not download" -n $(TEST_JOBS) --dist loadfile
 
 test-download: setup-ray
 	$(BIN)/python -m pytest -q -ra -m download
