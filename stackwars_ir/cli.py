@@ -8,6 +8,7 @@ import click
 
 from . import __version__
 from .errors import EXIT_DIFFERENT
+from .targets import ESTIMATED, TPUS, names
 from .shell import (Group, adapters_option, batches_option, emit, estimate_options, finish, fitted_request, has,
                     json_option, limits_options, markdown_option, mode_option, model_options, model_or_files, progress,
                     request, set_env_for_command, stack_option, use_adapters, warn_sidecars)
@@ -141,7 +142,7 @@ def stats_cmd(files, json_path, top):
               help="Also compile both on the XLA CPU backend (nothing is run) and count, per block, the kernels "
                    "(fusions and unfused ops) each side compiled to, and a sharded side's collectives.")
 @click.option("--kernels-target", default="cpu", show_default=True,
-              help="With --kernels: compile for this target instead (tpu-v6e, tpu-v5e, tpu-v5p, tpu-v4: "
+              help=f"With --kernels: compile for this target instead ({names(TPUS)}: "
                    "compile-only through libtpu, `make setup-tpu`; a sharded file on its slice).")
 @click.option("--bench", "bench_path", type=click.Path(dir_okay=False, path_type=Path),
               help="A `bench FILE_A FILE_B --profile --json` file: each block's kernel time on both sides, and "
@@ -190,7 +191,7 @@ def diff_cmd(file_a, file_b, json_path, md_path, html_path, mode, excerpts, ops,
                    "train also jax_donate), or 'none'.")
 @click.option("--backend", default=None, help="cpu, gpu or tpu (default: what jax picks).")
 @click.option("--target", default=None, metavar="TPU",
-              help="Run nothing: compile for tpu-v6e or tpu-v5e (libtpu, no TPU needed: `make setup-tpu`) and "
+              help=f"Run nothing: compile for {names(ESTIMATED, ' or ')} (libtpu, no TPU needed: `make setup-tpu`) and "
                    "estimate each kernel's time from the compiler's cost model; `diff A B --bench` splits the "
                    "estimated gap by block. Estimates, never measurements.")
 @limits_options("Seconds per executable for its compile and runs; one still running 10 s later is stopped.",
@@ -252,7 +253,7 @@ def bench_cmd(targets, batches, baselines, backend, target, timeout, max_memory,
 @main.command("memory")
 @click.argument("targets", nargs=-1, required=True)
 @click.option("--target", "target", default="cpu", show_default=True,
-              help="Compile for: cpu, gpu, or a TPU generation (tpu-v6e, tpu-v5e, tpu-v5p, tpu-v4; through "
+              help=f"Compile for: cpu, gpu, or a TPU generation ({names(TPUS)}; through "
                    "libtpu, no TPU needed: `make setup-tpu`).")
 @click.option("--budget", "budget", default="", metavar="LIST",
               help="Budgets to check each plan against: sizes (16G, 512MiB) or devices (t4, v6e-1, h100-80gb, ...).")

@@ -213,3 +213,17 @@ def test_a_bench_rows_memory_window_leaves_the_allocator_as_users_have_it():
     assert users[0] >= 1 and fresh[0] >= 1, (users, fresh)
     assert users[-1] * 10 < users[0], users  # glibc raised its threshold: the block is reused, no new pages
     assert fresh[-1] * 2 > fresh[0], fresh  # every block mapped and zeroed again
+
+
+def test_one_target_table_feeds_the_plans_the_estimates_and_the_help():
+    """issue 52: the TPU generations were listed in CLI help three times, in CHIPS and in SLICES/TARGETS."""
+    from stackwars_ir.bench.estimate import CHIPS
+    from stackwars_ir.bench.memory import DEVICES, SLICES, TARGETS, TOPOLOGIES
+    from stackwars_ir.targets import TABLE, TPUS, is_tpu, names
+
+    assert TARGETS == tuple(TABLE) and TARGETS[:2] == ("cpu", "gpu")
+    assert set(SLICES) == set(TOPOLOGIES) == {t.name for t in TPUS} and TOPOLOGIES["tpu-v6e"] == "v6e:2x2"
+    assert {t.one_chip: DEVICES[t.one_chip] for t in TPUS} == {"v6e-1": 32, "v5e-1": 16, "v5p-1": 95, "v4-1": 32}
+    assert set(CHIPS) == {"tpu-v6e", "tpu-v5e"} and all(CHIPS[n] is TABLE[n].chip for n in CHIPS)
+    assert is_tpu("tpu-v4") and not is_tpu("tpu") and not is_tpu("cpu") and not is_tpu("tpu-v9")
+    assert names(TPUS) == "tpu-v6e, tpu-v5e, tpu-v5p, tpu-v4" and names(TPUS[:2], " or ") == "tpu-v6e or tpu-v5e"

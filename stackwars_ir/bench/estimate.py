@@ -2,8 +2,9 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from pathlib import Path
+
+from ..targets import ESTIMATED, Chip
 
 # Async moves the TPU compiler schedules beside the compute (HBM <-> VMEM): their transfer overlaps
 # the kernels between start and done, so their bound is reported apart, not added to the total.
@@ -16,29 +17,7 @@ _SHAPE = re.compile(r"\b([a-z]+\d*[a-z0-9]*)\[([\d,]*)\]")
 _CYCLES = re.compile(r'"estimated_cycles":"(\d+)"')
 
 
-@dataclass(frozen=True)
-class Chip:
-    """A TPU generation's published peaks (Google Cloud's TPU pages) and the clock its cycles are
-    read at. Google publishes no clock: it is the bf16 peak over the MXUs' multiply-adds per cycle
-    (4 MXUs of mxu x mxu, 2 flops each), which gives v5e's 1.5 GHz; an assumption, stated with
-    every figure. Ratios of two estimates on one chip do not depend on it."""
-
-    name: str
-    bf16_flops_per_s: float
-    hbm_bytes_per_s: float
-    mxu: int
-    mxus: int = 4
-
-    @property
-    def clock_hz(self) -> float:
-        return self.bf16_flops_per_s / (self.mxus * self.mxu * self.mxu * 2)
-
-    def clock_text(self) -> str:
-        return (f"{self.clock_hz / 1e9:.2f} GHz (assumed: {self.bf16_flops_per_s / 1e12:.0f} TFLOP/s bf16 over "
-                f"{self.mxus} MXUs of {self.mxu}x{self.mxu}; Google publishes no clock)")
-
-
-CHIPS = {"tpu-v6e": Chip("TPU v6e", 918e12, 1640e9, 256), "tpu-v5e": Chip("TPU v5e", 197e12, 819e9, 128)}
+CHIPS = {t.name: t.chip for t in ESTIMATED}  # the generations `bench --target` estimates for
 
 
 def check_chip(target: str) -> Chip:

@@ -6,6 +6,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..targets import is_tpu
+
 # Entry instructions that move or name data rather than compute: not kernels.
 _NOT_KERNELS = {"parameter", "constant", "tuple", "get-tuple-element", "bitcast"}
 # torch_xla's XLA build keeps, in a lazy graph's metadata, the scope torch_xla gives an op of its
@@ -225,7 +227,7 @@ def compile_kernels(path: Path, backend: str = "cpu") -> Kernels:
     text = data if str(path).endswith(".mlirbc") else data.decode(errors="replace")
     started()
     try:
-        if backend.startswith("tpu-"):  # compile-only for a TPU slice (libtpu), as memory plans it
+        if is_tpu(backend):  # compile-only for a TPU slice (libtpu), as memory plans it
             from .memory import compiler_for
 
             exe = compiler_for(backend).compile(text, str(path))

@@ -5,6 +5,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import BenchError, StackwarsError
+from ..targets import TABLE, TPUS
 
 # Nominal memory of the devices users ask about, in GiB (2^30 bytes) as their vendors count it; a
 # runtime reserves some of it (CUDA context, TPU runtime), so a plan within a few percent of a
@@ -12,20 +13,15 @@ from ..errors import BenchError, StackwarsError
 DEVICES = {
     "t4": 16, "v100-16gb": 16, "v100-32gb": 32, "a100-40gb": 40, "a100-80gb": 80, "l4": 24,
     "h100-80gb": 80, "h200": 141,
-    "v4-1": 32, "v5e-1": 16, "v5p-1": 95, "v6e-1": 32,
+    **{t.one_chip: t.chip_gib for t in sorted(TPUS, key=lambda t: t.one_chip)},  # v4-1, v5e-1, v5p-1, v6e-1
 }
 TIGHT = 0.05  # headroom below this share of the budget: "tight"
 
-# Compile targets. TPU generations compile on this machine without a TPU, through libtpu's
-# compile-only client. A module on one device compiles for the first chip of the smallest slice
-# (one chip's devices are the same in any slice); a module sharded over N devices for the first N
-# devices of the smallest slice that has N (libtpu describes no slice under 4 chips).
-SLICES = {"tpu-v6e": ("2x2", "2x4", "4x4", "4x8", "8x8", "8x16", "16x16"),
-          "tpu-v5e": ("2x2", "2x4", "4x4", "4x8", "8x8", "8x16", "16x16"),
-          "tpu-v5p": ("2x2x1", "2x2x2", "2x2x4", "2x4x4", "4x4x4"),
-          "tpu-v4": ("2x2x1", "2x2x2", "2x2x4", "2x4x4")}
-TOPOLOGIES = {t: f"{t[4:]}:{s[0]}" for t, s in SLICES.items()}
-TARGETS = ("cpu", "gpu", *TOPOLOGIES)
+# Compile targets (targets.TABLE): each TPU generation's slices, smallest first, and libtpu's name of
+# the smallest.
+SLICES = {t.name: t.slices for t in TPUS}
+TOPOLOGIES = {t.name: t.topology for t in TPUS}
+TARGETS = tuple(TABLE)
 LIBTPU = "libtpu==0.0.42.1"
 _UNITS = {"": 1, "b": 1, "k": 1 << 10, "kb": 1 << 10, "kib": 1 << 10, "m": 1 << 20, "mb": 1 << 20, "mib": 1 << 20,
           "g": 1 << 30, "gb": 1 << 30, "gib": 1 << 30, "t": 1 << 40, "tb": 1 << 40, "tib": 1 << 40}

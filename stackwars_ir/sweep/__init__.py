@@ -7,6 +7,7 @@ from pathlib import Path
 from ..bench.memory import MAX_BATCH_LIMIT, MemoryReport
 from ..bench.run import BenchReport
 from ..errors import StackwarsError
+from ..targets import TPUS, is_tpu, names
 from ..workload import CAPTURE_REVISION, Request
 
 
@@ -172,9 +173,9 @@ def smallest_slice_model(model: str | Request, *, budgets_, target: str, progres
     from ..workload.mesh import Mesh
 
     check_target(target)
-    if target == "cpu" or target == "gpu":
-        raise StackwarsError("--chips searches the slices of a TPU generation", fix="add --target tpu-v6e (or "
-                                                                                    "tpu-v5e, tpu-v5p, tpu-v4)")
+    if not is_tpu(target):
+        raise StackwarsError("--chips searches the slices of a TPU generation",
+                             fix=f"add --target {TPUS[0].name} (or {names(TPUS[1:])})")
     names = {f.name for f in dataclasses.fields(Request)}
     model = _as_request(model, {"exporters": ("torchax",), **{k: v for k, v in kw.items() if k in names}})
     run = {k: v for k, v in kw.items() if k not in names}

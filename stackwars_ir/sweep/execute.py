@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import StackwarsError
+from ..targets import is_tpu
 from .grid import Grid, Job
 from .jobs import Record, noisy_keys, read_record, relative, stack, write_record
 
@@ -112,7 +113,7 @@ def _check_targets(jobs) -> None:
     """Before any job starts: a TPU target's compiles need libtpu here (a worker's stack is this one's)."""
     from ..bench.memory import check_target
 
-    for target in sorted({j.target for j in jobs if j.target.startswith("tpu-")}):
+    for target in sorted({j.target for j in jobs if is_tpu(j.target)}):
         check_target(target)
 
 

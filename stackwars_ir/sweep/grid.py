@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import StackwarsError
+from ..targets import is_tpu
 from ..workload import Request
 
 COMMANDS = ("capture", "memory", "bench", "diff")
@@ -47,7 +48,7 @@ class Job:
     def timed(self) -> bool:
         """Whether the job measures time on the machine it runs on (a bench job, not a TPU estimate):
         the executors run it alone, so no other job's compile shares its cores."""
-        return self.command == "bench" and not self.target.startswith("tpu-")
+        return self.command == "bench" and not is_tpu(self.target)
 
     @property
     def label(self) -> str:
@@ -78,7 +79,7 @@ class Job:
         another job), hashed; the timeout is how long to wait, not what is computed."""
         what = {k: v for k, v in self.as_json().items() if k != "timeout"}
         what["adapters"] = _adapter_hashes(r.model for r in (self.request, self.against) if r is not None)
-        if not self.target.startswith("tpu-"):  # libtpu computes only the TPU targets' jobs
+        if not is_tpu(self.target):  # libtpu computes only the TPU targets' jobs
             stack = {k: v for k, v in stack.items() if k != "libtpu"}
         text = json.dumps({"job": what, "stack": stack}, sort_keys=True)
         return hashlib.sha256(text.encode()).hexdigest()[:20]
@@ -265,13 +266,13 @@ def _expand(table: dict, here: str, refused: dict):
                                 for t in axes["targets"] for b in axes["budgets"])
                 elif not timing["baselines"]:
                     yield from (Job("bench", req, t, timeout=timeout,
-                                    profile=0 if t.startswith("tpu-") else timing["profile"]) for t in axes["targets"]
-                                if paired is None or t.startswith("tpu-"))
+                                    profile=0 if is_tpu(t) else timing["profile"]) for t in axes["targets"]
+                                if paired is None or is_tpu(t))
             if command == "bench" and timing["baselines"]:
                 yield from _bench_together(reqs, axes["targets"], timing, timeout, refused)
             elif paired is not None:
                 yield from (Job("bench", paired, t, timeout=timeout, profile=timing["profile"])
-                            for t in axes["targets"] if not t.startswith("tpu-"))
+                            for t in axes["targets"] if not is_tpu(t))
 
 
 def _baselines(table: dict, commands: list, here: str) -> tuple[str, ...]:
@@ -311,7 +312,7 @@ def _bench_together(reqs: dict, targets: list, timing: dict, timeout: float, ref
         refused[what] = e.message
         return
     for t in targets:
-        if t.startswith("tpu-"):  # estimates time no native runtime
+        if is_tpu(t):  # estimates time no native runtime
             yield from (Job("bench", r, t, timeout=timeout) for r in reqs.values())
         else:
             yield Job("bench", both, t, timeout=timeout, baselines=baselines, profile=timing["profile"])

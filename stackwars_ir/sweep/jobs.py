@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import StackwarsError
+from ..targets import is_tpu
 from .grid import Job
 
 RECORD_FORMAT = 1
@@ -204,7 +205,7 @@ def _run(job: Job, root: Path, progress) -> tuple[dict, str | None]:
         from ..bench.run import estimate_files
         from ..bench.timing import profiled_runs
 
-        if job.target.startswith("tpu-"):
+        if is_tpu(job.target):
             report = estimate_files(files, job.target, job.timeout, progress=progress)
         else:
             with profiled_runs(job.profile):

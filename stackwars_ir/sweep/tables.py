@@ -1,6 +1,7 @@
 """A sweep's records as tables, one per command (the rows every rendering of a sweep shows)."""
 from __future__ import annotations
 
+from ..targets import is_tpu
 from ..textfmt import human_bytes
 from .execute import NOT_RUN
 from .grid import route_of
@@ -57,7 +58,7 @@ def _bench_rows(rec) -> list:
     for e in rec.result.get("results", ()):
         t = e.get("timing") or {}
         what = _what(rec, e.get("name") if several else None)
-        if rec.job.target.startswith("tpu-"):
+        if is_tpu(rec.job.target):
             est = (e.get("profile") or {}).get("wall_s")
             rows.append(what + [rec.job.target, f"{e.get('compile_s') or 0:.2f} s", "-", "-", f"{_ms(est)} (estimate)"])
         elif e.get("error"):
