@@ -189,7 +189,7 @@ def sidecar_arguments(module, sidecar) -> tuple[list, np.ndarray]:
     req = Request(sidecar.model, sidecar.size, "torch", exporters=(), batch=sidecar.batch, seq=sidecar.seq,
                   seed=sidecar.seed, step=sidecar.step).validated()
     _, model, weights, inputs, reference = prepare(req)
-    if req.step == "train":  # the captured step 2 runs from eager's state after step 1; its loss is the proof
+    if req.train:  # the captured step 2 runs from eager's state after step 1; its loss is the proof
         from ..workload.train import train_state
 
         state = train_state(req, model, inputs, reference)

@@ -74,7 +74,7 @@ TRAIN_REFERENCE = "PyTorch eager's first training step on the CPU (its loss), sa
 def run_baselines(req, which, deadline_s: float | None, backend: str = "cpu") -> list[Executable]:
     from ..workload import prepare
 
-    train = req.step == "train"
+    train = req.train
     if train and backend in (None, "cpu"):
         # Before any backward of this worker, whichever baseline it runs first (see register_torch_xla).
         from ..workload.train import register_torch_xla
@@ -455,7 +455,7 @@ def profile_baseline(req, name: str, runs: int, backend: str = "cpu"):
         return _lazy_profile(req, runs)
     from ..workload import prepare
 
-    train = req.step == "train"
+    train = req.train
     adapter, model, weights, inputs, reference = prepare(req)
     if train:
         from ..workload.train import train_state
@@ -539,7 +539,7 @@ def _lazy_profile(req, runs: int):
         import torch_xla.core.xla_model as xm
 
         adapter, model, weights, inputs, reference = prepare(req)
-        train = req.step == "train"
+        train = req.train
         step = _torch_loop(model, train_state(req, model, inputs, reference), torch_xla.device(), op_names=True) \
             if train else _lazy_forward(model, inputs, torch_xla.device())
 

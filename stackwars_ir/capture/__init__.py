@@ -170,7 +170,7 @@ def _run(req: Request, out_dir: Path, force: bool, show: bool | None, stack=None
     with prep.stage("build torch model"):
         adapter, model, weights, inputs, reference = prepare(req)
     state = None
-    if req.step == "train":
+    if req.train:
         from ..workload.train import register_torch_xla, train_state
 
         if "torch" in frameworks and "torch_xla" in req.exporters:

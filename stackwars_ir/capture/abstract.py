@@ -22,14 +22,14 @@ def capture_abstract(req, frameworks, stages_for, elsewhere=None) -> tuple[list[
     adapter, model = meta_model(req)
     parts = abstract_parts(req, adapter, model)
     inputs = parts[1]
-    if req.step == "train":
+    if req.train:
         _check_train(req, frameworks)
     captures = []
     if "jax" in frameworks:
         captures.append(elsewhere(parts) if elsewhere is not None else abstract_jax(req, *parts, stages_for))
     if "torch" in frameworks:
         req.check_weightless()
-        if req.step == "train":
+        if req.train:
             from .train import capture_torchax_train
 
             captures.append(capture_torchax_train(model, _abstract_state(req, *parts), stages_for("torchax train")))
@@ -54,7 +54,7 @@ def abstract_jax(req, specs, inputs, buffers, trainable, stages_for) -> Capture:
     from stackwars_ir import models
 
     adapter = models.adapter(req.model)
-    if req.step == "train":
+    if req.train:
         from .train import capture_jax_train
 
         return capture_jax_train(adapter, req.size, _abstract_state(req, specs, inputs, buffers, trainable),

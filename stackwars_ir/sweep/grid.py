@@ -99,7 +99,7 @@ class Job:
         from ..workload.shapes import weight_bytes
 
         weights = max(weight_bytes(r) for r in (self.request, self.against) if r is not None)
-        return base + weights * (3 if self.request.step == "forward" else 6)
+        return base + weights * (3 if not self.request.train else 6)
 
     def device(self) -> str:
         """The accelerator the job must run on ("" for any CPU): a bench job times the backend it names,
