@@ -76,6 +76,29 @@ def host() -> dict[str, str | int | None]:
             "cpus": os.cpu_count(), "processor": _cpu_model()}
 
 
+_COMMIT: list = []
+
+
+def code_commit() -> str | None:
+    """The git commit this code was checked out at (12 hex digits, `+` when files differ from it), or
+    None outside a git checkout (an installed copy, a version stack's copy): what a record names so a
+    page can say which code measured it."""
+    if not _COMMIT:
+        import subprocess
+
+        root = Path(__file__).resolve().parents[1]
+        try:
+            head = subprocess.run(["git", "-C", str(root), "rev-parse", "--short=12", "HEAD"], capture_output=True,
+                                  text=True, timeout=10)
+            dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
+                                   capture_output=True, text=True, timeout=10)
+            ok = head.returncode == 0 and (root / ".git").exists()
+            _COMMIT.append(head.stdout.strip() + ("+" if dirty.stdout.strip() else "") if ok else None)
+        except (OSError, subprocess.SubprocessError):
+            _COMMIT.append(None)
+    return _COMMIT[0]
+
+
 def host_memory() -> int | None:
     """This machine's memory in bytes (MemTotal), or None where /proc/meminfo cannot be read."""
     try:

@@ -705,3 +705,23 @@ def test_a_worker_killed_outright_is_a_failed_record_that_says_why_and_names_no_
     rec = _in_worker(job, "k", root, stack())
     assert not rec.ok and "its worker died (signal 9, killed: most likely out of memory)" in rec.error, rec.error
     assert "capturing killed-tiny" in rec.error and str(tmp_path) not in rec.error, rec.error
+
+
+def test_a_pages_records_say_when_and_by_which_code_they_were_made():
+    """issue 53: a page rendered from older records said "this run" of them; each record now keeps its
+    date and commit, and the summary line names them."""
+    from stackwars_ir.sweep.grid import grid_of
+    from stackwars_ir.sweep.jobs import Record
+    from stackwars_ir.sweep.tables import dated_line
+
+    job = grid_of([{"commands": ["capture"], "models": ["ffn"], "routes": ["jax"]}]).jobs[0]
+
+    def rec(i, host):
+        return Record(f"k{i}", job, {}, True, "", {}, 1.0, host)
+
+    recs = [rec(0, {"finished": "2026-11-20T10:00:00Z", "commit": "aaaaaaaaaaaa"}),
+            rec(1, {"finished": "2026-11-27T06:00:00Z", "commit": "bbbbbbbbbbbb"}), rec(2, {})]
+    assert dated_line(recs) == ("records finished 2026-11-20 to 2026-11-27 by commits aaaaaaaaaaaa, bbbbbbbbbbbb; "
+                                "1 undated (made before records kept their date)")
+    assert dated_line(recs[1:2]) == "records finished 2026-11-27 by commit bbbbbbbbbbbb"
+    assert dated_line([Record("x", job, {}, False, "not run", {}, 0.0, {})]) == ""

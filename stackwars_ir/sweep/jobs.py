@@ -136,7 +136,7 @@ def records(root: Path) -> list[Record]:
 def run_job(job: Job, root: Path, key: str, stack_: dict, progress=None) -> Record:
     """Run `job` in this process; its captures go under root/captures. A failure is a record with
     the one-line error, never an exception."""
-    from ..files import host
+    from ..files import code_commit, host
 
     t0 = time.perf_counter()
     noise = {}
@@ -157,8 +157,10 @@ def run_job(job: Job, root: Path, key: str, stack_: dict, progress=None) -> Reco
         result, error = {}, e.one_line()
     except Exception as e:  # the job's, whatever it is: recorded, the sweep goes on
         result, error = {}, f"{type(e).__name__}: {' '.join(str(e).split())[:300]}"
+    # When and by which code: a page rendered from records names their dates and commits (issue 53).
+    finished = {"finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "commit": code_commit()}
     return Record(key, job, stack_, not error, relative(error or "", Path(root)), result, time.perf_counter() - t0,
-                  host() | noise)
+                  host() | noise | finished)
 
 
 def pin_platform(job: Job, env=os.environ) -> None:

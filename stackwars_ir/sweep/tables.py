@@ -139,9 +139,26 @@ def summary_line(report) -> str:
     how noisy the machine was before the timed jobs (noise_line)."""
     pending = f", {len(report.pending)} not run yet" if report.pending else ""
     noise = noise_line(report.records)
+    dated = dated_line(report.records)
     return (f"{len(report.records)} jobs: {report.reused} finished before (not recomputed), {report.ran} run now, "
             f"{len(report.failed)} failed{pending}; {report.executor}; {report.seconds:.0f} s"
-            + (f"; {noise}" if noise else ""))
+            + (f"; {dated}" if dated else "") + (f"; {noise}" if noise else ""))
+
+
+def dated_line(records) -> str:
+    """`records finished 2026-11-20 to 2026-11-27 by commits 1a2b3c4d5e6f, 0f9e8d7c6b5a`: when the records a
+    page renders were made and by which code (a record from before dates were kept is counted undated)."""
+    days = sorted({r.host["finished"][:10] for r in records if r.host.get("finished")})
+    commits = list(dict.fromkeys(r.host["commit"] for r in records if r.host.get("commit")))
+    undated = sum(1 for r in records if r.seconds and not r.host.get("finished"))
+    if not days and not undated:
+        return ""
+    out = ("records finished " + (days[0] if len(days) == 1 else f"{days[0]} to {days[-1]}")) if days else ""
+    if commits:
+        out += f" by commit{'s' * (len(commits) > 1)} " + ", ".join(commits[:4]) + (", ..." if len(commits) > 4 else "")
+    if undated:
+        out += ("; " if out else "") + f"{undated} undated (made before records kept their date)"
+    return out
 
 
 def noise_line(records) -> str:
