@@ -623,7 +623,7 @@ def test_a_timed_record_is_noisy_by_its_probe_or_by_its_own_rows_spread():
     assert not rec(capture, 0.9, 0.5).noisy  # only a timed job's record can be
     assert noise_line([rec(bench, 0.21, 0.25)]) == (
         "machine noise before the 1 timed job: 21% (quiet under 50%); 1 more with a row's steady-state spread "
-        "over 10% on a quiet probe (sweep --retry-noisy runs them again)")
+        "over 10% on a quiet probe (sweep --retry-noisy runs them again): ffn-tiny forward jax b2")
 
 
 def test_a_timed_record_whose_probe_chain_ran_slow_against_the_same_processors_fastest_is_noisy(tmp_path):
@@ -649,7 +649,8 @@ def test_a_timed_record_whose_probe_chain_ran_slow_against_the_same_processors_f
     assert [r.key for r in slowed(records)] == [benches[2][1]]
     assert noisy_keys(records) == {benches[2][1]}
     assert noise_line(records).endswith(
-        "; 1 more on a slowed machine (the chain 1.5x the fastest or more) (sweep --retry-noisy runs them again)")
+        "; 1 more on a slowed machine (the chain 1.5x the fastest or more) (sweep --retry-noisy runs them again): "
+        "ffn-tiny forward jax b4")  # the slowed record, named
     assert not slowed(records[:2] + [Record("c", grid.jobs[0], here, True, "", {}, 1.0, cpu | {"probe_ms": 99.0})])
     for rec in records[:4]:
         write_record(tmp_path, rec)
