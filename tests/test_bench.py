@@ -378,6 +378,7 @@ def test_exporters_take_commas(cli, tmp_path):
         ["jax.mlir", "torch-torch_xla.mlir", "torch-torchax.mlir"]
 
 
+@pytest.mark.slow  # over 20 s here (issue 52)
 def test_report_refuses_a_bench_of_other_files(cli, tmp_path):
     bench = tmp_path / "gpt2-bench.json"
     code, _, _ = cli("bench", golden("gpt2", "jax"), "--json", bench)

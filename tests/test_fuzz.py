@@ -1,6 +1,7 @@
 """Fuzzing: a seeded sample of mutated StableHLO through parse, stats and segmentation, no failure."""
 from __future__ import annotations
 
+import pytest
 from conftest import CAPTURES, CORPUS
 from stackwars_ir.diff import fuzz
 
@@ -16,6 +17,7 @@ def test_mutations_are_seeded_and_reproducible():
     assert a == b and len({m for _, ms, _ in a for m in ms}) >= 8  # many kinds of mutation, the same each time
 
 
+@pytest.mark.slow  # over 20 s here (issue 52)
 def test_a_thousand_mutated_inputs_give_no_traceback_and_no_bad_message(tmp_path):
     report = fuzz.run(sources(), 1000, seed=0, keep=tmp_path)
     assert report.inputs == 1000

@@ -311,6 +311,7 @@ def test_rematerialized_forward_ops_are_counted_in_the_backward_block_of_their_m
     assert f"attention[1]#0 (backward) forward ops recomputed in the backward (remat): plain 0; remat {n}" in text
 
 
+@pytest.mark.slow  # over 20 s here (issue 52)
 def test_torch_xla_scan_layers_aligns_every_layer_with_the_same_model_unrolled(tmp_path):
     """torch_xla's own scan_layers (a while whose counter starts at an argument of the function
     holding it, the body unnamed) against the same blocks unrolled: the trip count is read through

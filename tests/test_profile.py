@@ -136,6 +136,7 @@ def test_model_explorer_overlays_carry_each_blocks_time_and_gap(tmp_path, profil
                 assert gap[fn.name]["results"][node]["value"] == pytest.approx((t["b"] - t["a"]) * 1e3, abs=1e-6)
 
 
+@pytest.mark.slow  # over 20 s here (issue 52)
 def test_a_training_steps_gap_splits_by_phase(cli, tmp_path):
     from stackwars_ir.diff.result import DiffResult, time_gap
 
@@ -161,6 +162,7 @@ def test_a_training_steps_gap_splits_by_phase(cli, tmp_path):
     assert split._replace(gap=0.0).carriers() == ()
 
 
+@pytest.mark.slow  # over 20 s here (issue 52)
 def test_torch_xla_lazy_training_loop_is_profiled_on_its_own_xla_and_traced_to_the_captured_blocks(monkeypatch):
     """The native torch_xla loop, profiled by torch_xla's profiler (its XLA build, not jaxlib's): its
     kernels carry the module paths the capture gives the same lazy ops, so they land in the blocks of
@@ -189,6 +191,7 @@ def test_torch_xla_lazy_training_loop_is_profiled_on_its_own_xla_and_traced_to_t
 
 
 @pytest.mark.parametrize("step", ["forward", "train"])
+@pytest.mark.slow  # over 20 s here (issue 52)
 def test_jax_jit_and_torch_eager_are_profiled_and_traced_to_the_captured_blocks(monkeypatch, step):
     """The native runtimes' own profiles: jax.jit's kernels (jax's profiler, the JAX capture's op
     names) land in the JAX capture's blocks, torch eager's ops (torch.profiler inside module ranges;

@@ -74,6 +74,7 @@ def test_a_stack_record_is_found_by_name(tmp_path, monkeypatch):
     assert stack.remove("jax-0.9.2") == tmp_path / "jax-0.9.2" and not (tmp_path / "jax-0.9.2").exists()
 
 
+@pytest.mark.slow  # over 20 s here (issue 52)
 def test_a_jax_stack_refuses_a_pytorch_side_in_one_line(tmp_path):
     """A stack without torch (or without the exporter asked for) says so before any framework loads."""
     (tmp_path / "jax-0.9.2").mkdir()

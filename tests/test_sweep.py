@@ -356,6 +356,7 @@ def test_zoo_repeat_reads_the_committed_zoo_page_and_counts_changed_and_reversed
         zoo_repeat.ratios(tmp_path / "x.md")
 
 
+@pytest.mark.slow  # over 20 s here (issue 52)
 def test_the_memory_page_is_a_rendering_of_its_results_folder(tmp_path, monkeypatch):
     """findings_memory as a sweep: cells from the records (a route no abstract capture can take is a
     cell that says why, not a job), the slice table from the mesh jobs; --render rebuilds the same
@@ -397,6 +398,7 @@ def test_a_sweep_with_a_tpu_target_and_no_libtpu_stops_before_any_job(tmp_path, 
     assert not (tmp_path / "r").exists()
 
 
+@pytest.mark.slow  # over 20 s here (issue 52)
 def test_a_bench_with_baselines_times_every_route_and_the_native_runtimes_in_one_job_run_alone(tmp_path):
     """`baselines`: one bench job per request times JAX's capture, the PyTorch route's and the native
     runtimes in one worker (their ratios from one run), profiled as `profile` asks; it runs after the
@@ -515,6 +517,7 @@ def test_a_bench_together_times_both_pytorch_routes_interleaved_in_one_job_and_t
         "The two routes' executables were timed in one process, their steady runs taking turns")
 
 
+@pytest.mark.slow  # over 20 s here (issue 52)
 def test_the_main_findings_page_is_a_rendering_of_its_results_folder(tmp_path):
     """findings.py as a sweep: GPT-2's captures diffed and timed beside jax.jit in one job, profiled, the
     page's sections from the records; --render rebuilds the same page from the folder, running nothing."""
@@ -557,6 +560,7 @@ def test_the_main_findings_page_is_a_rendering_of_its_results_folder(tmp_path):
     assert f"Sweep: {n} jobs: {n} finished before (not recomputed), 0 run now, 0 failed;" in rendered
 
 
+@pytest.mark.slow  # over 20 s here (issue 52)
 def test_the_programs_page_is_a_rendering_of_its_results_folder(tmp_path):
     """findings_programs as a sweep: a memory plan and a timing per program (unrolled, scan) from the
     records, op counts from the captures they read; --render gives the same tables, running nothing."""
