@@ -151,6 +151,11 @@ def time_terms(time: dict, split) -> str:
         out += (f" The kernel gap's 95% interval over the profiled runs: {low * 1e3:+.3f} to {high * 1e3:+.3f} ms"
                 + ("; it holds zero, so no share of it is a finding." if split.within_noise else "."))
         out += " A block's share is withheld (-) where its own interval holds zero."
+        gaps = [d.metrics["time"]["gap_95"] for d in split.blocks if d.metrics["time"].get("gap_95")]
+        sure = sum(1 for low, high in gaps if not low <= 0.0 <= high)
+        if gaps:
+            out += (f" {sure} of {len(gaps)} blocks' intervals exclude zero; at 95% each, about {len(gaps) / 20:.1f} "
+                    "would by chance alone, so a single block's is a lead to rerun, not a finding.")
     if (a["kernel_s"] > a["steady_s"] or b["kernel_s"] > b["steady_s"]) and a["steady_s"] and b["steady_s"]:
         out += (" Kernels run at once on several threads here, so a side's kernel total exceeds its run's wall "
                 "time: the split is of kernel time, not of the wall clock.")
