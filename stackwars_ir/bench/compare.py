@@ -5,7 +5,8 @@ import random
 import statistics
 from dataclasses import dataclass
 
-RESAMPLES = 1000
+from ..runstats import RESAMPLES
+
 SPREAD_TARGET = 0.1  # (p90 - p10) / median above this: the measurement is noisy
 
 

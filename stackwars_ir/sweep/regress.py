@@ -68,12 +68,12 @@ class BlockChange:
                 said.append("fusions by kind " + ", ".join(moved[:4]) + (", ..." if len(moved) > 4 else ""))
         said += list(self.changes[:3])
         if self.time and self.time[0] > 0 and self.changed:
+            noise = ""
+            if self.gap_95:
+                noise = (", within the noise:" if self.time_within_noise else ",") + \
+                    f" 95% interval of B - A {self.gap_95[0] * 1e6:+.1f} to {self.gap_95[1] * 1e6:+.1f} us"
             said.append(f"{self.time[1] / self.time[0] - 1:+.0%} of the block's time "
-                        f"({self.time[0] * 1e6:.1f} -> {self.time[1] * 1e6:.1f} us"
-                        + (f", within the noise: 95% interval of B - A {self.gap_95[0] * 1e6:+.1f} to "
-                           f"{self.gap_95[1] * 1e6:+.1f} us)" if self.time_within_noise else
-                           f", 95% interval of B - A {self.gap_95[0] * 1e6:+.1f} to {self.gap_95[1] * 1e6:+.1f} us)"
-                           if self.gap_95 else ")"))
+                        f"({self.time[0] * 1e6:.1f} -> {self.time[1] * 1e6:.1f} us{noise})")
         return f"{self.label}: " + ("; ".join(said) if said else "unchanged")
 
     def as_json(self) -> dict:
