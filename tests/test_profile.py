@@ -223,10 +223,12 @@ def test_jax_jit_and_torch_eager_are_profiled_and_traced_to_the_captured_blocks(
             # op time, two fifths of torch_xla's kernel time). Every kernel with a path lands in a block.
             pathless = {k.name for k in p.kernels if not k.path}
             assert set(t["unattributed"]) <= pathless | {n for n, _ in p.untraced}, t["unattributed"]
-            # torch.compile's runtime around its kernels (dynamo's guards, the compiled graph's wrapper:
-            # about half its time at tiny size) is named and in no block; not counted here.
-            runtime = sum(k.seconds for k in p.kernels if not k.path and not k.name.startswith(("cpp_", "aten::")))
-            assert t["unattributed_s"] - runtime < 0.5 * (t["kernels_sum_s"] - runtime)
+            # By time, too: what no block claims is at most the pathless kernels' and the untraced
+            # time (an exact account, not a share of a noisy total: how much of a tiny forward runs
+            # outside submodules varies run to run, from a sixth to four fifths here).
+            pathless_s = sum(k.seconds for k in p.kernels if not k.path) + sum(s for _, s in p.untraced)
+            assert t["unattributed_s"] <= pathless_s * (1 + 1e-9) + 1e-12, (row.name, t["unattributed"][:5])
+            assert t["kernels_sum_s"] - t["unattributed_s"] >= sum(k.seconds for k in p.kernels if k.path) * (1 - 1e-9)
         else:
             assert t["unattributed_s"] < 0.1 * t["kernels_sum_s"], (row.name, t["unattributed"][:5])
         if step == "train":
