@@ -230,7 +230,11 @@ def test_jax_jit_and_torch_eager_are_profiled_and_traced_to_the_captured_blocks(
             assert t["unattributed_s"] <= pathless_s * (1 + 1e-9) + 1e-12, (row.name, t["unattributed"][:5])
             assert t["kernels_sum_s"] - t["unattributed_s"] >= sum(k.seconds for k in p.kernels if k.path) * (1 - 1e-9)
         else:
-            assert t["unattributed_s"] < 0.1 * t["kernels_sum_s"], (row.name, t["unattributed"][:5])
+            # Few kernels lie outside every block (by count: the same program each run; measured: JAX's
+            # forward 11 of 67, 4% of its time; the training steps 0 to 3 of 124 to 457, under 0.1%),
+            # and by time far from most of it (a noisy machine moves shares, not the count).
+            assert len(t["unattributed"]) <= 0.2 * len(p.kernels), (row.name, t["unattributed"][:5])
+            assert t["unattributed_s"] < 0.3 * t["kernels_sum_s"], (row.name, t["unattributed"][:5])
         if step == "train":
             phases = {k.phase for k in p.kernels if k.seconds > 0}
             assert {"forward", "backward", ""} <= phases, (row.name, phases)  # "": the update, as captured
