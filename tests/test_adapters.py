@@ -323,3 +323,42 @@ def test_a_parameter_the_loss_never_reaches_is_held_as_pytorch_holds_it_on_every
         names = {a["name"]: a["kind"] for a in side["arguments"]}
         assert "exp_avg.unused.weight" not in names and "exp_avg.layers.0.mix.up.weight" in names, (stem, names)
         assert names.get("unused.weight", "buffer") != "parameter", stem
+
+
+def _gelu_twin(folder, name: str, approximate: bool):
+    """The toy adapter with PyTorch's exact GELU, its twin's GELU exact or at jax.nn.gelu's tanh default."""
+    text = TOY.read_text().replace('"toy_mixer"', f'"{name}"')
+    text = text.replace("torch.tanh(self.up(x))", "torch.nn.functional.gelu(self.up(x))")
+    text = text.replace("jnp.tanh(self.up(x))", f"__import__('jax').nn.gelu(self.up(x), approximate={approximate})")
+    (folder / f"{name}.py").write_text(text)
+
+
+@pytest.mark.parametrize("step", ["forward", "train"])
+def test_a_twin_computing_another_gelu_is_suspect_and_named_at_its_mlp(cli, tmp_path, monkeypatch, step):
+    """Within the hard bound but far beyond float32's own error against the float64 model: the tanh
+    GELU twin is SUSPECT (exit 0, files written), named at the first module whose output leaves the
+    model's; the exact twin and the PyTorch route are ok, within a few times float32 eager's error."""
+    monkeypatch.setenv(models.ADAPTERS_ENV, "")
+    folder = tmp_path / "mine"
+    folder.mkdir()
+    _gelu_twin(folder, f"gelu_exact_{step}", False)
+    _gelu_twin(folder, f"gelu_tanh_{step}", True)
+    for name, verdict in ((f"gelu_exact_{step}", "ok"), (f"gelu_tanh_{step}", "suspect")):
+        out_dir = tmp_path / name
+        code, out, err = cli("--adapters", folder, "capture", name, "--exporter", "torchax", "--step", step,
+                             "--out", out_dir)
+        assert code == 0, err
+        stem = "jax-train" if step == "train" else "jax"
+        sides = {s: json.loads((out_dir / f"{name}-tiny" / f"{s}.json").read_text())["parity"]
+                 for s in (stem, stem.replace("jax", "torch-torchax"))}
+        assert sides[stem]["ok"] is True and sides[stem]["verdict"] == verdict, sides[stem]
+        torch_side = sides[stem.replace("jax", "torch-torchax")]
+        assert torch_side["verdict"] == "ok" and torch_side["float64"]["multiple"] < 4, torch_side
+        f64 = sides[stem]["float64"]
+        assert f64["eager_float32_error"] > 0 and f64["compared"] == ("gradients" if step == "train" else "output")
+        if verdict == "ok":
+            assert f64["multiple"] < 4 and "SUSPECT" not in out and "diverges" not in out
+        else:
+            assert f64["multiple"] > 16 and f64["first_divergence"].startswith("layers.0.mix.")
+            line = next(x for x in out.splitlines() if x.startswith(f"parity {stem} "))
+            assert "SUSPECT" in line and "the twin first diverges at layers.0.mix." in line, line

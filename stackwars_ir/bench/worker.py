@@ -105,9 +105,9 @@ def _run(job: Job):
         if job.kind == "capture":  # a stack's captures (capture.run with a stack)
             from ..capture import capture_here
 
-            weights, inputs, reference, buffers, state = job.data
+            weights, inputs, reference, buffers, state, exact = job.data
             started()
-            return capture_here(job.request, weights, inputs, reference, buffers, state)
+            return capture_here(job.request, weights, inputs, reference, buffers, state, exact)
         if job.kind == "capture_abstract":  # the same from shapes (capture.abstract.abstract_parts)
             from ..capture.abstract import abstract_jax
             from ..progress import Stages

@@ -44,7 +44,7 @@ def run(req: Request, out_dir: Path, *, force: bool = False, show: bool | None =
     `stack` (stacks.Stack, not the lock's): every side the request names lowered (and parity-checked)
     by that stack's packages (its jax; its torch, torch_xla and torchax where it holds them), by
     `elsewhere(req, stack, kind, data)` (sweep.regress.in_stack: a bench worker of that stack's
-    environment): kind "capture", data (weights, inputs, reference, buffers, training state) built
+    environment): kind "capture", data (weights, inputs, reference, buffers, training state, float64 output) built
     here -> [(Capture, Parity)]; kind "capture_abstract", data abstract.abstract_parts -> Capture."""
     from stackwars_ir import models
     from stackwars_ir.models import _contract as contract
@@ -97,7 +97,7 @@ def _check_stack_request(req: Request, stack) -> None:
                                  fix="use another --exporter (docs/stacks.md: which torchax runs)")
 
 
-def capture_here(req: Request, weights, inputs, reference, buffers, state=None) -> list:
+def capture_here(req: Request, weights, inputs, reference, buffers, state=None, exact=None) -> list:
     """Each capture the request names and its parity, made in this process (a stack's worker calls
     this with the weights, inputs, reference or training state its parent built with its torch): the
     PyTorch side's model is built here, by this process's torch, and given those weights."""
@@ -120,7 +120,7 @@ def capture_here(req: Request, weights, inputs, reference, buffers, state=None) 
     for cap in caps:
         stages = Stages(f"{label} {cap.stem}", show=False)
         with stages.stage("parity (compile + run on XLA CPU)"):
-            result = parity.check(cap, weights, inputs, reference, runtime("cpu")) if state is None else \
+            result = parity.check(cap, weights, inputs, reference, runtime("cpu"), exact) if state is None else \
                 parity.check_train(cap, state, runtime("cpu"))
         checked.append((dataclasses.replace(cap, seconds={**cap.seconds, **stages.seconds}), result))
     return checked
@@ -169,7 +169,7 @@ def _run(req: Request, out_dir: Path, force: bool, show: bool | None, stack=None
     prep = Stages(label, show=show)
     with prep.stage("build torch model"):
         adapter, model, weights, inputs, reference = prepare(req)
-    state = None
+    state = exact = None
     if req.train:
         from ..workload.train import register_torch_xla, train_state
 
@@ -177,13 +177,20 @@ def _run(req: Request, out_dir: Path, force: bool, show: bool | None, stack=None
             register_torch_xla()  # before the eager steps' backward
         with prep.stage("two torch eager training steps"):
             state = train_state(req, model, inputs, reference)
+    else:
+        from ..workload import float64_output
+
+        with prep.stage("torch eager in float64"):
+            exact = float64_output(model, inputs)
     if stack is not None:
         chosen, elsewhere = stack
         with prep.stage(f"{' + '.join(frameworks)} capture + parity in stack {chosen.name}"):
             made = elsewhere(req, chosen, "capture", (weights, inputs, reference,
-                                                      frozenset(k for k, _ in model.named_buffers()), state))
+                                                      frozenset(k for k, _ in model.named_buffers()), state,
+                                                      None if req.train else exact))
             checked = [(dataclasses.replace(cap, extra={**cap.extra, "stack": chosen}), result)
                        for cap, result in made]
+        checked = _localized(req, adapter, model, weights, inputs, checked, prep)
         return _write(req, out_dir, checked, stems, weights, inputs, reference, state, frameworks)
     if state is not None:
         captures = _capture_train(req, frameworks, adapter, model, state, label, show)
@@ -198,7 +205,7 @@ def _run(req: Request, out_dir: Path, force: bool, show: bool | None, stack=None
         stages = Stages(f"{label} {cap.stem}", show=show)
         with stages.stage("parity (compile + run on XLA CPU)"):
             try:
-                result = parity.check(cap, weights, inputs, reference, rt) if state is None else \
+                result = parity.check(cap, weights, inputs, reference, rt, exact) if state is None else \
                     parity.check_train(cap, state, rt)
             except StackwarsError:
                 raise
@@ -220,7 +227,34 @@ def _run(req: Request, out_dir: Path, force: bool, show: bool | None, stack=None
             pool.shutdown(wait=True, cancel_futures=True)
             raise
         checked = sorted((f.result() for f in pending), key=lambda c: stems.index(c[0].stem))
+    checked = _localized(req, adapter, model, weights, inputs, checked, prep)
     return _write(req, out_dir, checked, stems, weights, inputs, reference, state, frameworks)
+
+
+def _localized(req: Request, adapter, model, weights, inputs, checked, prep: Stages) -> list:
+    """Each suspect or differing JAX twin with the first module whose output leaves the model's
+    (localize.py: the twin run eagerly beside PyTorch, module by module). The PyTorch routes run the
+    model itself: what differs there is the route's lowering, not a module's code."""
+    from .localize import first_divergence
+
+    out = []
+    for cap, result in checked:
+        if cap.framework == "jax" and (result.suspect or not result.ok) and hasattr(adapter, "jax_model"):
+            with prep.stage(f"{cap.stem}: where the twin diverges"), contract_blame(req):
+                found = first_divergence(adapter, req.size, model, weights, inputs, parity.NOISE_MULTIPLE)
+            result = dataclasses.replace(result, diverges=found.words() if found else
+                                         "no module's output (the difference lies outside the modules both "
+                                         "sides name alike, or in the backward)")
+        out.append((cap, result))
+    return out
+
+
+def contract_blame(req: Request):
+    """The adapter's own exceptions as one line naming its file and line (models/_contract.py)."""
+    from stackwars_ir import models
+    from stackwars_ir.models import _contract as contract
+
+    return contract.blame(models.entry(req.model))
 
 
 def _write(req, out_dir, checked, stems, weights, inputs, reference, state, frameworks) -> CaptureSet:

@@ -280,6 +280,52 @@ def _prepare(req: Request) -> Workload:
     return Workload(adapter, model, weights, inputs, output.numpy())
 
 
+class Exact(NamedTuple):
+    """The model run in float64 on the same weights and inputs (parity's measure of float32's own
+    rounding: capture/parity.py), or why it was not run."""
+
+    value: object  # the output as a float64 array; for a training step, parameter name -> gradient
+    why: str = ""
+
+
+FLOAT64_BYTES = 4 << 30  # a float64 copy of the weights above this is not made (an 8B model: 64 GB)
+
+
+def float64_copy(model):
+    """A float64 copy of a PyTorch model, or why none is made (too large for this limit)."""
+    import copy
+
+    size = 8 * sum(t.numel() for t in (*model.parameters(), *model.buffers()) if t.is_floating_point())
+    if size > FLOAT64_BYTES:
+        return None, f"a float64 copy would take {size / 2**30:.1f} GiB, over {FLOAT64_BYTES / 2**30:.0f} GiB"
+    return copy.deepcopy(model).double(), ""
+
+
+def as_float64(inputs: dict) -> list:
+    """The inputs as torch tensors, the floating ones in float64."""
+    import torch
+
+    return [torch.from_numpy(v.astype(np.float64) if v.dtype.kind == "f" else v) for v in inputs.values()]
+
+
+def float64_output(model, inputs: dict) -> Exact:
+    """The model's output in float64 (its float64 copy on float64 inputs), or why there is none: a
+    model whose forward makes float32 tensors of its own may refuse float64, and is then only held
+    to the hard bound."""
+    import torch
+
+    m64, why = float64_copy(model)
+    if m64 is None:
+        return Exact(None, why)
+    try:
+        with torch.no_grad():
+            out = m64(*as_float64(inputs))
+        return Exact(np.asarray(out.detach().numpy(), dtype=np.float64), "")
+    except Exception as e:  # noqa: BLE001 - any failure only costs the float64 comparison
+        first = (str(e).strip().splitlines() or [""])[0][:160]
+        return Exact(None, f"the model does not run in float64: {type(e).__name__}: {first}")
+
+
 def perturb(model, seed: int) -> None:
     """Make every tensor matter: transformers initialises biases to 0, norms to 1 and BN statistics to 0/1."""
     import torch

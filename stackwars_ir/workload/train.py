@@ -58,6 +58,8 @@ class TrainState:
     ref_exp_avg: dict = field(repr=False)
     ref_exp_avg_sq: dict = field(repr=False)
     first_loss: float = float("nan")  # eager's step 1 from the seeded weights (native baselines start there)
+    grads64: dict | None = field(default=None, repr=False)  # the float64 model's gradients at this state
+    unmeasured: str = ""  # why there are none
 
     def values(self) -> dict[str, np.ndarray]:
         """Argument name -> array, for every argument kind a training capture has."""
@@ -137,12 +139,35 @@ def train_state(req, model, inputs: dict[str, np.ndarray], reference: np.ndarray
     exp_avg_sq = {k: s["exp_avg_sq"].numpy().copy() for k, s in state.items()}
     tensors = {**dict(m.named_parameters()), **dict(m.named_buffers())}
     buffers = {k: v.detach().numpy().copy() for k, v in sorted(tensors.items()) if k not in trainable}
+    grads64, why = float64_gradients(m, loss, inputs, trainable)
     ref_loss = step()
     after = {k: v.detach().numpy().copy() for k, v in trainable.items()}
     ref_m = {k: s["exp_avg"].numpy().copy() for k, s in state.items()}
     ref_v = {k: s["exp_avg_sq"].numpy().copy() for k, s in state.items()}
     return TrainState(loss, dict(sorted(snap.items())), buffers, exp_avg, exp_avg_sq, 1, inputs, ref_loss, after,
-                      ref_m, ref_v, first_loss)
+                      ref_m, ref_v, first_loss, grads64, why)
+
+
+def float64_gradients(model, loss: str, inputs: dict, trainable: dict) -> tuple[dict | None, str]:
+    """The gradients of the step's loss at `model`'s state, computed by its float64 copy (parity's
+    measure of float32's own rounding in a step), or why there are none."""
+    import torch
+
+    from . import as_float64, float64_copy
+
+    m64, why = float64_copy(model)
+    if m64 is None:
+        return None, why
+    try:
+        args = as_float64({k: v for k, v in inputs.items() if k != "target"})
+        target = torch.from_numpy(inputs["target"].astype(np.float64)) if "target" in inputs else None
+        params = dict(m64.named_parameters())
+        m64.zero_grad(set_to_none=True)  # the copy carries step 1's gradients
+        torch_loss(m64, loss, args, target).backward()
+        return {k: params[k].grad.detach().numpy().copy() for k in trainable}, ""
+    except Exception as e:  # noqa: BLE001 - any failure only costs the float64 comparison
+        first = (str(e).strip().splitlines() or [""])[0][:160]
+        return None, f"the model does not run in float64: {type(e).__name__}: {first}"
 
 
 # ---------------------------------------------------------------------------------------------------
