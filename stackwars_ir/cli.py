@@ -85,6 +85,8 @@ def capture_cmd(model, batch, seed, attn, force, stack, out_dir, **options):
     result = capture_in_stack(fitted_request(req), out_dir, find(stack) if stack else None, force=force)
     for line in [p.line() for p in result.parity] + list(result.skipped):
         click.echo(line)
+    for line in result.warnings:
+        click.echo(f"warning: {line}", err=True)
     if not result.parity:
         from .capture.abstract import NOT_CHECKED
 

@@ -37,7 +37,7 @@ def test_a_user_adapter_file_outside_the_repository_captures_and_diffs(cli, user
     assert code == 0 and "toy_mixer" in out and "(adapter file" in out, err
     out_dir = tmp_path / "caps"
     code, out, err = cli("--adapters", user_adapters, "capture", "toy_mixer", "--exporter", "all", "--out", out_dir)
-    assert code == 0, err
+    assert code == 0 and "warning" not in err, err
     folder = out_dir / "toy_mixer-tiny"
     for stem in ("jax", "torch-torch_xla", "torch-torchax"):
         side = json.loads((folder / f"{stem}.json").read_text())
@@ -362,3 +362,19 @@ def test_a_twin_computing_another_gelu_is_suspect_and_named_at_its_mlp(cli, tmp_
             assert f64["multiple"] > 16 and f64["first_divergence"].startswith("layers.0.mix.")
             line = next(x for x in out.splitlines() if x.startswith(f"parity {stem} "))
             assert "SUSPECT" in line and "the twin first diverges at layers.0.mix." in line, line
+
+
+def test_a_twin_without_named_scopes_is_warned_of_with_the_fix(cli, tmp_path, monkeypatch):
+    """The toy twin with its scopes removed: exit 0, files written, and one warning that diff will pair
+    its blocks by structure and how to name the twin's ops (the scoped twin: no warning, above)."""
+    monkeypatch.setenv(models.ADAPTERS_ENV, "")
+    folder = tmp_path / "mine"
+    folder.mkdir()
+    text = TOY.read_text().replace('"toy_mixer"', '"toy_unscoped"')
+    (folder / "toy_unscoped.py").write_text(text.replace("with self.scoped():", "if True:"))
+    code, out, err = cli("--adapters", folder, "capture", "toy_unscoped", "--exporter", "torchax",
+                         "--out", tmp_path / "caps")
+    assert code == 0 and (tmp_path / "caps" / "toy_unscoped-tiny" / "jax.mlir").exists(), err
+    warning = [line for line in err.splitlines() if line.startswith("warning: ")]
+    assert len(warning) == 1 and "jax.mlir: 0% of the JAX twin's ops carry a PyTorch module path" in warning[0], err
+    assert "by structure" in warning[0] and "jax.named_scope" in warning[0] and "models._nnx.Scoped" in warning[0]

@@ -355,3 +355,35 @@ def test_a_training_steps_optimizer_kernels_are_traced_to_its_update_block():
         assert result.metrics["kernels"][side]["unattributed"] == 0
         loss = [d for d in result.blocks if d.role == "other" and d.metrics["kernels"][side]]
         assert {d.phase for d in loss} == {"forward", "backward"}, (side, [d.label for d in loss])
+
+
+def test_structure_mode_finds_a_layernorm_written_with_sqrt_and_divide(tmp_path):
+    """LayerNorm as a user writes it, `(x - mean) / sqrt(var + eps)`: a norm in structure mode, as
+    rsqrt and batch norm are (issue 56); AdamW's sqrt(v), divided rather than dividing, is not."""
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+
+    from stackwars_ir.diff.blocks import segment
+    from stackwars_ir.ir import load_one
+
+    def norm(x):
+        mean = x.mean(-1, keepdims=True)
+        var = ((x - mean) ** 2).mean(-1, keepdims=True)
+        return (x - mean) / jnp.sqrt(var + 1e-5)
+
+    def forward(w1, w2, x):
+        for _ in range(2):
+            x = x + jnp.tanh(norm(x) @ w1) @ w2
+        return norm(x)
+
+    def adam(p, m, v):
+        return p - 1e-3 * (m / (jnp.sqrt(v) / 0.5)), jnp.sqrt(v) + 1e-8
+
+    x, w = np.ones((2, 8), np.float32), np.ones((8, 8), np.float32)
+    for f, args, norms in ((forward, (w, w, x), 3), (adam, (w, w, w), 0)):
+        src = tmp_path / f"{f.__name__}.mlir"
+        src.write_text(jax.jit(f).lower(*args).as_text())
+        seg = segment(load_one(_strip_locations(src, tmp_path / f"{f.__name__}-bare.mlir")))
+        assert seg.mode == "structure"
+        assert sum(b.role == "norm" for b in seg.blocks) == norms, [(b.role, b.layer) for b in seg.blocks]

@@ -32,6 +32,7 @@ class CaptureSet:
     files: tuple[Path, ...]
     parity: tuple[parity.Parity, ...]
     skipped: tuple[str, ...] = ()  # routes asked for and not captured, each with why
+    warnings: tuple[str, ...] = ()  # what the files hold that a diff will not read as the user expects
 
     @property
     def ok(self) -> bool:
@@ -268,10 +269,37 @@ def _write(req, out_dir, checked, stems, weights, inputs, reference, state, fram
     with files.locked_folder(Path(out_dir) / f"{req.model}-{req.size}"):
         files.write_set(contents)
     written = [path for path, _ in contents]
-    outcome = CaptureSet(req.model, req.size, tuple(written), tuple(results), _skipped(req, frameworks))
+    outcome = CaptureSet(req.model, req.size, tuple(written), tuple(results), _skipped(req, frameworks),
+                         scope_warnings(written))
     if not outcome.ok:
         raise ParityError(f"{req.model}-{req.size}: {_verdicts(results)}; files written for inspection")
     return outcome
+
+
+def scope_warnings(written) -> tuple[str, ...]:
+    """A JAX twin whose ops name the PyTorch side's modules far less often than the PyTorch side's
+    own ops carry paths (under half as often): its diff pairs fewer blocks, or pairs them by
+    structure, and shows no module names; the fix is in the twin."""
+    from ..ir import load_single
+    from ..ir.scopes import AUTO_PROVENANCE, named_alike, path_coverage
+
+    mlir = [Path(p) for p in written if str(p).endswith(".mlir")]
+    jax = [p for p in mlir if p.name.startswith("jax")]
+    torch = [p for p in mlir if p.name.startswith("torch-")]
+    if not jax or not torch:
+        return ()
+    try:
+        a, b = load_single([jax[0], torch[0]])
+    except StackwarsError:
+        return ()
+    alike, theirs = named_alike(a, b), path_coverage(b)
+    if theirs < AUTO_PROVENANCE or alike >= 0.5 * theirs:
+        return ()
+    return (f"{jax[0].name}: {alike:.0%} of the JAX twin's ops carry a PyTorch module path of "
+            f"{torch[0].name} ({theirs:.0%} of its own ops carry one), so diff pairs fewer blocks, by "
+            f"structure where under {AUTO_PROVENANCE:.0%}, and without module names; run each twin module's "
+            f"ops under jax.named_scope(its PyTorch attribute name), nested as the modules are: "
+            f"models._nnx.Scoped does (docs/adapters.md)",)
 
 
 def _verdicts(results) -> str:

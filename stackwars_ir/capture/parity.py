@@ -139,10 +139,12 @@ def compare(stem: str, got: np.ndarray, want: np.ndarray, exact: np.ndarray | No
     want = np.asarray(want, dtype=np.float64)
     if got.shape != want.shape:
         return Parity(stem, float("inf"), float("inf"), False)
-    if exact is not None and np.shape(exact) == got.shape:
+    if exact is None:
+        errors = {"unmeasured": unmeasured}
+    elif np.shape(exact) == got.shape:
         errors = {"exact_error": normwise(got, exact), "eager_error": normwise(want, exact)}
     else:
-        errors = {"unmeasured": unmeasured or "the float64 output's shape differs"}
+        errors = {"unmeasured": f"the float64 output's shape {list(np.shape(exact))} is not {list(got.shape)}"}
     diff = np.abs(got - want)
     max_abs = float(diff.max()) if diff.size else 0.0
     max_rel = float((diff / np.maximum(np.abs(want), 1e-6)).max()) if diff.size else 0.0

@@ -252,7 +252,7 @@ def trip_share(b) -> float:
 
 def unlooped(path: str) -> str:
     """A module path without the scopes JAX gives a loop (`while.body.closed_call.layers.mlp` -> `layers.mlp`)."""
-    from .blocks import LOOP_WORDS
+    from ..ir.scopes import LOOP_WORDS
 
     return ".".join(w for w in path.split(".") if w not in LOOP_WORDS and w != "closed_call")
 

@@ -15,6 +15,9 @@ from collections import Counter, defaultdict, deque
 from dataclasses import dataclass, field
 
 from ..ir.model import Module, Op
+from ..ir.scopes import (AUTO_PROVENANCE, LOOP_WORDS, REMAT, REMAT_WORDS,  # noqa: F401 (diff's API)
+                         loop_scoped, names_a_module, path_coverage)
+from ..ir.scopes import phases as find_phases
 
 ROLES = ("embedding", "rotary", "shared", "norm", "attention", "mlp", "residual", "conv", "batchnorm", "pool",
          "head", "optimizer", "other")
@@ -24,7 +27,6 @@ LAYERED = ("norm", "attention", "mlp", "residual")
 # forward (under jvp), backward (under transpose: the gradient of the block it names), and the
 # optimizer update (ops of the step outside both, with no module path).
 PHASES = ("forward", "backward", "update")
-AUTO_PROVENANCE = 0.5  # --mode auto segments by module paths when at least this share of ops has one
 PHASE_LABEL = {"backward": "(backward)", "update": "(update)"}
 
 
@@ -73,16 +75,10 @@ def segment(module: Module, mode: str = "auto", roles: tuple = ()) -> Segmentati
     """Blocks of the entry function (calls inlined). mode: auto, provenance or structure. `roles`:
     the adapter's own (word, role) pairs for module-path words the generic table does not know."""
     items = [(op, path) for op, path in module.inlined if not op.name.endswith("return")]
-    entry = module.entry.name
-    top = [(op, path) for op, path in items if op.parent is None or op.func != entry]
-    phases = _phases(module)
-    if phases:  # a training step: the optimizer's ops have no module path by nature
-        top = [(op, path) for op, path in top if phases.get(id(op))]
-    # a loop's own plumbing (JAX's `while.body`: each trip's slice of the stacked parameters, the
-    # saved activations a training step stacks) names no module by nature: it counts neither way
-    top = [(op, path) for op, path in top if not _loop_scoped(path)] or top
-    with_path = sum(1 for _, p in top if _names_a_module(p))
-    coverage = with_path / len(top) if top else 0.0
+    phases = find_phases(module)
+    # A training step's optimizer and a loop's own plumbing (JAX's `while.body`: each trip's slice of
+    # the stacked parameters) name no module by nature: they count neither way (ir/scopes.py).
+    coverage = path_coverage(module)
     use = mode if mode != "auto" else ("provenance" if coverage >= AUTO_PROVENANCE else "structure")
     reason = (f"--mode {mode}" if mode != "auto" else
               f"auto: {coverage:.0%} of ops carry a module path ({'at least' if use == 'provenance' else 'under'} "
@@ -228,14 +224,6 @@ def _mlp_linears(items: list, roles: tuple = ()) -> list:
     return out
 
 
-def _phases(module: Module) -> dict | None:
-    """Op id -> phase for a training step (any op under jvp or transpose), else None."""
-    items = [(op, ph) for (op, _), ph in zip(module.inlined, module.inlined_phases) if not op.name.endswith("return")]
-    if not any(ph for _, ph in items):
-        return None
-    return {id(op): ph for op, ph in items}
-
-
 def _by_provenance(items: list, phases: dict | None = None, roles: tuple = (), loops: dict | None = None) -> list[Block]:
     """Blocks keyed by (layer, role, instance); in a training step also by phase, so layer 3's
     attention forward, its backward and the optimizer's update stay three blocks; in a counted
@@ -313,37 +301,10 @@ def _numbered_as_forward(parts: list) -> list:
 def _unscoped(path: str) -> str:
     """A path without the scopes rematerialization adds (`M.M.checkpoint.rematted_computation.h_1.ln_1`
     -> `M.h_1.ln_1`), so the forward ops a backward recomputes join the block of their module."""
-    if not _REMAT_WORDS & set(path.split(".")):
+    if not REMAT_WORDS & set(path.split(".")):
         return path
-    parts = [p for p in path.split(".") if p not in _REMAT_WORDS]
+    parts = [p for p in path.split(".") if p not in REMAT_WORDS]
     return ".".join(p for i, p in enumerate(parts) if i == 0 or p != parts[i - 1])
-
-
-# The scope jax.checkpoint (nn.remat, nnx.remat) gives the forward ops it recomputes in the backward
-# (the torch_xla capture names its recomputation with it too), and the words around it.
-REMAT = "rematted_computation"
-_REMAT_WORDS = frozenset({"checkpoint", "remat", REMAT, "remat2"})
-
-
-# Words of the paths JAX gives a loop's own plumbing (the counter, each trip's slice of the stacked
-# parameters): `Model.while.body`; such ops stay "other", not a scanned layer's residual.
-LOOP_WORDS = frozenset({"while", "body", "cond", "scan"})
-
-
-@functools.lru_cache(maxsize=65536)
-def _loop_scoped(path: str) -> bool:
-    """Whether a path holds only a loop's scopes (`while.body`, `while.cond`): its plumbing."""
-    words = [w for w in path.split(".") if w and w != "closed_call" and w not in _REMAT_WORDS]
-    return bool(words) and all(w in LOOP_WORDS for w in words)
-
-
-@functools.lru_cache(maxsize=65536)
-def _names_a_module(path: str) -> bool:
-    """Whether a path names a module, not only JAX's own scopes: a loop's plumbing (`while.body`),
-    rematerialization's, or an einsum's spec (`bthd,bshd->bhts`), which a model without named
-    scopes (Flax NNX) carries on every op of a scanned body."""
-    return any(w and w not in LOOP_WORDS and w not in _REMAT_WORDS and w != "closed_call" and "->" not in w
-               for w in path.split("."))
 
 
 def _split_shared(module: Module, blocks: list) -> list:
@@ -480,7 +441,8 @@ def _backward_by_saved(module: Module, blocks: list) -> list:
 
 
 def _several_roles(module: Module, b: Block) -> bool:
-    kinds = Counter(_anchor_kind(module, op) for op, _ in b.ops)
+    divisors = _divisors(module, [op for op, _ in b.ops])
+    kinds = Counter(_anchor_kind(module, op, divisors) for op, _ in b.ops)
     return kinds["softmax"] > 0 and (kinds["norm"] > 0 or kinds["act"] > 0)
 
 
@@ -531,9 +493,64 @@ _ACTIVATIONS = {"stablehlo.tanh", "stablehlo.erf", "chlo.erf", "stablehlo.logist
 _NORMS = {"stablehlo.batch_norm_training", "stablehlo.batch_norm_inference", "stablehlo.rsqrt"}
 
 
-def _anchor_kind(module: Module, op: Op) -> str | None:
+_RESHAPES = frozenset({"stablehlo.broadcast_in_dim", "stablehlo.reshape", "stablehlo.convert", "stablehlo.broadcast"})
+
+
+def _divisors(module: Module, ops) -> frozenset:
+    """The values some divide among `ops` divides by, looked through broadcasts and reshapes."""
+    out = set()
+    for op in ops:
+        if op.name == "stablehlo.divide" and len(op.operands) > 1:
+            v = op.operands[1]
+            while (p := module.values[v].producer) is not None and module.ops[p].name in _RESHAPES \
+                    and module.ops[p].operands:
+                out.add(v)
+                v = module.ops[p].operands[0]
+            out.add(v)
+    return frozenset(out)
+
+
+_THROUGH = _RESHAPES | {"stablehlo.add", "stablehlo.subtract", "stablehlo.multiply", "stablehlo.divide",
+                        "stablehlo.sqrt", "stablehlo.rsqrt"}
+
+
+def _over_last_axis(module: Module, op: Op) -> bool:
+    """Whether a sqrt or rsqrt norm normalizes over the last axis (a layer or RMS norm: its variance
+    a reduce of the last dimension, a few elementwise ops upstream), not over the batch."""
+    return _variance_axes(module, op) == "last"
+
+
+def _variance_axes(module: Module, op: Op, steps: int = 8) -> str | None:
+    """"last" or "other": the axes of the reduce a few elementwise ops above `op` (a variance, for a
+    norm's sqrt); None where there is none (a sqrt of a constant: the FFT's 1/sqrt(n))."""
+    todo, seen = list(op.operands), set()
+    for _ in range(steps):
+        nxt = []
+        for v in todo:
+            p = module.values[v].producer
+            if p is None or p in seen:
+                continue
+            seen.add(p)
+            up = module.ops[p]
+            if up.name == "stablehlo.reduce" and up.operands:
+                src = module.values[up.operands[0]].producer
+                if src is not None and module.ops[src].name == "stablehlo.constant":
+                    return None  # a shape's product (the FFT's n), not a statistic of the data
+                rank = module.values[up.operands[0]].type.rank
+                return "last" if tuple(up.attr("dimensions", ()) or ()) == (rank - 1,) else "other"
+            if up.name in _THROUGH:
+                nxt += list(up.operands)
+        todo = nxt
+    return None
+
+
+def _anchor_kind(module: Module, op: Op, divisors: frozenset = frozenset()) -> str | None:
+    """The kind of anchor `op` is in structure mode, or None. A norm is batch norm, rsqrt, or a sqrt
+    of a reduce that something divides by (LayerNorm written as `(x - mean) / sqrt(var + eps)`; not
+    AdamW's sqrt(v), which is divided, or has eps added before it divides; not a constant's)."""
     n = op.name
-    if n in _NORMS:
+    if n in _NORMS or (n == "stablehlo.sqrt" and op.results and op.results[0] in divisors
+                       and _variance_axes(module, op) is not None):
         return "norm"
     if n == "stablehlo.exponential":
         return "softmax"
@@ -569,13 +586,16 @@ def _by_structure(module: Module, items: list, within: bool = False, layered: bo
     loop (its top level holds no attention, yet its norms are a transformer's, not batch norms)."""
     top, nested, index, parents, users = _graph(module, items, within)
     neighbours = _neighbours(top, parents, users)
-    kinds = {op.id: k for op in top if (k := _anchor_kind(module, op))}
+    divisors = _divisors(module, top)
+    kinds = {op.id: k for op in top if (k := _anchor_kind(module, op, divisors))}
     by_id = {op.id: op for op in top}
     for k in [k for k, kind in kinds.items() if kind == "softmax"]:
         if not _feeds_reduce(k, users, by_id):
             kinds[k] = "act"  # an exp no reduce sums is an activation's (SiLU as x / (1 + exp(-x))), not a softmax
     owner = _nearest(list(kinds), neighbours, index, _variance_chains(kinds, parents, by_id))
-    roles = _anchor_roles(top, kinds, parents, users, layered)
+    layer_norms = frozenset(k for k, kind in kinds.items() if kind == "norm" and not by_id[k].name.startswith(
+        "stablehlo.batch_norm") and _over_last_axis(module, by_id[k]))
+    roles = _anchor_roles(top, kinds, parents, users, layered, layer_norms)
     groups: dict = defaultdict(list)
     for op in top:
         a = owner.get(op.id)
@@ -749,7 +769,8 @@ def _nearest(anchors: list, neighbours: dict, index: dict, seeds: dict | None = 
     return owner
 
 
-def _anchor_roles(top, kinds, parents: dict, users: dict, looped: bool = False) -> dict:
+def _anchor_roles(top, kinds, parents: dict, users: dict, looped: bool = False,
+                  layer_norms: frozenset = frozenset()) -> dict:
     """(layer, role, ordinal) of every anchor, from dataflow rather than print order.
 
     Layer of a softmax = the number of softmaxes upstream of it; the dot_generals next to it
@@ -757,6 +778,7 @@ def _anchor_roles(top, kinds, parents: dict, users: dict, looped: bool = False) 
     whose attention feeds it. A norm belongs to the layer of the first attention or MLP it
     feeds (pre-LN's ln_1 and ln_2 alike); one that feeds neither is the final norm. `looped`: the
     layers (their softmaxes) run in a loop, so the top level is a transformer's all the same.
+    Outside a transformer a norm is a batch norm, but those in `layer_norms` (over the last axis).
     """
     order = [op for op in top if op.id in kinds]
     depth: dict = {}  # softmaxes upstream, including the op itself (ops come in SSA order)
@@ -781,7 +803,7 @@ def _anchor_roles(top, kinds, parents: dict, users: dict, looped: bool = False) 
         elif kind == "norm" and layered:
             norms.append(op)
         elif kind == "norm":
-            roles[op.id] = _numbered((), "batchnorm", counts)
+            roles[op.id] = _numbered((), "norm" if op.id in layer_norms else "batchnorm", counts)
         elif kind in ("act", "dot"):
             roles[op.id] = _numbered((), "mlp", counts)
         else:
