@@ -8,6 +8,7 @@ from pathlib import Path
 from stackwars_ir.errors import StackwarsError
 
 DOCS = "docs/adapters.md"
+NOTES = ("nearest PyTorch names", "no PyTorch name is near")  # what stackwars-ir adds to an adapter's exception
 
 
 class AdapterError(StackwarsError):
@@ -39,16 +40,47 @@ def check_torch_model(entry, model) -> None:
                            "not a torch.nn.Module", fix=f"return the model itself, in eval mode ({DOCS})")
 
 
-def check_inputs(entry, inputs) -> None:
-    """inputs(...) returned a dict of numpy arrays by name."""
+def _line(function) -> str:
+    """`:N` for the line `function` is defined at, '' where that is not known."""
+    import inspect
+
+    try:
+        return f":{inspect.getsourcelines(function)[1]}"
+    except (OSError, TypeError):
+        return ""
+
+
+def check_inputs(entry, inputs, function=None) -> None:
+    """inputs(...) returned a dict of numpy arrays by name, each of a kind the model can take (float32
+    where floating: the weights are; integers or booleans; no empty array), named at inputs' line."""
     import numpy as np
 
+    where = f"{_where(entry)}{_line(function) if function is not None else ''}"
     if not isinstance(inputs, dict) or not inputs or \
             not all(isinstance(k, str) and isinstance(v, np.ndarray) for k, v in inputs.items()):
         got = type(inputs).__name__ if not isinstance(inputs, dict) else \
             "a dict whose values are not all numpy arrays by name" if inputs else "an empty dict"
-        raise AdapterError(f"{_where(entry)}: inputs(size, batch, seq, rng) returned {got}",
+        raise AdapterError(f"{where}: inputs(size, batch, seq, rng) returned {got}",
                            fix=f"return {{name: numpy array}}, one entry per positional argument of forward ({DOCS})")
+    for name, v in inputs.items():
+        if v.dtype.kind == "f" and v.dtype != np.float32:
+            fix = f"return it as float32 (`.astype(np.float32)`): the model's weights are float32 ({DOCS})"
+        elif v.dtype.kind not in "fiub":
+            fix = f"return floats as float32, ids as int64 or int32, masks as bool ({DOCS})"
+        elif v.size == 0:
+            fix = f"return at least one element per array (a --seq or --batch of 0?) ({DOCS})"
+        else:
+            continue
+        raise AdapterError(f"{where}: inputs(size, batch, seq, rng) returned {name!r} as {v.dtype} "
+                           f"{list(v.shape)}", fix=fix)
+
+
+def refusal(entry, error: ValueError) -> AdapterError:
+    """The adapter's own ValueError from inputs() (a size it does not take): its words, at its line,
+    with no fix guessed for it."""
+    frame = _adapter_frame(error, _where(entry))
+    at = f"{frame.filename}:{frame.lineno}: in {frame.name}()" if frame is not None else _where(entry)
+    return AdapterError(f"{at}: {' '.join(str(error).split())[:300]}")
 
 
 def check_output(entry, output) -> None:
@@ -109,11 +141,17 @@ def explain(entry, error: Exception, what: str | None = None) -> Exception:
     """The one-line AdapterError for an exception the adapter's code raised, or the exception itself."""
     if isinstance(error, StackwarsError):
         return error
-    message = f"{type(error).__name__}: {' '.join(str(error).split())[:300]}"
+    notes = "; ".join(n for n in getattr(error, "__notes__", ()) or () if n.startswith(NOTES))  # ours, not JAX's
+    message = f"{type(error).__name__}: {' '.join(str(error).split())[:300]}" + (f"; {notes}" if notes else "")
     fix = f"correct the adapter ({DOCS} states what each function must define and return)"
-    frame = _adapter_frame(error, _where(entry))
-    if frame is not None:
-        return AdapterError(f"{frame.filename}:{frame.lineno}: in {frame.name}(): {message}", fix=fix)
+    frames = _adapter_frames(error, _where(entry))
+    if frames:
+        frame = frames[-1]
+        # The lines that called it in the same file, nearest first: where a bad argument (a prefix
+        # misspelled where a helper is called) was written, when the helper's line is only where it failed.
+        callers = [f"line {f.lineno} in {f.name}()" for f in reversed(frames[:-1])][:3]
+        via = f" (called from {', from '.join(callers)})" if callers else ""
+        return AdapterError(f"{frame.filename}:{frame.lineno}: in {frame.name}(): {message}{via}", fix=fix)
     if what is None:
         return error
     frames = traceback.extract_tb(error.__traceback__)
@@ -123,6 +161,13 @@ def explain(entry, error: Exception, what: str | None = None) -> Exception:
 
 def _adapter_frame(error: BaseException, path: str):
     """The deepest traceback frame in `path`, through the chain of causes; None if there is none."""
+    frames = _adapter_frames(error, path)
+    return frames[-1] if frames else None
+
+
+def _adapter_frames(error: BaseException, path: str) -> list:
+    """The traceback frames in `path`, outermost first, of the first error in the chain of causes
+    that has any; [] if none has."""
     target = str(Path(path).resolve()) if path else None
     seen = set()
     while error is not None and id(error) not in seen:
@@ -130,6 +175,27 @@ def _adapter_frame(error: BaseException, path: str):
         frames = [f for f in traceback.extract_tb(error.__traceback__)
                   if target and str(Path(f.filename).resolve()) == target]
         if frames:
-            return frames[-1]
+            return frames
         error = error.__cause__ or error.__context__
-    return None
+    return []
+
+
+def nearest(name: str, known) -> list[str]:
+    """The names of `known` nearest `name`: the same module's first, then the closest spellings."""
+    import difflib
+
+    known = sorted(known)
+    module = name.rsplit(".", 1)[0] if "." in name else ""
+    same = [k for k in known if module and k.rsplit(".", 1)[0] == module]
+    return list(dict.fromkeys(same + difflib.get_close_matches(name, known, n=3, cutoff=0.6)))[:4]
+
+
+def unknown_parameter(adapter, name: str, known) -> AdapterError:
+    """A twin parameter with no PyTorch tensor of its name: the adapter file, the name, and the
+    PyTorch names nearest it (the same module's first, then the closest spellings)."""
+    known = sorted(known)
+    near = nearest(name, known)
+    where = getattr(adapter, "__file__", None) or "the adapter"
+    said = f"; nearest: {', '.join(near)}" if near else f"; no PyTorch tensor is near it (first: {', '.join(known[:3])})"
+    return AdapterError(f"{where}: the Flax twin's parameter {name!r} has no PyTorch tensor of that name{said}",
+                        fix=f"name the NNX attribute after the PyTorch one (its module path and leaf) ({DOCS})")

@@ -82,6 +82,7 @@ def capture_cmd(model, batch, seed, attn, force, stack, out_dir, **options):
 
     req = request(model, options, batch=batch, seed=seed, attn=attn)
     dataclasses.replace(req, abstract=True).validated()  # the cheap checks before any framework loads
+    req.frameworks()  # a JAX capture of an adapter without a twin: refused before the model is sized
     result = capture_in_stack(fitted_request(req), out_dir, find(stack) if stack else None, force=force)
     for line in [p.line() for p in result.parity] + list(result.skipped):
         click.echo(line)

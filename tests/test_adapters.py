@@ -112,6 +112,11 @@ WRAPPED = '''import torch
     ("opt_raw", dict(old=TORCH_MODEL, new="return OPTModel(config(size)).eval()"), (),
      "the model from torch_model(size) returns a BaseModelOutputWithPast from forward, not a tensor"),
     ("opt_nojax", dict(cut="class Attention"), ("--framework", "jax"), "the adapter defines no jax_model(size, weights)"),
+    # refused before the model is built or sized (it once took 26 s of transformers first)
+    ("opt_nojax_early", dict(old=TORCH_MODEL, new="raise RuntimeError('built')", cut="class Attention"),
+     ("--framework", "jax"), "the adapter defines no jax_model(size, weights)"),
+    ("opt_f64", dict(old='(batch, seq), dtype=np.int64)}', new='(batch, seq)).astype(np.float64)}'), (),
+     "opt_f64.py:37: inputs(size, batch, seq, rng) returned 'input_ids' as float64 [2, "),
     ("opt_notorch", dict(old="def torch_model(", new="def build_torch_model("), (),
      "the adapter defines no torch_model(size)"),
     ("opt_listed", dict(old='return {"input_ids": rng.integers(2, SIZES[size]["vocab_size"], (batch, seq), dtype=np.int64)}',
@@ -119,7 +124,8 @@ WRAPPED = '''import torch
     ("opt_wrap", dict(old=TORCH_MODEL, new=WRAPPED), ("--step", "train", "--framework", "torch"),
      "the 'lm' training loss needs the tied token embedding; the adapter has LM_HEAD"),
     ("opt_twin", dict(old='Linear(w, f"{prefix}.fc2", "fc2")', new='Linear(w, f"{prefix}.fc3", "fc2")'),
-     ("--framework", "jax"), "in __init__(): KeyError: 'decoder.layers.0.fc3.weight'"),
+     ("--framework", "jax"), "in __init__(): KeyError: 'decoder.layers.0.fc3.weight'; nearest PyTorch names: "
+                             "decoder.layers.0.fc"),
     ("opt_import", dict(old="import numpy as np\n", new="import numpy as np\nimport no_such_package\n"), (),
      "ModuleNotFoundError: No module named 'no_such_package'"),
 ])
@@ -147,9 +153,11 @@ def test_an_exception_in_the_adapters_own_code_names_its_line(cli, tmp_path, mon
     line = 1 + path.read_text().splitlines().index("            raise RuntimeError('not yet')")
     code, _, err = cli("--adapters", folder, "capture", name := "opt_raises", "--framework", "jax",
                        "--out", tmp_path / "caps")
+    caller = 1 + path.read_text().splitlines().index("        return self.decoder(input_ids)")
     assert code == 2 and err.strip() == (
-        f"stackwars-ir: error: {path}:{line}: in __call__(): RuntimeError: not yet (fix: correct the adapter "
-        "(docs/adapters.md states what each function must define and return))"), (name, err)
+        f"stackwars-ir: error: {path}:{line}: in __call__(): RuntimeError: not yet (called from line {caller} in "
+        "__call__()) (fix: correct the adapter (docs/adapters.md states what each function must define and "
+        "return))"), (name, err)
 
 
 @pytest.mark.slow
@@ -378,3 +386,35 @@ def test_a_twin_without_named_scopes_is_warned_of_with_the_fix(cli, tmp_path, mo
     warning = [line for line in err.splitlines() if line.startswith("warning: ")]
     assert len(warning) == 1 and "jax.mlir: 0% of the JAX twin's ops carry a PyTorch module path" in warning[0], err
     assert "by structure" in warning[0] and "jax.named_scope" in warning[0] and "models._nnx.Scoped" in warning[0]
+
+
+@pytest.mark.parametrize("change, words", [
+    # the adapter's own refusal of a size: its words at its line, no fix guessed for it
+    (("def inputs(size: str, batch: int, seq: int, rng: np.random.Generator) -> dict[str, np.ndarray]:\n",
+      "def inputs(size: str, batch: int, seq: int, rng: np.random.Generator) -> dict[str, np.ndarray]:\n"
+      "    raise ValueError(f'--seq {seq} must be a multiple of 32')\n"),
+     "in inputs(): --seq 4 must be a multiple of 32"),
+    # a twin attribute named otherwise than PyTorch's: the file and the nearest PyTorch names
+    (('self.down = Linear(w, f"{prefix}.mix.down", "down")\n',
+      'self.down = Linear(w, f"{prefix}.mix.down", "down")\n'
+      '        self.up.scale = __import__("stackwars_ir.models._nnx", fromlist=["param"]).param(w, f"{prefix}.mix.up.weight")\n'),
+     "the Flax twin's parameter 'layers.0.mix.up.scale' has no PyTorch tensor of that name; nearest: "
+     "layers.0.mix.up.bias, layers.0.mix.up.weight"),
+])
+def test_an_adapters_mistake_is_named_at_its_cause(cli, tmp_path, monkeypatch, change, words):
+    """Issue 56: messages at the cause, not at the symptom."""
+    monkeypatch.setenv(models.ADAPTERS_ENV, "")
+    folder = tmp_path / "mine"
+    folder.mkdir()
+    name = "toy_cause_" + ("seq" if "ValueError" in change[1] else "scale")
+    text = TOY.read_text().replace('"toy_mixer"', f'"{name}"')
+    assert change[0] in text
+    path = folder / f"{name}.py"
+    path.write_text(text.replace(change[0], change[1]))
+    code, out, err = cli("--adapters", folder, "capture", name, "--framework", "jax", "--out", tmp_path / "caps")
+    lines = err.strip().splitlines()
+    assert code == 2 and len(lines) == 1 and words in lines[0] and str(path) in lines[0], err
+    if "ValueError" in change[1]:
+        line = 1 + path.read_text().splitlines().index("    raise ValueError(f'--seq {seq} must be a multiple of 32')")
+        assert f"{path}:{line}: in inputs()" in lines[0] and "(fix:" not in lines[0], lines[0]
+    assert not (tmp_path / "caps").exists()

@@ -21,7 +21,16 @@ def capture_jax(adapter: ModuleType, size: str, weights: dict[str, np.ndarray],
     from flax import nnx
 
     with stages.stage("build jax"):
-        model = adapter.jax_model(size, weights)
+        try:
+            model = adapter.jax_model(size, weights)
+        except KeyError as e:  # a weight name the twin built wrong: the PyTorch names nearest it
+            key = e.args[0] if e.args else None
+            if isinstance(key, str) and key not in weights:
+                from stackwars_ir.models._contract import nearest
+
+                near = nearest(key, weights)
+                e.add_note(f"nearest PyTorch names: {', '.join(near)}" if near else "no PyTorch name is near it")
+            raise
         graphdef, state = nnx.split(model)
 
     def forward(state, *args):
@@ -31,8 +40,9 @@ def capture_jax(adapter: ModuleType, size: str, weights: dict[str, np.ndarray],
     arguments = twin_arguments(state, inputs, buffers)
     unknown = [a.name for a in arguments if a.kind != "input" and a.name not in weights]
     if unknown:
-        raise CaptureError(f"the Flax twin's parameter {unknown[0]!r} has no PyTorch tensor of that name",
-                           fix="name the NNX attributes after the PyTorch module path")
+        from stackwars_ir.models._contract import unknown_parameter
+
+        raise unknown_parameter(adapter, unknown[0], weights)
     with stages.stage("jax.jit lower"), layer_program(adapter, scan, remat):
         text = lower_text(forward, state, *args, named=[(a.kind, a.name) for a in arguments])
     return Capture("jax", "jax", text, arguments, dict(stages.seconds))

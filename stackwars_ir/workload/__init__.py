@@ -150,7 +150,8 @@ class Request:
         from stackwars_ir.models import _contract as contract
 
         entry = models.entry(self.model)
-        adapter = models.adapter(self.model)
+        with contract.blame(entry):  # its import fails: one line naming its file and line
+            adapter = models.adapter(self.model)
         if self.framework == "both":
             return ("jax", "torch") if callable(getattr(adapter, "jax_model", None)) else ("torch",)
         if self.framework == "jax":
@@ -271,9 +272,9 @@ def _prepare(req: Request) -> Workload:
         weights = {k: v.detach().cpu().numpy().copy() for k, v in sorted(tensors.items())}
         try:
             inputs = adapter.inputs(req.size, req.batch, req.seq, np.random.default_rng(req.seed))
-        except ValueError as e:
-            raise StackwarsError(str(e), fix="choose a smaller --seq or --batch") from e
-        contract.check_inputs(entry, inputs)
+        except ValueError as e:  # the adapter refuses these sizes: its own words, at its own line, no fix guessed
+            raise contract.refusal(entry, e) from e
+        contract.check_inputs(entry, inputs, adapter.inputs)
     with contract.blame(entry, "the forward of torch_model(size)'s model"), torch.no_grad():
         output = model(*[torch.from_numpy(v) for v in inputs.values()])
     contract.check_output(entry, output)

@@ -280,8 +280,9 @@ def jax_step(adapter, size: str, state: TrainState, weights: dict | None = None)
     tx, step = adamw_step(loss_fn)
     missing = [n for n in names if n not in state.params and n not in state.buffers]
     if missing:
-        raise CaptureError(f"the Flax twin's parameter {missing[0]!r} has no PyTorch tensor of that name",
-                           fix="name the NNX attributes after the PyTorch module path")
+        from stackwars_ir.models._contract import unknown_parameter
+
+        raise unknown_parameter(adapter, missing[0], [*state.params, *state.buffers])
     if abstract:  # a fresh AdamW state's shapes: the step is the same whichever step it is
         params = dict(state.params)
         opt_state = jax.eval_shape(tx.init, params)
