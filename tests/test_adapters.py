@@ -418,3 +418,33 @@ def test_an_adapters_mistake_is_named_at_its_cause(cli, tmp_path, monkeypatch, c
         line = 1 + path.read_text().splitlines().index("    raise ValueError(f'--seq {seq} must be a multiple of 32')")
         assert f"{path}:{line}: in inputs()" in lines[0] and "(fix:" not in lines[0], lines[0]
     assert not (tmp_path / "caps").exists()
+
+
+MIXER = ROOT / "tests" / "adapters" / "mixer.py"
+
+
+@pytest.mark.slow  # three captures (about 25 s here)
+def test_a_mixers_two_mlps_pair_by_their_names_and_its_head_keeps_its_linear(cli, tmp_path, monkeypatch):
+    """Issue 56: each layer's token_mix and channel_mix are blocks of their own on every route, paired
+    by key with the same names on both sides; torch_xla's head (its dot_general and bias named by
+    nothing but the weight's transpose) is the head's, not `other`'s."""
+    monkeypatch.setenv(models.ADAPTERS_ENV, "")
+    folder = tmp_path / "mine"
+    folder.mkdir()
+    shutil.copy(MIXER, folder / "mixer.py")
+    out_dir = tmp_path / "caps"
+    code, _, err = cli("--adapters", folder, "capture", "mixer", "--exporter", "all", "--out", out_dir)
+    assert code == 0, err
+    caps = out_dir / "mixer-tiny"
+    for stem in ("torch-torch_xla", "torch-torchax"):
+        code, _, err = cli("--adapters", folder, "diff", caps / "jax.mlir", caps / f"{stem}.mlir",
+                           "--json", tmp_path / f"{stem}.json")
+        assert code == 1, err
+        report = json.loads((tmp_path / f"{stem}.json").read_text())
+        blocks = report["blocks"]
+        mlps = [(b["layer"], b["name_a"], b["name_b"]) for b in blocks if b["role"] == "mlp"]
+        assert mlps == [([i], f"layers.{i}.{m}", f"layers.{i}.{m}") for i in (0, 1)
+                        for m in ("token_mix", "channel_mix")], (stem, mlps)
+        head = next(b for b in blocks if b["role"] == "head")
+        for side in ("a", "b"):
+            assert head[side]["histogram"].get("stablehlo.dot_general") == 1, (stem, side, head[side]["histogram"])

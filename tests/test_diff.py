@@ -387,3 +387,20 @@ def test_structure_mode_finds_a_layernorm_written_with_sqrt_and_divide(tmp_path)
         seg = segment(load_one(_strip_locations(src, tmp_path / f"{f.__name__}-bare.mlir")))
         assert seg.mode == "structure"
         assert sum(b.role == "norm" for b in seg.blocks) == norms, [(b.role, b.layer) for b in seg.blocks]
+
+
+def test_a_layers_named_sub_modules_are_blocks_of_their_own_and_an_adapters_words_win_inside_them():
+    """Issue 56: a Mixer layer's `token_mix` and `channel_mix` (each fc1, act, fc2) are two MLP blocks
+    named after them, not one named after the layer; the adapter's word beats the generic guesses
+    inside it (fc1, act), not a generic word outside it nor a norm inside it."""
+    from stackwars_ir import models
+
+    assert classify("layers.0.token_mix.fc1") == ((0,), "mlp", "layers.0.token_mix")
+    assert classify("layers.0.channel_mix.act") == ((0,), "mlp", "layers.0.channel_mix")
+    assert classify("h.3.mlp.c_fc") == ((3,), "mlp", "h.3.mlp")  # generic all the way: the layer's one MLP
+    mine = (("token_mix", "attention"),)
+    assert classify("layers.0.token_mix.fc1", mine) == ((0,), "attention", "layers.0.token_mix")
+    assert classify("layers.0.token_mix.norm", mine)[1] == "norm"
+    bert = tuple(models.entry("bert").roles.items())
+    assert classify("encoder.layer.7.output.LayerNorm", bert)[:2] == ((7,), "norm")
+    assert classify("encoder.layer.7.attention.output.dense", bert)[:2] == ((7,), "attention")

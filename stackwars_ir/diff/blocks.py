@@ -163,10 +163,15 @@ def classify(path: str, roles: tuple = ()) -> tuple[tuple, str, str]:
         if role:
             at = i
             break
-    if role is None and roles:
+    if roles:
+        # The adapter's own word wins where no generic word names a role, and over a generic attention
+        # or MLP word inside it (`token_mix.fc1`: the user named the module; `fc1` only guesses its
+        # block); not over one outside it (BERT's `attention.output` is the attention's, though
+        # "output" alone is its MLP's), nor over a norm or embedding inside it (`output.LayerNorm`).
         own = dict(roles)
-        at = next((i for i in range(len(parts) - 1, -1, -1) if parts[i] in own), -1)
-        role = own[parts[at]] if at >= 0 else None
+        mine = next((i for i in range(len(parts) - 1, -1, -1) if parts[i] in own), -1)
+        if mine >= 0 and (role is None or (mine < at and role in ("attention", "mlp"))):
+            role, at = own[parts[mine]], mine
     if role is None:
         if numbers:
             return tuple(n for _, n in numbers), "residual", ".".join(parts[:numbers[-1][0] + 1])
@@ -176,7 +181,28 @@ def classify(path: str, roles: tuple = ()) -> tuple[tuple, str, str]:
     if role in ("attention", "mlp"):  # one block per layer: widen to the outermost such word
         while at > 0 and (_role_of(parts[at - 1]) == role or parts[at - 1] in ("output",)):
             at -= 1
+        # ... unless the layer names the sub-module that holds it: a word of the user's own between the
+        # layer number and the role's word (a Mixer's `token_mix` and `channel_mix`, both of fc1, act,
+        # fc2) makes a block of its own, named after it.
+        last = max((i for i, _ in numbers if i < at), default=-1)
+        named = [i for i in range(last + 1, at) if _role_of(parts[i]) is None and parts[i] not in SCAFFOLD
+                 and parts[i] not in dict(roles)]
+        if last >= 0 and named:
+            return layer, role, ".".join(parts[:named[0] + 1])
     return layer, role, ".".join(parts[:at + 1])
+
+
+# Words between a layer's number and its attention or MLP that name no sub-module of the user's.
+SCAFFOLD = frozenset({"output", "closed_call", "checkpoint", "remat", "rematted_computation", "while", "body"})
+
+
+def named_module(layer: tuple, role: str, instance: str, roles: tuple = ()) -> bool:
+    """Whether classify's instance for an attention or MLP is a sub-module the user named (its last
+    word is no role word, generic or the adapter's), so that it is a block of its own, not the
+    layer's one block of that role."""
+    word = instance.rsplit(".", 1)[-1]
+    return bool(layer) and role in ("attention", "mlp") and _role_of(word) is None and \
+        word not in dict(roles) and word not in SCAFFOLD and not _NUMBER.match(word)
 
 
 def _fill_paths(items: list, roles: tuple = ()) -> list:
@@ -195,6 +221,37 @@ def _fill_paths(items: list, roles: tuple = ()) -> list:
         if path:
             for vid in op.operands:
                 users[vid].add(path)
+    return out
+
+
+_WEIGHT_VIEWS = frozenset({"stablehlo.transpose", "stablehlo.reshape", "stablehlo.convert"})
+
+
+def _pathless_linears(items: list) -> list:
+    """A dot_general or convolution that carries no path, whose weight (an argument, seen through a
+    transpose or reshape) does: the weight's module's (torch_xla leaves a model's last Linear, its
+    `head`, with only the weight's transpose named), and so is the add of its bias (a broadcast
+    argument) to it. Ops without a path are filled from their users next (_fill_paths)."""
+    out, producer, moved = list(items), {}, {}
+    for i, (op, path) in enumerate(out):
+        if not path and op.name in ("stablehlo.dot_general", "stablehlo.convolution"):
+            views = [out[producer[v]] for v in op.operands if v in producer]
+            named = [p for view, p in views if p and view.name in _WEIGHT_VIEWS and view.operands
+                     and view.operands[0] not in producer]
+            if named:
+                out[i] = (op, named[-1])
+                moved[op.results[0]] = named[-1]
+        elif not path and op.name == "stablehlo.add" and len(op.operands) == 2:
+            dot = next((v for v in op.operands if v in moved), None)
+            other = op.operands[1] if dot == op.operands[0] else op.operands[0]
+            k = producer.get(other)
+            bias = out[k] if k is not None else None
+            if dot is not None and bias is not None and not bias[1] and bias[0].name == "stablehlo.broadcast_in_dim" \
+                    and bias[0].operands and bias[0].operands[0] not in producer:
+                out[i], out[k] = (op, moved[dot]), (bias[0], moved[dot])
+                moved[op.results[0]] = moved[dot]
+        for r in op.results:
+            producer[r] = i
     return out
 
 
@@ -247,7 +304,7 @@ def _by_provenance(items: list, phases: dict | None = None, roles: tuple = (), l
             parts += [dataclasses.replace(b, role=b.role if phase != "update" or b.layer or b.role != "other"
                                           else "optimizer", phase=phase) for b in blocks]
         return _numbered_as_forward(parts)
-    items = _mlp_linears(_fill_paths(items, roles), roles)
+    items = _mlp_linears(_fill_paths(_pathless_linears(items), roles), roles)
     groups: dict = {}
     order: list = []
     instances: dict = defaultdict(list)
@@ -257,7 +314,7 @@ def _by_provenance(items: list, phases: dict | None = None, roles: tuple = (), l
         if loop is not None and role == "other" and not LOOP_WORDS & set(path.split(".")):
             # the layer's own ops, or a body no location names (torch_xla's scan): split by structure below
             role, instance = "residual", instance or "(loop body)"
-        if role in ("attention", "mlp", "residual"):
+        if role in ("attention", "mlp", "residual") and not named_module(layer, role, instance, roles):
             instance = f"{layer}:{role}"
         seen = instances[(loop, layer, role)]
         if instance not in seen:
