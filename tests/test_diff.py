@@ -404,3 +404,22 @@ def test_a_layers_named_sub_modules_are_blocks_of_their_own_and_an_adapters_word
     bert = tuple(models.entry("bert").roles.items())
     assert classify("encoder.layer.7.output.LayerNorm", bert)[:2] == ((7,), "norm")
     assert classify("encoder.layer.7.attention.output.dense", bert)[:2] == ((7,), "attention")
+
+
+def test_blocks_of_one_role_pair_by_their_module_names_not_their_print_order():
+    """Issue 56: torch_xla printed Whisper's conv2 before conv1, and key pairing paired conv1 with
+    conv2. Where both sides name the same modules, those names number the blocks."""
+    from stackwars_ir.diff.align import align
+    from stackwars_ir.diff.blocks import Block, Segmentation
+
+    def seg(*names):
+        return Segmentation(None, "provenance", tuple(Block("conv", (), k, n, ()) for k, n in enumerate(names)),
+                            1.0, "")
+
+    al = align(seg("encoder.conv1", "encoder.conv2"), seg("encoder.conv2", "encoder.conv1"))
+    assert [(x.name, y.name) for x, y in al.pairs] == [("encoder.conv1", "encoder.conv1"),
+                                                         ("encoder.conv2", "encoder.conv2")]
+    assert "2 numbered by their module names" in al.reason
+    # Names that do not match on both sides leave the order as it was.
+    al = align(seg("conv1", "conv2"), seg("stem.conv_a", "stem.conv_b"))
+    assert [(x.name, y.name) for x, y in al.pairs] == [("conv1", "stem.conv_a"), ("conv2", "stem.conv_b")]

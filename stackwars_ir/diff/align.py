@@ -31,16 +31,42 @@ def align(a: Segmentation, b: Segmentation) -> Alignment:
     from dataclasses import replace
 
     blocks_a, blocks_b = unrolled(a.blocks, b.blocks), unrolled(b.blocks, a.blocks)
+    blocks_b, renamed = by_names(blocks_a, blocks_b)
     by_key = _align_by(blocks_a, blocks_b, lambda blk: blk.key, "key")
     if by_key.coverage >= KEY_ENOUGH:
+        named = f"; {renamed} numbered by their module names, not their order in the file" if renamed else ""
         return replace(by_key, reason=f"pairing by key covered {by_key.coverage:.0%} of blocks (enough from "
-                                      f"{KEY_ENOUGH:.0%})")
+                                      f"{KEY_ENOUGH:.0%}){named}")
     by_order = _align_by(_numbered(blocks_a), _numbered(blocks_b), lambda item: item[0], "order")
     why = f"pairing by key covered {by_key.coverage:.0%} (under {KEY_ENOUGH:.0%}), by order {by_order.coverage:.0%}"
     # Order wins only by pairing more blocks that are something: pairing the k-th unnamed "other"
     # block of each side (a loop's plumbing with another program's glue) says nothing.
     best = by_key if _named_coverage(by_key) >= _named_coverage(by_order) else by_order
     return replace(best, reason=why + (": kept key" if best is by_key else ": fell back to order"))
+
+
+def by_names(blocks_a, blocks_b) -> tuple[tuple, int]:
+    """B's blocks, each of a layer's several blocks of one role numbered as A's block of the same
+    module path is, where both sides name the same modules there (each once): an exporter that
+    prints Whisper's conv2 before conv1 must not pair conv1 with conv2. With how many were renumbered."""
+    from dataclasses import replace
+
+    def groups(blocks):
+        out: dict = {}
+        for blk in blocks:
+            out.setdefault((blk.layer, blk.role, blk.phase, blk.loop), []).append(blk)
+        return out
+
+    mine, theirs = groups(blocks_a), groups(blocks_b)
+    ordinal: dict = {}
+    for g, bs in theirs.items():
+        names_a, names_b = [b.name for b in mine.get(g, ())], [b.name for b in bs]
+        if len(names_b) < 2 or sorted(names_a) != sorted(names_b) or len(set(names_b)) != len(names_b) \
+                or not all(names_b):
+            continue
+        wanted = {b.name: b.ordinal for b in mine[g]}
+        ordinal.update({id(b): wanted[b.name] for b in bs if wanted[b.name] != b.ordinal})
+    return tuple(replace(b, ordinal=ordinal[id(b)]) if id(b) in ordinal else b for b in blocks_b), len(ordinal)
 
 
 def _named_coverage(al: Alignment) -> float:

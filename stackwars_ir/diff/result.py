@@ -219,6 +219,12 @@ class DiffResult:
         return self.a.name, self.b.name
 
     @property
+    def pairing_note(self) -> str:
+        """What the pairing did beyond its method, in words ('' when nothing): blocks numbered by
+        their module names (align.by_names), as the alignment's reason says."""
+        return next((part for part in self.method_reason.split("; ") if "numbered by their module names" in part), "")
+
+    @property
     def differs(self) -> bool:
         return bool(self.only_a or self.only_b) or any(b.differs for b in self.blocks) \
             or self.a.histogram != self.b.histogram or bool(self.sharding_changes)

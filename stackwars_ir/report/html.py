@@ -82,7 +82,8 @@ def _inputs(result) -> str:
                     f"<td>{esc(prov)}</td></tr>")
     return ("<h2 id=\"inputs\">Inputs</h2><table><tr><th>side</th><th>file</th><th>segmented by</th>"
             "<th>ops with a location</th><th>ops</th><th>blocks</th><th>provenance</th></tr>" + "".join(rows)
-            + f"</table><p>{len(result.blocks)} block pairs aligned by {esc(result.method)}; unmatched: "
+            + f"</table><p>{len(result.blocks)} block pairs aligned by {esc(result.method)}"
+            + (f" ({esc(result.pairing_note)})" if result.pairing_note else "") + "; unmatched: "
             f"{len(result.only_a)} in {esc(result.a.name)}, {len(result.only_b)} in {esc(result.b.name)}.</p>")
 
 

@@ -18,7 +18,8 @@ def diff_markdown(result) -> str:
         f"# StableHLO diff: `{_cell(a.name)}` vs `{_cell(b.name)}`", "",
         f"- A: `{_cell(a.source)}` ({a.mode}, {a.ops} ops)",
         f"- B: `{_cell(b.source)}` ({b.mode}, {b.ops} ops)",
-        f"- aligned {len(result.blocks)} block pairs by {result.method}; unmatched: {len(result.only_a)} in A, "
+        f"- aligned {len(result.blocks)} block pairs by {result.method}"
+        f"{f' ({result.pairing_note})' if result.pairing_note else ''}; unmatched: {len(result.only_a)} in A, "
         f"{len(result.only_b)} in B",
         "",
     ]

@@ -53,7 +53,8 @@ def diff_text(result, excerpts: bool = False, ops: bool = False) -> str:
     out = [
         f"A = {a.source}  ({a.mode}, {a.ops} ops, {a.blocks} blocks)",
         f"B = {b.source}  ({b.mode}, {b.ops} ops, {b.blocks} blocks)",
-        f"aligned {len(result.blocks)} block pairs by {result.method}; unmatched: {len(result.only_a)} in A, "
+        f"aligned {len(result.blocks)} block pairs by {result.method}"
+        f"{f' ({result.pairing_note})' if result.pairing_note else ''}; unmatched: {len(result.only_a)} in A, "
         f"{len(result.only_b)} in B",
         "",
     ]
