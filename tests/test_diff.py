@@ -423,3 +423,17 @@ def test_blocks_of_one_role_pair_by_their_module_names_not_their_print_order():
     # Names that do not match on both sides leave the order as it was.
     al = align(seg("conv1", "conv2"), seg("stem.conv_a", "stem.conv_b"))
     assert [(x.name, y.name) for x, y in al.pairs] == [("conv1", "stem.conv_a"), ("conv2", "stem.conv_b")]
+
+
+def test_a_file_without_its_sidecar_is_said_to_lose_what_the_sidecar_held(cli, tmp_path):
+    """Issue 56: a .mlir copied without its .json diffs as before, with a note of what is lost."""
+    import shutil
+
+    copy = tmp_path / "copied.mlir"
+    shutil.copy(golden("gpt2", "torch-torch_xla"), copy)
+    code, out, err = cli("diff", golden("gpt2", "jax"), copy)
+    assert code == 1, err
+    assert f"note: copied: no sidecar beside {copy}: its arguments go unnamed" in out
+    assert "bench runs it on synthetic arguments" in out
+    code, out, _ = cli("diff", golden("gpt2", "jax"), golden("gpt2", "torch-torch_xla"))
+    assert "note:" not in out.split("findings:")[0]  # both sidecars, one framework each: nothing to say

@@ -338,6 +338,33 @@ def test_torch_xla_scan_layers_aligns_every_layer_with_the_same_model_unrolled(t
         assert got == [((layer,), o) for layer in range(4) for o in ordinals], role
 
 
+@pytest.mark.slow  # two torch_xla runs (about 25 s here)
+def test_unnamed_mlp_layers_scanned_and_unrolled_pair_layer_by_layer(tmp_path):
+    """Issue 56: files dumped with torch_xla's defaults (no locations), blocks without attention
+    (LayerNorm, Linear, LayerNorm, MLP) under scan_layers against unrolled: the unrolled layers are
+    found by their repeating structure, so each layer's two norms and its MLP pair with the loop's
+    body by key (they paired 4 blocks by order: batch norms and MLPs without layers)."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from stackwars_ir.diff import diff_files
+
+    script = Path(__file__).with_name("torch_xla_scan.py")
+    files = {}
+    for mode in ("unroll", "scan"):
+        files[mode] = tmp_path / f"{mode}.mlirbc"
+        done = subprocess.run([sys.executable, str(script), mode, str(files[mode]), "mlp"], capture_output=True,
+                              text=True, timeout=300)
+        assert done.returncode == 0, done.stderr[-2000:]
+    report = diff_files(files["unroll"], files["scan"])
+    assert report.a.segmentation.mode == "structure" and report.alignment.method == "key"
+    assert not report.alignment.only_a
+    for role, ordinals in (("norm", (0, 1)), ("mlp", (0,))):
+        got = sorted((d.a.layer, d.a.ordinal) for d in report.blocks if d.a.role == role and d.b.trips == 4)
+        assert got == [((layer,), o) for layer in range(4) for o in ordinals], role
+
+
 def test_a_loops_kernels_are_listed_with_how_often_they_run_through_nested_loops():
     """bench.kernels reads the optimized HLO's while bodies as well as its entry: each body kernel
     names its while and runs trip-count times per call, multiplied through nested scans (3 x 4); a

@@ -122,6 +122,12 @@ def test_a_sharded_capture_diffed_against_its_unsharded_twin_names_every_argumen
     code, out, _ = cli("diff", golden("llama", "jax"), sharded / "jax-fsdp2-tp2.mlir")
     assert code == 1 and "arguments split differently: 21 of 22" in out
     assert "layers.0.mlp.down_proj.weight 64x128: A whole, B [fsdp, tp]" in out
+    # The diff says first what it mixes (issue 56): the collectives are not in StableHLO, and the
+    # torch_xla mesh capture came by lazy tensors where the plain one came by torch.export.
+    assert "note: jax-fsdp2-tp2 is sharded over 4 devices, jax runs on one" in out and "diff --kernels" in out
+    code, out, _ = cli("diff", golden("llama", "torch-torch_xla"), sharded / "torch-torch_xla-fsdp2-tp2.mlir")
+    assert "note: different routes: torch-torch_xla by torch.export, then torch_xla's exported-program path; " \
+           "torch-torch_xla-fsdp2-tp2 by torch_xla's lazy tensors (sharded over a mesh" in out, out[:1500]
 
 
 def test_gspmd_shardings_are_read_as_torch_xla_writes_them(tmp_path):

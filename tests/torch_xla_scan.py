@@ -1,11 +1,11 @@
-"""Writes the StableHLO bytecode of a small stack of four identical pre-LN blocks run on torch_xla's lazy tensors, the layers unrolled or under torch_xla's scan_layers: `python tests/torch_xla_scan.py scan|unroll OUT.mlirbc`."""
+"""Writes the StableHLO bytecode of a small stack of four identical pre-LN blocks run on torch_xla's lazy tensors, the layers unrolled or under torch_xla's scan_layers: `python tests/torch_xla_scan.py scan|unroll OUT.mlirbc [mlp]` (mlp: blocks without attention's softmax)."""
 from __future__ import annotations
 
 import os
 import sys
 
 
-def main(mode: str, out: str) -> None:
+def main(mode: str, out: str, kind: str = "attention") -> None:
     os.environ.setdefault("PJRT_DEVICE", "CPU")
     import torch
     import torch.nn as nn
@@ -21,7 +21,7 @@ def main(mode: str, out: str) -> None:
 
         def forward(self, x):
             h = self.attn(self.ln_1(x))
-            x = x + torch.softmax(h @ h.transpose(-1, -2), -1) @ h
+            x = x + (torch.softmax(h @ h.transpose(-1, -2), -1) @ h if kind == "attention" else h)
             return x + self.mlp(self.ln_2(x))
 
     class Model(nn.Module):
@@ -45,4 +45,4 @@ def main(mode: str, out: str) -> None:
 
 
 if __name__ == "__main__":
-    main(*sys.argv[1:3])
+    main(*sys.argv[1:4])

@@ -176,7 +176,13 @@ def _provenance(source: str) -> tuple[dict | None, str]:
     v = sc.data.get("versions", {})
     # This side's own function inputs (a JAX capture takes int32 ids where PyTorch takes int64).
     own = [x for x in sc.arguments if x.get("kind") == "input"] or list(sc.inputs)
+    from ..workload import route
+
+    data = sc.data
     return {"model": sc.model, "size": sc.size, "exporter": sc.exporter, "step": sc.step,
+            "framework": data.get("framework"), "mesh_devices": (data.get("mesh") or {}).get("devices"),
+            "route": route(data.get("framework", ""), sc.exporter, sc.step,
+                           bool((data.get("program") or {}).get("scan_layers")), bool(data.get("mesh"))),
             "inputs": [{"name": i.get("name"), "dtype": i.get("dtype"), "shape": list(i.get("shape", []))} for i in own],
             "versions": {k: v.get(k) for k in ("jax", "torch", "torch_xla", "torchax", "transformers")},
             "host": sc.data.get("run", {}).get("host", {}).get("processor")}, ""

@@ -847,7 +847,8 @@ def _anchor_roles(top, kinds, parents: dict, users: dict, looped: bool = False,
     for s in softmaxes:
         for dot in _attention_dots(s, kinds, users, parents):
             attention_of.setdefault(dot, depth[s] - 1)
-    layered = bool(softmaxes) or looped
+    periodic = {} if softmaxes or looped else repeated_layers(top, kinds, parents)
+    layered = bool(softmaxes) or looped or bool(periodic)
     roles: dict = {}
     counts: Counter = Counter()
     norms = []
@@ -855,6 +856,8 @@ def _anchor_roles(top, kinds, parents: dict, users: dict, looped: bool = False,
         kind = kinds[op.id]
         if op.id in attention_of:
             roles[op.id] = ((attention_of[op.id],), "attention", 0)
+        elif kind in ("act", "dot") and periodic:
+            roles[op.id] = ((periodic[op.id],), "mlp", 0) if op.id in periodic else _numbered((), "mlp", counts)
         elif kind in ("act", "dot") and layered:
             roles[op.id] = ((max(depth[op.id] - 1, 0),), "mlp", 0)
         elif kind == "norm" and layered:
@@ -869,6 +872,40 @@ def _anchor_roles(top, kinds, parents: dict, users: dict, looped: bool = False,
         fed = _first_fed(op.id, users, roles, kinds)
         roles[op.id] = _numbered(fed[0] if fed else (), "norm", counts)
     return roles
+
+
+LAYER_KINDS = frozenset({"norm", "act", "dot"})  # what a layer without attention is made of (no conv: ResNet's blocks stay as they are)
+
+
+def repeated_layers(top, kinds: dict, parents: dict) -> dict:
+    """Layers without attention found by their repeating structure: anchor op id -> layer number.
+
+    The anchors are ordered by their depth in the dataflow (anchors upstream), then program order;
+    the longest run of at least two repeats of one pattern (norm, dot, act, ...) that holds a norm
+    and covers at least half the anchors is the layers, one repeat each (torch_xla's unrolled MLP
+    blocks without locations against their scan_layers loop). Nothing where any anchor is of another
+    kind (a conv net's repeating blocks keep their batch norms) or no run is long enough."""
+    if not kinds or set(kinds.values()) - LAYER_KINDS or "norm" not in kinds.values():
+        return {}
+    depth: dict = {}
+    for op in top:
+        d = max((depth.get(src, 0) for src in parents.get(op.id, ())), default=0)
+        depth[op.id] = d + (1 if op.id in kinds else 0)
+    position = {op.id: i for i, op in enumerate(top)}
+    seq = sorted(kinds, key=lambda k: (depth[k], position[k]))
+    s = [kinds[k] for k in seq]
+    n, best = len(s), (0, 0, 0)  # (start, period, repeats)
+    for p in range(2, n // 2 + 1):
+        for o in range(0, min(n - 2 * p, 32) + 1):
+            k = 1
+            while o + (k + 1) * p <= n and s[o + k * p:o + (k + 1) * p] == s[o:o + p]:
+                k += 1
+            if k >= 2 and "norm" in s[o:o + p] and k * p > best[1] * best[2]:
+                best = (o, p, k)
+    o, p, k = best
+    if not k or 2 * k * p < n:
+        return {}
+    return {seq[i]: (i - o) // p for i in range(o, o + k * p)}
 
 
 def _first_fed(start: int, users: dict, roles: dict, kinds: dict):

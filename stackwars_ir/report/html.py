@@ -65,6 +65,8 @@ def diff_html(result, bench=None, command: str | None = None, memory=None) -> st
 
 
 def _inputs(result) -> str:
+    from .sentences import cause_lines
+
     rows = []
     for side in (result.a, result.b):
         p = side.provenance
@@ -84,7 +86,8 @@ def _inputs(result) -> str:
             "<th>ops with a location</th><th>ops</th><th>blocks</th><th>provenance</th></tr>" + "".join(rows)
             + f"</table><p>{len(result.blocks)} block pairs aligned by {esc(result.method)}"
             + (f" ({esc(result.pairing_note)})" if result.pairing_note else "") + "; unmatched: "
-            f"{len(result.only_a)} in {esc(result.a.name)}, {len(result.only_b)} in {esc(result.b.name)}.</p>")
+            f"{len(result.only_a)} in {esc(result.a.name)}, {len(result.only_b)} in {esc(result.b.name)}.</p>"
+            + "".join(f"<p class=muted>Note: {esc(line)}</p>" for line in cause_lines(result)))
 
 
 def _findings(result) -> str:

@@ -23,6 +23,11 @@ def diff_markdown(result) -> str:
         f"{len(result.only_b)} in B",
         "",
     ]
+    from .sentences import cause_lines
+
+    lines += [f"> note: {_cell(line)}" for line in cause_lines(result)]
+    if lines[-1] != "":
+        lines.append("")
     if result.summary:
         lines += ["## Findings", "", "| topic | finding |", "| --- | --- |"]
         lines += [f"| {t} | {_cell(s)} |" for t, s in summaries(result)]

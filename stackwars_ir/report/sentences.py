@@ -277,3 +277,25 @@ def fused_elsewhere(blocks) -> list:
 
         out.append((d.label, words(a), words(b)))
     return out
+
+
+def cause_lines(result) -> list[str]:
+    """What the diff mixes or lacks, said before its findings: two captures of one framework made by
+    different routes (the route's changes sit beside the program's), one side sharded and the other
+    not (the collectives XLA inserts are not in StableHLO: --kernels lists them), and a side without
+    its sidecar (what it no longer says)."""
+    out = []
+    pa, pb = result.a.provenance or {}, result.b.provenance or {}
+    if pa.get("route") and pb.get("route") and pa["route"] != pb["route"] and pa.get("framework") == pb.get("framework"):
+        out.append(f"different routes: {result.a.name} by {pa['route']}; {result.b.name} by {pb['route']}: "
+                   "what differs below is the route's change and the program's together")
+    if (result.a.devices > 1) != (result.b.devices > 1):
+        sharded, plain = (result.a, result.b) if result.a.devices > 1 else (result.b, result.a)
+        out.append(f"{sharded.name} is sharded over {sharded.devices} devices, {plain.name} runs on one: the "
+                   "collectives XLA's SPMD partitioner inserts are not in StableHLO; diff --kernels lists them by block")
+    for side in (result.a, result.b):
+        if side.provenance is None and side.provenance_note == "no sidecar":
+            out.append(f"{side.name}: no sidecar beside {side.source}: its arguments go unnamed, its model, "
+                       "versions and parity are unknown, its roles are the other side's, and bench runs it on "
+                       "synthetic arguments (copy the .json with the .mlir)")
+    return out

@@ -47,7 +47,7 @@ def diff_text(result, excerpts: bool = False, ops: bool = False) -> str:
     from collections import Counter
 
     from ..diff.result import counter_delta
-    from .sentences import finding, summaries
+    from .sentences import cause_lines, finding, summaries
 
     a, b = result.a, result.b
     out = [
@@ -58,6 +58,9 @@ def diff_text(result, excerpts: bool = False, ops: bool = False) -> str:
         f"{len(result.only_b)} in B",
         "",
     ]
+    causes = cause_lines(result)
+    if causes:
+        out += [f"note: {line}" for line in causes] + [""]
     if result.summary:
         out.append("findings:")
         out += [f"  {topic:13} {text}" for topic, text in summaries(result)]

@@ -199,6 +199,19 @@ def stem(framework: str, exporter: str, step: str = "forward", program: str = ""
     return ("jax" if framework == "jax" else f"torch-{exporter}") + ("-train" if step == "train" else "") + program
 
 
+def route(framework: str, exporter: str, step: str = "forward", scan_layers: bool = False,
+          mesh: bool = False) -> str:
+    """How a capture of these settings was made, in words (capture.run's choice of route)."""
+    if framework == "jax":
+        return "jax.jit(...).lower" + (" (the twin's layers scanned)" if scan_layers else "")
+    if exporter == "torchax":
+        return "torch.export, then torchax"
+    if step == "train" or scan_layers or mesh:
+        why = "training step" if step == "train" else "scan_layers" if scan_layers else "sharded over a mesh"
+        return f"torch_xla's lazy tensors ({why}: the graph a torch_xla user's step builds)"
+    return "torch.export, then torch_xla's exported-program path"
+
+
 def _layered() -> list[str]:
     from stackwars_ir import models
 
