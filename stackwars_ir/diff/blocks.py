@@ -311,7 +311,9 @@ def _by_provenance(items: list, phases: dict | None = None, roles: tuple = (), l
     for op, path in items:
         layer, role, instance = classify(_unscoped(path), roles)
         loop = loops.get(id(op))
-        if loop is not None and role == "other" and not LOOP_WORDS & set(path.split(".")):
+        if loop is not None and role == "other" and not op.path and op.name in _PLUMBING:
+            instance = "(loop plumbing)"  # torch_xla's: each trip's slices and tuple, as JAX's `while.body`
+        elif loop is not None and role == "other" and not LOOP_WORDS & set(path.split(".")):
             # the layer's own ops, or a body no location names (torch_xla's scan): split by structure below
             role, instance = "residual", instance or "(loop body)"
         if role in ("attention", "mlp", "residual") and not named_module(layer, role, instance, roles):
@@ -333,6 +335,12 @@ def _by_provenance(items: list, phases: dict | None = None, roles: tuple = (), l
             name = _common_prefix([_unscoped(p) for _, p in ops]) or name
         blocks.append(Block(role, key[1], key[3], name, tuple(ops), loop=loop[0], trips=loop[1]))
     return blocks
+
+
+# A loop body's data movement: each trip's slice of the stacked parameters and activations, the
+# tuple the body returns. Without a location in a located body, it is the loop's, not the layer's.
+_PLUMBING = frozenset({"stablehlo.get_tuple_element", "stablehlo.tuple", "stablehlo.dynamic_slice",
+                       "stablehlo.dynamic_update_slice", "stablehlo.reshape"})
 
 
 def _numbered_as_forward(parts: list) -> list:
