@@ -242,6 +242,9 @@ def test_a_layer_scoped_coarsely_is_split_by_structure_and_aligns_by_key(tmp_pat
         assert got == [((layer,), o) for layer in range(2) for o in ordinals], role
     assert all("by structure" in d.a.name for d in report.blocks if d.b.layer)
     assert not [b for b in report.alignment.only_b if b.role in ("norm", "attention", "mlp")]
+    # Outside the layers too (issue 56): the embedding and the final norm pair with the model's.
+    outside = {(d.a.role, d.b.name) for d in report.blocks if not d.b.layer}
+    assert {("embedding", "embed_tokens"), ("norm", "norm")} <= outside, outside
 
 
 def test_a_coarse_module_against_itself_without_locations_pairs_every_layer(tmp_path):

@@ -205,6 +205,9 @@ def named_module(layer: tuple, role: str, instance: str, roles: tuple = ()) -> b
         word not in dict(roles) and word not in SCAFFOLD and not _NUMBER.match(word)
 
 
+_CONTROL = frozenset({"stablehlo.while", "stablehlo.case", "stablehlo.if"})
+
+
 def _fill_paths(items: list, roles: tuple = ()) -> list:
     """Ops without a path (constants, helper bodies) take the path of their users when those
     agree on the block; an op feeding several layers (a shared mask, say) stays unattributed."""
@@ -212,7 +215,7 @@ def _fill_paths(items: list, roles: tuple = ()) -> list:
     out = list(items)
     for i in range(len(out) - 1, -1, -1):
         op, path = out[i]
-        if not path:
+        if not path and op.name not in _CONTROL:  # a loop is no op of the block that reads its result
             found = {p for vid in op.results for p in users.get(vid, ())}
             blocks = {classify(p, roles)[:2] for p in found}
             if len(blocks) == 1:
