@@ -448,3 +448,23 @@ def test_a_mixers_two_mlps_pair_by_their_names_and_its_head_keeps_its_linear(cli
         head = next(b for b in blocks if b["role"] == "head")
         for side in ("a", "b"):
             assert head[side]["histogram"].get("stablehlo.dot_general") == 1, (stem, side, head[side]["histogram"])
+
+
+@pytest.mark.slow  # two captures of transformers' Whisper encoder (about 20 s here)
+def test_whispers_two_convolutions_pair_by_their_names_across_the_pytorch_routes(cli, tmp_path, monkeypatch):
+    """Issue 56: torch_xla's conv#0 was conv2 while torchax's was conv1, paired "by key". Each side's
+    convolution blocks pair with the other's of the same module name."""
+    monkeypatch.setenv(models.ADAPTERS_ENV, "")
+    folder = tmp_path / "mine"
+    folder.mkdir()
+    shutil.copy(ROOT / "tests" / "adapters" / "whisper_enc.py", folder / "whisper_enc.py")
+    out_dir = tmp_path / "caps"
+    code, _, err = cli("--adapters", folder, "capture", "whisper_enc", "--exporter", "all", "--out", out_dir)
+    assert code == 0, err
+    caps = out_dir / "whisper_enc-tiny"
+    code, _, err = cli("--adapters", folder, "diff", caps / "torch-torch_xla.mlir", caps / "torch-torchax.mlir",
+                       "--json", tmp_path / "d.json")
+    assert code == 1, err
+    convs = [(b["name_a"], b["name_b"]) for b in json.loads((tmp_path / "d.json").read_text())["blocks"]
+             if b["role"] == "conv"]
+    assert sorted(convs) == [("encoder.conv1", "encoder.conv1"), ("encoder.conv2", "encoder.conv2")], convs
