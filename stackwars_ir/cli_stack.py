@@ -6,6 +6,7 @@ from pathlib import Path
 
 import click
 
+from .routes import EXPORTERS
 from .shell import emit, json_option, markdown_option, progress
 
 
@@ -81,7 +82,7 @@ def _thresholds(time_pct, memory_pct, kernels):
               help="Regression: the memory plan's peak up by more than this %.")
 @click.option("--kernels", type=int, default=0, show_default=True,
               help="Regression: a block compiled to more than this many extra kernels.")
-@click.option("--exporter", type=click.Choice(["torch_xla", "torchax"]), default=None,
+@click.option("--exporter", type=click.Choice(list(EXPORTERS)), default=None,
               help="With MODEL: regress this PyTorch exporter's capture instead of the JAX side (both stacks "
                    "must hold torch and it: PyTorch stacks, docs/stacks.md).")
 @click.option("--no-time", is_flag=True, help="Compile and plan only; time nothing.")

@@ -12,6 +12,7 @@ import numpy as np
 from .. import files
 from ..errors import CaptureError, ParityError, StackwarsError
 from ..progress import Stages
+from ..routes import ROUTES
 from ..workload import (CAPTURE_REVISION, EXPORTERS, FRAMEWORKS, STEPS, Request,  # noqa: F401 (capture's API)
                         argument_values, prepare)
 from ..workload.mesh import spec_text
@@ -369,7 +370,7 @@ def _capture_all(req, frameworks, adapter, model, weights, inputs, label, show):
 
     entry, ep = models.entry(req.model), None
     for exporter in req.exporters:
-        if exporter == "torch_xla" and (req.scan_layers or req.mesh):  # torch.export traces neither: lazy tensors
+        if ROUTES[exporter].lazy and (req.scan_layers or req.mesh):  # torch.export traces neither: lazy tensors
             cap = capture_torch_xla_lazy(model, inputs, Stages(f"{label} torch_xla", show=show), entry.layers,
                                          scan=req.scan_layers, mesh=req.mesh_spec, tensor_parallel=entry.tensor_parallel)
             yield _named(cap, req)

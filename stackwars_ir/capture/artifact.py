@@ -23,7 +23,9 @@ class Capture:
 
     @property
     def stem(self) -> str:
-        return ("jax" if self.framework == "jax" else f"torch-{self.exporter}") + self.stem_suffix
+        from ..routes import ROUTES
+
+        return ROUTES["jax" if self.framework == "jax" else self.exporter].stem() + self.stem_suffix
 
     def __str__(self) -> str:
         return f"Capture({self.stem}, {len(self.arguments)} arguments, {len(self.text)} chars)"

@@ -176,13 +176,14 @@ def _provenance(source: str) -> tuple[dict | None, str]:
     v = sc.data.get("versions", {})
     # This side's own function inputs (a JAX capture takes int32 ids where PyTorch takes int64).
     own = [x for x in sc.arguments if x.get("kind") == "input"] or list(sc.inputs)
-    from ..workload import route
+    from ..routes import ROUTES
 
     data = sc.data
+    way = ROUTES.get("jax" if data.get("framework") == "jax" else sc.exporter)
     return {"model": sc.model, "size": sc.size, "exporter": sc.exporter, "step": sc.step,
             "framework": data.get("framework"), "mesh_devices": (data.get("mesh") or {}).get("devices"),
-            "route": route(data.get("framework", ""), sc.exporter, sc.step,
-                           bool((data.get("program") or {}).get("scan_layers")), bool(data.get("mesh"))),
+            "route": way.how(sc.step, bool((data.get("program") or {}).get("scan_layers")), bool(data.get("mesh")))
+            if way else None,
             "inputs": [{"name": i.get("name"), "dtype": i.get("dtype"), "shape": list(i.get("shape", []))} for i in own],
             "versions": {k: v.get(k) for k in ("jax", "torch", "torch_xla", "torchax", "transformers")},
             "host": sc.data.get("run", {}).get("host", {}).get("processor")}, ""

@@ -10,10 +10,12 @@ from pathlib import Path
 
 from ..errors import StackwarsError
 from ..targets import is_tpu
+from ..routes import EXPORTERS
+from ..routes import ROUTES as ALL_ROUTES
 from ..workload import Request
 
 COMMANDS = ("capture", "memory", "bench", "diff")
-ROUTES = ("jax", "torch_xla", "torchax")
+ROUTES = tuple(ALL_ROUTES)  # routes.py: jax, then each PyTorch exporter
 # Each [[grid]] table's keys: a list is one axis of the product, a scalar holds for every job.
 AXES = {"models": "model", "sizes": "size", "steps": "step", "routes": "route", "batches": "batch",
         "seqs": "seq", "meshes": "mesh", "targets": "target", "budgets": "budget", "dtypes": "dtype"}
@@ -296,7 +298,7 @@ def _bench_together(reqs: dict, targets: list, timing: dict, timeout: float, ref
     native runtimes in one worker (as `bench MODEL` does), so their ratios come from one run."""
     from ..bench.native import baselines_asked
 
-    jax, torch = reqs.get("jax"), [e for e in ("torch_xla", "torchax") if e in reqs]
+    jax, torch = reqs.get("jax"), [e for e in EXPORTERS if e in reqs]
     if not reqs:
         return  # every route named under "Not jobs" already
     r = next(iter(reqs.values()))
@@ -322,7 +324,7 @@ def _routes_together(reqs: dict) -> Request | None:
     """With `together`: one request for every route of the table that can take it, so one bench job
     compiles them all and times them in one worker, their steady runs taking turns (as `bench A B`
     does): their ratio is not the drift of the machine between two processes. None for one route."""
-    torch = tuple(e for e in ("torch_xla", "torchax") if e in reqs)
+    torch = tuple(e for e in EXPORTERS if e in reqs)
     if len(reqs) < 2:
         return None
     if "jax" in reqs:
@@ -364,8 +366,9 @@ def _check_targets(axes: dict, commands: list, here: str) -> None:
 
 
 def _pairs(reqs: dict):
-    """The diffs a grid asks for: JAX's capture against each PyTorch route's; without JAX, torch_xla's
-    against torchax's."""
+    """The diffs a grid asks for: JAX's capture against each PyTorch route's; without JAX, the first
+    PyTorch route's (torch_xla's) against each other's."""
     if "jax" in reqs:
-        return [(reqs["jax"], reqs[r]) for r in ("torch_xla", "torchax") if r in reqs]
-    return [(reqs["torch_xla"], reqs["torchax"])] if {"torch_xla", "torchax"} <= set(reqs) else []
+        return [(reqs["jax"], reqs[r]) for r in EXPORTERS if r in reqs]
+    torch = [r for r in EXPORTERS if r in reqs]
+    return [(reqs[torch[0]], reqs[r]) for r in torch[1:]]

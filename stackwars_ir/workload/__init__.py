@@ -8,11 +8,10 @@ from typing import NamedTuple
 
 import numpy as np
 
+from ..routes import EXPORTERS, ROUTES, STEPS, Step  # noqa: F401 (workload's API)
 from ..errors import CaptureError, MissingExtra, StackwarsError
 
 FRAMEWORKS = ("jax", "torch", "both")
-STEPS = ("forward", "train")
-EXPORTERS = ("torch_xla", "torchax")
 DTYPES = ("float32", "bfloat16")
 
 # What the capture code writes: bumped whenever a capture's text or meaning changes for the same
@@ -85,11 +84,12 @@ class Request:
         return dataclasses.replace(self, batch=batch, seq=seq, mesh=mesh.text if mesh else "")
 
     def check_weightless(self) -> None:
-        """An abstract request's PyTorch routes: torchax only (torch_xla's lazy tensors hold data)."""
+        """An abstract request's PyTorch routes: those that capture from shapes (not torch_xla: its
+        lazy tensors hold data)."""
         if not self.abstract or self.framework == "jax":
             return
         for exporter in self.exporters:
-            if exporter != "torchax":
+            if not ROUTES[exporter].weightless:
                 raise StackwarsError(f"{exporter} cannot capture without weights: its lazy tensors hold data "
                                      "(torch_xla 2.9 has no meta-device or fake-tensor route to StableHLO)",
                                      fix="use --exporter torchax with --abstract, or a size whose weights fit")
@@ -126,12 +126,12 @@ class Request:
         if self.remat and self.step != "train":
             raise StackwarsError("--remat recomputes forward ops in the backward, and a forward capture has no "
                                  "backward", fix="add --step train, or drop --remat")
-        if self.framework != "jax" and "torchax" in self.exporters:
-            why = ("torch.export cannot trace torch_xla's scan_layers, and torchax has no scan of a module list"
-                   if self.scan_layers else "torchax differentiates the exported loss with jax.value_and_grad, "
-                   "which a torch.utils.checkpoint inside it does not reach")
-            raise StackwarsError(f"{flag} cannot be captured through torchax: {why}",
-                                 fix="use --exporter torch_xla, or --framework jax")
+        for e in self.exporters if self.framework != "jax" else ():
+            why = ROUTES[e].scan_layers if self.scan_layers else ROUTES[e].remat
+            if why:
+                able = [r for r in EXPORTERS if not (ROUTES[r].scan_layers if self.scan_layers else ROUTES[r].remat)]
+                raise StackwarsError(f"{flag} cannot be captured through {e}: {why}",
+                                     fix=f"use --exporter {' or '.join(able)}, or --framework jax")
 
     @property
     def program(self) -> str:
@@ -142,7 +142,14 @@ class Request:
 
     @property
     def train(self) -> bool:
-        return self.step == "train"
+        return self.step == Step.TRAIN
+
+    @property
+    def routes(self) -> tuple:
+        """The routes.Route of each capture the request names, in stem order: jax, then each exporter."""
+        frameworks = self.frameworks()
+        return ((ROUTES["jax"],) if "jax" in frameworks else ()) + \
+            (tuple(ROUTES[e] for e in self.exporters) if "torch" in frameworks else ())
 
     def frameworks(self) -> tuple[str, ...]:
         """The frameworks to capture: `both` is the PyTorch routes alone for an adapter without a JAX twin."""
@@ -195,21 +202,8 @@ def batch_list(text: str) -> tuple:
 
 
 def stem(framework: str, exporter: str, step: str = "forward", program: str = "") -> str:
-    """The file stem of one capture: jax, torch-torch_xla, jax-train, jax-train-scan-remat ..."""
-    return ("jax" if framework == "jax" else f"torch-{exporter}") + ("-train" if step == "train" else "") + program
-
-
-def route(framework: str, exporter: str, step: str = "forward", scan_layers: bool = False,
-          mesh: bool = False) -> str:
-    """How a capture of these settings was made, in words (capture.run's choice of route)."""
-    if framework == "jax":
-        return "jax.jit(...).lower" + (" (the twin's layers scanned)" if scan_layers else "")
-    if exporter == "torchax":
-        return "torch.export, then torchax"
-    if step == "train" or scan_layers or mesh:
-        why = "training step" if step == "train" else "scan_layers" if scan_layers else "sharded over a mesh"
-        return f"torch_xla's lazy tensors ({why}: the graph a torch_xla user's step builds)"
-    return "torch.export, then torch_xla's exported-program path"
+    """The file stem of one capture: jax, torch-torch_xla, jax-train, jax-train-scan-remat ... (routes.Route.stem)."""
+    return ROUTES["jax" if framework == "jax" else exporter].stem(step, program)
 
 
 def _layered() -> list[str]:

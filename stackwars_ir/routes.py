@@ -1,0 +1,66 @@
+"""The routes from a model to StableHLO (jax, torch_xla, torchax) and the steps they capture: one table every stage reads."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+
+
+class Step(str, Enum):
+    """What a capture computes: the model's forward, or one training step (loss, backward, AdamW)."""
+
+    FORWARD = "forward"
+    TRAIN = "train"
+
+    @property
+    def suffix(self) -> str:
+        """Of the file stem: "-train" for a training step."""
+        return "-train" if self is Step.TRAIN else ""
+
+
+STEPS = tuple(s.value for s in Step)
+
+
+@dataclass(frozen=True)
+class Route:
+    """One way from a model to StableHLO: its framework, file stem and what it can capture.
+
+    `scan_layers` and `remat` hold why a route cannot capture that program ("" where it can);
+    `weightless`: it can capture from shapes alone (--abstract)."""
+
+    name: str  # as users spell it: the --exporter value, or "jax"
+    framework: str  # "jax" | "torch"
+    summary: str  # how it gets to StableHLO, in words
+    weightless: bool = True
+    scan_layers: str = ""
+    remat: str = ""
+    lazy: str = ""  # the route's other path for what its usual one cannot trace ("": none)
+
+    def stem(self, step: str = "forward", program: str = "") -> str:
+        """The file stem of its capture: jax, torch-torch_xla, jax-train, torch-torchax-train-fsdp2 ..."""
+        return ("jax" if self.framework == "jax" else f"torch-{self.name}") + Step(step).suffix + program
+
+    def how(self, step: str = "forward", scan_layers: bool = False, mesh: bool = False) -> str:
+        """How a capture with these settings is made, in words (capture.run's choice of path)."""
+        if self.lazy and (step == Step.TRAIN or scan_layers or mesh):
+            why = "training step" if step == Step.TRAIN else "scan_layers" if scan_layers else "sharded over a mesh"
+            return f"{self.lazy} ({why}: the graph a torch_xla user's step builds)"
+        if self.framework == "jax" and scan_layers:
+            return f"{self.summary} (the twin's layers scanned)"
+        return self.summary
+
+
+JAX = Route("jax", "jax", "jax.jit(...).lower")
+TORCH_XLA = Route("torch_xla", "torch", "torch.export, then torch_xla's exported-program path", weightless=False,
+                  lazy="torch_xla's lazy tensors")
+TORCHAX = Route("torchax", "torch", "torch.export, then torchax",
+                scan_layers="torch.export cannot trace torch_xla's scan_layers, and torchax has no scan of a "
+                            "module list",
+                remat="torchax differentiates the exported loss with jax.value_and_grad, which a "
+                      "torch.utils.checkpoint inside it does not reach")
+ROUTES = {r.name: r for r in (JAX, TORCH_XLA, TORCHAX)}
+EXPORTERS = tuple(name for name, r in ROUTES.items() if r.framework == "torch")  # --exporter's choices
+
+
+def route(name: str) -> Route:
+    """The route of that name (a KeyError names an unknown one: Request.validated refuses it first)."""
+    return ROUTES[name]
