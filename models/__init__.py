@@ -5,7 +5,9 @@ models` is instant): the files in this folder, then those named by STACKWARS_IR_
 folders, separated by the path separator; `stackwars-ir --adapters PATH` sets it). An adapter file
 defines `ENTRY = Entry(...)` (its data: sizes, default shapes, loss, what cannot export it, and an
 optional `roles` table), `torch_model(size)`, `inputs(size, batch, seq, rng)` and
-`jax_model(size, weights)`. docs/adapters.md is the protocol.
+`jax_model(size, weights)`. A `.toml` file in those folders holds models as data instead (a
+transformers model type, its configuration and input kind: read_data_entries). docs/adapters.md is
+the protocol.
 """
 from __future__ import annotations
 
@@ -47,6 +49,9 @@ class Entry:
     # on its output features for q/k/v/gate/up, on its input features for o/down). None: no tp axis.
     tensor_parallel: dict | None = None
     path: str = field(default="", repr=False, compare=False)  # the adapter file (set by the catalogue)
+    # A model written as data (a table of an adapters folder's .toml file: read_data_entries): the
+    # transformers model type and its input kind, from which adapter() builds the module. None: a .py file.
+    data: dict | None = field(default=None, repr=False, compare=False)
 
 
 # What an ENTRY may be written with: it is evaluated without importing its file.
@@ -95,6 +100,69 @@ def read_entry(path: Path) -> Entry:
     return replace(value, path=str(path))
 
 
+# The input kinds a data entry may name: models._hf's functions that draw them.
+DATA_INPUTS = {"tokens": "token_ids", "pixels": "pixels"}
+
+
+def read_data_entries(path: Path) -> list[Entry]:
+    """The models of a .toml adapters file: one table each, `[name]` with `type` (transformers'
+    model type: AutoModel builds it from the configuration, random weights), `inputs` ("tokens" or
+    "pixels"), `description`, and each size's configuration and default shape (`tiny = {...}`,
+    `shapes.tiny = {batch = 2, seq = 16}`); any other key is an Entry field (`seq_meaning`, `loss`,
+    `roles`, ...). A table that is not one: one line naming the file and the table."""
+    import dataclasses
+    import tomllib
+
+    from stackwars_ir.errors import StackwarsError
+
+    fix = "write each model as [name] with type, inputs, description, its sizes' configurations and shapes (docs/adapters.md)"
+    try:
+        tables = tomllib.loads(path.read_text())
+    except (OSError, UnicodeDecodeError) as e:
+        raise StackwarsError(f"{path}: cannot read this adapters file: {e}", fix=fix) from None
+    except tomllib.TOMLDecodeError as e:
+        raise StackwarsError(f"{path}: not TOML: {e}", fix="correct the adapters file") from None
+    fields = {f.name for f in dataclasses.fields(Entry)} - {"name", "description", "sizes", "shapes", "path", "data"}
+    out = []
+    for name, t in tables.items():
+        if not isinstance(t, dict):
+            raise StackwarsError(f"{path}: {name!r} is not a table", fix=fix)
+        shapes = t.get("shapes", {})
+        sizes = {k: v for k, v in t.items() if k in shapes}
+        unknown = set(t) - {"type", "inputs", "description", "shapes"} - set(sizes) - fields
+        if not isinstance(t.get("type"), str) or t.get("inputs") not in DATA_INPUTS or not sizes or unknown:
+            said = ("no model type" if not isinstance(t.get("type"), str)
+                    else f"inputs {t.get('inputs')!r} is none of {', '.join(DATA_INPUTS)}"
+                    if t.get("inputs") not in DATA_INPUTS else "no size with a shape" if not sizes
+                    else f"unknown key {sorted(unknown)[0]!r}")
+            raise StackwarsError(f"{path}: [{name}]: {said}", fix=fix)
+        extra = {k: v for k, v in t.items() if k in fields}
+        out.append(Entry(name, t.get("description", t["type"]), sizes, shapes, path=str(path),
+                         data={"type": t["type"], "inputs": t["inputs"]}, **extra))
+    return out
+
+
+def _data_adapter(e: Entry) -> ModuleType:
+    """The adapter module of a data entry: transformers' AutoModel of its type on the size's
+    configuration (models._hf.auto_model), inputs drawn as its kind says; no JAX twin."""
+    module = ModuleType(f"stackwars_ir_adapters.{e.name}", f"{e.name}: {e.description} (from {Path(e.path).name})")
+    module.__file__ = e.path
+    module.ENTRY, module.SIZES = e, e.sizes
+
+    def torch_model(size: str):
+        from stackwars_ir.models._hf import auto_model
+
+        return auto_model(e.data["type"], e.sizes[size])
+
+    def inputs(size: str, batch: int, seq: int, rng):
+        from stackwars_ir.models import _hf
+
+        return getattr(_hf, DATA_INPUTS[e.data["inputs"]])(e.sizes[size], batch, seq, rng)
+
+    module.torch_model, module.inputs = torch_model, inputs
+    return module
+
+
 def _adapter_files() -> list[Path]:
     from stackwars_ir.errors import StackwarsError
 
@@ -102,12 +170,12 @@ def _adapter_files() -> list[Path]:
     for item in filter(None, os.environ.get(ADAPTERS_ENV, "").split(os.pathsep)):
         p = Path(item).expanduser()
         if p.is_dir():
-            files += sorted(q for q in p.glob("*.py") if not q.name.startswith("_"))
-        elif p.suffix == ".py" and p.is_file():
+            files += sorted(q for q in [*p.glob("*.py"), *p.glob("*.toml")] if not q.name.startswith("_"))
+        elif p.suffix in (".py", ".toml") and p.is_file():
             files.append(p)
         else:
             raise StackwarsError(f"{ADAPTERS_ENV}: {item}: no adapter file or folder there",
-                                 fix="name .py adapter files or folders that hold them (--adapters PATH)")
+                                 fix="name .py or .toml adapter files or folders that hold them (--adapters PATH)")
     return list(dict.fromkeys(p.resolve() for p in files))  # a file named twice is read once
 
 
@@ -121,9 +189,9 @@ def adapters_env(paths) -> str:
 
     for a in paths:
         p = Path(a).expanduser()
-        if not (p.is_dir() or (p.suffix == ".py" and p.is_file())):
+        if not (p.is_dir() or (p.suffix in (".py", ".toml") and p.is_file())):
             raise StackwarsError(f"--adapters {a}: no adapter file or folder there",
-                                 fix="name a .py adapter file, or a folder that holds them (docs/adapters.md)")
+                                 fix="name a .py or .toml adapter file, or a folder that holds them (docs/adapters.md)")
     known = [p for p in os.environ.get(ADAPTERS_ENV, "").split(os.pathsep) if p]
     given = [str(Path(a).expanduser().resolve()) for a in paths]
     return os.pathsep.join(dict.fromkeys([*known, *given]))
@@ -137,11 +205,11 @@ def catalog() -> dict[str, Entry]:
 
         found: dict[str, Entry] = {}
         for path in _adapter_files():
-            e = read_entry(path)
-            if e.name in found:
-                raise StackwarsError(f"{path}: a model named {e.name!r} exists already ({found[e.name].path})",
-                                     fix="give the adapter file another name")
-            found[e.name] = e
+            for e in read_data_entries(path) if path.suffix == ".toml" else [read_entry(path)]:
+                if e.name in found:
+                    raise StackwarsError(f"{path}: a model named {e.name!r} exists already ({found[e.name].path})",
+                                         fix="give the adapter file another name")
+                found[e.name] = e
         _CACHE[key] = found
     return _CACHE[key]
 
@@ -193,6 +261,8 @@ def adapter(name: str) -> ModuleType:
     import sys
 
     module_name = f"stackwars_ir_adapters.{name}"
+    if e.data is not None:
+        return sys.modules.setdefault(module_name, _data_adapter(e))
     if module_name not in sys.modules:
         from importlib import util
 

@@ -185,7 +185,7 @@ def test_unknown_models_and_adapter_paths_say_how_to_add_one(cli, tmp_path, monk
     assert code == 2 and "unknown model 'opt'" in err and "--adapters PATH" in err
     code, _, err = cli("capture", "opt", "--adapters", tmp_path / "nowhere")
     assert code == 2 and err.strip() == (f"stackwars-ir: error: --adapters {tmp_path / 'nowhere'}: no adapter file "
-                                         "or folder there (fix: name a .py adapter file, or a folder that holds "
+                                         "or folder there (fix: name a .py or .toml adapter file, or a folder that holds "
                                          "them (docs/adapters.md))")
 
 
@@ -273,10 +273,37 @@ ZOO = ROOT / "benchmarks" / "zoo"
 
 
 def test_the_zoos_adapters_are_read_beside_the_built_in_ones_without_a_name_taken_twice(monkeypatch):
+    """The zoo is one data file (issue 52): each table a model the catalogue reads without importing
+    anything, whose adapter module is built from its type and input kind."""
+    import tomllib
+
     monkeypatch.setenv(models.ADAPTERS_ENV, str(ZOO))
     zoo = {n: e for n, e in models.catalog().items() if e.path.startswith(str(ZOO))}
-    assert len(zoo) == len(list(ZOO.glob("[!_]*.py"))) >= 20
-    assert all(e.loss == "mse" and e.sizes.keys() == {"tiny"} for e in zoo.values())
+    assert set(zoo) == set(tomllib.loads((ZOO / "zoo.toml").read_text())) and len(zoo) >= 20
+    assert all(e.loss == "mse" and e.sizes.keys() == {"tiny"} and e.data for e in zoo.values())
+    bert_like = models.adapter("roberta")
+    assert bert_like.__file__ == str((ZOO / "zoo.toml").resolve()) and not hasattr(bert_like, "jax_model")
+    import numpy as np
+
+    ids = bert_like.inputs("tiny", 2, 16, np.random.default_rng(0))["input_ids"]
+    assert ids.shape == (2, 16) and ids.dtype == np.int64
+    assert models.adapter("deit").inputs("tiny", 1, 32, np.random.default_rng(0))["pixel_values"].shape == (1, 3, 32, 32)
+
+
+@pytest.mark.parametrize("text, words", [
+    ("[m]\ninputs = 'tokens'\ntiny = {}\nshapes = {tiny = {batch = 1, seq = 1}}\n", "[m]: no model type"),
+    ("[m]\ntype = 'bert'\ninputs = 'audio'\ntiny = {}\nshapes = {tiny = {batch = 1, seq = 1}}\n",
+     "inputs 'audio' is none of tokens, pixels"),
+    ("[m]\ntype = 'bert'\ninputs = 'tokens'\ntiny = {}\nshapes = {tiny = {batch = 1, seq = 1}}\ncolour = 1\n",
+     "unknown key 'colour'"),
+    ("[m]\ntype = 'bert'\ninputs = 'tokens'\ntiny = {}\n", "no size with a shape"),
+    ("[m\n", "not TOML"),
+])
+def test_a_bad_data_adapters_file_is_one_line_naming_it(cli, tmp_path, monkeypatch, text, words):
+    monkeypatch.setenv(models.ADAPTERS_ENV, "")
+    (tmp_path / "mine.toml").write_text(text)
+    code, _, err = cli("--adapters", tmp_path / "mine.toml", "models")
+    assert code == 2 and len(err.strip().splitlines()) == 1 and words in err and "mine.toml" in err, err
 
 
 def test_recorded_values_keep_a_scalar_reference_a_scalar(tmp_path):

@@ -315,7 +315,11 @@ def _skipped(req: Request, frameworks) -> tuple[str, ...]:
     if req.framework == "both" and "jax" not in frameworks:
         from stackwars_ir import models
 
-        return (f"jax: not captured: {Path(models.entry(req.model).path).name} defines no jax_model(size, weights)",)
+        e = models.entry(req.model)
+        if e.data is not None:
+            return (f"jax: not captured: {req.model} is a model of {Path(e.path).name}, data for the PyTorch routes "
+                    "(no JAX twin)",)
+        return (f"jax: not captured: {Path(e.path).name} defines no jax_model(size, weights)",)
     return ()
 
 
