@@ -59,6 +59,12 @@ TORCHAX = Route("torchax", "torch", "torch.export, then torchax",
                       "torch.utils.checkpoint inside it does not reach")
 ROUTES = {r.name: r for r in (JAX, TORCH_XLA, TORCHAX)}
 EXPORTERS = tuple(name for name, r in ROUTES.items() if r.framework == "torch")  # --exporter's choices
+WEIGHTLESS = tuple(e for e in EXPORTERS if ROUTES[e].weightless)  # the PyTorch routes that capture from shapes
+
+
+def weightless(exporters) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(those of `exporters` that capture from shapes, the others)."""
+    return tuple(e for e in exporters if ROUTES[e].weightless), tuple(e for e in exporters if not ROUTES[e].weightless)
 
 
 def route(name: str) -> Route:

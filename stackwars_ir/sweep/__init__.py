@@ -7,6 +7,7 @@ from pathlib import Path
 from ..bench.memory import MAX_BATCH_LIMIT, MemoryReport
 from ..bench.run import BenchReport
 from ..errors import StackwarsError
+from ..routes import WEIGHTLESS, weightless
 from ..targets import TPUS, is_tpu, names
 from ..workload import CAPTURE_REVISION, Request
 
@@ -132,17 +133,17 @@ def max_batch_model(model: str | Request, *, budgets_, limit: int = MAX_BATCH_LI
         raise StackwarsError("--max-batch searches for the largest batch that fits a budget, and none was given",
                              fix="add --budget, e.g. --budget v6e-1 or --budget 16G")
     names = {f.name for f in dataclasses.fields(Request)}
-    model = _as_request(model, {"exporters": ("torchax",), **{k: v for k, v in kw.items() if k in names}})
+    model = _as_request(model, {"exporters": WEIGHTLESS[:1], **{k: v for k, v in kw.items() if k in names}})
     run = {k: v for k, v in kw.items() if k not in names}
-    routes, framework = tuple(e for e in model.exporters if e != "torch_xla"), model.framework
+    (routes, left), framework = weightless(model.exporters), model.framework
     if framework in ("torch", "both") and not routes:
         if framework == "torch":
-            raise StackwarsError("--max-batch compiles abstract captures, and torch_xla has none (its lazy "
-                                 "tensors hold data)", fix="use --exporter torchax")
+            raise StackwarsError(f"--max-batch compiles abstract captures, and {left[0]} has none (its lazy "
+                                 "tensors hold data)", fix=f"use --exporter {WEIGHTLESS[0]}")
         framework = "jax"
-    if progress and "torch_xla" in model.exporters and framework != "jax":
-        progress("--max-batch: torch_xla left out (it has no capture without weights)")
-    base = dataclasses.replace(model, exporters=routes or ("torchax",), framework=framework, abstract=True)
+    if progress and left and framework != "jax":
+        progress(f"--max-batch: {', '.join(left)} left out (it has no capture without weights)")
+    base = dataclasses.replace(model, exporters=routes or WEIGHTLESS[:1], framework=framework, abstract=True)
     plans: dict[int, dict] = {}
     every = []
 
@@ -177,11 +178,12 @@ def smallest_slice_model(model: str | Request, *, budgets_, target: str, progres
         raise StackwarsError("--chips searches the slices of a TPU generation",
                              fix=f"add --target {TPUS[0].name} (or {names(TPUS[1:])})")
     names = {f.name for f in dataclasses.fields(Request)}
-    model = _as_request(model, {"exporters": ("torchax",), **{k: v for k, v in kw.items() if k in names}})
+    model = _as_request(model, {"exporters": WEIGHTLESS[:1], **{k: v for k, v in kw.items() if k in names}})
     run = {k: v for k, v in kw.items() if k not in names}
-    routes = tuple(e for e in model.exporters if e != "torch_xla") or ("torchax",)
-    if progress and "torch_xla" in model.exporters and model.framework != "jax":
-        progress("--chips: torch_xla left out (it has no capture without weights); torchax instead")
+    kept, left = weightless(model.exporters)
+    routes = kept or WEIGHTLESS[:1]
+    if progress and left and model.framework != "jax":
+        progress(f"--chips: {', '.join(left)} left out (it has no capture without weights); {routes[0]} instead")
     model = dataclasses.replace(model, exporters=routes)
     chip = f"{target[4:]}-1"
     budgets_ = tuple(budgets_) or (Budget(chip, DEVICES[chip] << 30),)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 
 from ..errors import StackwarsError
+from ..routes import WEIGHTLESS, weightless
 from . import EXPORTERS, Request
 
 
@@ -71,18 +72,19 @@ def fitted(req: Request, explicit: frozenset | set = frozenset()) -> tuple[Reque
     if req.abstract or req.model not in models.CATALOG or req.size not in models.entry(req.model).sizes:
         return req, None
     # Weights are materialized in float32 (another dtype is captured from shapes only).
-    reason = too_big(dataclasses.replace(req, exporters=req.exporters or ("torchax",), dtype="float32").validated())
+    reason = too_big(dataclasses.replace(req, exporters=req.exporters or WEIGHTLESS[:1], dtype="float32").validated())
     if reason is None:
         return req, None
     exporters = req.exporters
-    if "exporters" in explicit and "torch_xla" in exporters:
-        raise StackwarsError(f"{reason}, and torch_xla cannot capture without weights (its lazy tensors hold data)",
-                             fix="use --exporter torchax (captured from shapes), or a size whose weights fit")
+    _, left = weightless(exporters)
+    if "exporters" in explicit and left:
+        raise StackwarsError(f"{reason}, and {left[0]} cannot capture without weights (its lazy tensors hold data)",
+                             fix=f"use --exporter {WEIGHTLESS[0]} (captured from shapes), or a size whose weights fit")
     dtype = req.dtype if "dtype" in explicit else "bfloat16"
     swap = ""
-    if "torch_xla" in exporters:
-        exporters = tuple(dict.fromkeys(x if x != "torch_xla" else "torchax" for x in exporters))
-        swap = "; torchax instead of torch_xla, which has no route without weights"
+    if left:
+        exporters = tuple(dict.fromkeys(x if x not in left else WEIGHTLESS[0] for x in exporters))
+        swap = f"; {WEIGHTLESS[0]} instead of {', '.join(left)}, which has no route without weights"
     note = (f"{reason}: capturing from shapes (--abstract), in {dtype}{swap}; no weight is materialized and "
             "parity is not checked")
     return dataclasses.replace(req, abstract=True, dtype=dtype, exporters=exporters), note
