@@ -230,6 +230,21 @@ def _fill_paths(items: list, roles: tuple = ()) -> list:
 _WEIGHT_VIEWS = frozenset({"stablehlo.transpose", "stablehlo.reshape", "stablehlo.convert"})
 
 
+def _bias_add(op, out: list, producer: dict, moved: dict) -> tuple | None:
+    """(the moved dot_general's value, the index in `out` of the bias) where `op` adds a bias (a
+    broadcast function argument) to the result of a dot_general given another path (`moved`); else None."""
+    if op.name != "stablehlo.add" or len(op.operands) != 2:
+        return None
+    dot = next((v for v in op.operands if v in moved), None)
+    other = op.operands[1] if dot == op.operands[0] else op.operands[0]
+    k = producer.get(other)
+    bias = out[k][0] if k is not None else None
+    if dot is None or bias is None or bias.name != "stablehlo.broadcast_in_dim" or not bias.operands \
+            or bias.operands[0] in producer:
+        return None
+    return dot, k
+
+
 def _pathless_linears(items: list) -> list:
     """A dot_general or convolution that carries no path, whose weight (an argument, seen through a
     transpose or reshape) does: the weight's module's (torch_xla leaves a model's last Linear, its
@@ -244,15 +259,10 @@ def _pathless_linears(items: list) -> list:
             if named:
                 out[i] = (op, named[-1])
                 moved[op.results[0]] = named[-1]
-        elif not path and op.name == "stablehlo.add" and len(op.operands) == 2:
-            dot = next((v for v in op.operands if v in moved), None)
-            other = op.operands[1] if dot == op.operands[0] else op.operands[0]
-            k = producer.get(other)
-            bias = out[k] if k is not None else None
-            if dot is not None and bias is not None and not bias[1] and bias[0].name == "stablehlo.broadcast_in_dim" \
-                    and bias[0].operands and bias[0].operands[0] not in producer:
-                out[i], out[k] = (op, moved[dot]), (bias[0], moved[dot])
-                moved[op.results[0]] = moved[dot]
+        elif not path and (found := _bias_add(op, out, producer, moved)) and not out[found[1]][1]:
+            dot, k = found
+            out[i], out[k] = (op, moved[dot]), (out[k][0], moved[dot])
+            moved[op.results[0]] = moved[dot]
         for r in op.results:
             producer[r] = i
     return out
@@ -271,14 +281,9 @@ def _mlp_linears(items: list, roles: tuple = ()) -> list:
             if mlp:  # the weight's path where it has one (the rhs, last): `layers.0.fc2`
                 out[i] = (op, mlp[-1])
                 moved[op.results[0]] = mlp[-1]
-        elif role == "residual" and op.name == "stablehlo.add" and len(op.operands) == 2:
-            dot = next((v for v in op.operands if v in moved), None)
-            other = op.operands[1] if dot == op.operands[0] else op.operands[0]
-            k = producer.get(other)
-            bias = out[k][0] if k is not None else None
-            if dot is not None and bias is not None and bias.name == "stablehlo.broadcast_in_dim" and \
-                    bias.operands and bias.operands[0] not in producer:
-                out[i], out[k] = (op, moved[dot]), (bias, moved[dot])
+        elif role == "residual" and (found := _bias_add(op, out, producer, moved)):
+            dot, k = found
+            out[i], out[k] = (op, moved[dot]), (out[k][0], moved[dot])
         for r in op.results:
             producer[r] = i
     return out
