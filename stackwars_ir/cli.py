@@ -212,6 +212,12 @@ def diff_cmd(file_a, file_b, json_path, md_path, html_path, mode, excerpts, ops,
                    "profiler and time each kernel (XLA:CPU or XLA:GPU), and profile the native runtimes (jax.jit, torch "
                    "eager, torch.compile, torch_xla on its own XLA; on a GPU jax.jit alone) in workers of their own; "
                    "`diff A B --bench` then splits the gap by block.")
+@click.option("--host", "host", type=int, is_flag=False, flag_value=10, default=None, metavar="[RUNS]",
+              help="After the steady state, run each native runtime RUNS more times (default 10), each step split into "
+                   "its host phases at the runtime's API calls (torch_xla: forward, sync, wait; jax.jit: dispatch, wait; "
+                   "a training loop: forward and loss, backward, optimizer step) and by the runtime's own clocks "
+                   "inside them (torch_xla's metrics), and RUNS more with a hook on each PyTorch module: the "
+                   "forward's host time by module, which `diff A B --bench` shows per block.")
 @model_options("bench", Path("out") / "captures", shapes=False,
                step_help="forward, or train (one training step; baselines from jax,eager,inductor,torch_xla, each "
                          "running its own loop, so runs 1-3 are steps 1-3, and jax_donate: jax.jit's loop with the "
@@ -219,7 +225,7 @@ def diff_cmd(file_a, file_b, json_path, md_path, html_path, mode, excerpts, ops,
 @adapters_option
 @stack_option
 def bench_cmd(targets, batches, baselines, backend, target, timeout, max_memory, json_path, warmup, runs, profile,
-              out_dir, **options):
+              host, out_dir, **options):
     """Time StableHLO files (FILE.mlir ...) or a model (MODEL) on the XLA backend.
 
     Reports compile time, first run, second run and steady state (median, p10-p90), the proof that
@@ -236,7 +242,7 @@ def bench_cmd(targets, batches, baselines, backend, target, timeout, max_memory,
     from .sweep import bench_model, estimate_model
     from .workload import batch_list
 
-    memory, setting = max_memory_of(max_memory, timeout), sampling_setting(warmup, runs, profile)
+    memory, setting = max_memory_of(max_memory, timeout), sampling_setting(warmup, runs, profile, host)
     if setting:
         set_env_for_command(SAMPLING_ENV, setting)
     model = model_or_files(targets, "bench", ("batches", "baselines"), fix="bench a model by name")

@@ -34,6 +34,7 @@ class Route:
     scan_layers: str = ""
     remat: str = ""
     lazy: str = ""  # the route's other path for what its usual one cannot trace ("": none)
+    native: str = ""  # the bench kind of the runtime a user of this route runs the model with ("": none timed)
 
     def stem(self, step: str = "forward", program: str = "") -> str:
         """The file stem of its capture: jax, torch-torch_xla, jax-train, torch-torchax-train-fsdp2 ..."""
@@ -49,9 +50,9 @@ class Route:
         return self.summary
 
 
-JAX = Route("jax", "jax", "jax.jit(...).lower")
+JAX = Route("jax", "jax", "jax.jit(...).lower", native="jax.jit")
 TORCH_XLA = Route("torch_xla", "torch", "torch.export, then torch_xla's exported-program path", weightless=False,
-                  lazy="torch_xla's lazy tensors")
+                  lazy="torch_xla's lazy tensors", native="torch_xla lazy")
 TORCHAX = Route("torchax", "torch", "torch.export, then torchax",
                 scan_layers="torch.export cannot trace torch_xla's scan_layers, and torchax has no scan of a "
                             "module list",

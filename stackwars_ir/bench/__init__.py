@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import BenchError, StackwarsError
+from .host import HostPhases
 from .profile import Profile
 from .proof import Checker, Proof
 from .timing import Timeout, Timing, measure
@@ -36,6 +37,7 @@ class Executable:
     sha256: str | None = None  # of a StableHLO file: which file this row timed (report --bench checks it)
     resident_bytes: int | None = None  # the row's growth of peak resident memory (bench.memory.ResidentWindow)
     profile: Profile | None = None  # bench --profile: each kernel's time in the profiled runs
+    host: HostPhases | None = None  # bench --host: a native runtime's steady step by host phase
 
     @property
     def ok(self) -> bool:
@@ -54,7 +56,8 @@ class Executable:
                "proof": self.proof.as_json() if self.proof else None, "sha256": self.sha256,
                "resident": None if self.resident_bytes is None else
                {"peak_growth_bytes": self.resident_bytes, "method": _resident_method()},
-               **({"profile": self.profile.as_json()} if self.profile else {})}
+               **({"profile": self.profile.as_json()} if self.profile else {}),
+               **({"host": self.host.as_json()} if self.host else {})}
         if self.timing and self.flops:
             out["achieved_flops_per_s"] = self.flops / self.timing.steady
             if peaks:
@@ -68,7 +71,8 @@ class Executable:
                    d.get("flops"), d.get("bytes_accessed"), d.get("memory") or {}, d.get("optimized_hlo") or {},
                    d.get("arguments", ""), d.get("error"), Proof.from_json(d["proof"]) if d.get("proof") else None,
                    d.get("sha256"), (d.get("resident") or {}).get("peak_growth_bytes"),
-                   Profile.from_json(d["profile"]) if d.get("profile") else None)
+                   Profile.from_json(d["profile"]) if d.get("profile") else None,
+                   HostPhases.from_json(d["host"]) if d.get("host") else None)
 
 
 def _resident_method() -> str:

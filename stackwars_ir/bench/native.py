@@ -22,8 +22,9 @@ import numpy as np
 
 from ..errors import StackwarsError
 from . import Executable
+from .host import UNMARKED, phases_of, timer_meter, xla_meter
 from .proof import Checker
-from .timing import Timeout, measure
+from .timing import Sampling, Timeout, measure
 
 BASELINES = ("jax", "eager", "inductor", "torch_xla", "jax_donate")
 # jax.jit's training loop with the parameters and AdamW's state donated (`donate_argnums`), as JAX's
@@ -124,8 +125,11 @@ def run_baselines(req, which, deadline_s: float | None, backend: str = "cpu") ->
             timing = measure(run, deadline=_deadline(deadline_s), inspect=checker, counters=counters)
             if window:
                 window.__exit__(None, None, None)
+            phased = Sampling.of().host  # bench --host: more steady runs, each split into its phases
+            host = phases_of(run, phased, getattr(run, "meter", timer_meter)(), getattr(run, "model", None),
+                             "forward" if train else "") if phased else None
             out.append(Executable(label, kind, None, timing, arguments="same weights and inputs",
-                                  proof=checker.proof, resident_bytes=window.bytes if window else None))
+                                  proof=checker.proof, resident_bytes=window.bytes if window else None, host=host))
         except Timeout:
             out.append(Executable(label, kind, None, None,
                                   error=f"{label}: ran past --timeout {deadline_s} s before a steady-state run"))
@@ -188,8 +192,12 @@ def _jax(adapter, req, model, weights, inputs, backend):
     args = [jax.device_put(v, device) for v in jax_inputs(inputs).values()]
     state = jax.device_put(state, device)
 
-    def run():
-        return fn(state, *args).block_until_ready()
+    def run(clock=UNMARKED):
+        out = fn(state, *args)
+        clock.mark("dispatch")
+        out = out.block_until_ready()
+        clock.mark("wait")
+        return out
 
     run.hlo = lambda: fn.lower(state, *args).compile().as_text()  # its kernels, for --profile
     return "jax.jit (native)", "jax.jit", run, _jax_counters, _nothing
@@ -221,13 +229,16 @@ def _eager(adapter, req, model, weights, inputs, backend):
     xs = [torch.from_numpy(v).to(device) for v in inputs.values()]
     sync = _synchronizer(device)
 
-    def run():
+    def run(clock=UNMARKED):
         with torch.no_grad():
             out = m(*xs)
+        clock.mark("forward")
         sync()  # CUDA kernels run asynchronously: the clock stops when they are done
+        clock.mark("wait")
         return out
 
     where = f"{torch.get_num_threads()} threads" if device == "cpu" else torch.cuda.get_device_name()
+    run.model = m  # bench --host clocks the host in each of its modules
     return f"torch eager ({where})", "torch eager", run, None, _nothing
 
 
@@ -247,10 +258,12 @@ def _inductor(adapter, req, model, weights, inputs, backend):
     xs = [torch.from_numpy(v).to(device) for v in inputs.values()]
     sync = _synchronizer(device)
 
-    def run():
+    def run(clock=UNMARKED):
         with torch.no_grad():
             out = compiled(*xs)
+        clock.mark("forward")
         sync()
+        clock.mark("wait")
         return out
 
     return "torch.compile (inductor)", "torch.compile", run, _dynamo_counters, _nothing
@@ -291,15 +304,19 @@ def _torch_xla(adapter, req, model, weights, inputs, backend):
     xs = [torch.from_numpy(v).to(dev) for v in inputs.values()]
     torch_xla.sync()  # the inputs' transfers are not part of the first run
 
-    def run():
+    def run(clock=UNMARKED):
         # The output stays alive through the sync: a lazy graph with no live output is never
         # compiled or executed (what this baseline timed before: nothing).
         with torch.no_grad():
             out = m(*xs)
+        clock.mark("forward")
         torch_xla.sync()
+        clock.mark("sync")
         xm.wait_device_ops()
+        clock.mark("wait")
         return out
 
+    run.meter, run.model = xla_meter, m
     return "torch_xla lazy tensors", "torch_xla lazy", run, _xla_counters, _nothing
 
 
@@ -323,9 +340,12 @@ def _jax_train(adapter, req, model, weights, state, backend, donate: bool = Fals
     fn = jax.jit(_as_captured(step, req), donate_argnums=(0, 1) if donate else ())  # new: first call compiles
     box = {k: jax.device_put(v, device) for k, v in args.items()}
 
-    def run():
+    def run(clock=UNMARKED):
         loss, box["params"], box["opt_state"] = fn(box["params"], box["opt_state"], box["buffers"], box["inputs"])
-        return loss.block_until_ready()
+        clock.mark("dispatch")
+        loss = loss.block_until_ready()  # one execution: its outputs are ready together
+        clock.mark("wait")
+        return loss
 
     run.hlo = lambda: fn.lower(box["params"], box["opt_state"], box["buffers"], box["inputs"]).compile().as_text()
 
@@ -364,16 +384,20 @@ def _torch_loop(model, state, device, compile_model: bool = False, op_names: boo
     else:
         names = contextlib.nullcontext
 
-    def step():
+    def step(clock=UNMARKED):
         opt.zero_grad(set_to_none=True)
         with names() as named:
             loss = torch_loss(m, state.loss, xs, target, forward=forward)
+            clock.mark("forward and loss")
             if named is not None:
                 named.backward = True
             loss.backward()
+            clock.mark("backward")
         opt.step()
+        clock.mark("optimizer step")
         return loss.detach()
 
+    step.model = m
     return step
 
 
@@ -383,12 +407,14 @@ def _eager_train(adapter, req, model, weights, state, backend):
     device = _torch_device(backend)
     step, sync = _torch_loop(model, state, device), _synchronizer(device)
 
-    def run():
-        loss = step()
+    def run(clock=UNMARKED):
+        loss = step(clock)
         sync()
+        clock.mark("wait")
         return loss
 
     where = f"{torch.get_num_threads()} threads" if device == "cpu" else torch.cuda.get_device_name()
+    run.model = step.model
     return f"torch eager training step ({where})", "torch eager", run, None, _nothing
 
 
@@ -402,9 +428,10 @@ def _inductor_train(adapter, req, model, weights, state, backend):
     device = _torch_device(backend)
     step, sync = _torch_loop(model, state, device, compile_model=True), _synchronizer(device)
 
-    def run():
-        loss = step()
+    def run(clock=UNMARKED):
+        loss = step(clock)
         sync()
+        clock.mark("wait")
         return loss
 
     return "torch.compile training step (model compiled, AdamW eager)", "torch.compile", run, _dynamo_counters, _nothing
@@ -420,12 +447,15 @@ def _torch_xla_train(adapter, req, model, weights, state, backend):
     step = _torch_loop(model, state, torch_xla.device())
     torch_xla.sync()
 
-    def run():
-        loss = step()
+    def run(clock=UNMARKED):
+        loss = step(clock)
         torch_xla.sync()
+        clock.mark("sync")
         xm.wait_device_ops()
+        clock.mark("wait")
         return loss
 
+    run.meter, run.model = xla_meter, step.model
     return "torch_xla lazy training loop", "torch_xla lazy", run, _xla_counters, _nothing
 
 

@@ -390,9 +390,35 @@ def block_times(report, result, bench, where):
         profiles.append(rows[0].profile)
         names.append(rows[0].name)
     out = attach(report, result, *profiles)
+    hosts = [_native_host(bench, side) for side in (result.a, result.b)]
+    if any(h is not None for h in hosts):
+        from ..diff import with_host
+
+        out = with_host(report, out, *hosts)
     # Whether the whole gap is more than the noise: the bench's own verdict on the two rows.
     verdict = next((v for v in bench.verdicts if {v.faster, v.slower} == set(names)), None)
     if verdict is None:
         return out
     time = dict(out.metrics["time"], verdict=verdict.sentence(), within_noise=verdict.tie or bool(verdict.withheld))
     return dataclasses.replace(out, metrics=dict(out.metrics, time=time))
+
+
+def _native_host(bench, side):
+    """(label, HostPhases) of the native runtime a user of `side`'s route runs (routes.Route.native),
+    from the same bench's rows with host phases (bench --host) at the capture's batch; None if none."""
+    from pathlib import Path
+
+    from ..errors import StackwarsError
+    from ..files import read_sidecar
+    from ..routes import ROUTES
+
+    try:
+        car = read_sidecar(Path(side.source))
+    except (StackwarsError, OSError, ValueError):
+        return None
+    route = ROUTES.get("jax" if car is not None and car.framework == "jax" else car.exporter if car else "")
+    if route is None or not route.native:
+        return None
+    rows = [e for batch, e in bench.rows if e.kind == route.native and e.host is not None
+            and (car.batch is None or batch in (car.batch, str(car.batch)))]
+    return (rows[0].label, rows[0].host) if rows else None

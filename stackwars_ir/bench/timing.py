@@ -58,7 +58,7 @@ class Timing:
                    d.get("third_s"), d.get("interleaved_with", 0) + 1)
 
 
-SAMPLING_ENV = "STACKWARS_IR_BENCH_SAMPLING"  # "warmup=N,runs=M,profile=P": bench --warmup/--runs/--profile
+SAMPLING_ENV = "STACKWARS_IR_BENCH_SAMPLING"  # "warmup=N,runs=M,profile=P,host=H": bench --warmup/--runs/--profile/--host
 WARMUP = 2
 
 
@@ -67,7 +67,7 @@ def sampling() -> dict:
     out = {}
     for part in filter(None, os.environ.get(SAMPLING_ENV, "").split(",")):
         key, _, value = part.partition("=")
-        if key in ("warmup", "runs", "profile") and value.isdigit():
+        if key in ("warmup", "runs", "profile", "host") and value.isdigit():
             out[key] = int(value)
     return out
 
@@ -88,9 +88,10 @@ def profiled_runs(runs: int):
             os.environ[SAMPLING_ENV] = old
 
 
-def sampling_setting(warmup: int | None, runs: int | None, profile: int | None = None) -> str | None:
-    """bench's --warmup, --runs and --profile (profiled runs), checked, as the SAMPLING_ENV value that
-    carries them to the workers (None when none is given)."""
+def sampling_setting(warmup: int | None, runs: int | None, profile: int | None = None,
+                     host: int | None = None) -> str | None:
+    """bench's --warmup, --runs, --profile (profiled runs) and --host (phased runs), checked, as the
+    SAMPLING_ENV value that carries them to the workers (None when none is given)."""
     from ..errors import StackwarsError
 
     if warmup is not None and warmup < 0:
@@ -99,7 +100,10 @@ def sampling_setting(warmup: int | None, runs: int | None, profile: int | None =
         raise StackwarsError(f"--runs {runs} must be at least 1 run", fix="e.g. --runs 50, or drop it for adaptive")
     if profile is not None and profile < 2:
         raise StackwarsError(f"--profile {profile} must be at least 2 profiled runs", fix="e.g. --profile 10")
-    given = [f"{k}={v}" for k, v in (("warmup", warmup), ("runs", runs), ("profile", profile)) if v is not None]
+    if host is not None and host < 2:
+        raise StackwarsError(f"--host {host} must be at least 2 phased runs", fix="e.g. --host 10")
+    given = [f"{k}={v}" for k, v in (("warmup", warmup), ("runs", runs), ("profile", profile), ("host", host))
+             if v is not None]
     return ",".join(given) or None
 
 
@@ -115,6 +119,7 @@ class Sampling:
     target_spread: float = 0.1
     warmup: int = WARMUP
     profile: int = 0  # runs under the runtime's profiler after the steady state (bench --profile)
+    host: int = 0  # a native runtime's runs split into host phases after the steady state (bench --host)
 
     @classmethod
     def of(cls, *, runs: int | None = None, warmup: int | None = None, configurable: bool = True,
@@ -125,6 +130,7 @@ class Sampling:
         warmup = warmup if warmup is not None else chosen.get("warmup", WARMUP)
         runs = runs if runs is not None else chosen.get("runs")
         given.setdefault("profile", chosen.get("profile", 0))
+        given.setdefault("host", chosen.get("host", 0))
         if runs:
             given.update(min_iters=runs, max_iters=runs, min_time=0.0, max_time=float("inf"),
                          target_spread=float("inf"))

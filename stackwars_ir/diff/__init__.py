@@ -381,6 +381,41 @@ def with_times(report: DiffReport, result: DiffResult, profile_a, profile_b) -> 
     return replace(result, blocks=tuple(blocks), metrics=dict(result.metrics, time=totals))
 
 
+def with_host(report: DiffReport, result: DiffResult, host_a, host_b) -> DiffResult:
+    """The result with, per aligned block, the host's time in it on each side: (label, bench.host.
+    HostPhases) of the native runtime a user of that side's route runs (or None), its modules' self
+    times traced to blocks by module path as kernels are (kernel_blocks); per side the step's wall
+    time, the host time traced to no block, and what the runtime's own phases say (metrics "host")."""
+    from dataclasses import replace
+
+    per, totals = {}, {}
+    for side, given in (("a", host_a), ("b", host_b)):
+        if given is None:
+            continue
+        label, host = given
+        totals[side] = {"label": label, "wall_s": host.wall_s, "hooked_wall_s": host.hooked_wall_s,
+                        "in_modules_s": sum(m.seconds for m in host.modules), "untraced_s": 0.0, "unaligned_s": 0.0,
+                        "phases": [[p.name, p.seconds] for p in host.phases if not p.parent],
+                        "device_s": host.device_s}
+        if not host.modules:  # a compiled call (jax.jit): no module of it runs on the host in the step
+            continue
+        block_of, times, loose = kernel_blocks(report, side), {}, 0.0
+        for m in host.modules:
+            block = block_of(m)
+            if block is None:
+                loose += m.seconds
+            else:
+                times[block] = times.get(block, 0.0) + m.seconds
+        per[side] = times
+        aligned = {source(getattr(d, side)) for d in report.blocks}
+        totals[side].update(untraced_s=loose, unaligned_s=sum(t for label, t in times.items() if label not in aligned))
+    blocks = [replace(blk, metrics=dict(blk.metrics, time=dict(blk.metrics.get("time") or {}, **{
+        f"host_{side}": per[side].get(source(getattr(d, side)), 0.0) * trip_share(getattr(d, side))
+        for side in per})))
+        for blk, d in zip(result.blocks, report.blocks)]
+    return replace(result, blocks=tuple(blocks), metrics=dict(result.metrics, host=totals))
+
+
 def _gaps(report: DiffReport, series: dict) -> dict:
     """{(A's block label, B's): (gap, low, high)} and {None: the kernel total's}: each aligned pair's
     B - A in the median runs with its bootstrap interval (runstats.part_gaps); empty where a side's

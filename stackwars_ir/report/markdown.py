@@ -82,6 +82,7 @@ def _time_markdown(result) -> list[str]:
     if split is None:
         return []
     time = result.metrics["time"]
+    host = result.metrics.get("host") or {}
 
     def ms(s: float) -> str:
         return f"{s * 1e3:+.3f}"
@@ -103,9 +104,18 @@ def _time_markdown(result) -> list[str]:
              "| role | blocks | B - A ms | share of the gap |", "| --- | ---: | ---: | ---: |"]
     lines += [f"| {r} | {n} | {ms(dt)} | {share(split.share(dt))} |" for r, n, dt in split.roles]
     lines += [f"| (not traced, unmatched) | | {ms(split.rest)} | {share(split.share(split.rest))} |", "",
-              "| block | A ms | B ms | B - A ms | 95% interval ms | share |", "| --- | ---: | ---: | ---: | ---: | ---: |"]
+              "| block | A ms | B ms | B - A ms | 95% interval ms | share |" + (" host A ms | host B ms |" if host else ""),
+              "| --- | ---: | ---: | ---: | ---: | ---: |" + (" ---: | ---: |" if host else "")]
+
+    def hosted(t: dict) -> str:
+        return "".join(f" {t[f'host_{s}'] * 1e3:.3f} |" if f"host_{s}" in t else " - |" for s in "ab") if host else ""
+
     lines += [f"| {d.label} | {t['a'] * 1e3:.3f} | {t['b'] * 1e3:.3f} | {ms(t['b'] - t['a'])} | {interval(t)} | "
-              f"{share(split.block_share(d))} |" for d in split.blocks[:TIME_ROWS] for t in [d.metrics["time"]]]
+              f"{share(split.block_share(d))} |{hosted(t)}" for d in split.blocks[:TIME_ROWS] for t in [d.metrics["time"]]]
+    if host:
+        from .sentences import host_lines
+
+        lines += ["", *(f"- {_cell(line)}" for line in host_lines(host))]
     folded = fused_elsewhere(split.blocks[:TIME_ROWS])
     if folded:
         lines += ["", "Computed in another block's kernel (that time is counted in the other block):", ""]

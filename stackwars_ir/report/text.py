@@ -175,11 +175,21 @@ def time_text(result) -> list:
     rows.append(["(not traced, unmatched)", "", ms(split.rest, True), share(split.share(split.rest))])
     out += ["  " + line for line in table(["role", "blocks", "B - A", "share of the gap"], rows, right={1, 2, 3})
             .splitlines()]
+    host = result.metrics.get("host") or {}
+
+    def hosted(t: dict) -> list:
+        return [ms(t[f"host_{side}"]) if f"host_{side}" in t else "-" for side in ("a", "b")] if host else []
+
     rows = [[d.label, ms(t["a"]), ms(t["b"]), ms(t["b"] - t["a"], True), interval(t), share(split.block_share(d)),
-             _delta_text(d.delta, limit=3) or "same ops"]
+             *hosted(t), _delta_text(d.delta, limit=3) or "same ops"]
             for d in split.blocks[:TIME_ROWS] for t in [d.metrics["time"]]]
-    out += ["  " + line for line in table(["block", "A", "B", "B - A", "95% interval", "share", "ops B - A"], rows,
-                                          right={1, 2, 3, 4, 5}).splitlines()]
+    out += ["  " + line for line in table(["block", "A", "B", "B - A", "95% interval", "share"]
+                                          + (["host A", "host B"] if host else []) + ["ops B - A"], rows,
+                                          right={1, 2, 3, 4, 5, 6, 7} if host else {1, 2, 3, 4, 5}).splitlines()]
+    if host:
+        from .sentences import host_lines
+
+        out += ["  " + line for line in host_lines(host)]
     folded = fused_elsewhere(split.blocks[:TIME_ROWS])
     if folded:
         out.append("  computed in another block's kernel (that time is counted in the other block):")
@@ -263,6 +273,7 @@ def bench_text(report) -> str:
                            "intensity (flop/B)", "bound by", "share of bound"], extra, right=set(range(1, 9)))]
         out += ["plan: XLA's buffer assignment (memory for the full table and budgets); resident: what the row took; "
                 "bound: the roofline of the measured peaks at the executable's intensity (XLA's cost analysis)"]
+    out += host_text(report.rows)
     from ..bench.compare import noisy, warming
 
     warnings = noisy(report.rows)
@@ -277,6 +288,56 @@ def bench_text(report) -> str:
     if verdicts:
         out += [""] + [f"verdict: {v.sentence()}" for v in verdicts]
     return "\n".join(out)
+
+
+def host_text(rows) -> list:
+    """bench --host: each native runtime's steady step by host phase (bench.host.HostPhases)."""
+    phased = [(batch, e) for batch, e in rows if e.host is not None]
+    if not phased:
+        return []
+    out = ["", f"host phases of a steady step (bench --host): the medians of {phased[0][1].host.runs} more steady runs "
+               "each; a phase of the step is the time between two of the runtime's API calls (a timer), its parts "
+               "come from the runtime's own clocks where it keeps them, the last part is the phase's rest"]
+    for batch, e in phased:
+        h = e.host
+        device = f"; the device executing {h.device_s * 1e3:,.3f} ms by the runtime's own clock" \
+            if h.device_s is not None else "; no device clock outside the runtime's profiler"
+        out += ["", f"{e.label} (batch {batch}): step {h.wall_s * 1e3:,.3f} ms, {h.coverage:.0%} in named phases "
+                    f"({h.by_runtime:.0%} by the runtime's own clocks){device}"]
+        rows = [[("  " if p.parent else "") + p.name, p.seconds * 1e3, f"{p.seconds / h.wall_s:.0%}" if h.wall_s else "-",
+                 p.source] for p in h.phases]
+        rows.append(["unattributed (between the timers)", h.unattributed_s * 1e3,
+                     f"{h.unattributed_s / h.wall_s:.0%}" if h.wall_s else "-", "timer"])
+        out.append(table(["phase", "ms", "of step", "from"], rows, right={1, 2}))
+        if h.counters:
+            out.append("per step: " + ", ".join(f"{k} {v:g}" for k, v in h.counters.items()))
+        out += [f"note: {n}" for n in h.notes]
+        out += _modules_text(h)
+    return out
+
+
+MODULE_ROWS = 10  # module groups shown by host time; the rest summed
+
+
+def _modules_text(h) -> list:
+    """The forward's host time by module (self time), a layer's modules summed over the layers."""
+    if not h.modules:
+        return []
+    from ..bench.host import layered
+
+    groups = layered(h.modules)
+    total = sum(s for _, s, _ in groups)
+    rows = [[path or "(the model's own forward)", s * 1e3, f"{s / h.hooked_wall_s:.0%}", n]
+            for path, s, n in groups[:MODULE_ROWS]]
+    rest = groups[MODULE_ROWS:]
+    if rest:
+        rows.append([f"{len(rest)} more", sum(s for _, s, _ in rest) * 1e3,
+                     f"{sum(s for _, s, _ in rest) / h.hooked_wall_s:.0%}", sum(n for _, _, n in rest)])
+    cost = h.hooked_wall_s / h.wall_s - 1 if h.wall_s else 0.0
+    return [f"host time in the forward by module (self time: in the module, not in a child; {h.runs} more runs with "
+            f"a hook on each module: step {h.hooked_wall_s * 1e3:,.3f} ms under them, {cost:+.0%} against the phased "
+            f"runs; the modules hold {total * 1e3:,.3f} ms of it)",
+            table(["module (layers summed)", "ms", "of step", "modules"], rows, right={1, 2, 3})]
 
 
 def _memory_and_roofline_rows(report) -> list:

@@ -1,0 +1,327 @@
+"""Host phases of a native runtime's steady step: where each step's wall time goes, from the runtime's own clocks."""
+from __future__ import annotations
+
+import statistics
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+HOST_RUNS = 10  # phased runs after the steady state (bench --host N to change)
+
+
+class Clock:
+    """The marks a phased run leaves at the runtime's API boundaries (`mark("sync")` when the
+    step's sync returns): the time, and the runtime's own clocks read there (`read`)."""
+
+    def __init__(self, read: Callable[[], dict] | None = None):
+        self.read = read
+        self.marks: list = []
+        self.start()
+
+    def start(self) -> None:
+        self.marks = [("", time.perf_counter(), self.read() if self.read else {})]
+
+    def mark(self, name: str) -> None:
+        self.marks.append((name, time.perf_counter(), self.read() if self.read else {}))
+
+
+class _Unmarked:
+    """The clock of an ordinary timed run: its marks cost one method call and record nothing."""
+
+    def mark(self, name: str) -> None:
+        pass
+
+
+UNMARKED = _Unmarked()
+
+
+@dataclass(frozen=True)
+class Phase:
+    """One phase of the step: its seconds in the median phased run, where that figure comes from (a
+    timer between two API boundaries, or the runtime's own metric), and the timer phase it splits."""
+
+    name: str
+    seconds: float
+    source: str  # "timer" | the runtime's metric, e.g. "torch_xla LazyTracing"
+    parent: str = ""  # the timer phase this one splits ("": a phase of the step itself)
+    per_run: tuple[float, ...] = ()  # its seconds in each phased run, in run order
+
+    def as_json(self) -> dict:
+        return {"name": self.name, "seconds": self.seconds, "source": self.source, "parent": self.parent,
+                "per_run": list(self.per_run)}
+
+    @classmethod
+    def from_json(cls, d: dict) -> "Phase":
+        return cls(d["name"], d["seconds"], d["source"], d.get("parent", ""), tuple(d.get("per_run", ())))
+
+
+@dataclass(frozen=True)
+class HostPhases:
+    """A native runtime's steady step split into phases: the timer phases (the runtime's API calls
+    in the step, back to back) split further by the runtime's own clocks where it keeps them; every
+    figure the median run's (the run whose total is the median of the runs' totals), each phase's
+    figure in every run kept."""
+
+    runs: int
+    wall_s: float
+    phases: tuple[Phase, ...]
+    device_s: float | None = None  # the runtime's own clock of the device executing the step's graphs
+    counters: dict = field(default_factory=dict)  # per step (median): graphs executed, syncs forced, ...
+    notes: tuple[str, ...] = ()
+    modules: tuple = ()  # ModuleHost: the forward's host self time by module path, from runs of their own
+    hooked_wall_s: float | None = None  # the median step under the module hooks (their cost: against wall_s)
+    walls: tuple[float, ...] = ()  # each phased run's total
+
+    @property
+    def timed_s(self) -> float:
+        """The timer phases together."""
+        return sum(p.seconds for p in self.phases if not p.parent)
+
+    @property
+    def unattributed_s(self) -> float:
+        """The median step's time no timer phase holds (none: the marks are back to back), never below zero."""
+        return max(0.0, self.wall_s - self.timed_s)
+
+    @property
+    def coverage(self) -> float:
+        """The share of the median step the named phases hold."""
+        return min(1.0, self.timed_s / self.wall_s) if self.wall_s else 0.0
+
+    @property
+    def by_runtime(self) -> float:
+        """The share of the median step the runtime's own clocks account for (sub-phases with a
+        metric for a source), the rest held by timers alone."""
+        own = sum(p.seconds for p in self.phases if p.parent and p.source != "timer")
+        return min(1.0, own / self.wall_s) if self.wall_s else 0.0
+
+    def as_json(self) -> dict:
+        return {"runs": self.runs, "wall_s": self.wall_s, "phases": [p.as_json() for p in self.phases],
+                "device_s": self.device_s, "counters": self.counters, "notes": list(self.notes),
+                "coverage": self.coverage, "by_runtime": self.by_runtime, "unattributed_s": self.unattributed_s,
+                "modules": [m.as_json() for m in self.modules], "hooked_wall_s": self.hooked_wall_s,
+                "walls": list(self.walls)}
+
+    @classmethod
+    def from_json(cls, d: dict) -> "HostPhases":
+        return cls(d["runs"], d["wall_s"], tuple(Phase.from_json(p) for p in d["phases"]), d.get("device_s"),
+                   d.get("counters") or {}, tuple(d.get("notes") or ()),
+                   tuple(ModuleHost.from_json(m) for m in d.get("modules") or ()), d.get("hooked_wall_s"),
+                   tuple(d.get("walls") or ()))
+
+
+@dataclass(frozen=True)
+class Meter:
+    """How one runtime's step is phased: `read` its own clocks (seconds and counts, cumulative),
+    `split` one timer phase into its parts from the clocks' change across it, `device` the
+    device's own execution time in one step (None where the runtime keeps no such clock), `notes`
+    what the counts per step say."""
+
+    read: Callable[[], dict] | None = None
+    split: Callable[[str, float, dict], list] | None = None
+    device: Callable[[dict], float | None] | None = None
+    notes: Callable[[dict], tuple] | None = None
+
+
+def phases_of(run: Callable, runs: int, meter: Meter, model=None, phase: str = "") -> HostPhases:
+    """`runs` phased runs of `run(clock)` (a steady step that marks its API boundaries), each
+    split by `meter`. The figures are the median run's (the run whose wall time is the median), so
+    the parts add up to their phase and the phases to the step exactly; each phase keeps every
+    run's figure. With the PyTorch `model` the step runs, `runs` more runs clock the host's time in
+    each of its modules' forward (ModuleClock), which a training step runs in its `phase` "forward"."""
+    per_run, walls, devices, counts = [], [], [], []
+    for _ in range(runs):
+        clock = Clock(meter.read)
+        run(clock)
+        walls.append(clock.marks[-1][1] - clock.marks[0][1])
+        step, whole = {}, _change(clock.marks[0][2], clock.marks[-1][2])
+        for (_, t0, r0), (name, t1, r1) in zip(clock.marks, clock.marks[1:]):
+            seconds = t1 - t0
+            step[(name, "", "timer")] = step.get((name, "", "timer"), 0.0) + seconds
+            if meter.split:
+                for part, part_s, source in _within(seconds, meter.split(name, seconds, _change(r0, r1))):
+                    step[(part, name, source)] = step.get((part, name, source), 0.0) + part_s
+        per_run.append(step)
+        devices.append(meter.device(whole) if meter.device else None)
+        counts.append({k[1:]: v for k, v in whole.items() if k.startswith("#")})
+    middle = median_index(walls)
+    order = list(dict.fromkeys(k for step in per_run for k in step))
+    phases = tuple(Phase(name, per_run[middle].get((name, parent, source), 0.0), source, parent,
+                         tuple(step.get((name, parent, source), 0.0) for step in per_run))
+                   for name, parent, source in order)
+    notes = meter.notes(counts[middle]) if meter.notes else ()
+    modules, hooked = modules_of(run, model, runs, phase) if model is not None else ((), None)
+    return HostPhases(runs, walls[middle], phases, devices[middle], counts[middle], tuple(notes), modules, hooked,
+                      tuple(walls))
+
+
+def median_index(values: list) -> int:
+    """The index of the median value (the lower of the middle two for an even count)."""
+    return sorted(range(len(values)), key=values.__getitem__)[(len(values) - 1) // 2]
+
+
+def _change(before: dict, after: dict) -> dict:
+    return {k: after[k] - before.get(k, 0) for k in after}
+
+
+def _within(seconds: float, parts: list) -> list:
+    """A timer phase's parts from the runtime's clocks, each clipped so together they never exceed
+    the phase (a clock that ran on another thread can hold more), the rest named by the last part."""
+    out, left = [], seconds
+    *measured, (rest_name, _, rest_source) = parts
+    for name, part_s, source in measured:
+        part_s = min(max(part_s, 0.0), left)
+        if part_s > 0:
+            out.append((name, part_s, source))
+            left -= part_s
+    out.append((rest_name, left, rest_source))
+    return out
+
+
+# torch_xla lazy: its metrics (torch_xla.debug.metrics) are its own clocks, in nanoseconds, recorded
+# when each timed scope ends; its counters count graphs and forced syncs.
+_XLA_SECONDS = {"LazyTracing": "lazy tracing in torch_xla's ops", "CompileTime": "XLA compile",
+                "ExecuteTime": "graphs executed", "TransferFromDeviceTime": "transfers to the host",
+                "TransferToDeviceTime": "transfers to the device"}
+_XLA_COUNTS = {"ExecuteComputation": "graphs executed", "aten::_local_scalar_dense": "values read by the host",
+               "UncachedCompile": "compiles", "MarkStep": "syncs"}
+
+
+def xla_meter() -> Meter:
+    """torch_xla lazy's step: the Python step traces (forward, backward, optimizer: each op records
+    its LazyTracing time; a value the host reads, as `.item()`, cuts the graph there and runs it:
+    ExecuteTime and a transfer inside the trace), `sync` collects, hashes and looks up the graph
+    (compiling it on a miss: CompileTime) and launches it, `wait` waits for its execution
+    (ExecuteTime, recorded when it ends)."""
+    import torch_xla.debug.metrics as met
+
+    def read() -> dict:
+        out = {}
+        for metric in _XLA_SECONDS:
+            data = met.metric_data(metric)
+            out[metric] = data[1] / 1e9 if data else 0.0
+        for counter in _XLA_COUNTS:
+            out["#" + _XLA_COUNTS[counter]] = met.counter_value(counter) or 0
+        return out
+
+    def split(phase: str, seconds: float, change: dict) -> list:
+        if phase == "wait":
+            return [("device executing (ExecuteTime)", change.get("ExecuteTime", 0.0), "torch_xla ExecuteTime"),
+                    ("waiting beyond the execution", 0.0, "timer")]
+        if phase == "sync":
+            return [("XLA compile", change.get("CompileTime", 0.0), "torch_xla CompileTime"),
+                    ("collecting, hashing, cache lookup, launch", 0.0, "timer")]
+        return [("lazy tracing in torch_xla's ops", change.get("LazyTracing", 0.0), "torch_xla LazyTracing"),
+                ("graphs cut and run mid-trace", change.get("ExecuteTime", 0.0) + change.get("CompileTime", 0.0),
+                 "torch_xla ExecuteTime+CompileTime"),
+                ("transfers", change.get("TransferFromDeviceTime", 0.0) + change.get("TransferToDeviceTime", 0.0),
+                 "torch_xla Transfer*Time"),
+                ("Python and PyTorch's dispatcher", 0.0, "timer")]
+
+    def notes(counters: dict) -> tuple:
+        read_back = counters.get("values read by the host", 0)
+        graphs = counters.get("graphs executed", 0)
+        if read_back and graphs > 1:
+            return (f"{graphs:g} graphs per step: the step reads {read_back:g} value(s) back to the host while "
+                    "tracing (aten::_local_scalar_dense, e.g. `.item()` or a Python `if` on a tensor), which cuts "
+                    "the lazy graph there and runs it before tracing goes on",)
+        return ()
+
+    return Meter(read, split, lambda change: change.get("ExecuteTime", 0.0), notes)
+
+
+def timer_meter() -> Meter:
+    """A runtime whose steady step keeps no clock of its own outside its profiler: its phases are the
+    timers between its API calls."""
+    return Meter()
+
+
+@dataclass(frozen=True)
+class ModuleHost:
+    """The host's time inside one module's forward and not inside a child's (its self time), keyed by
+    the module path the captures' ops carry, so diff.kernel_blocks traces it to a block like a kernel:
+    the median over the runs and each run's."""
+
+    path: str
+    seconds: float
+    per_run: tuple[float, ...] = ()
+    phase: str = ""  # the forward of a forward pass: no phase, as its captured ops have none
+
+    def as_json(self) -> dict:
+        return {"path": self.path, "seconds": self.seconds, "per_run": list(self.per_run),
+                **({"phase": self.phase} if self.phase else {})}
+
+    @classmethod
+    def from_json(cls, d: dict) -> "ModuleHost":
+        return cls(d["path"], d["seconds"], tuple(d.get("per_run", ())), d.get("phase", ""))
+
+
+class ModuleClock:
+    """Forward hooks on every module of `model` that clock the host's self time in each (the time
+    between its forward's start and end, less its children's): the forward's Python, dispatch and,
+    under torch_xla, its lazy tracing, module by module. The top module's self time is the glue
+    between its children (the model's own forward code)."""
+
+    def __init__(self, model):
+        self.paths = {mod: name for name, mod in model.named_modules()}
+        self.stack: list = []  # [path, start, children's time]
+        self.seconds: dict = {}
+        self.hooks: list = []
+
+    def __enter__(self) -> "ModuleClock":
+        for mod in self.paths:
+            self.hooks.append(mod.register_forward_pre_hook(self._pre))
+            self.hooks.append(mod.register_forward_hook(self._post))
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for h in self.hooks:
+            h.remove()
+        self.hooks.clear()
+
+    def _pre(self, mod, args):
+        self.stack.append([self.paths[mod], time.perf_counter(), 0.0])
+
+    def _post(self, mod, args, out):
+        now = time.perf_counter()
+        if not self.stack or self.stack[-1][0] != self.paths[mod]:
+            return  # a module entered before the clock started
+        path, start, children = self.stack.pop()
+        spent = now - start
+        self.seconds[path] = self.seconds.get(path, 0.0) + spent - children
+        if self.stack:
+            self.stack[-1][2] += spent
+
+    def take(self) -> dict:
+        """The self times since the last take, and a fresh start."""
+        out, self.seconds = self.seconds, {}
+        return out
+
+
+def modules_of(run: Callable, model, runs: int, phase: str = "") -> tuple[tuple[ModuleHost, ...], float]:
+    """`runs` steady runs of `run` with `model`'s modules clocked (ModuleClock): each module path's
+    host self time in the median run (by wall time under the hooks) and in every run, and that wall time."""
+    per_run, walls = [], []
+    with ModuleClock(model) as clock:
+        for _ in range(runs):
+            clock.take()
+            start = time.perf_counter()
+            run()
+            walls.append(time.perf_counter() - start)
+            per_run.append(clock.take())
+    middle = median_index(walls)
+    out = tuple(ModuleHost(p, per_run[middle].get(p, 0.0), tuple(r.get(p, 0.0) for r in per_run), phase)
+                for p in dict.fromkeys(p for r in per_run for p in r))
+    return tuple(sorted(out, key=lambda m: -m.seconds)), walls[middle]
+
+
+def layered(modules) -> list:
+    """(path with each layer's index as `*`, summed seconds, modules summed) per group, longest
+    first: GPT-2's h.0.attn ... h.11.attn as one `h.*.attn`."""
+    import re
+
+    groups: dict = {}
+    for m in modules:
+        key = re.sub(r"(^|\.)\d+(?=\.|$)", r"\1*", m.path)
+        seconds, count = groups.get(key, (0.0, 0))
+        groups[key] = (seconds + m.seconds, count + 1)
+    return sorted(((k, s, n) for k, (s, n) in groups.items()), key=lambda g: -g[1])

@@ -1,0 +1,160 @@
+"""bench --host (each native runtime's steady step by host phase, and its forward's host time by module) and
+the host columns of diff --bench (issue 54)."""
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+
+def test_a_phased_step_splits_at_its_marks_and_its_parts_add_up_to_each_phase():
+    from stackwars_ir.bench.host import HostPhases, Meter, phases_of
+
+    ticks = {"n": 0}
+
+    def read() -> dict:  # a runtime's own cumulative clock (seconds) and count
+        return {"busy": ticks["n"] * 0.001, "#graphs": ticks["n"]}
+
+    def run(clock):
+        time.sleep(0.002)
+        ticks["n"] += 1  # one graph of 1 ms on the runtime's clock in the first phase
+        clock.mark("trace")
+        time.sleep(0.001)
+        ticks["n"] += 100  # a clock of another thread: 100 ms, more than the phase lasted
+        clock.mark("wait")
+
+    def split(phase, seconds, change):
+        return [("busy", change["busy"], "runtime busy"), (f"rest of {phase}", 0.0, "timer")]
+
+    h = phases_of(run, 5, Meter(read, split, lambda change: change["busy"],
+                                lambda counts: (f"{counts['graphs']:g} graphs",)))
+    top = [p for p in h.phases if not p.parent]
+    assert [p.name for p in top] == ["trace", "wait"] and h.runs == 5 and len(h.walls) == 5
+    # The median run's figures: the phases add up to its wall time, and each phase's parts to it.
+    assert h.wall_s == sorted(h.walls)[2] and h.timed_s == pytest.approx(h.wall_s, rel=1e-12)
+    assert h.coverage == pytest.approx(1.0) and h.unattributed_s == pytest.approx(0.0, abs=1e-12)
+    for phase in top:
+        parts = [p for p in h.phases if p.parent == phase.name]
+        assert sum(p.seconds for p in parts) == pytest.approx(phase.seconds, rel=1e-12)
+        assert len(phase.per_run) == 5 and phase.seconds in phase.per_run
+    parts = {(p.parent, p.name): p for p in h.phases if p.parent}
+    assert parts[("trace", "busy")].seconds == pytest.approx(0.001)  # the runtime's clock inside the phase
+    # A clock that ran longer than its phase (another thread's) is clipped to it: nothing is counted twice.
+    assert parts[("wait", "busy")].seconds == pytest.approx(top[1].seconds) and ("wait", "rest of wait") in parts
+    assert parts[("wait", "rest of wait")].seconds == 0.0
+    assert h.counters == {"graphs": 101} and h.notes == ("101 graphs",) and h.device_s == pytest.approx(0.101)
+    assert 0 < h.by_runtime <= 1
+    assert HostPhases.from_json(json.loads(json.dumps(h.as_json()))) == h
+
+
+def test_the_module_clock_gives_each_module_its_self_time_and_layers_group():
+    import torch
+
+    from stackwars_ir.bench.host import ModuleHost, layered, modules_of
+
+    class Slow(torch.nn.Module):
+        def __init__(self, seconds):
+            super().__init__()
+            self.seconds = seconds
+
+        def forward(self, x):
+            time.sleep(self.seconds)
+            return x
+
+    class Layer(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.inner = Slow(0.004)
+
+        def forward(self, x):
+            time.sleep(0.002)  # the layer's own code, outside its child
+            return self.inner(x)
+
+    model = torch.nn.Sequential(Layer(), Layer())
+    x = torch.zeros(2)
+    modules, hooked = modules_of(lambda: model(x), model, 3, phase="forward")
+    got = {m.path: m for m in modules}
+    assert set(got) == {"", "0", "0.inner", "1", "1.inner"}
+    # Self time: a layer holds its own sleep, not its child's (sleeps are lower bounds; no upper bound
+    # is asserted on a shared machine).
+    assert all(got[f"{i}.inner"].seconds >= 0.004 and got[str(i)].seconds >= 0.002 for i in (0, 1))
+    # No second counted twice: a layer's time without its child's (were the child's counted in the
+    # layer too, the sum would pass the hooked run's wall time).
+    assert sum(m.seconds for m in modules) <= hooked and all(m.phase == "forward" and len(m.per_run) == 3
+                                                              for m in modules)
+    groups = {path: (s, n) for path, s, n in layered(modules)}
+    assert groups["*.inner"][1] == 2 and groups["*.inner"][0] == pytest.approx(got["0.inner"].seconds
+                                                                              + got["1.inner"].seconds)
+    assert ModuleHost.from_json(got["0"].as_json()) == got["0"]
+
+
+@pytest.mark.slow  # over 20 s here (issue 52): torch_xla's compiles of GPT-2 tiny's two graphs
+def test_native_runtimes_steady_steps_split_into_named_phases_from_their_own_clocks(monkeypatch):
+    from stackwars_ir.bench import Executable
+    from stackwars_ir.bench.native import run_baselines
+    from stackwars_ir.bench.timing import SAMPLING_ENV
+    from stackwars_ir.capture import Request
+    from stackwars_ir.report.text import host_text
+    from stackwars_ir.workload import prepare
+
+    monkeypatch.setenv(SAMPLING_ENV, "runs=3,host=3")
+    req = Request("gpt2").validated()
+    rows = {e.kind: e for e in run_baselines(req, ("torch_xla", "jax", "eager"), 120)}
+    assert all(e.ok and e.host is not None for e in rows.values()), [e.error for e in rows.values()]
+    paths = {name for name, _ in prepare(req)[1].named_modules()}
+    for e in rows.values():
+        h = e.host
+        assert h.runs == 3 and h.coverage >= 0.9 and h.timed_s == pytest.approx(h.wall_s, rel=1e-9)
+        assert Executable.from_json(json.loads(json.dumps(e.as_json()))).host == h
+    xla = rows["torch_xla lazy"].host
+    assert [p.name for p in xla.phases if not p.parent] == ["forward", "sync", "wait"]
+    parts = {p.name: p for p in xla.phases if p.parent}
+    # torch_xla's own clocks: its lazy tracing inside the forward, the graph's execution inside the wait.
+    assert parts["lazy tracing in torch_xla's ops"].seconds > 0 and parts["lazy tracing in torch_xla's ops"].source \
+        == "torch_xla LazyTracing"
+    assert 0 < xla.device_s and xla.by_runtime > 0
+    # HF's GPT-2 reads a value back while tracing (its attention mask's check), which cuts the graph:
+    # the counts per step say so, and a note explains it.
+    assert xla.counters["syncs"] == 1 and xla.counters["graphs executed"] >= 1
+    if xla.counters["graphs executed"] > 1:
+        assert xla.counters["values read by the host"] >= 1 and "cuts the lazy graph" in xla.notes[0]
+    # The forward's host time by module: every module of the model, keyed by the captures' paths.
+    got = {m.path for m in xla.modules}
+    assert {"h.0.attn", "h.1.mlp", ""} <= got <= paths and xla.hooked_wall_s > 0
+    assert rows["torch eager"].host.modules and not rows["jax.jit"].host.modules
+    assert [p.name for p in rows["jax.jit"].host.phases] == ["dispatch", "wait"]
+    assert rows["jax.jit"].host.device_s is None  # no device clock outside jax's profiler: said, not invented
+    text = "\n".join(host_text([(2, e) for e in rows.values()]))
+    assert "host phases of a steady step" in text and "torch_xla LazyTracing" in text and "h.*.attn" in text
+
+
+@pytest.mark.slow  # over 20 s here (issue 52): captures, a profile and torch_xla's compiles
+def test_diff_bench_shows_the_hosts_time_per_block_beside_the_kernels(cli, tmp_path):
+    from stackwars_ir.bench.run import BenchReport
+
+    bench = tmp_path / "b.json"
+    code, out, err = cli("bench", "gpt2", "--baselines", "torch_xla,jax", "--runs", "3", "--profile", "2",
+                         "--host", "2", "--out", tmp_path / "caps", "--json", bench)
+    assert code == 0, err
+    assert "host phases of a steady step" in out and "lazy tracing in torch_xla's ops" in out
+    report = BenchReport.from_json(json.loads(bench.read_text()))
+    xla = next(e.host for _, e in report.rows if e.kind == "torch_xla lazy")
+    folder = tmp_path / "caps" / "gpt2-tiny"
+    diff = tmp_path / "d.json"
+    code, out, err = cli("diff", folder / "jax.mlir", folder / "torch-torch_xla.mlir", "--bench", bench,
+                         "--json", diff)
+    assert code in (0, 1), err
+    data = json.loads(diff.read_text())
+    host = data["metrics"]["host"]
+    assert host["a"]["label"] == "jax.jit (native)" and host["b"]["label"] == "torch_xla lazy tensors"
+    # Every second the modules spent on the host lands in an aligned block, in an unmatched one, or is
+    # named as in no block.
+    in_blocks = sum(b["metrics"]["time"].get("host_b", 0.0) for b in data["blocks"])
+    assert in_blocks + host["b"]["untraced_s"] + host["b"]["unaligned_s"] == \
+        pytest.approx(host["b"]["in_modules_s"], rel=1e-9)
+    assert host["b"]["in_modules_s"] == pytest.approx(sum(m.seconds for m in xla.modules), rel=1e-9)
+    attention = [b for b in data["blocks"] if b["role"] == "attention"]
+    assert attention and all(b["metrics"]["time"]["host_b"] > 0 for b in attention)
+    assert all("host_a" not in b["metrics"]["time"] for b in data["blocks"])  # jax.jit runs no module on the host
+    assert "host A  host B" in out and "torch_xla lazy tensors: step" in out
