@@ -72,3 +72,32 @@ def test_bench_target_then_diff_bench_splits_the_estimated_gap_by_block(cli, tmp
         assert blocks + t["unattributed_s"] + t["unaligned_s"] == pytest.approx(t["kernels_sum_s"])
         assert t["unattributed_s"] == 0 or t["unattributed"]  # what no block claims is named
     assert time["a"]["unattributed_s"] < 0.1 * time["a"]["kernels_sum_s"]  # JAX's kernels keep their paths
+
+
+def test_the_estimate_table_is_two_sided_kernels_ratio_bounded_kernels_and_a_sensitivity_line():
+    """Issue 54 item 6: beside the run's ratio, the kernels' sum's; the bounded kernels by opcode with
+    their bytes; and how far a floor per bounded kernel moves each ratio."""
+    from stackwars_ir.bench import Executable
+    from stackwars_ir.bench.estimate import CHIPS, FLOORS_S, bounded_by_opcode, estimate_hlo, floored_serial
+    from stackwars_ir.bench.run import BenchReport
+    from stackwars_ir.report.text import estimate_text
+
+    text = TPU_HLO.read_text()
+    # The same module with every compiler estimate doubled: its kernels' sum is known from the first's.
+    doubled = re.sub(r'"estimated_cycles":"(\d+)"', lambda m: f'"estimated_cycles":"{2 * int(m.group(1))}"', text)
+    chip = CHIPS["tpu-v6e"]
+    a, b = estimate_hlo(text, chip), estimate_hlo(doubled, chip)
+    x = a.estimate
+    expected = (2 * x["estimated_s"] + x["bound_s"]) / x["serial_s"]
+    assert b.estimate["serial_s"] / x["serial_s"] == pytest.approx(expected)
+    groups = bounded_by_opcode(a)
+    assert sum(n for _, n, _, _ in groups) == x["bounded"] and sum(s for _, _, s, _ in groups) == \
+        pytest.approx(x["bound_s"])
+    assert all(nbytes == pytest.approx(s * chip.hbm_bytes_per_s) for _, _, s, nbytes in groups)
+    low, high = (floored_serial(a, f) for f in FLOORS_S)
+    assert x["serial_s"] <= low <= high and high >= x["estimated_s"] + x["bounded"] * FLOORS_S[1]
+    rows = tuple((2, Executable(name, "stablehlo", 1.0, None, profile=p)) for name, p in (("a.mlir", a), ("b.mlir", b)))
+    out = estimate_text(BenchReport("cpu", rows))
+    assert "kernels vs first" in out and f"{expected:.2f}x" in out
+    assert "bounded kernels (no compiler estimate" in out and groups[0][0] in out
+    assert "sensitivity:" in out and f"{floored_serial(b, FLOORS_S[1]) / high:.2f}x" in out

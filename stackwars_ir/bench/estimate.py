@@ -146,3 +146,24 @@ def _operands(line: str, opcode: str) -> list:
 def _target(line: str) -> str:
     m = re.search(r'custom_call_target="([^"]+)"', line)
     return m.group(1) if m else ""
+
+
+FLOORS_S = (1e-6, 5e-6)  # bench --target's sensitivity line: a floor per bounded kernel, in seconds
+
+
+def floored_serial(profile, floor_s: float) -> float:
+    """The kernels' sum of a TPU estimate were each bounded kernel (no compiler estimate, a memory lower
+    bound alone) at least `floor_s`: how far the bounds could move the estimate."""
+    return sum(max(k.seconds, floor_s) if k.how == "bound" else k.seconds for k in profile.kernels)
+
+
+def bounded_by_opcode(profile) -> list:
+    """(opcode, kernels, seconds of their bounds, bytes moved) of the kernels without the compiler's
+    estimate, most time first."""
+    rate = profile.estimate["hbm_bytes_per_s"]
+    groups: dict = {}
+    for k in profile.kernels:
+        if k.how == "bound":
+            n, s = groups.get(k.opcode, (0, 0.0))
+            groups[k.opcode] = (n + 1, s + k.seconds)
+    return sorted(((op, n, s, s * rate) for op, (n, s) in groups.items()), key=lambda g: -g[2])

@@ -66,11 +66,13 @@ class HostPhases:
     wall_s: float
     phases: tuple[Phase, ...]
     device_s: float | None = None  # the runtime's own clock of the device executing the step's graphs
-    counters: dict = field(default_factory=dict)  # per step (median): graphs executed, syncs forced, ...
+    counters: dict = field(default_factory=dict)  # per step: graphs executed, syncs forced, ...
     notes: tuple[str, ...] = ()
     modules: tuple = ()  # ModuleHost: the forward's host self time by module path, from runs of their own
     hooked_wall_s: float | None = None  # the median step under the module hooks (their cost: against wall_s)
     walls: tuple[float, ...] = ()  # each phased run's total
+    profiled: tuple[Phase, ...] = ()  # the step split by the runtime's profiler, in runs of their own
+    profiled_wall_s: float | None = None  # the median step under that profiler (its cost: against wall_s)
 
     @property
     def timed_s(self) -> float:
@@ -90,7 +92,11 @@ class HostPhases:
     @property
     def by_runtime(self) -> float:
         """The share of the median step the runtime's own clocks account for (sub-phases with a
-        metric for a source), the rest held by timers alone."""
+        metric for a source; or, for a runtime that keeps none outside its profiler, the profiled
+        step's share held by the profiler's events), the rest held by timers alone."""
+        if self.profiled and self.profiled_wall_s:
+            own = sum(p.seconds for p in self.profiled if p.source != "timer")
+            return min(1.0, own / self.profiled_wall_s)
         own = sum(p.seconds for p in self.phases if p.parent and p.source != "timer")
         return min(1.0, own / self.wall_s) if self.wall_s else 0.0
 
@@ -99,14 +105,16 @@ class HostPhases:
                 "device_s": self.device_s, "counters": self.counters, "notes": list(self.notes),
                 "coverage": self.coverage, "by_runtime": self.by_runtime, "unattributed_s": self.unattributed_s,
                 "modules": [m.as_json() for m in self.modules], "hooked_wall_s": self.hooked_wall_s,
-                "walls": list(self.walls)}
+                "walls": list(self.walls), "profiled": [p.as_json() for p in self.profiled],
+                "profiled_wall_s": self.profiled_wall_s}
 
     @classmethod
     def from_json(cls, d: dict) -> "HostPhases":
         return cls(d["runs"], d["wall_s"], tuple(Phase.from_json(p) for p in d["phases"]), d.get("device_s"),
                    d.get("counters") or {}, tuple(d.get("notes") or ()),
                    tuple(ModuleHost.from_json(m) for m in d.get("modules") or ()), d.get("hooked_wall_s"),
-                   tuple(d.get("walls") or ()))
+                   tuple(d.get("walls") or ()), tuple(Phase.from_json(p) for p in d.get("profiled") or ()),
+                   d.get("profiled_wall_s"))
 
 
 @dataclass(frozen=True)
@@ -120,6 +128,7 @@ class Meter:
     split: Callable[[str, float, dict], list] | None = None
     device: Callable[[dict], float | None] | None = None
     notes: Callable[[dict], tuple] | None = None
+    profiled: Callable[[Callable, int], tuple] | None = None  # (phases, wall) of runs under the runtime's profiler
 
 
 def phases_of(run: Callable, runs: int, meter: Meter, model=None, phase: str = "") -> HostPhases:
@@ -150,8 +159,9 @@ def phases_of(run: Callable, runs: int, meter: Meter, model=None, phase: str = "
                    for name, parent, source in order)
     notes = meter.notes(counts[middle]) if meter.notes else ()
     modules, hooked = modules_of(run, model, runs, phase) if model is not None else ((), None)
+    profiled, profiled_wall = meter.profiled(run, runs) if meter.profiled else ((), None)
     return HostPhases(runs, walls[middle], phases, devices[middle], counts[middle], tuple(notes), modules, hooked,
-                      tuple(walls))
+                      tuple(walls), profiled, profiled_wall)
 
 
 def median_index(values: list) -> int:
@@ -325,3 +335,58 @@ def layered(modules) -> list:
         seconds, count = groups.get(key, (0.0, 0))
         groups[key] = (seconds + m.seconds, count + 1)
     return sorted(((k, s, n) for k, (s, n) in groups.items()), key=lambda g: -g[1])
+
+
+# torch eager and torch.compile keep no clock of their own outside torch.profiler: its events on the
+# stepping thread, by the outermost event's kind, split runs profiled apart from the phased ones.
+_TORCH_KINDS = (("TorchDynamo Cache Lookup", "dynamo's guards and cache lookup"),
+                ("Torch-Compiled Region", "the compiled graph's call (AOTAutograd's wrapper, inductor's kernels)"),
+                ("CompiledFunction", "the compiled graph's call (AOTAutograd's wrapper, inductor's kernels)"),
+                ("autograd::engine::evaluate_function", "autograd's backward, node by node"),
+                ("Optimizer.step", "the optimizer's step"),
+                ("Optimizer.zero_grad", "the optimizer's zero_grad"),
+                ("aten::", "ATen ops outside those (dispatcher and kernels)"))
+_TORCH_REST = "Python and the rest outside torch.profiler's events"
+
+
+def torch_meter() -> Meter:
+    """torch eager's or torch.compile's step: timers between the loop's calls, and torch.profiler's
+    CPU events in runs of their own (its outermost events on the stepping thread, by kind: dynamo's
+    guards, the compiled graph's call, ATen ops, autograd's backward, the optimizer; the rest is the
+    Python between them). On the CPU an op's kernels run inside its event: host and device alike."""
+    return Meter(profiled=_torch_profiled)
+
+
+def _torch_profiled(run: Callable, runs: int) -> tuple:
+    from torch.profiler import ProfilerActivity, profile
+
+    per_run, walls = [], []
+    for _ in range(runs):
+        with profile(activities=[ProfilerActivity.CPU]) as prof:
+            start = time.perf_counter()
+            run()
+            walls.append(time.perf_counter() - start)
+        per_run.append(_torch_kinds(prof.events()))
+    middle = median_index(walls)
+    names = [name for _, name in _TORCH_KINDS]
+    out = []
+    for name in dict.fromkeys(names):
+        if any(r.get(name) for r in per_run):
+            out.append(Phase(name, per_run[middle].get(name, 0.0), "torch.profiler", "",
+                             tuple(r.get(name, 0.0) for r in per_run)))
+    held = sum(p.seconds for p in out)
+    rests = [w - sum(r.values()) for w, r in zip(walls, per_run)]
+    out.append(Phase(_TORCH_REST, max(0.0, walls[middle] - held), "timer", "", tuple(max(0.0, x) for x in rests)))
+    return tuple(out), walls[middle]
+
+
+def _torch_kinds(events) -> dict:
+    """Seconds per kind of the outermost events on the thread that holds the most of them."""
+    by_thread: dict = {}
+    for e in events:
+        if e.cpu_parent is None:
+            kind = next((name for prefix, name in _TORCH_KINDS if e.name.startswith(prefix)), None)
+            if kind is not None:
+                spent = by_thread.setdefault(e.thread, {})
+                spent[kind] = spent.get(kind, 0.0) + e.cpu_time_total / 1e6
+    return max(by_thread.values(), key=lambda d: sum(d.values()), default={})

@@ -22,7 +22,7 @@ import numpy as np
 
 from ..errors import StackwarsError
 from . import Executable
-from .host import UNMARKED, phases_of, timer_meter, xla_meter
+from .host import UNMARKED, phases_of, timer_meter, torch_meter, xla_meter
 from .proof import Checker
 from .timing import Sampling, Timeout, measure
 
@@ -238,7 +238,7 @@ def _eager(adapter, req, model, weights, inputs, backend):
         return out
 
     where = f"{torch.get_num_threads()} threads" if device == "cpu" else torch.cuda.get_device_name()
-    run.model = m  # bench --host clocks the host in each of its modules
+    run.model, run.meter = m, torch_meter  # bench --host clocks the host in each of its modules
     return f"torch eager ({where})", "torch eager", run, None, _nothing
 
 
@@ -266,6 +266,7 @@ def _inductor(adapter, req, model, weights, inputs, backend):
         clock.mark("wait")
         return out
 
+    run.meter = torch_meter
     return "torch.compile (inductor)", "torch.compile", run, _dynamo_counters, _nothing
 
 
@@ -414,7 +415,7 @@ def _eager_train(adapter, req, model, weights, state, backend):
         return loss
 
     where = f"{torch.get_num_threads()} threads" if device == "cpu" else torch.cuda.get_device_name()
-    run.model = step.model
+    run.model, run.meter = step.model, torch_meter
     return f"torch eager training step ({where})", "torch eager", run, None, _nothing
 
 
@@ -434,6 +435,7 @@ def _inductor_train(adapter, req, model, weights, state, backend):
         clock.mark("wait")
         return loss
 
+    run.meter = torch_meter
     return "torch.compile training step (model compiled, AdamW eager)", "torch.compile", run, _dynamo_counters, _nothing
 
 

@@ -102,28 +102,48 @@ TIME_ROWS = 12  # blocks shown by their share of the gap; the roles sum every bl
 def estimate_text(report) -> str:
     """bench --target: each file's estimated run on a TPU generation that is not here, and where the
     estimate comes from; ratios against the first row of each batch."""
-    rows, first, clock = [], {}, ""
+    from ..bench.estimate import FLOORS_S, bounded_by_opcode, floored_serial
+
+    rows, first, clock, floors, groups = [], {}, "", [], []
     for batch, e in report.rows:
         if not e.ok or e.profile is None:
-            rows.append([_short(e.label), batch, None, None, None, None, None, None, None, None, "FAILED"])
+            rows.append([_short(e.label), batch, None, None, None, None, None, None, None, None, None, "FAILED"])
             continue
         x = e.profile.estimate
         clock = x["clock"]
-        base = first.setdefault(batch, e.profile.wall_s)
+        base_run, base_serial, base_floors = first.setdefault(batch, (
+            e.profile.wall_s, x["serial_s"], [floored_serial(e.profile, f) for f in FLOORS_S]))
         rows.append([_short(e.label), batch, e.compile_s * 1e3 if e.compile_s else None, x["kernels"],
                      f"{x['estimated']} ({x['estimated_s'] * 1e6:,.1f})", f"{x['bounded']} ({x['bound_s'] * 1e6:,.1f})",
                      f"{x['async']} ({x['async_bound_s'] * 1e6:,.1f})", x["serial_s"] * 1e6, e.profile.wall_s * 1e6,
-                     f"{e.profile.wall_s / base:.2f}x", "ok"])
+                     f"{e.profile.wall_s / base_run:.2f}x", f"{x['serial_s'] / base_serial:.2f}x", "ok"])
+        floors.append(f"{_short(e.label)} (batch {batch}): " + "; ".join(
+            f"{f * 1e6:g} us: kernels {s * 1e6:,.1f} us, {s / b:.2f}x"
+            for f, s, b in zip(FLOORS_S, (floored_serial(e.profile, f) for f in FLOORS_S), base_floors)))
+        top = bounded_by_opcode(e.profile)[:4]
+        if top:
+            groups.append(f"{_short(e.label)} (batch {batch}): " + ", ".join(
+                f"{op} {n} ({s * 1e6:,.1f} us, {human_bytes(nbytes)})" for op, n, s, nbytes in top))
     target = next((e.profile.estimate["target"] for _, e in report.rows if e.profile is not None), report.backend)
     out = [f"target: {target} (compiled here by libtpu, compile-only; nothing was run)   ESTIMATES, NOT MEASUREMENTS", "",
            table(["executable", "batch", "compile ms", "kernels", "estimated (us)", "bounded (us)",
-                  "async copies (us)", "kernels us", "run us", "vs first", "status"], rows,
-                 right={1, 2, 3, 7, 8, 9})]
+                  "async copies (us)", "kernels us", "run us", "run vs first", "kernels vs first", "status"], rows,
+                 right={1, 2, 3, 7, 8, 9, 10})]
     out += ["", f"estimated: kernels whose estimated_cycles the compiler wrote, at {clock}; bounded: the rest "
                 "that move data, at a memory lower bound (result written, operands read, at the HBM's bandwidth); "
                 "async copies: HBM-VMEM transfers overlapping the kernels, at that bandwidth; run: the longer of "
-                "the kernels' sum and the async transfers; vs first: run against the batch's first row (the "
-                "clock cancels out)"]
+                "the kernels' sum and the async transfers; run vs first, kernels vs first: the run, and the "
+                "kernels' sum alone, against the batch's first row (the clock cancels out). Where the async "
+                "copies bound both rows' runs, their ratio is near 1 by construction: the kernels' ratio is the "
+                "other side of the estimate"]
+    if groups:
+        out += ["", "bounded kernels (no compiler estimate: a memory lower bound each), by opcode, most time first:"]
+        out += [f"  {g}" for g in groups]
+    if floors:
+        out += ["", "sensitivity: the kernels' sum were each bounded kernel at least "
+                + " or ".join(f"{f * 1e6:g} us" for f in FLOORS_S)
+                + " (a floor per kernel, not measured here), and its ratio against the batch's first row:"]
+        out += [f"  {f}" for f in floors]
     for _, e in report.rows:
         if not e.ok:
             out.append(f"error: {e.error}")
@@ -312,8 +332,20 @@ def host_text(rows) -> list:
         if h.counters:
             out.append("per step: " + ", ".join(f"{k} {v:g}" for k, v in h.counters.items()))
         out += [f"note: {n}" for n in h.notes]
+        out += _profiled_text(h)
         out += _modules_text(h)
     return out
+
+
+def _profiled_text(h) -> list:
+    """The step split by the runtime's profiler, in runs of their own (torch eager, torch.compile)."""
+    if not h.profiled:
+        return []
+    cost = h.profiled_wall_s / h.wall_s - 1 if h.wall_s else 0.0
+    rows = [[p.name, p.seconds * 1e3, f"{p.seconds / h.profiled_wall_s:.0%}", p.source] for p in h.profiled]
+    return [f"by the runtime's profiler ({h.runs} more runs under torch.profiler, its outermost CPU events on the "
+            f"stepping thread: step {h.profiled_wall_s * 1e3:,.3f} ms under it, {cost:+.0%} against the phased runs)",
+            table(["part", "ms", "of step", "from"], rows, right={1, 2})]
 
 
 MODULE_ROWS = 10  # module groups shown by host time; the rest summed
