@@ -57,7 +57,7 @@ TORCHAX = Route("torchax", "torch", "torch.export, then torchax",
                 scan_layers="torch.export cannot trace torch_xla's scan_layers, and torchax has no scan of a "
                             "module list",
                 remat="torchax differentiates the exported loss with jax.value_and_grad, which a "
-                      "torch.utils.checkpoint inside it does not reach")
+                      "torch.utils.checkpoint inside it does not reach", native="torchax jit")
 ROUTES = {r.name: r for r in (JAX, TORCH_XLA, TORCHAX)}
 EXPORTERS = tuple(name for name, r in ROUTES.items() if r.framework == "torch")  # --exporter's choices
 WEIGHTLESS = tuple(e for e in EXPORTERS if ROUTES[e].weightless)  # the PyTorch routes that capture from shapes

@@ -89,6 +89,15 @@ def test_the_module_clock_gives_each_module_its_self_time_and_layers_group():
     assert ModuleHost.from_json(got["0"].as_json()) == got["0"]
 
 
+def test_forward_only_baselines_refuse_a_training_step_in_one_line():
+    from stackwars_ir.bench.native import baselines_asked
+    from stackwars_ir.errors import StackwarsError
+
+    assert baselines_asked("torch_xla_dynamo,torchax", "forward") == ("torch_xla_dynamo", "torchax")
+    with pytest.raises(StackwarsError, match="times a forward pass only"):
+        baselines_asked("torchax", "train")
+
+
 @pytest.mark.slow  # over 20 s here (issue 52): torch_xla's compiles of GPT-2 tiny's two graphs
 def test_native_runtimes_steady_steps_split_into_named_phases_from_their_own_clocks(monkeypatch):
     from stackwars_ir.bench import Executable
@@ -100,7 +109,9 @@ def test_native_runtimes_steady_steps_split_into_named_phases_from_their_own_clo
 
     monkeypatch.setenv(SAMPLING_ENV, "runs=3,host=3")
     req = Request("gpt2").validated()
-    rows = {e.kind: e for e in run_baselines(req, ("torch_xla", "jax", "eager"), 120)}
+    rows = {e.kind: e for e in run_baselines(req, ("torch_xla", "jax", "eager", "torch_xla_dynamo", "torchax"), 120)}
+    assert set(rows) == {"torch_xla lazy", "jax.jit", "torch eager", "torch_xla dynamo", "torchax jit"}
+    assert all(e.proof.ok for e in rows.values())  # each computed the model's output (issue 54, item 7)
     assert all(e.ok and e.host is not None for e in rows.values()), [e.error for e in rows.values()]
     paths = {name for name, _ in prepare(req)[1].named_modules()}
     for e in rows.values():
@@ -125,6 +136,13 @@ def test_native_runtimes_steady_steps_split_into_named_phases_from_their_own_clo
     assert rows["torch eager"].host.modules and not rows["jax.jit"].host.modules
     assert [p.name for p in rows["jax.jit"].host.phases] == ["dispatch", "wait"]
     assert rows["jax.jit"].host.device_s is None  # no device clock outside jax's profiler: said, not invented
+    # What a PyTorch user can run instead: torch_xla through dynamo traces nothing in a steady call
+    # (torch_xla's tracing clock stays still), torchax's jitted call dispatches as jax.jit does.
+    dynamo = rows["torch_xla dynamo"].host
+    assert [p.name for p in dynamo.phases if not p.parent] == ["forward", "wait"] and dynamo.device_s > 0
+    assert all(p.name != "lazy tracing in torch_xla's ops" for p in dynamo.phases)
+    assert any(p.name == "dynamo's guards and the compiled graph's launch" for p in dynamo.phases)
+    assert [p.name for p in rows["torchax jit"].host.phases] == ["dispatch", "wait"]
     text = "\n".join(host_text([(2, e) for e in rows.values()]))
     assert "host phases of a steady step" in text and "torch_xla LazyTracing" in text and "h.*.attn" in text
 

@@ -153,7 +153,10 @@ def phases_of(run: Callable, runs: int, meter: Meter, model=None, phase: str = "
         devices.append(meter.device(whole) if meter.device else None)
         counts.append({k[1:]: v for k, v in whole.items() if k.startswith("#")})
     middle = median_index(walls)
-    order = list(dict.fromkeys(k for step in per_run for k in step))
+    seen = list(dict.fromkeys(k for step in per_run for k in step))
+    tops = [k for k in seen if not k[1]]  # each timer phase, then its parts (the rest last)
+    order = [k for top in tops for k in [top] + sorted((k for k in seen if k[1] == top[0]),
+                                                       key=lambda k: k[2] == "timer")]
     phases = tuple(Phase(name, per_run[middle].get((name, parent, source), 0.0), source, parent,
                          tuple(step.get((name, parent, source), 0.0) for step in per_run))
                    for name, parent, source in order)
@@ -196,12 +199,12 @@ _XLA_COUNTS = {"ExecuteComputation": "graphs executed", "aten::_local_scalar_den
                "UncachedCompile": "compiles", "MarkStep": "syncs"}
 
 
-def xla_meter() -> Meter:
+def xla_meter(rest: str = "Python and PyTorch's dispatcher") -> Meter:
     """torch_xla lazy's step: the Python step traces (forward, backward, optimizer: each op records
     its LazyTracing time; a value the host reads, as `.item()`, cuts the graph there and runs it:
     ExecuteTime and a transfer inside the trace), `sync` collects, hashes and looks up the graph
     (compiling it on a miss: CompileTime) and launches it, `wait` waits for its execution
-    (ExecuteTime, recorded when it ends)."""
+    (ExecuteTime, recorded when it ends). `rest`: what a traced phase holds besides those clocks."""
     import torch_xla.debug.metrics as met
 
     def read() -> dict:
@@ -225,7 +228,7 @@ def xla_meter() -> Meter:
                  "torch_xla ExecuteTime+CompileTime"),
                 ("transfers", change.get("TransferFromDeviceTime", 0.0) + change.get("TransferToDeviceTime", 0.0),
                  "torch_xla Transfer*Time"),
-                ("Python and PyTorch's dispatcher", 0.0, "timer")]
+                (rest, 0.0, "timer")]
 
     def notes(counters: dict) -> tuple:
         read_back = counters.get("values read by the host", 0)
@@ -390,3 +393,9 @@ def _torch_kinds(events) -> dict:
                 spent = by_thread.setdefault(e.thread, {})
                 spent[kind] = spent.get(kind, 0.0) + e.cpu_time_total / 1e6
     return max(by_thread.values(), key=lambda d: sum(d.values()), default={})
+
+
+def dynamo_xla_meter() -> Meter:
+    """torch_xla through dynamo: the call checks dynamo's guards and launches the compiled graph
+    (torch_xla's clocks as for its lazy tensors; nothing is traced in a steady call)."""
+    return xla_meter(rest="dynamo's guards and the compiled graph's launch")

@@ -21,15 +21,22 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import StackwarsError
+from ..routes import ROUTES
 from . import Executable
-from .host import UNMARKED, phases_of, timer_meter, torch_meter, xla_meter
+from .host import UNMARKED, dynamo_xla_meter, phases_of, timer_meter, torch_meter, xla_meter
 from .proof import Checker
 from .timing import Sampling, Timeout, measure
 
-BASELINES = ("jax", "eager", "inductor", "torch_xla", "jax_donate")
+# What a PyTorch user can run instead of torch_xla's lazy tensors (issue 54, item 7): torch_xla through
+# dynamo (`torch.compile(backend="openxla")`), and torchax's jitted call (jax.jit of the function
+# `torchax.extract_jax` makes of the module). Forward passes, for now.
+DYNAMO_XLA = "torch_xla_dynamo"
+TORCHAX_JIT = ROUTES["torchax"].name
+BASELINES = ("jax", "eager", "inductor", "torch_xla", "jax_donate", DYNAMO_XLA, TORCHAX_JIT)
 # jax.jit's training loop with the parameters and AdamW's state donated (`donate_argnums`), as JAX's
 # docs advise for a training loop: XLA writes each step's results into the buffers it was given.
 TRAIN_ONLY = ("jax_donate",)
+FORWARD_ONLY = (DYNAMO_XLA, TORCHAX_JIT)
 REFERENCE = "PyTorch eager on the CPU, same weights and inputs"
 
 
@@ -46,6 +53,10 @@ def baselines_asked(given, step: str, program: str = "", mesh: str = "") -> tupl
         raise StackwarsError(f"baseline {only[0]!r} times a training loop (it donates the parameters and "
                              "optimizer state between steps); a forward pass has nothing to donate",
                              fix="add --step train, or use --baselines jax")
+    forward = [b for b in given if b in FORWARD_ONLY]
+    if forward and step != "forward":
+        raise StackwarsError(f"baseline {forward[0]!r} times a forward pass only: its training loop is not "
+                             "built yet", fix=f"drop {forward[0]} from --baselines for --step {step}")
     if mesh and given:
         raise StackwarsError(f"the native baselines run on one device, and --mesh {mesh} shards the captures alone",
                              fix="add --baselines none (the sharded captures are timed on as many CPU devices)")
@@ -319,6 +330,68 @@ def _torch_xla(adapter, req, model, weights, inputs, backend):
 
     run.meter, run.model = xla_meter, m
     return "torch_xla lazy tensors", "torch_xla lazy", run, _xla_counters, _nothing
+
+
+def _dynamo_xla(adapter, req, model, weights, inputs, backend):
+    """torch_xla through dynamo: `torch.compile(model, backend="openxla")`. Dynamo traces the forward
+    once, torch_xla lowers and compiles its graph, and each call runs it without tracing the model
+    again: the call returns once the graph is launched, `wait` waits for its execution."""
+    if backend != "cpu":
+        return _torch_xla(adapter, req, model, weights, inputs, backend)  # its one-line error
+    os.environ.setdefault("PJRT_DEVICE", "CPU")
+    import torch
+    import torch_xla
+    import torch_xla.core.xla_model as xm
+
+    torch._dynamo.reset()  # first is first: nothing this process compiled before is reused
+    dev = torch_xla.device()
+    compiled = torch.compile(copy.deepcopy(model).to(dev), backend="openxla")
+    xs = [torch.from_numpy(v).to(dev) for v in inputs.values()]
+    torch_xla.sync()
+
+    def run(clock=UNMARKED):
+        with torch.no_grad():
+            out = compiled(*xs)
+        clock.mark("forward")
+        xm.wait_device_ops()
+        clock.mark("wait")
+        return out
+
+    run.meter = dynamo_xla_meter
+    return "torch.compile (openxla: torch_xla through dynamo)", "torch_xla dynamo", run, _xla_counters, _nothing
+
+
+def _torchax_jit(adapter, req, model, weights, inputs, backend):
+    """torchax's jitted call: `torchax.extract_jax(model)` makes the module a JAX function of its
+    weights and inputs, which jax.jit compiles; each call dispatches it, as jax.jit's row does."""
+    import jax
+
+    from ..runtime import runtime
+    from ..workload import jax_inputs
+
+    try:
+        import torchax
+    except Exception as e:
+        from ..errors import MissingExtra
+
+        raise MissingExtra(TORCHAX_JIT, e) from e
+    device = runtime(backend).device
+    _jax_counters()
+    state, fn = torchax.extract_jax(copy.deepcopy(model))
+    jitted = jax.jit(fn)  # new: its first call compiles
+    state = jax.device_put(state, device)
+    args = tuple(jax.device_put(v, device) for v in jax_inputs(inputs).values())
+
+    def run(clock=UNMARKED):
+        out = jitted(state, args)
+        clock.mark("dispatch")
+        out = jax.block_until_ready(out)
+        clock.mark("wait")
+        return out
+
+    run.hlo = lambda: jitted.lower(state, args).compile().as_text()
+    return "torchax jitted call (jax.jit of torchax.extract_jax)", ROUTES["torchax"].native, run, _jax_counters, \
+        _nothing
 
 
 # Training steps (`bench MODEL --step train`): each run is the next step of the user's own loop,
@@ -620,4 +693,5 @@ def setup_of(name: str, train: bool):
     if train:
         return {"jax": _jax_train, "eager": _eager_train, "inductor": _inductor_train,
                 "torch_xla": _torch_xla_train, "jax_donate": _jax_train_donated}.get(name)
-    return {"jax": _jax, "eager": _eager, "inductor": _inductor, "torch_xla": _torch_xla}.get(name)
+    return {"jax": _jax, "eager": _eager, "inductor": _inductor, "torch_xla": _torch_xla, DYNAMO_XLA: _dynamo_xla,
+            TORCHAX_JIT: _torchax_jit}.get(name)

@@ -315,9 +315,10 @@ def host_text(rows) -> list:
     phased = [(batch, e) for batch, e in rows if e.host is not None]
     if not phased:
         return []
-    out = ["", f"host phases of a steady step (bench --host): the medians of {phased[0][1].host.runs} more steady runs "
-               "each; a phase of the step is the time between two of the runtime's API calls (a timer), its parts "
-               "come from the runtime's own clocks where it keeps them, the last part is the phase's rest"]
+    out = ["", f"host phases of a steady step (bench --host): the median of {phased[0][1].host.runs} more steady runs "
+               "(by wall time) each; a phase of the step is the time between two of the runtime's API calls (a "
+               "timer), its parts come from the runtime's own clocks where it keeps them, the last part is the "
+               "phase's rest, so the parts add up to the phase and the phases to the step"]
     for batch, e in phased:
         h = e.host
         device = f"; the device executing {h.device_s * 1e3:,.3f} ms by the runtime's own clock" \
