@@ -73,6 +73,8 @@ class HostPhases:
     walls: tuple[float, ...] = ()  # each phased run's total
     profiled: tuple[Phase, ...] = ()  # the step split by the runtime's profiler, in runs of their own
     profiled_wall_s: float | None = None  # the median step under that profiler (its cost: against wall_s)
+    first: tuple[Phase, ...] = ()  # the timed first run (compiles included), marked as the steady ones
+    second: tuple[Phase, ...] = ()  # the timed second run
 
     @property
     def timed_s(self) -> float:
@@ -106,7 +108,8 @@ class HostPhases:
                 "coverage": self.coverage, "by_runtime": self.by_runtime, "unattributed_s": self.unattributed_s,
                 "modules": [m.as_json() for m in self.modules], "hooked_wall_s": self.hooked_wall_s,
                 "walls": list(self.walls), "profiled": [p.as_json() for p in self.profiled],
-                "profiled_wall_s": self.profiled_wall_s}
+                "profiled_wall_s": self.profiled_wall_s, "first": [p.as_json() for p in self.first],
+                "second": [p.as_json() for p in self.second]}
 
     @classmethod
     def from_json(cls, d: dict) -> "HostPhases":
@@ -114,7 +117,8 @@ class HostPhases:
                    d.get("counters") or {}, tuple(d.get("notes") or ()),
                    tuple(ModuleHost.from_json(m) for m in d.get("modules") or ()), d.get("hooked_wall_s"),
                    tuple(d.get("walls") or ()), tuple(Phase.from_json(p) for p in d.get("profiled") or ()),
-                   d.get("profiled_wall_s"))
+                   d.get("profiled_wall_s"), tuple(Phase.from_json(p) for p in d.get("first") or ()),
+                   tuple(Phase.from_json(p) for p in d.get("second") or ()))
 
 
 @dataclass(frozen=True)
@@ -141,30 +145,48 @@ def phases_of(run: Callable, runs: int, meter: Meter, model=None, phase: str = "
     for _ in range(runs):
         clock = Clock(meter.read)
         run(clock)
-        walls.append(clock.marks[-1][1] - clock.marks[0][1])
-        step, whole = {}, _change(clock.marks[0][2], clock.marks[-1][2])
-        for (_, t0, r0), (name, t1, r1) in zip(clock.marks, clock.marks[1:]):
-            seconds = t1 - t0
-            step[(name, "", "timer")] = step.get((name, "", "timer"), 0.0) + seconds
-            if meter.split:
-                for part, part_s, source in _within(seconds, meter.split(name, seconds, _change(r0, r1))):
-                    step[(part, name, source)] = step.get((part, name, source), 0.0) + part_s
+        wall, step, device, count = split_run(clock, meter)
+        walls.append(wall)
         per_run.append(step)
-        devices.append(meter.device(whole) if meter.device else None)
-        counts.append({k[1:]: v for k, v in whole.items() if k.startswith("#")})
+        devices.append(device)
+        counts.append(count)
     middle = median_index(walls)
-    seen = list(dict.fromkeys(k for step in per_run for k in step))
-    tops = [k for k in seen if not k[1]]  # each timer phase, then its parts (the rest last)
-    order = [k for top in tops for k in [top] + sorted((k for k in seen if k[1] == top[0]),
-                                                       key=lambda k: k[2] == "timer")]
     phases = tuple(Phase(name, per_run[middle].get((name, parent, source), 0.0), source, parent,
                          tuple(step.get((name, parent, source), 0.0) for step in per_run))
-                   for name, parent, source in order)
+                   for name, parent, source in _ordered(per_run))
     notes = meter.notes(counts[middle]) if meter.notes else ()
     modules, hooked = modules_of(run, model, runs, phase) if model is not None else ((), None)
     profiled, profiled_wall = meter.profiled(run, runs) if meter.profiled else ((), None)
     return HostPhases(runs, walls[middle], phases, devices[middle], counts[middle], tuple(notes), modules, hooked,
                       tuple(walls), profiled, profiled_wall)
+
+
+def split_run(clock: Clock, meter: Meter) -> tuple:
+    """One marked run: (wall seconds, {(phase or part, its timer phase or "", source): seconds},
+    the device's seconds by the runtime's clock or None, {count: per run})."""
+    step, whole = {}, _change(clock.marks[0][2], clock.marks[-1][2])
+    for (_, t0, r0), (name, t1, r1) in zip(clock.marks, clock.marks[1:]):
+        seconds = t1 - t0
+        step[(name, "", "timer")] = step.get((name, "", "timer"), 0.0) + seconds
+        if meter.split:
+            for part, part_s, source in _within(seconds, meter.split(name, seconds, _change(r0, r1))):
+                step[(part, name, source)] = step.get((part, name, source), 0.0) + part_s
+    return (clock.marks[-1][1] - clock.marks[0][1], step, meter.device(whole) if meter.device else None,
+            {k[1:]: v for k, v in whole.items() if k.startswith("#")})
+
+
+def _ordered(per_run: list) -> list:
+    """The keys of split_run's steps, each timer phase followed by its parts (its rest last)."""
+    seen = list(dict.fromkeys(k for step in per_run for k in step))
+    return [k for top in seen if not top[1]
+            for k in [top] + sorted((k for k in seen if k[1] == top[0]), key=lambda k: k[2] == "timer")]
+
+
+def one_run(clock: Clock, meter: Meter) -> tuple:
+    """(wall seconds, its phases) of one marked run (a first or second run)."""
+    wall, step, _, _ = split_run(clock, meter)
+    return wall, tuple(Phase(name, step[(name, parent, source)], source, parent)
+                       for name, parent, source in _ordered([step]))
 
 
 def median_index(values: list) -> int:
@@ -179,6 +201,8 @@ def _change(before: dict, after: dict) -> dict:
 def _within(seconds: float, parts: list) -> list:
     """A timer phase's parts from the runtime's clocks, each clipped so together they never exceed
     the phase (a clock that ran on another thread can hold more), the rest named by the last part."""
+    if not parts:
+        return []
     out, left = [], seconds
     *measured, (rest_name, _, rest_source) = parts
     for name, part_s, source in measured:
@@ -399,3 +423,40 @@ def dynamo_xla_meter() -> Meter:
     """torch_xla through dynamo: the call checks dynamo's guards and launches the compiled graph
     (torch_xla's clocks as for its lazy tensors; nothing is traced in a steady call)."""
     return xla_meter(rest="dynamo's guards and the compiled graph's launch")
+
+
+# jax.jit: jax.monitoring's compile clocks (trace, lowering, XLA compile), kept by one listener per
+# process (jax.monitoring cannot remove one); a steady call runs none of them.
+_JAX_SECONDS = {"/jax/core/compile/jaxpr_trace_duration": "tracing to a jaxpr",
+                "/jax/core/compile/jaxpr_to_mlir_module_duration": "lowering to StableHLO",
+                "/jax/core/compile/backend_compile_duration": "XLA compile"}
+_JAX_CLOCK = dict.fromkeys(_JAX_SECONDS, 0.0)
+
+
+def _jax_read() -> dict:
+    if not getattr(_jax_read, "registered", False):
+        import jax
+
+        def on_duration(name, seconds, **_kw):
+            if name in _JAX_CLOCK:
+                _JAX_CLOCK[name] += seconds
+
+        jax.monitoring.register_event_duration_secs_listener(on_duration)
+        _jax_read.registered = True
+    return dict(_JAX_CLOCK)
+
+
+def jax_meter() -> Meter:
+    """jax.jit's step: `dispatch` (the call: in a first run jax's tracing, lowering and XLA compile by
+    its own clocks, jax.monitoring's; then checking the arguments, the cache lookup and the launch)
+    and `wait` (block_until_ready)."""
+    _jax_read()
+
+    def split(phase: str, seconds: float, change: dict) -> list:
+        if phase != "dispatch":
+            return []
+        return [(name, change.get(key, 0.0), f"jax.monitoring {key.rsplit('/', 1)[-1]}")
+                for key, name in _JAX_SECONDS.items()] + \
+            [("the call: argument checks, cache lookup, launch", 0.0, "timer")]
+
+    return Meter(_jax_read, split)

@@ -14,6 +14,7 @@ What "first run" includes, per row (docs/benchmarks.md says the same):
 from __future__ import annotations
 
 import copy
+import dataclasses
 import os
 import time
 from pathlib import Path
@@ -23,7 +24,8 @@ import numpy as np
 from ..errors import StackwarsError
 from ..routes import ROUTES
 from . import Executable
-from .host import UNMARKED, dynamo_xla_meter, phases_of, timer_meter, torch_meter, xla_meter
+from .host import (UNMARKED, Clock, dynamo_xla_meter, jax_meter, one_run, phases_of, timer_meter, torch_meter,
+                   xla_meter)
 from .proof import Checker
 from .timing import Sampling, Timeout, measure
 
@@ -133,12 +135,16 @@ def run_baselines(req, which, deadline_s: float | None, backend: str = "cpu") ->
 
             started()  # in a bench worker: the time limit of the compile and runs starts now
             checker = Checker(label, reference, backend, what)
-            timing = measure(run, deadline=_deadline(deadline_s), inspect=checker, counters=counters)
+            phased = Sampling.of().host  # bench --host: more steady runs, each split into its phases
+            meter = getattr(run, "meter", timer_meter)() if phased else None
+            timed, firsts = (_marking_firsts(run, meter) if phased else (run, []))
+            timing = measure(timed, deadline=_deadline(deadline_s), inspect=checker, counters=counters)
             if window:
                 window.__exit__(None, None, None)
-            phased = Sampling.of().host  # bench --host: more steady runs, each split into its phases
-            host = phases_of(run, phased, getattr(run, "meter", timer_meter)(), getattr(run, "model", None),
-                             "forward" if train else "") if phased else None
+            host = phases_of(run, phased, meter, getattr(run, "model", None), "forward" if train else "") \
+                if phased else None
+            if host and len(firsts) == 2:
+                host = dataclasses.replace(host, first=one_run(firsts[0], meter)[1], second=one_run(firsts[1], meter)[1])
             out.append(Executable(label, kind, None, timing, arguments="same weights and inputs",
                                   proof=checker.proof, resident_bytes=window.bytes if window else None, host=host))
         except Timeout:
@@ -149,6 +155,20 @@ def run_baselines(req, which, deadline_s: float | None, backend: str = "cpu") ->
         finally:
             done()
     return out
+
+
+def _marking_firsts(run, meter):
+    """`run` whose first two calls (the timed first and second runs) are marked with clocks of
+    `meter`, kept in the list returned beside it."""
+    firsts = []
+
+    def timed():
+        if len(firsts) < 2:
+            firsts.append(Clock(meter.read))
+            return run(firsts[-1])
+        return run()
+
+    return timed, firsts
 
 
 def _failed(label: str, e: Exception, kind: str | None = None) -> Executable:
@@ -211,6 +231,7 @@ def _jax(adapter, req, model, weights, inputs, backend):
         return out
 
     run.hlo = lambda: fn.lower(state, *args).compile().as_text()  # its kernels, for --profile
+    run.meter = jax_meter
     return "jax.jit (native)", "jax.jit", run, _jax_counters, _nothing
 
 
@@ -389,7 +410,7 @@ def _torchax_jit(adapter, req, model, weights, inputs, backend):
         clock.mark("wait")
         return out
 
-    run.hlo = lambda: jitted.lower(state, args).compile().as_text()
+    run.hlo, run.meter = lambda: jitted.lower(state, args).compile().as_text(), jax_meter
     return "torchax jitted call (jax.jit of torchax.extract_jax)", ROUTES["torchax"].native, run, _jax_counters, \
         _nothing
 
@@ -422,6 +443,7 @@ def _jax_train(adapter, req, model, weights, state, backend, donate: bool = Fals
         return loss
 
     run.hlo = lambda: fn.lower(box["params"], box["opt_state"], box["buffers"], box["inputs"]).compile().as_text()
+    run.meter = jax_meter
 
     if donate:
         return "jax.jit training step, state donated (native)", "jax.jit donated", run, _jax_counters, _nothing

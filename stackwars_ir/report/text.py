@@ -333,9 +333,23 @@ def host_text(rows) -> list:
         if h.counters:
             out.append("per step: " + ", ".join(f"{k} {v:g}" for k, v in h.counters.items()))
         out += [f"note: {n}" for n in h.notes]
+        out += [f"{which} run (timed, marked as the steady ones): {runs_text(phases)}"
+                for which, phases in (("first", h.first), ("second", h.second)) if phases]
         out += _profiled_text(h)
         out += _modules_text(h)
     return out
+
+
+def runs_text(phases) -> str:
+    """One run's phases in a line: each timer phase (ms) with its parts that took any time."""
+    out = []
+    for p in phases:
+        if p.parent:
+            continue
+        parts = [f"{q.name} {q.seconds * 1e3:,.1f}" for q in phases if q.parent == p.name and q.seconds >= 5e-5]
+        out.append(f"{p.name} {p.seconds * 1e3:,.1f} ms" + (f" ({'; '.join(parts)})" if len(parts) > 1 else ""))
+    total = sum(p.seconds for p in phases if not p.parent)
+    return f"{total * 1e3:,.1f} ms: " + ", ".join(out)
 
 
 def _profiled_text(h) -> list:
