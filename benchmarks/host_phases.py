@@ -9,6 +9,7 @@ Each runtime and step runs in a process of its own (torch_xla and dynamo keep st
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import subprocess
@@ -22,7 +23,7 @@ from _common import machine_line
 def one(model: str, size: str, step: str, name: str, runs: int) -> dict:
     """In this process: runtime `name`'s steady step phased, and the instruments' costs."""
     os.environ.setdefault("PJRT_DEVICE", "CPU")
-    from stackwars_ir.bench.host import Clock, ModuleClock, phases_of, timer_meter
+    from stackwars_ir.bench.host import Clock, ModuleClock, one_run, phases_of, timer_meter
     from stackwars_ir.bench.native import setup_of
     from stackwars_ir.runstats import rounds_ratio
     from stackwars_ir.workload import Request, prepare
@@ -38,9 +39,13 @@ def one(model: str, size: str, step: str, name: str, runs: int) -> dict:
 
         inputs = train_state(req, m, inputs, reference)
     label, _, run, _, done = setup_of(name, req.train)(adapter, req, m, weights, inputs, "cpu")
-    for _ in range(4):  # compiled, and past the allocator's warm-up
-        run()
     meter = getattr(run, "meter", timer_meter)()
+    firsts = []
+    for _ in range(2):  # the first and second runs, marked
+        firsts.append(Clock(meter.read))
+        run(firsts[-1])
+    for _ in range(2):  # past the allocator's warm-up
+        run()
     model = getattr(run, "model", None)
 
     def timed(fn) -> float:
@@ -75,6 +80,7 @@ def one(model: str, size: str, step: str, name: str, runs: int) -> dict:
                 run()
         costs["torch.profiler"] = cost(profiled)
     host = phases_of(run, runs, meter, model, "forward" if req.train else "")
+    host = dataclasses.replace(host, first=one_run(firsts[0], meter)[1], second=one_run(firsts[1], meter)[1])
     done()
     return {"label": label, "host": host.as_json(),
             "costs": {k: list(rounds_ratio(v)) for k, v in costs.items()}}
@@ -85,7 +91,7 @@ def main() -> None:
     ap.add_argument("--model", default="gpt2")
     ap.add_argument("--size", default="base")
     ap.add_argument("--steps", default="forward,train")
-    ap.add_argument("--runtimes", default="torch_xla,jax,eager,inductor")
+    ap.add_argument("--runtimes", default="torch_xla,jax,eager,inductor,torch_xla_dynamo,torchax")
     ap.add_argument("--runs", type=int, default=10)
     ap.add_argument("--one", nargs=2, metavar=("STEP", "RUNTIME"), help=argparse.SUPPRESS)
     a = ap.parse_args()
@@ -97,8 +103,12 @@ def main() -> None:
     print(f"machine: {machine_line()}")
     print(f"{a.model} {a.size}: each runtime's steady step (the median of {a.runs} phased runs), and each "
           f"instrument's cost: instrumented / plain over {a.runs} interleaved pairs, geometric mean (95% interval)\n")
+    from stackwars_ir.bench.native import FORWARD_ONLY
+
     for step in a.steps.split(","):
         for name in a.runtimes.split(","):
+            if step != "forward" and name in FORWARD_ONLY:
+                continue
             child = subprocess.run([sys.executable, __file__, "--model", a.model, "--size", a.size, "--runs",
                                     str(a.runs), "--one", step, name], capture_output=True, text=True,
                                    cwd=Path(__file__).parent)
@@ -124,6 +134,11 @@ def main() -> None:
                       + f" (of {h.hooked_wall_s * 1e3:,.2f} ms under the hooks)")
             for note in h.notes:
                 print(f"    note: {note}")
+            for which, phases in (("first", h.first), ("second", h.second)):
+                if phases:
+                    from stackwars_ir.report.text import runs_text
+
+                    print(f"    {which} run: {runs_text(phases)}")
             print("    cost: " + "; ".join(f"{k} {r:.3f}x ({lo:.3f}-{hi:.3f})" for k, (r, lo, hi) in
                                           got["costs"].items()))
             print()

@@ -321,8 +321,13 @@ def host_text(rows) -> list:
                "phase's rest, so the parts add up to the phase and the phases to the step"]
     for batch, e in phased:
         h = e.host
-        device = f"; the device executing {h.device_s * 1e3:,.3f} ms by the runtime's own clock" \
-            if h.device_s is not None else "; no device clock outside the runtime's profiler"
+        if h.device_s is not None:
+            device = f"; the device executing {h.device_s * 1e3:,.3f} ms by the runtime's own clock"
+        elif e.profile is not None:
+            device = (f"; kernels busy {e.profile.busy_s * 1e3:,.3f} ms in its profiled runs (bench --profile, "
+                      f"{e.profile.runs} runs, the profiler's run {e.profile.wall_s * 1e3:,.3f} ms)")
+        else:
+            device = "; no device clock outside the runtime's profiler (add --profile for its kernels' time)"
         out += ["", f"{e.label} (batch {batch}): step {h.wall_s * 1e3:,.3f} ms, {h.coverage:.0%} in named phases "
                     f"({h.by_runtime:.0%} by the runtime's own clocks){device}"]
         rows = [[("  " if p.parent else "") + p.name, p.seconds * 1e3, f"{p.seconds / h.wall_s:.0%}" if h.wall_s else "-",
