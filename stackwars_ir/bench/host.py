@@ -245,7 +245,11 @@ def xla_meter(rest: str = "Python and PyTorch's dispatcher") -> Meter:
             return [("device executing (ExecuteTime)", change.get("ExecuteTime", 0.0), "torch_xla ExecuteTime"),
                     ("waiting beyond the execution", 0.0, "timer")]
         if phase == "sync":
+            # An execution recorded inside the sync began there too (a graph is launched by the sync):
+            # on this CPU client a training step's sync returns only once its graph has run.
             return [("XLA compile", change.get("CompileTime", 0.0), "torch_xla CompileTime"),
+                    ("device executing, ended inside the sync (ExecuteTime)", change.get("ExecuteTime", 0.0),
+                     "torch_xla ExecuteTime"),
                     ("collecting, hashing, cache lookup, launch", 0.0, "timer")]
         return [("lazy tracing in torch_xla's ops", change.get("LazyTracing", 0.0), "torch_xla LazyTracing"),
                 ("graphs cut and run mid-trace", change.get("ExecuteTime", 0.0) + change.get("CompileTime", 0.0),
