@@ -184,3 +184,9 @@ def test_diff_bench_shows_the_hosts_time_per_block_beside_the_kernels(cli, tmp_p
     assert attention and all(b["metrics"]["time"]["host_b"] > 0 for b in attention)
     assert all("host_a" not in b["metrics"]["time"] for b in data["blocks"])  # jax.jit runs no module on the host
     assert "host A  host B" in out and "torch_xla lazy tensors: step" in out
+    # The HTML report stacks each block's host time on its kernel time, side by side.
+    html = tmp_path / "r.html"
+    code, _, err = cli("report", folder / "jax.mlir", folder / "torch-torch_xla.mlir", "--bench", bench, "-o", html)
+    assert code in (0, 1), err
+    page = html.read_text()
+    assert "Host and device by block" in page and "host: its modules" in page and "torch_xla lazy tensors: step" in page

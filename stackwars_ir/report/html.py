@@ -242,7 +242,29 @@ def _time_by_block(result) -> str:
             f"blocks as the kernel counts are. Gap {esc(names[1])} - {esc(names[0])}: "
             f"{ms(split.gap, True)} ms of kernel time.</p><ul>{sides}</ul>{verdict}{chart}"
             "<table><tr><th>role</th><th>blocks</th><th>B - A ms</th><th>share of the gap</th></tr>"
-            f"{roles}</table>{folded}")
+            f"{roles}</table>{folded}{_host_by_block(result, top, names)}")
+
+
+def _host_by_block(result, top, names) -> str:
+    """diff --bench of a bench --host: per block, the host's time (the native runtime's modules) stacked
+    on the device's kernel time, each side its own bar, and each side's phases."""
+    from .charts import stacked_bars
+    from .sentences import host_lines
+
+    host = result.metrics.get("host") or {}
+    if not host:
+        return ""
+    labels, device, hosted = [], [], []
+    for d in top:
+        t = d.metrics["time"]
+        for side, name in zip(("a", "b"), names):
+            labels.append(f"{d.label} ({name})")
+            device.append(t[side] * 1e3)
+            hosted.append(t.get(f"host_{side}", 0.0) * 1e3)
+    chart = stacked_bars(labels, [("device: kernels", device), ("host: its modules' forward", hosted)],
+                         fmt=lambda v: f"{v:,.3f} ms", title="host and device time per block (ms per run)")
+    lines = "".join(f"<li>{esc(line)}</li>" for line in host_lines(host))
+    return f"<h3>Host and device by block</h3>{chart}<ul>{lines}</ul>"
 
 
 def _timings(bench) -> str:
