@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 export PJRT_DEVICE ?= CPU
 
-.PHONY: setup setup-gpu setup-tpu setup-ray findings-main findings-memory findings-programs findings-zoo findings-versions demo test test-download test-fast captures diff-goldens docs findings fuzz clean
+.PHONY: setup setup-gpu setup-tpu setup-ray findings-main findings-memory findings-programs findings-zoo findings-host findings-versions demo test test-download test-fast captures diff-goldens docs findings fuzz clean
 
 setup: $(STAMP)
 
@@ -89,7 +89,7 @@ BACKEND ?= cpu
 FINDINGS := docs/findings$(if $(filter cpu,$(BACKEND)),,-$(BACKEND)).md
 docs: setup
 	$(BIN)/python -m stackwars_ir.docs > docs/cli.md.tmp && mv docs/cli.md.tmp docs/cli.md
-findings: findings-main $(if $(filter cpu,$(BACKEND)),findings-memory findings-programs findings-zoo)
+findings: findings-main $(if $(filter cpu,$(BACKEND)),findings-memory findings-programs findings-zoo findings-host)
 # A sweep of benchmarks/grids/findings.toml into out/sweeps/findings (killed, it resumes; timed jobs run
 # last, one at a time), then the page from its records (`benchmarks/findings.py --render`: without recomputing).
 findings-main: setup-tpu
@@ -114,6 +114,11 @@ findings-programs: setup-tpu
 
 # Every architecture of benchmarks/grids/zoo.toml through torch_xla and torchax, tiny, forward and
 # training step, as a resumable sweep into out/sweeps/zoo (killed, it resumes; about 45 minutes here).
+# The study's table predicted for its TPU v6e from host phases measured here and the v6e compiler's
+# estimates (docs/findings-host.md; records under out/findings-host, never recomputed; about 25 minutes).
+findings-host: setup-tpu
+	$(BIN)/python benchmarks/findings_host.py > docs/findings-host.md.tmp && mv docs/findings-host.md.tmp docs/findings-host.md
+
 findings-zoo: setup
 	$(BIN)/python benchmarks/findings_zoo.py > docs/findings-zoo.md.tmp && mv docs/findings-zoo.md.tmp docs/findings-zoo.md
 
