@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import StackwarsError
-from ..routes import ROUTES
+from ..routes import TORCHAX
 from . import Executable
 from .host import (UNMARKED, Clock, dynamo_xla_meter, jax_meter, one_run, phases_of, timer_meter, torch_meter,
                    xla_meter)
@@ -33,7 +33,7 @@ from .timing import Sampling, Timeout, measure
 # dynamo (`torch.compile(backend="openxla")`), and torchax's jitted call (jax.jit of the function
 # `torchax.extract_jax` makes of the module). Forward passes, for now.
 DYNAMO_XLA = "torch_xla_dynamo"
-TORCHAX_JIT = ROUTES["torchax"].name
+TORCHAX_JIT = TORCHAX.name
 BASELINES = ("jax", "eager", "inductor", "torch_xla", "jax_donate", DYNAMO_XLA, TORCHAX_JIT)
 # jax.jit's training loop with the parameters and AdamW's state donated (`donate_argnums`), as JAX's
 # docs advise for a training loop: XLA writes each step's results into the buffers it was given.
@@ -411,8 +411,7 @@ def _torchax_jit(adapter, req, model, weights, inputs, backend):
         return out
 
     run.hlo, run.meter = lambda: jitted.lower(state, args).compile().as_text(), jax_meter
-    return "torchax jitted call (jax.jit of torchax.extract_jax)", ROUTES["torchax"].native, run, _jax_counters, \
-        _nothing
+    return "torchax jitted call (jax.jit of torchax.extract_jax)", TORCHAX.native, run, _jax_counters, _nothing
 
 
 # Training steps (`bench MODEL --step train`): each run is the next step of the user's own loop,
