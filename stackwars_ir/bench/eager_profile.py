@@ -3,30 +3,24 @@ from __future__ import annotations
 
 import time
 
+from .host import ModuleHooks
+
 _RANGE = "stackwars::"  # the record_function range each module's forward runs in
 _BACKWARD = "autograd::engine::evaluate_function: "
 _UPDATE = "Optimizer.step"
 
 
-class ModuleRanges:
+class ModuleRanges(ModuleHooks):
     """Wraps each module's forward of `model` in a profiler range named after its module path
     (forward hooks), so every op torch.profiler records sits inside the ranges of the modules that
     ran it; a context manager."""
 
     def __init__(self, model):
-        self.paths = {mod: name for name, mod in model.named_modules()}
-        self.hooks, self.open = [], []
-
-    def __enter__(self) -> "ModuleRanges":
-        for mod in self.paths:
-            self.hooks.append(mod.register_forward_pre_hook(self._pre))
-            self.hooks.append(mod.register_forward_hook(self._post))
-        return self
+        super().__init__(model)
+        self.open = []
 
     def __exit__(self, *exc) -> None:
-        for h in self.hooks:
-            h.remove()
-        self.hooks.clear()
+        super().__exit__(*exc)
         while self.open:
             self.open.pop().__exit__(None, None, None)
 

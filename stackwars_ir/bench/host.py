@@ -296,19 +296,15 @@ class ModuleHost:
         return cls(d["path"], d["seconds"], tuple(d.get("per_run", ())), d.get("phase", ""))
 
 
-class ModuleClock:
-    """Forward hooks on every module of `model` that clock the host's self time in each (the time
-    between its forward's start and end, less its children's): the forward's Python, dispatch and,
-    under torch_xla, its lazy tracing, module by module. The top module's self time is the glue
-    between its children (the model's own forward code)."""
+class ModuleHooks:
+    """A forward pre-hook and hook (`_pre`, `_post`, defined by a subclass) on every module of
+    `model` while entered; `paths` maps each module to its path."""
 
     def __init__(self, model):
         self.paths = {mod: name for name, mod in model.named_modules()}
-        self.stack: list = []  # [path, start, children's time]
-        self.seconds: dict = {}
         self.hooks: list = []
 
-    def __enter__(self) -> "ModuleClock":
+    def __enter__(self):
         for mod in self.paths:
             self.hooks.append(mod.register_forward_pre_hook(self._pre))
             self.hooks.append(mod.register_forward_hook(self._post))
@@ -318,6 +314,18 @@ class ModuleClock:
         for h in self.hooks:
             h.remove()
         self.hooks.clear()
+
+
+class ModuleClock(ModuleHooks):
+    """Forward hooks on every module of `model` that clock the host's self time in each (the time
+    between its forward's start and end, less its children's): the forward's Python, dispatch and,
+    under torch_xla, its lazy tracing, module by module. The top module's self time is the glue
+    between its children (the model's own forward code)."""
+
+    def __init__(self, model):
+        super().__init__(model)
+        self.stack: list = []  # [path, start, children's time]
+        self.seconds: dict = {}
 
     def _pre(self, mod, args):
         self.stack.append([self.paths[mod], time.perf_counter(), 0.0])

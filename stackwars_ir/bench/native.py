@@ -332,10 +332,7 @@ def _torch_xla(adapter, req, model, weights, inputs, backend):
     import torch_xla
     import torch_xla.core.xla_model as xm
 
-    dev = torch_xla.device()
-    m = copy.deepcopy(model).to(dev)
-    xs = [torch.from_numpy(v).to(dev) for v in inputs.values()]
-    torch_xla.sync()  # the inputs' transfers are not part of the first run
+    m, xs = _on_xla(model, inputs)
 
     def run(clock=UNMARKED):
         # The output stays alive through the sync: a lazy graph with no live output is never
@@ -353,6 +350,19 @@ def _torch_xla(adapter, req, model, weights, inputs, backend):
     return "torch_xla lazy tensors", "torch_xla lazy", run, _xla_counters, _nothing
 
 
+def _on_xla(model, inputs):
+    """A copy of `model` and the inputs placed on torch_xla's device, their transfers done (not part
+    of the first run)."""
+    import torch
+    import torch_xla
+
+    dev = torch_xla.device()
+    m = copy.deepcopy(model).to(dev)
+    xs = [torch.from_numpy(v).to(dev) for v in inputs.values()]
+    torch_xla.sync()
+    return m, xs
+
+
 def _dynamo_xla(adapter, req, model, weights, inputs, backend):
     """torch_xla through dynamo: `torch.compile(model, backend="openxla")`. Dynamo traces the forward
     once, torch_xla lowers and compiles its graph, and each call runs it without tracing the model
@@ -365,10 +375,8 @@ def _dynamo_xla(adapter, req, model, weights, inputs, backend):
     import torch_xla.core.xla_model as xm
 
     torch._dynamo.reset()  # first is first: nothing this process compiled before is reused
-    dev = torch_xla.device()
-    compiled = torch.compile(copy.deepcopy(model).to(dev), backend="openxla")
-    xs = [torch.from_numpy(v).to(dev) for v in inputs.values()]
-    torch_xla.sync()
+    m, xs = _on_xla(model, inputs)
+    compiled = torch.compile(m, backend="openxla")
 
     def run(clock=UNMARKED):
         with torch.no_grad():
