@@ -4,8 +4,8 @@ Issue 27 asked whether one isolation mechanism could serve both parse and bench 
 times the same files three ways, alternating, in one run:
   pool      ir.load(files): the parser's workers (one per core, a file per request, RLIMIT_AS, marshal)
   pool x1   ir.load(files, jobs=1): the same mechanism with one worker (parallelism taken out)
-  bench     bench.worker.Isolated: one worker, a pickled job per file, its resident memory polled every
-            0.2 s (the child parses with the same ir.parse code, so only the mechanism differs)
+  bench     isolate.Isolated (bench's worker): one worker, a pickled task per file, its resident memory
+            polled every 0.2 s (the task is the parse worker's own handler, so only the mechanism differs)
 Each timing starts its workers afresh, as a command does.
 Usage: .venv/bin/python benchmarks/worker_isolation.py [--files N] [--rounds R]
 """
@@ -13,26 +13,12 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import sys
 import time
 from pathlib import Path
 
 from _common import ROOT
 
 CORPUS = ROOT.parent / "shared" / "corpus" / "stablehlo-testdata"
-
-# The bench worker, taught one more job kind in its own process only: "parse" runs the parse worker's
-# handler on the file (the same code the pool runs), so the two differ by mechanism alone.
-BOOT = """
-import sys
-sys.path[:] = {path!r}
-from stackwars_ir.bench import worker
-from stackwars_ir.ir.worker import handle
-run = worker._run
-worker._run = lambda job: handle((job.paths[0], 0, 1, None)) if job.kind == "parse" else run(job)
-worker.main()
-"""
-
 
 def files(n: int) -> list[Path]:
     goldens = sorted((ROOT / "captures").rglob("*.mlir"))
@@ -49,20 +35,12 @@ def pool(paths, jobs=None) -> float:
 
 
 def bench_worker(paths) -> float:
-    from stackwars_ir.bench import worker
-
-    class ParseWorker(worker.Isolated):
-        def _start(self):
-            import os
-            import subprocess
-
-            boot = BOOT.format(path=[p for p in sys.path if p])
-            return subprocess.Popen([sys.executable, "-c", boot], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                    env=dict(os.environ))
+    from stackwars_ir.ir.worker import handle
+    from stackwars_ir.isolate import Isolated, Task
 
     t0 = time.perf_counter()
-    with ParseWorker(3 << 30) as w:
-        replies = [w.run(worker.Job("parse", (str(p),)), 60) for p in paths]
+    with Isolated(3 << 30, stack=None) as w:
+        replies = [w.run(Task(handle, ((str(p), 0, 1, None),), str(p)), 60) for p in paths]
     elapsed = time.perf_counter() - t0
     assert all(isinstance(r, tuple) and r[0] in ("ok", "error") for r in replies), replies[:3]
     return elapsed

@@ -77,13 +77,13 @@ def capture_cmd(model, batch, seed, attn, force, stack, out_dir, **options):
     """
     import dataclasses
 
+    from .capture import run
     from .stacks import find
-    from .sweep.regress import capture_in_stack
 
     req = request(model, options, batch=batch, seed=seed, attn=attn)
     dataclasses.replace(req, abstract=True).validated()  # the cheap checks before any framework loads
     req.frameworks()  # a JAX capture of an adapter without a twin: refused before the model is sized
-    result = capture_in_stack(fitted_request(req), out_dir, find(stack) if stack else None, force=force)
+    result = run(fitted_request(req), out_dir, force=force, stack=find(stack) if stack else None)
     for line in [p.line() for p in result.parity] + list(result.skipped):
         click.echo(line)
     for line in result.warnings:
@@ -238,7 +238,7 @@ def bench_cmd(targets, batches, baselines, backend, target, timeout, max_memory,
     """
     from .bench.run import bench_files, estimate_files
     from .bench.timing import SAMPLING_ENV, sampling_setting
-    from .bench.worker import max_memory as max_memory_of
+    from .isolate import max_memory as max_memory_of
     from .report.text import bench_text
     from .sweep import bench_model, estimate_model
     from .workload import batch_list
@@ -294,7 +294,7 @@ def memory_cmd(targets, target, budget, measure, batches, timeout, max_memory, j
     (the others are still planned); 130: interrupted.
     """
     from .bench.memory import budgets as parse_budgets, plan_files
-    from .bench.worker import max_memory as max_memory_of
+    from .isolate import max_memory as max_memory_of
     from .files import write_atomic
     from .report.markdown import memory_markdown
     from .report.text import memory_text

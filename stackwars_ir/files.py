@@ -295,7 +295,7 @@ _STAGED: dict = {}  # capture path -> .npz of its values built by a parent proce
 
 
 def stage_values(staged: dict) -> None:
-    """In a stack's worker: the values the parent built for these captures (bench.worker.staged_values), read
+    """In a stack's worker: the values the parent built for these captures (bench.staging.staged_values), read
     by read_values before the capture's own."""
     _STAGED.update({str(k): v for k, v in staged.items()})
 

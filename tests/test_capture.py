@@ -176,7 +176,7 @@ def test_an_argument_without_a_value_is_one_line_not_a_traceback():
 
 
 def test_a_capture_that_differs_from_eager_is_written_for_inspection_and_exits_1(monkeypatch, cli, tmp_path):
-    import stackwars_ir.capture as capture
+    import stackwars_ir.capture.pipeline as capture
 
     real = capture.prepare
 

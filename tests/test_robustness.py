@@ -165,7 +165,7 @@ def _running(pid: int) -> bool:
         return False
 
 
-@pytest.mark.parametrize("worker", ["stackwars_ir.bench.worker", "stackwars_ir.ir.worker"])
+@pytest.mark.parametrize("worker", ["stackwars_ir.isolate", "stackwars_ir.ir.worker"])
 def test_a_worker_ends_when_the_process_that_started_it_is_killed(worker):
     """A bench or parse worker whose caller is killed outright ends too, though no EOF reaches it
     (here this test holds its stdin open, as a busy worker never reads it): a killed sweep's bench

@@ -282,7 +282,7 @@ def _warm_one(path, text, module, rt, sidecar, timeout, how, seed) -> _Warmed | 
     label = str(path)
     try:
         arrays, origin, reference = signature_arguments(module, sidecar, np.random.default_rng(seed))
-        from .worker import started
+        from ..isolate import started
 
         started()  # in a bench worker: the time limit of the compile and runs starts now
         deadline = time.monotonic() + timeout if timeout else None  # the budget covers the compile too

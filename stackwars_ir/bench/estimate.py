@@ -42,7 +42,7 @@ def estimate_file(path: Path, target: str):
     from ..ir import load
     from . import Executable
     from .memory import Compiler
-    from .worker import started
+    from ..isolate import started
 
     (result,) = load([path])
     if not result.ok:

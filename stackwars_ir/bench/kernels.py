@@ -218,7 +218,7 @@ def compile_kernels(path: Path, backend: str = "cpu") -> Kernels:
     from ..errors import StackwarsError
     from ..ir import load
     from ..runtime import runtime
-    from .worker import started
+    from ..isolate import started
 
     (result,) = load([path])
     if not result.ok:
@@ -241,8 +241,7 @@ def compile_kernels(path: Path, backend: str = "cpu") -> Kernels:
 def kernels_of_files(paths, backend: str = "cpu", timeout: float | None = 300, max_memory: int | None = None,
                      progress=None) -> list[Kernels]:
     """Kernels of each file, each compiled in a bench worker (killed past its time or memory limit)."""
-    from .worker import Isolated, Job, default_max_memory
-
+    from ..isolate import Isolated, Task, default_max_memory, row
     from .memory import most_partitions
 
     out = []
@@ -250,7 +249,8 @@ def kernels_of_files(paths, backend: str = "cpu", timeout: float | None = 300, m
         for p in paths:
             if progress:
                 progress(f"{p}: compiling for {backend} (nothing runs) to count its kernels ...")
-            out.append(worker.run(Job("kernels", (str(p),), backend), timeout))
+            out.append(worker.run(Task(compile_kernels, (Path(p), backend), str(p), row(Kernels, str(p), backend)),
+                                  timeout))
     return out
 
 

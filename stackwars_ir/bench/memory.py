@@ -273,7 +273,7 @@ def plan_text(path: Path, text, compiler: Compiler, measure: bool = False, sidec
     n = partitions(text)
     t0 = time.perf_counter()
     try:
-        from .worker import started
+        from ..isolate import started
 
         started()
         t0 = time.perf_counter()
@@ -432,16 +432,20 @@ def plan_files(paths, target: str = "cpu", budgets_=(), measure: bool = False, m
                timeout: float | None = None, progress=None) -> MemoryReport:
     """Every file compiled for `target` in a worker killed past its time or memory limit; the
     others are still planned."""
+    from ..isolate import Isolated, Task, row
+    from ..workload import keep_prepared
     from . import machine
-    from .worker import Isolated, Job
+    from .staging import staged_values
 
     check_target(target, measure)
     plans = []
-    with Isolated(max_memory, most_partitions(paths) if target == "cpu" else 1) as worker:
+    with Isolated(max_memory, most_partitions(paths) if target == "cpu" else 1, stager=staged_values) as worker:
         for path in paths:
             if progress:
                 progress(f"{path}: compiling for {target} ...")
-            plans.append(worker.run(Job("memory", (str(path),), target, measure=measure), timeout))
+            task = Task(plan_file, (Path(path), target, measure), str(path), row(MemoryPlan, str(path), target),
+                        keep_prepared, stage=(str(path),))
+            plans.append(worker.run(task, timeout))
     return MemoryReport(target, tuple(plans), tuple(budgets_), machine(), target_versions(target))
 
 

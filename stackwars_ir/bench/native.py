@@ -85,6 +85,11 @@ def _as_captured(fn, req):
 TRAIN_REFERENCE = "PyTorch eager's first training step on the CPU (its loss), same weights and batch"
 
 
+def run_baseline(req, name: str, deadline_s: float | None, backend: str = "cpu") -> Executable:
+    """Native runtime `name`'s row for `req` (a worker's task: bench.run.bench_baselines)."""
+    return run_baselines(req, (name,), deadline_s, backend)[0]
+
+
 def run_baselines(req, which, deadline_s: float | None, backend: str = "cpu") -> list[Executable]:
     from ..workload import prepare
 
@@ -131,7 +136,7 @@ def run_baselines(req, which, deadline_s: float | None, backend: str = "cpu") ->
             out.append(_failed(name, explain(models.entry(req.model), e)))  # the adapter's line, if it raised
             continue
         try:
-            from .worker import started
+            from ..isolate import started
 
             started()  # in a bench worker: the time limit of the compile and runs starts now
             checker = Checker(label, reference, backend, what)

@@ -360,7 +360,7 @@ def block_times_from(report, result, bench_path):
     """The diff result (diff.DiffReport's) with each block's profiled time on both sides, from a
     `bench A B --profile --json` file whose rows timed these two files (matched by sha256)."""
     from ..files import read_result
-    from .run import BenchReport
+    from .result import BenchReport
 
     return block_times(report, result, read_result(bench_path, "bench", BenchReport.from_json), bench_path)
 

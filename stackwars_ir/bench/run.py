@@ -1,45 +1,11 @@
 """Bench runs: StableHLO files timed in a worker, and a request's native runtimes beside them."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import functools
 from pathlib import Path
 
-from . import BENCH_FORMAT, Executable, machine, peaks, time_module
-
-
-@dataclass(frozen=True)
-class BenchReport:
-    """Executables per batch size, the measured peaks and the machine; rendered as text and JSON."""
-
-    backend: str
-    rows: tuple  # (batch or None, Executable)
-    peaks: dict = field(default_factory=dict)
-    machine: dict = field(default_factory=dict)
-    crossover: str | None = None
-
-    @property
-    def failed(self) -> list:
-        return [e for _, e in self.rows if not e.ok]
-
-    @property
-    def verdicts(self) -> list:
-        from .compare import verdicts
-
-        return verdicts(self.rows)
-
-    def as_json(self) -> dict:
-        return {"format": BENCH_FORMAT, "backend": self.backend, "machine": self.machine, "peaks": self.peaks,
-                "results": [dict(e.as_json(self.peaks), batch=b) for b, e in self.rows],
-                "verdicts": [v.as_json() for v in self.verdicts], "crossover": self.crossover}
-
-    @classmethod
-    def from_json(cls, d: dict) -> "BenchReport":
-        """A `bench --json` file's report; the verdicts are computed again from the rows' samples (the
-        same bootstrap, seeded: the same verdicts)."""
-        if d.get("format", BENCH_FORMAT) != BENCH_FORMAT:
-            raise ValueError(f"format {d.get('format')!r}, this version reads {BENCH_FORMAT}")
-        return cls(d["backend"], tuple((r.get("batch"), Executable.from_json(r)) for r in d["results"]),
-                   d.get("peaks") or {}, d.get("machine") or {}, d.get("crossover"))
+from . import Executable, machine, peaks, time_module
+from .result import BenchReport
 
 
 def bench_one(path: Path, backend: str | None, timeout: float | None) -> Executable:
@@ -91,8 +57,9 @@ def bench_files(paths, backend: str | None = None, timeout: float | None = None,
     memory limit (2 x timeout + a grace; max_memory bytes resident); the others still run."""
     from ..files import sidecar_of
     from ..ir import load
+    from ..isolate import Isolated
     from ..runtime import runtime
-    from .worker import Isolated, Job
+    from .staging import staged_values
 
     rt = runtime(backend)
     rows, batches, todo = [], {}, []
@@ -107,16 +74,16 @@ def bench_files(paths, backend: str | None = None, timeout: float | None = None,
     timed = {}
     from .memory import most_partitions
 
-    with Isolated(max_memory, most_partitions(todo) if rt.platform == "cpu" else 1) as worker:
+    with Isolated(max_memory, most_partitions(todo) if rt.platform == "cpu" else 1, stager=staged_values) as worker:
         if len(todo) > 1:  # one worker, their steady-state runs taking turns
-            group = _timed(worker, Job("files", tuple(todo), rt.platform, timeout), timeout * len(todo) if timeout
+            group = _timed(worker, group_task(todo, rt.platform, timeout), timeout * len(todo) if timeout
                            else None, progress)
             if isinstance(group, list) and not (all(not e.ok for e in group) and len({e.error for e in group}) == 1):
                 timed = {e.label: e for e in group}
             # else the worker was stopped (time, memory) or died: each file alone, to name the one at fault
         for path in todo:
             if path not in timed:
-                timed[path] = _timed(worker, Job("file", (path,), rt.platform, timeout), timeout, progress)
+                timed[path] = _timed(worker, file_task(path, rt.platform, timeout), timeout, progress)
     rows = [r if isinstance(r, tuple) else (batches[r], timed[r]) for r in rows]
     measured = with_peaks and any(e.ok for _, e in rows)  # no roofline to draw when nothing ran
     if measured and progress:
@@ -129,8 +96,8 @@ def estimate_files(paths, target: str, timeout: float | None = None, max_memory:
     """Every file compiled for a TPU generation that is not here (libtpu, compile-only) in a bench
     worker, each kernel's time estimated from the compiler's cost model (bench.estimate): a report
     of estimates, not measurements, that `diff --bench` splits by block as it does a profile."""
-    from .estimate import check_chip
-    from .worker import Isolated, Job
+    from ..isolate import Isolated, Task, row
+    from .estimate import check_chip, estimate_file
 
     check_chip(target)
     with Isolated(max_memory) as worker:
@@ -138,18 +105,43 @@ def estimate_files(paths, target: str, timeout: float | None = None, max_memory:
         for path in paths:
             if progress:
                 progress(f"{path}: compiling for {target} (libtpu, compile-only) to read its cost model ...")
-            rows.append((None, worker.run(Job("estimate", (str(path),), target, timeout), timeout)))
+            task = Task(estimate_file, (Path(path), target), str(path), row(Executable, str(path), "stablehlo", None, None))
+            rows.append((None, worker.run(task, timeout)))
     return BenchReport(target, tuple(rows), {}, machine())
 
 
-def _timed(worker, job, timeout, progress) -> Executable:
+def file_task(path, platform: str, timeout: float | None):
+    """The worker's task that times one file (bench_one)."""
+    from ..isolate import Task, row
+    from ..workload import keep_prepared
+
+    return Task(bench_one, (Path(path), platform, timeout), str(path), row(Executable, str(path), "stablehlo", None, None),
+                keep_prepared, stage=(str(path),))
+
+
+def group_task(paths, platform: str, timeout: float | None):
+    """The worker's task that times files side by side, their steady-state runs taking turns (bench_group)."""
+    from ..isolate import Task
+    from ..workload import keep_prepared
+
+    paths = tuple(str(p) for p in paths)
+    return Task(bench_group, ([Path(p) for p in paths], platform, timeout), f"{len(paths)} files, interleaved",
+                functools.partial(_failed_group, paths), keep_prepared, stage=paths)
+
+
+def _failed_group(paths, message: str) -> list[Executable]:
+    """Each file's row, with the one error that stopped them all."""
+    return [Executable(path, "stablehlo", None, None, error=message) for path in paths]
+
+
+def _timed(worker, task, timeout, progress) -> Executable:
     import time
 
-    label = f"{len(job.paths)} files, interleaved" if job.kind == "files" else job.label
+    label = task.label
     if progress:
         progress(f"{label}: compiling and timing ...")
     t0 = time.perf_counter()
-    row = worker.run(job, timeout)
+    row = worker.run(task, timeout)
     if progress:
         ok = all(r.ok for r in row) if isinstance(row, list) else row.ok
         progress(f"{label}: {'done' if ok else 'failed'} in {time.perf_counter() - t0:.1f} s")
@@ -164,12 +156,15 @@ def bench_baselines(req, baselines, backend: str | None = None, timeout: float |
                     max_memory: int | None = None, progress=None) -> list[Executable]:
     """The request's native runtimes (jax, eager, ...: bench.native), timed in one worker, so the
     weights are built once."""
+    from ..isolate import Isolated, Task, row
     from ..runtime import runtime
-    from .worker import Isolated, Job
+    from ..workload import keep_prepared
+    from .native import run_baseline
 
     platform = runtime(backend).platform
     with Isolated(max_memory) as worker:
-        rows = [_timed(worker, Job("baseline", (), platform, timeout, req, name), timeout, progress)
+        rows = [_timed(worker, Task(run_baseline, (req, name, timeout, platform), name,
+                                    row(Executable, name, name, None, None), keep_prepared), timeout, progress)
                 for name in baselines]
     return [_with_profile(row, req, name, platform, timeout, max_memory, progress)
             for row, name in zip(rows, baselines)]
@@ -181,16 +176,18 @@ def _with_profile(row, req, name, platform, timeout, max_memory, progress):
     import dataclasses
 
     from ..errors import BenchError
-    from .native import PROFILED
+    from ..isolate import Isolated, Task
+    from ..workload import keep_prepared
+    from .native import PROFILED, profile_baseline
     from .timing import Sampling
-    from .worker import Isolated, Job
 
     if not row.ok or not Sampling.of().profile or (name, req.step) not in PROFILED:
         return row
     if progress:
         progress(f"{row.name}: profiling {Sampling.of().profile} steady runs under its runtime's profiler ...")
     with Isolated(max_memory) as worker:
-        got = worker.run(Job("profile", (), platform, timeout, req, name), timeout)
+        got = worker.run(Task(profile_baseline, (req, name, Sampling.of().profile, platform), name, BenchError,
+                              keep_prepared), timeout)
     if isinstance(got, BenchError):
         return dataclasses.replace(row, error=f"{row.name}: --profile: {got}")
     return dataclasses.replace(row, profile=dataclasses.replace(got, steady_s=row.timing.steady))

@@ -48,6 +48,21 @@ def abstract_parts(req, adapter, model) -> tuple:
         frozenset(k for k, _ in model.named_parameters())
 
 
+def stack_abstract_jax(req, *parts):
+    """A stack's worker's task: abstract_jax from abstract_parts' plain values, its time limit started
+    once they are here."""
+    from ..isolate import started
+
+    started()
+    return abstract_jax(req, *parts, _quiet)
+
+
+def _quiet(what: str):
+    from ..progress import Stages
+
+    return Stages(what, show=False)
+
+
 def abstract_jax(req, specs, inputs, buffers, trainable, stages_for) -> Capture:
     """The JAX twin's forward or training step lowered from shapes (this process's jax: a stack's
     worker calls this with its parent's abstract_parts)."""

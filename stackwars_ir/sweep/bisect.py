@@ -167,9 +167,9 @@ def bisect_model(req, good: str, bad: str, metric: str, out_dir: Path, *, availa
         return find(name)
 
     def probe(v: str):
-        from .regress import capture_in_stack
+        from ..capture import run
 
-        made = capture_in_stack(req, Path(out_dir) / f"jax-{v}", stack_of(v), force=True, show=show)
+        made = run(req, Path(out_dir) / f"jax-{v}", force=True, show=show, stack=stack_of(v))
         path = next(p for p in made.files if p.suffix == ".mlir")
         files[v] = path
         value = measure(path, stack_of(v), metric, progress)

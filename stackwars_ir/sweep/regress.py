@@ -225,9 +225,10 @@ def _timed_pair(side_a, side_b, progress) -> tuple:
     stack, interleaved run by run as `bench A B` runs them; otherwise the two stacks cannot share one
     process, and their workers take turns (measured: op-identical programs then read 0.99-1.24x apart
     on a 2-core machine, docs/stacks.md). Returns (A's Executable, B's, each round's steady medians (A, B))."""
+    from ..bench.run import file_task, group_task
+    from ..bench.staging import staged_values
     from ..bench.timing import profiled_runs
-    from ..bench.worker import Isolated, Job, default_max_memory
-    from ..stacks import using
+    from ..isolate import Isolated, default_max_memory
 
     got, together = [[], []], same_xla(side_a[1], side_b[1])
     with profiled_runs(10):
@@ -237,8 +238,8 @@ def _timed_pair(side_a, side_b, progress) -> tuple:
                 paths = [side_a[0], side_b[0]]
                 if progress:
                     progress(f"{paths[0]} and {paths[1]}: timing together, round {r + 1} of {ROUNDS} ...")
-                with using(side_a[1]), Isolated(default_max_memory()) as worker:
-                    rows = worker.run(Job("files", tuple(str(paths[i]) for i in order), "cpu"), None)
+                with Isolated(default_max_memory(), stack=side_a[1], stager=staged_values) as worker:
+                    rows = worker.run(group_task([paths[i] for i in order], "cpu", None), None)
                 for i, row in zip(order, rows):
                     got[i].append(row)
                 continue
@@ -246,8 +247,8 @@ def _timed_pair(side_a, side_b, progress) -> tuple:
                 path, stack = side_a if i == 0 else side_b
                 if progress:
                     progress(f"{path}: timing, round {r + 1} of {ROUNDS} ...")
-                with using(stack), Isolated(default_max_memory()) as worker:
-                    got[i].append(worker.run(Job("file", (str(path),), "cpu"), None))
+                with Isolated(default_max_memory(), stack=stack, stager=staged_values) as worker:
+                    got[i].append(worker.run(file_task(path, "cpu", None), None))
     return _pooled(got[0]), _pooled(got[1]), tuple(
         (a.timing.steady, b.timing.steady) for a, b in zip(*got) if a.ok and b.ok)
 
@@ -337,36 +338,14 @@ def _judged(r: Regression) -> Regression:
     return dataclasses.replace(r, breaches=tuple(breaches))
 
 
-def in_stack(req, stack: Stack, kind: str, data):
-    """What a bench worker of `stack`'s environment makes of `req` (capture.run's `elsewhere`): kind
-    "capture" -> [(Capture, Parity)] for each side the request names, "capture_abstract" -> Capture."""
-    from ..bench.worker import Isolated, Job
-    from ..stacks import using
-
-    sides = "jax" if req.framework == "jax" else " + ".join(req.stems(req.frameworks()))
-    with using(stack), Isolated(None) as worker:
-        got = worker.run(Job(kind, request=req, name=f"{req.model}-{req.size} {sides} (stack {stack.name})",
-                             data=data), None)
-    if isinstance(got, Exception):
-        raise got
-    return got
-
-
-def capture_in_stack(req, out_dir: Path, stack: Stack | None, *, force: bool = False, show=None):
-    """capture.run, its sides made by `stack`'s packages (None or the lock: this process's)."""
-    from ..capture import run
-
-    if stack is None or stack.is_lock:
-        return run(req, out_dir, force=force, show=show)
-    return run(req, out_dir, force=force, show=show, stack=stack, elsewhere=in_stack)
-
-
 def regress_model(req, stack_a: Stack, stack_b: Stack, out_dir: Path, thresholds: Thresholds = Thresholds(), *,
                   timing: bool = True, progress=None, show=None) -> Regression:
     """Capture `req` (one side: JAX's, or one PyTorch exporter's) under both stacks into out_dir/STACK/,
     then regress_files."""
+    from ..capture import run
+
     paths = []
     for s in (stack_a, stack_b):  # captured anew each time: a stack may have been made again since
-        made = capture_in_stack(req, Path(out_dir) / s.name, s, force=True, show=show)
+        made = run(req, Path(out_dir) / s.name, force=True, show=show, stack=s)
         paths.append(next(p for p in made.files if p.suffix == ".mlir"))
     return regress_files(paths[0], paths[1], stack_a, stack_b, thresholds, timing=timing, progress=progress)
