@@ -56,7 +56,7 @@ def profiled_gaps(a, benches: dict, train_benches: dict) -> None:
     """Section 10: per model, JAX's StableHLO against each PyTorch route's on one XLA runtime, split
     by block from each kernel's profiled time; then torch_xla's own XLA build against jaxlib's on
     the same captured training step."""
-    from stackwars_ir.bench.profile import block_times
+    from stackwars_ir.bench.attach import block_times
     from stackwars_ir.diff import diff_files, with_times
     from stackwars_ir.diff.result import time_gap
     from stackwars_ir.errors import StackwarsError
@@ -176,7 +176,7 @@ def tpu_estimates(a) -> None:
 
     from stackwars_ir import models
     from stackwars_ir.bench.estimate import CHIPS
-    from stackwars_ir.bench.profile import block_times
+    from stackwars_ir.bench.attach import block_times
     from stackwars_ir.diff import diff_files
     from stackwars_ir.diff.result import time_gap
 

@@ -164,7 +164,7 @@ def diff_cmd(file_a, file_b, json_path, md_path, html_path, mode, excerpts, ops,
     import json
 
     from .bench.kernels import block_kernels
-    from .bench.profile import block_times_from
+    from .bench.attach import block_times_from
     from .diff import diff_files
     from .report import diff_json, write_outputs
     from .report.explorer import check_target, write_explorer

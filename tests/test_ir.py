@@ -159,7 +159,7 @@ def test_a_module_walked_in_parts_is_the_whole_module(corpus):
 
 
 def test_load_shares_a_big_file_between_workers(monkeypatch):
-    import stackwars_ir.ir as ir_pkg
+    import stackwars_ir.ir.pool as ir_pkg
 
     path = golden("gpt2", "torch-torchax")
     with Parser() as parser:
@@ -283,7 +283,7 @@ def test_a_crashing_parser_does_not_take_the_caller_down(monkeypatch, tmp_path):
 def test_the_worker_runs_this_stackwars_ir_whatever_the_working_directory(monkeypatch, tmp_path):
     """A stackwars_ir folder in the working directory (another checkout) must not be imported
     by the parse worker in place of the caller's own code."""
-    import stackwars_ir.ir as ir_pkg
+    import stackwars_ir.ir.pool as ir_pkg
 
     decoy = tmp_path / "stackwars_ir"
     decoy.mkdir()

@@ -115,7 +115,7 @@ def test_the_report_shows_time_by_block_from_a_profiled_bench_and_from_a_saved_d
 
 
 def test_model_explorer_overlays_carry_each_blocks_time_and_gap(tmp_path, profiled):
-    from stackwars_ir.bench.profile import block_times_from
+    from stackwars_ir.bench.attach import block_times_from
     from stackwars_ir.diff import diff_files
     from stackwars_ir.report.explorer import explorer_graphs, write_explorer
 

@@ -187,7 +187,7 @@ def test_a_scanned_programs_kernels_and_time_go_to_its_layers(made, tmp_path):
     from click.testing import CliRunner
 
     from stackwars_ir.bench.kernels import block_kernels, kernels_of_files
-    from stackwars_ir.bench.profile import block_times_from
+    from stackwars_ir.bench.attach import block_times_from
     from stackwars_ir.cli import main
     from stackwars_ir.diff import diff_files
 

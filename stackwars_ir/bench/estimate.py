@@ -40,7 +40,7 @@ def estimate_file(path: Path, target: str):
 
     from ..errors import StackwarsError
     from ..ir import load
-    from . import Executable
+    from .executable import Executable
     from .memory import Compiler
     from ..isolate import started
 

@@ -1,7 +1,6 @@
 """Host phases of a native runtime's steady step: where each step's wall time goes, from the runtime's own clocks."""
 from __future__ import annotations
 
-import statistics
 import time
 from dataclasses import dataclass, field
 from typing import Callable

@@ -6,6 +6,7 @@ from pathlib import Path
 
 from ..errors import BenchError, StackwarsError
 from ..targets import TABLE, TPUS
+from .executable import RESIDENT_METHOD
 
 # Nominal memory of the devices users ask about, in GiB (2^30 bytes) as their vendors count it; a
 # runtime reserves some of it (CUDA context, TPU runtime), so a plan within a few percent of a
@@ -320,7 +321,7 @@ def measure_run(exe, compiler: Compiler, module, sidecar) -> Measured:
     run's own (its temporaries and outputs), the arguments being placed before the reset."""
     import numpy as np
 
-    from . import signature_arguments
+    from .arguments import signature_arguments
 
     check_target(compiler.target, measure=True)
     arrays, _, _ = signature_arguments(module, sidecar, np.random.default_rng(0))
@@ -340,9 +341,7 @@ class ResidentWindow:
     executable (compile, arguments placed, every run) and a native baseline (its own copy of the weights
     and state built, compile, every run), so the two say how much the runtime adds to the IR's plan."""
 
-    METHOD = ("growth of the process's peak resident set over the row (compile, the row's own weights and "
-              "state placed, every run), against the resident set before it; the allocator as a user's "
-              "process has it")
+    METHOD = RESIDENT_METHOD
 
     def __init__(self, fresh_blocks: bool = False):
         # fresh_blocks: glibc maps every block of 128 KiB or more anew for the rest of this process, so
@@ -434,7 +433,7 @@ def plan_files(paths, target: str = "cpu", budgets_=(), measure: bool = False, m
     others are still planned."""
     from ..isolate import Isolated, Task, row
     from ..workload import keep_prepared
-    from . import machine
+    from .executable import machine
     from .staging import staged_values
 
     check_target(target, measure)

@@ -23,7 +23,7 @@ import numpy as np
 
 from ..errors import StackwarsError
 from ..routes import TORCHAX
-from . import Executable
+from .executable import Executable
 from .host import (UNMARKED, Clock, dynamo_xla_meter, jax_meter, one_run, phases_of, timer_meter, torch_meter,
                    xla_meter)
 from .proof import Checker

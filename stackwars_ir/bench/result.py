@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from . import BENCH_FORMAT, Executable
+from .executable import BENCH_FORMAT, Executable
 
 
 @dataclass(frozen=True)

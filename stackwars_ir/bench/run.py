@@ -4,7 +4,8 @@ from __future__ import annotations
 import functools
 from pathlib import Path
 
-from . import Executable, machine, peaks, time_module
+from .executable import Executable, machine
+from .timed import peaks, time_module
 from .result import BenchReport
 
 
@@ -35,7 +36,7 @@ def bench_group(paths, backend: str | None, timeout: float | None) -> list[Execu
     from ..files import sidecar_of
     from ..ir import load
     from ..runtime import runtime
-    from . import time_modules
+    from .timed import time_modules
 
     items, digests = [], []
     for result, path in zip(load(paths), paths):

@@ -10,7 +10,7 @@ def staged_values(paths, folder: Path) -> tuple:
     (files.stage_values reads them there)."""
     from stackwars_ir import models
 
-    from . import sidecar_arguments
+    from .arguments import sidecar_arguments
     from ..files import sidecar_of, values_bytes
     from ..ir import load
 

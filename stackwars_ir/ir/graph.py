@@ -1,7 +1,7 @@
 """The op graph: a networkx MultiDiGraph of ops with def-use edges carrying shape and dtype."""
 from __future__ import annotations
 
-from . import no_gc
+from .pool import no_gc
 from .model import Module
 
 

@@ -63,7 +63,7 @@ def stats_files(paths) -> StatsReport:
     """Parse every file (in workers, under the parse limits) and take each module's stats, naming
     arguments from a capture's sidecar."""
     from ..files import argument_names
-    from . import load
+    from .pool import load
 
     results = load(paths)
     return StatsReport(len(results), tuple(module_stats(m, arg_names=argument_names(r.path))

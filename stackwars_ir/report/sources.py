@@ -87,7 +87,7 @@ def report_of(files, from_path, bench_path, memory_path, mode: str, kernels: boo
             from ..bench.kernels import block_kernels
 
             result = block_kernels(report, result, files, progress)
-        from ..bench.profile import block_times, profiled
+        from ..bench.attach import block_times, profiled
 
         if bench is not None and profiled(bench, result):  # a bench --profile of these files: time by block
             result = block_times(report, result, bench, bench_path)

@@ -183,7 +183,7 @@ def captures_dir(root: Path) -> Path:
 
 def capture_files(job: Job, root: Path, progress=None) -> list[Path]:
     """The capture files `job` reads (captured now unless the same request is on disk: sweep.captured)."""
-    from . import captured
+    from .model_runs import captured
 
     reqs = [job.request] + ([job.against] if job.against is not None else [])
     return [f for r in reqs for f in captured(r, captures_dir(root), sweep=True, progress=progress)]
@@ -226,7 +226,7 @@ def _bench(job: Job, files: list, root: Path, progress):
         from ..bench.run import bench_files
 
         return bench_files(files, job.target, job.timeout, with_peaks=False, progress=progress)
-    from . import bench_model
+    from .model_runs import bench_model
 
     return bench_model(job.request, batches=(job.request.batch,), baselines=job.baselines,
                        out_dir=captures_dir(root), backend=job.target, timeout=job.timeout, show=False,

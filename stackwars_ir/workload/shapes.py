@@ -6,7 +6,8 @@ import dataclasses
 
 from ..errors import StackwarsError
 from ..routes import WEIGHTLESS, weightless
-from . import EXPORTERS, Request
+from ..routes import EXPORTERS
+from .request import Request
 
 
 def meta_model(req):

@@ -153,7 +153,7 @@ def float64_gradients(model, loss: str, inputs: dict, trainable: dict) -> tuple[
     measure of float32's own rounding in a step), or why there are none."""
     import torch
 
-    from . import as_float64, float64_copy
+    from .values import as_float64, float64_copy
 
     m64, why = float64_copy(model)
     if m64 is None:
@@ -255,7 +255,7 @@ def jax_step(adapter, size: str, state: TrainState, weights: dict | None = None)
     import jax.numpy as jnp
     from flax import nnx
 
-    from . import jax_inputs, leaf_name
+    from .values import jax_inputs, leaf_name
 
     abstract = any(isinstance(v, jax.ShapeDtypeStruct) for v in state.params.values())
     if abstract:  # shapes only (capture/abstract.py): the twin is built under nnx.eval_shape

@@ -1,0 +1,70 @@
+"""A bench file's measurements joined to a diff's blocks: each block's profiled kernel time and its host time, with the bench's verdict on the pair."""
+from __future__ import annotations
+
+
+def block_times_from(report, result, bench_path):
+    """The diff result (diff.DiffReport's) with each block's profiled time on both sides, from a
+    `bench A B --profile --json` file whose rows timed these two files (matched by sha256)."""
+    from ..files import read_result
+    from .result import BenchReport
+
+    return block_times(report, result, read_result(bench_path, "bench", BenchReport.from_json), bench_path)
+
+
+def profiled(bench, result) -> bool:
+    """Whether `bench` (a BenchReport) profiled both files of the diff `result`."""
+    shas = {e.sha256 for _, e in bench.rows if e.profile is not None and e.sha256}
+    return bool(result.a.sha256 in shas and result.b.sha256 in shas)
+
+
+def block_times(report, result, bench, where):
+    """block_times_from, with the BenchReport read from `where` already."""
+    import dataclasses
+
+    from ..diff import with_times as attach
+    from ..errors import StackwarsError
+
+    profiles, names = [], []
+    for side in (result.a, result.b):
+        rows = [e for _, e in bench.rows if e.kind == "stablehlo" and e.sha256 and e.sha256 == side.sha256]
+        again = f"stackwars-ir bench {result.a.source} {result.b.source} --profile --json FILE"
+        if not rows:
+            raise StackwarsError(f"{where}: timed no file with the contents of {side.source}", fix=again)
+        if rows[0].profile is None:
+            raise StackwarsError(f"{where}: timed {side.source} without --profile, so it has no time per kernel",
+                                 fix=again)
+        profiles.append(rows[0].profile)
+        names.append(rows[0].name)
+    out = attach(report, result, *profiles)
+    hosts = [_native_host(bench, side) for side in (result.a, result.b)]
+    if any(h is not None for h in hosts):
+        from ..diff import with_host
+
+        out = with_host(report, out, *hosts)
+    # Whether the whole gap is more than the noise: the bench's own verdict on the two rows.
+    verdict = next((v for v in bench.verdicts if {v.faster, v.slower} == set(names)), None)
+    if verdict is None:
+        return out
+    time = dict(out.metrics["time"], verdict=verdict.sentence(), within_noise=verdict.tie or bool(verdict.withheld))
+    return dataclasses.replace(out, metrics=dict(out.metrics, time=time))
+
+
+def _native_host(bench, side):
+    """(label, HostPhases) of the native runtime a user of `side`'s route runs (routes.Route.native),
+    from the same bench's rows with host phases (bench --host) at the capture's batch; None if none."""
+    from pathlib import Path
+
+    from ..errors import StackwarsError
+    from ..files import read_sidecar
+    from ..routes import ROUTES
+
+    try:
+        car = read_sidecar(Path(side.source))
+    except (StackwarsError, OSError, ValueError):
+        return None
+    route = ROUTES.get("jax" if car is not None and car.framework == "jax" else car.exporter if car else "")
+    if route is None or not route.native:
+        return None
+    rows = [e for batch, e in bench.rows if e.kind == route.native and e.host is not None
+            and (car.batch is None or batch in (car.batch, str(car.batch)))]
+    return (rows[0].label, rows[0].host) if rows else None

@@ -1,0 +1,641 @@
+"""Two modules diffed: blocks segmented and aligned, op diffs, measured kernels, times and host time joined per block, the study's summaries, source excerpts."""
+from __future__ import annotations
+
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..ir.model import Module
+from .align import Alignment, align
+from .blocks import Block, Segmentation, segment
+from .findings import BlockFacts, block_findings, facts, flattened
+from .ops import match_ops
+from .result import BlockResult, DiffResult, SideResult, Summary, Unmatched, counter_delta, first_of_each_role
+
+EXCERPT_LINES = 40
+
+
+@dataclass(frozen=True)
+class BlockDiff:
+    """One aligned pair of blocks: both sides' facts, what differs, and IR excerpts."""
+
+    a: Block = field(repr=False)
+    b: Block = field(repr=False)
+    facts_a: BlockFacts = field(repr=False)
+    facts_b: BlockFacts = field(repr=False)
+    findings: tuple  # diff.findings.Finding
+
+    @property
+    def label(self) -> str:
+        """A's block's label; where only B's block runs in a loop, it says so."""
+        if self.b.trips and not self.a.trips:
+            return f"{self.a.label} (B scanned x{self.b.trips})"
+        return self.a.label
+
+    @property
+    def delta(self) -> Counter:
+        """B - A per op, as BlockResult.delta and git diff A B count: + is more in B."""
+        return counter_delta(self.facts_b.histogram, self.facts_a.histogram)
+
+    @property
+    def differs(self) -> bool:
+        return bool(self.delta) or bool(self.findings)
+
+
+@dataclass(frozen=True)
+class Side:
+    """One input of the diff: its name, module and segmentation."""
+
+    name: str
+    module: Module = field(repr=False)
+    segmentation: Segmentation = field(repr=False)
+
+    @property
+    def histogram(self) -> Counter:
+        return self.module.histogram()
+
+
+@dataclass(frozen=True)
+class DiffReport:
+    """The live analysis of `diff` (both modules parsed, aligned): its result() is the one model every
+    rendering (text, JSON, Markdown, HTML) and the saved JSON read."""
+
+    a: Side
+    b: Side
+    alignment: Alignment = field(repr=False)
+    blocks: tuple  # BlockDiff, in A's program order
+    summary: tuple  # (topic, sentence): the study's questions answered for this pair
+
+    @property
+    def differs(self) -> bool:
+        return bool(self.alignment.only_a or self.alignment.only_b) or any(b.differs for b in self.blocks) \
+            or self.a.histogram != self.b.histogram
+
+    def __str__(self) -> str:
+        return f"DiffReport({self.a.name} vs {self.b.name}: {len(self.blocks)} aligned blocks)"
+
+    def result(self, excerpts: str = "all") -> DiffResult:
+        """The typed result every rendering reads: everything found, without the live modules.
+        excerpts: "all" blocks' IR excerpts (a saved result, the HTML: its graph view shows any
+        block's), or only the first block of each role's ("first_of_role": what the Markdown shows)."""
+        lines_a, lines_b = source_lines(self.a.module), source_lines(self.b.module)
+        shown = set(range(len(self.blocks))) if excerpts == "all" else \
+            set(first_of_each_role(d.a.role for d in self.blocks))
+        blocks = []
+        for i, d in enumerate(self.blocks):
+            ids_a, ids_b = _op_ids(d.a), _op_ids(d.b)
+            blocks.append(BlockResult(
+                d.label, d.a.phase, d.a.layer, d.a.role, d.a.ordinal, d.a.name, d.b.name, ids_a, ids_b,
+                d.facts_a.as_json(), d.facts_b.as_json(), d.findings,
+                tuple(excerpt(self.a.module, d.a, lines=lines_a)) if i in shown else (),
+                tuple(excerpt(self.b.module, d.b, lines=lines_b)) if i in shown else (),
+                op_diff=match_ops(self.a.module, ids_a, self.b.module, ids_b, lines_a, lines_b)))
+        al = self.alignment
+        return DiffResult(_side_result(self.a), _side_result(self.b), al.method, al.reason, al.coverage, tuple(blocks),
+                          tuple(_unmatched(b) for b in al.only_a), tuple(_unmatched(b) for b in al.only_b),
+                          self.summary, flow_a=_flow(self.a.module, [d.a for d in self.blocks]),
+                          flow_b=_flow(self.b.module, [d.b for d in self.blocks]))
+
+    def as_json(self) -> dict:
+        return self.result().as_json()
+
+
+def _flow(module: Module, blocks: list) -> tuple:
+    """(i, j) for each pair of blocks where an op of block i produces a value an op of block j reads."""
+    where = {}
+    for i, blk in enumerate(blocks):
+        for op, _ in blk.ops:
+            where.setdefault(op.id, i)
+    values, ops = module.values, module.ops
+    edges = set()
+    for j, blk in enumerate(blocks):
+        for op, _ in blk.ops:
+            for v in op.operands:
+                p = values[v].producer
+                if p is None:
+                    continue
+                while ops[p].parent is not None and p not in where:  # a region's block argument
+                    p = ops[p].parent
+                i = where.get(p)
+                if i is not None and i != j:
+                    edges.add((i, j))
+    return tuple(sorted(edges))
+
+
+def _op_ids(block: Block) -> tuple:
+    return tuple(op.id for op, _ in block.ops if not op.name.endswith("return"))
+
+
+def _unmatched(block: Block) -> Unmatched:
+    return Unmatched(block.label, block.name, len(block.ops))
+
+
+def _side_result(side: Side) -> SideResult:
+    seg = side.segmentation
+    import hashlib
+
+    provenance, note = _provenance(side.module.source)
+    try:
+        digest = hashlib.sha256(Path(side.module.source).read_bytes()).hexdigest()
+    except OSError:
+        digest = None  # a module parsed from text, not a file
+    m = side.module
+    loops = m.loop_trips
+    executed = m.executed_histogram() if loops else None
+    from ..ir import sharding
+
+    placed = sharding.argument_shardings(m, _argument_names(m.source)) if m.entry.arg_shardings else ()
+    return SideResult(side.name, m.source, seg.mode, seg.reason, seg.coverage,
+                      sum(side.histogram.values()), len(seg.blocks), dict(side.histogram), provenance, note, digest,
+                      loops, None if executed is None else dict(executed), sharding.devices(m),
+                      tuple(a._asdict() for a in placed))
+
+
+def _argument_names(source: str) -> dict:
+    """index -> name of each argument, as the capture's sidecar names them ({} without one)."""
+    from ..files import read_sidecar
+
+    try:
+        sc = read_sidecar(Path(source))
+    except Exception:
+        return {}
+    return {a["index"]: a["name"] for a in sc.arguments if "index" in a and "name" in a} if sc else {}
+
+
+def _provenance(source: str) -> tuple[dict | None, str]:
+    """What the capture's sidecar says of a file: model, exporter, this side's own inputs, versions, host."""
+    from ..files import read_sidecar
+
+    try:
+        sc = read_sidecar(Path(source))
+    except Exception as e:  # a broken sidecar must not break the diff, but is named in it
+        return None, f"sidecar ignored: {e}"
+    if not sc:
+        return None, "no sidecar"
+    v = sc.data.get("versions", {})
+    # This side's own function inputs (a JAX capture takes int32 ids where PyTorch takes int64).
+    own = [x for x in sc.arguments if x.get("kind") == "input"] or list(sc.inputs)
+    from ..routes import ROUTES
+
+    data = sc.data
+    way = ROUTES.get("jax" if data.get("framework") == "jax" else sc.exporter)
+    return {"model": sc.model, "size": sc.size, "exporter": sc.exporter, "step": sc.step,
+            "framework": data.get("framework"), "mesh_devices": (data.get("mesh") or {}).get("devices"),
+            "route": way.how(sc.step, bool((data.get("program") or {}).get("scan_layers")), bool(data.get("mesh")))
+            if way else None,
+            "inputs": [{"name": i.get("name"), "dtype": i.get("dtype"), "shape": list(i.get("shape", []))} for i in own],
+            "versions": {k: v.get(k) for k in ("jax", "torch", "torch_xla", "torchax", "transformers")},
+            "host": sc.data.get("run", {}).get("host", {}).get("processor")}, ""
+
+
+def diff_modules(a: Module, b: Module, names: tuple[str, str] = ("A", "B"), mode: str = "auto") -> DiffReport:
+    from ..ir import no_gc
+
+    with no_gc():
+        return _diff_modules(a, b, names, mode)
+
+
+def kernel_blocks(report: DiffReport, side: str):
+    """The function that traces a kernel (anything with a module `path` and a `phase`: bench.kernels'
+    Kernel, bench.profile's KernelTime) to the label of side `side`'s block whose ops carry its module
+    path, or the longest prefix of it, in its phase; a layer's block before a shared one; in a
+    training step, a kernel without a path to the block holding most of its phase's path-less ops
+    (the update's to the optimizer, the loss's to its block); None for one that no block claims."""
+    by_path: dict = {}
+    # A shared block's ops carry the path of the layer that built them (torch_xla's mask: h.0.attn),
+    # and a kernel's metadata names no more than that path: the layer's own block claims it.
+    blocks = sorted(getattr(report, side).segmentation.blocks, key=lambda b: b.role == "shared")
+    for blk in blocks:
+        for op, path in blk.ops:
+            if path:
+                by_path.setdefault((path, op.phase), blk.label)
+    # In a training step, ops without a module path are the update's (no phase either) and the loss's
+    # (the LM head, log-softmax, the loss itself; forward and backward), and so are the kernels XLA
+    # makes of them: such a kernel goes to the block holding most of its phase's path-less ops
+    # (GPT-2: optimizer#0, other#0 and other#0 (backward), on every side).
+    pathless: dict = {}
+    if any(b.phase == "update" for b in blocks):
+        for blk in blocks:
+            for op, path in blk.ops:
+                if not path:
+                    counts = pathless.setdefault(op.phase, {})
+                    counts[blk.label] = counts.get(blk.label, 0) + 1
+    owner = {phase: max(counts, key=counts.get) for phase, counts in pathless.items()}
+
+    def longest(p: str, phase: str) -> str | None:
+        label = None
+        while p and label is None:
+            label = by_path.get((p, phase))
+            p = p.rsplit(".", 1)[0] if "." in p else ""
+        return label
+
+    def block_of(k) -> str | None:
+        # A loop body's kernel carries the loop's scopes before the module path (XLA keeps JAX's
+        # `while/body/closed_call/layers/mlp`) where the body's ops name the module alone: the module
+        # path first, then the loop's plumbing (`while.body`: the body's own block).
+        label = longest(unlooped(k.path), k.phase) if k.path != unlooped(k.path) else None
+        label = label or longest(k.path, k.phase)
+        return owner.get(k.phase) if label is None and not k.path else label
+
+    return block_of
+
+
+def source(b) -> str:
+    """The label of the segmentation's block a paired block stands for: a scanned block's copy for
+    one layer (diff.align.unrolled: loop -1, the trip's number first in its layer) is the loop's block."""
+    if b.trips and b.loop < 0:
+        from dataclasses import replace
+
+        return replace(b, layer=b.layer[1:]).label
+    return b.label
+
+
+def trip_share(b) -> float:
+    """The share of its block's time a paired block carries: one trip's for a scanned block's copy for
+    one layer, the whole otherwise."""
+    return 1 / b.trips if b.trips and b.loop < 0 else 1.0
+
+
+def unlooped(path: str) -> str:
+    """A module path without the scopes JAX gives a loop (`while.body.closed_call.layers.mlp` -> `layers.mlp`)."""
+    from ..ir.scopes import LOOP_WORDS
+
+    return ".".join(w for w in path.split(".") if w not in LOOP_WORDS and w != "closed_call")
+
+
+def with_kernels(report: DiffReport, result: DiffResult, kernels_a, kernels_b) -> DiffResult:
+    """The result with, per aligned block, how many kernels each side compiled to (bench.kernels,
+    each traced to a block by kernel_blocks); the kernels no block claims are counted as
+    unattributed."""
+    from dataclasses import replace
+
+    counts, totals, moved = {}, {}, {}
+    for side, ks in (("a", kernels_a), ("b", kernels_b)):
+        block_of, per, unattributed, collectives = kernel_blocks(report, side), {}, 0, {}
+        for k in ks.kernels:
+            label = block_of(k)
+            if k.collective:  # what the SPMD partitioner inserted: kind -> [count, bytes per device]
+                c = collectives.setdefault(label, {}).setdefault(k.collective, [0, 0])
+                c[0], c[1] = c[0] + 1, c[1] + k.bytes
+            if label is None:
+                unattributed += 1
+                continue
+            n, f, names = per.get(label, (0, 0, ()))
+            per[label] = (n + 1, f + (k.opcode == "fusion"), names + (k.name,))
+        counts[side], moved[side] = per, collectives
+        totals[side] = {"backend": ks.backend, "kernels": len(ks.kernels),
+                        "fusions": sum(k.opcode == "fusion" for k in ks.kernels), "unattributed": unattributed,
+                        "collectives": _summed(collectives.values()),
+                        "collectives_unattributed": collectives.get(None, {})}
+    blocks = []
+    for blk, d in zip(result.blocks, report.blocks):
+        # A scanned block paired layer by layer: each layer's row shows the body's kernels (compiled
+        # once, run once per trip).
+        (na, fa, ka), (nb, fb, kb) = counts["a"].get(source(d.a), (0, 0, ())), counts["b"].get(source(d.b), (0, 0, ()))
+        # XLA names a fusion after the ops it fused (`dot_add_fusion`): the names say what went in.
+        metrics = dict(blk.metrics, kernels={"a": na, "b": nb, "fusions_a": fa, "fusions_b": fb,
+                                             "names_a": list(ka), "names_b": list(kb)})
+        ca, cb = moved["a"].get(d.a.label, {}), moved["b"].get(d.b.label, {})
+        if ca or cb:
+            metrics["collectives"] = {"a": ca, "b": cb}
+        blocks.append(replace(blk, metrics=metrics))
+    return replace(result, blocks=tuple(blocks), metrics=dict(result.metrics, kernels=totals))
+
+
+def _summed(per_block) -> dict:
+    """kind -> [count, bytes] summed over blocks."""
+    out: dict = {}
+    for kinds in per_block:
+        for kind, (n, size) in kinds.items():
+            c = out.setdefault(kind, [0, 0])
+            c[0], c[1] = c[0] + n, c[1] + size
+    return dict(sorted(out.items()))
+
+
+def with_times(report: DiffReport, result: DiffResult, profile_a, profile_b) -> DiffResult:
+    """The result with, per aligned block, each side's profiled kernel time (bench.profile.Profile:
+    each kernel's median seconds per run, traced to a block by kernel_blocks), how many of its kernels
+    ran and the three longest, and per side the
+    totals: summed kernel time, the time traced to no block (with the kernels that carry it), the
+    unprofiled steady time and the profiled run's wall time outside every kernel."""
+    from dataclasses import replace
+
+    per, totals, kernels, folded, series = {}, {}, {}, {}, {}
+    aligned = {"a": {source(d.a) for d in report.blocks}, "b": {source(d.b) for d in report.blocks}}
+    for side, prof in (("a", profile_a), ("b", profile_b)):
+        block_of, times, loose, ran, into = kernel_blocks(report, side), {}, [], {}, {}
+        runs = prof.run_totals
+        by_run: dict = {}  # block label -> its kernel time in each profiled run
+        for k in prof.kernels:
+            label = block_of(k)
+            if label is None:
+                loose.append((k.name, k.seconds))
+            else:
+                times[label] = times.get(label, 0.0) + k.seconds
+                if runs:
+                    by_run[label] = [x + y for x, y in zip(by_run.get(label, [0.0] * len(runs)), k.per_run)]
+                if k.calls:
+                    ran.setdefault(label, []).append((k.label, k.seconds))
+            for other in dict.fromkeys(block_of(replace(k, path=p)) for p in k.spans):
+                if other is not None and other != label and k.calls:
+                    into.setdefault(other, []).append([k.label, label or "no block"])
+        per[side] = times
+        kernels[side] = ran
+        folded[side] = into
+        series[side] = (runs, by_run)
+        untraced = sum(s for _, s in prof.untraced)
+        totals[side] = {"steady_s": prof.steady_s, "wall_s": prof.wall_s, "kernel_s": prof.kernel_s,
+                        "busy_s": prof.busy_s, "outside_kernels_s": prof.outside_s, "overhead": prof.overhead,
+                        "runs": prof.runs, "kernels_sum_s": sum(k.seconds for k in prof.kernels) + untraced,
+                        "unattributed_s": sum(s for _, s in loose) + untraced,
+                        "unaligned_s": sum(t for label, t in times.items() if label not in aligned[side]),
+                        "unattributed": [n for n, s in sorted(loose, key=lambda x: -x[1])]
+                        + [n for n, _ in prof.untraced], **({"estimate": prof.estimate} if prof.estimate else {})}
+    def ran(side: str, b) -> dict:
+        """The kernels that ran in the block, its longest three, and the other blocks' kernels that
+        also compute some of its ops (their time counted in those blocks: `elsewhere`)."""
+        ks = sorted(kernels[side].get(source(b), ()), key=lambda x: -x[1])
+        return {f"kernels_{side}": len(ks), f"top_{side}": [[n, t * trip_share(b)] for n, t in ks[:3]],
+                f"elsewhere_{side}": folded[side].get(source(b), [])}
+
+    def seconds(side: str, b) -> float:
+        """A block's time; a scanned block paired layer by layer: one trip's share."""
+        return per[side].get(source(b), 0.0) * trip_share(b)
+
+    gaps = _gaps(report, series)
+    if None in gaps:
+        totals["gap_95"] = list(gaps[None][1:])
+
+    def interval(d) -> dict:
+        """The block's gap B - A with its 95% interval over the profiled runs (both sides' runs kept)."""
+        key = (source(d.a), source(d.b))
+        if key not in gaps:
+            return {}
+        _, low, high = gaps[key]
+        return {"gap_95": [low * trip_share(d.a), high * trip_share(d.a)]}
+
+    blocks = [replace(blk, metrics=dict(blk.metrics, time={"a": seconds("a", d.a), "b": seconds("b", d.b),
+                                                           **ran("a", d.a), **ran("b", d.b), **interval(d)}))
+              for blk, d in zip(result.blocks, report.blocks)]
+    return replace(result, blocks=tuple(blocks), metrics=dict(result.metrics, time=totals))
+
+
+def with_host(report: DiffReport, result: DiffResult, host_a, host_b) -> DiffResult:
+    """The result with, per aligned block, the host's time in it on each side: (label, bench.host.
+    HostPhases) of the native runtime a user of that side's route runs (or None), its modules' self
+    times traced to blocks by module path as kernels are (kernel_blocks); per side the step's wall
+    time, the host time traced to no block, and what the runtime's own phases say (metrics "host")."""
+    from dataclasses import replace
+
+    per, totals = {}, {}
+    for side, given in (("a", host_a), ("b", host_b)):
+        if given is None:
+            continue
+        label, host = given
+        totals[side] = {"label": label, "wall_s": host.wall_s, "hooked_wall_s": host.hooked_wall_s,
+                        "in_modules_s": sum(m.seconds for m in host.modules), "untraced_s": 0.0, "unaligned_s": 0.0,
+                        "phases": [[p.name, p.seconds] for p in host.phases if not p.parent],
+                        "device_s": host.device_s}
+        if not host.modules:  # a compiled call (jax.jit): no module of it runs on the host in the step
+            continue
+        block_of, times, loose = kernel_blocks(report, side), {}, 0.0
+        for m in host.modules:
+            block = block_of(m)
+            if block is None:
+                loose += m.seconds
+            else:
+                times[block] = times.get(block, 0.0) + m.seconds
+        per[side] = times
+        aligned = {source(getattr(d, side)) for d in report.blocks}
+        totals[side].update(untraced_s=loose, unaligned_s=sum(t for label, t in times.items() if label not in aligned))
+    blocks = [replace(blk, metrics=dict(blk.metrics, time=dict(blk.metrics.get("time") or {}, **{
+        f"host_{side}": per[side].get(source(getattr(d, side)), 0.0) * trip_share(getattr(d, side))
+        for side in per})))
+        for blk, d in zip(result.blocks, report.blocks)]
+    return replace(result, blocks=tuple(blocks), metrics=dict(result.metrics, host=totals))
+
+
+def _gaps(report: DiffReport, series: dict) -> dict:
+    """{(A's block label, B's): (gap, low, high)} and {None: the kernel total's}: each aligned pair's
+    B - A in the median runs with its bootstrap interval (runstats.part_gaps); empty where a side's
+    profile kept no per-run times (an estimate, or a file written before they were kept)."""
+    from ..runstats import part_gaps
+
+    (runs_a, by_a), (runs_b, by_b) = series["a"], series["b"]
+    if not runs_a or not runs_b:
+        return {}
+    pairs = list(dict.fromkeys((source(d.a), source(d.b)) for d in report.blocks))
+    zero_a, zero_b = [0.0] * len(runs_a), [0.0] * len(runs_b)
+    return part_gaps(runs_a, {p: by_a.get(p[0], zero_a) for p in pairs},
+                     runs_b, {p: by_b.get(p[1], zero_b) for p in pairs})
+
+
+def adapter_roles(module: Module) -> tuple:
+    """The path-to-role words of the adapter that captured `module`: as its sidecar recorded them, so
+    a capture of a user's model diffs the same without the adapter file; for an older sidecar, the
+    catalogue's entry of the model it names; none for a file without a sidecar."""
+    from stackwars_ir import models
+
+    from ..files import read_sidecar
+    from ..errors import StackwarsError
+
+    try:
+        side = read_sidecar(Path(module.source))
+        if side is None:
+            return ()
+        if isinstance(side.roles, dict):
+            return tuple(sorted(side.roles.items()))
+        entry = models.catalog().get(side.model)
+    except (StackwarsError, OSError, ValueError):
+        return ()
+    return tuple(sorted(entry.roles.items())) if entry else ()
+
+
+def _diff_modules(a: Module, b: Module, names: tuple[str, str], mode: str) -> DiffReport:
+    roles_a, roles_b = adapter_roles(a), adapter_roles(b)
+    # A side whose sidecar is gone or no longer matches (an edited copy of a capture) reads its
+    # module paths with the other side's words: the same words cut the same blocks.
+    roles_a, roles_b = roles_a or roles_b, roles_b or roles_a
+    sa, sb = segment(a, mode, roles_a), segment(b, mode, roles_b)
+    al = align(sa, sb)
+    diffs = []
+    for blk_a, blk_b in al.pairs:
+        fa, fb = facts(a, blk_a), facts(b, blk_b)
+        diffs.append(BlockDiff(blk_a, blk_b, fa, fb, tuple(block_findings(fa, fb, blk_a, blk_b))))
+    report_a, report_b = Side(names[0], a, sa), Side(names[1], b, sb)
+    return DiffReport(report_a, report_b, al, tuple(diffs), tuple(study_summary(diffs, (a, b))))
+
+
+def diff_files(path_a: str | Path, path_b: str | Path, mode: str = "auto") -> DiffReport:
+    from ..ir import load_single
+
+    a, b = load_single([path_a, path_b])
+    return diff_modules(a, b, side_names(path_a, path_b), mode)
+
+
+def side_names(path_a, path_b) -> tuple[str, str]:
+    """Short names for the two sides: the file stems, or the folder too when the stems clash."""
+    a, b = Path(path_a), Path(path_b)
+    if a.stem != b.stem:
+        return a.stem, b.stem
+    return f"{a.parent.name}/{a.stem}", f"{b.parent.name}/{b.stem}"
+
+
+# Transcendental functions: in a backward block, each is a forward value computed again or part of a
+# derivative formula (log-softmax's takes exp of its saved output); none means every such value the
+# backward needs is read from the forward pass.
+TRANSCENDENTAL = ("stablehlo.exponential", "stablehlo.tanh", "stablehlo.logistic", "chlo.erf", "stablehlo.erf",
+              "stablehlo.rsqrt", "stablehlo.log")
+
+
+def training_summary(diffs: list, modules: tuple) -> Summary | None:
+    """What a training step's aligned blocks say per side: the optimizer region's size, the
+    parameters transposed in the forward and the backward, the transcendental functions the backward
+    evaluates (recomputation against saved activations), and the element types its dot_generals
+    produce (what gradients accumulate in). None for a forward pass."""
+    if not any(d.a.phase for d in diffs):
+        return None
+    numbers = {}
+    for side, module in zip(("a", "b"), modules):
+        args = set(module.entry.args)
+        transposes = Counter()
+        transcendentals, grad_types, update_ops = Counter(), Counter(), 0
+        for d in diffs:
+            blk = getattr(d, side)
+            for op, _ in blk.ops:
+                if blk.phase == "update":
+                    update_ops += not op.name.endswith("return")
+                    continue
+                if op.name == "stablehlo.transpose" and op.operands and op.operands[0] in args:
+                    transposes[blk.phase] += 1
+                if blk.phase == "backward":
+                    if op.name in TRANSCENDENTAL:
+                        transcendentals[op.name.split(".", 1)[1]] += 1
+                    if op.name == "stablehlo.dot_general":
+                        grad_types[module.values[op.results[0]].type.dtype] += 1
+        numbers[side] = {"optimizer_ops": update_ops,
+                         "parameter_transposes": {p: transposes[p] for p in ("forward", "backward")},
+                         "backward_transcendentals": dict(sorted(transcendentals.items())),
+                         "backward_dot_types": dict(sorted(grad_types.items()))}
+    return Summary("training", numbers)
+
+
+def study_summary(diffs: list, modules: tuple | None = None) -> list[Summary]:
+    """The study's three questions, answered from the aligned blocks (report.sentences words them);
+    for a training step, what its phases show too."""
+    out = []
+    norms = [d for d in diffs if d.a.role in ("norm", "batchnorm")]
+    if norms:
+        def lowering(f: BlockFacts) -> str:
+            for n in ("stablehlo.batch_norm_training", "stablehlo.batch_norm_inference"):
+                if f.histogram[n]:
+                    return n.split(".", 1)[1]
+            # Name what is there: inference batch norm has an rsqrt of its given variance, no reduce.
+            ops = [op for op in ("reduce", "rsqrt") if f.histogram[f"stablehlo.{op}"]]
+            return f"spelled out ({'/'.join(ops)})" if ops else "other"
+        la = Counter(lowering(d.facts_a) for d in norms)
+        lb = Counter(lowering(d.facts_b) for d in norms)
+        out.append(Summary("normalization", {"blocks": len(norms), "a": [list(x) for x in la.most_common()],
+                                             "b": [list(x) for x in lb.most_common()]}))
+    # Every dot_general of the module, as its histogram counts them; flattened where an aligned block
+    # pair shows the exporter's reshape (findings.flattened), not the model's own.
+    flat_a = [x for d in diffs for x in flattened(d.facts_a.dots, d.facts_b.dots)]
+    flat_b = [x for d in diffs for x in flattened(d.facts_b.dots, d.facts_a.dots)]
+    totals = [m.histogram()["stablehlo.dot_general"] for m in modules] if modules else \
+        [sum(len(d.facts_a.dots) for d in diffs), sum(len(d.facts_b.dots) for d in diffs)]
+    if any(totals):
+        def flat(dots, total) -> dict:
+            return {"flattened": len(dots), "dots": total,
+                    "example": [dots[0].flattened_from, dots[0].lhs] if dots else None}
+        out.append(Summary("flattening", {"a": flat(flat_a, totals[0]), "b": flat(flat_b, totals[1])}))
+    emb = [d for d in diffs if d.a.role == "embedding"]
+    if emb:
+        def how(fs) -> dict:
+            f = _merge(fs)
+            return {"iota": bool(f.iota), "constant_tables": bool(f.constant_tables), "calls": sorted(f.calls),
+                    "gathers": f.histogram["stablehlo.gather"], "converts": sorted(f.converts)}
+        out.append(Summary("embedding", {"a": how([d.facts_a for d in emb]), "b": how([d.facts_b for d in emb])}))
+    train = training_summary(diffs, modules) if modules else None
+    if train:
+        out.append(train)
+    return out
+
+
+def _merge(fs: list) -> BlockFacts:
+    hist, conv, calls = Counter(), Counter(), Counter()
+    iota = tables = 0
+    for f in fs:
+        hist += f.histogram
+        conv += f.converts
+        calls += f.calls
+        iota += f.iota
+        tables += f.constant_tables
+    return BlockFacts(hist, (), conv, calls, Counter(), iota, tables, 0, 0)
+
+
+_OP_LINE = re.compile(r'^\s*(?:%[^=]*=\s*)?"?([a-z_][\w]*(?:\.[\w.]+)?)"?[\s(<{]')
+_LOC_TAIL = re.compile(r"\s+loc\((?:[^()]|\([^()]*\))*\)\s*$")
+
+
+def source_lines(module: Module) -> dict | None:
+    """Op id -> (line number, the line as written) in the module's own file, matched op by op in
+    program order; None when the file cannot be read or the match fails somewhere (a region printed
+    in its compact form, `reduce ... applies stablehlo.add`, has no lines of its own: its ops get
+    none). The trailing location is dropped from each line."""
+    try:
+        text = Path(module.source).read_text(errors="replace")
+    except (OSError, ValueError):
+        return None
+    candidates = []
+    for n, line in enumerate(text.splitlines(), 1):
+        m = _OP_LINE.match(line)
+        if not m or line.lstrip().startswith(("#", "^", "}", "module", "func.func")):
+            continue
+        name = m.group(1)
+        name = {"return": "func.return", "call": "func.call"}.get(name, name)
+        if "." in name:
+            candidates.append((n, name, _LOC_TAIL.sub("", line.strip())))
+    out, j = {}, 0
+    for op in module.ops:
+        if j < len(candidates) and candidates[j][1] == op.name:
+            out[op.id] = candidates[j][0], candidates[j][2]
+            j += 1
+        elif op.parent is None:
+            return None  # the text and the parsed module disagree: no line numbers rather than wrong ones
+    return out
+
+
+def excerpt(module: Module, block: Block, limit: int = EXCERPT_LINES, lines: dict | None = None) -> list[str]:
+    """The block's ops as IR lines: with `lines` (source_lines) the file's own lines and line numbers
+    (`L123: %12 = stablehlo.add %10, %11 : tensor<2x16x64xf32>`), else compact lines rebuilt from the
+    parsed ops (`%12 = stablehlo.add %10, %11 : 2x16x64xf32`, values numbered by the parser)."""
+    out = []
+    if lines:
+        for op, _ in block.ops:
+            if op.name.endswith("return") or op.id not in lines:
+                continue
+            n, text = lines[op.id]
+            out.append(f"L{n}: {text}")
+            if len(out) == limit:
+                out.append(f"... {len(block.ops) - limit} more ops")
+                break
+        if out:
+            return out
+    lines = []
+    for op, _ in block.ops:
+        if op.name.endswith("return"):
+            continue
+        res = ", ".join(f"%{v}" for v in op.results)
+        args = ", ".join(f"%{v}" for v in op.operands)
+        types = ", ".join(str(module.type_of(v)) for v in op.results)
+        extra = ""
+        if op.name == "func.call":
+            extra = f" @{op.attr('callee')}"
+        elif op.name == "stablehlo.custom_call":
+            extra = f" @{op.attr('call_target_name')}"
+        lines.append(f"{res + ' = ' if res else ''}{op.name}{extra} {args} : {types}".rstrip(" :"))
+        if len(lines) == limit:
+            lines.append(f"... {len(block.ops) - limit} more ops")
+            break
+    return lines

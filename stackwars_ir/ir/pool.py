@@ -1,0 +1,369 @@
+"""StableHLO files parsed with the real MLIR bindings in a pool of isolated workers, under a memory and a time limit per file."""
+from __future__ import annotations
+
+import atexit
+import contextlib
+import gc
+import os
+import select
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import ParseError, StackwarsError
+from .model import Func, Module, Op, Tensor, Value
+
+__all__ = ["Func", "Module", "Op", "Tensor", "Value", "Limits", "Parser", "ParseResult", "load", "load_one",
+           "load_single", "parse_bytes"]
+
+
+@dataclass(frozen=True)
+class ParseResult:
+    """One input file: its modules, or the one-line reason it could not be read."""
+
+    path: str
+    modules: tuple = ()
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
+# MLIR keeps every attribute (constant payloads included) in its context for the context's
+# life: a worker is replaced once it has read this much, so memory stays bounded.
+RECYCLE_BYTES = 512 << 20
+
+# What one parse worker may use: its whole address space (so also its resident memory) and the
+# wall time of one file. A hostile line (a dimension number near 2^30 makes MLIR build a
+# billion-entry list) otherwise takes 8.5 GB and 12 s before its error. A worker idles at about
+# 0.5 GB of address space; the largest files measured in docs/parse.md stay far below the default.
+MEMORY_ENV, TIMEOUT_ENV = "STACKWARS_IR_PARSE_MEMORY", "STACKWARS_IR_PARSE_TIMEOUT"
+DEFAULT_MEMORY = 3 << 30
+DEFAULT_SECONDS = 60.0
+_UNITS = {"": 1, "b": 1, "k": 1 << 10, "kb": 1 << 10, "kib": 1 << 10, "m": 1 << 20, "mb": 1 << 20,
+          "mib": 1 << 20, "g": 1 << 30, "gb": 1 << 30, "gib": 1 << 30, "t": 1 << 40, "tb": 1 << 40, "tib": 1 << 40}
+
+
+def parse_bytes(text: str, what: str = "--parse-memory") -> int:
+    """`3G`, `512MiB`, `2.5gb` or plain bytes (binary units: 1G = 2^30 bytes)."""
+    t = str(text).strip().lower().replace(" ", "")
+    num = t.rstrip("abcdefghijklmnopqrstuvwxyz")
+    unit = t[len(num):]
+    try:
+        value = float(num) * _UNITS[unit]
+    except (ValueError, KeyError):
+        raise StackwarsError(f"{what} {text!r} is not a size", fix="e.g. 3G, 512M or 3221225472") from None
+    if value < (256 << 20):
+        raise StackwarsError(f"{what} {text!r} is below 256M, too little to start a parse worker",
+                             fix="e.g. 3G") from None
+    return int(value)
+
+
+@dataclass(frozen=True)
+class Limits:
+    """The memory (bytes of address space) and time (seconds per file) of one parse worker."""
+
+    memory: int = DEFAULT_MEMORY
+    seconds: float = DEFAULT_SECONDS
+
+    @classmethod
+    def from_env(cls) -> "Limits":
+        memory = os.environ.get(MEMORY_ENV)
+        seconds = os.environ.get(TIMEOUT_ENV)
+        return cls(parse_bytes(memory, MEMORY_ENV) if memory else DEFAULT_MEMORY,
+                   _seconds(seconds, f"{TIMEOUT_ENV}={seconds!r}") if seconds is not None else DEFAULT_SECONDS)
+
+
+def limits_env(memory: str | None, seconds: str | None) -> dict[str, str]:
+    """The environment that sets --parse-memory and --parse-timeout for this process and its parse
+    workers, each checked here (one line for a bad value)."""
+    env = {MEMORY_ENV: str(parse_bytes(memory))} if memory is not None else {}
+    if seconds is not None:
+        _seconds(seconds, f"--parse-timeout {seconds!r}")
+        env[TIMEOUT_ENV] = seconds
+    return env
+
+
+def _seconds(text: str, what: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not value > 0:
+        raise StackwarsError(f"{what} is not a positive number of seconds", fix="e.g. 60")
+    return value
+
+
+def _human(n: int) -> str:
+    return f"{n / (1 << 30):g} GiB" if n >= 1 << 30 else f"{n / (1 << 20):g} MiB"
+
+
+
+
+class Parser:
+    """A parse worker process, restarted after a crash; use as a context manager."""
+
+    def __init__(self, limits: Limits | None = None):
+        self.limits = limits or Limits.from_env()
+        self.proc: subprocess.Popen | None = None
+        self.stderr = None  # the worker's stderr, a temporary file: how it died, when it dies
+        self.read = 0  # bytes of input the current worker has parsed
+
+    def __enter__(self) -> "Parser":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def _start(self) -> subprocess.Popen:
+        env = dict(os.environ)
+        env.setdefault("JAX_PLATFORMS", "cpu")
+        # The worker imports exactly this process's stackwars_ir: `python -m` would put the
+        # working directory first on sys.path, and a stackwars_ir folder there (another checkout)
+        # would be parsing instead.
+        # The worker limits its own address space first thing: a preexec_fn would force a plain
+        # fork() of this (multithreaded, once jax is imported) process, which can deadlock.
+        boot = f"import resource; resource.setrlimit(resource.RLIMIT_AS, ({self.limits.memory}, " \
+               f"{self.limits.memory})); import sys; sys.path[:] = {[p for p in sys.path if p]!r}; " \
+               "from stackwars_ir.ir.worker import main; main()"
+        if self.stderr is not None:
+            self.stderr.close()
+        self.stderr = tempfile.TemporaryFile()
+        return subprocess.Popen([sys.executable, "-c", boot], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                stderr=self.stderr, env=env)
+
+    def parse(self, path: str | Path) -> ParseResult:
+        """Every module of one file, or the one-line reason it could not be read."""
+        return _result(str(path), [self.request(path)])
+
+    def request(self, path: str | Path, part: tuple = (0, 1)) -> tuple:
+        """The worker's reply for one file, or part j of k of it: ("ok", [wire, ...]) or
+        ("error", one line)."""
+        from .worker import receive, send
+
+        label = str(path)
+        if not Path(path).exists():
+            return ("error", f"{label}: no such file (fix: check the path; `stackwars-ir capture MODEL` writes "
+                             "captures under out/captures, the golden ones are under captures/)")
+        if Path(path).is_dir():
+            return ("error", f"{label}: is a directory, not a StableHLO file (fix: name the .mlir files in it)")
+        if Path(path).suffix == ".json":
+            twin = Path(path).with_suffix(".mlir")
+            hint = f"did you mean {twin}?" if twin.exists() else "give the .mlir file it describes"
+            return ("error", f"{label}: is a JSON file (a capture sidecar?), not StableHLO (fix: {hint})")
+        if self.read > RECYCLE_BYTES:
+            self.close()
+        if self.proc is None or self.proc.poll() is not None:
+            self.proc = self._start()
+        self.read += os.path.getsize(path)
+        # Test seams: the worker dies as MLIR's native parser does on some malformed files, or hangs.
+        seam = None
+        for kind in ("crash", "hang"):
+            suffix = os.environ.get(f"STACKWARS_IR_TEST_{kind.upper()}_ON")
+            if suffix and label.endswith(suffix):
+                seam = kind
+        try:
+            send(self.proc.stdin, (label, *part, seam))
+            if not self._reply_within(self.limits.seconds):
+                return ("error", self._timed_out(label))
+            status, payload = receive(self.proc.stdout)
+            if status == "memory":  # the worker is replaced: MLIR may be half-way through an allocation
+                self.proc.kill()
+                self._forget()
+                return ("error", self._over_memory(label))
+            return status, payload
+        except (EOFError, BrokenPipeError, OSError):
+            return ("error", self._crash(label))
+
+    def _reply_within(self, seconds: float) -> bool:
+        """Wait until the worker starts its reply (or dies); False after `seconds`."""
+        deadline = time.monotonic() + seconds
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            ready, _, _ = select.select([self.proc.stdout], [], [], min(left, 1.0))
+            if ready:
+                return True
+
+    def _timed_out(self, label: str) -> str:
+        self.proc.kill()
+        self._forget()
+        return (f"{label}: parsing took longer than the limit of {self.limits.seconds:g} s per file and was "
+                f"stopped (fix: raise it with --parse-timeout SECONDS or {TIMEOUT_ENV})")
+
+    def _over_memory(self, label: str) -> str:
+        return (f"{label}: parsing needed more than the memory limit of {_human(self.limits.memory)} per parse "
+                f"worker and was stopped (fix: raise it with --parse-memory SIZE or {MEMORY_ENV}, e.g. 8G)")
+
+    def _forget(self) -> None:
+        self.proc.wait()
+        self.proc = None
+        self.read = 0
+
+    def _died_of_memory(self) -> bool:
+        if self.stderr is None:
+            return False
+        self.stderr.seek(0, os.SEEK_END)
+        self.stderr.seek(max(0, self.stderr.tell() - 4096))
+        tail = self.stderr.read().decode(errors="replace")
+        return any(s in tail for s in ("out of memory", "bad_alloc", "MemoryError", "Cannot allocate memory"))
+
+    def _crash(self, label: str) -> str:
+        code = self.proc.wait()
+        memory = self._died_of_memory()
+        self._forget()
+        if memory:
+            return self._over_memory(label)
+        how = f"signal {signal.Signals(-code).name}" if code < 0 else f"exit code {code}"
+        return (f"{label}: MLIR's parser or its Python bindings crashed on this file ({how}); the file is "
+                "malformed (fix: check it with stablehlo-opt, or re-export it)")
+
+    def close(self) -> None:
+        if self.proc is not None:
+            if self.proc.poll() is None:
+                self.proc.stdin.close()
+                try:
+                    self.proc.wait(timeout=5)
+                except subprocess.TimeoutExpired:
+                    self.proc.kill()
+            self.proc = None
+        if self.stderr is not None:
+            self.stderr.close()
+            self.stderr = None
+        self.read = 0
+
+
+def _result(label: str, replies: list) -> ParseResult:
+    """One file's ParseResult from its workers' replies, one per part, in order."""
+    for status, payload in replies:
+        if status != "ok":
+            return ParseResult(label, error=payload)
+    first = replies[0][1]
+    if len(replies) == 1 or len(first) != 1:  # not shared: a file of several modules is part 0's
+        return ParseResult(label, tuple(Module.from_wire(w) for w in first))
+    try:
+        return ParseResult(label, (Module.from_wire(*(payload[0] for _, payload in replies)),))
+    except ValueError as e:  # a bug of ours: still one line
+        return ParseResult(label, error=f"{label}: internal error while parsing: {e}")
+
+
+class _Pool:
+    """Idle parse workers, kept for the next load() of this process: a worker costs 0.2 s to
+    start (Python, jaxlib, the MLIR context), more than parsing a GPT-2 capture takes."""
+
+    def __init__(self):
+        self.idle: list[Parser] = []
+        self.lock = threading.Lock()
+        atexit.register(self.close)
+
+    def take(self) -> Parser:
+        limits = Limits.from_env()
+        with self.lock:
+            stale = [p for p in self.idle if p.limits != limits]  # started under other limits
+            self.idle = [p for p in self.idle if p.limits == limits]
+            parser = self.idle.pop() if self.idle else Parser(limits)
+        for p in stale:
+            p.close()
+        return parser
+
+    def give(self, parser: Parser) -> None:
+        with self.lock:
+            self.idle.append(parser)
+
+    def close(self) -> None:
+        with self.lock:
+            idle, self.idle = self.idle, []
+        for parser in idle:
+            parser.close()
+
+
+_POOL = _Pool()
+
+
+@contextlib.contextmanager
+def no_gc():
+    """Pause the cyclic GC while 100,000s of long-lived IR tuples are made (they hold no cycles)."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
+# A file this big, with a core to spare, is walked by several workers at once (see _Builder).
+# Measured on 2 cores: 15.5 MB 1.8 s -> 1.45 s, 7.7 MB 0.86 s -> 0.68 s; under 1 MB no gain.
+# Each worker parses the whole text (and holds it in memory): at most MAX_SHARES of them.
+SHARE_BYTES = 2 << 20
+MAX_SHARES = 4
+
+
+def load(paths, jobs: int | None = None) -> list[ParseResult]:
+    """Parse every file, in order. Each worker keeps one MLIR context for all its files (a
+    context per file costs 10x); several workers (one per core) share the files, and share a
+    big file when there are fewer files than cores."""
+    with no_gc():
+        return _load([str(p) for p in paths], jobs)
+
+
+def _load(paths: list, jobs: int | None) -> list[ParseResult]:
+    jobs = max(1, jobs or os.cpu_count() or 1)
+    shares = [1] * len(paths)
+    if len(paths) < jobs:
+        for i, p in enumerate(paths):
+            if os.path.isfile(p) and os.path.getsize(p) >= SHARE_BYTES:
+                shares[i] = min(MAX_SHARES, jobs // len(paths))
+    tasks = [(i, (j, k)) for i, k in enumerate(shares) for j in range(k)]
+    replies: dict = {}
+    todo = iter(tasks)
+    lock = threading.Lock()
+
+    def drain() -> None:
+        parser = _POOL.take()
+        try:
+            while True:
+                with lock:
+                    task = next(todo, None)
+                if task is None:
+                    return
+                i, part = task
+                replies[i, part[0]] = parser.request(paths[i], part)
+        finally:
+            _POOL.give(parser)
+
+    workers = min(jobs, len(tasks))
+    if workers <= 1:
+        drain()
+    else:
+        threads = [threading.Thread(target=drain, daemon=True) for _ in range(workers)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    return [_result(p, [replies[i, j] for j in range(shares[i])]) for i, p in enumerate(paths)]
+
+
+def load_single(paths) -> list[Module]:
+    """The one module of each file, parsed side by side; ParseError for the first that fails."""
+    modules = []
+    for result in load(paths):
+        if not result.ok:
+            raise ParseError(result.error)
+        if len(result.modules) != 1:
+            raise ParseError(f"{result.path}: holds {len(result.modules)} modules (split by // -----)",
+                             fix="give a file with one module")
+        modules.append(result.modules[0])
+    return modules
+
+
+def load_one(path: str | Path) -> Module:
+    """The single module of one file; ParseError otherwise."""
+    return load_single([path])[0]

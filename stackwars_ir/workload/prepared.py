@@ -1,0 +1,158 @@
+"""A request made real: the seeded PyTorch model, its weights, inputs and eager reference (float64 too), and argument values."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import numpy as np
+
+from ..errors import CaptureError, MissingExtra
+from .request import Request
+from .values import as_float64, float64_copy
+
+
+class Workload(NamedTuple):
+    """A request made real: the adapter, the seeded PyTorch model, its weights and inputs as numpy,
+    and PyTorch eager's output on them."""
+
+    adapter: object
+    model: object
+    weights: dict
+    inputs: dict
+    reference: np.ndarray
+
+
+_KEPT: dict | None = None
+
+
+def keep_prepared() -> None:
+    """From now on, this process builds each request's workload once (a bench worker runs many jobs
+    on the same weights). The model is shared between callers: none may change it."""
+    global _KEPT
+    if _KEPT is None:
+        _KEPT = {}
+
+
+def prepare(req: Request) -> Workload:
+    """The PyTorch model with seeded weights, its weights as numpy, inputs and the eager reference
+    output; the adapter's contract checked on the way (models/_contract.py), its errors in one line."""
+    if _KEPT is not None:
+        if req not in _KEPT:
+            _KEPT[req] = _prepare(req)
+        return _KEPT[req]
+    return _prepare(req)
+
+
+def _prepare(req: Request) -> Workload:
+    from stackwars_ir import models
+    from stackwars_ir.models import _contract as contract
+
+    try:
+        import torch
+    except Exception as e:
+        raise MissingExtra("torch", e) from e
+    entry = models.entry(req.model)
+    with contract.blame(entry):
+        adapter = models.adapter(req.model)
+        contract.require(entry, adapter, "torch_model", "inputs")
+        torch.manual_seed(req.seed)
+        model = adapter.torch_model(req.size)
+        contract.check_torch_model(entry, model)
+        if req.step == "train":
+            from .train import loss_of
+
+            contract.check_loss(entry, adapter, model, loss_of(req.model))
+        perturb(model, req.seed)
+        # Buffers too, persistent or not: torch.export lifts them all into arguments.
+        tensors = {**dict(model.named_parameters()), **dict(model.named_buffers())}
+        weights = {k: v.detach().cpu().numpy().copy() for k, v in sorted(tensors.items())}
+        try:
+            inputs = adapter.inputs(req.size, req.batch, req.seq, np.random.default_rng(req.seed))
+        except ValueError as e:  # the adapter refuses these sizes: its own words, at its own line, no fix guessed
+            raise contract.refusal(entry, e) from e
+        contract.check_inputs(entry, inputs, adapter.inputs)
+    with contract.blame(entry, "the forward of torch_model(size)'s model"), torch.no_grad():
+        output = model(*[torch.from_numpy(v) for v in inputs.values()])
+    contract.check_output(entry, output)
+    return Workload(adapter, model, weights, inputs, output.numpy())
+
+
+class Exact(NamedTuple):
+    """The model run in float64 on the same weights and inputs (parity's measure of float32's own
+    rounding: capture/parity.py), or why it was not run."""
+
+    value: object  # the output as a float64 array; for a training step, parameter name -> gradient
+    why: str = ""
+
+
+def float64_output(model, inputs: dict) -> Exact:
+    """The model's output in float64 (its float64 copy on float64 inputs), or why there is none: a
+    model whose forward makes float32 tensors of its own may refuse float64, and is then only held
+    to the hard bound."""
+    import torch
+
+    m64, why = float64_copy(model)
+    if m64 is None:
+        return Exact(None, why)
+    try:
+        with torch.no_grad():
+            out = m64(*as_float64(inputs))
+        return Exact(np.asarray(out.detach().numpy(), dtype=np.float64), "")
+    except Exception as e:  # noqa: BLE001 - any failure only costs the float64 comparison
+        first = (str(e).strip().splitlines() or [""])[0][:160]
+        return Exact(None, f"the model does not run in float64: {type(e).__name__}: {first}")
+
+
+def perturb(model, seed: int) -> None:
+    """Make every tensor matter: transformers initialises biases to 0, norms to 1 and BN statistics to 0/1."""
+    import torch
+
+    gen = torch.Generator().manual_seed(seed + 1)
+    with torch.no_grad():
+        for name, t in sorted({**dict(model.named_parameters()), **dict(model.named_buffers())}.items()):
+            if not t.is_floating_point():
+                continue
+            noise = torch.randn(t.shape, generator=gen)
+            if name.endswith("running_var"):
+                t.copy_(0.5 + torch.rand(t.shape, generator=gen))
+            elif name.endswith(("bias", "running_mean")):
+                t.copy_(0.02 * noise)
+            elif t.dim() == 1 and name.endswith("weight"):  # layer/batch norm scale
+                t.copy_(1.0 + 0.1 * noise)
+
+
+@dataclass(frozen=True)
+class Argument:
+    """One argument of the captured function: which parameter, buffer, constant or input it is."""
+
+    index: int
+    kind: str  # "parameter" | "buffer" | "constant" | "input"
+    name: str
+    shape: tuple[int, ...]
+    dtype: str
+
+    def as_json(self) -> dict:
+        return {"index": self.index, "kind": self.kind, "name": self.name,
+                "shape": list(self.shape), "dtype": self.dtype}
+
+
+def argument_values(arguments, constants: dict, weights: dict[str, np.ndarray], inputs: dict[str, np.ndarray],
+                    who: str = "") -> list[np.ndarray]:
+    """The arrays to call a captured function with, in its argument order (`who` names it in errors)."""
+    values = []
+    for arg in arguments:
+        if arg.kind == "input":
+            src = inputs[arg.name]
+        elif arg.name in constants:
+            src = constants[arg.name]
+        elif arg.name in weights:
+            src = weights[arg.name]
+        else:  # e.g. a tensor the model makes inside forward, lifted by torch.export (GPT-Neo's mask value)
+            raise CaptureError(f"{who}: argument {arg.index} ({arg.name!r}, {arg.kind}) is neither a weight, "
+                               "an input nor a recorded constant, so the capture cannot be run to check parity",
+                               fix="this exporter does not yet record the values of tensors lifted by torch.export; "
+                                   "try another --exporter")
+        values.append(np.asarray(src).astype(arg.dtype, copy=False).reshape(arg.shape))
+    return values
+
+

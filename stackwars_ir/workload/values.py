@@ -1,0 +1,45 @@
+"""A workload's values between frameworks: float64 copies of a model and its inputs, JAX's inputs, pytree leaf names."""
+from __future__ import annotations
+
+import numpy as np
+
+FLOAT64_BYTES = 4 << 30  # a float64 copy of the weights above this is not made (an 8B model: 64 GB)
+
+
+def float64_copy(model):
+    """A float64 copy of a PyTorch model, or why none is made (too large for this limit)."""
+    import copy
+
+    size = 8 * sum(t.numel() for t in (*model.parameters(), *model.buffers()) if t.is_floating_point())
+    if size > FLOAT64_BYTES:
+        return None, f"a float64 copy would take {size / 2**30:.1f} GiB, over {FLOAT64_BYTES / 2**30:.0f} GiB"
+    return copy.deepcopy(model).double(), ""
+
+
+def as_float64(inputs: dict) -> list:
+    """The inputs as torch tensors, the floating ones in float64."""
+    import torch
+
+    return [torch.from_numpy(v.astype(np.float64) if v.dtype.kind == "f" else v) for v in inputs.values()]
+
+
+def leaf_name(path) -> str:
+    """A JAX pytree path as the PyTorch name of the tensor it holds (h.0.attn.c_attn.weight)."""
+    import jax
+
+    parts = []
+    for key in path:
+        if isinstance(key, jax.tree_util.DictKey):
+            parts.append(str(key.key))
+        elif isinstance(key, jax.tree_util.SequenceKey):
+            parts.append(str(key.idx))
+        elif isinstance(key, jax.tree_util.GetAttrKey):
+            parts.append(key.name)
+    if parts and parts[-1] == "value":  # nnx.Variable leaf
+        parts.pop()
+    return ".".join(parts)
+
+
+def jax_inputs(inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """JAX runs without x64, as its users do: int64 token ids become int32."""
+    return {k: v.astype(np.int32) if v.dtype == np.int64 else v for k, v in inputs.items()}
