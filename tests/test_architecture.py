@@ -136,16 +136,32 @@ def private_imports() -> list[str]:
     return out
 
 
+def _face_sources() -> dict[str, str]:
+    """`stackwars_ir.P.name` -> the module P's face imports `name` from (faces only re-export)."""
+    out = {}
+    for path, module, package in _modules():
+        if path.name != "__init__.py":
+            continue
+        for node in ast.parse(path.read_text()).body:
+            if isinstance(node, ast.ImportFrom) and node.level:
+                source = ".".join(list(package[:len(package) - node.level + 1]) + ([node.module] if node.module else []))
+                for alias in node.names:
+                    out[f"{module}.{alias.asname or alias.name}"] = source
+    return out
+
+
 def circles() -> list[list[str]]:
     """The circles of imports between a stage's own modules (the ones inside functions too): a module
-    that imports its package's face (`from . import X`) counts as importing the module X comes from."""
+    that imports a name from its package's face counts as importing the module the face takes it from."""
     import networkx as nx
 
     known = {module for _, module, _ in _modules()}
+    faces = _face_sources()
     graph = nx.DiGraph()
     for path, module, package in _modules():
         graph.add_node(module)
         for _, target in _imports(path, package):
+            target = faces.get(target, target)
             if target in known and target != module and _stage(target) == _stage(module) \
                     and not target.endswith(".__init__"):
                 if module.startswith(target + "."):  # the package's own face, which re-exports
