@@ -59,6 +59,10 @@ TORCHAX = Route("torchax", "torch", "torch.export, then torchax",
                 remat="torchax differentiates the exported loss with jax.value_and_grad, which a "
                       "torch.utils.checkpoint inside it does not reach", native="torchax jit")
 ROUTES = {r.name: r for r in (JAX, TORCH_XLA, TORCHAX)}
+# The distributions that lower each route, by the names pip and import know them by.
+PACKAGE = {JAX.name: "jax", TORCH_XLA.name: "torch_xla", TORCHAX.name: TORCHAX.name}
+TORCH_SIDE = ("torch", PACKAGE[TORCH_XLA.name], PACKAGE[TORCHAX.name])  # what a PyTorch route's capture imports
+SHOWN_VERSIONS = ("jax", *TORCH_SIDE, "transformers")  # a capture's provenance, as diff and its report show it
 EXPORTERS = tuple(name for name, r in ROUTES.items() if r.framework == "torch")  # --exporter's choices
 WEIGHTLESS = tuple(e for e in EXPORTERS if ROUTES[e].weightless)  # the PyTorch routes that capture from shapes
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .errors import StackwarsError
+from .routes import PACKAGE, TORCH_SIDE, TORCHAX
 
 LOCK = "lock"  # the project's own stack: requirements.lock, this process
 HOME_ENV = "STACKWARS_IR_STACKS"
@@ -26,11 +27,10 @@ STACK_FORMAT = 1
 RESOLVED = ("flax", "optax")
 PINNED_HERE = ("transformers",)
 # The distributions a stack's record lists (its sidecars' "versions" come from these).
-RECORDED = ("jax", "jaxlib", "flax", "optax", "numpy", "ml_dtypes", "transformers", "torch", "torch_xla",
-            "torchax")
-SHOWN = ("jax", "jaxlib", "flax", "optax", "numpy", "torch", "torch_xla", "torchax")  # stack list's columns
-# What a PyTorch stack adds (`stack add NAME torch==V torch_xla==V ...`), checked to import once made.
-TORCH_SIDE = ("torch", "torch_xla", "torchax")
+RECORDED = ("jax", "jaxlib", "flax", "optax", "numpy", "ml_dtypes", "transformers", *TORCH_SIDE)
+SHOWN = ("jax", "jaxlib", "flax", "optax", "numpy", *TORCH_SIDE)  # stack list's columns
+# What a PyTorch stack adds (`stack add NAME torch==V torch_xla==V ...`) is TORCH_SIDE, checked to import once made.
+_TORCHAX = PACKAGE[TORCHAX.name]
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 _PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==([A-Za-z0-9.+!-]+)$")
 _ACTIVE: contextvars.ContextVar = contextvars.ContextVar("stack", default=None)
@@ -180,19 +180,19 @@ def _build(folder: Path, reqs, index_url, progress) -> dict:
     cmd = [str(folder / "env" / "bin" / "python"), "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
            *(["--index-url", index_url] if index_url else []), *reqs, *extra]
     run(f"pip install {' '.join(reqs)} (and {', '.join(extra)})", cmd)
-    imports = ["jax", "flax", "numpy"] + [p for p in TORCH_SIDE if p != "torchax" and p.replace("_", "-") in pinned]
+    imports = ["jax", "flax", "numpy"] + [p for p in TORCH_SIDE if p != _TORCHAX and p.replace("_", "-") in pinned]
     run(f"checking that {', '.join(imports)} import", [str(folder / "env" / "bin" / "python"), "-c",
                                                        f"import {', '.join(imports)}"])
     broken = {}
-    if "torchax" in pinned:  # a route of its own: without it the stack still has torch_xla's
-        done = subprocess.run([str(folder / "env" / "bin" / "python"), "-c", "import torchax"], capture_output=True,
+    if _TORCHAX in pinned:  # a route of its own: without it the stack still has torch_xla's
+        done = subprocess.run([str(folder / "env" / "bin" / "python"), "-c", f"import {_TORCHAX}"], capture_output=True,
                               text=True)
         said = [ln.strip() for ln in done.stderr.splitlines() if ln.strip()]
         if done.returncode:
             why = re.sub(r" \(/[^)]*\)", "", said[-1] if said else f"exit {done.returncode}")  # no path of this machine
-            broken["torchax"] = why
+            broken[TORCHAX.name] = why
             if progress:
-                progress(f"torchax does not import in this stack ({why}): it has no torchax route")
+                progress(f"{_TORCHAX} does not import in this stack ({why}): it has no {TORCHAX.name} route")
     return broken
 
 

@@ -6,6 +6,7 @@ import time
 import numpy as np
 
 from ..errors import CaptureError, StackwarsError
+from ..routes import TORCHAX
 from ..workload import Argument
 from ..workload.shapes import meta_model
 from .artifact import Capture
@@ -34,7 +35,7 @@ def capture_abstract(req, frameworks, stages_for, elsewhere=None) -> tuple[list[
 
             captures.append(capture_torchax_train(model, _abstract_state(req, *parts), stages_for("torchax train")))
         else:
-            captures.append(_torchax_abstract(model, inputs, stages_for("torchax")))
+            captures.append(_torchax_abstract(model, inputs, stages_for(TORCHAX.name)))
     return captures, inputs
 
 
@@ -129,7 +130,7 @@ def _torchax_abstract(model, inputs, st) -> Capture:
                  for i, (n, s) in enumerate(zip(names, states))]
     arguments += [Argument(len(arguments) + j, "input", n, tuple(v.shape), str(v.dtype))
                   for j, (n, v) in enumerate(inputs.items())]
-    return Capture("torch", "torchax", text, tuple(arguments), dict(st.seconds))
+    return Capture("torch", TORCHAX.name, text, tuple(arguments), dict(st.seconds))
 
 
 def _check_train(req, frameworks) -> None:

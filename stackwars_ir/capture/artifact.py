@@ -12,7 +12,7 @@ class Capture:
     """One exported module: its text, the meaning of its arguments and how long each stage took."""
 
     framework: str  # "jax" | "torch"
-    exporter: str  # "jax" | "torch_xla" | "torchax"
+    exporter: str  # the route's name (routes.ROUTES)
     text: str = field(repr=False)
     arguments: tuple[Argument, ...] = field(repr=False)
     seconds: dict = field(default_factory=dict)

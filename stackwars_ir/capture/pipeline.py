@@ -12,7 +12,7 @@ import numpy as np
 from .. import files
 from ..errors import CaptureError, ParityError, StackwarsError
 from ..progress import Stages
-from ..routes import ROUTES
+from ..routes import ROUTES, TORCH_SIDE
 from ..workload import CAPTURE_REVISION, Request, argument_values, prepare
 from ..workload.mesh import spec_text
 from . import artifact, parity
@@ -440,7 +440,7 @@ def _versions(cap: Capture) -> dict:
     weights and the reference of a JAX side captured in a stack: this process's torch built them)."""
     here = files.versions()
     stack = cap.extra.get("stack")
-    lowered = ("jax", "jaxlib", "flax", "numpy") + (() if cap.framework == "jax" else ("torch", "torch_xla", "torchax"))
+    lowered = ("jax", "jaxlib", "flax", "numpy") + (() if cap.framework == "jax" else TORCH_SIDE)
     return here if stack is None else {k: stack.versions.get(k) if k in lowered else v for k, v in here.items()}
 
 

@@ -9,6 +9,7 @@ import numpy as np
 
 from ..errors import CaptureError, MissingExtra, StackwarsError
 from ..progress import Stages
+from ..routes import PACKAGE, TORCHAX
 from ..workload import Argument
 from .artifact import Capture
 from .lowering import lower_text
@@ -110,7 +111,7 @@ def capture_torchax(ep, inputs: dict[str, np.ndarray], stages: Stages) -> Captur
         import torchax
         from torchax import export as tx_export
     except Exception as e:
-        raise MissingExtra("torchax", e) from e
+        raise MissingExtra(PACKAGE[TORCHAX.name], e) from e
 
     with stages.stage("torchax to StableHLO"):
         try:
@@ -132,7 +133,7 @@ def capture_torchax(ep, inputs: dict[str, np.ndarray], stages: Stages) -> Captur
                   for j, (n, v) in enumerate(inputs.items())]
     # Tensors made inside forward and lifted by torch.export (GPT-Neo's mask value): values recorded.
     constants = {n: np.asarray(v) for n, v in zip(names, states) if kinds.get(n) == "constant"}
-    return Capture("torch", "torchax", text, tuple(arguments), dict(stages.seconds), constants)
+    return Capture("torch", TORCHAX.name, text, tuple(arguments), dict(stages.seconds), constants)
 
 
 def torchax_named(names, kinds: dict, inputs: dict) -> list[tuple[str, str]]:

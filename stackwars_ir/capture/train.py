@@ -17,6 +17,7 @@ import numpy as np
 
 from ..errors import CaptureError, MissingExtra, StackwarsError
 from ..progress import Stages
+from ..routes import PACKAGE, TORCHAX
 from ..runtime import enable_x64
 from ..workload import Argument
 from ..workload.train import (OpNames, TrainState, adamw_state, adamw_step, jax_step, named_leaves, optimizer,
@@ -70,7 +71,7 @@ def capture_torchax_train(model, state: TrainState, stages: Stages) -> Capture:
         import torchax
         from torchax import export as tx_export
     except Exception as e:
-        raise MissingExtra("torchax", e) from e
+        raise MissingExtra(PACKAGE[TORCHAX.name], e) from e
 
     from .torch_capture import needs_x64, torchax_function
 
@@ -108,11 +109,11 @@ def capture_torchax_train(model, state: TrainState, stages: Stages) -> Capture:
             opt_state = jax.eval_shape(tx.init, params) if abstract else adamw_state(tx, state)
             args = {"params": params, "opt_state": opt_state, "buffers": fixed, "inputs": inputs}
         if abstract:  # lifted constants without values: named as constants, passed as arguments
-            cap = _lower_step("torchax", step, args, stages, x64=wide)
+            cap = _lower_step(TORCHAX.name, step, args, stages, x64=wide)
             arguments = tuple(a if a.name not in lifted or a.kind != "buffer" else
                               Argument(a.index, "constant", a.name, a.shape, a.dtype) for a in cap.arguments)
             return dataclasses.replace(cap, arguments=arguments)
-        return _lower_step("torchax", step, args, stages, x64=wide, constants=lifted)
+        return _lower_step(TORCHAX.name, step, args, stages, x64=wide, constants=lifted)
     except StackwarsError:
         raise
     except Exception as e:

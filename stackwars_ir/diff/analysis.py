@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..ir.model import Module
+from ..routes import SHOWN_VERSIONS
 from .align import Alignment, align
 from .blocks import Block, Segmentation, segment
 from .findings import BlockFacts, block_findings, facts, flattened
@@ -185,7 +186,7 @@ def _provenance(source: str) -> tuple[dict | None, str]:
             "route": way.how(sc.step, bool((data.get("program") or {}).get("scan_layers")), bool(data.get("mesh")))
             if way else None,
             "inputs": [{"name": i.get("name"), "dtype": i.get("dtype"), "shape": list(i.get("shape", []))} for i in own],
-            "versions": {k: v.get(k) for k in ("jax", "torch", "torch_xla", "torchax", "transformers")},
+            "versions": {k: v.get(k) for k in SHOWN_VERSIONS},
             "host": sc.data.get("run", {}).get("host", {}).get("processor")}, ""
 
 

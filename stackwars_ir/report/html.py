@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections import Counter
 from pathlib import Path
 
+from ..routes import SHOWN_VERSIONS
 from . import graph
 from .charts import grouped_bars, heat, stacked_bars, waterfall
 from .escape import esc, highlight
@@ -74,8 +75,7 @@ def _inputs(result) -> str:
             v = p.get("versions", {})
             shapes = ", ".join(f"{i['name']} {i['dtype']}{i['shape']}" for i in p.get("inputs", []))
             prov = (f"{p.get('model')}-{p.get('size')} via {p.get('exporter')}; inputs {shapes}; "
-                    f"jax {v.get('jax')}, torch {v.get('torch')}, torch_xla {v.get('torch_xla')}, "
-                    f"torchax {v.get('torchax')}, transformers {v.get('transformers')}; host {p.get('host')}")
+                    f"{', '.join(f'{k} {v.get(k)}' for k in SHOWN_VERSIONS)}; host {p.get('host')}")
         else:
             prov = side.provenance_note if side.provenance_note.startswith("sidecar ignored") else "-"
         rows.append(f"<tr><td>{esc(side.name)}</td><td><code>{esc(side.source)}</code></td>"
