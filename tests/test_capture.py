@@ -2,6 +2,9 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -230,3 +233,62 @@ def test_a_failed_forward_parity_says_where_the_output_differs_most():
     assert not p.ok and p.worst == ({"max_abs": 0.5, "at": [1, 2, 0]},)
     assert p.line().endswith("; max |difference| 0.5 at [1, 2, 0] of the output")
     assert compare("jax", want, want).worst == ()  # computed for a failure only
+
+
+ROUTE_ROW = '''
+TWIN = Route("torchax_twin", "torch", "torch.export, then torchax (a test route: issue 52)")
+ROUTES = {r.name: r for r in (JAX, TORCH_XLA, TORCHAX, TWIN)}
+'''
+TWIN_LOWERING = '''"""The test route's lowering: torchax's, under its own name."""
+import dataclasses
+
+
+def capture(ep, inputs, stages):
+    from .torch_capture import capture_torchax
+
+    return dataclasses.replace(capture_torchax(ep, inputs, stages), exporter="torchax_twin")
+'''
+
+
+def test_a_route_is_added_by_three_files(tmp_path):
+    """Adding a PyTorch route touches routes.py (its row), capture/lowerings.py (one line naming its
+    lowering) and the lowering's own module, nothing else (issue 52): on a copy of the package with a
+    test route so added, `capture --exporter` offers it, writes its file and sidecar, checks its parity,
+    and `diff` reads it against torchax's (the same lowering: op-identical)."""
+    import shutil
+
+    import stackwars_ir
+    from stackwars_ir import models
+
+    code = tmp_path / "code"
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
+    shutil.copytree(Path(stackwars_ir.__file__).parent, code / "stackwars_ir", ignore=ignore)
+    shutil.rmtree(code / "stackwars_ir" / "models", ignore_errors=True)
+    shutil.copytree(Path(models.__file__).parent, code / "stackwars_ir" / "models", ignore=ignore)
+    pkg = code / "stackwars_ir"
+    routes = (pkg / "routes.py").read_text()
+    anchor = "ROUTES = {r.name: r for r in (JAX, TORCH_XLA, TORCHAX)}\n"
+    assert anchor in routes
+    (pkg / "routes.py").write_text(routes.replace(anchor, ROUTE_ROW.lstrip("\n")))
+    lowerings = (pkg / "capture" / "lowerings.py").read_text()
+    anchor = "{TORCH_XLA.name: capture_torch_xla, TORCHAX.name: capture_torchax}[route]"
+    assert anchor in lowerings
+    (pkg / "capture" / "lowerings.py").write_text(lowerings.replace(
+        anchor, anchor.replace("}[route]", ', "torchax_twin": __import__("stackwars_ir.capture.twin_capture", '
+                                           'fromlist=["capture"]).capture}[route]')))
+    (pkg / "capture" / "twin_capture.py").write_text(TWIN_LOWERING)
+
+    def run(*args):
+        boot = f"import sys; sys.path.insert(0, {str(code)!r}); from stackwars_ir.cli import main; main()"
+        return subprocess.run([sys.executable, "-c", boot, *map(str, args)], capture_output=True, text=True,
+                              timeout=600, cwd=tmp_path)
+
+    done = run("capture", "gemm", "--exporter", "torchax,torchax_twin", "--out", tmp_path / "out")
+    assert done.returncode == 0, done.stderr[-2000:]
+    folder = tmp_path / "out" / "gemm-tiny"
+    assert {p.name for p in folder.iterdir()} >= {"torch-torchax_twin.mlir", "torch-torchax_twin.json"}
+    side = json.loads((folder / "torch-torchax_twin.json").read_text())
+    assert side["exporter"] == "torchax_twin" and side["parity"]["ok"], side
+    done = run("diff", folder / "torch-torchax.mlir", folder / "torch-torchax_twin.mlir", "--json", "-")
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert json.loads(done.stdout)["differs"] is False

@@ -386,7 +386,8 @@ def _capture_all(req, frameworks, adapter, model, weights, inputs, label, show):
         return
     from stackwars_ir import models
 
-    from .torch_capture import capture_torch_xla, capture_torch_xla_lazy, capture_torchax, export_program
+    from . import lowerings
+    from .torch_capture import capture_torch_xla_lazy, export_program
 
     entry, ep = models.entry(req.model), None
     for exporter in req.exporters:
@@ -400,15 +401,14 @@ def _capture_all(req, frameworks, adapter, model, weights, inputs, label, show):
             ep = export_program(model, inputs, exp)
         stages = Stages(f"{label} {exporter}", show=show)
         stages.seconds.update(exp.seconds)
-        fn = capture_torch_xla if exporter == "torch_xla" else capture_torchax
-        cap = fn(ep, inputs, stages)
+        cap = lowerings.forward(exporter)(ep, inputs, stages)
         yield _named(cap, req)
 
 
 def _capture_train(req, frameworks, adapter, model, state, label, show):
     """Each training capture, as soon as it is made: JAX's, torchax's, then torch_xla's, so that
     the exports that run Python on one core (JAX's, torchax's) overlap a parity compile on two."""
-    from . import train
+    from . import lowerings, train
 
     if "jax" in frameworks:
         cap = train.capture_jax_train(adapter, req.size, state, Stages(f"{label} jax train", show=show),
@@ -417,16 +417,10 @@ def _capture_train(req, frameworks, adapter, model, state, label, show):
     if "torch" in frameworks:
         from stackwars_ir import models
 
-        for exporter in sorted(req.exporters, key=lambda e: e == "torch_xla"):
+        entry = models.entry(req.model)
+        for exporter in sorted(req.exporters, key=lambda e: bool(ROUTES[e].lazy)):  # the lazy step's Python last
             stages = Stages(f"{label} {exporter} train", show=show)
-            if exporter == "torch_xla":
-                entry = models.entry(req.model)
-                cap = train.capture_torch_xla_train(model, state, stages, entry.layers, scan=req.scan_layers,
-                                                    remat=req.remat, mesh=req.mesh_spec,
-                                                    tensor_parallel=entry.tensor_parallel)
-            else:
-                cap = train.capture_torchax_train(model, state, stages)
-            yield _named(cap, req)
+            yield _named(lowerings.train_step(exporter)(model, state, stages, req, entry), req)
 
 
 def _named(cap: Capture, req: Request) -> Capture:

@@ -1,0 +1,30 @@
+"""Which function lowers each PyTorch route to StableHLO: a forward from torch.export's program, a training step from its state."""
+from __future__ import annotations
+
+from ..routes import TORCH_XLA, TORCHAX
+
+
+def _torch_xla_train(model, state, stages, req, entry):
+    from .train import capture_torch_xla_train
+
+    return capture_torch_xla_train(model, state, stages, entry.layers, scan=req.scan_layers, remat=req.remat,
+                                   mesh=req.mesh_spec, tensor_parallel=entry.tensor_parallel)
+
+
+def _torchax_train(model, state, stages, req, entry):
+    from .train import capture_torchax_train
+
+    return capture_torchax_train(model, state, stages)
+
+
+def forward(route: str):
+    """`fn(exported_program, inputs, stages) -> Capture`: how `route` lowers a forward that
+    torch.export traced (a route's other path, `Route.lazy`, is capture.torch_capture's lazy capture)."""
+    from .torch_capture import capture_torch_xla, capture_torchax
+
+    return {TORCH_XLA.name: capture_torch_xla, TORCHAX.name: capture_torchax}[route]
+
+
+def train_step(route: str):
+    """`fn(model, state, stages, request, catalogue entry) -> Capture`: how `route` lowers one training step."""
+    return {TORCH_XLA.name: _torch_xla_train, TORCHAX.name: _torchax_train}[route]
