@@ -25,7 +25,7 @@ BISECT = ("0.8.3", "0.10.2")  # stackwars-ir bisect gpt2 --good jax==0.8.3 --bad
 
 def run(out: Path, releases, models) -> dict:
     from stackwars_ir import stacks as stack
-    from stackwars_ir.sweep.regress import Thresholds, regress_model
+    from stackwars_ir.versions.regress import Thresholds, regress_model
     from stackwars_ir.workload import Request
 
     def progress(message: str) -> None:
@@ -56,7 +56,7 @@ def run(out: Path, releases, models) -> dict:
             failed[f"gpt2 base {v}"] = " ".join(str(e).split())[:300]
     found = None
     try:  # the first release whose XLA fuses GPT-2 differently: stacks reused, the lock for its own version
-        from stackwars_ir.sweep.bisect import bisect_model
+        from stackwars_ir.versions.bisect import bisect_model
 
         found = bisect_model(Request("gpt2", "tiny", "jax"), BISECT[0], BISECT[1], "fusions", out / "bisect",
                              progress=progress)
@@ -145,7 +145,7 @@ def _changes(title: str, r) -> list[str]:
 def run_pytorch(out: Path, models) -> dict:
     """Each model's torch_xla side under the PyTorch stack and the lock (regress --exporter torch_xla)."""
     from stackwars_ir import stacks as stack
-    from stackwars_ir.sweep.regress import Thresholds, regress_model
+    from stackwars_ir.versions.regress import Thresholds, regress_model
     from stackwars_ir.workload import Request
 
     got, failed = {}, {}

@@ -7,6 +7,7 @@ from pathlib import Path
 import click
 
 from .routes import EXPORTERS
+from .versions.metric import METRICS
 from .shell import emit, json_option, markdown_option, progress
 
 
@@ -59,7 +60,7 @@ def stack_remove(name):
 
 def _thresholds(time_pct, memory_pct, kernels):
     from .errors import StackwarsError
-    from .sweep.regress import Thresholds
+    from .versions.regress import Thresholds
 
     for what, v in (("--time", time_pct), ("--memory", memory_pct), ("--kernels", kernels)):
         if v < 0:
@@ -98,7 +99,7 @@ def regress_cmd(targets, from_stack, to_stack, size, step, out_dir, time_pct, me
     """
     from .errors import StackwarsError
     from .stacks import find
-    from .sweep.regress import regress_files, regress_model
+    from .versions.regress import regress_files, regress_model
     from .workload import Request
 
     limits, a, b = _thresholds(time_pct, memory_pct, kernels), find(from_stack), find(to_stack)
@@ -125,7 +126,7 @@ def regress_cmd(targets, from_stack, to_stack, size, step, out_dir, time_pct, me
 @click.argument("model")
 @click.option("--good", required=True, metavar="jax==VERSION", help="A version whose metric is the reference.")
 @click.option("--bad", required=True, metavar="jax==VERSION", help="A version whose metric has changed.")
-@click.option("--metric", type=click.Choice(["steady", "memory", "kernels", "fusions"]), default="kernels",
+@click.option("--metric", type=click.Choice(list(METRICS)), default="kernels",
               show_default=True, help="What must change: the kernel count, the kinds of fusions XLA made, the "
                                       "memory plan's peak (over 10%), or the steady time (beyond noise and 10%).")
 @click.option("--size", default="tiny", show_default=True, help="The adapter's size.")
@@ -142,7 +143,7 @@ def bisect_cmd(model, good, bad, metric, size, step, out_dir, json_path):
     Exit code 0: a first bad version found; 1: the metric does not change between the ends; 2: bad
     input; 130: interrupted.
     """
-    from .sweep.bisect import bisect_model
+    from .versions.bisect import bisect_model
     from .workload import Request
 
     found = bisect_model(Request(model, size, "jax", step=step), _pin(good, "--good"), _pin(bad, "--bad"), metric,

@@ -17,7 +17,7 @@ LEVELS = {
     "workload": 5,
     "capture": 6, "diff": 6,
     "bench": 7,
-    "sweep": 8,
+    "sweep": 8, "versions": 8,  # model runs and grids; library versions compared: neither imports the other
     "report": 9,
     "shell": 10,
     "cli_stack": 11,

@@ -11,7 +11,7 @@ import pytest
 
 from stackwars_ir import stacks as stack
 from stackwars_ir.errors import StackwarsError
-from stackwars_ir.sweep.bisect import changed, released_between, search
+from stackwars_ir.versions.bisect import changed, released_between, search
 
 ROOT = Path(__file__).resolve().parents[1]
 CLI = [sys.executable, "-c", "from stackwars_ir.cli import main; main()"]
@@ -110,8 +110,8 @@ def test_a_jax_stack_refuses_a_pytorch_side_in_one_line(tmp_path):
 
 def test_stacks_of_the_same_jax_and_jaxlib_time_together():
     """A PyTorch stack beside the lock's jax compiles with the same XLA: regress then times both files
-    in one worker, run by run (sweep.regress._timed_pair); other stacks take turns."""
-    from stackwars_ir.sweep.regress import same_xla
+    in one worker, run by run (versions.regress._timed_pair); other stacks take turns."""
+    from stackwars_ir.versions.regress import same_xla
 
     lock = stack.lock()
     torch_28 = stack.Stack("torch-2.8", Path("/x"), (), {**lock.versions, "torch": "2.8.0", "torch_xla": "2.8.1"})
@@ -332,7 +332,7 @@ def test_a_pytorch_stack_captures_and_regresses_torch_xla(tmp_path):
 def test_regress_says_the_stablehlo_is_identical_when_only_xla_fusions_changed():
     """issue 53: "IR: 4 of 14 aligned blocks changed (IR or kernels)" was said of op-for-op identical
     StableHLO, beside a set difference of fusion kinds; a block's time change carried no noise mark."""
-    from stackwars_ir.sweep.regress import BlockChange, Regression
+    from stackwars_ir.versions.regress import BlockChange, Regression
 
     side = {"stack": "lock", "file": "a.mlir", "versions": {"jax": "0.10.2"}, "sha256": "1"}
     fused = BlockChange("h.0.mlp", (40, 40), (3, 3), (("loop_fusion", "loop_fusion"), ("loop_fusion", "ynn_fusion")),

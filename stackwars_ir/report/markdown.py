@@ -183,7 +183,7 @@ def sweep_markdown(report) -> str:
 
 
 def regress_markdown(r) -> str:
-    """A regress result (sweep.regress.Regression) as a page: the two sides, a table of the blocks that
+    """A regress result (versions.regress.Regression) as a page: the two sides, a table of the blocks that
     changed, time, memory and the thresholds passed."""
     def side(s: dict) -> str:
         v = s["versions"]

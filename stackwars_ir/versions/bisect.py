@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import Callable
 
 from ..errors import StackwarsError
+from .metric import METRICS, metric as metric_named
 
-METRICS = ("steady", "memory", "kernels", "fusions")
 _RELEASE = re.compile(r"^\d+(\.\d+)*$")  # final releases only: no rc, dev or post
 
 
@@ -45,16 +45,11 @@ def available_versions(package: str) -> list[str]:
 
 
 def changed(metric: str, good, value, threshold: float = 0.10) -> bool:
-    """Whether `value` differs from the good version's: kernels by any count, memory by more than
-    `threshold`, steady time when the 95% interval of the ratio lies wholly outside +-threshold."""
-    if metric in ("kernels", "fusions"):
-        return value != good
-    if metric == "memory":
-        return abs(value - good) > threshold * good
-    from ..bench.compare import ratio_interval
-
-    ratio, low, high = ratio_interval(good, value)
-    return low > 1 + threshold or high < 1 / (1 + threshold)
+    """Whether `value` differs from the good version's by `metric`'s own measure beyond `threshold`
+    (versions.metric: kernels and fusion kinds by any count, memory by more than the ratio, steady time
+    when the 95% interval of the ratio lies wholly outside it)."""
+    m = metric_named(metric)
+    return m.differs(m.change(good, value), threshold)
 
 
 @dataclass(frozen=True)
@@ -73,7 +68,7 @@ class Bisection:
     def lines(self) -> list[str]:
         out = [f"{len(self.versions)} versions from {self.versions[0]} to {self.versions[-1]}, metric {self.metric}: "
                f"{self.probes} probed (ceil(log2 {len(self.versions)}) + 1 = {_bound(len(self.versions))})"]
-        out += [f"  {v:10} {_shown(self.metric, self.measured[v])}" for v in self.versions if v in self.measured]
+        out += [f"  {v:10} {METRICS[self.metric].show(self.measured[v])}" for v in self.versions if v in self.measured]
         if self.first_bad is None:
             out.append(f"no change: {self.note}")
         else:
@@ -85,7 +80,7 @@ class Bisection:
 
     def as_json(self) -> dict:
         return {"metric": self.metric, "versions": list(self.versions),
-                "measured": {v: _plain(self.metric, x) for v, x in self.measured.items()},
+                "measured": {v: METRICS[self.metric].plain(x) for v, x in self.measured.items()},
                 "first_bad": self.first_bad, "last_good": self.last_good, "probes": self.probes, "note": self.note,
                 "boundary": self.boundary.as_json() if self.boundary is not None else None}
 
@@ -94,24 +89,6 @@ def _bound(n: int) -> int:
     import math
 
     return math.ceil(math.log2(n)) + 1
-
-
-def _plain(metric: str, value):
-    if metric == "steady":
-        import statistics
-
-        return statistics.median(value)
-    return list(value) if metric == "fusions" else value
-
-
-def _shown(metric: str, value) -> str:
-    if metric == "fusions":
-        from collections import Counter
-
-        return f"{len(value)} fusions: " + ", ".join(f"{n} x{c}" if c > 1 else n for n, c in sorted(Counter(value).items()))
-    if metric == "steady":
-        return f"{_plain(metric, value) * 1e6:.1f} us (median)"
-    return f"{value:,} bytes peak" if metric == "memory" else f"{value} kernels"
 
 
 def search(versions, probe: Callable[[str], object], differs: Callable[[object, object], bool], metric: str = "",
@@ -148,8 +125,7 @@ def bisect_model(req, good: str, bad: str, metric: str, out_dir: Path, *, availa
     from ..stacks import add, find, home, lock
     from .regress import regress_files
 
-    if metric not in METRICS:
-        raise StackwarsError(f"--metric {metric!r}: not one of {', '.join(METRICS)}", fix="e.g. --metric kernels")
+    measured_by = metric_named(metric)
     if available is None:
         available = sorted(set(available_versions("jax")) & set(available_versions("jaxlib")), key=version_key)
     versions = released_between(good, bad, available)
@@ -172,9 +148,9 @@ def bisect_model(req, good: str, bad: str, metric: str, out_dir: Path, *, availa
         made = run(req, Path(out_dir) / f"jax-{v}", force=True, show=show, stack=stack_of(v))
         path = next(p for p in made.files if p.suffix == ".mlir")
         files[v] = path
-        value = measure(path, stack_of(v), metric, progress)
+        value = measured_by.measure(path, stack_of(v), progress)
         if progress:
-            progress(f"jax {v}: {_shown(metric, value)}")
+            progress(f"jax {v}: {measured_by.show(value)}")
         return value
 
     found = search(versions, probe, lambda g, x: changed(metric, g, x), metric)
@@ -183,35 +159,3 @@ def bisect_model(req, good: str, bad: str, metric: str, out_dir: Path, *, availa
     boundary = regress_files(files[found.last_good], files[found.first_bad], stack_of(found.last_good),
                              stack_of(found.first_bad), progress=progress)
     return dataclasses.replace(found, boundary=boundary)
-
-
-def measure(path: Path, stack, metric: str, progress=None):
-    """The metric of one file under one stack: its kernel count, the kinds of its fusions, its memory
-    plan's peak, or its steady-state samples (seconds)."""
-    from ..stacks import using
-
-    with using(stack):
-        if metric in ("kernels", "fusions"):
-            from ..bench.kernels import kernels_of_files
-
-            (k,) = kernels_of_files([path], progress=progress)
-            if k.error:
-                raise StackwarsError(k.error)
-            if metric == "kernels":
-                return len(k.kernels)
-            from ..bench.kernels import fusion_kind
-
-            return tuple(sorted(fusion_kind(x.name) for x in k.kernels if x.opcode == "fusion"))
-        if metric == "memory":
-            from ..bench.memory import plan_files
-
-            plan = plan_files([path], progress=progress).plans[0]
-            if plan.error:
-                raise StackwarsError(plan.error)
-            return plan.peak_bytes
-        from ..bench.run import bench_files
-
-        (_, row), = bench_files([path], with_peaks=False, progress=progress).rows
-        if not row.ok:
-            raise StackwarsError(row.error)
-        return tuple(row.timing.samples)

@@ -1,4 +1,4 @@
-"""Regress: one program under two stacks (or two files), what changed per block in IR, kernels, time and memory."""
+"""Regress: one program under two stacks (or two files), what changed per block in IR, kernels, time and memory, judged by versions.metric's thresholds."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -326,14 +326,17 @@ def _group_words(g) -> str:
 def _judged(r: Regression) -> Regression:
     import dataclasses
 
+    from .metric import KERNELS, MEMORY, STEADY, Change
+
     t, breaches = r.thresholds, []
-    if r.time and "error" not in r.time and r.time["low"] > 1 + t.time:
+    if r.time and "error" not in r.time and STEADY.worse(Change(r.time["ratio"], r.time["low"], r.time["high"]), t.time):
         breaches.append(f"steady time B/A {r.time['ratio']:.2f} (95% interval from {r.time['low']:.2f}), over "
                         f"+{t.time:.0%}")
-    if r.memory and "error" not in r.memory and r.memory["a"] and r.memory["b"] > r.memory["a"] * (1 + t.memory):
+    if r.memory and "error" not in r.memory and r.memory["a"] and \
+            MEMORY.worse(MEMORY.change(r.memory["a"], r.memory["b"]), t.memory):
         breaches.append(f"memory plan peak {r.memory['b'] / r.memory['a'] - 1:+.0%}, over +{t.memory:.0%}")
     for b in r.blocks:
-        if b.kernels and b.kernels[1] - b.kernels[0] > t.kernels:
+        if b.kernels and KERNELS.worse(KERNELS.change(*b.kernels), t.kernels):
             breaches.append(f"{b.label}: {b.kernels[1] - b.kernels[0]:+d} kernels, over +{t.kernels}")
     return dataclasses.replace(r, breaches=tuple(breaches))
 
