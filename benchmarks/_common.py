@@ -53,7 +53,7 @@ def machine_line() -> str:
 def sweep_line(report) -> str:
     """A findings page's `Sweep: ...` sentence: the sweep's summary line (job counts, executor, noise) and
     the jobs' own time summed, finished before or now."""
-    from stackwars_ir.sweep.tables import summary_line
+    from stackwars_ir.report.sweep import summary_line
 
     return (f"Sweep: {summary_line(report)}; the jobs' own time, summed: "
             f"{sum(r.seconds for r in report.records) / 60:.0f} min")

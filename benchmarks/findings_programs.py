@@ -229,7 +229,7 @@ def page(res) -> str:
 
 def print_page(res) -> None:
     from stackwars_ir.files import host
-    from stackwars_ir.sweep.tables import summary_line
+    from stackwars_ir.report.sweep import summary_line
     from stackwars_ir.textfmt import human_bytes
 
     h = host()

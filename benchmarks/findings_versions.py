@@ -15,6 +15,8 @@ from pathlib import Path
 
 from _common import machine_line
 
+from stackwars_ir.report.versions import bisect_lines, block_sentence
+
 ROOT = Path(__file__).resolve().parents[1]
 RELEASES = ("0.7.2", "0.8.3", "0.9.2")  # the last of each minor line before the lock's 0.10.2
 MODELS = ("gpt2", "llama")
@@ -104,7 +106,7 @@ def page(data: dict, releases, models) -> str:
                          f"{sum(b.changed for b in r.blocks)} of {len(r.blocks)} | {r.kernels['a']} -> "
                          f"{r.kernels['b']} | {peak} | {len(r.breaches)} |")
         lines += ["", f"Where those kernels moved, jax {base[-1][0]} -> lock (the first blocks that changed):", ""]
-        lines += [f"- {b.sentence()}" for b in [b for b in base[-1][1].blocks if b.changed][:6]]
+        lines += [f"- {block_sentence(b)}" for b in [b for b in base[-1][1].blocks if b.changed][:6]]
     lines += ["", "## What changed, block by block", ""]
     for m, v, r in details:
         lines += _changes(f"{m}, jax {v} -> lock", r)
@@ -112,7 +114,7 @@ def page(data: dict, releases, models) -> str:
     found = data.get("bisect")
     if found is not None:
         lines += ["", f"## Which release changed GPT-2's fusions: `bisect gpt2 --good jax=={BISECT[0]} --bad "
-                      f"jax=={BISECT[1]} --metric fusions`", "", "```"] + found.lines() + ["```"]
+                      f"jax=={BISECT[1]} --metric fusions`", "", "```"] + bisect_lines(found) + ["```"]
     if data["failed"]:
         lines += ["", "## Not measured", ""] + [f"- {k}: {v}" for k, v in data["failed"].items()]
     lines += ["", "torch_xla 2.8 against 2.9 (a PyTorch stack): docs/findings-versions-torch.md."]
@@ -136,7 +138,7 @@ def _changes(title: str, r) -> list[str]:
     """One regress's changed blocks in words (the first 8), and the thresholds it passed."""
     changed = [b for b in r.blocks if b.changed]
     lines = [f"**{title}:** " + ("nothing in any aligned block." if not changed else "")]
-    lines += [f"- {b.sentence()}" for b in changed[:8]]
+    lines += [f"- {block_sentence(b)}" for b in changed[:8]]
     if len(changed) > 8:
         lines.append(f"- ... and {len(changed) - 8} more blocks")
     return lines + [f"- threshold passed: {x}" for x in r.breaches] + [""]

@@ -112,7 +112,9 @@ def regress_cmd(targets, from_stack, to_stack, size, step, out_dir, time_pct, me
     else:
         raise StackwarsError(f"regress {' '.join(targets)}: give a MODEL or two files", fix="e.g. regress gpt2 "
                              "--from jax-0.9.2, or regress A.mlir B.mlir")
-    emit("\n".join(result.lines()), result.as_json(), json_path)
+    from .report.versions import regress_lines
+
+    emit("\n".join(regress_lines(result)), result.as_json(), json_path)
     if md_path is not None:
         from .files import write_atomic
         from .report.markdown import regress_markdown
@@ -148,7 +150,9 @@ def bisect_cmd(model, good, bad, metric, size, step, out_dir, json_path):
 
     found = bisect_model(Request(model, size, "jax", step=step), _pin(good, "--good"), _pin(bad, "--bad"), metric,
                          out_dir, progress=progress)
-    emit("\n".join(found.lines()), found.as_json(), json_path)
+    from .report.versions import bisect_lines
+
+    emit("\n".join(bisect_lines(found)), found.as_json(), json_path)
     sys.exit(0 if found.first_bad else 1)
 
 

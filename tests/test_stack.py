@@ -332,20 +332,44 @@ def test_a_pytorch_stack_captures_and_regresses_torch_xla(tmp_path):
 def test_regress_says_the_stablehlo_is_identical_when_only_xla_fusions_changed():
     """issue 53: "IR: 4 of 14 aligned blocks changed (IR or kernels)" was said of op-for-op identical
     StableHLO, beside a set difference of fusion kinds; a block's time change carried no noise mark."""
+    from stackwars_ir.report.versions import regress_lines
     from stackwars_ir.versions.regress import BlockChange, Regression
 
     side = {"stack": "lock", "file": "a.mlir", "versions": {"jax": "0.10.2"}, "sha256": "1"}
     fused = BlockChange("h.0.mlp", (40, 40), (3, 3), (("loop_fusion", "loop_fusion"), ("loop_fusion", "ynn_fusion")),
                         (62e-6, 88e-6), (), (-5e-6, 40e-6))
     same = BlockChange("h.0.attn", (70, 70), (7, 7), (("loop_fusion",), ("loop_fusion",)), (50e-6, 51e-6))
-    text = "\n".join(Regression(side, dict(side, sha256="2"), (fused, same), None, None, None).lines())
+    text = "\n".join(regress_lines(Regression(side, dict(side, sha256="2"), (fused, same), None, None, None)))
     assert "IR: StableHLO identical op for op (only names differ); XLA's fusions changed in 1 of 2 blocks" in text
     assert "fusions by kind loop_fusion 2 -> 1, ynn_fusion 0 -> 1" in text
     assert "within the noise: 95% interval of B - A -5.0 to +40.0 us" in text
     assert not fused.ir_changed and fused.compiled_changed and not same.changed
     grown = BlockChange("h.0.mlp", (40, 41), None, None, None, ("stablehlo.add added",))
-    text = "\n".join(Regression(side, dict(side, sha256="2"), (grown, same), None, None, None).lines())
+    text = "\n".join(regress_lines(Regression(side, dict(side, sha256="2"), (grown, same), None, None, None)))
     assert "IR: 1 of 2 aligned blocks changed (IR or kernels)" in text
+
+
+def test_regress_and_bisect_results_read_back_from_their_json():
+    """Every result type has from_json (issue 52): a regress and a bisection written as JSON and read back
+    render the same lines and judge the same breaches."""
+    import json
+
+    from stackwars_ir.report.versions import regress_lines
+    from stackwars_ir.versions.bisect import Bisection
+    from stackwars_ir.versions.regress import BlockChange, Regression, Thresholds, _judged
+
+    side = {"stack": "lock", "file": "a.mlir", "versions": {"jax": "0.10.2"}, "sha256": "1"}
+    blocks = (BlockChange("h.0.mlp", (40, 41), (3, 5), (("loop_fusion",), ("loop_fusion", "ynn_fusion")),
+                          (62e-6, 88e-6), ("stablehlo.add added",), (5e-6, 40e-6)),)
+    time_ = {"a": 1e-3, "b": 1.3e-3, "ratio": 1.3, "low": 1.2, "high": 1.4, "rounds": [[1e-3, 1.3e-3]],
+             "compile_a": 0.5, "compile_b": 0.6}
+    r = _judged(Regression(side, dict(side, sha256="2"), blocks, time_, {"a": 100, "b": 200, "temp_a": 1, "temp_b": 2},
+                           {"a": 3, "b": 5}, ("B: loss (4 ops)",), Thresholds(0.1, 0.1, 0)))
+    assert len(r.breaches) == 3  # time, memory and the block's kernels
+    back = Regression.from_json(json.loads(json.dumps(r.as_json())))
+    assert back == r and regress_lines(back) == regress_lines(r) and _judged(back).breaches == r.breaches
+    b = Bisection("kernels", ("1", "2", "3"), {"1": 7, "3": 9}, "3", "2", 2, boundary=r)
+    assert Bisection.from_json(json.loads(json.dumps(b.as_json()))) == b
 
 
 def test_a_ratio_interval_across_rounds_is_as_wide_as_the_rounds_disagree():

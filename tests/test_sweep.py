@@ -229,6 +229,14 @@ def test_a_sweep_killed_halfway_resumes_without_recomputing_a_finished_job(tmp_p
     assert run.returncode == 0, run.stderr
     summary = json.loads(run.stdout)
     assert (summary["jobs"], summary["reused"], summary["ran"]) == (5, len(finished), 5 - len(finished))
+    # The records read back typed (issue 52): each job's command's own result type.
+    from stackwars_ir.bench.memory import MemoryReport
+    from stackwars_ir.diff.result import DiffResult
+    from stackwars_ir.sweep.execute import SweepReport
+    from stackwars_ir.sweep.jobs import CaptureRecord
+
+    typed = {r.job.command: type(r.value()) for r in SweepReport.from_json(summary).records}
+    assert typed == {"capture": CaptureRecord, "memory": MemoryReport, "diff": DiffResult}, typed
     for name, mtime in finished.items():
         assert (results / "jobs" / name).stat().st_mtime_ns == mtime  # not written again
 
@@ -406,7 +414,7 @@ def test_a_bench_with_baselines_times_every_route_and_the_native_runtimes_in_one
     from stackwars_ir.bench.run import BenchReport
     from stackwars_ir.sweep.execute import phases, run_sweep
     from stackwars_ir.sweep.grid import grid_of
-    from stackwars_ir.sweep.tables import summary_line
+    from stackwars_ir.report.sweep import summary_line
 
     grid = grid_of([{"commands": ["bench", "diff"], "models": ["ffn"], "routes": ["jax", "torchax"],
                      "baselines": ["jax", "eager"], "profile": 2}])
@@ -490,7 +498,7 @@ def test_a_bench_together_times_both_pytorch_routes_interleaved_in_one_job_and_t
 
     from stackwars_ir.sweep.execute import run_sweep
     from stackwars_ir.sweep.grid import grid_of
-    from stackwars_ir.sweep.tables import sweep_tables
+    from stackwars_ir.report.sweep import sweep_tables
 
     grid = grid_of([{"commands": ["diff", "bench"], "models": ["ffn"], "routes": ["torch_xla", "torchax"],
                      "together": True}])
@@ -591,7 +599,7 @@ def test_the_noise_each_timed_job_measured_first_is_summed_up_and_a_noisy_run_na
     from stackwars_ir.bench.timing import machine_noise
     from stackwars_ir.sweep.grid import grid_of
     from stackwars_ir.sweep.jobs import Record
-    from stackwars_ir.sweep.tables import noise_line
+    from stackwars_ir.report.sweep import noise_line
 
     job = grid_of([{"commands": ["capture"], "models": ["ffn"], "routes": ["jax"]}]).jobs[0]
     rec = [Record(f"k{i}", job, {}, True, "", {}, 1.0, {"cpus": 2, **({"noise": n} if n is not None else {})})
@@ -612,7 +620,7 @@ def test_a_timed_record_is_noisy_by_its_probe_or_by_its_own_rows_spread():
     probe of 7%, rows of 11-25%). Either makes the record noisy, and the summary says so."""
     from stackwars_ir.sweep.grid import grid_of
     from stackwars_ir.sweep.jobs import Record
-    from stackwars_ir.sweep.tables import noise_line
+    from stackwars_ir.report.sweep import noise_line
 
     jobs = grid_of([{"commands": ["bench"], "models": ["ffn"], "routes": ["jax"]}]).jobs
     bench = next(j for j in jobs if j.command == "bench")
@@ -638,7 +646,7 @@ def test_a_timed_record_whose_probe_chain_ran_slow_against_the_same_processors_f
     from stackwars_ir.sweep.execute import run_sweep
     from stackwars_ir.sweep.grid import grid_of
     from stackwars_ir.sweep.jobs import Record, noisy_keys, slowed, stack, write_record
-    from stackwars_ir.sweep.tables import noise_line
+    from stackwars_ir.report.sweep import noise_line
 
     grid = grid_of([{"commands": ["bench"], "models": ["ffn"], "routes": ["jax"], "batches": [1, 2, 4, 8]}])
     here = stack()
@@ -717,7 +725,7 @@ def test_a_pages_records_say_when_and_by_which_code_they_were_made():
     date and commit, and the summary line names them."""
     from stackwars_ir.sweep.grid import grid_of
     from stackwars_ir.sweep.jobs import Record
-    from stackwars_ir.sweep.tables import dated_line
+    from stackwars_ir.report.sweep import dated_line
 
     job = grid_of([{"commands": ["capture"], "models": ["ffn"], "routes": ["jax"]}]).jobs[0]
 

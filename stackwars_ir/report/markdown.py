@@ -162,7 +162,7 @@ def memory_markdown(report) -> str:
 
 def sweep_markdown(report) -> str:
     """A sweep's page: what ran where, then a table per command and the failed jobs with their errors."""
-    from ..sweep.tables import summary_line, sweep_tables
+    from .sweep import summary_line, sweep_tables
 
     stack = report.records[0].stack if report.records else {}
     host = next((r.host for r in report.records if r.host), {})
@@ -185,6 +185,8 @@ def sweep_markdown(report) -> str:
 def regress_markdown(r) -> str:
     """A regress result (versions.regress.Regression) as a page: the two sides, a table of the blocks that
     changed, time, memory and the thresholds passed."""
+    from .versions import block_sentence, regress_lines
+
     def side(s: dict) -> str:
         v = s["versions"]
         return f"`{_cell(s['file'])}`, stack {_cell(s['stack'])} (jax {v.get('jax')}, jaxlib {v.get('jaxlib')})"
@@ -199,11 +201,11 @@ def regress_markdown(r) -> str:
         for b in changed:
             k = f"{b.kernels[0]} -> {b.kernels[1]}" if b.kernels else "-"
             t = f"{b.time[0] * 1e6:.1f} -> {b.time[1] * 1e6:.1f}" if b.time else "-"
-            what = b.sentence().split(": ", 1)[1]
+            what = block_sentence(b).split(": ", 1)[1]
             lines.append(f"| {_cell(b.label)} | {b.ops[0]} -> {b.ops[1]} | {k} | {t} | {_cell(what)} |")
         lines.append("")
     lines += [f"- only in {_cell(u)}" for u in r.unaligned]
-    rest = [ln for ln in r.lines() if ln.startswith(("kernels:", "steady time:", "time:", "memory"))]
+    rest = [ln for ln in regress_lines(r) if ln.startswith(("kernels:", "steady time:", "time:", "memory"))]
     lines += [f"- {_cell(ln)}" for ln in rest] + [""]
     lines += [f"**REGRESSION:** {_cell(b)}" for b in r.breaches] or \
         [f"No threshold passed (time +{r.thresholds.time:.0%} beyond noise, memory +{r.thresholds.memory:.0%}, "

@@ -481,7 +481,7 @@ def memory_text(report) -> str:
 
 def sweep_text(report) -> str:
     """A sweep's tables, one per command, then its summary line and what the grid could not ask for."""
-    from ..sweep.tables import summary_line, sweep_tables
+    from .sweep import summary_line, sweep_tables
 
     out = []
     for title, _, headers, rows in sweep_tables(report):

@@ -50,6 +50,14 @@ class SweepReport:
                 "refused": [{"what": w, "why": y} for w, y in self.refused],
                 "records": [r.as_json() for r in self.records]}
 
+    @classmethod
+    def from_json(cls, d: dict, root: str = "") -> "SweepReport":
+        """A `sweep --json` file's report, each record typed (Record.value); `root`: its results folder."""
+        if d.get("format") != 1:
+            raise ValueError(f"format {d.get('format')!r}, this version reads 1")
+        return cls(d["grid"], root, d["executor"], tuple(Record.from_json(r) for r in d["records"]), int(d["reused"]),
+                   int(d["ran"]), tuple((x["what"], x["why"]) for x in d.get("refused") or ()), float(d["seconds"]))
+
 
 def run_sweep(grid: Grid, root: Path, *, jobs: int | None = None, ray: str | None = None,
               retry_failed: bool = False, retry_noisy: bool = False, render_only: bool = False,

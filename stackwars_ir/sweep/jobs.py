@@ -32,6 +32,43 @@ def stack() -> dict:
 
 
 @dataclass(frozen=True)
+class CaptureRecord:
+    """A capture job's result: the file (relative to the results folder), its sha256 and size, its
+    parity (the sidecar's) and the seconds of each stage."""
+
+    file: str
+    sha256: str | None
+    bytes: int
+    parity: dict | None
+    seconds: dict
+
+    def as_json(self) -> dict:
+        return {"file": self.file, "sha256": self.sha256, "bytes": self.bytes, "parity": self.parity,
+                "seconds": self.seconds}
+
+    @classmethod
+    def from_json(cls, d: dict) -> "CaptureRecord":
+        return cls(d["file"], d.get("sha256"), int(d["bytes"]), d.get("parity"), d.get("seconds") or {})
+
+
+def result_type(command: str):
+    """The typed result of each command a job runs (each with `from_json`)."""
+    if command == "capture":
+        return CaptureRecord
+    if command == "memory":
+        from ..bench.memory import MemoryReport
+
+        return MemoryReport
+    if command == "bench":
+        from ..bench.result import BenchReport
+
+        return BenchReport
+    from ..diff.result import DiffResult
+
+    return DiffResult
+
+
+@dataclass(frozen=True)
 class Record:
     """A finished job as its result file holds it: the job, its stack, whether it succeeded, its
     one-line error, the command's JSON result and how long it took."""
@@ -49,6 +86,13 @@ class Record:
         return {"format": RECORD_FORMAT, "key": self.key, "job": self.job.as_json(), "stack": self.stack,
                 "ok": self.ok, "error": self.error, "result": self.result, "seconds": round(self.seconds, 3),
                 "host": self.host}
+
+    def value(self):
+        """The command's result, typed: a capture job's CaptureRecord, a memory job's MemoryReport, a bench
+        job's BenchReport, a diff job's DiffResult; None where the job left no result (it failed first)."""
+        if not self.result:
+            return None
+        return result_type(self.job.command).from_json(self.result)
 
     def spreads(self) -> list[float]:
         """The steady-state spread of each row the record timed (a bench's executables and baselines)."""
@@ -195,9 +239,8 @@ def _run(job: Job, root: Path, progress) -> tuple[dict, str | None]:
         from ..files import read_sidecar
 
         data = read_sidecar(files[0]).data
-        return {"file": str(files[0].relative_to(root)), "sha256": data.get("sha256"),
-                "bytes": files[0].stat().st_size, "parity": data.get("parity"),
-                "seconds": (data.get("run") or {}).get("seconds", {})}, None
+        return CaptureRecord(str(files[0].relative_to(root)), data.get("sha256"), files[0].stat().st_size,
+                             data.get("parity"), (data.get("run") or {}).get("seconds", {})).as_json(), None
     if job.command == "memory":
         from ..bench.memory import budgets, plan_files
 

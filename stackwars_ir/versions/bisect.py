@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Callable
 
 from ..errors import StackwarsError
-from .metric import METRICS, metric as metric_named
+from .metric import metric as metric_named
 
 _RELEASE = re.compile(r"^\d+(\.\d+)*$")  # final releases only: no rc, dev or post
 
@@ -58,37 +58,26 @@ class Bisection:
 
     metric: str
     versions: tuple
-    measured: dict  # version -> value shown (kernels count, peak bytes, median seconds)
+    measured: dict  # version -> the metric's plain value (kernels count, peak bytes, median seconds, fusion kinds)
     first_bad: str | None  # None: the metric does not change between the ends
     last_good: str | None
     probes: int  # captures the search made (the good end and each version it tested)
     note: str = ""
     boundary: object = field(default=None, repr=False)  # regress.Regression of last_good -> first_bad
 
-    def lines(self) -> list[str]:
-        out = [f"{len(self.versions)} versions from {self.versions[0]} to {self.versions[-1]}, metric {self.metric}: "
-               f"{self.probes} probed (ceil(log2 {len(self.versions)}) + 1 = {_bound(len(self.versions))})"]
-        out += [f"  {v:10} {METRICS[self.metric].show(self.measured[v])}" for v in self.versions if v in self.measured]
-        if self.first_bad is None:
-            out.append(f"no change: {self.note}")
-        else:
-            out.append(f"first bad version: {self.first_bad} (last good: {self.last_good})")
-        if self.boundary is not None:
-            out += ["", f"at the boundary, {self.last_good} -> {self.first_bad}:"] + \
-                [f"  {ln}" for ln in self.boundary.lines()]
-        return out
-
     def as_json(self) -> dict:
         return {"metric": self.metric, "versions": list(self.versions),
-                "measured": {v: METRICS[self.metric].plain(x) for v, x in self.measured.items()},
+                "measured": dict(self.measured),
                 "first_bad": self.first_bad, "last_good": self.last_good, "probes": self.probes, "note": self.note,
                 "boundary": self.boundary.as_json() if self.boundary is not None else None}
 
+    @classmethod
+    def from_json(cls, d: dict) -> "Bisection":
+        from .regress import Regression
 
-def _bound(n: int) -> int:
-    import math
-
-    return math.ceil(math.log2(n)) + 1
+        return cls(d["metric"], tuple(d["versions"]), dict(d["measured"]), d.get("first_bad"), d.get("last_good"),
+                   int(d["probes"]), d.get("note") or "",
+                   Regression.from_json(d["boundary"]) if d.get("boundary") else None)
 
 
 def search(versions, probe: Callable[[str], object], differs: Callable[[object, object], bool], metric: str = "",
@@ -150,10 +139,11 @@ def bisect_model(req, good: str, bad: str, metric: str, out_dir: Path, *, availa
         files[v] = path
         value = measured_by.measure(path, stack_of(v), progress)
         if progress:
-            progress(f"jax {v}: {measured_by.show(value)}")
+            progress(f"jax {v}: {measured_by.show(measured_by.plain(value))}")
         return value
 
     found = search(versions, probe, lambda g, x: changed(metric, g, x), metric)
+    found = dataclasses.replace(found, measured={v: measured_by.plain(x) for v, x in found.measured.items()})
     if found.first_bad is None:
         return found
     boundary = regress_files(files[found.last_good], files[found.first_bad], stack_of(found.last_good),

@@ -29,15 +29,15 @@ def _median(samples) -> float:
 @dataclass(frozen=True)
 class Metric:
     """One measure of a program. measure(path, stack, progress): the value under that stack's XLA;
-    change(a, b): B against A; show(value): in words; plain(value): for JSON. A change is worse past a
+    change(a, b): B against A; plain(value): as JSON holds it; show(plain value): in words. A change is worse past a
     threshold when its interval lies wholly beyond it (a ratio over 1 + t, a count over +t), and
     differs when it lies wholly beyond it either way."""
 
     name: str
     measure: Callable[[Path, object, Callable | None], object]
     change: Callable[[object, object], Change]
-    show: Callable[[object], str]
-    plain: Callable[[object], object] = lambda v: v
+    show: Callable[[object], str]  # of the plain value
+    plain: Callable[[object], object] = lambda v: v  # a measured value as JSON holds it (steady: the median)
 
     @staticmethod
     def worse(c: Change, threshold: float) -> bool:
@@ -114,7 +114,7 @@ def _kinds_shown(value) -> str:
     return f"{len(value)} fusions: " + ", ".join(f"{n} x{c}" if c > 1 else n for n, c in sorted(Counter(value).items()))
 
 
-STEADY = Metric("steady", _steady_samples, _samples_change, lambda v: f"{_median(v) * 1e6:.1f} us (median)", _median)
+STEADY = Metric("steady", _steady_samples, _samples_change, lambda v: f"{v * 1e6:.1f} us (median)", _median)
 MEMORY = Metric("memory", _peak, _exact_ratio, lambda v: f"{v:,} bytes peak")
 KERNELS = Metric("kernels", lambda p, s, progress: len(_kernels_of(p, s, progress).kernels), _count_change,
                  lambda v: f"{v} kernels")

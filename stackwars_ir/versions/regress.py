@@ -20,6 +20,10 @@ class Thresholds:
     def as_json(self) -> dict:
         return {"time": self.time, "memory": self.memory, "kernels": self.kernels}
 
+    @classmethod
+    def from_json(cls, d: dict) -> "Thresholds":
+        return cls(float(d["time"]), float(d["memory"]), int(d["kernels"]))
+
 
 @dataclass(frozen=True)
 class BlockChange:
@@ -52,30 +56,6 @@ class BlockChange:
     def time_within_noise(self) -> bool:
         return self.gap_95 is not None and self.gap_95[0] <= 0.0 <= self.gap_95[1]
 
-    def sentence(self) -> str:
-        said = []
-        if self.ops[0] != self.ops[1]:
-            said.append(f"{_signed(self.ops[1] - self.ops[0])} ops ({self.ops[0]} -> {self.ops[1]})")
-        if self.kernels and self.kernels[0] != self.kernels[1]:
-            n = self.kernels[1] - self.kernels[0]
-            said.append(f"{_signed(n)} kernel{'s' if abs(n) != 1 else ''} ({self.kernels[0]} -> {self.kernels[1]})")
-        if self.fusions:
-            from collections import Counter
-
-            was, now = Counter(self.fusions[0]), Counter(self.fusions[1])
-            moved = [f"{kind} {was[kind]} -> {now[kind]}" for kind in sorted(was | now) if was[kind] != now[kind]]
-            if moved:  # XLA's fusions counted by kind (the kind is the fusion's name less its number)
-                said.append("fusions by kind " + ", ".join(moved[:4]) + (", ..." if len(moved) > 4 else ""))
-        said += list(self.changes[:3])
-        if self.time and self.time[0] > 0 and self.changed:
-            noise = ""
-            if self.gap_95:
-                noise = (", within the noise:" if self.time_within_noise else ",") + \
-                    f" 95% interval of B - A {self.gap_95[0] * 1e6:+.1f} to {self.gap_95[1] * 1e6:+.1f} us"
-            said.append(f"{self.time[1] / self.time[0] - 1:+.0%} of the block's time "
-                        f"({self.time[0] * 1e6:.1f} -> {self.time[1] * 1e6:.1f} us{noise})")
-        return f"{self.label}: " + ("; ".join(said) if said else "unchanged")
-
     def as_json(self) -> dict:
         return {"label": self.label, "ops": list(self.ops), "kernels": _list(self.kernels),
                 "fusions": [list(f) for f in self.fusions] if self.fusions else None,
@@ -83,13 +63,19 @@ class BlockChange:
                 "ir_changed": self.ir_changed, "compiled_changed": self.compiled_changed,
                 "time_gap_95": _list(self.gap_95), "time_within_noise": self.time_within_noise}
 
-
-def _signed(n: int) -> str:
-    return f"+{n}" if n > 0 else str(n)
+    @classmethod
+    def from_json(cls, d: dict) -> "BlockChange":
+        return cls(d["label"], tuple(d["ops"]), _tuple(d.get("kernels")),
+                   tuple(tuple(f) for f in d["fusions"]) if d.get("fusions") else None, _tuple(d.get("time_s")),
+                   tuple(d.get("changes") or ()), _tuple(d.get("time_gap_95")))
 
 
 def _list(t):
     return list(t) if t is not None else None
+
+
+def _tuple(t):
+    return tuple(t) if t is not None else None
 
 
 @dataclass(frozen=True)
@@ -111,55 +97,20 @@ class Regression:
     def regressed(self) -> bool:
         return bool(self.breaches)
 
-    def lines(self) -> list[str]:
-        out = [f"A: {self.a['file']} (stack {self.a['stack']}: {_versions_line(self.a['versions'])})",
-               f"B: {self.b['file']} (stack {self.b['stack']}: {_versions_line(self.b['versions'])})"]
-        same = self.a["sha256"] == self.b["sha256"]
-        changed = [b for b in self.blocks if b.changed]
-        compiled = [b for b in self.blocks if b.compiled_changed]
-        if same:
-            out.append("IR: identical" + (f"; compiled differently in {len(changed)} of {len(self.blocks)} blocks"
-                                          if changed else ""))
-        elif not self.unaligned and not any(b.ir_changed for b in self.blocks):
-            out.append("IR: StableHLO identical op for op (only names differ); XLA's fusions changed"
-                       + (f" in {len(compiled)} of {len(self.blocks)} blocks" if compiled else ": none"))
-        else:
-            out.append(f"IR: {len(changed)} of {len(self.blocks)} aligned blocks changed (IR or kernels)" +
-                       (f", {len(self.unaligned)} on one side only" if self.unaligned else ""))
-        out += [f"  {b.sentence()}" for b in changed]
-        out += [f"  only in {u}" for u in self.unaligned]
-        if self.kernels:
-            out.append(f"kernels: {self.kernels['a']} -> {self.kernels['b']}")
-        if self.time:
-            t = self.time
-            out.append(f"time: {t['error']}" if "error" in t else
-                       f"steady time: {t['a'] * 1e6:.1f} us -> {t['b'] * 1e6:.1f} us, B/A {t['ratio']:.3f} "
-                       f"(95% interval {t['low']:.3f}-{t['high']:.3f}"
-                       + (f" across {len(t['rounds'])} rounds, a fresh worker each" if t.get("rounds") else "")
-                       + f"); compile {t['compile_a']:.2f} s -> "
-                       f"{t['compile_b']:.2f} s")
-        if self.memory:
-            m = self.memory
-            out.append(f"memory: {m['error']}" if "error" in m else
-                       f"memory plan peak: {m['a']:,} -> {m['b']:,} bytes (temporaries {m['temp_a']:,} -> "
-                       f"{m['temp_b']:,})")
-        out += [f"REGRESSION: {b}" for b in self.breaches] or ["no threshold passed "
-                                                               f"({_thresholds_line(self.thresholds)})"]
-        return out
-
     def as_json(self) -> dict:
         return {"format": 1, "a": self.a, "b": self.b, "blocks": [b.as_json() for b in self.blocks],
                 "unaligned": list(self.unaligned), "time": self.time, "memory": self.memory,
                 "kernels": self.kernels, "thresholds": self.thresholds.as_json(),
                 "breaches": list(self.breaches), "regressed": self.regressed}
 
-
-def _versions_line(v: dict) -> str:
-    return ", ".join(f"{k} {v[k]}" for k in ("jax", "jaxlib", "torch", "torch_xla") if v.get(k)) or "unknown"
-
-
-def _thresholds_line(t: Thresholds) -> str:
-    return f"time +{t.time:.0%} beyond noise, memory +{t.memory:.0%}, kernels +{t.kernels} per block"
+    @classmethod
+    def from_json(cls, d: dict) -> "Regression":
+        """A `regress --json` file's result (its `regressed` is recomputed from the breaches)."""
+        if d.get("format", 1) != 1:
+            raise ValueError(f"format {d.get('format')!r}, this version reads 1")
+        return cls(d["a"], d["b"], tuple(BlockChange.from_json(b) for b in d["blocks"]), d.get("time"),
+                   d.get("memory"), d.get("kernels"), tuple(d.get("unaligned") or ()),
+                   Thresholds.from_json(d["thresholds"]), tuple(d.get("breaches") or ()))
 
 
 def regress_files(file_a: Path, file_b: Path, stack_a: Stack, stack_b: Stack,

@@ -3,9 +3,9 @@ from __future__ import annotations
 
 from ..targets import is_tpu
 from ..textfmt import human_bytes
-from .execute import NOT_RUN
-from .grid import route_of
-from .jobs import slowed
+from ..sweep.execute import NOT_RUN
+from ..sweep.grid import route_of
+from ..sweep.jobs import slowed
 
 TITLES = {"capture": "Captures", "memory": "Memory plans", "bench": "Timings on one XLA runtime", "diff": "IR diffs"}
 NOTES = {
