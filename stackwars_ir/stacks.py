@@ -65,6 +65,11 @@ class Stack:
         return {"name": self.name, "requirements": list(self.requirements), "versions": self.versions,
                 **({"broken": self.broken} if self.broken else {})}
 
+    @classmethod
+    def from_json(cls, d: dict, root: Path | None = None) -> "Stack":
+        """A stack's record (stack.json, or a sidecar's "stack"); `root`: where its environment lives."""
+        return cls(d["name"], root, tuple(d.get("requirements") or ()), d.get("versions") or {}, d.get("broken") or {})
+
 
 def home() -> Path:
     """Where stacks live: $STACKWARS_IR_STACKS, else ~/.cache/stackwars-ir/stacks (never the repository)."""
@@ -116,7 +121,7 @@ def find(name: str | None) -> Stack:
     except (OSError, ValueError) as e:
         raise StackwarsError(f"{record}: unreadable stack record: {e}", fix=f"stackwars-ir stack remove {name}, "
                                                                             "then add it again") from None
-    return Stack(d["name"], home() / name, tuple(d["requirements"]), d["versions"], d.get("broken") or {})
+    return Stack.from_json(d, home() / name)
 
 
 def list_stacks() -> list[Stack]:

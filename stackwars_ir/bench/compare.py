@@ -43,6 +43,11 @@ class Verdict:
                 "interval_95": [self.low, self.high], "indistinguishable": self.tie and not self.withheld,
                 "paired": self.paired, "withheld": self.withheld or None}
 
+    @classmethod
+    def from_json(cls, d: dict) -> "Verdict":
+        return cls(d.get("batch"), d["faster"], d["slower"], float(d["ratio"]), *map(float, d["interval_95"]),
+                   bool(d.get("paired")), d.get("withheld") or "")
+
 
 def ratio_interval(fast: tuple, slow: tuple, seed: int = 0, paired: bool = False) -> tuple[float, float, float]:
     """median(slow) / median(fast) and its 2.5-97.5 percentile over bootstrap resamples of both;

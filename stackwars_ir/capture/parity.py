@@ -96,6 +96,16 @@ class Parity:
             out["worst"] = [dict(w) for w in self.worst]
         return out
 
+    @classmethod
+    def from_json(cls, d: dict, stem: str) -> "Parity":
+        """A sidecar's "parity" (the capture's file stem is the sidecar's name, not in it)."""
+        f64 = d.get("float64") or {}
+        return cls(stem, float(d["max_abs_error"]), float(d["max_rel_error"]), bool(d["ok"]),
+                   d.get("gradient_rel_error"), d.get("adamw_rule_max_abs_error"), d.get("parameter_max_abs_error"),
+                   tuple(tuple(w.items()) for w in d.get("worst") or ()), f64.get("capture_error"),
+                   f64.get("eager_float32_error"), f64.get("why", "") if f64.get("measured") is False else "",
+                   f64.get("first_divergence", ""))
+
     def where(self) -> str:
         """Where a failed check differs most, in words ('' when it passed)."""
         if not self.worst:

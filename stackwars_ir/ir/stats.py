@@ -41,6 +41,16 @@ class ModuleStats:
             "histogram_executed": dict(self.by_op_executed),
         }
 
+    @classmethod
+    def from_json(cls, d: dict) -> "ModuleStats":
+        if d.get("format") != STATS_FORMAT:
+            raise ValueError(f"format {d.get('format')!r}, this version reads {STATS_FORMAT}")
+        return cls(d["source"], d["parser"], tuple((f["name"], f["visibility"], f["ops"]) for f in d["functions"]),
+                   d["ops_written"], d["ops_inlined"], d["calls"], tuple(d["histogram"].items()),
+                   tuple(d["dialects"].items()), d["arguments"], d.get("argument_bytes"),
+                   tuple((t["type"], t["what"], t["bytes"]) for t in d["largest_tensors"]), tuple(d.get("loops") or ()),
+                   d.get("ops_executed"), tuple((d.get("histogram_executed") or {}).items()))
+
 
 @dataclass(frozen=True)
 class StatsReport:
@@ -57,6 +67,11 @@ class StatsReport:
 
     def as_json(self) -> dict:
         return {"modules": [s.as_json() for s in self.modules], "errors": list(self.errors)}
+
+    @classmethod
+    def from_json(cls, d: dict) -> "StatsReport":
+        modules = tuple(ModuleStats.from_json(m) for m in d["modules"])
+        return cls(len(modules) + len(d["errors"]), modules, tuple(d["errors"]))
 
 
 def stats_files(paths) -> StatsReport:
