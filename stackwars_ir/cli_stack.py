@@ -87,10 +87,13 @@ def _thresholds(time_pct, memory_pct, kernels):
               help="With MODEL: regress this PyTorch exporter's capture instead of the JAX side (both stacks "
                    "must hold torch and it: PyTorch stacks, docs/stacks.md).")
 @click.option("--no-time", is_flag=True, help="Compile and plan only; time nothing.")
+@click.option("--ci", is_flag=True, help="CI mode: first time A against a copy of itself the way A and B are timed "
+                                         "(A/A), and widen --time by the noise it shows, so an unchanged program "
+                                         "does not fail on this machine's noise (one more timing of A).")
 @json_option("the text")
 @markdown_option
 def regress_cmd(targets, from_stack, to_stack, size, step, out_dir, time_pct, memory_pct, kernels, exporter, no_time,
-                json_path, md_path):
+                ci, json_path, md_path):
     """MODEL (its JAX side, or --exporter's, captured under both stacks) or FILE_A FILE_B: what changed per
     block in the IR, the kernels XLA compiled, the time per block and the memory plan, A by --from's XLA, B
     by --to's.
@@ -104,11 +107,12 @@ def regress_cmd(targets, from_stack, to_stack, size, step, out_dir, time_pct, me
 
     limits, a, b = _thresholds(time_pct, memory_pct, kernels), find(from_stack), find(to_stack)
     if len(targets) == 2:
-        result = regress_files(Path(targets[0]), Path(targets[1]), a, b, limits, timing=not no_time, progress=progress)
+        result = regress_files(Path(targets[0]), Path(targets[1]), a, b, limits, timing=not no_time, calibrate=ci,
+                               progress=progress)
     elif len(targets) == 1 and not targets[0].endswith((".mlir", ".mlirbc")):
         req = Request(targets[0], size, "torch" if exporter else "jax", step=step,
                       **({"exporters": (exporter,)} if exporter else {}))
-        result = regress_model(req, a, b, out_dir, limits, timing=not no_time, progress=progress)
+        result = regress_model(req, a, b, out_dir, limits, timing=not no_time, calibrate=ci, progress=progress)
     else:
         raise StackwarsError(f"regress {' '.join(targets)}: give a MODEL or two files", fix="e.g. regress gpt2 "
                              "--from jax-0.9.2, or regress A.mlir B.mlir")

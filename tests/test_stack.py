@@ -234,6 +234,13 @@ def test_regress_exits_1_on_an_injected_regression_and_0_on_the_same_program(tmp
     same = cli("regress", str(a), str(a))
     assert same.returncode == 0, same.stdout + same.stderr
     assert "IR: identical" in same.stdout and "no threshold passed" in same.stdout
+    # CI mode (issue 53): A timed against a copy of itself first, the time threshold widened by the noise
+    # that shows; an A/A run exits 0 and the injected regression still fails.
+    ci = cli("regress", str(a), str(a), "--ci", "--json", "-")
+    assert ci.returncode == 0, ci.stdout + ci.stderr
+    c = json.loads(ci.stdout)["time"]["calibration"]
+    assert c["low"] <= c["ratio"] <= c["high"] and c["noise"] >= 0 and c["how"] == "together"
+    assert cli("regress", str(a), str(b), "--ci").returncode == 1
 
 
 @pytest.mark.slow

@@ -205,7 +205,7 @@ def regress_markdown(r) -> str:
             lines.append(f"| {_cell(b.label)} | {b.ops[0]} -> {b.ops[1]} | {k} | {t} | {_cell(what)} |")
         lines.append("")
     lines += [f"- only in {_cell(u)}" for u in r.unaligned]
-    rest = [ln for ln in regress_lines(r) if ln.startswith(("kernels:", "steady time:", "time:", "memory"))]
+    rest = [ln for ln in regress_lines(r) if ln.startswith(("kernels:", "steady time:", "time:", "CI mode:", "memory"))]
     lines += [f"- {_cell(ln)}" for ln in rest] + [""]
     lines += [f"**REGRESSION:** {_cell(b)}" for b in r.breaches] or \
         [f"No threshold passed (time +{r.thresholds.time:.0%} beyond noise, memory +{r.thresholds.memory:.0%}, "

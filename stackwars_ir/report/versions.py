@@ -58,6 +58,10 @@ def regress_lines(r) -> list[str]:
                    + (f" across {len(t['rounds'])} rounds, a fresh worker each" if t.get("rounds") else "")
                    + f"); compile {t['compile_a']:.2f} s -> "
                    f"{t['compile_b']:.2f} s")
+        if t.get("calibration"):
+            c = t["calibration"]
+            out.append(f"CI mode: A against itself ({c['how']}) B/A {c['ratio']:.3f} (95% interval {c['low']:.3f}-"
+                       f"{c['high']:.3f}): noise {c['noise']:.1%}, added to the time threshold")
     if r.memory:
         m = r.memory
         out.append(f"memory: {m['error']}" if "error" in m else

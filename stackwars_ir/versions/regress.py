@@ -114,8 +114,11 @@ class Regression:
 
 
 def regress_files(file_a: Path, file_b: Path, stack_a: Stack, stack_b: Stack,
-                  thresholds: Thresholds = Thresholds(), *, timing: bool = True, progress=None) -> Regression:
-    """A compiled, timed and planned by stack_a's XLA, B by stack_b's; their IR diffed block by block."""
+                  thresholds: Thresholds = Thresholds(), *, timing: bool = True, calibrate: bool = False,
+                  progress=None) -> Regression:
+    """A compiled, timed and planned by stack_a's XLA, B by stack_b's; their IR diffed block by block.
+    `calibrate` (CI mode): A is first timed against a copy of itself, the way A and B are timed (in one
+    worker, or taking turns), and the time threshold is widened by the noise that A/A shows."""
     from ..diff import diff_files, with_kernels, with_times
     from ..errors import StackwarsError
     from ..bench.kernels import kernels_of_files
@@ -134,8 +137,11 @@ def regress_files(file_a: Path, file_b: Path, stack_a: Stack, stack_b: Stack,
     result = with_kernels(report, result, *kernels)
     time = memory = None
     if timing:
+        calibration = _calibration(file_a, stack_a, same_xla(stack_a, stack_b), progress) if calibrate else None
         *rows, rounds = _timed_pair((file_a, stack_a), (file_b, stack_b), progress)
         time = _time(rows, rounds)
+        if calibration is not None and "error" not in time:
+            time["calibration"] = calibration
         if all(r.ok and r.profile is not None for r in rows):
             result = with_times(report, result, rows[0].profile, rows[1].profile)
     plans = []
@@ -169,19 +175,21 @@ def same_xla(a: Stack, b: Stack) -> bool:
     return all(a.versions.get(k) and a.versions.get(k) == b.versions.get(k) for k in ("jax", "jaxlib"))
 
 
-def _timed_pair(side_a, side_b, progress) -> tuple:
+def _timed_pair(side_a, side_b, progress, together: bool | None = None) -> tuple:
     """Each file's Executable, timed (and profiled, for time per block) by its stack's XLA, ROUNDS times,
     a fresh worker each time, each side's steady samples pooled over its rounds. Where both stacks hold
     the same jax and jaxlib (a PyTorch stack beside the lock's jax), both files run in one worker of A's
     stack, interleaved run by run as `bench A B` runs them; otherwise the two stacks cannot share one
     process, and their workers take turns (measured: op-identical programs then read 0.99-1.24x apart
-    on a 2-core machine, docs/stacks.md). Returns (A's Executable, B's, each round's steady medians (A, B))."""
+    on a 2-core machine, docs/stacks.md); `together` overrides that choice (an A/A calibration is timed
+    the way its A/B is). Returns (A's Executable, B's, each round's steady medians (A, B))."""
     from ..bench.run import file_task, group_task
     from ..bench.staging import staged_values
     from ..bench.timing import profiled_runs
     from ..isolate import Isolated, default_max_memory
 
-    got, together = [[], []], same_xla(side_a[1], side_b[1])
+    got = [[], []]
+    together = same_xla(side_a[1], side_b[1]) if together is None else together
     with profiled_runs(10):
         for r in range(ROUNDS):
             order = (0, 1) if r % 2 == 0 else (1, 0)
@@ -202,6 +210,31 @@ def _timed_pair(side_a, side_b, progress) -> tuple:
                     got[i].append(worker.run(file_task(path, "cpu", None), None))
     return _pooled(got[0]), _pooled(got[1]), tuple(
         (a.timing.steady, b.timing.steady) for a, b in zip(*got) if a.ok and b.ok)
+
+
+def _calibration(path: Path, stack: Stack, together: bool, progress) -> dict:
+    """A against a copy of itself (A/A), timed as A and B are (`together` in one worker, else taking
+    turns in fresh workers): its B/A interval across rounds, and the noise it shows (how far the
+    interval reaches from 1 either way), by which CI mode widens the time threshold."""
+    import shutil
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="stackwars-aa-") as folder:
+        again = Path(folder) / Path(path).name
+        shutil.copyfile(path, again)
+        side = Path(path).with_suffix(".json")
+        if side.is_file():  # the capture's arguments and reference, for the copy too
+            shutil.copyfile(side, again.with_suffix(".json"))
+        if progress:
+            progress(f"CI mode: timing {path} against itself ({'together' if together else 'taking turns'}) ...")
+        *rows, rounds = _timed_pair((path, stack), (again, stack), progress, together=together)
+    t = _time(rows, rounds)
+    if "error" in t:
+        from ..errors import StackwarsError
+
+        raise StackwarsError(f"CI mode: timing {path} against itself failed: {t['error']}")
+    return {"ratio": t["ratio"], "low": t["low"], "high": t["high"], "rounds": t["rounds"],
+            "noise": max(t["high"] - 1, 1 - t["low"], 0.0), "how": "together" if together else "taking turns"}
 
 
 def _pooled(rows):
@@ -280,9 +313,12 @@ def _judged(r: Regression) -> Regression:
     from .metric import KERNELS, MEMORY, STEADY, Change
 
     t, breaches = r.thresholds, []
-    if r.time and "error" not in r.time and STEADY.worse(Change(r.time["ratio"], r.time["low"], r.time["high"]), t.time):
+    noise = (r.time or {}).get("calibration", {}).get("noise", 0.0)  # CI mode: the A/A run's
+    if r.time and "error" not in r.time and \
+            STEADY.worse(Change(r.time["ratio"], r.time["low"], r.time["high"]), t.time + noise):
+        beyond = f"+{t.time:.0%}" + (f" + the A/A noise {noise:.1%}" if noise else "")
         breaches.append(f"steady time B/A {r.time['ratio']:.2f} (95% interval from {r.time['low']:.2f}), over "
-                        f"+{t.time:.0%}")
+                        f"{beyond}")
     if r.memory and "error" not in r.memory and r.memory["a"] and \
             MEMORY.worse(MEMORY.change(r.memory["a"], r.memory["b"]), t.memory):
         breaches.append(f"memory plan peak {r.memory['b'] / r.memory['a'] - 1:+.0%}, over +{t.memory:.0%}")
@@ -293,7 +329,7 @@ def _judged(r: Regression) -> Regression:
 
 
 def regress_model(req, stack_a: Stack, stack_b: Stack, out_dir: Path, thresholds: Thresholds = Thresholds(), *,
-                  timing: bool = True, progress=None, show=None) -> Regression:
+                  timing: bool = True, calibrate: bool = False, progress=None, show=None) -> Regression:
     """Capture `req` (one side: JAX's, or one PyTorch exporter's) under both stacks into out_dir/STACK/,
     then regress_files."""
     from ..capture import run
@@ -302,4 +338,5 @@ def regress_model(req, stack_a: Stack, stack_b: Stack, out_dir: Path, thresholds
     for s in (stack_a, stack_b):  # captured anew each time: a stack may have been made again since
         made = run(req, Path(out_dir) / s.name, force=True, show=show, stack=s)
         paths.append(next(p for p in made.files if p.suffix == ".mlir"))
-    return regress_files(paths[0], paths[1], stack_a, stack_b, thresholds, timing=timing, progress=progress)
+    return regress_files(paths[0], paths[1], stack_a, stack_b, thresholds, timing=timing, calibrate=calibrate,
+                         progress=progress)
