@@ -481,6 +481,29 @@ def main() -> None:
     print(page(a), end="")
 
 
+def study_table() -> None:
+    """Section 12: the study's table predicted for its v6e from this machine's host phases and the v6e
+    compiler's estimates (benchmarks/findings_host.py's records, out/findings-host: `make findings-host`
+    measures them, this renders them without recomputing)."""
+    import findings_host
+
+    results = ROOT / "out" / "findings-host"
+    print("\n## 12. The study's table, predicted for its TPU v6e from this machine\n")
+    records = sorted(results.glob("*.json"))
+    if not records:
+        print("Not generated: no records under out/findings-host (`make findings-host` measures them, about 25 "
+              "minutes).")
+        return
+    dates = sorted({datetime.date.fromtimestamp(p.stat().st_mtime).isoformat() for p in records})
+    print(f"Rendered from `make findings-host`'s records (out/findings-host, dated {', '.join(dates)}; not recomputed "
+          "by this run); how each cell is predicted, its assumptions (a host factor of 0.5-1x for a TPU host against "
+          "this one; from overlapped to serial steps) and its inputs are on docs/findings-host.md. The study's "
+          "steady, first and second runs on a v6e, beside each prediction: every PyTorch cell is split into its "
+          "parts (host work measured here, the device's run and compile estimated for the v6e), and each cell "
+          "outside 2x of the study's says by how much.\n")
+    print("\n".join(findings_host.cell_tables(findings_host.WORKLOADS, results, level="###")))
+
+
 def page(a) -> str:
     """The page of `a.res` (Results), as text."""
     from _common import printed
@@ -504,7 +527,8 @@ def print_page(a) -> None:
           f"benchmarks/grids/findings.toml, then this page from its records) on {datetime.date.today()}; "
           f"machine: {machine_line()}; {backend_line(a.backend)}. Models at `{size}` size with random weights "
           f"(transformers configs: GPT-2 small, BERT-base, ResNet-50), {res.shape('gpt2')}. "
-          "Every number below comes from that run; none is typed by hand.\n")
+          "Every number below comes from the sweep's records (when and by which code each was made: the "
+          "sweep line below) or, in section 12, from `make findings-host`'s; none is typed by hand.\n")
     if res.report.pending:
         print(f"**Not complete: {len(res.report.pending)} jobs of the grid have not run yet.**\n")
     # How many jobs this run recomputed (a resumed run: only what had not finished) and the probe each
@@ -640,6 +664,7 @@ def print_page(a) -> None:
     if a.backend == "cpu":
         profiled_gaps(a, benches, train_benches)
         tpu_estimates(a)
+        study_table()
     peaks = next((b.peaks for b in benches.values() if b.peaks), None)
     if peaks:
         print(f"\nMeasured peaks on this machine: {peaks['flops_per_s'] / 1e9:.0f} GFLOP/s "

@@ -116,11 +116,19 @@ def render(workloads, results: Path) -> str:
            "- **pytorch, not synced**: the same PyTorch row had the study timed torch_xla's Python step without "
            "its sync (the lazy graph traced, never compiled nor run): each run's tracing alone, scaled. A "
            "protocol tested against the study's cells, not a claim about how the study timed.", ""]
-    total, inside = 0, 0
+    return "\n".join(out + cell_tables(workloads, results)) + "\n"
+
+
+def cell_tables(workloads, results: Path, level: str = "##") -> list[str]:
+    """Each workload's table of predicted cells, then the summary: the cells within 2x and by how much
+    the others miss (docs/findings-host.md, and docs/findings.md's section on the study's table)."""
+    from stackwars_ir.bench.predict import HOST_FACTOR
+
+    out, total, inside = [], 0, 0
     misses = []
     for w in workloads:
         cells, why = cells_of(w, results)
-        out += [f"## {NAMES.get(w, w)} (`{w}`, base)", ""]
+        out += [f"{level} {NAMES.get(w, w)} (`{w}`, base)", ""]
         if not cells:
             out += [f"Not predicted: {why}.", ""]
             continue
@@ -146,13 +154,13 @@ def render(workloads, results: Path) -> str:
             out.append(f"| {c.framework} | {c.run} | {ms(s) if s is not None else '-'} | {ms(c.low_s)}-{ms(c.high_s)} "
                        f"| {'yes' if ok else 'no' if ok is False else '-'} | {parts} |")
         out += ["", f"Inputs: {why}.", ""]
-    out += ["## Summary", "", f"{inside} of {total} predicted cells lie within 2x of the study's (each of the "
+    out += [f"{level} Summary", "", f"{inside} of {total} predicted cells lie within 2x of the study's (each of the "
             "study's PyTorch cells is predicted twice: synced and not synced)."]
     if misses:
         out += ["", "The cells outside it, and by how much (what the prediction leaves out is the first suspect: "
                 "the study's timing protocol, its batch and sequence sizes, and its host):", ""]
         out += [f"- {m}" for m in misses]
-    return "\n".join(out) + "\n"
+    return out
 
 
 def main() -> None:
