@@ -481,6 +481,19 @@ def main() -> None:
     print(page(a), end="")
 
 
+def steady_ratio(rep, b: str, a: str, st: dict) -> str:
+    """B's steady time over A's with the interval of the bench's verdict on the pair (bench.compare), and
+    "indistinguishable" where that interval holds 1 (or the verdict was withheld as too noisy)."""
+    if b not in st or a not in st:
+        return "-"
+    v = next((v for v in rep.verdicts if {v.faster, v.slower} == {a, b}), None)
+    if v is None:
+        return f"{st[b] / st[a]:.2f} (no interval)"
+    lo, hi = (v.low, v.high) if v.slower == b else (1 / v.high, 1 / v.low)
+    said = f"{st[b] / st[a]:.2f} ({lo:.2f}-{hi:.2f})"
+    return said + (f", {v.withheld}" if v.withheld else ", indistinguishable" if lo <= 1 <= hi else "")
+
+
 def study_table() -> None:
     """Section 12: the study's table predicted for its v6e from this machine's host phases and the v6e
     compiler's estimates (benchmarks/findings_host.py's records, out/findings-host: `make findings-host`
@@ -573,8 +586,9 @@ def print_page(a) -> None:
     print("\n## 5. Latency: first run, second run, steady state (the study: JAX steady after one run, "
           "PyTorch after two; JAX 11-39x faster at steady state on a TPU)\n")
     print("Steady state is the median after two warm-up runs; spread is (p90 - p10) / median. The StableHLO "
-          "rows run on one XLA runtime, so a gap between them is caused by the IR; the native rows add "
-          "each framework's own runtime. `output` is the proof that the row did the work: the first run's "
+          "rows run on one XLA runtime, so only what XLA compiled of each IR differs between them (a gap "
+          "counts only where its interval, section 6, excludes 1); the native rows add each framework's own "
+          "runtime. `output` is the proof that the row did the work: the first run's "
           "max abs error against PyTorch eager on the CPU, same weights and inputs. `counters` are the "
           "runtime's own for the first run / the second / all later runs together: a first run that "
           "compiled nothing, or runs that executed nothing, would show there; `page faults` are the "
@@ -597,14 +611,18 @@ def print_page(a) -> None:
                   f"{t.spread:.0%} | {t.second / t.steady:.2f} | {e.hlo.get('fusions', '-') if e.hlo else '-'} | "
                   f"{e.proof.summary if e.proof else '-'} | {counters_text(t.counters)} |")
     print("\n## 6. JAX against PyTorch at steady state, same XLA runtime\n")
+    print("Each ratio with its 95% interval from the bench's own runs (paired where the rows were timed in "
+          "turns in one worker: bench.compare), within this one job: a ratio whose interval holds 1 is "
+          "indistinguishable at this machine's noise; none is repeated across independent runs here.\n")
     print("| model | torch_xla steady / JAX steady | torchax steady / JAX steady |\n| --- | ---: | ---: |")
     for model, rep in benches.items():
         st = {e.name: e.timing.steady for _, e in rep.rows if e.ok and e.kind == "stablehlo"}
-        cells = [f"{st[f'torch-{x}'] / st['jax']:.2f}" if f"torch-{x}" in st and "jax" in st else "-"
-                 for x in EXPORTERS]
+        cells = [steady_ratio(rep, f"torch-{x}", "jax", st) for x in EXPORTERS]
         print(f"| {model} | {cells[0]} | {cells[1]} |")
-    print("\nReading: a ratio near 1 means the two IRs compile to equally fast code on this backend; "
-          "the study's large gaps were measured on a TPU with the frameworks' own runtimes around the IR.")
+    print("\nReading: where the interval holds 1, the two IRs' compiled code cannot be told apart on this "
+          "backend at this noise; where it does not, the ratio is what XLA made of the two IRs here, on one "
+          "runtime. The study's large gaps were measured on a TPU with the frameworks' own runtimes around the "
+          "IR.")
     print("\n## 7. Native runtimes against the JAX StableHLO executable, steady state\n")
     print("| model | " + " | ".join(f"{k} / JAX StableHLO" for k in NATIVE) + " |")
     print("| --- | " + " | ".join("---:" for _ in NATIVE) + " |")

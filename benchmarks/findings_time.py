@@ -49,7 +49,9 @@ def carriers_text(split, names=("A", "B"), unit=ms, detail: bool = False) -> str
                      f"{names[1]} {t.get('kernels_b', 0)}, longest {longest('b')}]")
         parts.append(text)
     reached = sum(g[3] for g in groups)
-    return "; ".join(parts) + f" (together {split.share(reached):.0%} of the gap)"
+    over = any(split.share(g[3]) > 1 for g in groups) or split.share(reached) > 1
+    return "; ".join(parts) + f" (together {split.share(reached):.0%} of the gap" + \
+        ("; over 100%: other blocks differ the other way, so these carry more than the whole gap)" if over else ")")
 
 
 def profiled_gaps(a, benches: dict, train_benches: dict) -> None:

@@ -1,0 +1,75 @@
+"""A generated page's claims checked against its own numbers: a verdict against its interval, a share against its parts.
+
+Each rule reads one form the generators write (bench.compare.Verdict's sentences, regress's and the
+versions pages' ratios, the time-by-block shares) and says where a sentence claims more than its
+numbers: a speed-up whose 95% interval reaches 1, "indistinguishable" of an interval that excludes 1,
+a ratio outside its own interval, a regression whose interval starts at or below zero, a share over
+100% with no word for it, causal wording ("caused by the IR", "equally fast"). A page that breaks none
+passes; tests/test_page_claims.py runs it over every docs/findings*.md and over pages built to break
+each rule, so a generator change cannot bring an overstatement back.
+
+Usage: .venv/bin/python benchmarks/page_claims.py docs/findings*.md   (exit 1 and one line per claim)
+"""
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+NUM = r"(\d+(?:\.\d+)?)"
+# bench.compare.Verdict.sentence: "A ran 1.25x as fast as B (batch 2) (95% interval 1.03-1.40)"
+FASTER = re.compile(rf"ran {NUM}x as fast as [^()|]*?(?:\(batch \d+\) )?\(95% interval {NUM}-{NUM}\)")
+# ... and "A and B (batch 2): indistinguishable (ratio 1.03, 95% interval 0.98-1.05 spans 1)"
+TIE = re.compile(rf"indistinguishable \(ratio {NUM}, 95% interval {NUM}-{NUM} spans 1\)")
+# A ratio with its interval anywhere: "B/A 1.033 (95% interval 0.966-1.105", "1.097 (95% interval 1.02-1.18)"
+RATIO = re.compile(rf"{NUM}x? \(95% interval {NUM}-{NUM}")
+# The versions pages: "slower by 35% (95% interval from 32%)" / "faster by 5% (95% interval from 2%)"
+BY = re.compile(rf"(slower|faster) by {NUM}% \(95% interval from (-?\d+(?:\.\d+)?)%\)")
+SHARE = re.compile(rf"\(({NUM})%;")  # time by block: "attention, 12 blocks: -1.06 (64%; kernels ..."
+CAUSAL = ("is caused by the IR", "are caused by the IR", "caused by the ir", "equally fast")
+# Words that say a share over 100% is not an error: blocks that differ both ways (issue 53).
+BOTH_WAYS = ("both ways", "differ both ways", "opposite", "over 100%")
+
+
+def claims(text: str, where: str = "page") -> list[str]:
+    """One line per claim of `text` that its own numbers do not support."""
+    out = []
+    for n, line in enumerate(text.splitlines(), 1):
+        at = f"{where}:{n}"
+        for m in FASTER.finditer(line):
+            r, lo, hi = map(float, m.groups())
+            if lo <= 1.0:
+                out.append(f"{at}: 'ran {m.group(1)}x as fast' but its 95% interval {lo:g}-{hi:g} reaches 1")
+            if not lo <= r <= hi:
+                out.append(f"{at}: ratio {r:g} outside its own interval {lo:g}-{hi:g}")
+        for m in TIE.finditer(line):
+            r, lo, hi = map(float, m.groups())
+            if not lo <= 1.0 <= hi:
+                out.append(f"{at}: 'indistinguishable' but its 95% interval {lo:g}-{hi:g} excludes 1")
+        for m in RATIO.finditer(line):
+            r, lo, hi = map(float, m.groups())
+            if not lo <= r <= hi:
+                out.append(f"{at}: ratio {r:g} outside its own interval {lo:g}-{hi:g}")
+        for m in BY.finditer(line):
+            word, pct, low = m.group(1), float(m.group(2)), float(m.group(3))
+            if low <= 0:
+                out.append(f"{at}: '{word} by {pct:g}%' but its 95% interval starts at {low:g}%")
+        lowered = line.lower()
+        for phrase in CAUSAL:
+            if phrase in lowered:
+                out.append(f"{at}: causal wording '{phrase}' (say what the interval supports)")
+        shares = [float(m.group(1)) for m in SHARE.finditer(line)]
+        if any(s > 100 for s in shares) and not any(w in lowered for w in BOTH_WAYS):
+            out.append(f"{at}: a share over 100% ({max(shares):g}%) with no word for it (blocks that differ both ways)")
+    return out
+
+
+def main(paths) -> int:
+    found = [c for p in paths for c in claims(Path(p).read_text(), str(p))]
+    for c in found:
+        print(c)
+    return 1 if found else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
