@@ -515,6 +515,7 @@ def study_table() -> None:
           "parts (host work measured here, the device's run and compile estimated for the v6e), and each cell "
           "outside 2x of the study's says by how much.\n")
     print("\n".join(findings_host.cell_tables(findings_host.WORKLOADS, results, level="###")))
+    print("\n" + "\n".join(findings_host.route_tables(findings_host.ROUTES_OF, results, level="###")))
 
 
 def page(a) -> str:

@@ -47,6 +47,76 @@ def measure(workload: str, results: Path, log) -> None:
                 log)
 
 
+# What a PyTorch user can run instead of torch_xla's lazy tensors (issue 54, item 7), timed beside it and
+# jax.jit with their host phases: the study's models, forward (the routes time forwards only for now).
+ROUTES_OF = ("gpt2", "bert", "resnet50")
+ROUTE_BASELINES = "jax,torch_xla,torch_xla_dynamo,torchax"
+ROUTE_KINDS = (("jax.jit", "jax.jit"), ("torch_xla lazy", "torch_xla lazy"),
+               ("torch_xla through dynamo", "torch_xla dynamo"), ("torchax's jitted call", "torchax jit"))
+
+
+def measure_routes(workload: str, results: Path, log) -> None:
+    record = results / f"{workload}-routes.json"
+    if not record.exists():
+        run_cli(["bench", workload, "--size", "base", "--baselines", ROUTE_BASELINES, "--host", "--json", str(record),
+                 "--out", str(results / "captures")], log)
+
+
+def route_tables(workloads, results: Path, level: str = "##") -> list[str]:
+    """What a PyTorch user can do about it: each PyTorch runtime's host work per steady step here against
+    jax.jit's and torch_xla lazy's (one bench of the four, interleaved in one job), and its steady step
+    predicted for the target on the device estimate of torch_xla's capture (the routes' StableHLO lies
+    within about 1.1x of each other on the target's cost model: docs/findings.md section 11)."""
+    from stackwars_ir.bench.predict import HOST_FACTOR, host_seconds
+    from stackwars_ir.bench.run import BenchReport
+
+    lo, hi = HOST_FACTOR
+    out = [f"{level} What a PyTorch user can do about it: other PyTorch routes' host work per step", "",
+           "Each workload's forward timed once more with the two other runtimes a PyTorch user can pick (torch_xla "
+           "through dynamo, `torch.compile(backend=\"openxla\")`; torchax's jitted call, jax.jit of "
+           "`torchax.extract_jax`'s function) beside jax.jit and torch_xla's lazy tensors, each with its host "
+           f"phases (`bench W --size base --baselines {ROUTE_BASELINES} --host`). Host work is each steady step's "
+           f"phases less what the runtime's own clocks put on the device or the compiler; the {TARGET} step is "
+           f"predicted as above (host factor {lo:g}-{hi:g}x, overlapped to serial) on the estimate of torch_xla's "
+           "capture for every PyTorch route.", "",
+           "| workload | runtime | steady here ms | host work per step here ms | host work / jax.jit's | "
+           f"predicted {TARGET} steady ms | study's PyTorch steady ms |",
+           "|---|---|---:|---:|---:|---:|---:|"]
+    from stackwars_ir.bench.predict import STUDY
+
+    shown = 0
+    for w in workloads:
+        try:
+            bench = BenchReport.from_json(json.loads((results / f"{w}-routes.json").read_text()))
+            v6e = BenchReport.from_json(json.loads((results / f"{w}-{TARGET}.json").read_text()))
+        except (OSError, ValueError, KeyError):
+            continue
+        est = next((e for _, e in v6e.rows if e.label.endswith("/torch-torch_xla.mlir") and e.ok and e.profile), None)
+        rows = {kind: next((e for _, e in bench.rows if e.kind == kind), None) for _, kind in ROUTE_KINDS}
+        base = rows["jax.jit"]
+        base_host = host_seconds(base.host.phases)[0] if base is not None and base.ok and base.host else None
+        for name, kind in ROUTE_KINDS:
+            e = rows[kind]
+            if e is None:
+                continue
+            if not e.ok or not e.host:
+                out.append(f"| {NAMES.get(w, w)} | {name} | failed: {' '.join((e.error or 'no host phases').split())[:160]} "
+                           "| | | | |")
+                continue
+            h = host_seconds(e.host.phases)[0]
+            device = est.profile.wall_s if est is not None and kind != "jax.jit" else None
+            pred = f"{ms(max(h * lo, device))}-{ms(h * hi + device)}" if device is not None else "-"
+            study = STUDY.get((w, "pytorch"))
+            out.append(f"| {NAMES.get(w, w)} | {name} | {ms(e.timing.steady)} | {ms(h)} | "
+                       f"{h / base_host:.1f}x | {pred} | {ms(study[2] / 1e3) if study and kind != 'jax.jit' else '-'} |"
+                       if base_host else
+                       f"| {NAMES.get(w, w)} | {name} | {ms(e.timing.steady)} | {ms(h)} | - | {pred} | - |")
+            shown += 1
+    if not shown:
+        return out[:2] + ["Not measured yet: `make findings-host` times them (records `W-routes.json`).", ""]
+    return out + [""]
+
+
 def cells_of(workload: str, results: Path):
     """The predicted cells of WORKLOAD from its two records, or why there are none."""
     from stackwars_ir.bench.predict import predict, predict_unsynced
@@ -116,7 +186,8 @@ def render(workloads, results: Path) -> str:
            "- **pytorch, not synced**: the same PyTorch row had the study timed torch_xla's Python step without "
            "its sync (the lazy graph traced, never compiled nor run): each run's tracing alone, scaled. A "
            "protocol tested against the study's cells, not a claim about how the study timed.", ""]
-    return "\n".join(out + cell_tables(workloads, results)) + "\n"
+    return "\n".join(out + cell_tables(workloads, results) + [""] +
+                     route_tables([w for w in workloads if w in ROUTES_OF], results)) + "\n"
 
 
 def cell_tables(workloads, results: Path, level: str = "##") -> list[str]:
@@ -175,6 +246,8 @@ def main() -> None:
         with open(a.results / "log.txt", "a") as log:
             for w in workloads:
                 measure(w, a.results, log)
+            for w in (w for w in workloads if w in ROUTES_OF):
+                measure_routes(w, a.results, log)
     sys.stdout.write(render(workloads, a.results.resolve()))
 
 
