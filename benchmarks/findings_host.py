@@ -79,7 +79,7 @@ def route_tables(workloads, results: Path, level: str = "##") -> list[str]:
            f"phases less what the runtime's own clocks put on the device or the compiler; the {TARGET} step is "
            f"predicted as above (host factor {lo:g}-{hi:g}x, overlapped to serial) on the estimate of torch_xla's "
            "capture for every PyTorch route.", "",
-           "| workload | runtime | steady here ms | host work per step here ms | host work / jax.jit's | "
+           "| workload | runtime | steady here ms | host work per step here ms | host work / jax.jit's (one job) | "
            f"predicted {TARGET} steady ms | study's PyTorch steady ms |",
            "|---|---|---:|---:|---:|---:|---:|"]
     from stackwars_ir.bench.predict import STUDY
@@ -114,7 +114,10 @@ def route_tables(workloads, results: Path, level: str = "##") -> list[str]:
             shown += 1
     if not shown:
         return out[:2] + ["Not measured yet: `make findings-host` times them (records `W-routes.json`).", ""]
-    return out + [""]
+    return out + ["", "One job per workload, each figure its median steady run's: the ratios carry no interval "
+                  "across repeated jobs yet, so none of them is a finding; they say where to look next (in this "
+                  "job, the lazy tensors' host work per step is the largest of the PyTorch routes on every "
+                  "workload).", ""]
 
 
 def cells_of(workload: str, results: Path):
