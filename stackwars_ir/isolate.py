@@ -25,7 +25,7 @@ import time
 from dataclasses import dataclass
 from typing import Callable
 
-from .wire import die_with_parent, receive_bytes, send_bytes
+from .wire import die_with_parent, end_worker, receive_bytes, send_bytes
 
 SETUP_S = 300.0  # imports, building the model's weights and reference (a base model: seconds)
 GRACE_S = 10.0  # beyond --timeout: the run in flight when the budget ends, and the reply
@@ -272,11 +272,5 @@ class Isolated:
             self._staging.cleanup()
             self._staging = None
         if self.proc is not None:
-            if self.proc.poll() is None:
-                self.proc.stdin.close()
-                try:
-                    self.proc.wait(timeout=10)
-                except subprocess.TimeoutExpired:
-                    self.proc.kill()
-                    self.proc.wait()
+            end_worker(self.proc, 10)
             self.proc = None

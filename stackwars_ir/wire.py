@@ -38,3 +38,18 @@ def die_with_parent() -> None:
         os._exit(3)
 
     threading.Thread(target=watch, daemon=True).start()
+
+
+def end_worker(proc, grace_s: float) -> None:
+    """End a worker the way both worker kinds do: close its stdin (its loop ends at EOF), give it
+    `grace_s` to exit, then kill it and reap it."""
+    import subprocess
+
+    if proc.poll() is not None:
+        return
+    proc.stdin.close()
+    try:
+        proc.wait(timeout=grace_s)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()

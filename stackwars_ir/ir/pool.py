@@ -227,12 +227,9 @@ class Parser:
 
     def close(self) -> None:
         if self.proc is not None:
-            if self.proc.poll() is None:
-                self.proc.stdin.close()
-                try:
-                    self.proc.wait(timeout=5)
-                except subprocess.TimeoutExpired:
-                    self.proc.kill()
+            from ..wire import end_worker
+
+            end_worker(self.proc, 5)
             self.proc = None
         if self.stderr is not None:
             self.stderr.close()
