@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import os
-import platform
 import sys
 import time
 from pathlib import Path
@@ -32,31 +31,11 @@ def captures_dir() -> Path:
     return folder
 
 
-def printed(print_page, *args) -> str:
-    """What `print_page(*args)` prints, as text: a findings page, printed by its script and returned to tests."""
-    import contextlib
-    import io
-
-    out = io.StringIO()
-    with contextlib.redirect_stdout(out):
-        print_page(*args)
-    return out.getvalue()
-
-
 def machine_line() -> str:
-    from stackwars_ir.files import host
+    """The machine a figure was taken on (the findings pages' own line)."""
+    from stackwars_ir.report.findings import machine_line as line
 
-    h = host()
-    return f"{h['processor']}, {h['cpus']} cpus, Python {platform.python_version()}, {platform.system()}"
-
-
-def sweep_line(report) -> str:
-    """A findings page's `Sweep: ...` sentence: the sweep's summary line (job counts, executor, noise) and
-    the jobs' own time summed, finished before or now."""
-    from stackwars_ir.report.sweep import summary_line
-
-    return (f"Sweep: {summary_line(report)}; the jobs' own time, summed: "
-            f"{sum(r.seconds for r in report.records) / 60:.0f} min")
+    return line()
 
 
 def best_of(fn, repeat: int = 3) -> float:

@@ -1,7 +1,7 @@
 """What scanning the layers and rematerializing them cost or save, per framework: docs/findings-programs.md (`make findings-programs`).
 
 A sweep of benchmarks/grids/findings-programs.toml into --results (default out/sweeps/findings-programs),
-then the page from its records (--render: from the folder alone, computing nothing). Two parts:
+then the page from its records (stackwars_ir.report.findings.programs; --render: from the folder alone, computing nothing). Two parts:
 - LLaMA-3.1-8B's training step (JAX, abstract bfloat16 captures) compiled for one TPU v6e chip by libtpu,
   no TPU: lowering and compile time, program size, the compiler's memory plan, per program (unrolled,
   --remat, --scan-layers, both). Needs `make setup-tpu`.
@@ -16,189 +16,15 @@ import argparse
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import _common  # noqa: F401  (the project on sys.path, PJRT_DEVICE=CPU)
 
 ROOT = Path(__file__).resolve().parents[1]
 GRID = ROOT / "benchmarks" / "grids" / "findings-programs.toml"
 
-PROGRAMS = (("unrolled", False, False), ("remat", False, True), ("scan", True, False), ("scan + remat", True, True))
-
-
-def _ops(path: Path) -> tuple[int, int]:
-    """Static and executed op counts of a capture (the loop's body counted once, then once per trip)."""
-    from stackwars_ir.ir import load_one
-    from stackwars_ir.ir.stats import module_stats
-
-    s = module_stats(load_one(path))
-    return s.ops_inlined, s.ops_executed
-
-
-def _seconds(path: Path, stage: str) -> float:
-    import json
-
-    return json.loads(path.with_suffix(".json").read_text())["run"]["seconds"].get(stage, float("nan"))
-
-
-def tpu_part(res, facts: dict) -> list[str]:
-    from stackwars_ir.bench.memory import MemoryReport, budgets
-    from stackwars_ir.textfmt import human_bytes
-
-    budget = budgets("v6e-1")[0]
-    size = next((r.job.request.size for r in res.report.records if r.job.command == "memory"), "8b")
-    lines = ["| program | lower (s) | ops static / executed | compile (s) | code | arguments | temporaries | "
-             "peak + code (refused: required) | on v6e-1 |", "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |"]
-    for name, scan, remat in PROGRAMS:
-        rec = res.get(("memory", size, "train", "jax", scan, remat))
-        path = res.capture(rec) if rec is not None else None
-        if rec is None or not rec.result.get("executables") or path is None:
-            lines.append(f"| {name} | | | | | | | | {'not run yet' if rec is None else 'failed: ' + rec.error} |")
-            continue
-        (plan,) = MemoryReport.from_json(rec.result).plans
-        static, executed = _ops(path)
-        lower = _seconds(path, "jax.jit lower")
-        facts[name] = {"lower": lower, "static": static, "executed": executed, "compile": plan.compile_s,
-                       "bytes": plan.peak_bytes + (0 if plan.refused else plan.code_bytes) if plan.ok else None}
-        if not plan.ok:
-            lines.append(f"| {name} | {lower:.1f} | {static} / {executed} | | | | | | failed: {plan.error} |")
-            continue
-        if plan.refused:  # the compiler would not build it: what it said the program requires
-            lines.append(f"| {name} | {lower:.1f} | {static} / {executed} | {plan.compile_s:.1f} | - | - | - | "
-                         f"{human_bytes(plan.peak_bytes)} | refused: OOM |")
-            continue
-        total = plan.peak_bytes + plan.code_bytes
-        verdict = "fits" if plan.fits(budget)[0] else "OOM"
-        lines.append(f"| {name} | {lower:.1f} | {static} / {executed} | {plan.compile_s:.1f} | "
-                     f"{human_bytes(plan.code_bytes)} | {human_bytes(plan.argument_bytes)} | "
-                     f"{human_bytes(plan.temp_bytes)} | {human_bytes(total)} | {verdict} |")
-    return lines
-
-
-def _tpu_findings(f: dict) -> list[str]:
-    """What the 8B table says, in sentences computed from it."""
-    from stackwars_ir.textfmt import human_bytes
-
-    u, sc, re_, both = (f.get(k) for k in ("unrolled", "scan", "remat", "scan + remat"))
-    out = []
-    if u and sc and u["compile"] and sc["compile"]:
-        out.append(f"- Scanning the 32 layers lowers the step in {sc['lower']:.1f} s against {u['lower']:.1f} s and "
-                   f"compiles it in {sc['compile']:.1f} s against {u['compile']:.1f} s "
-                   f"({u['compile'] / sc['compile']:.1f}x faster), from {sc['static']} ops written against "
-                   f"{u['static']}; the loop executes {sc['executed']} ops per step "
-                   f"({sc['executed'] / u['executed']:.2f}x the unrolled program's).")
-    if u and sc and u["bytes"] and sc["bytes"]:
-        more = sc["bytes"] - u["bytes"]
-        out.append(f"- The scanned step needs {human_bytes(sc['bytes'])} against {human_bytes(u['bytes'])} unrolled "
-                   f"({'+' if more >= 0 else '-'}{human_bytes(abs(more))}): with the parameters one argument per "
-                   "tensor, the program stacks every layer's weights (and unstacks their gradients) inside itself, "
-                   "a copy of the layers' parameters; a state kept stacked, as MaxText's, would not need it (not "
-                   "measured here).")
-    if u and re_ and u["bytes"] and re_["bytes"]:
-        out.append(f"- Remat changes the unrolled step's memory from {human_bytes(u['bytes'])} to "
-                   f"{human_bytes(re_['bytes'])}: at batch 1 the activations are small beside parameters, "
-                   "gradients and AdamW's two moments, so recomputing them saves next to nothing here.")
-    if sc and both and sc["bytes"] and both["bytes"]:
-        out.append(f"- Scan with remat: {human_bytes(both['bytes'])} against scan alone's {human_bytes(sc['bytes'])}.")
-    return out
-
-
-def cpu_part(res, size: str, facts: dict | None = None) -> list[str]:
-    """The CPU table of one size; `facts` gets (step, program, route) -> compile and steady seconds."""
-    from stackwars_ir.bench.run import BenchReport
-
-    lines = ["| step | program | route | capture (s) | ops static / executed | compile (s) | first run (ms) | "
-             "steady (ms) |", "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: |"]
-    for step in ("forward", "train"):
-        for name, scan, remat in PROGRAMS:
-            for route in ("jax", "torch_xla"):
-                rec = res.get(("bench", size, step, route, scan, remat))
-                if rec is None:
-                    continue  # not in the grid (remat is a training step's)
-                path = res.capture(rec)
-                label = "JAX" if route == "jax" else "torch_xla"
-                if path is None or not rec.result.get("results"):
-                    lines.append(f"| {step} | {name} | {label} | | | failed: {rec.error} | | |")
-                    continue
-                (_, e), = BenchReport.from_json(rec.result).rows
-                stage = "jax.jit lower" if route == "jax" else \
-                    next(k for k in ("torch_xla training loop (3 steps)", "torch_xla lazy forward (scan_layers)",
-                                     "torch_xla to StableHLO") if k in _stages(path))
-                static, executed = _ops(path)
-                if not e.ok:
-                    lines.append(f"| {step} | {name} | {label} | | {static} / {executed} | failed: {e.error} | | |")
-                    continue
-                lines.append(f"| {step} | {name} | {label} | {_seconds(path, stage):.2f} | {static} / {executed} | "
-                             f"{e.compile_s:.2f} | {e.timing.first * 1e3:.2f} | {e.timing.steady * 1e3:.3f} |")
-                if facts is not None:
-                    facts[(step, name, label)] = {"compile": e.compile_s, "steady": e.timing.steady,
-                                                  "spread": e.timing.spread, "static": static}
-    return lines
-
-
-def _cpu_findings(f: dict) -> list[str]:
-    """What the 1B table says, in sentences computed from it."""
-    out = []
-    for label in ("JAX", "torch_xla"):
-        u, sc = f.get(("forward", "unrolled", label)), f.get(("forward", "scan", label))
-        if not (u and sc):
-            continue
-        out.append(f"- {label}: scanning the 16 layers compiles the forward in {sc['compile']:.1f} s against "
-                   f"{u['compile']:.1f} s unrolled ({u['compile'] / sc['compile']:.1f}x faster), from "
-                   f"{sc['static']} ops written against {u['static']}; a run takes {sc['steady'] * 1e3:.0f} ms "
-                   f"against {u['steady'] * 1e3:.0f} ms ({sc['steady'] / u['steady']:.2f}x; spreads "
-                   f"{sc['spread']:.0%} and {u['spread']:.0%}).")
-    j, t = f.get(("forward", "scan", "JAX")), f.get(("forward", "scan", "torch_xla"))
-    if j and t:
-        out.append(f"- Scanned, torch_xla's program runs at {t['steady'] / j['steady']:.2f}x JAX's and compiles in "
-                   f"{t['compile'] / j['compile']:.2f}x its time, on the same runtime.")
-    return out
-
-
-class Records:
-    """The sweep's records by (command, size, step, route, scan_layers, remat), and the capture each read."""
-
-    def __init__(self, report):
-        from stackwars_ir.sweep.grid import route_of
-
-        self.report, self.root, self.by, self.files = report, Path(report.root), {}, {}
-        for rec in report.records:
-            r = rec.job.request
-            if rec.job.command == "capture":
-                self.files[(r.model, r.size, r.step, route_of(r), r.scan_layers, r.remat)] = rec
-            else:
-                self.by[(rec.job.command, r.size, r.step, route_of(r), r.scan_layers, r.remat)] = rec
-
-    def get(self, key):
-        """The record of (command, size, step, route, scan, remat), or None where the grid has none."""
-        return self.by.get(key)
-
-    def capture(self, rec) -> Path | None:
-        """The capture file the job of REC read, or None where its capture failed."""
-        from stackwars_ir.sweep.grid import route_of
-
-        r = rec.job.request
-        cap = self.files.get((r.model, r.size, r.step, route_of(r), r.scan_layers, r.remat))
-        return self.root / cap.result["file"] if cap is not None and cap.ok else None
-
-
-def _weight_bytes(size: str) -> int:
-    """LLaMA's float32 parameter bytes at `size`, counted on a model built without memory (meta device)."""
-    import torch
-    from transformers import LlamaModel
-
-    from models import llama
-
-    with torch.device("meta"):
-        model = LlamaModel(llama.config(size))
-    return 4 * sum(p.numel() for p in model.parameters())
-
-
-def _stages(path: Path) -> dict:
-    import json
-
-    return json.loads(path.with_suffix(".json").read_text())["run"]["seconds"]
-
 
 def run(args):
+    """The sweep of args.grid into args.results (with args.render, what the folder holds), as the page's Records."""
+    from stackwars_ir.report.findings import Records
     from stackwars_ir.sweep.execute import run_sweep
     from stackwars_ir.sweep.grid import read_grid
 
@@ -212,66 +38,15 @@ def run(args):
 
 
 def main() -> None:
+    from stackwars_ir.report.findings import programs_page
+
     ap = argparse.ArgumentParser()
     ap.add_argument("--grid", type=Path, default=GRID)
     ap.add_argument("--results", type=Path, default=ROOT / "out" / "sweeps" / "findings-programs")
     ap.add_argument("--jobs", type=int, default=1, help="local workers for the untimed jobs: 1, since the page "
                     "reports lowering and compile times, which jobs beside them would slow")
     ap.add_argument("--render", action="store_true", help="compute nothing: the page from --results")
-    print(page(run(ap.parse_args())), end="")
-
-
-def page(res) -> str:
-    from _common import printed
-
-    return printed(print_page, res)
-
-
-def print_page(res) -> None:
-    from stackwars_ir.files import host
-    from stackwars_ir.report.sweep import summary_line
-    from stackwars_ir.textfmt import human_bytes
-
-    h = host()
-    v = next((r.stack for r in res.report.records if r.job.command == "memory" and r.ok), None) or \
-        next((r.stack for r in res.report.records), {})
-    seq = next((r.job.request.seq for r in res.report.records if r.job.command == "memory"), "-")
-    facts: dict = {}
-    tpu = tpu_part(res, facts)
-    cpu = cpu_part(res, "tiny")
-    big: dict = {}
-    cpu_1b = cpu_part(res, "1b", big)
-    took = sum(r.seconds for r in res.report.records)
-    print("# Scanned and rematerialized layers: what they cost or save\n")
-    print(f"Generated by `make findings-programs` (benchmarks/findings_programs.py: a sweep of "
-          f"benchmarks/grids/findings-programs.toml, then this page from its records) on {h.get('processor')} "
-          f"({h.get('cpus')} cpus), no TPU and no GPU "
-          f"(jax {v.get('jax')}, torch {v.get('torch')}, torch_xla {v.get('torch_xla')}, libtpu "
-          f"{v.get('libtpu') or 'not installed'}). The programs are `capture --scan-layers` and `--remat` "
-          f"(docs/capture.md): JAX's `lax.scan` and `jax.checkpoint` per layer, torch_xla's `scan_layers` and "
-          f"checkpoint per layer; parameters stay one argument per tensor, stacked inside the program. "
-          f"The jobs took {took:.0f} s together ({summary_line(res.report)}).\n")
-    print(f"## LLaMA-3.1-8B training step on one TPU v6e chip (JAX, bfloat16, batch 1, seq {seq})\n")
-    print("Abstract captures (shapes only, no parity), compiled by libtpu for one v6e chip without a TPU; the "
-          "plan is XLA's buffer assignment: arguments + outputs - aliased + temporaries, plus generated code, "
-          "against v6e-1's 32 GiB. torch_xla needs weights for a capture and torchax cannot take these options "
-          "(docs/capture.md), so this part is JAX's alone.\n")
-    print("\n".join(tpu) + "\n")
-    print("\n".join(_tpu_findings(facts)) + "\n")
-    print("## LLaMA tiny on XLA CPU (jaxlib), JAX and torch_xla\n")
-    print("Captures with seeded weights, parity-checked against PyTorch eager, each compiled and run by "
-          "jaxlib's XLA CPU (`bench`): the IR's own cost, one runtime. At tiny size (2 layers) a loop cannot "
-          "save much compile time; its plumbing shows.\n")
-    print("\n".join(cpu) + "\n")
-    if len(cpu_1b) > 2:
-        print("## LLaMA-3.2-1B forward on XLA CPU (jaxlib), JAX and torch_xla (batch 1, seq 128)\n")
-        weights = _weight_bytes("1b")
-        print(f"The same, at a published size whose float32 weights ({human_bytes(weights)}) fit this machine: "
-              f"16 layers, unrolled and scanned. Its training step's state (weights, gradients and AdamW's two "
-              f"moments: {human_bytes(4 * weights)}) and LLaMA-3.1-8B's weights ({human_bytes(_weight_bytes('8b'))}) "
-              "do not, so the CPU table stops here.\n")
-        print("\n".join(cpu_1b) + "\n")
-        print("\n".join(_cpu_findings(big)) + "\n")
+    print(programs_page(run(ap.parse_args())), end="")
 
 
 if __name__ == "__main__":

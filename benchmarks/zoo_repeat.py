@@ -19,7 +19,8 @@ import statistics
 import sys
 from pathlib import Path
 
-from findings_zoo import SAME
+import _common  # noqa: F401  (the project on sys.path)
+from stackwars_ir.report.findings.zoo import SAME
 
 ROW = re.compile(r"^\| (\w+) \| \d+ / \d+ \|.*\| ([0-9.]+) \| [^|]+ \|$")
 DATE = re.compile(r" on (\d{4}-\d{2}-\d{2}); machine: ([^;]+);")

@@ -201,3 +201,15 @@ def test_package_faces_are_short():
     long = {str(p.relative_to(ROOT)): n for p in (ROOT / "stackwars_ir").rglob("__init__.py")
             if (n := len(p.read_text().splitlines())) > 60}
     assert long == {}
+
+
+def test_the_findings_scripts_run_grids_and_leave_pages_to_report():
+    # Issue 52: benchmarks/findings*.py run a grid and call report/findings/, which renders every page
+    # from its records; a heading or a table written in a script is a page rendered outside report/.
+    rendered = []
+    for path in sorted((ROOT / "benchmarks").glob("findings*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and \
+                    (node.value.lstrip("\n").startswith("#") or "| ---" in node.value or "|---" in node.value):
+                rendered.append(f"{path.relative_to(ROOT)}:{node.lineno}: {node.value[:40]!r}")
+    assert rendered == []

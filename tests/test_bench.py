@@ -468,13 +468,8 @@ def test_bench_reuses_a_capture_only_from_the_same_request_and_capture_revision(
 
 
 def test_findings_split_a_torch_xla_run_into_compile_execute_and_tracing_by_its_own_clocks():
-    import sys
-    from pathlib import Path
-
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-    import findings
-
     from stackwars_ir.bench import Executable
+    from stackwars_ir.report.findings import claims as findings
     from stackwars_ir.bench.timing import Timing
 
     def phase(compile_ms, execute_ms, runs=None):
@@ -549,13 +544,8 @@ def test_bench_notes_a_second_run_slowed_by_fresh_memory_not_by_a_compile():
 
 
 def test_findings_read_page_faults_as_an_allocator_warming_up_and_compare_the_donated_loop():
-    import sys
-    from pathlib import Path
-
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-    import findings
-
     from stackwars_ir.bench import Executable
+    from stackwars_ir.report.findings import claims as findings
     from stackwars_ir.bench.timing import Timing
 
     def counters(faults, steady_runs=10):

@@ -319,8 +319,7 @@ def test_render_of_a_sweep_not_run_yet_names_every_job_as_such_and_writes_nothin
 def test_the_zoo_pages_claims_count_what_the_rows_hold():
     """findings_zoo's verdicts from three programs: torchax fewer ops in 1, the same fusions in 2, faster
     by more than 10% in 1, slower in 1, within 10% in 1, and the geometric mean of the time ratios."""
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-    import findings_zoo
+    from stackwars_ir.report.findings import zoo
 
     def row(ops, fusions, steady):
         return {"ops": ops, "bench": [{"compile": 1.0, "steady": steady[0], "fusions": fusions[0]},
@@ -330,7 +329,7 @@ def test_the_zoo_pages_claims_count_what_the_rows_hold():
             ("b", "forward"): row((100, 120), (10, 12), (1.0, 2.0)),
             ("c", "forward"): row((100, 150), (7, 7), (1.0, 1.05)),
             ("c", "train"): None}
-    verdict, = findings_zoo._verdicts(rows)
+    verdict, = zoo.verdicts(rows)
     assert "Forward, 3 architectures." in verdict
     assert "fewer ops than torch_xla's in 1 of 3 (median ops ratio torchax/torch_xla 1.20)" in verdict
     assert "the same number of fusions in 2 of 3" in verdict and "(geometric mean) 2.00" in verdict
@@ -372,12 +371,14 @@ def test_the_memory_page_is_a_rendering_of_its_results_folder(tmp_path, monkeypa
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
     import findings_memory
 
+    from stackwars_ir.report.findings import memory_page
+
     grid = tmp_path / "memory.toml"
     common = ('models = ["llama"]\nsteps = ["train"]\nbatches = [1]\nseqs = [8]\ndtypes = ["bfloat16"]\n'
               'abstract = true\ntargets = ["cpu"]\nbudgets = ["v6e-1"]\n')
     grid.write_text('[[grid]]\ncommands = ["memory"]\n' + common +
                     '\n[[grid]]\ncommands = ["memory"]\nroutes = ["jax"]\nmeshes = ["fsdp=2"]\n' + common)
-    page = findings_memory.page(findings_memory.run(grid, tmp_path / "r", jobs=2, render=False))
+    page = memory_page(findings_memory.run(grid, tmp_path / "r", jobs=2, render=False))
     row = next(line for line in page.splitlines() if line.startswith("| train | 1 |"))
     jax_cell, torchax_cell, torch_xla_cell = row.split(" | ")[2:5]
     assert jax_cell.startswith("fits, ") and torchax_cell.startswith("fits, "), row
@@ -386,7 +387,7 @@ def test_the_memory_page_is_a_rendering_of_its_results_folder(tmp_path, monkeypa
     assert "| v6e-2 |" in page and "per chip" in slices and slices.endswith("| v6e-1 |"), slices
     assert "6 jobs: 0 finished before (not recomputed), 6 run now, 0 failed" in page
 
-    rendered = findings_memory.page(findings_memory.run(grid, tmp_path / "r", jobs=2, render=True))
+    rendered = memory_page(findings_memory.run(grid, tmp_path / "r", jobs=2, render=True))
     assert rendered.split("\n## ", 1)[1] == page.split("\n## ", 1)[1]
     assert "6 jobs: 6 finished before (not recomputed), 0 run now, 0 failed" in rendered
 
@@ -493,9 +494,7 @@ def test_a_bench_together_times_both_pytorch_routes_interleaved_in_one_job_and_t
     """The zoo's way of timing the two routes against each other: one worker, their steady runs
     taking turns, each executable its own row named by its capture's stem; the zoo page reads each
     route's numbers from that one record."""
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-    import findings_zoo
-
+    from stackwars_ir.report.findings import zoo
     from stackwars_ir.sweep.execute import run_sweep
     from stackwars_ir.sweep.grid import grid_of
     from stackwars_ir.report.sweep import sweep_tables
@@ -517,11 +516,11 @@ def test_a_bench_together_times_both_pytorch_routes_interleaved_in_one_job_and_t
     (verdict,) = verdicts
     assert {"torch-torch_xla", "torch-torchax"} <= set(verdict[vh.index("verdict")].replace(":", "").split())
     assert verdict[vh.index("machine")].startswith("noise ")
-    _, by = findings_zoo._index(report)
-    row = findings_zoo._row(by, "ffn", "forward")
+    _, by = zoo.index_records(report)
+    row = zoo.row_of(by, "ffn", "forward")
     assert [b["steady"] for b in row["bench"]] == [e["timing"]["steady_median_s"] for e in results]
     assert all(b["together"] for b in row["bench"])
-    assert findings_zoo._how_timed({("ffn", "forward"): row}, "forward").startswith(
+    assert zoo.how_timed({("ffn", "forward"): row}, "forward").startswith(
         "The two routes' executables were timed in one process, their steady runs taking turns")
 
 
@@ -529,18 +528,14 @@ def test_a_bench_together_times_both_pytorch_routes_interleaved_in_one_job_and_t
 def test_the_main_findings_page_is_a_rendering_of_its_results_folder(tmp_path):
     """findings.py as a sweep: GPT-2's captures diffed and timed beside jax.jit in one job, profiled, the
     page's sections from the records; --render rebuilds the same page from the folder, running nothing."""
-    from types import SimpleNamespace
-
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
     import findings
 
     grid = tmp_path / "findings.toml"
     grid.write_text('[[grid]]\ncommands = ["bench", "diff"]\nmodels = ["gpt2"]\nbaselines = ["jax"]\nprofile = 2\n')
-    a = SimpleNamespace(grid=grid, results=tmp_path / "r", jobs=2, render=False, retry_failed=False, retry_noisy=False,
-                        size=None, backend="cpu")
-    a.res = findings.run(a)
-    assert not a.res.report.failed, [r.error for r in a.res.report.failed]
-    page = findings.page(a)
+    res = findings.run(grid, tmp_path / "r", jobs=2)
+    assert not res.report.failed, [r.error for r in res.report.failed]
+    page = findings.page(res, grid)
     from page_claims import claims
 
     assert claims(page) == []  # no sentence claims more than its own numbers (issue 53)
@@ -563,10 +558,10 @@ def test_the_main_findings_page_is_a_rendering_of_its_results_folder(tmp_path):
     gaps = section(10)
     assert any(line.startswith("| gpt2 | forward | torch_xla |") for line in gaps), gaps
     assert not any("not profiled" in line for line in gaps), gaps
-    rendered = findings.page(SimpleNamespace(**{**vars(a), "res": findings.run(SimpleNamespace(**{**vars(a), "render": True}))}))
+    rendered = findings.page(findings.run(grid, tmp_path / "r", render=True), grid)
     assert rendered.split("\n## ", 1)[1] == page.split("\n## ", 1)[1]
     # The header says what each run computed: everything the first time, nothing when rendered.
-    n = len(a.res.report.records)
+    n = len(res.report.records)
     assert f"Sweep: {n} jobs: 0 finished before (not recomputed), {n} run now, 0 failed; local, 2 workers;" in page
     assert f"Sweep: {n} jobs: {n} finished before (not recomputed), 0 run now, 0 failed;" in rendered
 
@@ -580,12 +575,14 @@ def test_the_programs_page_is_a_rendering_of_its_results_folder(tmp_path):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
     import findings_programs
 
+    from stackwars_ir.report.findings import programs_page
+
     grid = tmp_path / "programs.toml"
     memory = '[[grid]]\ncommands = ["memory"]\nmodels = ["llama"]\nsteps = ["train"]\nroutes = ["jax"]\n'
     bench = '[[grid]]\ncommands = ["bench"]\nmodels = ["llama"]\nroutes = ["jax"]\n'
     grid.write_text("\n".join([memory, memory + "scan_layers = true\n", bench, bench + "scan_layers = true\n"]))
     args = SimpleNamespace(grid=grid, results=tmp_path / "r", jobs=2, render=False)
-    page = findings_programs.page(findings_programs.run(args))
+    page = programs_page(findings_programs.run(args))
     rows = {line.split(" | ")[0]: line.split(" | ") for line in page.splitlines() if line.startswith("| unrolled |")
             or line.startswith("| scan |")}
     static, executed = (int(x) for x in rows["| scan"][2].split(" / "))
@@ -594,7 +591,7 @@ def test_the_programs_page_is_a_rendering_of_its_results_folder(tmp_path):
     timed = [line.split(" | ") for line in page.splitlines() if line.startswith("| forward |")]
     assert [(t[1], t[2]) for t in timed] == [("unrolled", "JAX"), ("scan", "JAX")], timed
     assert all(float(t[-1].rstrip(" |")) > 0 for t in timed), timed
-    again = findings_programs.page(findings_programs.run(SimpleNamespace(**{**vars(args), "render": True})))
+    again = programs_page(findings_programs.run(SimpleNamespace(**{**vars(args), "render": True})))
     assert again.split("\n## ", 1)[1] == page.split("\n## ", 1)[1]
 
 
