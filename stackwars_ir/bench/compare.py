@@ -35,8 +35,9 @@ class Verdict:
         if self.tie:
             return (f"{self.faster} and {self.slower}{at}: indistinguishable (ratio {self.ratio:.2f}, 95% interval "
                     f"{self.low:.2f}-{self.high:.2f} spans 1)")
-        return (f"{self.faster} ran {self.ratio:.2f}x as fast as {self.slower}{at} "
-                f"(95% interval {self.low:.2f}-{self.high:.2f})")
+        d = decimals(self.low, self.high)
+        return (f"{self.faster} ran {self.ratio:.{d}f}x as fast as {self.slower}{at} "
+                f"(95% interval {self.low:.{d}f}-{self.high:.{d}f})")
 
     def as_json(self) -> dict:
         return {"batch": self.batch, "faster": self.faster, "slower": self.slower, "ratio": self.ratio,
@@ -47,6 +48,15 @@ class Verdict:
     def from_json(cls, d: dict) -> "Verdict":
         return cls(d.get("batch"), d["faster"], d["slower"], float(d["ratio"]), *map(float, d["interval_95"]),
                    bool(d.get("paired")), d.get("withheld") or "")
+
+
+def decimals(low: float, high: float) -> int:
+    """The decimals an interval of ratios is printed with: two, or as many more (up to four) as keep
+    an interval that excludes 1 from printing as if it reached it (1.004-1.02 as 1.004-1.020, not 1.00-1.02)."""
+    for d in (2, 3, 4):
+        if not ((low > 1 and round(low, d) <= 1) or (high < 1 and round(high, d) >= 1)):
+            return d
+    return 4
 
 
 def ratio_interval(fast: tuple, slow: tuple, seed: int = 0, paired: bool = False) -> tuple[float, float, float]:
