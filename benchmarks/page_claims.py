@@ -4,7 +4,8 @@ Each rule reads one form the generators write (bench.compare.Verdict's sentences
 versions pages' ratios, the time-by-block shares) and says where a sentence claims more than its
 numbers: a speed-up whose 95% interval reaches 1, "indistinguishable" of an interval that excludes 1,
 a ratio outside its own interval, a regression whose interval starts at or below zero, a share over
-100% with no word for it, causal wording ("caused by the IR", "equally fast"). A page that breaks none
+100% with no word for it, causal wording ("caused by the IR", "equally fast"), a split of a kernel
+gap by block beside a steady gap of the other sign with no word for it. A page that breaks none
 passes; tests/test_page_claims.py runs it over every docs/findings*.md and over pages built to break
 each rule, so a generator change cannot bring an overstatement back.
 
@@ -31,11 +32,43 @@ CAUSAL = ("is caused by the IR", "are caused by the IR", "caused by the ir", "eq
 BOTH_WAYS = ("both ways", "differ both ways", "opposite", "over 100%")
 
 
+def _number(cell: str) -> float | None:
+    m = re.match(r"\s*([+-]?[\d,]+(?:\.\d+)?)", cell)
+    return float(m.group(1).replace(",", "")) if m else None
+
+
+def _signs_disagree(header: list[str], row: list[str]) -> tuple | None:
+    """(kernel gap, steady gap) of a time-by-block row whose two gaps have opposite signs; None otherwise
+    (the kernel gap read from its column, or from "B / A kernels" as B/A - 1)."""
+    if "steady gap ms" not in header or len(row) != len(header):
+        return None
+    steady = _number(row[header.index("steady gap ms")])
+    if "kernel gap ms" in header:
+        kernel = _number(row[header.index("kernel gap ms")])
+    elif "B / A kernels" in header:
+        ratio = _number(row[header.index("B / A kernels")])
+        kernel = None if ratio is None else ratio - 1
+    else:
+        return None
+    if kernel is None or steady is None or kernel == 0 or steady == 0 or (kernel > 0) == (steady > 0):
+        return None
+    return kernel, steady
+
+
 def claims(text: str, where: str = "page") -> list[str]:
     """One line per claim of `text` that its own numbers do not support."""
-    out = []
+    out, header = [], []
     for n, line in enumerate(text.splitlines(), 1):
         at = f"{where}:{n}"
+        if line.startswith("|"):
+            cells = [c.strip() for c in line.strip().strip("|").split(" | ")]
+            if not header:
+                header = cells
+            elif (gaps := _signs_disagree(header, cells)) and "opposite signs" not in line:
+                out.append(f"{at}: a kernel gap ({gaps[0]:+g}) split by block beside a steady gap of the other sign "
+                           f"({gaps[1]:+g}) with no word for it")
+        else:
+            header = []
         for m in FASTER.finditer(line):
             r, lo, hi = map(float, m.groups())
             if lo <= 1.0:

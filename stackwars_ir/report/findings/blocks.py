@@ -50,6 +50,38 @@ def carriers_text(split, names=("A", "B"), unit=ms, detail: bool = False) -> str
         ("; over 100%: other blocks differ the other way, so these carry more than the whole gap)" if over else ")")
 
 
+def against_steady(side: dict) -> str:
+    """A side's kernel sum per run, in ms, and its ratio to the side's steady step."""
+    steady = side.get("steady_s")
+    return ms(side["kernels_sum_s"]) + (f" ({side['kernels_sum_s'] / steady:.2f}x)" if steady else "")
+
+
+def steady_gap(t: dict) -> str:
+    a, b = t["a"].get("steady_s"), t["b"].get("steady_s")
+    return ms(b - a, True) if a and b else "-"
+
+
+def noise(t: dict) -> str:
+    """The bench's verdict on the pair; where the bench gave none, the kernel gap's interval over the
+    profiled runs; '-' where neither exists."""
+    if t.get("verdict"):
+        return t["verdict"]
+    if t.get("gap_95"):
+        low, high = t["gap_95"]
+        return (f"no bench verdict; kernel gap 95% interval {ms(low, True)} to {ms(high, True)} ms"
+                + (", spans 0" if low <= 0 <= high else ""))
+    return "-"
+
+
+def signs(split, t: dict) -> str:
+    """The words that mark a split whose kernel gap and steady gap disagree in sign; '' where they agree."""
+    a, b = t["a"].get("steady_s"), t["b"].get("steady_s")
+    if not (a and b) or (split.gap > 0) == (b - a > 0) or split.gap == 0 or b == a:
+        return ""
+    return (f"**kernel gap {ms(split.gap, True)} ms against a steady gap of {ms(b - a, True)} ms: opposite signs, "
+            "so this split is not where the step's time goes**; ")
+
+
 def profiled_gaps(a, benches: dict, train_benches: dict, say) -> None:
     """Section 10: per model, JAX's StableHLO against each PyTorch route's on one XLA runtime, split
     by block from each kernel's profiled time; then torch_xla's own XLA build against jaxlib's on
@@ -65,10 +97,14 @@ def profiled_gaps(a, benches: dict, train_benches: dict, say) -> None:
         "from (op_name metadata), and `diff --bench` splits the kernel-time gap by block. Named here: the "
         f"fewest groups of blocks (one role in one phase) whose differences carry {SHARE:.0%} of the gap, "
         "with how many kernels ran there on each side. The bench's verdict says whether the whole gap is "
-        "above the noise; shares of a gap within the noise are not findings.\n")
-    say("| model | step | JAX vs | JAX kernels ms | PyTorch kernels ms | gap ms | bench's verdict | "
-        f"blocks carrying {SHARE:.0%} of the gap |")
-    say("| --- | --- | --- | ---: | ---: | ---: | --- | --- |")
+        "above the noise; shares of a gap within the noise are not findings. Each side's kernel sum is "
+        "printed against its steady step (the unprofiled runs' median): over 1x, kernels overlapped on XLA "
+        "CPU's threads, so their sum is more than the step's time; the steady gap is PyTorch's steady step "
+        "less JAX's. Where the kernel gap and the steady gap have opposite signs, the split by block says "
+        "where kernel time differs, not why one step is slower, and the row says so.\n")
+    say("| model | step | JAX vs | JAX kernels ms (/ steady) | PyTorch kernels ms (/ steady) | kernel gap ms | "
+        f"steady gap ms | bench's verdict | blocks carrying {SHARE:.0%} of the gap |")
+    say("| --- | --- | --- | ---: | ---: | ---: | ---: | --- | --- |")
     for step, reps, suffix in (("forward", benches, ""), ("train", train_benches, "-train")):
         for model, rep in reps.items():
             for e in ("torch_xla", "torchax"):
@@ -79,11 +115,11 @@ def profiled_gaps(a, benches: dict, train_benches: dict, say) -> None:
                 try:
                     result = block_times(report, report.result(), rep, "findings")
                 except StackwarsError as err:
-                    say(f"| {model} | {step} | {e} | not profiled: {err.one_line()} | | | | |")
+                    say(f"| {model} | {step} | {e} | not profiled: {err.one_line()} | | | | | |")
                     continue
                 split, t = time_gap(result), result.metrics["time"]
-                say(f"| {model} | {step} | {e} | {ms(t['a']['kernels_sum_s'])} | {ms(t['b']['kernels_sum_s'])} | "
-                    f"{ms(split.gap, True)} | {t.get('verdict', '-')} | {carriers_text(split)} |")
+                say(f"| {model} | {step} | {e} | {against_steady(t['a'])} | {against_steady(t['b'])} | "
+                    f"{ms(split.gap, True)} | {steady_gap(t)} | {noise(t)} | {signs(split, t)}{carriers_text(split)} |")
     native_gaps(a, benches, train_benches, say)
     say("\n### torch_xla's own XLA build against jaxlib's, the same training step\n")
     say("The StableHLO torch_xla's lazy loop lowers its second step to (the capture) runs on jaxlib's XLA "
@@ -141,10 +177,11 @@ def native_gaps(a, benches: dict, train_benches: dict, say) -> None:
         "kernels, each op named after its module as below (its graph is the lazy trace, the StableHLO row "
         "torch.export's, so the two need not hold the same kernels). A is the StableHLO row on jaxlib's XLA, "
         "B the native runtime; the gap is B - A in kernel (op) time per run. In a forward pass, kernels with "
-        "no module path (the model's own forward body: position ids, masks) belong to no block.\n")
-    say(f"| model | step | A (StableHLO) | B (native) | A kernels ms | B kernels ms | B / A | blocks carrying "
-        f"{SHARE:.0%} of the gap |")
-    say("| --- | --- | --- | --- | ---: | ---: | ---: | --- |")
+        "no module path (the model's own forward body: position ids, masks) belong to no block. Kernels and "
+        "steady gap as in the table above (each side's steady step: its own runs' median, unprofiled).\n")
+    say("| model | step | A (StableHLO) | B (native) | A kernels ms (/ steady) | B kernels ms (/ steady) | B / A "
+        f"kernels | steady gap ms | blocks carrying {SHARE:.0%} of the gap |")
+    say("| --- | --- | --- | --- | ---: | ---: | ---: | ---: | --- |")
     for step, reps, suffix in (("forward", benches, ""), ("train", train_benches, "-train")):
         for model, rep in reps.items():
             rows = [e for _, e in rep.rows if e.ok and e.profile is not None]
@@ -162,9 +199,9 @@ def native_gaps(a, benches: dict, train_benches: dict, say) -> None:
                 report = diff_files(path, path)
                 result = with_times(report, report.result(), ir.profile, native.profile)
                 split, t = time_gap(result), result.metrics["time"]
-                say(f"| {model} | {step} | {ir.name} | {native.name} | {ms(t['a']['kernels_sum_s'])} | "
-                    f"{ms(t['b']['kernels_sum_s'])} | {t['b']['kernels_sum_s'] / t['a']['kernels_sum_s']:.2f} | "
-                    f"{carriers_text(split)} |")
+                say(f"| {model} | {step} | {ir.name} | {native.name} | {against_steady(t['a'])} | "
+                    f"{against_steady(t['b'])} | {t['b']['kernels_sum_s'] / t['a']['kernels_sum_s']:.2f} | "
+                    f"{steady_gap(t)} | {signs(split, t)}{carriers_text(split)} |")
 
 
 def tpu_estimates(a, say) -> None:
