@@ -188,23 +188,23 @@ def test_the_progress_estimates_each_kind_of_job_from_its_own_and_names_the_kind
 def test_a_job_is_kept_off_the_accelerators_it_does_not_use():
     """Captures and CPU or TPU-target jobs see jax's CPU client alone (a GPU node's memory, a TPU VM's
     chips stay for the job that times them); a GPU plan preallocates nothing; a GPU bench is left as is."""
-    from stackwars_ir.sweep.grid import Job
+    from stackwars_ir.sweep.grid import BenchJob, CaptureJob, MemoryJob
     from stackwars_ir.sweep.jobs import pin_platform
     from stackwars_ir.workload import Request
 
     req = Request("ffn", framework="jax").validated()
-    cases = [(Job("capture", req), {"JAX_PLATFORMS": "cpu"}),
-             (Job("memory", req, target="tpu-v6e"), {"JAX_PLATFORMS": "cpu"}),
-             (Job("bench", req, target="cpu"), {"JAX_PLATFORMS": "cpu"}),
-             (Job("memory", req, target="gpu"), {"XLA_PYTHON_CLIENT_PREALLOCATE": "false"}),
-             (Job("bench", req, target="gpu"), {}),
-             (Job("bench", req, target="tpu"), {})]
+    cases = [(CaptureJob(req), {"JAX_PLATFORMS": "cpu"}),
+             (MemoryJob(req, target="tpu-v6e"), {"JAX_PLATFORMS": "cpu"}),
+             (BenchJob(req, target="cpu"), {"JAX_PLATFORMS": "cpu"}),
+             (MemoryJob(req, target="gpu"), {"XLA_PYTHON_CLIENT_PREALLOCATE": "false"}),
+             (BenchJob(req, target="gpu"), {}),
+             (BenchJob(req, target="tpu"), {})]
     for job, expected in cases:
         env = {}
         pin_platform(job, env)
         assert env == expected, job.label
     env = {"JAX_PLATFORMS": "cuda"}  # a capture is lowered and parity-checked on the CPU whatever the node
-    pin_platform(Job("capture", req), env)
+    pin_platform(CaptureJob(req), env)
     assert env == {"JAX_PLATFORMS": "cpu"}
 
 
@@ -738,3 +738,33 @@ def test_a_pages_records_say_when_and_by_which_code_they_were_made():
                                 "1 undated (made before records kept their date)")
     assert dated_line(recs[1:2]) == "records finished 2026-11-27 by commit bbbbbbbbbbbb"
     assert dated_line([Record("x", job, {}, False, "not run", {}, 0.0, {})]) == ""
+
+
+def test_each_command_is_a_job_type_of_its_own_whose_record_reads_back_as_that_type():
+    """Issue 52: a sweep's jobs are typed per command (the fields each reads, no bag of optional ones);
+    a job's JSON, as records hold it, reads back as the same job, and keys stay what they were."""
+    import dataclasses
+
+    import pytest
+
+    from stackwars_ir.sweep.grid import BenchJob, CaptureJob, DiffJob, Job, MemoryJob, grid_of
+
+    grid = grid_of([{"commands": ["capture", "memory", "bench", "diff"], "models": ["ffn"], "budgets": ["v6e-1"],
+                     "profile": 2}])
+    kinds = {type(j) for j in grid.jobs}
+    assert kinds == {CaptureJob, MemoryJob, BenchJob, DiffJob}
+    for job in grid.jobs:
+        assert Job.from_json(job.as_json()) == job and type(Job.from_json(job.as_json())) is type(job)
+        assert job.as_json()["command"] == job.command
+    fields = {kind: {f.name for f in dataclasses.fields(kind)} for kind in kinds}
+    assert fields[CaptureJob] == {"request", "timeout"}
+    assert fields[MemoryJob] == {"request", "timeout", "target", "budget"}
+    assert fields[BenchJob] == {"request", "timeout", "target", "baselines", "profile"}
+    assert fields[DiffJob] == {"request", "timeout", "against"}
+    capture = next(j for j in grid.jobs if isinstance(j, CaptureJob))
+    # the JSON (and with it every record's key) names the other commands' fields empty, as before
+    assert capture.as_json()["target"] == "" and capture.as_json()["budget"] == "" and "against" not in capture.as_json()
+    with pytest.raises(TypeError):
+        DiffJob(capture.request)  # a diff without its other side is not a job
+    with pytest.raises(ValueError, match="not a sweep job's command"):
+        Job.from_json({"command": "train", "request": capture.as_json()["request"]})

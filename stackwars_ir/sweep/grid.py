@@ -6,6 +6,7 @@ import hashlib
 import itertools
 import json
 from dataclasses import dataclass
+from typing import ClassVar
 from pathlib import Path
 
 from ..errors import StackwarsError
@@ -28,19 +29,17 @@ JOB_TIMEOUT = 1800.0  # seconds a job may run unless its grid says `timeout`
 
 @dataclass(frozen=True)
 class Job:
-    """One unit of a sweep: a command on one route's capture of a request (diff: on two routes')."""
+    """One unit of a sweep: a command on one route's capture of a request (diff: on two routes'). Each
+    command is its own type with the fields it reads: CaptureJob, MemoryJob, BenchJob, DiffJob."""
 
-    command: str  # capture, memory, bench, diff
+    command: ClassVar[str] = ""  # capture, memory, bench, diff
+    # What the other commands' jobs hold, empty here (a record's JSON names them for every job):
+    target: ClassVar[str] = ""
+    budget: ClassVar[str] = ""
+    against: ClassVar[Request | None] = None
     request: Request  # validated; one route (framework "jax", or "torch" with one exporter), or for
     # a bench with baselines or `together` every route of the table (framework "both", or "torch")
-    target: str = ""  # memory: the compile target; bench: the backend (cpu, gpu, tpu)
-    budget: str = ""  # memory: the budgets the plan is read against ("v6e-1", "16G")
-    against: Request | None = None  # diff: the other side
     timeout: float = JOB_TIMEOUT
-    # bench: native runtimes (bench.native: jax, eager ...) timed in the same job as every route's
-    # capture of the request (framework "both"), as `bench MODEL --baselines` times them
-    baselines: tuple[str, ...] = ()
-    profile: int = 0  # bench: profiled runs after the steady state (bench --profile), 0: none
 
     @property
     def route(self) -> str:
@@ -50,7 +49,7 @@ class Job:
     def timed(self) -> bool:
         """Whether the job measures time on the machine it runs on (a bench job, not a TPU estimate):
         the executors run it alone, so no other job's compile shares its cores."""
-        return self.command == "bench" and not is_tpu(self.target)
+        return False
 
     @property
     def label(self) -> str:
@@ -64,16 +63,19 @@ class Job:
     def as_json(self) -> dict:
         return {"command": self.command, "request": _request_json(self.request), "target": self.target,
                 "budget": self.budget, "timeout": self.timeout,
-                **({"against": _request_json(self.against)} if self.against is not None else {}),
-                # only where set: the keys of jobs without them stay what they were
-                **({"baselines": list(self.baselines)} if self.baselines else {}),
-                **({"profile": self.profile} if self.profile else {})}
+                **({"against": _request_json(self.against)} if self.against is not None else {})}
 
     @classmethod
     def from_json(cls, d: dict) -> "Job":
-        return cls(d["command"], _request_from(d["request"]), d.get("target", ""), d.get("budget", ""),
-                   _request_from(d["against"]) if d.get("against") else None, float(d.get("timeout", JOB_TIMEOUT)),
-                   tuple(d.get("baselines", ())), int(d.get("profile", 0)))
+        """The job of `d`, as the type of its command."""
+        kind = JOB_TYPES.get(d.get("command"))
+        if kind is None:
+            raise ValueError(f"not a sweep job's command: {d.get('command')!r}")
+        return kind.from_fields(_request_from(d["request"]), float(d.get("timeout", JOB_TIMEOUT)), d)
+
+    @classmethod
+    def from_fields(cls, request: Request, timeout: float, d: dict) -> "Job":
+        return cls(request, timeout)
 
     def key(self, stack: dict) -> str:
         """The job's identity: its request (every field) and the stack that computes it (versions, the
@@ -89,7 +91,7 @@ class Job:
     def captures(self) -> tuple["Job", ...]:
         """The capture jobs of every route the job reads, each its own (shared with other jobs)."""
         reqs = split_routes(self.request) + (split_routes(self.against) if self.against is not None else ())
-        return tuple(Job("capture", r, timeout=self.timeout) for r in reqs)
+        return tuple(CaptureJob(r, self.timeout) for r in reqs)
 
     def memory_request(self) -> int:
         """Bytes of host memory the job may take at most, as a scheduler asks for them: a process with
@@ -106,9 +108,79 @@ class Job:
     def device(self) -> str:
         """The accelerator the job must run on ("" for any CPU): a bench job times the backend it names,
         a memory plan for `gpu` compiles on a GPU client (the TPU targets' plans are compile-only)."""
-        if self.command == "bench" and self.target in ("gpu", "tpu"):
-            return self.target
-        return "gpu" if self.command == "memory" and self.target == "gpu" else ""
+        return ""
+
+
+@dataclass(frozen=True)
+class CaptureJob(Job):
+    """A capture of one route of the request (shared by the jobs that read it)."""
+
+    command: ClassVar[str] = "capture"
+
+
+@dataclass(frozen=True, kw_only=True)
+class MemoryJob(Job):
+    """A memory plan of the request's capture compiled for `target`, read against `budget`."""
+
+    command: ClassVar[str] = "memory"
+    target: str  # the compile target (cpu, gpu, a TPU generation)
+    budget: str = ""  # the budgets the plan is read against ("v6e-1", "16G")
+
+    def device(self) -> str:
+        return "gpu" if self.target == "gpu" else ""
+
+    @classmethod
+    def from_fields(cls, request: Request, timeout: float, d: dict) -> "MemoryJob":
+        return cls(request, timeout, target=d.get("target", ""), budget=d.get("budget", ""))
+
+
+@dataclass(frozen=True, kw_only=True)
+class BenchJob(Job):
+    """The request's captures timed on the `target` backend (a TPU generation: estimated), with
+    `baselines` (bench.native's runtimes) in the same job and `profile` profiled runs."""
+
+    command: ClassVar[str] = "bench"
+    target: str  # the backend (cpu, gpu, tpu) or a TPU generation to estimate for
+    # native runtimes (bench.native: jax, eager ...) timed in the same job as every route's
+    # capture of the request (framework "both"), as `bench MODEL --baselines` times them
+    baselines: tuple[str, ...] = ()
+    profile: int = 0  # profiled runs after the steady state (bench --profile), 0: none
+
+    @property
+    def timed(self) -> bool:
+        return not is_tpu(self.target)
+
+    def device(self) -> str:
+        return self.target if self.target in ("gpu", "tpu") else ""
+
+    def as_json(self) -> dict:
+        # only where set: the keys of jobs without them stay what they were
+        return {**super().as_json(), **({"baselines": list(self.baselines)} if self.baselines else {}),
+                **({"profile": self.profile} if self.profile else {})}
+
+    @classmethod
+    def from_fields(cls, request: Request, timeout: float, d: dict) -> "BenchJob":
+        return cls(request, timeout, target=d.get("target", ""), baselines=tuple(d.get("baselines", ())),
+                   profile=int(d.get("profile", 0)))
+
+
+@dataclass(frozen=True, kw_only=True)
+class DiffJob(Job):
+    """The request's capture diffed against the `against` request's (JAX's against a PyTorch route's)."""
+
+    command: ClassVar[str] = "diff"
+    against: Request
+
+    def __post_init__(self):
+        if self.against is None:  # the base class's None would otherwise pass for its default
+            raise TypeError("a diff job needs the request it diffs against (`against`)")
+
+    @classmethod
+    def from_fields(cls, request: Request, timeout: float, d: dict) -> "DiffJob":
+        return cls(request, timeout, against=_request_from(d["against"]))
+
+
+JOB_TYPES = {kind.command: kind for kind in (CaptureJob, MemoryJob, BenchJob, DiffJob)}
 
 
 def _adapter_hashes(names) -> dict:
@@ -257,23 +329,23 @@ def _expand(table: dict, here: str, refused: dict):
                 refused[f"{model}-{size} {step} {route}" + (f" {mesh}" if mesh else "")] = e.message
         for command in commands:
             if command == "diff":
-                yield from (Job("diff", a, against=b, timeout=timeout) for a, b in _pairs(reqs))
+                yield from (DiffJob(a, timeout, against=b) for a, b in _pairs(reqs))
                 continue
             paired = _routes_together(reqs) if command == "bench" and timing["together"] else None
             for req in reqs.values():
                 if command == "capture":
-                    yield Job("capture", req, timeout=timeout)
+                    yield CaptureJob(req, timeout)
                 elif command == "memory":
-                    yield from (Job("memory", req, t, budget=b, timeout=timeout)
+                    yield from (MemoryJob(req, timeout, target=t, budget=b)
                                 for t in axes["targets"] for b in axes["budgets"])
                 elif not timing["baselines"]:
-                    yield from (Job("bench", req, t, timeout=timeout,
-                                    profile=0 if is_tpu(t) else timing["profile"]) for t in axes["targets"]
+                    yield from (BenchJob(req, timeout, target=t, profile=0 if is_tpu(t) else timing["profile"])
+                                for t in axes["targets"]
                                 if paired is None or is_tpu(t))
             if command == "bench" and timing["baselines"]:
                 yield from _bench_together(reqs, axes["targets"], timing, timeout, refused)
             elif paired is not None:
-                yield from (Job("bench", paired, t, timeout=timeout, profile=timing["profile"])
+                yield from (BenchJob(paired, timeout, target=t, profile=timing["profile"])
                             for t in axes["targets"] if not is_tpu(t))
 
 
@@ -315,9 +387,9 @@ def _bench_together(reqs: dict, targets: list, timing: dict, timeout: float, ref
         return
     for t in targets:
         if is_tpu(t):  # estimates time no native runtime
-            yield from (Job("bench", r, t, timeout=timeout) for r in reqs.values())
+            yield from (BenchJob(r, timeout, target=t) for r in reqs.values())
         else:
-            yield Job("bench", both, t, timeout=timeout, baselines=baselines, profile=timing["profile"])
+            yield BenchJob(both, timeout, target=t, baselines=baselines, profile=timing["profile"])
 
 
 def _routes_together(reqs: dict) -> Request | None:
