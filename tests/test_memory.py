@@ -99,6 +99,26 @@ def test_bad_input_is_one_line_and_the_others_are_still_planned(cli, tmp_path):
         assert code == 2 and words in err and len(err.strip().splitlines()) == 1, err
 
 
+def test_chips_for_a_target_that_is_no_tpu_generation_is_one_line(cli):
+    # memory MODEL --chips read a local name before it was set on this path: an UnboundLocalError's
+    # traceback instead of the one-line error (found by pyflakes, issue 52's review).
+    code, _, err = cli("memory", "ffn", "--chips", "--target", "cpu")
+    assert code == 2 and "--chips searches the slices of a TPU generation" in err and "--target tpu-v" in err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+
+
+@pytest.mark.slow  # a capture and a libtpu compile per slice
+@pytest.mark.skipif(not HAS_LIBTPU, reason="needs libtpu (`make setup-tpu`)")
+def test_chips_finds_the_smallest_slice_whose_chips_each_hold_their_share(cli, tmp_path):
+    import json
+
+    code, out, err = cli("memory", "ffn", "--chips", "--target", "tpu-v6e", "--budget", "v6e-1", "--out",
+                         tmp_path / "c", "--json", tmp_path / "m.json")
+    assert code == 0, err
+    found = json.loads((tmp_path / "m.json").read_text())["smallest_slice"]
+    assert found and all(m["chips"] == 1 for m in found), found  # a tiny FFN fits one chip
+
+
 @pytest.mark.skipif(HAS_LIBTPU, reason="libtpu is installed here")
 def test_a_tpu_target_without_libtpu_says_how_to_install_it(cli):
     code, _, err = cli("memory", golden("gemm", "jax"), "--target", "tpu-v6e")

@@ -177,9 +177,9 @@ def smallest_slice_model(model: str | Request, *, budgets_, target: str, progres
     if not is_tpu(target):
         raise StackwarsError("--chips searches the slices of a TPU generation",
                              fix=f"add --target {TPUS[0].name} (or {names(TPUS[1:])})")
-    names = {f.name for f in dataclasses.fields(Request)}
-    model = _as_request(model, {"exporters": WEIGHTLESS[:1], **{k: v for k, v in kw.items() if k in names}})
-    run = {k: v for k, v in kw.items() if k not in names}
+    fields = {f.name for f in dataclasses.fields(Request)}
+    model = _as_request(model, {"exporters": WEIGHTLESS[:1], **{k: v for k, v in kw.items() if k in fields}})
+    run = {k: v for k, v in kw.items() if k not in fields}
     kept, left = weightless(model.exporters)
     routes = kept or WEIGHTLESS[:1]
     if progress and left and model.framework != "jax":
