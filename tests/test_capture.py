@@ -243,10 +243,10 @@ TWIN_LOWERING = '''"""The test route's lowering: torchax's, under its own name."
 import dataclasses
 
 
-def capture(ep, inputs, stages):
+def capture(ep, inputs, stages, placement=None):
     from .torch_capture import capture_torchax
 
-    return dataclasses.replace(capture_torchax(ep, inputs, stages), exporter="torchax_twin")
+    return dataclasses.replace(capture_torchax(ep, inputs, stages, placement), exporter="torchax_twin")
 '''
 
 

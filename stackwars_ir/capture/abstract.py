@@ -10,7 +10,7 @@ from ..routes import TORCHAX
 from ..workload import Argument
 from ..workload.shapes import meta_model
 from .artifact import Capture
-from .lowering import jax_dtype
+from .lowering import jax_dtype, placement
 
 NOT_CHECKED = "abstract capture: no weight was materialized, so nothing ran; the adapter's tiny size carries the parity evidence"
 
@@ -33,9 +33,10 @@ def capture_abstract(req, frameworks, stages_for, elsewhere=None) -> tuple[list[
         if req.train:
             from .train import capture_torchax_train
 
-            captures.append(capture_torchax_train(model, _abstract_state(req, *parts), stages_for("torchax train")))
+            captures.append(capture_torchax_train(model, _abstract_state(req, *parts), stages_for("torchax train"),
+                                                  placement(req)))
         else:
-            captures.append(_torchax_abstract(model, inputs, stages_for(TORCHAX.name)))
+            captures.append(_torchax_abstract(model, inputs, stages_for(TORCHAX.name), placement(req)))
     return captures, inputs
 
 
@@ -74,7 +75,8 @@ def abstract_jax(req, specs, inputs, buffers, trainable, stages_for) -> Capture:
         from .train import capture_jax_train
 
         return capture_jax_train(adapter, req.size, _abstract_state(req, specs, inputs, buffers, trainable),
-                                 stages_for("jax train"), scan=req.scan_layers, remat=req.remat)
+                                 stages_for("jax train"), scan=req.scan_layers, remat=req.remat,
+                                 placement=placement(req))
     import jax
     from flax import nnx
 
@@ -96,11 +98,12 @@ def abstract_jax(req, specs, inputs, buffers, trainable, stages_for) -> Capture:
 
     arguments = twin_arguments(state, inputs, buffers)
     with st.stage("jax.jit lower"), layer_program(adapter, req.scan_layers, req.remat):
-        text = lower_text(forward, state, *args, named=[(a.kind, a.name) for a in arguments])
+        text = lower_text(forward, state, *args, named=[(a.kind, a.name) for a in arguments],
+                          placement=placement(req))
     return Capture("jax", "jax", text, arguments, dict(st.seconds))
 
 
-def _torchax_abstract(model, inputs, st) -> Capture:
+def _torchax_abstract(model, inputs, st, placement=None) -> Capture:
     import jax
     import torch
     from torchax import export as tx_export
@@ -124,7 +127,8 @@ def _torchax_abstract(model, inputs, st) -> Capture:
             args = [jax.ShapeDtypeStruct(v.shape, v.dtype) for v in inputs.values()]
         kinds = {s.target: spec_kind(s) for s in ep.graph_signature.input_specs if s.target}
         t0 = time.perf_counter()
-        text = lower_text(func, abstract_states, args, x64=wide, named=torchax_named(names, kinds, inputs))
+        text = lower_text(func, abstract_states, args, x64=wide, named=torchax_named(names, kinds, inputs),
+                          placement=placement)
         st.seconds["lower"] = time.perf_counter() - t0
     arguments = [Argument(i, kinds.get(n, "constant"), n, tuple(s.shape), str(s.dtype).replace("torch.", ""))
                  for i, (n, s) in enumerate(zip(names, states))]

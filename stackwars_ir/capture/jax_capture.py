@@ -16,8 +16,9 @@ from .lowering import lower_text
 
 def capture_jax(adapter: ModuleType, size: str, weights: dict[str, np.ndarray],
                 inputs: dict[str, np.ndarray], stages: Stages, scan: bool = False, remat: bool = False,
-                buffers=frozenset()) -> Capture:
-    """The twin's forward lowered, its layers scanned and/or rematerialized where asked (run_layers)."""
+                buffers=frozenset(), placement=None) -> Capture:
+    """The twin's forward lowered, its layers scanned and/or rematerialized where asked (run_layers),
+    its arguments placed on a mesh where a `placement` (lowering.Placement) says."""
     from flax import nnx
 
     with stages.stage("build jax"):
@@ -44,7 +45,7 @@ def capture_jax(adapter: ModuleType, size: str, weights: dict[str, np.ndarray],
 
         raise unknown_parameter(adapter, unknown[0], weights)
     with stages.stage("jax.jit lower"), layer_program(adapter, scan, remat):
-        text = lower_text(forward, state, *args, named=[(a.kind, a.name) for a in arguments])
+        text = lower_text(forward, state, *args, named=[(a.kind, a.name) for a in arguments], placement=placement)
     return Capture("jax", "jax", text, arguments, dict(stages.seconds))
 
 

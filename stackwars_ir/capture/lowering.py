@@ -1,25 +1,31 @@
 """Lower a function with jax.jit so its locations name model code only, whoever the caller is."""
 from __future__ import annotations
 
-import contextlib
 import os
 import threading
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import CaptureError
 from ..runtime import enable_x64
 
-_SHARDING: dict = {}  # while `sharded` is active: the mesh and the adapter's tensor-parallel table
+
+@dataclass(frozen=True)
+class Placement:
+    """Where a lowering places its arguments: the request's mesh (workload/mesh.py's rule) and the
+    adapter's tensor-parallel table."""
+
+    mesh: object  # workload.mesh.Mesh
+    tensor_parallel: dict = field(default_factory=dict)
 
 
-@contextlib.contextmanager
-def sharded(mesh, tensor_parallel: dict | None):
-    """While inside, every lowering places its arguments on `mesh` (workload/mesh.py's rule)."""
-    _SHARDING.update(mesh=mesh, tp=tensor_parallel or {})
-    try:
-        yield
-    finally:
-        _SHARDING.clear()
+def placement(req) -> Placement | None:
+    """The placement of a request's lowerings: None without --mesh (one device)."""
+    if not req.mesh:
+        return None
+    from stackwars_ir import models
+
+    return Placement(req.mesh_spec, models.entry(req.model).tensor_parallel or {})
 
 
 def _exclude_callers() -> None:
@@ -35,9 +41,9 @@ def _exclude_callers() -> None:
             source_info_util.register_exclusion(path)
 
 
-def lower_text(fn, *args, x64: bool = False, named=None) -> str:
+def lower_text(fn, *args, x64: bool = False, named=None, placement: Placement | None = None) -> str:
     """`jax.jit(fn, keep_unused=True).lower(*args).as_text(debug_info=True)`, caller-independent.
-    Inside `sharded`, each argument leaf (`named`: its (kind, name), in flattened order) carries its
+    With a `placement`, each argument leaf (`named`: its (kind, name), in flattened order) carries its
     NamedSharding over an abstract mesh, so the text holds the mesh and the shardings (Shardy) and no
     device: lowered for XLA CPU, compiled later for any slice of that size."""
     import jax
@@ -53,14 +59,14 @@ def lower_text(fn, *args, x64: bool = False, named=None) -> str:
         try:
             with enable_x64(x64):
                 # keep_unused: the argument list must match the parameter list one to one.
-                if _SHARDING:
+                if placement is not None:
                     from jax._src import config
 
                     # Shardy, whatever this process switched: torch_xla's mark_sharding turns it off
                     # for all jax (torch_xla/_internal/jax_workarounds.py), and a capture must not
                     # depend on what ran before it.
                     with config.use_shardy_partitioner(True):
-                        lowered = jax.jit(fn, keep_unused=True).trace(*_placed(args, named)).lower(
+                        lowered = jax.jit(fn, keep_unused=True).trace(*_placed(args, named, placement)).lower(
                             lowering_platforms=("cpu",))
                 else:
                     lowered = jax.jit(fn, keep_unused=True).lower(*args)
@@ -76,13 +82,13 @@ def lower_text(fn, *args, x64: bool = False, named=None) -> str:
     return box["text"]
 
 
-def _placed(args, named):
-    """`args` as ShapeDtypeStructs, each with its sharding over the active mesh."""
+def _placed(args, named, placement: Placement):
+    """`args` as ShapeDtypeStructs, each with its sharding over the placement's mesh."""
     import jax
     import numpy as np
     from jax.sharding import AbstractMesh, AxisType, NamedSharding, PartitionSpec
 
-    mesh = _SHARDING["mesh"]
+    mesh = placement.mesh
     leaves, tree = jax.tree_util.tree_flatten(args)
     if named is None or len(named) != len(leaves):
         raise CaptureError(f"this route does not name its {len(leaves)} arguments to the mesh's rule, so "
@@ -91,7 +97,7 @@ def _placed(args, named):
     placed = []
     for leaf, (kind, name) in zip(leaves, named):
         shape = tuple(np.shape(leaf))
-        spec = mesh.spec(kind, name, shape, _SHARDING["tp"])
+        spec = mesh.spec(kind, name, shape, placement.tensor_parallel)
         parts = PartitionSpec(*[None if not d else d[0] if len(d) == 1 else d for d in spec])
         dtype = leaf.dtype if hasattr(leaf, "dtype") else np.asarray(leaf).dtype
         placed.append(jax.ShapeDtypeStruct(shape, dtype, sharding=NamedSharding(abstract, parts)))

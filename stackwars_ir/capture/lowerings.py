@@ -12,13 +12,14 @@ def _torch_xla_train(model, state, stages, req, entry):
 
 
 def _torchax_train(model, state, stages, req, entry):
+    from .lowering import placement
     from .train import capture_torchax_train
 
-    return capture_torchax_train(model, state, stages)
+    return capture_torchax_train(model, state, stages, placement(req))
 
 
 def forward(route: str):
-    """`fn(exported_program, inputs, stages) -> Capture`: how `route` lowers a forward that
+    """`fn(exported_program, inputs, stages, placement=None) -> Capture`: how `route` lowers a forward that
     torch.export traced (a route's other path, `Route.lazy`, is capture.torch_capture's lazy capture)."""
     from .torch_capture import capture_torch_xla, capture_torchax
 

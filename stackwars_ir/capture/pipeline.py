@@ -57,7 +57,6 @@ def run(req: Request, out_dir: Path, *, force: bool = False, show: bool | None =
         if not req.mesh:
             return _run(req, out_dir, force, show, stack)
         from ..runtime import host_devices
-        from .lowering import sharded
 
         if not req.abstract:
             host_devices(req.mesh_spec.devices)  # the parity run: the mesh on this host's CPU devices
@@ -65,8 +64,7 @@ def run(req: Request, out_dir: Path, *, force: bool = False, show: bool | None =
             from .torch_capture import spmd
 
             spmd(req.mesh_spec.devices)
-        with sharded(req.mesh_spec, entry.tensor_parallel):
-            return _run(req, out_dir, force, show)
+        return _run(req, out_dir, force, show)  # each lowering places its arguments (lowering.placement)
 
 
 def in_stack(req: Request, stack, task, args):
@@ -377,10 +375,12 @@ def _run_abstract(req, frameworks, out_dir: Path, label: str, show, stack=None) 
 def _capture_all(req, frameworks, adapter, model, weights, inputs, label, show):
     """Each forward capture, as soon as it is made."""
     from .jax_capture import capture_jax
+    from .lowering import placement
 
     if "jax" in frameworks:
         cap = capture_jax(adapter, req.size, weights, inputs, Stages(f"{label} jax", show=show),
-                          scan=req.scan_layers, remat=req.remat, buffers={k for k, _ in model.named_buffers()})
+                          scan=req.scan_layers, remat=req.remat, buffers={k for k, _ in model.named_buffers()},
+                          placement=placement(req))
         yield _named(cap, req)
     if "torch" not in frameworks:
         return
@@ -401,7 +401,7 @@ def _capture_all(req, frameworks, adapter, model, weights, inputs, label, show):
             ep = export_program(model, inputs, exp)
         stages = Stages(f"{label} {exporter}", show=show)
         stages.seconds.update(exp.seconds)
-        cap = lowerings.forward(exporter)(ep, inputs, stages)
+        cap = lowerings.forward(exporter)(ep, inputs, stages, placement=placement(req))
         yield _named(cap, req)
 
 
@@ -409,10 +409,11 @@ def _capture_train(req, frameworks, adapter, model, state, label, show):
     """Each training capture, as soon as it is made: JAX's, torchax's, then torch_xla's, so that
     the exports that run Python on one core (JAX's, torchax's) overlap a parity compile on two."""
     from . import lowerings, train
+    from .lowering import placement
 
     if "jax" in frameworks:
         cap = train.capture_jax_train(adapter, req.size, state, Stages(f"{label} jax train", show=show),
-                                      scan=req.scan_layers, remat=req.remat)
+                                      scan=req.scan_layers, remat=req.remat, placement=placement(req))
         yield _named(cap, req)
     if "torch" in frameworks:
         from stackwars_ir import models

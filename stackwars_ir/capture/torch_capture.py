@@ -66,7 +66,12 @@ def _warm_up_torch_xla(convert, options) -> None:
     _WARM.append(True)
 
 
-def capture_torch_xla(ep, inputs: dict[str, np.ndarray], stages: Stages) -> Capture:
+def capture_torch_xla(ep, inputs: dict[str, np.ndarray], stages: Stages, placement=None) -> Capture:
+    """torch_xla's exporter over the exported program. A mesh is placed by torch_xla's lazy path
+    (capture_torch_xla_lazy), never here: `placement` is refused."""
+    if placement is not None:
+        raise CaptureError("torch_xla's exporter places no mesh: a capture with --mesh goes through its lazy tensors",
+                           fix="report this as a bug in stackwars-ir")
     os.environ.setdefault("PJRT_DEVICE", "CPU")
     try:
         from torch_xla.stablehlo import StableHLOExportOptions, exported_program_to_stablehlo
@@ -100,7 +105,7 @@ def capture_torch_xla(ep, inputs: dict[str, np.ndarray], stages: Stages) -> Capt
     return Capture("torch", "torch_xla", text, tuple(arguments), dict(stages.seconds), constants)
 
 
-def capture_torchax(ep, inputs: dict[str, np.ndarray], stages: Stages) -> Capture:
+def capture_torchax(ep, inputs: dict[str, np.ndarray], stages: Stages, placement=None) -> Capture:
     """torchax's interpreter over the decomposed program, lowered by jax.jit.
 
     Each FX node runs under a JAX named scope holding its nn_module_stack path, so torchax
@@ -122,7 +127,8 @@ def capture_torchax(ep, inputs: dict[str, np.ndarray], stages: Stages) -> Captur
                 states = torchax.default_env().t2j_copy(states)
                 args = [jax.numpy.asarray(v) for v in inputs.values()]
             kinds = {s.target: spec_kind(s) for s in ep.graph_signature.input_specs if s.target}
-            text = lower_text(func, states, args, x64=wide, named=torchax_named(names, kinds, inputs))
+            text = lower_text(func, states, args, x64=wide, named=torchax_named(names, kinds, inputs),
+                              placement=placement)
         except StackwarsError:
             raise
         except Exception as e:

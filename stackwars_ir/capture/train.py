@@ -29,8 +29,9 @@ from .torch_capture import hlo_debug, lazy_graph, require_op_names, tensor_id
 STEPS_OBSERVED = 3  # torch_xla's graphs are counted over this many steps
 
 
-def _lower_step(exporter: str, step, args: dict, stages: Stages, x64: bool, constants=None) -> Capture:
-    """Lower `step`, and name its arguments (lifted constants carry their values) and its outputs."""
+def _lower_step(exporter: str, step, args: dict, stages: Stages, x64: bool, constants=None, placement=None) -> Capture:
+    """Lower `step` (its arguments placed on a mesh where `placement` says), and name its arguments
+    (lifted constants carry their values) and its outputs."""
     import jax
 
     leaves = named_leaves([(k, args[k]) for k in ("params", "opt_state", "buffers", "inputs")])
@@ -40,7 +41,7 @@ def _lower_step(exporter: str, step, args: dict, stages: Stages, x64: bool, cons
                       for i, (kind, name, v) in enumerate(leaves))
     with stages.stage("jax.jit lower"):
         text = lower_text(step, args["params"], args["opt_state"], args["buffers"], args["inputs"], x64=x64,
-                          named=[(a.kind, a.name) for a in arguments])
+                          named=[(a.kind, a.name) for a in arguments], placement=placement)
     with enable_x64(x64):
         shapes = jax.eval_shape(step, args["params"], args["opt_state"], args["buffers"], args["inputs"])
     loss, params, opt_state = shapes
@@ -51,16 +52,16 @@ def _lower_step(exporter: str, step, args: dict, stages: Stages, x64: bool, cons
 
 
 def capture_jax_train(adapter, size: str, state: TrainState, stages: Stages, scan: bool = False,
-                      remat: bool = False) -> Capture:
+                      remat: bool = False, placement=None) -> Capture:
     from .jax_capture import layer_program
 
     with stages.stage("build jax"):
         step, args = jax_step(adapter, size, state)
     with layer_program(adapter, scan, remat):
-        return _lower_step("jax", step, args, stages, x64=False)
+        return _lower_step("jax", step, args, stages, x64=False, placement=placement)
 
 
-def capture_torchax_train(model, state: TrainState, stages: Stages) -> Capture:
+def capture_torchax_train(model, state: TrainState, stages: Stages, placement=None) -> Capture:
     """The PyTorch module and loss, exported, run by torchax's interpreter under jax.value_and_grad.
 
     With a state of shapes (capture/abstract.py: a meta-device model, parameters as
@@ -109,11 +110,11 @@ def capture_torchax_train(model, state: TrainState, stages: Stages) -> Capture:
             opt_state = jax.eval_shape(tx.init, params) if abstract else adamw_state(tx, state)
             args = {"params": params, "opt_state": opt_state, "buffers": fixed, "inputs": inputs}
         if abstract:  # lifted constants without values: named as constants, passed as arguments
-            cap = _lower_step(TORCHAX.name, step, args, stages, x64=wide)
+            cap = _lower_step(TORCHAX.name, step, args, stages, x64=wide, placement=placement)
             arguments = tuple(a if a.name not in lifted or a.kind != "buffer" else
                               Argument(a.index, "constant", a.name, a.shape, a.dtype) for a in cap.arguments)
             return dataclasses.replace(cap, arguments=arguments)
-        return _lower_step(TORCHAX.name, step, args, stages, x64=wide, constants=lifted)
+        return _lower_step(TORCHAX.name, step, args, stages, x64=wide, constants=lifted, placement=placement)
     except StackwarsError:
         raise
     except Exception as e:
