@@ -28,10 +28,8 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=1)
     a = ap.parse_args()
 
-    import os
-
     from stackwars_ir.bench.run import bench_files
-    from stackwars_ir.bench.timing import SAMPLING_ENV
+    from stackwars_ir.bench.timing import Asked
     from stackwars_ir.diff import diff_files, with_times
     from stackwars_ir.report.text import time_text
     from stackwars_ir.sweep import captured
@@ -40,11 +38,10 @@ def main() -> None:
     folder = Path(a.captures) if a.captures else ROOT / "out" / "bench-captures"
     req = Request(a.model, size="base", step=a.step, exporters=("torch_xla",)).validated()
     paths = captured(req, folder, sweep=False)  # captured once, reused after
-    os.environ[SAMPLING_ENV] = f"profile={a.profile}"
     print(f"machine: {machine_line()}; {a.model} base {a.step}, {a.profile} profiled runs, {a.repeat} time(s)")
     results = []
     for i in range(a.repeat):
-        report = bench_files(paths, "cpu", timeout=600, with_peaks=False)
+        report = bench_files(paths, "cpu", timeout=600, with_peaks=False, asked=Asked(profile=a.profile))
         print(f"\n== run {i + 1}")
         for _, e in report.rows:
             if not e.ok:

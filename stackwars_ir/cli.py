@@ -237,15 +237,13 @@ def bench_cmd(targets, batches, baselines, backend, target, timeout, max_memory,
     130: interrupted.
     """
     from .bench.run import bench_files, estimate_files
-    from .bench.timing import SAMPLING_ENV, sampling_setting
+    from .bench.timing import Asked
     from .isolate import max_memory as max_memory_of
     from .report.text import bench_text
     from .sweep import bench_model, estimate_model
     from .workload import batch_list
 
-    memory, setting = max_memory_of(max_memory, timeout), sampling_setting(warmup, runs, profile, host)
-    if setting:
-        set_env_for_command(SAMPLING_ENV, setting)
+    memory, asked = max_memory_of(max_memory, timeout), Asked.of(warmup, runs, profile, host)
     model = model_or_files(targets, "bench", ("batches", "baselines"), fix="bench a model by name")
     if target:
         estimate_options()
@@ -254,9 +252,11 @@ def bench_cmd(targets, batches, baselines, backend, target, timeout, max_memory,
             else estimate_files([Path(t) for t in targets], target, timeout, memory, progress)
     elif model:
         report = bench_model(request(model, options), batches=batch_list(batches) or (None,), baselines=baselines,
-                             out_dir=out_dir, backend=backend, timeout=timeout, max_memory=memory, progress=progress)
+                             out_dir=out_dir, backend=backend, timeout=timeout, max_memory=memory, progress=progress,
+                             asked=asked)
     else:
-        report = bench_files([Path(t) for t in targets], backend, timeout, max_memory=memory, progress=progress)
+        report = bench_files([Path(t) for t in targets], backend, timeout, max_memory=memory, progress=progress,
+                             asked=asked)
     emit(bench_text(report), report.as_json(), json_path)
     finish(report.failed)
 

@@ -291,22 +291,15 @@ def values_bytes(arrays: list) -> bytes:
     return buf.getvalue()
 
 
-_STAGED: dict = {}  # capture path -> .npz of its values built by a parent process (stage_values)
-
-
-def stage_values(staged: dict) -> None:
-    """In a stack's worker: the values the parent built for these captures (bench.staging.staged_values), read
-    by read_values before the capture's own."""
-    _STAGED.update({str(k): v for k, v in staged.items()})
-
-
-def read_values(mlir_path: Path, sidecar: Sidecar) -> tuple[list, object] | None:
+def read_values(mlir_path: Path, sidecar: Sidecar, staged: str | None = None) -> tuple[list, object] | None:
     """The argument values and reference output a capture recorded beside itself (`"values"` in its
-    sidecar), or None when it recorded none; StackwarsError when the file is gone or not the one recorded."""
+    sidecar), or those in `staged` (an .npz a parent process built for a stack's worker:
+    bench.staging), or None when it recorded none; StackwarsError when the file is gone or not the one
+    recorded."""
     import numpy as np
 
-    if str(mlir_path) in _STAGED:
-        with np.load(_STAGED[str(mlir_path)], allow_pickle=False) as z:
+    if staged is not None:
+        with np.load(staged, allow_pickle=False) as z:
             return [z[f"arg{i}"] for i in range(sum(n.startswith("arg") for n in z.files))], z["reference"]
     recorded = sidecar.values or {}
     if not recorded.get("file"):

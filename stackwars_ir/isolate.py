@@ -71,7 +71,8 @@ class Task:
     imports the module that owns it). label: what progress and errors call it. failed(message): the
     row the task becomes when it does not finish (an exception instance is returned, for the caller to
     raise). setup: run once per worker before the first task that names it (workload.keep_prepared).
-    values: (path, .npz) pairs, argument values the parent built for a stack's worker (files.stage_values)."""
+    values: (path, .npz) pairs, argument values the parent built for a stack's worker, passed to `fn` as
+    its keyword `staged` (a dict)."""
 
     fn: Callable
     args: tuple = ()
@@ -94,10 +95,8 @@ def _run(task: Task, done: set):
         if task.setup is not None and task.setup not in done:
             task.setup()
             done.add(task.setup)
-        if task.values:
-            from .files import stage_values
-
-            stage_values(dict(task.values))
+        if task.values:  # the parent's values for a stack's worker, passed as the task's `staged`
+            return task.fn(*task.args, staged=dict(task.values))
         return task.fn(*task.args)
     except Exception as e:  # a bug of ours, or a framework failure: still one row
         return Failed(_one_line(task, e))

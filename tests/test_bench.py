@@ -280,7 +280,7 @@ def test_round_robin_runs_take_turns_and_a_failing_one_leaves_the_rotation():
                 raise RuntimeError("device lost")
         return go
 
-    how = Sampling.of(runs=4, configurable=False)
+    how = Sampling.of(runs=4)
     (a, fa), (b, fb), (c, fc) = steady_state([run("a"), run("b"), run("c")], how,
                                              on_error=lambda i, e: errors.append((i, str(e))))
     assert calls[:6] == ["a", "b", "c", "b", "c", "a"]  # each round starts one further on
@@ -428,9 +428,6 @@ def test_each_row_says_how_much_resident_memory_it_took():
 
 
 def test_warmup_and_runs_fix_the_sampling_of_every_row(cli, tmp_path, monkeypatch):
-    from stackwars_ir.bench.timing import SAMPLING_ENV
-
-    monkeypatch.setenv(SAMPLING_ENV, "")  # the CLI sets it for its workers; restored after the test
     code, out, err = cli("bench", golden("gemm", "jax"), golden("gemm", "torch-torch_xla"), "--warmup", "0",
                          "--runs", "7", "--json", tmp_path / "b.json")
     assert code == 0, err

@@ -39,15 +39,14 @@ def test_native_baselines_run_on_the_gpu_and_torch_xla_says_it_has_no_route(gpu)
     assert "no gpu route" in rows["torch_xla"].error
 
 
-def test_a_profile_on_the_gpu_times_every_kernel_and_splits_the_gap_by_block(gpu, monkeypatch):
+def test_a_profile_on_the_gpu_times_every_kernel_and_splits_the_gap_by_block(gpu):
     """bench --profile on the GPU (CUPTI's kernel events, bench.profile._read_gpu) and diff --bench."""
     from stackwars_ir.bench.run import bench_files
-    from stackwars_ir.bench.timing import SAMPLING_ENV
+    from stackwars_ir.bench.timing import Asked
     from stackwars_ir.diff import diff_files, with_times
 
-    monkeypatch.setenv(SAMPLING_ENV, "runs=5,profile=3")
     a, b = golden("gpt2", "jax"), golden("gpt2", "torch-torch_xla")
-    report = bench_files([a, b], "gpu", timeout=60)
+    report = bench_files([a, b], "gpu", timeout=60, asked=Asked(runs=5, profile=3))
     assert not report.failed, [e.error for _, e in report.rows]
     (_, ea), (_, eb) = report.rows
     for e in (ea, eb):

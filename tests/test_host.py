@@ -99,17 +99,17 @@ def test_forward_only_baselines_refuse_a_training_step_in_one_line():
 
 
 @pytest.mark.slow  # over 20 s here (issue 52): torch_xla's compiles of GPT-2 tiny's two graphs
-def test_native_runtimes_steady_steps_split_into_named_phases_from_their_own_clocks(monkeypatch):
+def test_native_runtimes_steady_steps_split_into_named_phases_from_their_own_clocks():
     from stackwars_ir.bench import Executable
     from stackwars_ir.bench.native import run_baselines
-    from stackwars_ir.bench.timing import SAMPLING_ENV
+    from stackwars_ir.bench.timing import Asked
     from stackwars_ir.capture import Request
     from stackwars_ir.report.text import host_text
     from stackwars_ir.workload import prepare
 
-    monkeypatch.setenv(SAMPLING_ENV, "runs=3,host=3")
     req = Request("gpt2").validated()
-    rows = {e.kind: e for e in run_baselines(req, ("torch_xla", "jax", "eager", "torch_xla_dynamo", "torchax"), 120)}
+    rows = {e.kind: e for e in run_baselines(req, ("torch_xla", "jax", "eager", "torch_xla_dynamo", "torchax"), 120,
+                                             asked=Asked(runs=3, host=3))}
     assert set(rows) == {"torch_xla lazy", "jax.jit", "torch eager", "torch_xla dynamo", "torchax jit"}
     assert all(e.proof.ok for e in rows.values())  # each computed the model's output (issue 54, item 7)
     assert all(e.ok and e.host is not None for e in rows.values()), [e.error for e in rows.values()]

@@ -164,17 +164,16 @@ def test_a_training_steps_gap_splits_by_phase(cli, tmp_path):
 
 
 @pytest.mark.slow  # over 20 s here (issue 52)
-def test_torch_xla_lazy_training_loop_is_profiled_on_its_own_xla_and_traced_to_the_captured_blocks(monkeypatch):
+def test_torch_xla_lazy_training_loop_is_profiled_on_its_own_xla_and_traced_to_the_captured_blocks():
     """The native torch_xla loop, profiled by torch_xla's profiler (its XLA build, not jaxlib's): its
     kernels carry the module paths the capture gives the same lazy ops, so they land in the blocks of
     the captured StableHLO; the kernels of the step's other graph (a host read) are named, not dropped."""
     from stackwars_ir.bench.run import bench_baselines
-    from stackwars_ir.bench.timing import SAMPLING_ENV
+    from stackwars_ir.bench.timing import Asked
     from stackwars_ir.diff import diff_files, with_times
     from stackwars_ir.workload import Request
 
-    monkeypatch.setenv(SAMPLING_ENV, "runs=3,profile=2")
-    (row,) = bench_baselines(Request("gpt2", step="train").validated(), ("torch_xla",))
+    (row,) = bench_baselines(Request("gpt2", step="train").validated(), ("torch_xla",), asked=Asked(runs=3, profile=2))
     assert row.ok, row.error
     p = row.profile
     assert p.runs == 2 and p.steady_s == row.timing.steady and "XLA_HLO_DEBUG" in p.note
@@ -193,20 +192,19 @@ def test_torch_xla_lazy_training_loop_is_profiled_on_its_own_xla_and_traced_to_t
 
 @pytest.mark.parametrize("step", ["forward", "train"])
 @pytest.mark.slow  # over 20 s here (issue 52)
-def test_jax_jit_and_torch_eager_are_profiled_and_traced_to_the_captured_blocks(monkeypatch, step):
+def test_jax_jit_and_torch_eager_are_profiled_and_traced_to_the_captured_blocks(step):
     """The native runtimes' own profiles: jax.jit's kernels (jax's profiler, the JAX capture's op
     names) land in the JAX capture's blocks, torch eager's ops (torch.profiler inside module ranges;
     the backward by autograd sequence number), torch.compile's kernels (inductor's provenance) and
     torch_xla lazy's forward kernels (its own XLA) in the torch_xla capture's, each phase in its own."""
     from stackwars_ir.bench.run import bench_baselines
-    from stackwars_ir.bench.timing import SAMPLING_ENV
+    from stackwars_ir.bench.timing import Asked
     from stackwars_ir.diff import diff_files, with_times
     from stackwars_ir.workload import Request
 
-    monkeypatch.setenv(SAMPLING_ENV, "runs=3,profile=2")
     suffix = "-train" if step == "train" else ""
     names = ("jax", "eager", "inductor") + (("torch_xla",) if step == "forward" else ())  # its training loop: above
-    rows = bench_baselines(Request("gpt2", step=step).validated(), names)
+    rows = bench_baselines(Request("gpt2", step=step).validated(), names, asked=Asked(runs=3, profile=2))
     assert len(rows) == len(names)
     for row, stem in zip(rows, ("jax",) + ("torch-torch_xla",) * 3):
         assert row.ok, row.error

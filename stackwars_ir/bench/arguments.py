@@ -8,10 +8,12 @@ import numpy as np
 from ..errors import BenchError
 
 
-def signature_arguments(module, sidecar, rng: np.random.Generator) -> tuple[list, str, np.ndarray | None]:
+def signature_arguments(module, sidecar, rng: np.random.Generator, staged: str | None = None
+                        ) -> tuple[list, str, np.ndarray | None]:
     """Argument arrays for the entry function and the output they must give: the capture's real
-    weights and inputs and PyTorch eager's output when its sidecar is there, else synthetic values
-    (integers kept inside the tables they index) and no reference; so also for an abstract capture."""
+    weights and inputs and PyTorch eager's output when its sidecar is there (`staged`: the .npz of them
+    a parent built for a stack's worker, bench.staging), else synthetic values (integers kept inside the
+    tables they index) and no reference; so also for an abstract capture."""
     if sidecar is not None and sidecar.abstract:
         sidecar = None  # captured from shapes alone: there are no weights to rebuild
     why = "synthetic (normal floats, integers within the indexed table)"
@@ -21,7 +23,7 @@ def signature_arguments(module, sidecar, rng: np.random.Generator) -> tuple[list
         from ..files import read_values
 
         which = f"{sidecar.model}-{sidecar.size}, seed {sidecar.seed}"
-        recorded = read_values(Path(module.source), sidecar)
+        recorded = read_values(Path(module.source), sidecar, staged)
         if recorded is not None:
             arrays, reference = recorded
             if len(arrays) != len(module.entry.args):

@@ -85,12 +85,13 @@ def _as_captured(fn, req):
 TRAIN_REFERENCE = "PyTorch eager's first training step on the CPU (its loss), same weights and batch"
 
 
-def run_baseline(req, name: str, deadline_s: float | None, backend: str = "cpu") -> Executable:
-    """Native runtime `name`'s row for `req` (a worker's task: bench.run.bench_baselines)."""
-    return run_baselines(req, (name,), deadline_s, backend)[0]
+def run_baseline(req, name: str, deadline_s: float | None, backend: str = "cpu", asked=None) -> Executable:
+    """Native runtime `name`'s row for `req` (a worker's task: bench.run.bench_baselines); `asked`: the
+    user's sampling (timing.Asked)."""
+    return run_baselines(req, (name,), deadline_s, backend, asked)[0]
 
 
-def run_baselines(req, which, deadline_s: float | None, backend: str = "cpu") -> list[Executable]:
+def run_baselines(req, which, deadline_s: float | None, backend: str = "cpu", asked=None) -> list[Executable]:
     from ..workload import prepare
 
     train = req.train
@@ -140,10 +141,10 @@ def run_baselines(req, which, deadline_s: float | None, backend: str = "cpu") ->
 
             started()  # in a bench worker: the time limit of the compile and runs starts now
             checker = Checker(label, reference, backend, what)
-            phased = Sampling.of().host  # bench --host: more steady runs, each split into its phases
+            phased = Sampling.of(asked).host  # bench --host: more steady runs, each split into its phases
             meter = getattr(run, "meter", timer_meter)() if phased else None
             timed, firsts = (_marking_firsts(run, meter) if phased else (run, []))
-            timing = measure(timed, deadline=_deadline(deadline_s), inspect=checker, counters=counters)
+            timing = measure(timed, deadline=_deadline(deadline_s), inspect=checker, counters=counters, asked=asked)
             if window:
                 window.__exit__(None, None, None)
             host = phases_of(run, phased, meter, getattr(run, "model", None), "forward" if train else "") \

@@ -9,8 +9,9 @@ from .timed import peaks, time_module
 from .result import BenchReport
 
 
-def bench_one(path: Path, backend: str | None, timeout: float | None) -> Executable:
-    """Compile and time one StableHLO file in this process (the bench worker calls this)."""
+def bench_one(path: Path, backend: str | None, timeout: float | None, asked=None, staged=None) -> Executable:
+    """Compile and time one StableHLO file in this process (the bench worker calls this); `asked`: the
+    user's sampling (timing.Asked); `staged`: values a parent built for a stack's worker."""
     from ..files import sidecar_of
     from ..ir import load
     from ..runtime import runtime
@@ -23,11 +24,12 @@ def bench_one(path: Path, backend: str | None, timeout: float | None) -> Executa
 
     data = Path(path).read_bytes()
     text = data if str(path).endswith(".mlirbc") else data.decode(errors="replace")
-    row = time_module(Path(path), text, result.modules[0], runtime(backend), sidecar_of(Path(path))[0], timeout)
+    row = time_module(Path(path), text, result.modules[0], runtime(backend), sidecar_of(Path(path))[0], timeout,
+                      asked=asked, staged=staged)
     return dataclasses.replace(row, sha256=hashlib.sha256(data).hexdigest())
 
 
-def bench_group(paths, backend: str | None, timeout: float | None) -> list[Executable]:
+def bench_group(paths, backend: str | None, timeout: float | None, asked=None, staged=None) -> list[Executable]:
     """Compile and time StableHLO files in this process, their steady-state runs taking turns
     (bench.time_modules; the bench worker calls this)."""
     import dataclasses
@@ -47,15 +49,17 @@ def bench_group(paths, backend: str | None, timeout: float | None) -> list[Execu
         text = data if str(path).endswith(".mlirbc") else data.decode(errors="replace")
         items.append((Path(path), text, result.modules[0], sidecar_of(Path(path))[0]))
         digests.append(hashlib.sha256(data).hexdigest())
-    timed = iter(time_modules([i for i in items if not isinstance(i, Executable)], runtime(backend), timeout))
+    timed = iter(time_modules([i for i in items if not isinstance(i, Executable)], runtime(backend), timeout,
+                              asked=asked, staged=staged))
     digest = iter(digests)
     return [i if isinstance(i, Executable) else dataclasses.replace(next(timed), sha256=next(digest)) for i in items]
 
 
 def bench_files(paths, backend: str | None = None, timeout: float | None = None,
-                with_peaks: bool = True, max_memory: int | None = None, progress=None) -> BenchReport:
+                with_peaks: bool = True, max_memory: int | None = None, progress=None, asked=None) -> BenchReport:
     """Every file compiled and timed in a bench worker that is killed past the file's time or
-    memory limit (2 x timeout + a grace; max_memory bytes resident); the others still run."""
+    memory limit (2 x timeout + a grace; max_memory bytes resident); the others still run. `asked`:
+    the user's sampling (timing.Asked: --warmup, --runs, --profile), given to the workers."""
     from ..files import sidecar_of
     from ..ir import load
     from ..isolate import Isolated
@@ -77,14 +81,14 @@ def bench_files(paths, backend: str | None = None, timeout: float | None = None,
 
     with Isolated(max_memory, most_partitions(todo) if rt.platform == "cpu" else 1, stager=staged_values) as worker:
         if len(todo) > 1:  # one worker, their steady-state runs taking turns
-            group = _timed(worker, group_task(todo, rt.platform, timeout), timeout * len(todo) if timeout
+            group = _timed(worker, group_task(todo, rt.platform, timeout, asked), timeout * len(todo) if timeout
                            else None, progress)
             if isinstance(group, list) and not (all(not e.ok for e in group) and len({e.error for e in group}) == 1):
                 timed = {e.label: e for e in group}
             # else the worker was stopped (time, memory) or died: each file alone, to name the one at fault
         for path in todo:
             if path not in timed:
-                timed[path] = _timed(worker, file_task(path, rt.platform, timeout), timeout, progress)
+                timed[path] = _timed(worker, file_task(path, rt.platform, timeout, asked), timeout, progress)
     rows = [r if isinstance(r, tuple) else (batches[r], timed[r]) for r in rows]
     measured = with_peaks and any(e.ok for _, e in rows)  # no roofline to draw when nothing ran
     if measured and progress:
@@ -111,22 +115,22 @@ def estimate_files(paths, target: str, timeout: float | None = None, max_memory:
     return BenchReport(target, tuple(rows), {}, machine())
 
 
-def file_task(path, platform: str, timeout: float | None):
+def file_task(path, platform: str, timeout: float | None, asked=None):
     """The worker's task that times one file (bench_one)."""
     from ..isolate import Task, row
     from ..workload import keep_prepared
 
-    return Task(bench_one, (Path(path), platform, timeout), str(path), row(Executable, str(path), "stablehlo", None, None),
+    return Task(bench_one, (Path(path), platform, timeout, asked), str(path), row(Executable, str(path), "stablehlo", None, None),
                 keep_prepared, stage=(str(path),))
 
 
-def group_task(paths, platform: str, timeout: float | None):
+def group_task(paths, platform: str, timeout: float | None, asked=None):
     """The worker's task that times files side by side, their steady-state runs taking turns (bench_group)."""
     from ..isolate import Task
     from ..workload import keep_prepared
 
     paths = tuple(str(p) for p in paths)
-    return Task(bench_group, ([Path(p) for p in paths], platform, timeout), f"{len(paths)} files, interleaved",
+    return Task(bench_group, ([Path(p) for p in paths], platform, timeout, asked), f"{len(paths)} files, interleaved",
                 functools.partial(_failed_group, paths), keep_prepared, stage=paths)
 
 
@@ -154,9 +158,9 @@ def _batch(side) -> int | None:
 
 
 def bench_baselines(req, baselines, backend: str | None = None, timeout: float | None = None,
-                    max_memory: int | None = None, progress=None) -> list[Executable]:
+                    max_memory: int | None = None, progress=None, asked=None) -> list[Executable]:
     """The request's native runtimes (jax, eager, ...: bench.native), timed in one worker, so the
-    weights are built once."""
+    weights are built once; `asked`: the user's sampling (timing.Asked)."""
     from ..isolate import Isolated, Task, row
     from ..runtime import runtime
     from ..workload import keep_prepared
@@ -164,14 +168,14 @@ def bench_baselines(req, baselines, backend: str | None = None, timeout: float |
 
     platform = runtime(backend).platform
     with Isolated(max_memory) as worker:
-        rows = [_timed(worker, Task(run_baseline, (req, name, timeout, platform), name,
+        rows = [_timed(worker, Task(run_baseline, (req, name, timeout, platform, asked), name,
                                     row(Executable, name, name, None, None), keep_prepared), timeout, progress)
                 for name in baselines]
-    return [_with_profile(row, req, name, platform, timeout, max_memory, progress)
+    return [_with_profile(row, req, name, platform, timeout, max_memory, progress, asked)
             for row, name in zip(rows, baselines)]
 
 
-def _with_profile(row, req, name, platform, timeout, max_memory, progress):
+def _with_profile(row, req, name, platform, timeout, max_memory, progress, asked=None):
     """The baseline's row with its profile (bench --profile, where bench.native profiles that
     runtime), from a worker of its own; a profile that fails is the row's error."""
     import dataclasses
@@ -180,14 +184,14 @@ def _with_profile(row, req, name, platform, timeout, max_memory, progress):
     from ..isolate import Isolated, Task
     from ..workload import keep_prepared
     from .native import PROFILED, profile_baseline
-    from .timing import Sampling
 
-    if not row.ok or not Sampling.of().profile or (name, req.step) not in PROFILED:
+    runs = asked.profile if asked is not None else 0
+    if not row.ok or not runs or (name, req.step) not in PROFILED:
         return row
     if progress:
-        progress(f"{row.name}: profiling {Sampling.of().profile} steady runs under its runtime's profiler ...")
+        progress(f"{row.name}: profiling {runs} steady runs under its runtime's profiler ...")
     with Isolated(max_memory) as worker:
-        got = worker.run(Task(profile_baseline, (req, name, Sampling.of().profile, platform), name, BenchError,
+        got = worker.run(Task(profile_baseline, (req, name, runs, platform), name, BenchError,
                               keep_prepared), timeout)
     if isinstance(got, BenchError):
         return dataclasses.replace(row, error=f"{row.name}: --profile: {got}")

@@ -7,7 +7,7 @@ from pathlib import Path
 def staged_values(paths, folder: Path) -> tuple:
     """(path, .npz) for each capture of a catalogue model that recorded no values of its own: its
     weights, inputs and PyTorch eager's reference rebuilt here, where torch is, for a stack's worker
-    (files.stage_values reads them there)."""
+    (isolate passes them to the task as `staged`; files.read_values reads them there)."""
     from stackwars_ir import models
 
     from .arguments import sidecar_arguments

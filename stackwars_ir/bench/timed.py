@@ -41,22 +41,25 @@ def hlo_stats(executable) -> dict:
 
 
 def time_module(path: Path, text: str, module, rt, sidecar, timeout: float | None,
-               seed: int = 0) -> Executable:
+                seed: int = 0, asked=None, staged: dict | None = None) -> Executable:
     """Compile and time one StableHLO module; failures come back as an Executable with `error`."""
-    return time_modules([(path, text, module, sidecar)], rt, timeout, seed)[0]
+    return time_modules([(path, text, module, sidecar)], rt, timeout, seed, asked, staged)[0]
 
 
-def time_modules(items: list, rt, timeout: float | None, seed: int = 0) -> list[Executable]:
+def time_modules(items: list, rt, timeout: float | None, seed: int = 0, asked=None,
+                 staged: dict | None = None) -> list[Executable]:
     """Compile and time StableHLO modules ((path, text, module, sidecar) each) side by side: each is
     compiled, placed and run 3 times in turn (its resident window), then their steady-state runs take
     turns, so noise from the rest of the machine lands on all of them alike. Each has --timeout for
     its compile and first runs, and its share of the steady phase; failures come back as rows with
-    `error`, the others still measured."""
+    `error`, the others still measured. `asked`: the user's sampling (timing.Asked); `staged`: argument
+    values the parent built for a capture (path -> .npz; bench.staging), read before the capture's own."""
     from .timing import Sampling, steady_state, timing_of
 
-    how = Sampling.of()
+    how = Sampling.of(asked)
     _warm_runtime(rt, items[0][1] if items else None)
-    warmed = [_warm_one(path, text, module, rt, sidecar, timeout, how, seed) for path, text, module, sidecar in items]
+    warmed = [_warm_one(path, text, module, rt, sidecar, timeout, how, seed, (staged or {}).get(str(path)))
+              for path, text, module, sidecar in items]
     live = [w for w in warmed if not isinstance(w, Executable)]
     failed: dict = {}
     if live:
@@ -85,12 +88,12 @@ class _Warmed:
     exe: object = None  # the loaded executable (its optimized HLO names the kernels a profile reads)
 
 
-def _warm_one(path, text, module, rt, sidecar, timeout, how, seed) -> _Warmed | Executable:
+def _warm_one(path, text, module, rt, sidecar, timeout, how, seed, staged=None) -> _Warmed | Executable:
     from .timing import warm_up
 
     label = str(path)
     try:
-        arrays, origin, reference = signature_arguments(module, sidecar, np.random.default_rng(seed))
+        arrays, origin, reference = signature_arguments(module, sidecar, np.random.default_rng(seed), staged)
         from ..isolate import started
 
         started()  # in a bench worker: the time limit of the compile and runs starts now
@@ -228,4 +231,4 @@ def _hlo_fn(rt, text: str, shapes, in_place: bool = False) -> float:
             bufs[0] = outs[0]
         return outs
 
-    return measure(run, min_time=0.3, max_time=2.0, configurable=False).steady
+    return measure(run, min_time=0.3, max_time=2.0).steady

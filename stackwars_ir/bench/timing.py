@@ -1,10 +1,8 @@
 """Timing discipline: first run, second run, steady state (median and spread) with adaptive iterations."""
 from __future__ import annotations
 
-import os
 import statistics
 import time
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -58,53 +56,37 @@ class Timing:
                    d.get("third_s"), d.get("interleaved_with", 0) + 1)
 
 
-SAMPLING_ENV = "STACKWARS_IR_BENCH_SAMPLING"  # "warmup=N,runs=M,profile=P,host=H": bench --warmup/--runs/--profile/--host
 WARMUP = 2
 
 
-def sampling() -> dict:
-    """The --warmup and --runs given to bench (through the environment, so workers see them too)."""
-    out = {}
-    for part in filter(None, os.environ.get(SAMPLING_ENV, "").split(",")):
-        key, _, value = part.partition("=")
-        if key in ("warmup", "runs", "profile", "host") and value.isdigit():
-            out[key] = int(value)
-    return out
+@dataclass(frozen=True)
+class Asked:
+    """What the user asked of bench's sampling (--warmup, --runs, --profile profiled runs, --host phased
+    runs); None or 0 where not asked. Passed to every worker that times (isolate.Task arguments)."""
+
+    warmup: int | None = None
+    runs: int | None = None
+    profile: int = 0
+    host: int = 0
+
+    @classmethod
+    def of(cls, warmup: int | None = None, runs: int | None = None, profile: int | None = None,
+           host: int | None = None) -> "Asked":
+        """bench's options, checked (StackwarsError, one line, on a value that cannot be sampled)."""
+        from ..errors import StackwarsError
+
+        if warmup is not None and warmup < 0:
+            raise StackwarsError(f"--warmup {warmup} must be 0 or more runs", fix="e.g. --warmup 2")
+        if runs is not None and runs < 1:
+            raise StackwarsError(f"--runs {runs} must be at least 1 run", fix="e.g. --runs 50, or drop it for adaptive")
+        if profile is not None and profile < 2:
+            raise StackwarsError(f"--profile {profile} must be at least 2 profiled runs", fix="e.g. --profile 10")
+        if host is not None and host < 2:
+            raise StackwarsError(f"--host {host} must be at least 2 phased runs", fix="e.g. --host 10")
+        return cls(warmup, runs, profile or 0, host or 0)
 
 
-@contextmanager
-def profiled_runs(runs: int):
-    """bench --profile RUNS for the bench workers started inside (they read SAMPLING_ENV), unless a
-    profile is asked for already; the setting restored after."""
-    old = os.environ.get(SAMPLING_ENV)
-    if runs and "profile" not in sampling():
-        os.environ[SAMPLING_ENV] = ",".join(filter(None, [old, f"profile={runs}"]))
-    try:
-        yield
-    finally:
-        if old is None:
-            os.environ.pop(SAMPLING_ENV, None)
-        else:
-            os.environ[SAMPLING_ENV] = old
-
-
-def sampling_setting(warmup: int | None, runs: int | None, profile: int | None = None,
-                     host: int | None = None) -> str | None:
-    """bench's --warmup, --runs, --profile (profiled runs) and --host (phased runs), checked, as the
-    SAMPLING_ENV value that carries them to the workers (None when none is given)."""
-    from ..errors import StackwarsError
-
-    if warmup is not None and warmup < 0:
-        raise StackwarsError(f"--warmup {warmup} must be 0 or more runs", fix="e.g. --warmup 2")
-    if runs is not None and runs < 1:
-        raise StackwarsError(f"--runs {runs} must be at least 1 run", fix="e.g. --runs 50, or drop it for adaptive")
-    if profile is not None and profile < 2:
-        raise StackwarsError(f"--profile {profile} must be at least 2 profiled runs", fix="e.g. --profile 10")
-    if host is not None and host < 2:
-        raise StackwarsError(f"--host {host} must be at least 2 phased runs", fix="e.g. --host 10")
-    given = [f"{k}={v}" for k, v in (("warmup", warmup), ("runs", runs), ("profile", profile), ("host", host))
-             if v is not None]
-    return ",".join(given) or None
+NOTHING_ASKED = Asked()
 
 
 @dataclass(frozen=True)
@@ -122,15 +104,15 @@ class Sampling:
     host: int = 0  # a native runtime's runs split into host phases after the steady state (bench --host)
 
     @classmethod
-    def of(cls, *, runs: int | None = None, warmup: int | None = None, configurable: bool = True,
+    def of(cls, asked: Asked | None = None, *, runs: int | None = None, warmup: int | None = None,
            **given) -> "Sampling":
-        """With bench's --warmup and --runs (sampling()) standing in for those not given, unless not
-        `configurable`; `runs`: exactly that many steady-state runs (hyperfine's --runs)."""
-        chosen = sampling() if configurable else {}
-        warmup = warmup if warmup is not None else chosen.get("warmup", WARMUP)
-        runs = runs if runs is not None else chosen.get("runs")
-        given.setdefault("profile", chosen.get("profile", 0))
-        given.setdefault("host", chosen.get("host", 0))
+        """With what the user `asked` (bench's --warmup, --runs, --profile, --host) standing in for those
+        not given; `runs`: exactly that many steady-state runs (hyperfine's --runs)."""
+        asked = asked or NOTHING_ASKED
+        warmup = warmup if warmup is not None else asked.warmup if asked.warmup is not None else WARMUP
+        runs = runs if runs is not None else asked.runs
+        given.setdefault("profile", asked.profile)
+        given.setdefault("host", asked.host)
         if runs:
             given.update(min_iters=runs, max_iters=runs, min_time=0.0, max_time=float("inf"),
                          target_spread=float("inf"))
@@ -153,15 +135,15 @@ def measure(run: Callable[[], Any], *, min_time: float = 0.5, max_time: float = 
             max_iters: int = 1000, target_spread: float = 0.1, warmup: int | None = None,
             deadline: float | None = None, inspect: Callable[[Any], None] | None = None,
             counters: Callable[[], dict] | None = None, runs: int | None = None,
-            configurable: bool = True) -> Timing:
+            asked: Asked | None = None) -> Timing:
     """Time `run` (which must block until its results are ready).
 
     Runs 1, 2 and 3 (the first warm-up run) are reported as they are; the other warm-up runs are
     discarded; then runs continue
     until at least `min_iters` and `min_time`, and the p10-p90 spread is under `target_spread`
     of the median, or `max_iters`/`max_time`/`deadline` (time.monotonic()) is reached. `runs`:
-    exactly that many steady-state runs instead. Unless `configurable` is false, bench's --warmup and
-    --runs (sampling()) stand in for `warmup` and `runs` not given.
+    exactly that many steady-state runs instead. What the user `asked` (bench's --warmup and --runs)
+    stands in for `warmup` and `runs` not given.
 
     Proof of work, outside the clock: `inspect` gets what the first run returned (it raises if
     that is not the expected output), and `counters()` is read around runs 1 and 2 and around
@@ -169,7 +151,7 @@ def measure(run: Callable[[], Any], *, min_time: float = 0.5, max_time: float = 
     process's page faults are read with them: a run slower than the steady state that compiled
     nothing often touched fresh memory (an allocator's warm-up), and they show that.
     """
-    how = Sampling.of(runs=runs, warmup=warmup, configurable=configurable, min_time=min_time, max_time=max_time,
+    how = Sampling.of(asked, runs=runs, warmup=warmup, min_time=min_time, max_time=max_time,
                       min_iters=min_iters, max_iters=max_iters, target_spread=target_spread)
     warm = warm_up(run, how.warmup, deadline=deadline, inspect=inspect, counters=counters)
     (samples,) = steady_state([run], how, deadline=deadline)

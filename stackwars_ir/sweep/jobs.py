@@ -248,13 +248,11 @@ def _run(job: Job, root: Path, progress) -> tuple[dict, str | None]:
         return relative(report.as_json(), root), "; ".join(p.error for p in report.failed) or None
     if job.command == "bench":
         from ..bench.run import estimate_files
-        from ..bench.timing import profiled_runs
 
         if is_tpu(job.target):
             report = estimate_files(files, job.target, job.timeout, progress=progress)
         else:
-            with profiled_runs(job.profile):
-                report = _bench(job, files, root, progress)
+            report = _bench(job, files, root, progress)
         return relative(report.as_json(), root), "; ".join(e.error for e in report.failed) or None
     from ..diff import diff_files
 
@@ -264,16 +262,20 @@ def _run(job: Job, root: Path, progress) -> tuple[dict, str | None]:
 
 def _bench(job: Job, files: list, root: Path, progress):
     """A bench job's report: its captures timed on one runtime; with baselines, every route's capture
-    and the native runtimes in one job, as `bench MODEL` times them (bench_model), with the peaks."""
+    and the native runtimes in one job, as `bench MODEL` times them (bench_model), with the peaks; its
+    profiled runs, the grid's `profile`, asked of every worker that times."""
+    from ..bench.timing import Asked
+
+    asked = Asked(profile=job.profile)
     if not job.baselines:
         from ..bench.run import bench_files
 
-        return bench_files(files, job.target, job.timeout, with_peaks=False, progress=progress)
+        return bench_files(files, job.target, job.timeout, with_peaks=False, progress=progress, asked=asked)
     from .model_runs import bench_model
 
     return bench_model(job.request, batches=(job.request.batch,), baselines=job.baselines,
                        out_dir=captures_dir(root), backend=job.target, timeout=job.timeout, show=False,
-                       progress=progress)
+                       progress=progress, asked=asked)
 
 
 def relative(data, root: Path):

@@ -33,9 +33,10 @@ def _as_request(model: str | Request, fields: dict) -> Request:
 
 def bench_model(model: str | Request, *, batches=(None,), baselines=("jax", "eager"), out_dir: Path = Path("captures"),
                 backend: str | None = None, timeout: float | None = None, show: bool | None = None,
-                max_memory: int | None = None, progress=None, **fields) -> BenchReport:
+                max_memory: int | None = None, progress=None, asked=None, **fields) -> BenchReport:
     """Capture MODEL (reusing captures already on disk) at each batch size and time everything;
-    `step="train"`: its training step, beside the native runtimes' own training loops."""
+    `step="train"`: its training step, beside the native runtimes' own training loops. `asked`: the
+    user's sampling (bench.timing.Asked)."""
     from ..bench import machine, peaks
     from ..bench.native import baselines_asked
     from ..bench.run import bench_baselines, bench_files, crossover
@@ -52,9 +53,10 @@ def bench_model(model: str | Request, *, batches=(None,), baselines=("jax", "eag
     rows = []
     for req in todo:
         files = captured(req, out_dir, sweep=_own_folders(model, batches, fields), show=show, progress=progress)
-        report = bench_files(files, backend, timeout, with_peaks=False, max_memory=max_memory, progress=progress)
+        report = bench_files(files, backend, timeout, with_peaks=False, max_memory=max_memory, progress=progress,
+                             asked=asked)
         rows += [(req.batch, e) for _, e in report.rows]
-        rows += [(req.batch, e) for e in bench_baselines(req, baselines, backend, timeout, max_memory, progress)]
+        rows += [(req.batch, e) for e in bench_baselines(req, baselines, backend, timeout, max_memory, progress, asked)]
     return BenchReport(rt.platform, tuple(rows), peaks(rt), machine(), crossover(rows, todo[0].exporters))
 
 

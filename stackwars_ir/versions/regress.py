@@ -185,29 +185,29 @@ def _timed_pair(side_a, side_b, progress, together: bool | None = None) -> tuple
     the way its A/B is). Returns (A's Executable, B's, each round's steady medians (A, B))."""
     from ..bench.run import file_task, group_task
     from ..bench.staging import staged_values
-    from ..bench.timing import profiled_runs
+    from ..bench.timing import Asked
     from ..isolate import Isolated, default_max_memory
 
     got = [[], []]
     together = same_xla(side_a[1], side_b[1]) if together is None else together
-    with profiled_runs(10):
-        for r in range(ROUNDS):
-            order = (0, 1) if r % 2 == 0 else (1, 0)
-            if together:
-                paths = [side_a[0], side_b[0]]
-                if progress:
-                    progress(f"{paths[0]} and {paths[1]}: timing together, round {r + 1} of {ROUNDS} ...")
-                with Isolated(default_max_memory(), stack=side_a[1], stager=staged_values) as worker:
-                    rows = worker.run(group_task([paths[i] for i in order], "cpu", None), None)
-                for i, row in zip(order, rows):
-                    got[i].append(row)
-                continue
-            for i in order:
-                path, stack = side_a if i == 0 else side_b
-                if progress:
-                    progress(f"{path}: timing, round {r + 1} of {ROUNDS} ...")
-                with Isolated(default_max_memory(), stack=stack, stager=staged_values) as worker:
-                    got[i].append(worker.run(file_task(path, "cpu", None), None))
+    asked = Asked(profile=10)  # time per block: each round's steady state profiled
+    for r in range(ROUNDS):
+        order = (0, 1) if r % 2 == 0 else (1, 0)
+        if together:
+            paths = [side_a[0], side_b[0]]
+            if progress:
+                progress(f"{paths[0]} and {paths[1]}: timing together, round {r + 1} of {ROUNDS} ...")
+            with Isolated(default_max_memory(), stack=side_a[1], stager=staged_values) as worker:
+                rows = worker.run(group_task([paths[i] for i in order], "cpu", None, asked), None)
+            for i, row in zip(order, rows):
+                got[i].append(row)
+            continue
+        for i in order:
+            path, stack = side_a if i == 0 else side_b
+            if progress:
+                progress(f"{path}: timing, round {r + 1} of {ROUNDS} ...")
+            with Isolated(default_max_memory(), stack=stack, stager=staged_values) as worker:
+                got[i].append(worker.run(file_task(path, "cpu", None, asked), None))
     return _pooled(got[0]), _pooled(got[1]), tuple(
         (a.timing.steady, b.timing.steady) for a, b in zip(*got) if a.ok and b.ok)
 
