@@ -226,7 +226,7 @@ def diff_cmd(file_a, file_b, json_path, md_path, html_path, mode, excerpts, ops,
 @adapters_option
 @stack_option
 def bench_cmd(targets, batches, baselines, backend, target, timeout, max_memory, json_path, warmup, runs, profile,
-              host, out_dir, **options):
+              host, out_dir, stack=None, **options):
     """Time StableHLO files (FILE.mlir ...) or a model (MODEL) on the XLA backend.
 
     Reports compile time, first run, second run and steady state (median, p10-p90), the proof that
@@ -256,7 +256,7 @@ def bench_cmd(targets, batches, baselines, backend, target, timeout, max_memory,
                              asked=asked)
     else:
         report = bench_files([Path(t) for t in targets], backend, timeout, max_memory=memory, progress=progress,
-                             asked=asked)
+                             asked=asked, stack=stack)
     emit(bench_text(report), report.as_json(), json_path)
     finish(report.failed)
 
@@ -283,7 +283,7 @@ def bench_cmd(targets, batches, baselines, backend, target, timeout, max_memory,
 @adapters_option
 @stack_option
 def memory_cmd(targets, target, budget, measure, batches, timeout, max_memory, json_path, md_path, max_batch, chips,
-               out_dir, **options):
+               out_dir, stack=None, **options):
     """Will it fit? XLA's memory plan of StableHLO files (FILE.mlir ...) or a model (MODEL).
 
     Each executable is compiled for --target, not run: arguments, outputs, aliased outputs,
@@ -313,7 +313,7 @@ def memory_cmd(targets, target, budget, measure, batches, timeout, max_memory, j
         report = plan_model(fitted_request(request(model, options)), batches=batch_list(batches) or (None,),
                             budgets_=limits, measure=measure, **run)
     else:
-        report = plan_files([Path(t) for t in targets], target, limits, measure, memory, timeout, progress)
+        report = plan_files([Path(t) for t in targets], target, limits, measure, memory, timeout, progress, stack=stack)
     emit(memory_text(report), report.as_json(), json_path)
     if md_path is not None:
         write_atomic(md_path, memory_markdown(report))

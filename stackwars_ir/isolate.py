@@ -160,21 +160,13 @@ def default_max_memory() -> int | None:
     return total * 3 // 4 if total else None
 
 
-_ACTIVE = object()  # Isolated's default stack: the one stacks.using made active, if any
-
-
 class Isolated:
     """Runs tasks in a worker process under a time and a memory limit; a context manager.
-    stack: the version stack whose environment runs the worker (None: this one; by default the one
-    stacks.using made active). host_devices: CPU devices the worker's jax has (a sharded module's
+    stack: the version stack whose environment runs the worker (None or the lock: this one). host_devices: CPU devices the worker's jax has (a sharded module's
     partitions). stager(paths, folder): for a stack's worker, the argument values of a task's `stage`
     files built here, where the adapters' PyTorch models are (bench.staging.staged_values)."""
 
-    def __init__(self, max_memory: int | None = None, host_devices: int = 1, *, stack=_ACTIVE, stager=None):
-        if stack is _ACTIVE:
-            from .stacks import active
-
-            stack = active()
+    def __init__(self, max_memory: int | None = None, host_devices: int = 1, *, stack=None, stager=None):
         self.max_memory = max_memory
         self.host_devices = host_devices
         self.proc: subprocess.Popen | None = None

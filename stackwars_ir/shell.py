@@ -270,23 +270,23 @@ def batches_option(example: str):
 
 
 def stack_option(command):
-    """--stack NAME on a command over files: its workers compile and run in that stack (stacks.using)."""
+    """--stack NAME on a command over files: the command gets the stack (`stack`: None without the
+    option) whose workers compile and run its files."""
     import functools
 
     @functools.wraps(command)
     def run(*args, stack=None, **kw):
         if stack is None:
-            return command(*args, **kw)
+            return command(*args, stack=None, **kw)
         from .errors import StackwarsError
-        from .stacks import find, using
+        from .stacks import find
 
         chosen = find(stack)
         model = next((t for t in kw.get("targets", ()) if not str(t).endswith((".mlir", ".mlirbc"))), None)
         if model is not None:
             raise StackwarsError(f"--stack {stack} times and plans files, and {model!r} is a model",
                                  fix=f"stackwars-ir capture {model} --framework jax --stack {stack}, then pass its file")
-        with using(chosen):
-            return command(*args, **kw)
+        return command(*args, stack=chosen, **kw)
 
     return click.option("--stack", default=None, metavar="NAME",
                         help="Compile and run in this version stack's XLA (stackwars-ir stack list; files only).")(run)

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import contextlib
-import contextvars
 import hashlib
 import json
 import os
@@ -33,7 +32,6 @@ SHOWN = ("jax", "jaxlib", "flax", "optax", "numpy", *TORCH_SIDE)  # stack list's
 _TORCHAX = PACKAGE[TORCHAX.name]
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 _PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==([A-Za-z0-9.+!-]+)$")
-_ACTIVE: contextvars.ContextVar = contextvars.ContextVar("stack", default=None)
 
 
 @dataclass(frozen=True)
@@ -274,19 +272,4 @@ def worker_command(stack: Stack, boot: str) -> tuple[list, dict]:
     env.setdefault("TRANSFORMERS_VERBOSITY", "error")  # "PyTorch was not found": the stack has none, by design
     env.pop("PYTHONHOME", None)
     return [stack.python, "-c", boot], env
-
-
-def active() -> Stack | None:
-    """The stack whose workers compile and run (stacks.using), or None: this process's."""
-    return _ACTIVE.get()
-
-
-@contextlib.contextmanager
-def using(stack: Stack | None):
-    """While inside, the bench workers (bench, memory, kernels) run in `stack`'s environment."""
-    token = _ACTIVE.set(None if stack is None or stack.is_lock else stack)
-    try:
-        yield
-    finally:
-        _ACTIVE.reset(token)
 

@@ -83,7 +83,9 @@ def roofline(flops: float, nbytes: float | None, seconds: float, peaks: dict) ->
             "fraction_of_bound": (flops / seconds) / bound if bound else None}
 
 
-def machine() -> dict:
+def machine(stack=None) -> dict:
+    """This machine and its XLA's setting, and the version stack that compiled and ran (None: this
+    environment's)."""
     from ..files import host
 
     info = host()
@@ -97,10 +99,8 @@ def machine() -> dict:
     except Exception:  # machine() must never fail a bench
         pass
     info["platform"] = platform.platform()
-    from ..stacks import active
-
-    if active() is not None:  # compiled and run by another stack's XLA (stacks.using)
-        info["stack"] = active().as_json()
+    if stack is not None and not stack.is_lock:  # compiled and run by another stack's XLA
+        info["stack"] = stack.as_json()
     return info
 
 

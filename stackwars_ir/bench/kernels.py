@@ -239,13 +239,15 @@ def compile_kernels(path: Path, backend: str = "cpu") -> Kernels:
 
 
 def kernels_of_files(paths, backend: str = "cpu", timeout: float | None = 300, max_memory: int | None = None,
-                     progress=None) -> list[Kernels]:
-    """Kernels of each file, each compiled in a bench worker (killed past its time or memory limit)."""
+                     progress=None, stack=None) -> list[Kernels]:
+    """Kernels of each file, each compiled in a bench worker (killed past its time or memory limit) of
+    `stack`'s environment (its XLA; None, this one's)."""
     from ..isolate import Isolated, Task, default_max_memory, row
     from .memory import most_partitions
 
     out = []
-    with Isolated(max_memory or default_max_memory(), most_partitions(paths) if backend == "cpu" else 1) as worker:
+    with Isolated(max_memory or default_max_memory(), most_partitions(paths) if backend == "cpu" else 1,
+                  stack=stack) as worker:
         for p in paths:
             if progress:
                 progress(f"{p}: compiling for {backend} (nothing runs) to count its kernels ...")

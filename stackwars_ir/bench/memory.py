@@ -428,9 +428,9 @@ def compiler_for(target: str) -> Compiler:
 
 
 def plan_files(paths, target: str = "cpu", budgets_=(), measure: bool = False, max_memory: int | None = None,
-               timeout: float | None = None, progress=None) -> MemoryReport:
-    """Every file compiled for `target` in a worker killed past its time or memory limit; the
-    others are still planned."""
+               timeout: float | None = None, progress=None, stack=None) -> MemoryReport:
+    """Every file compiled for `target` in a worker killed past its time or memory limit (of `stack`'s
+    environment: its XLA; None, this one's); the others are still planned."""
     from ..isolate import Isolated, Task, row
     from ..workload import keep_prepared
     from .executable import machine
@@ -438,14 +438,15 @@ def plan_files(paths, target: str = "cpu", budgets_=(), measure: bool = False, m
 
     check_target(target, measure)
     plans = []
-    with Isolated(max_memory, most_partitions(paths) if target == "cpu" else 1, stager=staged_values) as worker:
+    with Isolated(max_memory, most_partitions(paths) if target == "cpu" else 1, stack=stack,
+                  stager=staged_values) as worker:
         for path in paths:
             if progress:
                 progress(f"{path}: compiling for {target} ...")
             task = Task(plan_file, (Path(path), target, measure), str(path), row(MemoryPlan, str(path), target),
                         keep_prepared, stage=(str(path),))
             plans.append(worker.run(task, timeout))
-    return MemoryReport(target, tuple(plans), tuple(budgets_), machine(), target_versions(target))
+    return MemoryReport(target, tuple(plans), tuple(budgets_), machine(stack), target_versions(target, stack))
 
 
 def most_partitions(paths) -> int:
@@ -462,12 +463,12 @@ def most_partitions(paths) -> int:
     return most
 
 
-def target_versions(target: str) -> dict:
-    """The stack's versions, and libtpu's when it made the plan."""
+def target_versions(target: str, stack=None) -> dict:
+    """The versions that made the plan (`stack`'s, or this environment's), and libtpu's when it did."""
     from ..files import versions
-    from ..stacks import active
 
-    found = {k: v for k, v in active().versions.items() if k in versions()} if active() else versions()
+    here = versions()
+    found = {k: v for k, v in stack.versions.items() if k in here} if stack is not None and not stack.is_lock else here
     if target in TOPOLOGIES:
         from importlib import metadata
 

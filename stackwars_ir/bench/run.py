@@ -56,10 +56,12 @@ def bench_group(paths, backend: str | None, timeout: float | None, asked=None, s
 
 
 def bench_files(paths, backend: str | None = None, timeout: float | None = None,
-                with_peaks: bool = True, max_memory: int | None = None, progress=None, asked=None) -> BenchReport:
+                with_peaks: bool = True, max_memory: int | None = None, progress=None, asked=None,
+                stack=None) -> BenchReport:
     """Every file compiled and timed in a bench worker that is killed past the file's time or
     memory limit (2 x timeout + a grace; max_memory bytes resident); the others still run. `asked`:
-    the user's sampling (timing.Asked: --warmup, --runs, --profile), given to the workers."""
+    the user's sampling (timing.Asked: --warmup, --runs, --profile), given to the workers; `stack`:
+    the version stack whose XLA compiles and runs them (None: this environment's)."""
     from ..files import sidecar_of
     from ..ir import load
     from ..isolate import Isolated
@@ -79,7 +81,8 @@ def bench_files(paths, backend: str | None = None, timeout: float | None = None,
     timed = {}
     from .memory import most_partitions
 
-    with Isolated(max_memory, most_partitions(todo) if rt.platform == "cpu" else 1, stager=staged_values) as worker:
+    with Isolated(max_memory, most_partitions(todo) if rt.platform == "cpu" else 1, stack=stack,
+                  stager=staged_values) as worker:
         if len(todo) > 1:  # one worker, their steady-state runs taking turns
             group = _timed(worker, group_task(todo, rt.platform, timeout, asked), timeout * len(todo) if timeout
                            else None, progress)
@@ -93,7 +96,7 @@ def bench_files(paths, backend: str | None = None, timeout: float | None = None,
     measured = with_peaks and any(e.ok for _, e in rows)  # no roofline to draw when nothing ran
     if measured and progress:
         progress("measuring this device's peaks (a large GEMM and a large add)")
-    return BenchReport(rt.platform, tuple(rows), peaks(rt) if measured else {}, machine())
+    return BenchReport(rt.platform, tuple(rows), peaks(rt) if measured else {}, machine(stack))
 
 
 def estimate_files(paths, target: str, timeout: float | None = None, max_memory: int | None = None,

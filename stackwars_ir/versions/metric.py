@@ -52,10 +52,8 @@ class Metric:
 
 def _kernels_of(path, stack, progress):
     from ..bench.kernels import kernels_of_files
-    from ..stacks import using
 
-    with using(stack):
-        (k,) = kernels_of_files([path], progress=progress)
+    (k,) = kernels_of_files([path], progress=progress, stack=stack)
     if k.error:
         raise StackwarsError(k.error)
     return k
@@ -70,10 +68,8 @@ def _fusion_kinds(path, stack, progress) -> tuple:
 
 def _peak(path, stack, progress) -> int:
     from ..bench.memory import plan_files
-    from ..stacks import using
 
-    with using(stack):
-        plan = plan_files([path], progress=progress).plans[0]
+    plan = plan_files([path], progress=progress, stack=stack).plans[0]
     if plan.error:
         raise StackwarsError(plan.error)
     return plan.peak_bytes
@@ -81,10 +77,8 @@ def _peak(path, stack, progress) -> int:
 
 def _steady_samples(path, stack, progress) -> tuple:
     from ..bench.run import bench_files
-    from ..stacks import using
 
-    with using(stack):
-        (_, row), = bench_files([path], with_peaks=False, progress=progress).rows
+    (_, row), = bench_files([path], with_peaks=False, progress=progress, stack=stack).rows
     if not row.ok:
         raise StackwarsError(row.error)
     return tuple(row.timing.samples)

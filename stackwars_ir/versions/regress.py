@@ -123,14 +123,12 @@ def regress_files(file_a: Path, file_b: Path, stack_a: Stack, stack_b: Stack,
     from ..errors import StackwarsError
     from ..bench.kernels import kernels_of_files
     from ..bench.memory import plan_files
-    from ..stacks import using
 
     report = diff_files(file_a, file_b)
     result = report.result()
     kernels = []
     for f, s in ((file_a, stack_a), (file_b, stack_b)):
-        with using(s):
-            (k,) = kernels_of_files([f], progress=progress)
+        (k,) = kernels_of_files([f], progress=progress, stack=s)
         if k.error:
             raise StackwarsError(k.error, fix="regress files that compile on both stacks")
         kernels.append(k)
@@ -146,8 +144,7 @@ def regress_files(file_a: Path, file_b: Path, stack_a: Stack, stack_b: Stack,
             result = with_times(report, result, rows[0].profile, rows[1].profile)
     plans = []
     for f, s in ((file_a, stack_a), (file_b, stack_b)):
-        with using(s):
-            plans.append(plan_files([f], progress=progress).plans[0])
+        plans.append(plan_files([f], progress=progress, stack=s).plans[0])
     memory = _memory(plans)
     blocks = tuple(_block(b) for b in result.blocks)
     unaligned = tuple(f"A: {u.label} ({u.ops} ops)" for u in result.only_a) + \
