@@ -38,7 +38,8 @@ def main() -> None:
         req = Request(a.model, a.size, "jax").validated()
         run(req, Path(d), show=False)
         path = Path(d) / f"{a.model}-{a.size}" / "jax.mlir"
-        adapter, _, weights, inputs, _ = prepare(req)
+        w = prepare(req)
+        adapter, weights, inputs = w.adapter, w.weights, w.inputs
         graphdef, state = nnx.split(adapter.jax_model(a.size, weights))
         fn = jax.jit(lambda s, *x: nnx.merge(graphdef, s)(*x))
         args = [jax.device_put(v, rt.device) for v in jax_inputs(inputs).values()]

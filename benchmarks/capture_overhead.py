@@ -27,7 +27,8 @@ def bare(model: str, size: str, batch: int, seq: int) -> dict:
 
     from stackwars_ir.workload import Request, prepare
 
-    _, m, _, inputs, _ = prepare(Request(model, size, "torch", batch=batch, seq=seq).validated())
+    w = prepare(Request(model, size, "torch", batch=batch, seq=seq).validated())
+    m, inputs = w.model, w.inputs
     args = tuple(torch.from_numpy(v) for v in inputs.values())
     # Warm both exporters on a trivial program, as the tool does (first-export effects are not overhead).
     tiny = torch.export.export(torch.nn.Linear(2, 2), (torch.zeros(1, 2),))

@@ -33,7 +33,8 @@ def one(model: str, size: str, step: str, name: str, runs: int) -> dict:
         from stackwars_ir.workload.train import register_torch_xla
 
         register_torch_xla()
-    adapter, m, weights, inputs, reference = prepare(req)
+    w = prepare(req)
+    adapter, m, weights, inputs, reference = w.adapter, w.model, w.weights, w.inputs, w.reference
     if req.train:
         from stackwars_ir.workload.train import train_state
 

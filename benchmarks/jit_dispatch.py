@@ -30,7 +30,8 @@ def main() -> None:
     rt = runtime(a.backend)
     print(f"machine: {machine_line()}; backend {rt.platform} ({rt.device.device_kind}), jax {jax.__version__}\n")
     req = Request(a.model, a.size, "jax").validated()
-    adapter, _, weights, inputs, _ = prepare(req)
+    w = prepare(req)
+    adapter, weights, inputs = w.adapter, w.weights, w.inputs
     graphdef, state = nnx.split(adapter.jax_model(a.size, weights))
     args = [jax.device_put(v, rt.device) for v in jax_inputs(inputs).values()]
     state = jax.device_put(state, rt.device)

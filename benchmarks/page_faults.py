@@ -35,7 +35,8 @@ def one_loop(model: str, size: str, name: str, steps: int) -> list[dict]:
     from stackwars_ir.workload.train import train_state
 
     req = Request(model, size, step="train").validated()
-    adapter, m, weights, inputs, reference = prepare(req)
+    w = prepare(req)
+    adapter, m, weights, inputs, reference = w.adapter, w.model, w.weights, w.inputs, w.reference
     state = train_state(req, m, inputs, reference)
     _, _, run, _, done = native.setup_of(name, train=True)(adapter, req, m, weights, state, "cpu")
     out = []

@@ -184,8 +184,10 @@ def test_a_capture_that_differs_from_eager_is_written_for_inspection_and_exits_1
     real = capture.prepare
 
     def off_by_one(req):  # eager's reference moved: every capture now differs from it
-        adapter, model, weights, inputs, reference = real(req)
-        return adapter, model, weights, inputs, reference + 1.0
+        import dataclasses
+
+        w = real(req)
+        return dataclasses.replace(w, reference=w.reference + 1.0)
 
     monkeypatch.setattr(capture, "prepare", off_by_one)
     code, out, err = cli("capture", "gemm", "--exporter", "all", "--out", tmp_path)
@@ -202,7 +204,7 @@ def test_a_parity_run_that_fails_in_its_thread_stops_the_set_and_writes_nothing(
     import stackwars_ir.capture.torch_capture as tc
 
     real = tc.capture_torch_xla
-    monkeypatch.setattr(tc, "capture_torch_xla", lambda *a: dataclasses.replace(real(*a), text="module {"))
+    monkeypatch.setattr(tc, "capture_torch_xla", lambda *a, **k: dataclasses.replace(real(*a, **k), text="module {"))
     code, _, err = cli("capture", "gemm", "--exporter", "all", "--out", tmp_path)
     assert code == 2 and "torch-torch_xla: " in err and len(err.strip().splitlines()) == 1, err
     assert "Traceback" not in err and not list(tmp_path.rglob("*.*"))
@@ -212,7 +214,7 @@ def test_an_export_that_fails_while_a_parity_check_runs_writes_nothing(monkeypat
     import stackwars_ir.capture.torch_capture as tc
     from stackwars_ir.errors import CaptureError
 
-    def refuse(*a):
+    def refuse(*a, **k):
         raise CaptureError("torchax export failed: injected")
 
     monkeypatch.setattr(tc, "capture_torchax", refuse)

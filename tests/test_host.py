@@ -113,7 +113,7 @@ def test_native_runtimes_steady_steps_split_into_named_phases_from_their_own_clo
     assert set(rows) == {"torch_xla lazy", "jax.jit", "torch eager", "torch_xla dynamo", "torchax jit"}
     assert all(e.proof.ok for e in rows.values())  # each computed the model's output (issue 54, item 7)
     assert all(e.ok and e.host is not None for e in rows.values()), [e.error for e in rows.values()]
-    paths = {name for name, _ in prepare(req)[1].named_modules()}
+    paths = {name for name, _ in prepare(req).model.named_modules()}
     for e in rows.values():
         h = e.host
         assert h.runs == 3 and h.coverage >= 0.9 and h.timed_s == pytest.approx(h.wall_s, rel=1e-9)

@@ -351,7 +351,8 @@ def test_the_donated_jax_loop_hands_its_state_to_xla_and_computes_the_same_steps
     from stackwars_ir.workload.train import train_state
 
     req = Request("ffn", step="train").validated()
-    adapter, model, weights, inputs, reference = prepare(req)
+    w = prepare(req)
+    adapter, model, weights, inputs, reference = w.adapter, w.model, w.weights, w.inputs, w.reference
     state = train_state(req, model, inputs, reference)
     losses = {}
     for donate in (False, True):

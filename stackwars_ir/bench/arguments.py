@@ -91,7 +91,8 @@ def sidecar_arguments(module, sidecar) -> tuple[list, np.ndarray]:
     # Only the weights and inputs are rebuilt: no exporter runs (fft has no torch_xla route).
     req = Request(sidecar.model, sidecar.size, "torch", exporters=(), batch=sidecar.batch, seq=sidecar.seq,
                   seed=sidecar.seed, step=sidecar.step).validated()
-    _, model, weights, inputs, reference = prepare(req)
+    w = prepare(req)
+    model, weights, inputs, reference = w.model, w.weights, w.inputs, w.reference
     if req.train:  # the captured step 2 runs from eager's state after step 1; its loss is the proof
         from ..workload.train import train_state
 

@@ -104,7 +104,8 @@ def run_baselines(req, which, deadline_s: float | None, backend: str = "cpu", as
             register_torch_xla()
         except MissingExtra:
             pass  # the torch_xla row reports it
-    adapter, model, weights, inputs, reference = prepare(req)
+    w = prepare(req)
+    adapter, model, weights, inputs, reference = w.adapter, w.model, w.weights, w.inputs, w.reference
     what = REFERENCE
     if train:
         from ..workload.train import train_state
@@ -596,7 +597,8 @@ def profile_baseline(req, name: str, runs: int, backend: str = "cpu"):
     from ..workload import prepare
 
     train = req.train
-    adapter, model, weights, inputs, reference = prepare(req)
+    w = prepare(req)
+    adapter, model, weights, inputs, reference = w.adapter, w.model, w.weights, w.inputs, w.reference
     if train:
         from ..workload.train import train_state
 
@@ -678,7 +680,8 @@ def _lazy_profile(req, runs: int):
         import torch_xla
         import torch_xla.core.xla_model as xm
 
-        adapter, model, weights, inputs, reference = prepare(req)
+        w = prepare(req)
+        adapter, model, weights, inputs, reference = w.adapter, w.model, w.weights, w.inputs, w.reference
         train = req.train
         step = _torch_loop(model, train_state(req, model, inputs, reference), torch_xla.device(), op_names=True) \
             if train else _lazy_forward(model, inputs, torch_xla.device())

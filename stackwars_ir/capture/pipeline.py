@@ -185,7 +185,8 @@ def _run(req: Request, out_dir: Path, force: bool, show: bool | None, stack=None
     check_fits(req)  # an 8B model's weights, materialized three times, do not fit: say --abstract
     prep = Stages(label, show=show)
     with prep.stage("build torch model"):
-        adapter, model, weights, inputs, reference = prepare(req)
+        w = prepare(req)
+        adapter, model, weights, inputs, reference = w.adapter, w.model, w.weights, w.inputs, w.reference
     state = exact = None
     if req.train:
         from ..workload.train import register_torch_xla, train_state

@@ -11,9 +11,10 @@ from .request import Request
 from .values import as_float64, float64_copy
 
 
-class Workload(NamedTuple):
+@dataclass(frozen=True)
+class Workload:
     """A request made real: the adapter, the seeded PyTorch model, its weights and inputs as numpy,
-    and PyTorch eager's output on them."""
+    and PyTorch eager's output on them (read by name: a Workload is not unpacked by position)."""
 
     adapter: object
     model: object
@@ -74,7 +75,7 @@ def _prepare(req: Request) -> Workload:
     with contract.blame(entry, "the forward of torch_model(size)'s model"), torch.no_grad():
         output = model(*[torch.from_numpy(v) for v in inputs.values()])
     contract.check_output(entry, output)
-    return Workload(adapter, model, weights, inputs, output.numpy())
+    return Workload(adapter=adapter, model=model, weights=weights, inputs=inputs, reference=output.numpy())
 
 
 class Exact(NamedTuple):
