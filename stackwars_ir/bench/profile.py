@@ -86,6 +86,11 @@ class Profile:
         return tuple(sum(k.per_run[i] for k in self.kernels) + extra[i] for i in range(self.runs))
 
     @property
+    def kernels_sum_s(self) -> float:
+        """The kernels' times summed, the untraced events' included: what `diff --bench` splits by block."""
+        return sum(k.seconds for k in self.kernels) + sum(s for _, s in self.untraced)
+
+    @property
     def overhead(self) -> float:
         """Profiled wall time over unprofiled steady time: what the profiler itself costs."""
         return self.wall_s / self.steady_s if self.steady_s else float("nan")

@@ -348,7 +348,7 @@ def with_times(report: DiffReport, result: DiffResult, profile_a, profile_b) -> 
         untraced = sum(s for _, s in prof.untraced)
         totals[side] = {"steady_s": prof.steady_s, "wall_s": prof.wall_s, "kernel_s": prof.kernel_s,
                         "busy_s": prof.busy_s, "outside_kernels_s": prof.outside_s, "overhead": prof.overhead,
-                        "runs": prof.runs, "kernels_sum_s": sum(k.seconds for k in prof.kernels) + untraced,
+                        "runs": prof.runs, "kernels_sum_s": prof.kernels_sum_s,
                         "unattributed_s": sum(s for _, s in loose) + untraced,
                         "unaligned_s": sum(t for label, t in times.items() if label not in aligned[side]),
                         "unattributed": [n for n, s in sorted(loose, key=lambda x: -x[1])]

@@ -82,12 +82,23 @@ def signs(split, t: dict) -> str:
             "so this split is not where the step's time goes**; ")
 
 
+def one_capture_split(path, profile_a, profile_b):
+    """Two profiles of runs of one capture's program (two runtimes, or two XLA builds) split by the
+    capture's blocks: the gap's split (diff.result.time_gap) and the per-side totals."""
+    from ...diff import diff_files, with_times
+    from ...diff.result import time_gap
+
+    report = diff_files(path, path)
+    result = with_times(report, report.result(), profile_a, profile_b)
+    return time_gap(result), result.metrics["time"]
+
+
 def profiled_gaps(a, benches: dict, train_benches: dict, say) -> None:
     """Section 10: per model, JAX's StableHLO against each PyTorch route's on one XLA runtime, split
     by block from each kernel's profiled time; then torch_xla's own XLA build against jaxlib's on
     the same captured training step."""
     from ...bench.attach import block_times
-    from ...diff import diff_files, with_times
+    from ...diff import diff_files
     from ...diff.result import time_gap
     from ...errors import StackwarsError
 
@@ -135,9 +146,7 @@ def profiled_gaps(a, benches: dict, train_benches: dict, say) -> None:
             say(f"- {model}: not profiled: {why}")
             continue
         path = a.res.path(model, "train", "torch-torch_xla")
-        report = diff_files(path, path)
-        result = with_times(report, report.result(), captured.profile, lazy.profile)
-        split, t = time_gap(result), result.metrics["time"]
+        split, t = one_capture_split(path, captured.profile, lazy.profile)
         lz = lazy.profile
         say(f"- {model}: kernels {ms(t['a']['kernels_sum_s'])} ms a step on jaxlib's XLA ({len(captured.profile.kernels)} "
             f"kernels), {ms(t['b']['kernels_sum_s'])} ms on torch_xla's ({len(lz.kernels)} kernels; "
@@ -163,9 +172,6 @@ def native_gaps(a, benches: dict, train_benches: dict, say) -> None:
     block: jax.jit against JAX's capture (the same XLA: what the runtime around it adds), torch eager
     and torch.compile against torch_xla's capture (PyTorch's own kernels, and inductor's, against what
     XLA compiles of its IR)."""
-    from ...diff import diff_files, with_times
-    from ...diff.result import time_gap
-
     say("\n### The native runtimes, block by block\n")
     say("Each native row's steady runs profiled by its own runtime's profiler (jax.jit: jax's, the same XLA "
         "as the StableHLO rows, its kernels named as JAX's capture names them; torch eager: torch.profiler, "
@@ -196,9 +202,7 @@ def native_gaps(a, benches: dict, train_benches: dict, say) -> None:
                 path = a.res.path(model, step, stem)
                 if path is None:
                     continue
-                report = diff_files(path, path)
-                result = with_times(report, report.result(), ir.profile, native.profile)
-                split, t = time_gap(result), result.metrics["time"]
+                split, t = one_capture_split(path, ir.profile, native.profile)
                 say(f"| {model} | {step} | {ir.name} | {native.name} | {against_steady(t['a'])} | "
                     f"{against_steady(t['b'])} | {t['b']['kernels_sum_s'] / t['a']['kernels_sum_s']:.2f} | "
                     f"{steady_gap(t)} | {signs(split, t)}{carriers_text(split)} |")

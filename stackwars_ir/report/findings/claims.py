@@ -255,9 +255,7 @@ def lazy_split(e, rows) -> str | None:
 
 def kernel_sum(profile) -> float | None:
     """A profile's kernels' time per run, the untraced ones included (section 10's kernel sums), or None."""
-    if profile is None or not profile.kernels:
-        return None
-    return sum(k.seconds for k in profile.kernels) + sum(s for _, s in profile.untraced)
+    return profile.kernels_sum_s if profile is not None and profile.kernels else None
 
 
 def _torch_xla_version() -> str:
