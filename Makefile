@@ -13,7 +13,11 @@ $(STAMP): requirements.lock pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -r requirements.lock
+	# torch_xla's wheel carries a torchax copy of its own (0.0.6) that overwrites the pinned torchax's files:
+	# the pinned release is installed again over it, then every recorded package is checked at its pin.
+	$(BIN)/python -m pip install --quiet --no-deps --force-reinstall $$(grep '^torchax==' requirements.lock)
 	$(BIN)/python -m pip install --quiet --no-deps -e .
+	$(BIN)/stackwars-ir stack check --lock requirements.lock
 	touch $(STAMP)
 
 # The main job: capture GPT-2 from both frameworks, diff the two, write the HTML report.
@@ -99,10 +103,13 @@ findings-main: setup-tpu
 	$(BIN)/python benchmarks/findings.py --backend $(BACKEND) > $(FINDINGS).tmp && mv $(FINDINGS).tmp $(FINDINGS)
 
 # GPT-2 and LLaMA tiny under the last release of each of the three JAX minor lines before the lock's
-# (version stacks, made once in ~/.cache/stackwars-ir/stacks, about 900 MB each; 10-15 minutes here).
+# (version stacks, made once in ~/.cache/stackwars-ir/stacks, about 900 MB each; 10-15 minutes here);
+# then torch_xla 2.8 against the lock's 2.9, and torch_xla's bundled torchax against the pinned release
+# (two PyTorch stacks, about 7.8 GB each).
 findings-versions: setup
 	$(BIN)/python benchmarks/findings_versions.py > docs/findings-versions.md.tmp && mv docs/findings-versions.md.tmp docs/findings-versions.md
 	$(BIN)/python benchmarks/findings_versions.py --pytorch > docs/findings-versions-torch.md.tmp && mv docs/findings-versions-torch.md.tmp docs/findings-versions-torch.md
+	$(BIN)/python benchmarks/findings_versions.py --torchax > docs/findings-versions-torchax.md.tmp && mv docs/findings-versions-torchax.md.tmp docs/findings-versions-torchax.md
 
 # The study's OOM rows recomputed by the TPU v6e compiler, on this machine (after `make setup-tpu`): a sweep of
 # benchmarks/grids/findings-memory.toml into out/sweeps/findings-memory (killed, it resumes), then the page.

@@ -1,4 +1,4 @@
-"""The versions pages: GPT-2 and LLaMA (tiny) under the last JAX releases of each minor line, and (--pytorch) under torch_xla 2.8, against the lock.
+"""The versions pages: GPT-2 and LLaMA (tiny) under the last JAX releases of each minor line, (--pytorch) under torch_xla 2.8, and (--torchax) the study's models under torch_xla's bundled torchax, against the lock.
 
 Makes the stacks it needs (jax-VERSION: jax==V jaxlib==V, cached outside the repository and reused;
 about 900 MB and a minute each), then for each model and each stack runs `regress MODEL --from STACK
@@ -20,6 +20,11 @@ RELEASES = ("0.7.2", "0.8.3", "0.9.2")  # the last of each minor line before the
 MODELS = ("gpt2", "llama")
 # torch_xla pins its torch: the release before the lock's, in a stack of its own (jax as the lock's)
 PYTORCH = ("torch-2.8", ("torch==2.8.0", "torch_xla==2.8.1", "torchax==0.0.13", "jax==0.10.2", "jaxlib==0.10.2"))
+# The previous lock's torchax route: the lock's torch, torch_xla, jax and jaxlib pinned without torchax, so
+# `import torchax` runs torch_xla's bundled copy, as the lock did before `make setup` reinstalled the pinned
+# torchax over it; the study's three models, forward and training step.
+BUNDLED = ("torchax-bundled", ("torch", "torch-xla", "jax", "jaxlib"))
+STUDY = ("gpt2", "bert", "resnet50")
 BISECT = ("0.8.3", "0.10.2")  # stackwars-ir bisect gpt2 --good jax==0.8.3 --bad jax==0.10.2 --metric fusions
 
 
@@ -86,6 +91,34 @@ def run_pytorch(out: Path, models) -> dict:
     return {"results": got, "failed": failed, "stack": s}
 
 
+def run_torchax(out: Path, models) -> dict:
+    """Each model's torchax side under torch_xla's bundled copy (the stack BUNDLED) and the lock's
+    pinned release (regress --exporter torchax); the location names only one side's captures hold."""
+    from stackwars_ir import stacks as stack
+    from stackwars_ir.ir.locations import name_changes
+    from stackwars_ir.versions.regress import Thresholds, regress_model
+    from stackwars_ir.workload import Request
+
+    lines = (ROOT / "requirements.lock").read_text().splitlines()
+    pins = [x for x in lines if x.split("==")[0] in BUNDLED[1]]
+    got, failed, names = {}, {}, {}
+    try:
+        s = stack.add(BUNDLED[0], pins, progress=lambda m: print(f"findings_versions: {m}", file=sys.stderr))
+    except Exception as e:
+        return {"results": got, "failed": {BUNDLED[0]: " ".join(str(e).split())[:300]}, "stack": None, "pins": pins}
+    for m in models:
+        for step in ("forward", "train"):
+            print(f"findings_versions: {m} {step}: torchax bundled -> lock", file=sys.stderr, flush=True)
+            req = Request(m, "tiny", "torch", exporters=("torchax",), step=step)
+            try:
+                r = got[(m, step)] = regress_model(req, s, stack.lock(), out / "torchax", Thresholds())
+            except Exception as e:
+                failed[f"{m} {step}"] = " ".join(str(e).split())[:300]
+                continue
+            names[(m, step)] = name_changes(Path(r.a["file"]).read_text(), Path(r.b["file"]).read_text())
+    return {"results": got, "failed": failed, "stack": s, "pins": pins, "names": names}
+
+
 def main() -> None:
     from stackwars_ir.report.findings import versions_page, versions_torch_page
 
@@ -95,8 +128,16 @@ def main() -> None:
     ap.add_argument("--releases", default=",".join(RELEASES))
     ap.add_argument("--models", default=",".join(MODELS))
     ap.add_argument("--pytorch", action="store_true", help="the PyTorch/XLA page (findings-versions-torch.md)")
+    ap.add_argument("--torchax", action="store_true",
+                    help="torch_xla's bundled torchax against the pinned release (findings-versions-torchax.md)")
     args = ap.parse_args()
     releases, models = tuple(args.releases.split(",")), tuple(args.models.split(","))
+    if args.torchax:
+        from stackwars_ir.report.findings import versions_torchax_page
+
+        models = STUDY if args.models == ",".join(MODELS) else models
+        print(versions_torchax_page(run_torchax(args.out, models), models, BUNDLED[0]), end="")
+        return
     if args.pytorch:
         print(versions_torch_page(run_pytorch(args.out, models), models, PYTORCH), end="")
         return

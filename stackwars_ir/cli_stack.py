@@ -49,6 +49,21 @@ def stack_list(json_path):
     emit("\n".join(s.line() for s in stacks), {"stacks": [s.as_json() for s in stacks]}, json_path)
 
 
+@stack_group.command("check")
+@click.option("--lock", "lock_path", type=click.Path(dir_okay=False, path_type=Path), default=Path("requirements.lock"),
+              show_default=True, help="The lock whose pins this environment must import.")
+def stack_check(lock_path):
+    """Check that each package whose version captures record imports here at the lock's pin (torch_xla's
+    wheel carries a torchax copy that can shadow the pinned torchax). `make setup` runs it.
+
+    Exit code 0: every pin imports; 2: one does not (the line names it and the fix).
+    """
+    from .stacks import check_lock
+
+    got = check_lock(lock_path)
+    click.echo(f"{lock_path}: imports at the pinned versions: " + ", ".join(f"{k} {v}" for k, v in got.items()))
+
+
 @stack_group.command("remove")
 @click.argument("name")
 def stack_remove(name):

@@ -24,8 +24,9 @@ def distribution_version(pkg: str) -> str | None:
     """The version of `pkg` installed here (None: not installed), as its distribution says; for
     torchax, the version of the code that imports. torch_xla's wheels (2.8, 2.9) carry a torchax
     package of their own, which overwrites the torchax distribution's files when pip installs
-    torch_xla after it: measured in this project's lock, `import torchax` runs torch_xla 2.9.0's copy
-    (`__version__` 0.0.6) while the metadata says 0.0.13. Then this says "0.0.6 (torch_xla 2.9.0's copy)"."""
+    torch_xla after it (the lock's `make setup` reinstalls the pinned torchax over it: docs/stacks.md).
+    Where torch_xla's files are the ones installed, with or without a torchax distribution, this says
+    "0.0.6 (torch_xla 2.9.0's copy)"."""
     from importlib import metadata
 
     for name in (pkg.replace("_", "-"), pkg):
@@ -35,7 +36,7 @@ def distribution_version(pkg: str) -> str | None:
         except metadata.PackageNotFoundError:
             continue
     else:
-        return None
+        version = None
     if pkg != "torchax":
         return version
     owner = _owner(f"{pkg}/__init__.py", (pkg, "torch_xla"))
@@ -43,7 +44,7 @@ def distribution_version(pkg: str) -> str | None:
         return version
     import re
 
-    text = Path(metadata.distribution(pkg).locate_file(f"{pkg}/__init__.py")).read_text(errors="replace")
+    text = Path(metadata.distribution(owner[0]).locate_file(f"{pkg}/__init__.py")).read_text(errors="replace")
     said = re.search(r"""^__version__\s*=\s*['"]([^'"]+)['"]""", text, re.M)
     return f"{said.group(1) if said else '?'} ({owner[0]} {owner[1]}'s copy)"
 

@@ -104,6 +104,34 @@ def check_requirements(requirements) -> tuple[str, ...]:
     return reqs
 
 
+def mismatches(requirements, versions: dict) -> list[str]:
+    """The pins (`NAME==VERSION` lines; others skipped) of recorded packages whose code that imports is
+    another release, one line each: `torchax==0.0.13 is pinned, but 0.0.6 (torch_xla 2.9.0's copy) imports`."""
+    out = []
+    for line in requirements:
+        m = _PIN.match(line.split("#")[0].strip())
+        name = m.group(1).lower().replace("-", "_") if m else None
+        if name in versions and versions[name] != m.group(2):
+            out.append(f"{name}=={m.group(2)} is pinned, but {versions[name] or 'nothing'} imports")
+    return out
+
+
+def check_lock(path: Path) -> dict[str, str]:
+    """The lock's pins of recorded packages checked against this environment (`make setup` runs this):
+    what imports here, by package, when every one is at its pin; one line for what is not."""
+    try:
+        lines = Path(path).read_text().splitlines()
+    except OSError as e:
+        raise StackwarsError(f"{path}: cannot read the lock: {e.strerror}", fix="run from the repository's root") from None
+    here = lock().versions
+    bad = mismatches(lines, here)
+    if bad:
+        raise StackwarsError(f"{path}: {'; '.join(bad)}",
+                             fix="make setup reinstalls the pinned torchax after torch_xla (pip install --no-deps "
+                                 f"--force-reinstall torchax==VERSION); for another package, pip install -r {path}")
+    return {k: v for k, v in here.items() if v is not None}
+
+
 def find(name: str | None) -> Stack:
     """The stack called `name` ('lock' or None: this process's); one line when there is none."""
     if name in (None, LOCK):
@@ -183,11 +211,18 @@ def _build(folder: Path, reqs, index_url, progress) -> dict:
     cmd = [str(folder / "env" / "bin" / "python"), "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
            *(["--index-url", index_url] if index_url else []), *reqs, *extra]
     run(f"pip install {' '.join(reqs)} (and {', '.join(extra)})", cmd)
+    pin = next((r for r in reqs if _PIN.match(r).group(1).lower() == _TORCHAX), None)
+    if pin and "torch-xla" in pinned:  # torch_xla's wheel carries a torchax copy that may have overwritten it
+        run(f"reinstalling {pin} over torch_xla's copy", [str(folder / "env" / "bin" / "python"), "-m", "pip",
+                                                           "install", "--quiet", "--disable-pip-version-check",
+                                                           "--force-reinstall", "--no-deps",
+                                                           *(["--index-url", index_url] if index_url else []), pin])
     imports = ["jax", "flax", "numpy"] + [p for p in TORCH_SIDE if p != _TORCHAX and p.replace("_", "-") in pinned]
     run(f"checking that {', '.join(imports)} import", [str(folder / "env" / "bin" / "python"), "-c",
                                                        f"import {', '.join(imports)}"])
     broken = {}
-    if _TORCHAX in pinned:  # a route of its own: without it the stack still has torch_xla's
+    # a route of its own (pinned, or torch_xla's copy): without it the stack still has torch_xla's
+    if _TORCHAX in pinned or "torch-xla" in pinned:
         done = subprocess.run([str(folder / "env" / "bin" / "python"), "-c", f"import {_TORCHAX}"], capture_output=True,
                               text=True)
         said = [ln.strip() for ln in done.stderr.splitlines() if ln.strip()]

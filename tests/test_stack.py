@@ -149,6 +149,57 @@ def test_a_torchax_overwritten_by_torch_xla_is_recorded_as_the_copy_that_runs(tm
     assert distribution_version("torchax") == "0.0.13"
 
 
+def test_torch_xla_s_copy_without_a_torchax_distribution_is_recorded(tmp_path):
+    """A stack that pins torch_xla and no torchax (the previous lock's torchax route) imports
+    torch_xla's copy: recorded as that copy, not as absent. Run where no other site-packages is seen."""
+    copy = b'__version__ = "0.0.6"\n'
+    _fake_distribution(tmp_path, "torch_xla", "2.9.0", {"torchax/__init__.py": copy})
+    (tmp_path / "torchax").mkdir()
+    probe = ("import sys; sys.path[:] = [sys.argv[1]] + [p for p in sys.path if 'site-packages' not in p] + "
+             "[sys.argv[2]]; from stackwars_ir.files import distribution_version; print(distribution_version('torchax'))")
+
+    def recorded() -> str:
+        done = subprocess.run([sys.executable, "-c", probe, str(tmp_path), str(ROOT)], capture_output=True,
+                              text=True, timeout=60)
+        assert done.returncode == 0, done.stderr
+        return done.stdout.strip()
+
+    (tmp_path / "torchax" / "__init__.py").write_bytes(b'__version__ = "0.0.5"\n')  # not torch_xla's file
+    assert recorded() == "None"
+    (tmp_path / "torchax" / "__init__.py").write_bytes(copy)
+    assert recorded() == "0.0.6 (torch_xla 2.9.0's copy)"
+
+
+def test_a_pin_is_a_mismatch_when_other_code_imports():
+    versions = {"jax": "0.10.2", "torchax": "0.0.6 (torch_xla 2.9.0's copy)", "torch_xla": "2.9.0", "numpy": None}
+    lines = ["# a comment", "jax==0.10.2", "torch-xla==2.9.0", "torchax==0.0.13", "numpy==2.4.6", "absl-py==2.5.1", ""]
+    assert stack.mismatches(lines, versions) == [
+        "torchax==0.0.13 is pinned, but 0.0.6 (torch_xla 2.9.0's copy) imports",
+        "numpy==2.4.6 is pinned, but nothing imports"]
+    assert stack.mismatches(["jax==0.10.2", "torchax==0.0.6 (x)"], versions) == []
+
+
+def test_the_lock_imports_at_its_pins(tmp_path):
+    """`make setup` leaves the pinned torchax importable, not torch_xla's copy: `import jax, torchax`
+    in a fresh process reports the versions requirements.lock pins, and `stack check` agrees."""
+    pins = dict(line.split("==") for line in (ROOT / "requirements.lock").read_text().splitlines()
+                if line.startswith(("jax==", "torchax==")))
+    done = subprocess.run([sys.executable, "-c", "import os; os.environ.setdefault('PJRT_DEVICE', 'CPU'); "
+                           "import jax, torchax; print(jax.__version__, torchax.__version__)"],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split()[-2:] == [pins["jax"], pins["torchax"]]
+    ok = cli("stack", "check")
+    assert ok.returncode == 0 and f"torchax {pins['torchax']}" in ok.stdout, ok.stderr
+    other = tmp_path / "other.lock"
+    other.write_text("jax==0.10.2\ntorchax==0.0.1\n")
+    bad = cli("stack", "check", "--lock", str(other))
+    assert bad.returncode == 2 and "torchax==0.0.1 is pinned, but" in bad.stderr, bad.stderr
+    assert len(bad.stderr.strip().splitlines()) == 1 and "Traceback" not in bad.stderr
+    missing = cli("stack", "check", "--lock", str(tmp_path / "none.lock"))
+    assert missing.returncode == 2 and "cannot read the lock" in missing.stderr
+
+
 def test_the_recorded_torchax_is_the_one_that_imports():
     """In this process's environment (whichever order pip installed it in): the version recorded for
     torchax is the `__version__` of the code `import torchax` runs."""
@@ -394,3 +445,65 @@ def test_a_ratio_interval_across_rounds_is_as_wide_as_the_rounds_disagree():
     sd = math.sqrt(sum((x - mean) ** 2 for x in logs) / 2)
     assert math.log(high) - math.log(ratio) == pytest.approx(t975(2) * sd / math.sqrt(3))
     assert rounds_ratio([1.2]) == (pytest.approx(1.2), 0.0, math.inf)  # one round: no interval
+
+
+_LOC_A = '''module @m {
+  func.func public @main(%arg0: tensor<4xf32> loc("x")) -> tensor<4xf32> {
+    %0 = stablehlo.add %arg0, %arg0 : tensor<4xf32> loc(#loc1)
+    return %0 : tensor<4xf32> loc(#loc)
+  } loc(#loc)
+} loc(#loc)
+#loc = loc(unknown)
+#loc1 = loc("h.0/_aten_add"("f.py":3:1))
+'''
+
+
+def test_two_captures_with_the_same_ops_and_other_locations_have_one_ops_digest(tmp_path):
+    """regress's IR column: the module printed without locations (MLIR bindings), so a torchax whose
+    op functions moved (0.0.6 -> 0.0.13: `_run_binary_pointwise_operator`) reads as the same ops."""
+    from stackwars_ir.ir.locations import name_changes
+    from stackwars_ir.versions.regress import ops_digest
+
+    a, b, c = tmp_path / "a.mlir", tmp_path / "b.mlir", tmp_path / "c.mlir"
+    a.write_text(_LOC_A)
+    b.write_text(_LOC_A.replace('"h.0/_aten_add"', '"h.0/_run_binary_pointwise_operator"').replace(":3:1", ":9:2"))
+    c.write_text(_LOC_A.replace("stablehlo.add", "stablehlo.multiply"))
+    assert ops_digest(a) == ops_digest(b) != ops_digest(c) and ops_digest(a) is not None
+    assert name_changes(a.read_text(), b.read_text()) == (("h.0/_aten_add",), ("h.0/_run_binary_pointwise_operator",))
+    assert name_changes(a.read_text(), c.read_text()) == ((), ())  # file locations ("f.py":3:1) are not names
+    bad = tmp_path / "bad.mlir"
+    bad.write_text("module { not mlir")
+    assert ops_digest(bad) is None
+
+
+def test_the_torchax_page_says_what_its_records_show():
+    """docs/findings-versions-torchax.md from two regressions: one with the same ops (other locations)
+    whose interval holds 1, one whose kernels changed; a failure is named, not dropped."""
+    from stackwars_ir.report.findings import versions_torchax_page
+    from stackwars_ir.versions.regress import Regression
+
+    def side(sha, ops_sha, torchax):
+        return {"stack": "s", "file": "f.mlir", "versions": {"torchax": torchax}, "sha256": sha, "ops_sha256": ops_sha}
+
+    def reg(a, b, kernels, time):
+        block = {"label": "attention[0]#0", "ops": [68, 68 if kernels[0] == kernels[1] else 70],
+                 "fusions": None, "changes": [] if kernels[0] == kernels[1] else ["+2 stablehlo.transpose"]}
+        return Regression.from_json({"a": a, "b": b, "blocks": [block], "time": time, "memory": None,
+                                     "kernels": {"a": kernels[0], "b": kernels[1]},
+                                     "thresholds": {"time": 0.1, "memory": 0.1, "kernels": 0}})
+
+    same = reg(side("1", "x", "0.0.6 (torch_xla 2.9.0's copy)"), side("2", "x", "0.0.13"), (30, 30),
+               {"ratio": 1.01, "low": 0.97, "high": 1.05})
+    other = reg(side("3", "y", "0.0.6"), side("4", "z", "0.0.13"), (40, 42), {"ratio": 1.20, "low": 1.12, "high": 1.3})
+    data = {"results": {("gpt2", "forward"): same, ("bert", "forward"): other}, "failed": {"resnet50 train": "refused"},
+            "stack": None, "pins": ["torch==2.9.0"],
+            "names": {("gpt2", "forward"): ((), ("_run_binary_pointwise_operator",)), ("bert", "forward"): ((), ())}}
+    page = versions_torchax_page(data, ("gpt2", "bert"), "torchax-bundled")
+    assert "| gpt2 | forward | same 68 ops; locations differ | 0 of 1 |" in page
+    assert "| bert | forward | 68 -> 70 | 1 of 1 | 40 -> 42 |" in page
+    assert "- 1 of 2 captures have the same ops, types and attributes under both torchax releases" in page
+    assert "only under the release: `_run_binary_pointwise_operator`" in page
+    assert "- gpt2 forward: the same ops, compiled to the same 30 kernels by the same XLA; steady time lock/from " \
+           "1.01 (0.97-1.05): indistinguishable." in page
+    assert "- bert forward: 1 blocks differ in IR or kernels (40 -> 42 kernels)" in page
+    assert "- resnet50 train: refused" in page and "`torchax-bundled` (torch==2.9.0, no torchax)" in page

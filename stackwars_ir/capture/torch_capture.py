@@ -154,8 +154,8 @@ def needs_x64(inputs) -> bool:
 def _states(program) -> tuple[list, list]:
     """Names and tensors of the program's non-input placeholders, in the graph's own order.
 
-    The torchax that imports here (torch_xla 2.9.0's copy, 0.0.6: docs/stacks.md) has an
-    `_extract_states_from_exported_program` that returns parameters, then buffers, then
+    torchax's `_extract_states_from_exported_program` (the pinned 0.0.13 and torch_xla 2.9.0's copy,
+    0.0.6, alike: docs/stacks.md) returns parameters, then buffers, then
     lifted constants' values without their names: where a model makes a tensor inside forward
     (GPT-Neo's mask value) the names and values no longer line up, and a 128x128 mask buffer was
     passed where the scalar belonged (measured: "Incompatible shapes for broadcasting"). The graph

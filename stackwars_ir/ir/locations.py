@@ -138,3 +138,15 @@ def _torch_xla(name: str) -> tuple[str, str]:
         if len(entry) >= 3 and entry[1]:
             return entry[1], entry[-1].rsplit(".", 1)[-1]
     return "", ""
+
+
+def name_changes(text_a: str, text_b: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The location names (`loc("name"...)`, file locations left out) that only A's text holds, and only
+    B's: what changed in provenance between two captures whose ops are the same."""
+    import re
+
+    def names(text: str) -> set:
+        return {m.group(1) for m in re.finditer(r'loc\("((?:[^"\\]|\\.)*)"(?!:\d)', text)}
+
+    a, b = names(text_a), names(text_b)
+    return tuple(sorted(a - b)), tuple(sorted(b - a))

@@ -158,7 +158,26 @@ def _side(path: Path, stack: Stack) -> dict:
     import hashlib
 
     return {"stack": stack.name, "file": str(path), "versions": stack.versions,
-            "sha256": hashlib.sha256(Path(path).read_bytes()).hexdigest()}
+            "sha256": hashlib.sha256(Path(path).read_bytes()).hexdigest(), "ops_sha256": ops_digest(path)}
+
+
+def ops_digest(path: Path) -> str | None:
+    """sha256 of the module printed by the MLIR bindings without its locations: equal for two captures
+    whose ops, types and attributes are the same whatever their `loc(...)` say (None: no parse here)."""
+    import hashlib
+
+    from ..ir.parse import mlir_context
+
+    try:
+        with mlir_context() as ctx:
+            ctx.allow_unregistered_dialects = True
+            from jaxlib.mlir import ir
+
+            module = ir.Module.parse(Path(path).read_text())
+            text = module.operation.get_asm(enable_debug_info=False)
+    except Exception:  # a file this jaxlib cannot parse alone (a quant type): the full text's digest stands
+        return None
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 # A and B each timed this many times, taking turns, each round in a fresh worker process: a slow stretch
