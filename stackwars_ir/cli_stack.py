@@ -27,7 +27,10 @@ def stack_group():
 @click.argument("name")
 @click.argument("requirements", nargs=-1, required=True)
 @click.option("--index-url", default=None, help="The package index to install from (default: pip's).")
-def stack_add(name, requirements, index_url):
+@click.option("--python", "python", default=None,
+              help="The interpreter the stack's environment is made with (default: this one's); jax 0.11 and "
+                   "later need Python 3.12 or newer.")
+def stack_add(name, requirements, index_url, python):
     """Make stack NAME from exact pins (jax==0.9.2 jaxlib==0.9.2 ...): a virtual environment with
     them, flax and optax resolved against them, and this project's transformers; reused when it exists.
 
@@ -35,7 +38,7 @@ def stack_add(name, requirements, index_url):
     """
     from .stacks import add
 
-    made = add(name, requirements, index_url=index_url, progress=progress)
+    made = add(name, requirements, index_url=index_url, python=python, progress=progress)
     click.echo(made.line())
 
 

@@ -157,12 +157,15 @@ def list_stacks() -> list[Stack]:
     return [find(n) for n in names]
 
 
-def add(name: str, requirements, *, index_url: str | None = None, progress=None) -> Stack:
+def add(name: str, requirements, *, index_url: str | None = None, python: str | None = None,
+        progress=None) -> Stack:
     """Make the stack: a virtual environment under home() with `requirements` (exact pins) and what
-    its workers import; built in a temporary folder and moved in place only once it imports, so a
+    its workers import, made with the interpreter `python` (default: this process's; jax 0.11 and later
+    need Python 3.12); built in a temporary folder and moved in place only once it imports, so a
     failed or interrupted build leaves nothing. An existing stack of the same requirements is reused."""
     check_name(name)
     reqs = check_requirements(requirements)
+    interpreter = _interpreter(python)
     target = home() / name
     if (target / "stack.json").exists():
         old = find(name)
@@ -174,12 +177,12 @@ def add(name: str, requirements, *, index_url: str | None = None, progress=None)
     building = home() / f".{name}.building-{os.getpid()}"
     shutil.rmtree(building, ignore_errors=True)
     try:
-        broken = _build(building, reqs, index_url, progress)
+        broken = _build(building, reqs, index_url, progress, interpreter[0])
         versions = _versions(building / "env" / "bin" / "python")
         record = {"format": STACK_FORMAT, "name": name, "requirements": list(reqs), "versions": versions,
                   **({"broken": broken} if broken else {}),
                   "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                  "python": ".".join(map(str, sys.version_info[:3]))}
+                  "python": interpreter[1]}
         (building / "stack.json").write_text(json.dumps(record, indent=1) + "\n")
         os.replace(building, target)
     finally:
@@ -187,7 +190,24 @@ def add(name: str, requirements, *, index_url: str | None = None, progress=None)
     return find(name)
 
 
-def _build(folder: Path, reqs, index_url, progress) -> dict:
+def _interpreter(python: str | None) -> tuple[str, str]:
+    """(path, version) of the interpreter a stack is made with; one line when it does not run."""
+    if python is None:
+        return sys.executable, ".".join(map(str, sys.version_info[:3]))
+    exe = shutil.which(python) or python
+    try:
+        done = subprocess.run([exe, "-c", "import sys, venv; print('.'.join(map(str, sys.version_info[:3])))"],
+                              capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        raise StackwarsError(f"--python {python}: cannot run it ({type(e).__name__})",
+                             fix="name a Python 3 interpreter, e.g. --python python3.12") from None
+    if done.returncode or not done.stdout.strip():
+        raise StackwarsError(f"--python {python}: not a Python with venv (exit {done.returncode})",
+                             fix="name a Python 3 interpreter, e.g. --python python3.12")
+    return exe, done.stdout.strip()
+
+
+def _build(folder: Path, reqs, index_url, progress, python: str = sys.executable) -> dict:
     """Make the stack's environment in `folder`; what it holds but cannot import (torchax), with why.
     jax, flax, numpy, and torch and torch_xla where pinned, must import, or nothing is made."""
     from importlib import metadata
@@ -201,7 +221,7 @@ def _build(folder: Path, reqs, index_url, progress) -> dict:
             raise StackwarsError(f"stack: {what} failed: {said[-1].strip() if said else f'exit {done.returncode}'}",
                                  fix="check the pins exist for this Python (pip index versions jax)")
 
-    run("creating the virtual environment", [sys.executable, "-m", "venv", str(folder / "env")])
+    run("creating the virtual environment", [python, "-m", "venv", str(folder / "env")])
     pinned = {re.split(r"[=<>]", r)[0].lower().replace("_", "-") for r in reqs}
     extra = [p for p in RESOLVED if p not in pinned]
     for p in PINNED_HERE:
