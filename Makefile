@@ -105,11 +105,13 @@ findings-main: setup-tpu
 # GPT-2 and LLaMA tiny under the last release of each of the three JAX minor lines before the lock's
 # (version stacks, made once in ~/.cache/stackwars-ir/stacks, about 900 MB each; 10-15 minutes here);
 # then torch_xla 2.8 against the lock's 2.9, and torch_xla's bundled torchax against the pinned release
-# (two PyTorch stacks, about 7.8 GB each).
+# (two PyTorch stacks, about 7.8 GB each); then the lock against the newest JAX (a stack made with
+# Python 3.12, which that jax requires: pyenv's or python3.12 on PATH).
 findings-versions: setup
 	$(BIN)/python benchmarks/findings_versions.py > docs/findings-versions.md.tmp && mv docs/findings-versions.md.tmp docs/findings-versions.md
 	$(BIN)/python benchmarks/findings_versions.py --pytorch > docs/findings-versions-torch.md.tmp && mv docs/findings-versions-torch.md.tmp docs/findings-versions-torch.md
 	$(BIN)/python benchmarks/findings_versions.py --torchax > docs/findings-versions-torchax.md.tmp && mv docs/findings-versions-torchax.md.tmp docs/findings-versions-torchax.md
+	$(BIN)/python benchmarks/findings_versions.py --upgrade > docs/findings-upgrade.md.tmp && mv docs/findings-upgrade.md.tmp docs/findings-upgrade.md
 
 # The study's OOM rows recomputed by the TPU v6e compiler, on this machine (after `make setup-tpu`): a sweep of
 # benchmarks/grids/findings-memory.toml into out/sweeps/findings-memory (killed, it resumes), then the page.

@@ -1,4 +1,4 @@
-"""The versions pages: GPT-2 and LLaMA (tiny) under the last JAX releases of each minor line, (--pytorch) under torch_xla 2.8, and (--torchax) the study's models under torch_xla's bundled torchax, against the lock.
+"""The versions pages: GPT-2 and LLaMA (tiny) under the last JAX releases of each minor line, (--pytorch) under torch_xla 2.8, (--torchax) the study's models under torch_xla's bundled torchax, against the lock, and (--upgrade) the lock against the newest JAX.
 
 Makes the stacks it needs (jax-VERSION: jax==V jaxlib==V, cached outside the repository and reused;
 about 900 MB and a minute each), then for each model and each stack runs `regress MODEL --from STACK
@@ -25,6 +25,9 @@ PYTORCH = ("torch-2.8", ("torch==2.8.0", "torch_xla==2.8.1", "torchax==0.0.13", 
 # torchax over it; the study's three models, forward and training step.
 BUNDLED = ("torchax-bundled", ("torch", "torch-xla", "jax", "jaxlib"))
 STUDY = ("gpt2", "bert", "resnet50")
+# The newest JAX on the package index, which needs Python 3.12 (the lock's is 3.11): the upgrade, previewed
+# from the lock to a stack of it, on the study's models (their JAX side, forward and training step).
+NEWEST = ("jax-0.12", ("jax==0.12.0.1", "jaxlib==0.12.0.1"), "3.12")
 BISECT = ("0.8.3", "0.10.2")  # stackwars-ir bisect gpt2 --good jax==0.8.3 --bad jax==0.10.2 --metric fusions
 
 
@@ -119,6 +122,29 @@ def run_torchax(out: Path, models) -> dict:
     return {"results": got, "failed": failed, "stack": s, "pins": pins, "names": names}
 
 
+def run_upgrade(out: Path, models) -> dict:
+    """Each model's JAX side under the lock and under NEWEST (regress --from lock --to NEWEST)."""
+    from stackwars_ir import stacks as stack
+    from stackwars_ir.versions.regress import Thresholds, regress_model
+    from stackwars_ir.workload import Request
+
+    got, failed = {}, {}
+    try:
+        s = stack.add(NEWEST[0], list(NEWEST[1]), python=NEWEST[2],
+                      progress=lambda m: print(f"findings_versions: {m}", file=sys.stderr))
+    except Exception as e:
+        return {"results": got, "failed": {NEWEST[0]: " ".join(str(e).split())[:300]}, "stack": None}
+    for m in models:
+        for step in ("forward", "train"):
+            print(f"findings_versions: {m} {step}: lock -> {NEWEST[0]}", file=sys.stderr, flush=True)
+            try:
+                got[(m, step)] = regress_model(Request(m, "tiny", "jax", step=step), stack.lock(), s,
+                                               out / "upgrade", Thresholds())
+            except Exception as e:
+                failed[f"{m} {step}"] = " ".join(str(e).split())[:300]
+    return {"results": got, "failed": failed, "stack": s}
+
+
 def main() -> None:
     from stackwars_ir.report.findings import versions_page, versions_torch_page
 
@@ -130,8 +156,16 @@ def main() -> None:
     ap.add_argument("--pytorch", action="store_true", help="the PyTorch/XLA page (findings-versions-torch.md)")
     ap.add_argument("--torchax", action="store_true",
                     help="torch_xla's bundled torchax against the pinned release (findings-versions-torchax.md)")
+    ap.add_argument("--upgrade", action="store_true",
+                    help="the lock against the newest JAX, in a Python 3.12 stack (findings-upgrade.md)")
     args = ap.parse_args()
     releases, models = tuple(args.releases.split(",")), tuple(args.models.split(","))
+    if args.upgrade:
+        from stackwars_ir.report.findings import upgrade_page
+
+        models = STUDY if args.models == ",".join(MODELS) else models
+        print(upgrade_page(run_upgrade(args.out, models), models, NEWEST), end="")
+        return
     if args.torchax:
         from stackwars_ir.report.findings import versions_torchax_page
 

@@ -191,20 +191,29 @@ def add(name: str, requirements, *, index_url: str | None = None, python: str | 
 
 
 def _interpreter(python: str | None) -> tuple[str, str]:
-    """(path, version) of the interpreter a stack is made with; one line when it does not run."""
+    """(path, version) of the interpreter a stack is made with: a path or command, or a version (`3.12`:
+    python3.12 on PATH, else pyenv's); one line when none runs."""
     if python is None:
         return sys.executable, ".".join(map(str, sys.version_info[:3]))
-    exe = shutil.which(python) or python
-    try:
-        done = subprocess.run([exe, "-c", "import sys, venv; print('.'.join(map(str, sys.version_info[:3])))"],
-                              capture_output=True, text=True, timeout=60)
-    except (OSError, subprocess.TimeoutExpired) as e:
-        raise StackwarsError(f"--python {python}: cannot run it ({type(e).__name__})",
-                             fix="name a Python 3 interpreter, e.g. --python python3.12") from None
-    if done.returncode or not done.stdout.strip():
-        raise StackwarsError(f"--python {python}: not a Python with venv (exit {done.returncode})",
-                             fix="name a Python 3 interpreter, e.g. --python python3.12")
-    return exe, done.stdout.strip()
+    if re.fullmatch(r"3\.\d+", python):
+        pyenv = Path(os.environ.get("PYENV_ROOT") or Path.home() / ".pyenv") / "versions"
+        candidates = [f"python{python}", *sorted(str(p) for p in pyenv.glob(f"{python}.*/bin/python{python}"))]
+    else:
+        candidates = [python]
+    said = "not found"
+    for c in candidates:
+        exe = shutil.which(c) or c
+        try:
+            done = subprocess.run([exe, "-c", "import sys, venv; print('.'.join(map(str, sys.version_info[:3])))"],
+                                  capture_output=True, text=True, timeout=60)
+        except (OSError, subprocess.TimeoutExpired) as e:
+            said = f"cannot run it ({type(e).__name__})"
+            continue
+        if done.returncode == 0 and done.stdout.strip():
+            return exe, done.stdout.strip()
+        said = f"not a Python with venv (exit {done.returncode})"  # e.g. a pyenv shim of a version not selected
+    raise StackwarsError(f"--python {python}: {said}",
+                         fix="name a Python 3 interpreter or its version, e.g. --python 3.12 or --python /usr/bin/python3.12")
 
 
 def _build(folder: Path, reqs, index_url, progress, python: str = sys.executable) -> dict:

@@ -157,6 +157,8 @@ def test_a_stack_s_interpreter_must_run(tmp_path, monkeypatch):
         stack.add("jax-new", ["jax==0.12.0.1", "jaxlib==0.12.0.1"], python="/no/such/python")
     assert not (tmp_path / "stacks").exists()
     assert stack._interpreter(sys.executable)[1] == ".".join(map(str, sys.version_info[:3]))
+    with pytest.raises(StackwarsError, match="--python 3.99: "):  # a version: python3.99, then pyenv's
+        stack._interpreter("3.99")
     done = cli("stack", "add", "jax-new", "jax==0.12.0.1", "jaxlib==0.12.0.1", "--python", "/no/such/python",
                env={stack.HOME_ENV: str(tmp_path / "stacks")})
     assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1, done.stderr
@@ -521,3 +523,28 @@ def test_the_torchax_page_says_what_its_records_show():
            "1.01 (0.97-1.05): indistinguishable." in page
     assert "- bert forward: 1 blocks differ in IR or kernels (40 -> 42 kernels)" in page
     assert "- resnet50 train: refused" in page and "`torchax-bundled` (torch==2.9.0, no torchax)" in page
+
+
+def test_the_upgrade_page_words_each_verdict_by_its_interval():
+    """docs/findings-upgrade.md: the same ops with an interval off 1 in one run is not called a finding;
+    an interval holding 1 is indistinguishable; a failed row is named."""
+    from stackwars_ir.report.findings import upgrade_page
+    from stackwars_ir.versions.regress import Regression
+
+    def reg(sha_b, ops_b, time):
+        side = {"stack": "s", "file": "f.mlir", "versions": {}, "sha256": "1", "ops_sha256": "x"}
+        return Regression.from_json({"a": side, "b": {**side, "sha256": sha_b, "ops_sha256": ops_b},
+                                     "blocks": [{"label": "mlp[0]#0", "ops": [45, 45], "fusions": None}],
+                                     "time": time, "memory": None, "kernels": {"a": 20, "b": 20},
+                                     "thresholds": {"time": 0.1, "memory": 0.1, "kernels": 0}})
+
+    data = {"stack": None, "failed": {"resnet50 train": "ResNet-50's step: no"},
+            "results": {("gpt2", "forward"): reg("2", "x", {"ratio": 0.9, "low": 0.85, "high": 0.95}),
+                        ("bert", "forward"): reg("1", "x", {"ratio": 1.0, "low": 0.96, "high": 1.04})}}
+    page = upgrade_page(data, ("gpt2", "bert"), ("jax-0.12", ("jax==0.12.0.1", "jaxlib==0.12.0.1"), "3.12"))
+    assert "- gpt2 forward: the same StableHLO ops (other locations); kernels 20 -> 20; steady time newest/lock " \
+           "0.90 (0.85-0.95) in this one run: the newest XLA faster here until a rerun holds it." in page
+    assert "- bert forward: the same StableHLO ops and text; kernels 20 -> 20; steady time newest/lock 1.00 " \
+           "(0.96-1.04): indistinguishable." in page
+    assert "| gpt2 | forward | same 45 ops; locations differ |" in page and "| bert | forward | identical |" in page
+    assert "- resnet50 train: ResNet-50's step: no" in page and "made with `--python 3.12`" in page

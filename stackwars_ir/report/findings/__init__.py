@@ -4,5 +4,5 @@ from .host import host_page
 from .memory import memory_page
 from .page import Page, machine_line, sweep_line
 from .programs import Records, programs_page
-from .versions import versions_page, versions_torch_page, versions_torchax_page
+from .versions import upgrade_page, versions_page, versions_torch_page, versions_torchax_page
 from .zoo import zoo_page
