@@ -247,3 +247,20 @@ def test_one_target_table_feeds_the_plans_the_estimates_and_the_help():
     assert set(CHIPS) == {"tpu-v6e", "tpu-v5e"} and all(CHIPS[n] is TABLE[n].chip for n in CHIPS)
     assert is_tpu("tpu-v4") and not is_tpu("tpu") and not is_tpu("cpu") and not is_tpu("tpu-v9")
     assert names(TPUS) == "tpu-v6e, tpu-v5e, tpu-v5p, tpu-v4" and names(TPUS[:2], " or ") == "tpu-v6e or tpu-v5e"
+
+
+def test_a_stack_s_worker_plans_with_the_values_staged_for_it(tmp_path):
+    """plan_files in a stack stages the catalogue's argument values, and isolate passes them to every
+    task as `staged`: plan_file takes them (regress's memory column read "unexpected keyword argument
+    'staged'" for every PyTorch capture before), and a measured run uses them."""
+    from pathlib import Path
+
+    from stackwars_ir.bench.memory import plan_file
+    from stackwars_ir.bench.staging import staged_values
+
+    path = golden("gemm", "torch-torch_xla")
+    staged = dict(staged_values([path], tmp_path))
+    assert list(staged) == [str(path)] and Path(staged[str(path)]).exists()
+    plan = plan_file(path, "cpu", True, staged=staged)
+    assert plan.error is None and plan.measured is not None, plan
+    assert plan_file(path, "cpu", staged=staged).peak_bytes == plan.peak_bytes

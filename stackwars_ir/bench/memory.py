@@ -264,8 +264,9 @@ def _first_line(e: Exception) -> str:
 
 
 def plan_text(path: Path, text, compiler: Compiler, measure: bool = False, sidecar=None,
-              module=None) -> MemoryPlan:
-    """XLA's plan for one module; with `measure` (cpu only) also one run's measured peak."""
+              module=None, staged: str | None = None) -> MemoryPlan:
+    """XLA's plan for one module; with `measure` (cpu only) also one run's measured peak (`staged`: the
+    .npz of argument values a parent built for a stack's worker)."""
     import time
 
     from ..runtime import partitions
@@ -287,7 +288,7 @@ def plan_text(path: Path, text, compiler: Compiler, measure: bool = False, sidec
         if measure:
             import dataclasses
 
-            plan = dataclasses.replace(plan, measured=measure_run(exe, compiler, module, sidecar))
+            plan = dataclasses.replace(plan, measured=measure_run(exe, compiler, module, sidecar, staged))
         return plan
     except StackwarsError as e:
         refused = refusal(str(e.__cause__ or ""))
@@ -315,7 +316,7 @@ def refusal(message: str) -> dict | None:
             "message": " ".join(message.split())[:300]}
 
 
-def measure_run(exe, compiler: Compiler, module, sidecar) -> Measured:
+def measure_run(exe, compiler: Compiler, module, sidecar, staged: str | None = None) -> Measured:
     """One run's peak resident memory above what was resident before it. Linux resets a process's
     peak (VmHWM) when 5 is written to /proc/self/clear_refs: the peak read after the run is the
     run's own (its temporaries and outputs), the arguments being placed before the reset."""
@@ -324,7 +325,7 @@ def measure_run(exe, compiler: Compiler, module, sidecar) -> Measured:
     from .arguments import signature_arguments
 
     check_target(compiler.target, measure=True)
-    arrays, _, _ = signature_arguments(module, sidecar, np.random.default_rng(0))
+    arrays, _, _ = signature_arguments(module, sidecar, np.random.default_rng(0), staged)
     rt = compiler.runtime
     buffers = rt.put(arrays)
     del arrays
@@ -395,8 +396,9 @@ def _status(key: str) -> int:
     raise BenchError(f"/proc/self/status has no {key}", fix="--measure needs Linux")
 
 
-def plan_file(path: Path, target: str, measure: bool = False) -> MemoryPlan:
-    """Plan one StableHLO file in this process (the bench worker calls this)."""
+def plan_file(path: Path, target: str, measure: bool = False, staged: dict | None = None) -> MemoryPlan:
+    """Plan one StableHLO file in this process (the bench worker calls this; `staged`: argument values
+    the parent built for a stack's worker, by path, which isolate passes to every task that has them)."""
     import dataclasses
     import hashlib
 
@@ -413,7 +415,7 @@ def plan_file(path: Path, target: str, measure: bool = False) -> MemoryPlan:
         compiler = compiler_for(target)
     except StackwarsError as e:
         return MemoryPlan(str(path), target, error=e.one_line())
-    plan = plan_text(Path(path), text, compiler, measure, side, result.modules[0])
+    plan = plan_text(Path(path), text, compiler, measure, side, result.modules[0], (staged or {}).get(str(path)))
     return dataclasses.replace(plan, sha256=hashlib.sha256(data).hexdigest(), batch=side.batch if side else None)
 
 
