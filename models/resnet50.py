@@ -13,10 +13,10 @@ ENTRY = Entry(
     {"tiny": dict(batch=2, seq=32), "base": dict(batch=2, seq=224)}, seq_meaning="image size",
     train_unsupported={"torch_xla": "torch_xla 2.9's batch-norm backward fails in eval mode (\"The size of "
                                     "mean should be compatible with feature count, but the size of offset "
-                                    "factor is 0\")",
-                       "torchax": "torchax (torch_xla 2.9.0's copy, 0.0.6) computes max-pool indices with a generic reduce_window over "
-                                  "(indices, values), which JAX cannot differentiate (\"Linearization failed "
-                                  "to produce known values for all output primals\")"})
+                                    "factor is 0\")"})
+# torchax trains it since the lock pins the released torchax (0.0.13: max-pool as reduce_window_max); torch_xla
+# 2.9.0's bundled copy (0.0.6, the stack torchax-bundled) computes max-pool indices with a reduce_window JAX
+# cannot differentiate ("Linearization failed to produce known values for all output primals": docs/capture.md)
 SIZES = ENTRY.sizes
 
 

@@ -18,7 +18,7 @@ def exporters(model: str) -> tuple:
 
 
 def stems(model: str) -> tuple:
-    """The training captures a model has (resnet50: JAX only, see models.CATALOG)."""
+    """The training captures a model has (resnet50: JAX and torchax, not torch_xla: models/resnet50.py)."""
     return ("jax-train",) + tuple(f"torch-{e}-train" for e in exporters(model))
 
 
