@@ -521,7 +521,8 @@ def test_the_torchax_page_says_what_its_records_show():
     assert "only under the release: `_run_binary_pointwise_operator`" in page
     assert "- gpt2 forward: the same ops, compiled to the same 30 kernels by the same XLA; steady time lock/from " \
            "1.01 (0.97-1.05): indistinguishable." in page
-    assert "- bert forward: 1 blocks differ in IR or kernels (40 -> 42 kernels)" in page
+    assert "- bert forward: 1 blocks differ in IR or kernels (40 -> 42 kernels); steady time lock/from 1.20 " \
+           "(1.12-1.30): the release slower in this one run (a finding only if a rerun holds it)." in page
     assert "- resnet50 train: refused" in page and "`torchax-bundled` (torch==2.9.0, no torchax)" in page
 
 

@@ -201,14 +201,17 @@ def versions_torchax_page(data: dict, models, bundled: str) -> str:
             continue
         kernels = r.kernels["a"] == r.kernels["b"]
         said = f"steady time lock/from {t['ratio']:.2f} ({t['low']:.2f}-{t['high']:.2f})"
-        timed = ("indistinguishable" if t["low"] <= 1 <= t["high"] else "away from 1 in this one run, which with the "
-                 "same ops and kernels comes from the runs on this machine, not from the IR or the compiler")
         if (m, step) in same and kernels:
+            timed = ("indistinguishable" if t["low"] <= 1 <= t["high"] else "away from 1 in this one run, which with "
+                     "the same ops and kernels comes from the runs on this machine, not from the IR or the compiler")
             lines.append(f"- {m} {step}: the same ops, compiled to the same {r.kernels['a']} kernels by the same "
                          f"XLA; {said}: {timed}.")
         else:
+            timed = ("indistinguishable" if t["low"] <= 1 <= t["high"] else
+                     f"the release {'slower' if t['low'] > 1 else 'faster'} in this one run (a finding only if a rerun "
+                     "holds it)")
             lines.append(f"- {m} {step}: {sum(b.changed for b in r.blocks)} blocks differ in IR or kernels "
-                         f"({r.kernels['a']} -> {r.kernels['b']} kernels); {said}.")
+                         f"({r.kernels['a']} -> {r.kernels['b']} kernels); {said}: {timed}.")
     if data["failed"]:
         lines += ["", "## Not measured", ""] + [f"- {k}: {v}" for k, v in data["failed"].items()]
     return "\n".join(lines) + "\n"
