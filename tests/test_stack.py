@@ -549,3 +549,17 @@ def test_the_upgrade_page_words_each_verdict_by_its_interval():
            "(0.96-1.04): indistinguishable." in page
     assert "| gpt2 | forward | same 45 ops; locations differ |" in page and "| bert | forward | identical |" in page
     assert "- resnet50 train: ResNet-50's step: no" in page and "made with `--python 3.12`" in page
+
+
+def test_a_block_whose_profile_names_none_of_its_kernels_claims_no_time():
+    """jaxlib 0.12's profile named none of GPT-2's attention kernels (13 compiled) on the upgrade page's
+    first run: that block's time is 0 on one side, which is not a -100% change."""
+    from stackwars_ir.report.versions import block_sentence
+    from stackwars_ir.versions.regress import BlockChange
+
+    lost = BlockChange("h.0.attn", (68, 68), (12, 13), None, (109e-6, 0.0), (), (-156.7e-6, -85e-6))
+    said = block_sentence(lost)
+    assert "time not attributed on B (its profile names none of the block's 13 kernels)" in said
+    assert "-100%" not in said and "+1 kernel (12 -> 13)" in said
+    kept = BlockChange("h.0.mlp", (26, 31), (5, 5), None, (120.9e-6, 104.6e-6), (), (-67.1e-6, -6.6e-6))
+    assert "-13% of the block's time (120.9 -> 104.6 us, 95% interval of B - A -67.1 to -6.6 us)" in block_sentence(kept)

@@ -20,7 +20,11 @@ def block_sentence(b) -> str:
         if moved:  # XLA's fusions counted by kind (the kind is the fusion's name less its number)
             said.append("fusions by kind " + ", ".join(moved[:4]) + (", ..." if len(moved) > 4 else ""))
     said += list(b.changes[:3])
-    if b.time and b.time[0] > 0 and b.changed:
+    lost = [side for side, t, k in zip("AB", b.time or (), b.kernels or ()) if t == 0 and k]
+    if b.time and lost and b.changed:  # kernels compiled for the block, none of them named in its profile
+        said.append(f"time not attributed on {' and '.join(lost)} (its profile names none of the block's "
+                    f"{b.kernels['AB'.index(lost[0])]} kernels), so no change in time is claimed")
+    elif b.time and b.time[0] > 0 and b.changed:
         noise = ""
         if b.gap_95:
             noise = (", within the noise:" if b.time_within_noise else ",") + \
