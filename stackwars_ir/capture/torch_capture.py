@@ -176,9 +176,15 @@ def _states(program) -> tuple[list, list]:
 def torchax_function(ep, tx_export):
     """torchax.export.exported_program_to_jax, with a named scope per FX node."""
     import jax
+    import torchax
 
     from torch.export import default_decompositions
 
+    # torchax 0.0.13 fills its op table (ops_registry.all_aten_ops) when its environment loads its ops,
+    # no longer when torchax.export is imported (torch_xla's copy, 0.0.6, did): without this, a capture
+    # that makes no environment first (a training step from shapes) fails on its first op
+    # ("AssertionError: aten.embedding.default")
+    torchax.default_env()
     # torchax runs run_decompositions twice (core ATen's table, then its own), each a full re-trace
     # through AOT autograd: 93% of exported_program_to_jax's time on GPT-2 base (cProfile), the JAX trace
     # and lowering after it 0.5 s. One pass with torchax's table over core ATen's gives the same
