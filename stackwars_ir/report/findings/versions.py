@@ -77,11 +77,21 @@ def _row(m: str, label: str, r) -> str:
             f"{fused} blocks | {compile_} | {time} | {peak} |")
 
 
+def _step_rows(models, res: dict) -> list[str]:
+    """The table's rows of (model, step) regressions, in the models' order, forward before train."""
+    return [_row(m, step, res[(m, step)]) for m in models for step in ("forward", "train") if (m, step) in res]
+
+
+def _same_ops(r) -> bool:
+    """The two captures print the same module without their locations (regress's ops_sha256)."""
+    return bool(r.a.get("ops_sha256")) and r.a.get("ops_sha256") == r.b.get("ops_sha256")
+
+
 def _ir(r, ops: tuple) -> str:
     """The IR column: identical text, the same ops with other locations, or the op counts."""
     if r.a["sha256"] == r.b["sha256"]:
         return "identical"
-    if r.a.get("ops_sha256") and r.a.get("ops_sha256") == r.b.get("ops_sha256"):
+    if _same_ops(r):
         return f"same {ops[0]} ops; locations differ"
     return f"{ops[0]} -> {ops[1]}"
 
@@ -126,10 +136,7 @@ def versions_torch_page(data: dict, models, stack: tuple[str, tuple]) -> str:
              "| model | step | IR ops (from -> lock) | blocks changed | kernels | fusion kinds changed | compile, s | steady time, lock/from (95% interval) | memory plan peak |",
              "|---|---|---|---|---|---|---|---|---|"]
     res = data["results"]
-    for m in models:
-        for step in ("forward", "train"):
-            if (m, step) in res:
-                lines.append(_row(m, step, res[(m, step)]))
+    lines += _step_rows(models, res)
     lines += ["", "## What changed, block by block", ""]
     for (m, step), r in res.items():
         lines += _changes(f"{m} {step}, torch_xla {there.get('torch_xla')} -> {here['torch_xla']}", r)
@@ -175,11 +182,8 @@ def versions_torchax_page(data: dict, models, bundled: str) -> str:
              "before it counts ops.", "",
              "| model | step | IR (from -> lock) | blocks changed | kernels | fusion kinds changed | compile, s | steady time, lock/from (95% interval) | memory plan peak |",
              "|---|---|---|---|---|---|---|---|---|"]
-    for m in models:
-        for step in ("forward", "train"):
-            if (m, step) in res:
-                lines.append(_row(m, step, res[(m, step)]))
-    same = [k for k, r in res.items() if r.a.get("ops_sha256") and r.a.get("ops_sha256") == r.b.get("ops_sha256")]
+    lines += _step_rows(models, res)
+    same = [k for k, r in res.items() if _same_ops(r)]
     lines += ["", "## What changed", ""]
     if res:
         lines.append(f"- {len(same)} of {len(res)} captures have the same ops, types and attributes under both "
@@ -241,17 +245,14 @@ def upgrade_page(data: dict, models, newest: tuple) -> str:
              "(torch_xla has no release after 2.9.0); its torchax does: docs/findings-versions-torchax.md.", "",
              "| model | step | IR (lock -> newest) | blocks changed | kernels | fusion kinds changed | compile, s | steady time, newest/lock (95% interval) | memory plan peak |",
              "|---|---|---|---|---|---|---|---|---|"]
-    for m in models:
-        for step in ("forward", "train"):
-            if (m, step) in res:
-                lines.append(_row(m, step, res[(m, step)]))
+    lines += _step_rows(models, res)
     lines += ["", "## What changed, block by block", ""]
     for (m, step), r in res.items():
         lines += _changes(f"{m} {step}, jax {here.get('jax')} -> {there.get('jax')}", r)
     lines += ["## Verdicts", ""]
     for (m, step), r in res.items():
         t = r.time or {}
-        same = r.a.get("ops_sha256") and r.a.get("ops_sha256") == r.b.get("ops_sha256")
+        same = _same_ops(r)
         ir = ("the same StableHLO ops" + (" and text" if r.a["sha256"] == r.b["sha256"] else " (other locations)")
               if same else f"{sum(b.changed for b in r.blocks)} blocks differ in IR or kernels")
         if "ratio" not in t:
