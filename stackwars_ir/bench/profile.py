@@ -13,7 +13,7 @@ PROFILE_RUNS = 10  # profiled runs after the unprofiled steady state (bench --pr
 # An execution begins with the first event here: jaxlib's XLA names it as the first, torch_xla's
 # build (XLA 5fab705) as the second.
 _RUN_EVENTS = ("CommonPjRtLoadedExecutable::ExecuteHelperOnSingleDevice", "PjRtCpuExecutable::ExecuteHelper")
-_KERNEL_THREADS = ("tf_XLAPjRtCpuClient", "tf_XLAEigen")
+_KERNEL_THREADS = ("tf_XLAPjRtCpuClient", "tf_XLAEigen", "tf_XLAExecute")  # the last: jaxlib >= 0.11
 _LOOP_OPCODES = ("while",)  # a kernel whose runtime event holds other kernels' events (bench.kernels)
 # The runtime's copies between host and device, traced on the kernel threads: not a graph's kernel.
 _TRANSFERS = ("D2H ", "H2D ")
