@@ -1,4 +1,4 @@
-"""The versions pages: GPT-2 and LLaMA (tiny) under the last JAX releases of each minor line, (--pytorch) under torch_xla 2.8, (--torchax) the study's models under torch_xla's bundled torchax, against the lock, and (--upgrade) the lock against the newest JAX.
+"""The versions pages: GPT-2 and LLaMA (tiny) under the last JAX releases of each minor line, (--pytorch) under torch_xla 2.8, (--torchax) the study's models under torch_xla's bundled torchax, against the lock, and (--upgrade) the previous lock against the lock.
 
 Makes the stacks it needs (jax-VERSION: jax==V jaxlib==V, cached outside the repository and reused;
 about 900 MB and a minute each), then for each model and each stack runs `regress MODEL --from STACK
@@ -16,19 +16,22 @@ from pathlib import Path
 import _common  # noqa: F401  (the project on sys.path, PJRT_DEVICE=CPU)
 
 ROOT = Path(__file__).resolve().parents[1]
-RELEASES = ("0.7.2", "0.8.3", "0.9.2")  # the last of each minor line before the lock's 0.10.2
+RELEASES = ("0.9.2", "0.10.2", "0.11.2")  # the last of each minor line before the lock's 0.12.0.1
 MODELS = ("gpt2", "llama")
 # torch_xla pins its torch: the release before the lock's, in a stack of its own (jax as the lock's)
-PYTORCH = ("torch-2.8", ("torch==2.8.0", "torch_xla==2.8.1", "torchax==0.0.13", "jax==0.10.2", "jaxlib==0.10.2"))
+PYTORCH = ("torch-2.8", ("torch==2.8.0", "torch_xla==2.8.1", "torchax==0.0.13", "jax==0.12.0.1", "jaxlib==0.12.0.1"))
 # The previous lock's torchax route: the lock's torch, torch_xla, jax and jaxlib pinned without torchax, so
 # `import torchax` runs torch_xla's bundled copy, as the lock did before `make setup` reinstalled the pinned
 # torchax over it; the study's three models, forward and training step.
 BUNDLED = ("torchax-bundled", ("torch", "torch-xla", "jax", "jaxlib"))
 STUDY = ("gpt2", "bert", "resnet50")
-# The newest JAX on the package index, which needs Python 3.12 (the lock's is 3.11): the upgrade, previewed
-# from the lock to a stack of it, on the study's models (their JAX side, forward and training step).
-NEWEST = ("jax-0.12", ("jax==0.12.0.1", "jaxlib==0.12.0.1"), "3.12")
-BISECT = ("0.8.3", "0.10.2")  # stackwars-ir bisect gpt2 --good jax==0.8.3 --bad jax==0.10.2 --metric fusions
+# The previous lock (before issue 55 moved it to Python 3.12): its Python, jax, flax and transformers, and
+# no torchax pin, so `import torchax` runs torch_xla 2.9.0's bundled copy as that lock did. The upgrade is
+# measured from it to the lock on the study's models: their JAX side and their torchax route.
+PREVIOUS = ("lock-0.10", ("torch==2.9.0", "torch_xla==2.9.0", "jax==0.10.2", "jaxlib==0.10.2", "flax==0.12.8",
+                          "transformers==5.23.0"), "3.11")
+ROUTES = ("jax", "torchax")
+BISECT = ("0.10.2", "0.12.0.1")  # stackwars-ir bisect gpt2 --good jax==0.10.2 --bad jax==0.12.0.1 --metric fusions
 
 
 def run(out: Path, releases, models) -> dict:
@@ -123,25 +126,28 @@ def run_torchax(out: Path, models) -> dict:
 
 
 def run_upgrade(out: Path, models) -> dict:
-    """Each model's JAX side under the lock and under NEWEST (regress --from lock --to NEWEST)."""
+    """Each model's JAX side and torchax route under the previous lock (the stack PREVIOUS) and the lock
+    (regress --from PREVIOUS --to lock), forward and training step."""
     from stackwars_ir import stacks as stack
     from stackwars_ir.versions.regress import Thresholds, regress_model
     from stackwars_ir.workload import Request
 
     got, failed = {}, {}
     try:
-        s = stack.add(NEWEST[0], list(NEWEST[1]), python=NEWEST[2],
+        s = stack.add(PREVIOUS[0], list(PREVIOUS[1]), python=PREVIOUS[2],
                       progress=lambda m: print(f"findings_versions: {m}", file=sys.stderr))
     except Exception as e:
-        return {"results": got, "failed": {NEWEST[0]: " ".join(str(e).split())[:300]}, "stack": None}
+        return {"results": got, "failed": {PREVIOUS[0]: " ".join(str(e).split())[:300]}, "stack": None}
     for m in models:
         for step in ("forward", "train"):
-            print(f"findings_versions: {m} {step}: lock -> {NEWEST[0]}", file=sys.stderr, flush=True)
-            try:
-                got[(m, step)] = regress_model(Request(m, "tiny", "jax", step=step), stack.lock(), s,
-                                               out / "upgrade", Thresholds())
-            except Exception as e:
-                failed[f"{m} {step}"] = " ".join(str(e).split())[:300]
+            for route in ROUTES:
+                print(f"findings_versions: {m} {step} {route}: {PREVIOUS[0]} -> lock", file=sys.stderr, flush=True)
+                req = (Request(m, "tiny", "jax", step=step) if route == "jax" else
+                       Request(m, "tiny", "torch", exporters=(route,), step=step))
+                try:
+                    got[(m, step, route)] = regress_model(req, s, stack.lock(), out / "upgrade", Thresholds())
+                except Exception as e:
+                    failed[f"{m} {step} {route}"] = " ".join(str(e).split())[:300]
     return {"results": got, "failed": failed, "stack": s}
 
 
@@ -157,14 +163,14 @@ def main() -> None:
     ap.add_argument("--torchax", action="store_true",
                     help="torch_xla's bundled torchax against the pinned release (findings-versions-torchax.md)")
     ap.add_argument("--upgrade", action="store_true",
-                    help="the lock against the newest JAX, in a Python 3.12 stack (findings-upgrade.md)")
+                    help="the previous lock (a Python 3.11 stack) against the lock (findings-upgrade.md)")
     args = ap.parse_args()
     releases, models = tuple(args.releases.split(",")), tuple(args.models.split(","))
     if args.upgrade:
         from stackwars_ir.report.findings import upgrade_page
 
         models = STUDY if args.models == ",".join(MODELS) else models
-        print(upgrade_page(run_upgrade(args.out, models), models, NEWEST), end="")
+        print(upgrade_page(run_upgrade(args.out, models), models, PREVIOUS, ROUTES), end="")
         return
     if args.torchax:
         from stackwars_ir.report.findings import versions_torchax_page

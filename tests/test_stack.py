@@ -528,27 +528,36 @@ def test_the_torchax_page_says_what_its_records_show():
 
 def test_the_upgrade_page_words_each_verdict_by_its_interval():
     """docs/findings-upgrade.md: the same ops with an interval off 1 in one run is not called a finding;
-    an interval holding 1 is indistinguishable; a failed row is named."""
+    an interval holding 1 is indistinguishable; a failed row is named; each route's row and versions."""
     from stackwars_ir.report.findings import upgrade_page
     from stackwars_ir.versions.regress import Regression
 
     def reg(sha_b, ops_b, time):
-        side = {"stack": "s", "file": "f.mlir", "versions": {}, "sha256": "1", "ops_sha256": "x"}
-        return Regression.from_json({"a": side, "b": {**side, "sha256": sha_b, "ops_sha256": ops_b},
+        side = {"stack": "s", "file": "f.mlir", "versions": {"jax": "0.10.2", "torchax": "0.0.6 (copy)"},
+                "sha256": "1", "ops_sha256": "x"}
+        b = {**side, "sha256": sha_b, "ops_sha256": ops_b, "versions": {"jax": "0.12.0.1", "torchax": "0.0.13"}}
+        return Regression.from_json({"a": side, "b": b,
                                      "blocks": [{"label": "mlp[0]#0", "ops": [45, 45], "fusions": None}],
                                      "time": time, "memory": None, "kernels": {"a": 20, "b": 20},
                                      "thresholds": {"time": 0.1, "memory": 0.1, "kernels": 0}})
 
-    data = {"stack": None, "failed": {"resnet50 train": "ResNet-50's step: no"},
-            "results": {("gpt2", "forward"): reg("2", "x", {"ratio": 0.9, "low": 0.85, "high": 0.95}),
-                        ("bert", "forward"): reg("1", "x", {"ratio": 1.0, "low": 0.96, "high": 1.04})}}
-    page = upgrade_page(data, ("gpt2", "bert"), ("jax-0.12", ("jax==0.12.0.1", "jaxlib==0.12.0.1"), "3.12"))
-    assert "- gpt2 forward: the same StableHLO ops (other locations); kernels 20 -> 20; steady time newest/lock " \
-           "0.90 (0.85-0.95) in this one run: the newest XLA faster here until a rerun holds it." in page
-    assert "- bert forward: the same StableHLO ops and text; kernels 20 -> 20; steady time newest/lock 1.00 " \
-           "(0.96-1.04): indistinguishable." in page
-    assert "| gpt2 | forward | same 45 ops; locations differ |" in page and "| bert | forward | identical |" in page
-    assert "- resnet50 train: ResNet-50's step: no" in page and "made with `--python 3.12`" in page
+    data = {"stack": None, "failed": {"resnet50 train torchax": "ResNet-50's step: no"},
+            "results": {("gpt2", "forward", "jax"): reg("2", "x", {"ratio": 0.9, "low": 0.85, "high": 0.95}),
+                        ("gpt2", "forward", "torchax"): reg("2", "y", {"ratio": 1.0, "low": 0.9, "high": 1.1}),
+                        ("bert", "forward", "jax"): reg("1", "x", {"ratio": 1.0, "low": 0.96, "high": 1.04})}}
+    previous = ("lock-0.10", ("jax==0.10.2", "jaxlib==0.10.2"), "3.11")
+    page = upgrade_page(data, ("gpt2", "bert"), previous, ("jax", "torchax"))
+    assert "- gpt2 forward, jax: the same StableHLO ops (other locations); kernels 20 -> 20; steady time " \
+           "lock/previous 0.90 (0.85-0.95) in this one run: the lock faster here until a rerun holds it." in page
+    assert "- bert forward, jax: the same StableHLO ops and text; kernels 20 -> 20; steady time lock/previous " \
+           "1.00 (0.96-1.04): indistinguishable." in page
+    assert "- gpt2 forward, torchax: 0 blocks differ in IR or kernels" in page
+    assert "**gpt2 forward, torchax: torchax 0.0.6 (copy), jax 0.10.2 -> torchax 0.0.13, jax 0.12.0.1:**" in page
+    assert "| gpt2 | forward | jax | same 45 ops; locations differ |" in page
+    assert "| bert | forward | jax | identical |" in page
+    assert page.index("| gpt2 | forward | jax |") < page.index("| gpt2 | forward | torchax |") < \
+        page.index("| bert | forward | jax |")
+    assert "- resnet50 train torchax: ResNet-50's step: no" in page and "made with `--python 3.11`" in page
 
 
 def test_a_block_whose_profile_names_none_of_its_kernels_claims_no_time():
