@@ -1,5 +1,7 @@
 # The README's two commands are `make demo` and `make test`; both set up .venv first.
-PYTHON ?= python3
+# The lock is frozen on Python 3.12 (jax >= 0.11 requires it): python3.12 on PATH, else pyenv's 3.12.
+PY_VERSION := 3.12
+PYTHON ?= $(firstword $(foreach c,$(shell command -v python$(PY_VERSION)) $(wildcard $(or $(PYENV_ROOT),$(HOME)/.pyenv)/versions/$(PY_VERSION).*/bin/python$(PY_VERSION)),$(shell "$(c)" -c 'import venv' >/dev/null 2>&1 && echo "$(c)")))
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
@@ -10,7 +12,9 @@ export PJRT_DEVICE ?= CPU
 setup: $(STAMP)
 
 $(STAMP): requirements.lock pyproject.toml
-	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	@test -n "$(PYTHON)" || { echo "make setup: no Python $(PY_VERSION) with venv found (python$(PY_VERSION) on PATH or pyenv's); install one, or name it: make PYTHON=/path/to/python$(PY_VERSION)" >&2; exit 2; }
+	# A .venv of another Python (the lock before 3.12's) is made anew.
+	$(BIN)/python -c 'import sys; sys.exit(sys.version_info[:2] != tuple(map(int, "$(PY_VERSION)".split("."))))' 2>/dev/null || { rm -rf $(VENV); "$(PYTHON)" -m venv $(VENV); }
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -r requirements.lock
 	# torch_xla's wheel carries a torchax copy of its own (0.0.6) that overwrites the pinned torchax's files:
@@ -79,7 +83,7 @@ $(RAY_STAMP): $(STAMP) requirements-ray.lock
 	$(BIN)/python -m pip install --quiet -r requirements-ray.lock -c requirements.lock
 	touch $(RAY_STAMP)
 
-# libtpu for jax 0.10.2 (any machine, no TPU needed): `memory --target tpu-v6e` and `bench --target tpu-v6e` compile for TPU
+# libtpu for jax 0.12.0.1 (any machine, no TPU needed): `memory --target tpu-v6e` and `bench --target tpu-v6e` compile for TPU
 # generations on this CPU and reads the TPU compiler's own memory plan.
 setup-tpu: setup
 	$(BIN)/python -m pip install --quiet -r requirements-tpu.lock -c requirements.lock
@@ -104,8 +108,8 @@ findings-main: setup-tpu
 # GPT-2 and LLaMA tiny under the last release of each of the three JAX minor lines before the lock's
 # (version stacks, made once in ~/.cache/stackwars-ir/stacks, about 900 MB each; 10-15 minutes here);
 # then torch_xla 2.8 against the lock's 2.9, and torch_xla's bundled torchax against the pinned release
-# (two PyTorch stacks, about 7.8 GB each); then the lock against the newest JAX (a stack made with
-# Python 3.12, which that jax requires: pyenv's or python3.12 on PATH).
+# (two PyTorch stacks, about 7.8 GB each); then the previous lock against the lock (a PyTorch stack made
+# with Python 3.11: pyenv's or python3.11 on PATH).
 findings-versions: setup
 	$(BIN)/python benchmarks/findings_versions.py > docs/findings-versions.md.tmp && mv docs/findings-versions.md.tmp docs/findings-versions.md
 	$(BIN)/python benchmarks/findings_versions.py --pytorch > docs/findings-versions-torch.md.tmp && mv docs/findings-versions-torch.md.tmp docs/findings-versions-torch.md

@@ -237,8 +237,8 @@ def host_devices(n: int) -> None:
 BACKENDS = ("cpu", "gpu", "tpu")
 _INSTALL = {
     "gpu": "on a machine with an NVIDIA GPU and driver, `make setup-gpu` adds jax's CUDA plugin "
-           "(jax-cuda12-plugin 0.10.2) to .venv; elsewhere use --backend cpu",
-    "tpu": "on a TPU VM, install libtpu 0.0.42.1 (the release jax 0.10.2 pins); elsewhere use --backend cpu",
+           "(jax-cuda12-plugin 0.12.0.1) to .venv; elsewhere use --backend cpu",
+    "tpu": "on a TPU VM, `make setup-tpu` adds libtpu 0.0.50.1 (of the line jax 0.12.0.1 pins) to .venv; elsewhere use --backend cpu",
 }
 
 

@@ -14,6 +14,12 @@ CAPTURES = ROOT / "captures"
 CORPUS = ROOT.parent / "shared" / "corpus" / "stablehlo-testdata"
 
 
+def pins(lock: str = "requirements.lock") -> dict:
+    """{package: version} of one of the repository's lock files (names as written there)."""
+    return dict(line.split("==", 1) for line in (ROOT / lock).read_text().splitlines()
+                if "==" in line and not line.startswith("#"))
+
+
 @pytest.fixture(scope="session")
 def corpus() -> Path:
     if not CORPUS.is_dir():

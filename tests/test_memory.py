@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from conftest import golden
+from conftest import golden, pins
 from stackwars_ir.bench.memory import Budget, budgets, plan_files
 from stackwars_ir.errors import StackwarsError
 
@@ -122,7 +122,16 @@ def test_chips_finds_the_smallest_slice_whose_chips_each_hold_their_share(cli, t
 @pytest.mark.skipif(HAS_LIBTPU, reason="libtpu is installed here")
 def test_a_tpu_target_without_libtpu_says_how_to_install_it(cli):
     code, _, err = cli("memory", golden("gemm", "jax"), "--target", "tpu-v6e")
-    assert code == 2 and "make setup-tpu" in err and "libtpu==0.0.42.1" in err
+    assert code == 2 and "make setup-tpu" in err and f"libtpu=={pins('requirements-tpu.lock')['libtpu']}" in err
+
+
+def test_the_libtpu_the_errors_name_is_the_one_setup_tpu_installs():
+    from stackwars_ir.bench.memory import LIBTPU
+    from stackwars_ir.runtime import _INSTALL
+
+    version = pins("requirements-tpu.lock")["libtpu"]
+    assert LIBTPU == f"libtpu=={version}" and f"libtpu {version}" in _INSTALL["tpu"]
+    assert f"jax-cuda12-plugin {pins('requirements-gpu.lock')['jax-cuda12-plugin[with-cuda]']}" in _INSTALL["gpu"]
 
 
 @pytest.mark.skipif(not HAS_LIBTPU, reason="needs libtpu (`make setup-tpu`)")

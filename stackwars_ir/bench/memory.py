@@ -23,7 +23,7 @@ TIGHT = 0.05  # headroom below this share of the budget: "tight"
 SLICES = {t.name: t.slices for t in TPUS}
 TOPOLOGIES = {t.name: t.topology for t in TPUS}
 TARGETS = tuple(TABLE)
-LIBTPU = "libtpu==0.0.42.1"
+LIBTPU = "libtpu==0.0.50.1"  # requirements-tpu.lock's pin (tests/test_memory.py checks they agree)
 _UNITS = {"": 1, "b": 1, "k": 1 << 10, "kb": 1 << 10, "kib": 1 << 10, "m": 1 << 20, "mb": 1 << 20, "mib": 1 << 20,
           "g": 1 << 30, "gb": 1 << 30, "gib": 1 << 30, "t": 1 << 40, "tb": 1 << 40, "tib": 1 << 40}
 
@@ -195,7 +195,7 @@ def check_target(target: str, measure: bool = False) -> str:
 
         if importlib.util.find_spec("libtpu") is None:
             raise StackwarsError(f"--target {target} compiles through libtpu, which is not installed",
-                                 fix=f"`make setup-tpu` adds {LIBTPU} (the release jax 0.10.2 pins) to .venv; "
+                                 fix=f"`make setup-tpu` adds {LIBTPU} (of the line jax 0.12.0.1 pins) to .venv; "
                                      "or use --target cpu")
     return target
 
