@@ -324,6 +324,18 @@ def test_regress_names_a_kernel_added_to_a_block(tmp_path):
 
 
 @pytest.mark.slow
+def test_regress_names_a_modules_backward_apart_from_its_forward():
+    """A training step's backward blocks carry their module's name too: regress labels them
+    `h.0.mlp (backward)`, not a second `h.0.mlp` (the upgrade page listed two h.1.mlp rows)."""
+    step = ROOT / "captures" / "gpt2-tiny" / "jax-train.mlir"
+    done = cli("regress", str(step), str(step), "--no-time", "--json", "-")
+    assert done.returncode == 0, done.stderr
+    labels = [b["label"] for b in json.loads(done.stdout)["blocks"]]
+    assert "h.0.mlp" in labels and "h.0.mlp (backward)" in labels
+    assert len(labels) == len(set(labels)), labels
+
+
+@pytest.mark.slow
 def test_a_second_jax_stack_captures_benches_and_regresses(tmp_path):
     """A real stack: jax 0.9.2 from the package index, made once in the stacks folder (about 900 MB:
     jax, jaxlib, flax, optax, transformers and their dependencies; a minute to make) and reused by

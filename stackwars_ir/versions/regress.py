@@ -298,8 +298,12 @@ def _block(b) -> BlockChange:
                         if not (g.status == "changed" and g.what and all(w.startswith("callee ") for w in g.what)))
     fusions = (tuple(n for n in k["names_a"] if "fusion" in n), tuple(n for n in k["names_b"] if "fusion" in n)) \
         if k else None
+    from ..diff.blocks import PHASE_LABEL
+
     label = b.name_a if b.name_a == b.name_b else f"{b.name_a} / {b.name_b}"
-    label = label if b.name_a or b.name_b else b.label  # a block of no module (the loss, the update): its label
+    # A module's backward is a block of its own, named like its forward: its phase is said beside the name.
+    phase = next((p for p in PHASE_LABEL.values() if b.label.endswith(p)), "")
+    label = (f"{label} {phase}" if phase else label) if b.name_a or b.name_b else b.label  # no module: its label
     return BlockChange(label, (len(b.ops_a), len(b.ops_b)), (k["a"], k["b"]) if k else None,
                        _fusion_kinds(fusions), (t["a"], t["b"]) if t else None, changes,
                        tuple(t["gap_95"]) if t and t.get("gap_95") else None)
