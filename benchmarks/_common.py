@@ -8,6 +8,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 os.environ.setdefault("PJRT_DEVICE", "CPU")
+from stackwars_ir.runtime import quiet_libtpu  # noqa: E402  (as the CLI: libtpu says nothing on a CPU machine)
+
+quiet_libtpu()
 
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -108,6 +108,9 @@ def main() -> None:
     # Ctrl-C reaches the whole process group: the caller handles it and ends this worker.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     die_with_parent()
+    from .runtime import quiet_libtpu
+
+    quiet_libtpu()  # a worker started by a script, not the CLI, would print libtpu's start-up errors
     stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
     sys.stdout = sys.stderr  # nothing else may write into the reply stream
     _NOTIFY = lambda: _send(stdout, ("started",))  # noqa: E731
