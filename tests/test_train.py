@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -156,7 +157,9 @@ def test_torch_xla_compiles_a_new_graph_at_step_2_and_none_at_step_3(model):
         assert s["graphs"] == 1 + sum(r["count"] for r in s["host reads"]), s
     where = {r["read"] for s in steps for r in s["host reads"]}
     if model in ("gpt2", "gpt_neo", "llama"):
-        assert where == {"_local_scalar_dense at transformers/masking_utils.py:776 (find_packed_sequence_indices)"}
+        # (the line number moves with each transformers release: 776 in 5.23, 761 in 5.24)
+        lines = {re.sub(r":\d+ ", ":N ", w) for w in where}
+        assert lines == {"_local_scalar_dense at transformers/masking_utils.py:N (find_packed_sequence_indices)"}, where
     else:
         assert where == set(), where
 
