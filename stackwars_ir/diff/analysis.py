@@ -260,9 +260,9 @@ def trip_share(b) -> float:
 
 def unlooped(path: str) -> str:
     """A module path without the scopes JAX gives a loop (`while.body.closed_call.layers.mlp` -> `layers.mlp`)."""
-    from ..ir.scopes import LOOP_WORDS
+    from ..ir.scopes import CALL_WORDS, LOOP_WORDS
 
-    return ".".join(w for w in path.split(".") if w not in LOOP_WORDS and w != "closed_call")
+    return ".".join(w for w in path.split(".") if w not in LOOP_WORDS and w not in CALL_WORDS)
 
 
 def with_kernels(report: DiffReport, result: DiffResult, kernels_a, kernels_b) -> DiffResult:

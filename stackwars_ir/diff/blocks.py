@@ -15,7 +15,7 @@ from collections import Counter, defaultdict, deque
 from dataclasses import dataclass, field
 
 from ..ir.model import Module, Op
-from ..ir.scopes import (AUTO_PROVENANCE, LOOP_WORDS, REMAT, REMAT_WORDS,  # noqa: F401 (diff's API)
+from ..ir.scopes import (AUTO_PROVENANCE, CALL_WORDS, LOOP_WORDS, REMAT, REMAT_WORDS,  # noqa: F401 (diff's API)
                          loop_scoped, names_a_module, path_coverage)
 from ..ir.scopes import phases as find_phases
 
@@ -193,7 +193,8 @@ def classify(path: str, roles: tuple = ()) -> tuple[tuple, str, str]:
 
 
 # Words between a layer's number and its attention or MLP that name no sub-module of the user's.
-SCAFFOLD = frozenset({"output", "closed_call", "checkpoint", "remat", "rematted_computation", "while", "body"})
+SCAFFOLD = frozenset({"output", "closed_call", "eval_jaxpr", "checkpoint", "remat", "rematted_computation", "while",
+                      "body"})
 
 
 def named_module(layer: tuple, role: str, instance: str, roles: tuple = ()) -> bool:
@@ -312,7 +313,7 @@ def _by_provenance(items: list, phases: dict | None = None, roles: tuple = (), l
             parts += [dataclasses.replace(b, role=b.role if phase != "update" or b.layer or b.role != "other"
                                           else "optimizer", phase=phase) for b in blocks]
         return _numbered_as_forward(parts)
-    items = _mlp_linears(_fill_paths(_pathless_linears(items), roles), roles)
+    items = _mlp_linears(_fill_paths(_pathless_linears([(op, _body_path(path)) for op, path in items]), roles), roles)
     groups: dict = {}
     order: list = []
     instances: dict = defaultdict(list)
@@ -371,6 +372,14 @@ def _numbered_as_forward(parts: list) -> list:
 
 
 @functools.lru_cache(maxsize=65536)
+def _body_path(path: str) -> str:
+    """A scanned body's op as its own function's path: jax 0.12 inlines the body it called before
+    (`Decoder.while.body.eval_jaxpr.layers` -> `layers`, as jax 0.10's `@closed_call` callee named it)."""
+    words = path.split(".")
+    at = max((i for i, w in enumerate(words) if w in CALL_WORDS), default=-1)
+    return ".".join(words[at + 1:]) if 0 <= at < len(words) - 1 else path
+
+
 def _unscoped(path: str) -> str:
     """A path without the scopes rematerialization adds (`M.M.checkpoint.rematted_computation.h_1.ln_1`
     -> `M.h_1.ln_1`), so the forward ops a backward recomputes join the block of their module."""

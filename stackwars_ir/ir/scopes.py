@@ -13,6 +13,9 @@ REMAT_WORDS = frozenset({"checkpoint", "remat", REMAT, "remat2"})
 # Words of the paths JAX gives a loop's own plumbing (the counter, each trip's slice of the stacked
 # parameters): `Model.while.body`; such ops stay "other", not a scanned layer's residual.
 LOOP_WORDS = frozenset({"while", "body", "cond", "scan"})
+# The call JAX wraps a scanned body in: `while.body.closed_call.layers` (jax <= 0.10),
+# `while.body.eval_jaxpr.layers` (jax 0.12).
+CALL_WORDS = frozenset({"closed_call", "eval_jaxpr"})
 
 AUTO_PROVENANCE = 0.5  # diff --mode auto segments by module paths when at least this share of ops has one
 
@@ -20,7 +23,7 @@ AUTO_PROVENANCE = 0.5  # diff --mode auto segments by module paths when at least
 @functools.lru_cache(maxsize=65536)
 def loop_scoped(path: str) -> bool:
     """Whether a path holds only a loop's scopes (`while.body`, `while.cond`): its plumbing."""
-    words = [w for w in path.split(".") if w and w != "closed_call" and w not in REMAT_WORDS]
+    words = [w for w in path.split(".") if w and w not in CALL_WORDS and w not in REMAT_WORDS]
     return bool(words) and all(w in LOOP_WORDS for w in words)
 
 
@@ -29,7 +32,7 @@ def names_a_module(path: str) -> bool:
     """Whether a path names a module, not only JAX's own scopes: a loop's plumbing (`while.body`),
     rematerialization's, or an einsum's spec (`bthd,bshd->bhts`), which a model without named
     scopes (Flax NNX) carries on every op of a scanned body."""
-    return any(w and w not in LOOP_WORDS and w not in REMAT_WORDS and w != "closed_call" and "->" not in w
+    return any(w and w not in LOOP_WORDS and w not in REMAT_WORDS and w not in CALL_WORDS and "->" not in w
                for w in path.split("."))
 
 
