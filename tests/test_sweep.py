@@ -379,17 +379,70 @@ def test_the_memory_page_is_a_rendering_of_its_results_folder(tmp_path, monkeypa
     grid.write_text('[[grid]]\ncommands = ["memory"]\n' + common +
                     '\n[[grid]]\ncommands = ["memory"]\nroutes = ["jax"]\nmeshes = ["fsdp=2"]\n' + common)
     page = memory_page(findings_memory.run(grid, tmp_path / "r", jobs=2, render=False))
-    row = next(line for line in page.splitlines() if line.startswith("| train | 1 |"))
-    jax_cell, torchax_cell, torch_xla_cell = row.split(" | ")[2:5]
+    row = next(line for line in page.splitlines() if line.startswith("| train | 1 | bfloat16 |"))
+    jax_cell, torchax_cell, torch_xla_cell = row.split(" | ")[3:6]
     assert jax_cell.startswith("fits, ") and torchax_cell.startswith("fits, "), row
     assert torch_xla_cell.startswith("not captured: torch_xla cannot capture without weights"), row
     slices = next(line for line in page.splitlines() if line.startswith("| llama-tiny | jax |"))
     assert "| v6e-2 |" in page and "per chip" in slices and slices.endswith("| v6e-1 |"), slices
     assert "6 jobs: 0 finished before (not recomputed), 6 run now, 0 failed" in page
+    assert "  - torch-torch_xla: no plan (bfloat16: not captured: torch_xla cannot capture without weights" in page
+    assert "  - jax: bfloat16: fits at batch 1 (largest " in page and "cleared only in that dtype" in page
 
     rendered = memory_page(findings_memory.run(grid, tmp_path / "r", jobs=2, render=True))
     assert rendered.split("\n## ", 1)[1] == page.split("\n## ", 1)[1]
     assert "6 jobs: 6 finished before (not recomputed), 0 run now, 0 failed" in rendered
+
+
+def test_a_job_that_asks_for_more_memory_than_the_machine_has_is_not_started(tmp_path, monkeypatch):
+    """A job whose memory request passes this machine's memory is a record that says so, and no worker
+    is started for it (one would be killed part-way, or take the machine down)."""
+    import stackwars_ir.files
+    from stackwars_ir.sweep.execute import run_sweep
+    from stackwars_ir.sweep.grid import grid_of
+
+    monkeypatch.setattr(stackwars_ir.files, "host_memory", lambda: 1 << 30)
+    grid = grid_of([{"commands": ["memory"], "models": ["ffn"], "routes": ["jax"], "targets": ["cpu"]}])
+    started = time.perf_counter()
+    report = run_sweep(grid, tmp_path / "r", jobs=1)
+    assert time.perf_counter() - started < 60  # no worker (each imports jax and torch)
+    capture, memory = sorted(report.records, key=lambda r: r.job.command)
+    assert not capture.ok and capture.error.startswith("not run here: it asks for 3.0 GiB of host memory"), capture.error
+    assert "more than this machine's 1.0 GiB" in capture.error
+    assert not memory.ok and "not run here: " in memory.error, memory.error
+
+
+def test_the_memory_reading_is_worded_per_route_and_per_dtype():
+    """The memory page's verdict for each route: fits in every dtype planned (the OOM is outside the
+    executable), fits in one dtype only (the study's dtype decides), OOM wherever planned, or no plan
+    (the page says nothing of that route); never one verdict for routes that were not planned."""
+    from stackwars_ir.bench.memory import Budget
+    from stackwars_ir.report.findings.memory import Cell, reading
+
+    gib = 1 << 30
+    budget = Budget("v6e-1", 32 * gib)
+    fits = lambda n: Cell(f"fits, {n} GiB", "fits", n * gib)  # noqa: E731
+    oom = lambda n: Cell(f"OOM, needs {n} GiB", "oom", n * gib)  # noqa: E731
+    cells = {("M", "forward", 1, "float32", "jax"): fits(5), ("M", "forward", 1, "bfloat16", "jax"): fits(3),
+             ("M", "train", 1, "float32", "jax"): oom(40), ("M", "train", 1, "bfloat16", "jax"): fits(20),
+             ("M", "forward", 1, "float32", "torch-torch_xla"): fits(6),
+             ("M", "train", 1, "float32", "torch-torch_xla"): Cell("not run here: it asks for 35 GiB"),
+             ("M", "train", 1, "float32", "torch-torchax"): oom(41), ("M", "train", 1, "bfloat16", "torch-torchax"): oom(30.5)}
+    text = reading("M", cells, [1], ["float32", "bfloat16"], budget)
+    fwd, train = text.split("- Training step:")
+    jax_f = next(line for line in fwd.splitlines() if line.startswith("  - jax:"))
+    assert "float32: fits at batch 1 (largest 5.0 GiB, 27.0 GiB to spare); bfloat16: fits" in jax_f
+    assert "fits in float32 and bfloat16: an OOM of jax on this model comes from outside the executable" in jax_f
+    xla_f = next(line for line in fwd.splitlines() if line.startswith("  - torch-torch_xla:"))
+    assert "outside the executable" not in xla_f and "cleared only in that dtype" in xla_f, xla_f
+    assert "torch-torchax: no plan" in fwd
+    jax_t = next(line for line in train.splitlines() if line.startswith("  - jax:"))
+    assert "OOM at batch 1 (needs 40.0 GiB at least)" in jax_t and "depends on the dtype" in jax_t, jax_t
+    assert "outside the executable" not in train
+    xla_t = next(line for line in train.splitlines() if line.startswith("  - torch-torch_xla:"))
+    assert "no plan (float32: not run here: it asks for 35 GiB" in xla_t, xla_t
+    torchax_t = next(line for line in train.splitlines() if line.startswith("  - torch-torchax:"))
+    assert "OOM wherever planned" in torchax_t and "four times the weights" in torchax_t, torchax_t
 
 
 def test_a_sweep_with_a_tpu_target_and_no_libtpu_stops_before_any_job(tmp_path, monkeypatch):

@@ -210,6 +210,19 @@ def memory_need(job: Job) -> tuple[int | None, str]:
         return None, e.message
 
 
+OVER_MEMORY = "not run here: "
+
+
+def over_memory(need: int, memory: int) -> str:
+    """Why a job that asks for more memory than this machine has is not started (it would be killed
+    part-way, or take the machine down with it)."""
+    from ..textfmt import human_bytes
+
+    return (f"{OVER_MEMORY}it asks for {human_bytes(need)} of host memory (a worker with jax and torch, and a "
+            f"capture's weights three times over, six for a training step's gradients and moments), more than "
+            f"this machine's {human_bytes(memory)}; a machine with more memory, or an abstract capture, can plan it")
+
+
 class _Local:
     """Each job in its own worker process (`python -m stackwars_ir.sweep.jobs`: process-wide state a
     capture sets, torch_xla's SPMD mode or the host's device count, never leaks into the next job),
@@ -231,6 +244,8 @@ class _Local:
         needs = {}
         for job, key in todo:  # here, not in the threads: two threads importing transformers at once race
             needs[key], why = memory_need(job)
+            if not why and self.memory and needs[key] > self.memory:
+                why, needs[key] = over_memory(needs[key], self.memory), None
             if why:
                 yield Record(key, job, here, False, why, {}, 0.0, {})
         with ThreadPoolExecutor(1 if alone else self.width) as ex:
@@ -242,7 +257,7 @@ class _Local:
                     yield f.result()
 
     def _one(self, job: Job, key: str, root: Path, here: dict, need: int) -> Record:
-        need = min(need, self.memory) if self.memory else 0
+        need = need if self.memory else 0
         with self.lock:
             self.lock.wait_for(lambda: self.held == 0 or self.held + need <= self.memory)
             self.held += need

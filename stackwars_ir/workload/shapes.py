@@ -47,10 +47,13 @@ def too_big(req) -> str | None:
 
     ram = host_memory() or 0
     need = weight_bytes(req)
-    # Weights live as torch tensors, numpy copies and JAX arrays at once during a capture: 3x.
-    if ram and 3 * need > ram:
+    # Weights live as torch tensors, numpy copies and JAX arrays at once during a capture: 3x; a training
+    # step's parity holds their gradients and AdamW's two moments beside them: twice again.
+    times = 6 if req.train else 3
+    if ram and times * need > ram:
         return (f"{req.model}-{req.size}'s weights take {need / 2**30:.1f} GiB in {req.dtype}; a capture with "
-                f"weights holds them about 3 times, more than this machine's {ram / 2**30:.0f} GiB")
+                f"weights holds them about {times} times{' for a training step' if req.train else ''}, more "
+                f"than this machine's {ram / 2**30:.0f} GiB")
     return None
 
 
