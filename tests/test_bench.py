@@ -440,7 +440,7 @@ def test_warmup_and_runs_fix_the_sampling_of_every_row(cli, tmp_path, monkeypatc
         assert code == 2 and words in err and len(err.strip().splitlines()) == 1
 
 
-def test_bench_reuses_a_capture_only_from_the_same_request_and_capture_revision(tmp_path):
+def test_bench_reuses_a_capture_only_from_the_same_request_capture_revision_and_versions(tmp_path):
     import json as _json
 
     from stackwars_ir.sweep import captured
@@ -462,6 +462,14 @@ def test_bench_reuses_a_capture_only_from_the_same_request_and_capture_revision(
     captured(req, tmp_path, sweep=False, show=False, progress=said.append)
     assert said[-1].startswith("capturing")
     assert _json.loads(side.read_text())["run"]["capture_revision"] == CAPTURE_REVISION
+    # Lowered by another lock's packages (the sidecar names them): another program, captured again.
+    data = _json.loads(side.read_text())
+    data["versions"]["jax"] = "0.10.2"
+    side.write_text(_json.dumps(data))
+    captured(req, tmp_path, sweep=False, show=False, progress=said.append)
+    assert said[-1].startswith("capturing")
+    from stackwars_ir.files import versions
+    assert _json.loads(side.read_text())["versions"]["jax"] == versions()["jax"]
 
 
 def test_findings_split_a_torch_xla_run_into_compile_execute_and_tracing_by_its_own_clocks():

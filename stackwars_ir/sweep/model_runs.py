@@ -96,16 +96,21 @@ def captured(req, out_dir: Path, *, sweep: bool, show: bool | None = None, progr
 
 def _same_request(path: Path, req) -> bool:
     """Whether the capture at `path` is the one `req` would write: its sidecar describes it and the
-    request, and this capture revision wrote it (an older one may differ: see CAPTURE_REVISION)."""
-    from ..files import read_sidecar
+    request, this capture revision wrote it (an older one may differ: see CAPTURE_REVISION), and
+    the same packages lowered it (a file another lock's jax or torch wrote is another program: a
+    sweep keyed by this stack must not compile it under this stack's name)."""
+    from ..files import read_sidecar, versions
 
     try:
         side = read_sidecar(path)
     except (StackwarsError, OSError, ValueError):
         return False
-    return side is not None and \
-        (side.seed, side.batch, side.seq, side.step, side.abstract, side.dtype, side.capture_revision) == \
-        (req.seed, req.batch, req.seq, req.step, req.abstract, req.dtype, CAPTURE_REVISION)
+    if side is None:
+        return False
+    wrote = {k: v for k, v in (side.data.get("versions") or {}).items() if v}
+    return (side.seed, side.batch, side.seq, side.step, side.abstract, side.dtype, side.capture_revision) == \
+        (req.seed, req.batch, req.seq, req.step, req.abstract, req.dtype, CAPTURE_REVISION) and \
+        wrote == {k: v for k, v in versions().items() if v}
 
 
 def plan_model(model: str | Request, *, batches=(None,), out_dir: Path = Path("out") / "captures",
