@@ -14,10 +14,13 @@ from .errors import StackwarsError
 
 SIDECAR_FORMAT = 1
 VERSIONED_PACKAGES = ("jax", "jaxlib", "flax", "torch", "torch_xla", "torchax", "transformers", "numpy")
+# Recorded only where installed: TorchTPU's route and the CPU plugin it runs on (a stack of their own).
+OPTIONAL_PACKAGES = ("torch_tpu", "xla_cpu_pjrt")
 
 
 def versions() -> dict[str, str | None]:
-    return {pkg: distribution_version(pkg) for pkg in VERSIONED_PACKAGES}
+    out = {pkg: distribution_version(pkg) for pkg in VERSIONED_PACKAGES}
+    return out | {pkg: v for pkg in OPTIONAL_PACKAGES if (v := distribution_version(pkg))}
 
 
 def distribution_version(pkg: str) -> str | None:

@@ -1,4 +1,4 @@
-"""The routes from a model to StableHLO (jax, torch_xla, torchax) and the steps they capture: one table every stage reads."""
+"""The routes from a model to StableHLO (jax, torch_xla, torchax, torch_tpu) and the steps they capture: one table every stage reads."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -35,6 +35,10 @@ class Route:
     remat: str = ""
     lazy: str = ""  # the route's other path for what its usual one cannot trace ("": none)
     native: str = ""  # the bench kind of the runtime a user of this route runs the model with ("": none timed)
+    train: str = ""  # why it cannot capture a training step ("": it can)
+    # why it runs in a version stack of its own, not the lock's environment ("": it runs in the lock's)
+    stack: str = ""
+    shapes: str = ""  # why it cannot capture from shapes alone, where `weightless` is False
 
     def stem(self, step: str = "forward", program: str = "") -> str:
         """The file stem of its capture: jax, torch-torch_xla, jax-train, torch-torchax-train-fsdp2 ..."""
@@ -52,18 +56,28 @@ class Route:
 
 JAX = Route("jax", "jax", "jax.jit(...).lower", native="jax.jit")
 TORCH_XLA = Route("torch_xla", "torch", "torch.export, then torch_xla's exported-program path", weightless=False,
-                  lazy="torch_xla's lazy tensors", native="torch_xla lazy")
+                  lazy="torch_xla's lazy tensors", native="torch_xla lazy",
+                  shapes="its lazy tensors hold data (torch_xla 2.9 has no meta-device or fake-tensor route to StableHLO)")
 TORCHAX = Route("torchax", "torch", "torch.export, then torchax",
                 scan_layers="torch.export cannot trace torch_xla's scan_layers, and torchax has no scan of a "
                             "module list",
                 remat="torchax differentiates the exported loss with jax.value_and_grad, which a "
                       "torch.utils.checkpoint inside it does not reach", native="torchax jit")
-ROUTES = {r.name: r for r in (JAX, TORCH_XLA, TORCHAX)}
+TORCH_TPU = Route("torch_tpu", "torch", "torch.export, then TorchTPU's MLIR exporter (XLA's CPU PJRT plugin as its device)",
+                  weightless=False, shapes="TorchTPU's exporter is wired here for captures with weights only",
+                  scan_layers="TorchTPU's route captures a forward of the unrolled model only here",
+                  remat="TorchTPU's route captures a forward only here",
+                  train="TorchTPU's training step needs its own capturable AdamW and split into 3 graphs when tried "
+                        "(docs/stacks.md); its route captures a forward only here",
+                  stack="TorchTPU (torch-tpu 0.2.0) needs torch >= 2.11, and the lock's torch is 2.9, torch_xla's last "
+                        "release")
+ROUTES = {r.name: r for r in (JAX, TORCH_XLA, TORCHAX, TORCH_TPU)}
 # The distributions that lower each route, by the names pip and import know them by.
-PACKAGE = {JAX.name: "jax", TORCH_XLA.name: "torch_xla", TORCHAX.name: TORCHAX.name}
-TORCH_SIDE = ("torch", PACKAGE[TORCH_XLA.name], PACKAGE[TORCHAX.name])  # what a PyTorch route's capture imports
-SHOWN_VERSIONS = ("jax", *TORCH_SIDE, "transformers")  # a capture's provenance, as diff and its report show it
+PACKAGE = {JAX.name: "jax", TORCH_XLA.name: "torch_xla", TORCHAX.name: TORCHAX.name, TORCH_TPU.name: "torch_tpu"}
+TORCH_SIDE = ("torch", PACKAGE[TORCH_XLA.name], PACKAGE[TORCHAX.name], PACKAGE[TORCH_TPU.name])  # what a PyTorch route's capture imports
+SHOWN_VERSIONS = ("jax", "torch", PACKAGE[TORCH_XLA.name], PACKAGE[TORCHAX.name], "transformers")  # a capture's provenance, as diff and its report show it
 EXPORTERS = tuple(name for name, r in ROUTES.items() if r.framework == "torch")  # --exporter's choices
+LOCK_EXPORTERS = tuple(e for e in EXPORTERS if not ROUTES[e].stack)  # those the lock's environment runs ('all')
 WEIGHTLESS = tuple(e for e in EXPORTERS if ROUTES[e].weightless)  # the PyTorch routes that capture from shapes
 
 

@@ -69,7 +69,8 @@ def model_options(command: str, out_default: Path, step_help: str, shapes: bool 
         click.option("--framework", default="both", show_default=True,
                      help=w("Only 'both' is timed." if command == "bench" else "jax, torch or both.")),
         click.option("--exporter", "exporters", multiple=True, default=("torch_xla",), show_default=True,
-                     help=w("PyTorch exporter: torch_xla or torchax; comma-separated or repeated, or 'all'.")),
+                     help=w("PyTorch exporter: torch_xla or torchax, or torch_tpu in a stack of its own "
+                            "(docs/stacks.md); comma-separated or repeated, or 'all' (the lock's).")),
         click.option("--size", default="tiny", show_default=True,
                      help=w("tiny (tests), or a published size (base; llama: 1b, 8b).")),
         click.option("--seq", type=int, help=w("Sequence length, or image size for resnet50.")),

@@ -26,7 +26,7 @@ STACK_FORMAT = 1
 RESOLVED = ("flax", "optax")
 PINNED_HERE = ("transformers",)
 # The distributions a stack's record lists (its sidecars' "versions" come from these).
-RECORDED = ("jax", "jaxlib", "flax", "optax", "numpy", "ml_dtypes", "transformers", *TORCH_SIDE)
+RECORDED = ("jax", "jaxlib", "flax", "optax", "numpy", "ml_dtypes", "transformers", *TORCH_SIDE, "xla_cpu_pjrt")
 SHOWN = ("jax", "jaxlib", "flax", "optax", "numpy", *TORCH_SIDE)  # stack list's columns
 # What a PyTorch stack adds (`stack add NAME torch==V torch_xla==V ...`) is TORCH_SIDE, checked to import once made.
 _TORCHAX = PACKAGE[TORCHAX.name]
@@ -334,6 +334,12 @@ def worker_command(stack: Stack, boot: str) -> tuple[list, dict]:
     # would be imported instead, with this process's adapters but not the stack's packages.
     boot = f"import sys; sys.path[:] = [{code!r}] + [p for p in sys.path if p and p != {code!r}]; {boot}"
     env.setdefault("TRANSFORMERS_VERBOSITY", "error")  # "PyTorch was not found": the stack has none, by design
+    if stack.versions.get("xla_cpu_pjrt"):  # TorchTPU's device: the plugin named before torch autoloads TorchTPU
+        plugins = sorted(stack.root.glob("env/lib/python*/site-packages/xla_plugins/xla_cpu_pjrt/xla_cpu_pjrt.so"))
+        if plugins:
+            env["TPU_LIBRARY_PATH"] = str(plugins[0])
+        # its allocator warning (tcmalloc not preloaded) says nothing about the IR
+        env["PYTHONWARNINGS"] = ",".join(w for w in (env.get("PYTHONWARNINGS"), "ignore:<TorchTpu/Performance/TcMalloc/") if w)
     env.pop("PYTHONHOME", None)
     return [stack.python, "-c", boot], env
 

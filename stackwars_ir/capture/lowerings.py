@@ -1,7 +1,7 @@
 """Which function lowers each PyTorch route to StableHLO: a forward from torch.export's program, a training step from its state."""
 from __future__ import annotations
 
-from ..routes import TORCH_XLA, TORCHAX
+from ..routes import TORCH_TPU, TORCH_XLA, TORCHAX
 
 
 def _torch_xla_train(model, state, stages, req, entry):
@@ -22,8 +22,9 @@ def forward(route: str):
     """`fn(exported_program, inputs, stages, placement=None) -> Capture`: how `route` lowers a forward that
     torch.export traced (a route's other path, `Route.lazy`, is capture.torch_capture's lazy capture)."""
     from .torch_capture import capture_torch_xla, capture_torchax
+    from .torch_tpu import capture_torch_tpu
 
-    return {TORCH_XLA.name: capture_torch_xla, TORCHAX.name: capture_torchax}[route]
+    return {TORCH_XLA.name: capture_torch_xla, TORCHAX.name: capture_torchax, TORCH_TPU.name: capture_torch_tpu}[route]
 
 
 def train_step(route: str):

@@ -12,7 +12,7 @@ import numpy as np
 from .. import files
 from ..errors import CaptureError, ParityError, StackwarsError
 from ..progress import Stages
-from ..routes import ROUTES, TORCH_SIDE
+from ..routes import PACKAGE, ROUTES, TORCH_SIDE
 from ..workload import CAPTURE_REVISION, Request, argument_values, prepare
 from ..workload.mesh import spec_text
 from . import artifact, parity
@@ -53,6 +53,8 @@ def run(req: Request, out_dir: Path, *, force: bool = False, show: bool | None =
     stack = None if stack is None or stack.is_lock else stack
     if stack is not None:
         _check_stack_request(req, stack)
+    else:
+        _check_here(req)
     with contract.blame(entry):  # the adapter's own exceptions: one line, its file and line
         if not req.mesh:
             return _run(req, out_dir, force, show, stack)
@@ -88,6 +90,19 @@ def stack_capture(req: Request, weights, inputs, reference, buffers, state=None,
 
     started()
     return capture_here(req, weights, inputs, reference, buffers, state, exact)
+
+
+def _check_here(req: Request) -> None:
+    """A route that runs in a version stack of its own (TorchTPU: its torch is not the lock's) is
+    refused in one line where this process cannot import its package."""
+    from ..files import distribution_version
+
+    for e in req.exporters if req.framework != "jax" else ():
+        route = ROUTES[e]
+        if route.stack and distribution_version(PACKAGE[e]) is None:
+            raise StackwarsError(f"--exporter {e} runs in a version stack of its own: {route.stack}",
+                                 fix="stackwars-ir stack add torch-tpu torch==2.13.0 torch-tpu==0.2.0 xla-cpu-pjrt==0.0.1 "
+                                     "jax==0.12.0.1 jaxlib==0.12.0.1, then add --stack torch-tpu (docs/stacks.md)")
 
 
 def _check_stack_request(req: Request, stack) -> None:
@@ -437,7 +452,12 @@ def _versions(cap: Capture) -> dict:
     here = files.versions()
     stack = cap.extra.get("stack")
     lowered = ("jax", "jaxlib", "flax", "numpy") + (() if cap.framework == "jax" else TORCH_SIDE)
-    return here if stack is None else {k: stack.versions.get(k) if k in lowered else v for k, v in here.items()}
+    if stack is None:
+        return here
+    out = {k: stack.versions.get(k) if k in lowered else v for k, v in here.items()}
+    if cap.framework != "jax":  # TorchTPU's and its plugin's, where the stack holds them
+        out |= {k: stack.versions[k] for k in files.OPTIONAL_PACKAGES if stack.versions.get(k)}
+    return out
 
 
 def _not_checked() -> str:

@@ -55,6 +55,9 @@ class Request:
             loss_of(self.model)
         for e in self.exporters:
             _choose("exporter", e, EXPORTERS)
+            if self.step == "train" and self.framework != "jax" and ROUTES[e].train:
+                raise StackwarsError(f"--step train cannot be captured through {e}: {ROUTES[e].train}",
+                                     fix="use another --exporter, or --step forward")
         if self.framework != "jax":
             _, cannot = models.exporters_for(self.model, self.exporters, self.step)
             for e, why in cannot.items():
@@ -87,8 +90,7 @@ class Request:
             return
         for exporter in self.exporters:
             if not ROUTES[exporter].weightless:
-                raise StackwarsError(f"{exporter} cannot capture without weights: its lazy tensors hold data "
-                                     "(torch_xla 2.9 has no meta-device or fake-tensor route to StableHLO)",
+                raise StackwarsError(f"{exporter} cannot capture without weights: {ROUTES[exporter].shapes}",
                                      fix="use --exporter torchax with --abstract, or a size whose weights fit")
 
     def _check_mesh(self, entry):

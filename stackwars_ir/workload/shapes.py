@@ -6,7 +6,7 @@ import dataclasses
 
 from ..errors import StackwarsError
 from ..routes import WEIGHTLESS, weightless
-from ..routes import EXPORTERS
+from ..routes import LOCK_EXPORTERS
 from .request import Request
 
 
@@ -103,6 +103,6 @@ def exporters_asked(model: str, given, step: str = "forward") -> tuple[tuple[str
     if "all" not in given:
         return tuple(dict.fromkeys(given)), []
     if model not in models.CATALOG:
-        return EXPORTERS, []  # an unknown model gets its one-line error from the request's check
-    usable, skipped = models.exporters_for(model, EXPORTERS, step)
+        return LOCK_EXPORTERS, []  # an unknown model gets its one-line error from the request's check
+    usable, skipped = models.exporters_for(model, LOCK_EXPORTERS, step)
     return usable, [f"{model}: {e} skipped: {why}" for e, why in skipped.items()]

@@ -1,0 +1,57 @@
+"""TorchTPU's route: its ops named by their modules (from a fixture TorchTPU wrote), and the route refused where it cannot run."""
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+FIXTURE = Path(__file__).parent / "data" / "torch_tpu" / "two-blocks.mlir"
+
+
+def test_torch_tpu_ops_are_named_by_the_module_they_came_from(tmp_path):
+    """TorchTPU names an op after its aten op and the source line of its module's class (two Linear
+    layers share one); with module_frames' mark on each node's frame, named_by_module gives every op
+    its module path, as JAX's captures carry it: the three Linear layers' matmuls in three modules,
+    each LayerNorm's reduce in its own block, and nothing named after a frame or the mark."""
+    from stackwars_ir.capture.torch_tpu import MARK, named_by_module
+    from stackwars_ir.ir.pool import load_one
+
+    raw = FIXTURE.read_text()
+    assert raw.count('"linear/linear"') == 3 and "blocks.0.fc/" not in raw  # its own names: the op, not the module
+    out = tmp_path / "torch-torch_tpu.mlir"
+    out.write_text(named_by_module(raw))
+    module = load_one(out)
+    ops = [op for f in module.functions for op in f.ops] if hasattr(module, "functions") else list(module.ops)
+    dots = Counter(op.path for op in ops if op.name == "stablehlo.dot_general")
+    assert dots == Counter({"blocks.0.fc": 1, "blocks.1.fc": 1, "head": 1}), dots
+    reduces = Counter(op.path for op in ops if op.name == "stablehlo.reduce")
+    assert reduces == Counter({"blocks.0.norm": 1, "blocks.1.norm": 1}), reduces
+    assert {op.path for op in ops if op.name == "chlo.erf"} == {"blocks.0", "blocks.1"}  # gelu, called in the block
+    assert not any(MARK in op.path for op in ops)
+    assert out.read_text().startswith("#loc") and "module @torch_tpu {" in out.read_text()
+
+
+def test_torch_tpu_is_refused_where_it_cannot_run():
+    """Its training step, --abstract and the lock's environment (torch 2.9): one line each, with the fix."""
+    from stackwars_ir.capture import Request
+    from stackwars_ir.capture.pipeline import run
+    from stackwars_ir.errors import StackwarsError
+    from stackwars_ir.files import distribution_version
+
+    with pytest.raises(StackwarsError, match="--step train cannot be captured through torch_tpu"):
+        Request("gpt2", framework="torch", exporters=("torch_tpu",), step="train").validated()
+    with pytest.raises(StackwarsError, match="torch_tpu cannot capture without weights: TorchTPU's exporter"):
+        Request("gpt2", framework="torch", exporters=("torch_tpu",), abstract=True).validated().check_weightless()
+    if distribution_version("torch_tpu") is None:
+        with pytest.raises(StackwarsError, match="runs in a version stack of its own: .*torch >= 2.11") as e:
+            run(Request("gemm", framework="torch", exporters=("torch_tpu",)), Path("/nonexistent"))
+        assert "--stack torch-tpu" in e.value.fix
+
+
+def test_all_exporters_means_those_the_lock_runs():
+    from stackwars_ir.routes import EXPORTERS, LOCK_EXPORTERS
+    from stackwars_ir.workload.shapes import exporters_asked
+
+    assert "torch_tpu" in EXPORTERS and "torch_tpu" not in LOCK_EXPORTERS
+    assert exporters_asked("gpt2", ("all",))[0] == ("torch_xla", "torchax")
