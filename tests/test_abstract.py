@@ -73,3 +73,18 @@ def test_a_size_whose_weights_do_not_fit_is_captured_from_shapes_in_bfloat16(cli
     assert "capturing from shapes (--abstract), in bfloat16" in err and "28.0 GiB" in err
     side = json.loads((tmp_path / "llama-8b" / "jax.json").read_text())
     assert side["abstract"] is True and side["dtype"] == "bfloat16" and side["parity"]["checked"] is False
+
+
+def test_an_image_model_in_bfloat16_takes_its_images_in_bfloat16(cli, tmp_path):
+    """ViT from shapes in bfloat16: its pixels are cast as its users cast them (JAX's convolution refused
+    float32 images beside bfloat16 weights, which stopped the memory page's ViT rows, measured), and
+    both routes' programs take them in bfloat16."""
+    import json
+
+    code, _, err = cli("capture", "vit", "--abstract", "--dtype", "bfloat16", "--framework", "both",
+                       "--exporter", "torchax", "--out", str(tmp_path))
+    assert code == 0, err
+    for stem in ("jax", "torch-torchax"):
+        side = json.loads((tmp_path / "vit-tiny" / f"{stem}.json").read_text())
+        pixels = [a for a in side["arguments"] if a["kind"] == "input"]
+        assert [a["dtype"] for a in pixels] == ["bfloat16"], (stem, pixels)

@@ -44,6 +44,11 @@ def abstract_parts(req, adapter, model) -> tuple:
     """(specs, inputs, buffers, trainable): every tensor's shape and dtype name, the inputs, the names
     of the buffers and of the trainable parameters; plain values, no torch object."""
     inputs = adapter.inputs(req.size, req.batch, req.seq, np.random.default_rng(req.seed))
+    if req.dtype != "float32":  # a model in bfloat16 takes its images (float inputs) in bfloat16, as its users cast them
+        import ml_dtypes
+
+        wide = getattr(ml_dtypes, req.dtype)
+        inputs = {k: v.astype(wide) if np.issubdtype(v.dtype, np.floating) else v for k, v in inputs.items()}
     specs = {k: (tuple(t.shape), str(t.dtype).replace("torch.", "")) for k, t in
              sorted({**dict(model.named_parameters()), **dict(model.named_buffers())}.items())}
     return specs, inputs, frozenset(k for k, _ in model.named_buffers()), \
