@@ -338,8 +338,11 @@ def worker_command(stack: Stack, boot: str) -> tuple[list, dict]:
         plugins = sorted(stack.root.glob("env/lib/python*/site-packages/xla_plugins/xla_cpu_pjrt/xla_cpu_pjrt.so"))
         if plugins:
             env["TPU_LIBRARY_PATH"] = str(plugins[0])
-        # its allocator warning (tcmalloc not preloaded) says nothing about the IR
+        # its allocator warning (tcmalloc not preloaded), torch's warning on every non-leaf .grad TorchTPU
+        # reads while it traces, and the plugin's start-up log say nothing about the IR
         env["PYTHONWARNINGS"] = ",".join(w for w in (env.get("PYTHONWARNINGS"), "ignore:<TorchTpu/Performance/TcMalloc/") if w)
+        env.setdefault("TORCH_CPP_LOG_LEVEL", "ERROR")
+        env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     env.pop("PYTHONHOME", None)
     return [stack.python, "-c", boot], env
 

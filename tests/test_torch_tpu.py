@@ -55,3 +55,28 @@ def test_all_exporters_means_those_the_lock_runs():
 
     assert "torch_tpu" in EXPORTERS and "torch_tpu" not in LOCK_EXPORTERS
     assert exporters_asked("gpt2", ("all",))[0] == ("torch_xla", "torchax")
+
+
+def test_the_tensors_the_program_makes_move_to_torch_tpus_device_while_it_lowers():
+    """torch.export records this CPU as the device of the tensors a program makes (torch.arange), as a
+    keyword or positionally (aten.to.device); on_device names TorchTPU's device there while it lowers,
+    and gives the program back as it was."""
+    import torch
+
+    from stackwars_ir.capture.torch_tpu import on_device
+
+    class Positions(torch.nn.Module):
+        def forward(self, x):
+            pos = torch.arange(x.shape[1], device=x.device)
+            return x + pos.to(x.device, torch.float32)
+
+    ep = torch.export.export(Positions(), (torch.zeros(2, 4),))
+
+    def devices():
+        return [a for n in ep.graph.nodes for a in (*n.args, *n.kwargs.values()) if isinstance(a, torch.device)]
+
+    before = devices()
+    assert before and all(d.type == "cpu" for d in before)
+    with on_device(ep, torch.device("meta")) as moved:
+        assert moved >= 1 and all(d.type == "meta" for d in devices())
+    assert devices() == before

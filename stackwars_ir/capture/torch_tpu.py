@@ -93,16 +93,20 @@ def on_device(ep, device):
     a CPU tensor beside its own ("embedding(): expected tensor to be on tpu, got cpu", measured)."""
     import torch
 
+    def cpu(x) -> bool:
+        return isinstance(x, torch.device) and x.type == "cpu"
+
     moved = []
-    for node in ep.graph_module.graph.nodes:
-        if isinstance(node.kwargs.get("device"), torch.device) and node.kwargs["device"].type == "cpu":
-            moved.append((node, node.kwargs))
-            node.kwargs = {**node.kwargs, "device": device}
+    for node in ep.graph_module.graph.nodes:  # a device as keyword (arange) or positional (aten.to.device)
+        if any(map(cpu, node.args)) or any(map(cpu, node.kwargs.values())):
+            moved.append((node, node.args, node.kwargs))
+            node.args = tuple(device if cpu(a) else a for a in node.args)
+            node.kwargs = {k: device if cpu(v) else v for k, v in node.kwargs.items()}
     try:
         yield len(moved)
     finally:
-        for node, kwargs in moved:
-            node.kwargs = kwargs
+        for node, args, kwargs in moved:
+            node.args, node.kwargs = args, kwargs
 
 
 _ALIAS = re.compile(r"^(#loc\d*) = loc\((.*)\)$", re.M)
