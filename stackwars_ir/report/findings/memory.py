@@ -138,18 +138,32 @@ def print_page(report, say: Page) -> None:
         say(f"Size {h_['size']}: {_captured(h_['kinds'])}.\n")
         say("| step | batch | dtype | " + " | ".join(ROUTES) + " |")
         say("| --- | ---: | --- | " + " | ".join("---" for _ in ROUTES) + " |")
+        notes: dict = {}
         for step in ("forward", "train"):
             for batch in batches:
                 for dtype in dtypes:
-                    row = [cells.get((title, step, batch, dtype, r), Cell("-")).text for r in ROUTES]
+                    row = [short(cells.get((title, step, batch, dtype, r), Cell("-")), notes) for r in ROUTES]
                     say(f"| {step} | {batch} | {dtype} | " + " | ".join(row) + " |")
         say()
-        say(reading(title, cells, batches, dtypes, budget))
+        for text, n in notes.items():
+            say(f"[{n}] {text}" + ("  " if n < len(notes) else ""))
+        if notes:
+            say()
+        say(reading(title, cells, batches, dtypes, budget, notes))
         say()
     print_slices(cells, sliced, budget, say)
     if MISSING:
         say("## Not measured here\n")
         say(", ".join(MISSING) + ": no adapter yet, so its row is neither confirmed nor refuted by this page.")
+
+
+def short(cell: Cell, notes: dict) -> str:
+    """A cell as its table shows it: a plan's figure, or what stopped it in a word or two and the number
+    of the note below the table that says why (each reason written once)."""
+    if cell.state or cell.text in ("-", "not run yet"):
+        return cell.text
+    n = notes.setdefault(cell.text, len(notes) + 1)
+    return f"{cell.text.split(':')[0]} [{n}]"
 
 
 def print_slices(cells: dict, sliced: dict, budget, say: Page) -> None:
@@ -203,7 +217,7 @@ def print_slices(cells: dict, sliced: dict, budget, say: Page) -> None:
     say()
 
 
-def _route_line(title: str, step: str, route: str, cells: dict, batches, dtypes, budget) -> tuple[str, set]:
+def _route_line(title: str, step: str, route: str, cells: dict, batches, dtypes, budget, notes=None) -> tuple[str, set]:
     """One route's plans of one step in words ('float32: fits at batch 1, 8 (largest 29.1 GiB, 2.9 GiB
     to spare); bfloat16: ...'), and the states its dtypes reached ({'fits'}, {'oom'}, both, or none)."""
     from ...textfmt import human_bytes
@@ -213,7 +227,7 @@ def _route_line(title: str, step: str, route: str, cells: dict, batches, dtypes,
         got = [(b, cells.get((title, step, b, dtype, route))) for b in batches]
         planned = [(b, c) for b, c in got if c is not None and c.state]
         if not planned:
-            why = next((c.text for _, c in got if c is not None), "not planned")
+            why = next((short(c, notes) if notes is not None else c.text for _, c in got if c is not None), "not planned")
             parts.append(f"{dtype}: {why}")
             continue
         fit = [b for b, c in planned if c.state == "fits"]
@@ -236,14 +250,14 @@ def _route_line(title: str, step: str, route: str, cells: dict, batches, dtypes,
     return "; ".join(parts), states
 
 
-def reading(title: str, cells: dict, batches, dtypes, budget) -> str:
+def reading(title: str, cells: dict, batches, dtypes, budget, notes=None) -> str:
     """The generated reading of one model's table, route by route: which OOM the IR explains, in which
     dtype, and which routes the page says nothing about."""
     out = []
     for step, what in (("forward", "Forward"), ("train", "Training step")):
         verdicts = []
         for route in ROUTES:
-            line, states = _route_line(title, step, route, cells, batches, dtypes, budget)
+            line, states = _route_line(title, step, route, cells, batches, dtypes, budget, notes)
             if not states:
                 verdicts.append(f"  - {route}: no plan ({line}): this page says nothing of this route's "
                                 f"{'inference' if step == 'forward' else 'training'} memory.")
