@@ -10,7 +10,8 @@ import pytest
 
 from conftest import CAPTURES, golden, pins
 from stackwars_ir import models
-from stackwars_ir.capture import EXPORTERS, Request, run
+from stackwars_ir.capture import Request, run
+from stackwars_ir.routes import LOCK_EXPORTERS as EXPORTERS  # the routes the lock runs (torch_tpu: a stack of its own)
 from stackwars_ir.capture.sanitize import absolute_paths
 from stackwars_ir.ir import load_one
 

@@ -80,3 +80,16 @@ def test_the_tensors_the_program_makes_move_to_torch_tpus_device_while_it_lowers
     with on_device(ep, torch.device("meta")) as moved:
         assert moved >= 1 and all(d.type == "meta" for d in devices())
     assert devices() == before
+
+
+def test_a_sweep_takes_the_locks_routes_only():
+    """A grid's default routes are the lock's (a sweep's workers run the lock's packages); a grid that
+    names torch_tpu is refused in one line that says where it runs."""
+    from stackwars_ir.errors import StackwarsError
+    from stackwars_ir.sweep.grid import grid_of
+
+    grid = grid_of([{"commands": ["capture"], "models": ["ffn"]}])
+    assert {j.request.exporters[0] if j.request.framework == "torch" else "jax" for j in grid.jobs} == \
+        {"jax", "torch_xla", "torchax"}
+    with pytest.raises(StackwarsError, match="route 'torch_tpu' runs in a version stack of its own"):
+        grid_of([{"commands": ["capture"], "models": ["ffn"], "routes": ["torch_tpu"]}])

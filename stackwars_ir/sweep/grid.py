@@ -11,12 +11,14 @@ from pathlib import Path
 
 from ..errors import StackwarsError
 from ..targets import is_tpu
-from ..routes import EXPORTERS
+from ..routes import EXPORTERS, LOCK_EXPORTERS
 from ..routes import ROUTES as ALL_ROUTES
 from ..workload import Request
 
 COMMANDS = ("capture", "memory", "bench", "diff")
-ROUTES = tuple(ALL_ROUTES)  # routes.py: jax, then each PyTorch exporter
+# routes.py: jax, then each PyTorch exporter the lock's environment runs (a sweep's workers are the lock's:
+# TorchTPU's route, which needs a stack of its own, is not a sweep's)
+ROUTES = ("jax", *LOCK_EXPORTERS)
 # Each [[grid]] table's keys: a list is one axis of the product, a scalar holds for every job.
 AXES = {"models": "model", "sizes": "size", "steps": "step", "routes": "route", "batches": "batch",
         "seqs": "seq", "meshes": "mesh", "targets": "target", "budgets": "budget", "dtypes": "dtype"}
@@ -292,6 +294,11 @@ def _expand(table: dict, here: str, refused: dict):
             raise StackwarsError(f"{here}: `{key}` must be a non-empty list", fix=f'e.g. {key} = [{values!r}]')
         axes[key] = values
     for r in axes["routes"]:
+        if r in ALL_ROUTES and r not in ROUTES:
+            raise StackwarsError(f"{here}: route {r!r} runs in a version stack of its own ({ALL_ROUTES[r].stack}), "
+                                 "and a sweep's workers run the lock's packages",
+                                 fix=f"capture it with `capture --exporter {r} --stack NAME` (docs/stacks.md); a sweep "
+                                     f"takes {', '.join(ROUTES)}")
         if r not in ROUTES:
             raise StackwarsError(f"{here}: unknown route {r!r}", fix=f"use some of: {', '.join(ROUTES)}")
     _check_targets(axes, commands, here)
