@@ -241,7 +241,7 @@ def test_a_failed_forward_parity_says_where_the_output_differs_most():
 
 ROUTE_ROW = '''
 TWIN = Route("torchax_twin", "torch", "torch.export, then torchax (a test route: issue 52)")
-ROUTES = {r.name: r for r in (JAX, TORCH_XLA, TORCHAX, TWIN)}
+ROUTES = {r.name: r for r in (JAX, TORCH_XLA, TORCHAX, TORCH_TPU, TWIN)}
 '''
 TWIN_LOWERING = '''"""The test route's lowering: torchax's, under its own name."""
 import dataclasses
@@ -271,11 +271,11 @@ def test_a_route_is_added_by_three_files(tmp_path):
     shutil.copytree(Path(models.__file__).parent, code / "stackwars_ir" / "models", ignore=ignore)
     pkg = code / "stackwars_ir"
     routes = (pkg / "routes.py").read_text()
-    anchor = "ROUTES = {r.name: r for r in (JAX, TORCH_XLA, TORCHAX)}\n"
+    anchor = "ROUTES = {r.name: r for r in (JAX, TORCH_XLA, TORCHAX, TORCH_TPU)}\n"
     assert anchor in routes
     (pkg / "routes.py").write_text(routes.replace(anchor, ROUTE_ROW.lstrip("\n")))
     lowerings = (pkg / "capture" / "lowerings.py").read_text()
-    anchor = "{TORCH_XLA.name: capture_torch_xla, TORCHAX.name: capture_torchax}[route]"
+    anchor = "{TORCH_XLA.name: capture_torch_xla, TORCHAX.name: capture_torchax, TORCH_TPU.name: capture_torch_tpu}[route]"
     assert anchor in lowerings
     (pkg / "capture" / "lowerings.py").write_text(lowerings.replace(
         anchor, anchor.replace("}[route]", ', "torchax_twin": __import__("stackwars_ir.capture.twin_capture", '

@@ -382,7 +382,7 @@ def test_the_memory_page_is_a_rendering_of_its_results_folder(tmp_path, monkeypa
     row = next(line for line in page.splitlines() if line.startswith("| train | 1 | bfloat16 |"))
     jax_cell, torchax_cell, torch_xla_cell = row.split(" | ")[3:6]
     assert jax_cell.startswith("fits, ") and torchax_cell.startswith("fits, "), row
-    assert torch_xla_cell == "not captured [1]", row  # the reason written once, under the table
+    assert torch_xla_cell.rstrip(" |") == "not captured [1]", row  # the reason written once, under the table
     assert "\n[1] not captured: torch_xla cannot capture without weights" in page
     slices = next(line for line in page.splitlines() if line.startswith("| llama-tiny | jax |"))
     assert "| v6e-2 |" in page and "per chip" in slices and slices.endswith("| v6e-1 |"), slices
