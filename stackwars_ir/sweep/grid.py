@@ -102,10 +102,10 @@ class Job:
         base = 3 << 30
         if self.request.abstract:
             return base
-        from ..workload.shapes import weight_bytes
+        from ..workload.shapes import weight_bytes, weight_copies
 
         weights = max(weight_bytes(r) for r in (self.request, self.against) if r is not None)
-        return base + weights * (3 if not self.request.train else 6)
+        return base + weights * weight_copies(self.request)
 
     def device(self) -> str:
         """The accelerator the job must run on ("" for any CPU): a bench job times the backend it names,

@@ -41,15 +41,20 @@ def weight_bytes(req) -> int:
     return _WEIGHT_BYTES[key]
 
 
+def weight_copies(req) -> int:
+    """How many times a capture with weights holds them: as torch tensors, numpy copies and JAX arrays
+    at once (3); a training step's parity holds their gradients and AdamW's two moments beside them:
+    twice again (6)."""
+    return 6 if req.train else 3
+
+
 def too_big(req) -> str | None:
     """Why a capture with weights of `req` would not fit this machine, or None where it fits."""
     from ..files import host_memory
 
     ram = host_memory() or 0
     need = weight_bytes(req)
-    # Weights live as torch tensors, numpy copies and JAX arrays at once during a capture: 3x; a training
-    # step's parity holds their gradients and AdamW's two moments beside them: twice again.
-    times = 6 if req.train else 3
+    times = weight_copies(req)
     if ram and times * need > ram:
         return (f"{req.model}-{req.size}'s weights take {need / 2**30:.1f} GiB in {req.dtype}; a capture with "
                 f"weights holds them about {times} times{' for a training step' if req.train else ''}, more "
