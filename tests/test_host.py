@@ -89,6 +89,50 @@ def test_the_module_clock_gives_each_module_its_self_time_and_layers_group():
     assert ModuleHost.from_json(got["0"].as_json()) == got["0"]
 
 
+def test_a_training_steps_backward_is_clocked_by_module_apart_from_its_forward():
+    import torch
+
+    from stackwars_ir.bench.host import layered, modules_of
+
+    class SlowGrad(torch.autograd.Function):  # an op whose backward takes the host 3 ms
+        @staticmethod
+        def forward(ctx, x):
+            return x * 1.0
+
+        @staticmethod
+        def backward(ctx, g):
+            time.sleep(0.003)
+            return g
+
+    class Layer(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = torch.nn.Linear(4, 4)
+            self.act = torch.nn.ReLU(inplace=True)  # modifies Linear's output in place: clocked all the same
+
+        def forward(self, x):
+            return self.act(self.lin(SlowGrad.apply(x)))
+
+    model = torch.nn.Sequential(Layer(), Layer())
+    x = torch.ones(2, 4, requires_grad=True)
+
+    def step():
+        model(x).sum().backward()
+
+    modules, hooked = modules_of(step, model, 3, phase="forward")
+    back = {m.path: m for m in modules if m.phase == "backward"}
+    fwd = {m.path for m in modules if m.phase == "forward"}
+    assert fwd == {"", "0", "0.lin", "0.act", "1", "1.lin", "1.act"}
+    assert set(back) == {"0", "0.lin", "0.act", "1", "1.lin", "1.act"}  # the root made no node of its own
+    # Each layer's own backward (SlowGrad's sleep, outside its Linear) is its self time, not its child's.
+    assert all(back[str(i)].seconds >= 0.003 and back[f"{i}.lin"].seconds < back[str(i)].seconds for i in (0, 1))
+    assert sum(m.seconds for m in modules) <= hooked
+    groups = {path for path, _, _ in layered(modules)}
+    assert "* (backward)" in groups and "*" in groups
+    # A forward pass (no phase) clocks no backward.
+    assert all(m.phase == "" for m in modules_of(lambda: model(x), model, 2)[0])
+
+
 def test_forward_only_baselines_refuse_a_training_step_in_one_line():
     from stackwars_ir.bench.native import baselines_asked
     from stackwars_ir.errors import StackwarsError
@@ -191,3 +235,25 @@ def test_diff_bench_shows_the_hosts_time_per_block_beside_the_kernels(cli, tmp_p
     assert code in (0, 1), err
     page = html.read_text()
     assert "Host and device by block" in page and "host: its modules" in page and "torch_xla lazy tensors: step" in page
+
+
+def test_a_training_steps_backward_host_time_lands_in_its_backward_blocks():
+    """diff --bench's host columns on the golden GPT-2 tiny training steps: a module's backward self
+    time goes to the backward block holding its path, its forward's to the forward block."""
+    from pathlib import Path
+
+    from stackwars_ir.bench.host import HostPhases, ModuleHost
+    from stackwars_ir.diff import diff_files, with_host
+
+    folder = Path(__file__).resolve().parents[1] / "captures" / "gpt2-tiny"
+    report = diff_files(folder / "jax-train.mlir", folder / "torch-torch_xla-train.mlir")
+    host = HostPhases(3, 0.05, (), modules=(ModuleHost("h.0.attn", 0.002, phase="forward"),
+                                            ModuleHost("h.0.attn", 0.001, phase="backward"),
+                                            ModuleHost("h.1.mlp.c_fc", 0.004, phase="backward")),
+                      hooked_wall_s=0.06)
+    result = with_host(report, report.result(), None, ("torch_xla lazy training loop", host))
+    held = {(b.role, b.layer, b.phase): b.metrics["time"]["host_b"] for b in result.blocks
+            if b.metrics["time"].get("host_b")}
+    assert held == {("attention", (0,), "forward"): pytest.approx(0.002),
+                    ("attention", (0,), "backward"): pytest.approx(0.001), ("mlp", (1,), "backward"): pytest.approx(0.004)}
+    assert result.metrics["host"]["b"]["untraced_s"] == 0.0

@@ -315,61 +315,149 @@ class ModuleHooks:
         self.hooks.clear()
 
 
-class ModuleClock(ModuleHooks):
-    """Forward hooks on every module of `model` that clock the host's self time in each (the time
-    between its forward's start and end, less its children's): the forward's Python, dispatch and,
-    under torch_xla, its lazy tracing, module by module. The top module's self time is the glue
-    between its children (the model's own forward code)."""
+class _SelfTimes:
+    """Self times of nested regions opened and closed by path: each region's time less its children's
+    (a region never opened is ignored: a module entered before the clock started)."""
 
-    def __init__(self, model):
-        super().__init__(model)
+    def __init__(self):
         self.stack: list = []  # [path, start, children's time]
         self.seconds: dict = {}
 
-    def _pre(self, mod, args):
-        self.stack.append([self.paths[mod], time.perf_counter(), 0.0])
+    def open(self, path: str) -> None:
+        self.stack.append([path, time.perf_counter(), 0.0])
 
-    def _post(self, mod, args, out):
+    def close(self, path: str) -> None:
         now = time.perf_counter()
-        if not self.stack or self.stack[-1][0] != self.paths[mod]:
-            return  # a module entered before the clock started
-        path, start, children = self.stack.pop()
+        if not self.stack or self.stack[-1][0] != path:
+            return
+        _, start, children = self.stack.pop()
         spent = now - start
         self.seconds[path] = self.seconds.get(path, 0.0) + spent - children
         if self.stack:
             self.stack[-1][2] += spent
 
     def take(self) -> dict:
-        """The self times since the last take, and a fresh start."""
-        out, self.seconds = self.seconds, {}
+        out, self.seconds, self.stack = self.seconds, {}, []
         return out
+
+
+_NO_SEQUENCE = 2 ** 64 - 1  # autograd's sequence number of a leaf's AccumulateGrad
+
+
+def _tensors(value) -> list:
+    """The tensors in a module's output: itself, or those in a tuple, list or dict (a ModelOutput)."""
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, dict):
+        value = list(value.values())
+    if isinstance(value, (tuple, list)):
+        return [t for v in value for t in _tensors(v)]
+    return []
+
+
+class ModuleClock(ModuleHooks):
+    """Forward hooks on every module of `model` that clock the host's self time in each (the time
+    between its forward's start and end, less its children's): the forward's Python, dispatch and,
+    under torch_xla, its lazy tracing, module by module. The top module's self time is the glue
+    between its children (the model's own forward code).
+
+    With `backward` (a training step), each module's backward too: every autograd node its forward
+    created (found from its outputs back to the nodes made before it began, by autograd's sequence
+    numbers) and no child's is clocked from its pre-hook to its hook as the backward runs, so a
+    module's backward self time is its nodes' time (under torch_xla, their ops' lazy tracing); the
+    engine's own time between nodes, a loss computed outside the model and the gradients' accumulation
+    into leaves are in no module. Node hooks rather than autograd's module backward hooks: those wrap
+    a module's output, which an in-place op after it (torchvision's ReLU(inplace=True)) refuses."""
+
+    def __init__(self, model, backward: bool = False):
+        super().__init__(model)
+        self.backward = backward
+        self.forward, self.back = _SelfTimes(), {}
+        self.starts: list = []  # the sequence number each open forward began at
+        self.owner: dict = {}  # autograd node -> the module path that claimed it, this step
+        self.probe = None
+
+    def _sequence(self) -> int:
+        """The next autograd sequence number of this thread (read from a node made for it)."""
+        import torch
+
+        if self.probe is None:
+            self.probe = torch.zeros((), requires_grad=True)
+        with torch.enable_grad():
+            return (self.probe * 1).grad_fn._sequence_nr() + 1
+
+    def _pre(self, mod, args):
+        self.forward.open(self.paths[mod])
+        if self.backward:
+            self.starts.append(self._sequence())
+
+    def _post(self, mod, args, out):
+        path = self.paths[mod]
+        self.forward.close(path)
+        if self.backward and self.starts:
+            self._claim(path, out, self.starts.pop())
+
+    def _claim(self, path: str, out, start: int) -> None:
+        """Clock every node the module's forward made (sequence number `start` or later) that no child
+        claimed: walked back from its outputs, through its children's nodes, to older ones."""
+        todo = [t.grad_fn for t in _tensors(out) if t.grad_fn is not None]
+        seen: set = set()
+        while todo:
+            node = todo.pop()
+            if node is None or node in seen:
+                continue
+            seen.add(node)
+            seq = node._sequence_nr()
+            if seq < start or seq == _NO_SEQUENCE:
+                continue
+            if node not in self.owner:
+                self.owner[node] = path
+                began = [0.0]
+                node.register_prehook(lambda grads, began=began: began.__setitem__(0, time.perf_counter()))
+                node.register_hook(lambda grads_in, grads_out, began=began, path=path:
+                                   self._spent(path, time.perf_counter() - began[0]))
+            todo.extend(f for f, _ in node.next_functions)
+
+    def _spent(self, path: str, seconds: float) -> None:
+        self.back[path] = self.back.get(path, 0.0) + seconds
+
+    def take(self) -> tuple[dict, dict]:
+        """The forward's and the backward's self times since the last take, and a fresh start."""
+        back, self.back, self.owner, self.starts = self.back, {}, {}, []
+        return self.forward.take(), back
 
 
 def modules_of(run: Callable, model, runs: int, phase: str = "") -> tuple[tuple[ModuleHost, ...], float]:
     """`runs` steady runs of `run` with `model`'s modules clocked (ModuleClock): each module path's
-    host self time in the median run (by wall time under the hooks) and in every run, and that wall time."""
+    host self time in the median run (by wall time under the hooks) and in every run, and that wall
+    time. A training step (`phase` "forward") clocks each module's backward too, as phase "backward"."""
     per_run, walls = [], []
-    with ModuleClock(model) as clock:
+    with ModuleClock(model, backward=phase == "forward") as clock:
         for _ in range(runs):
             clock.take()
             start = time.perf_counter()
             run()
             walls.append(time.perf_counter() - start)
-            per_run.append(clock.take())
+            forward, back = clock.take()
+            per_run.append({(p, phase): s for p, s in forward.items()}
+                           | {(p, "backward"): s for p, s in back.items()})
     middle = median_index(walls)
-    out = tuple(ModuleHost(p, per_run[middle].get(p, 0.0), tuple(r.get(p, 0.0) for r in per_run), phase)
-                for p in dict.fromkeys(p for r in per_run for p in r))
+    out = tuple(ModuleHost(p, per_run[middle].get((p, ph), 0.0), tuple(r.get((p, ph), 0.0) for r in per_run), ph)
+                for p, ph in dict.fromkeys(k for r in per_run for k in r))
     return tuple(sorted(out, key=lambda m: -m.seconds)), walls[middle]
 
 
 def layered(modules) -> list:
     """(path with each layer's index as `*`, summed seconds, modules summed) per group, longest
-    first: GPT-2's h.0.attn ... h.11.attn as one `h.*.attn`."""
+    first: GPT-2's h.0.attn ... h.11.attn as one `h.*.attn`; a training step's backward groups apart,
+    their paths followed by ` (backward)`."""
     import re
 
     groups: dict = {}
     for m in modules:
-        key = re.sub(r"(^|\.)\d+(?=\.|$)", r"\1*", m.path)
+        key = re.sub(r"(^|\.)\d+(?=\.|$)", r"\1*", m.path) + (" (backward)" if m.phase == "backward" else "")
         seconds, count = groups.get(key, (0.0, 0))
         groups[key] = (seconds + m.seconds, count + 1)
     return sorted(((k, s, n) for k, (s, n) in groups.items()), key=lambda g: -g[1])

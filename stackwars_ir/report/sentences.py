@@ -304,8 +304,9 @@ def cause_lines(result) -> list[str]:
 def host_lines(host: dict) -> list:
     """diff --bench with a bench --host: what the host columns are and, per side, the native runtime's
     step by its phases (bench.host), or why a side has none."""
-    out = ["host A, host B: the host's time in the block's modules (their forward's self time; bench --host, the "
-           "native runtime a user of that side's route runs), beside the device's kernel time"]
+    out = ["host A, host B: the host's time in the block's modules (their self time: in a training step's backward "
+           "blocks, the autograd nodes their forward made; bench --host, the native runtime a user of that side's "
+           "route runs), beside the device's kernel time"]
     for side in ("a", "b"):
         h = host.get(side)
         if h is None:
@@ -315,7 +316,7 @@ def host_lines(host: dict) -> list:
         phases = ", ".join(f"{name} {s * 1e3:,.3f}" for name, s in h["phases"])
         device = f"; device {h['device_s'] * 1e3:,.3f} by its own clock" if h.get("device_s") is not None else ""
         modules = (f"; in modules {h['in_modules_s'] * 1e3:,.3f} of a {h['hooked_wall_s'] * 1e3:,.3f} step under "
-                   f"the hooks, {h['untraced_s'] * 1e3:,.3f} in no block (the model's own forward between its modules), "
+                   f"the hooks, {h['untraced_s'] * 1e3:,.3f} in no block (the model's own code between its modules), "
                    f"{h.get('unaligned_s', 0.0) * 1e3:,.3f} in unmatched blocks" if h.get("hooked_wall_s") else
                    "; no PyTorch modules run on the host in its step (a compiled call)")
         out.append(f"{side.upper()}: {h['label']}: step {h['wall_s'] * 1e3:,.3f} ms: {phases}{device}{modules}")

@@ -372,24 +372,35 @@ MODULE_ROWS = 10  # module groups shown by host time; the rest summed
 
 
 def _modules_text(h) -> list:
-    """The forward's host time by module (self time), a layer's modules summed over the layers."""
+    """The host's time by module (self time) in the forward, and in a training step's backward, a
+    layer's modules summed over the layers."""
     if not h.modules:
         return []
     from ..bench.host import layered
 
     groups = layered(h.modules)
     total = sum(s for _, s, _ in groups)
-    rows = [[path or "(the model's own forward)", s * 1e3, f"{s / h.hooked_wall_s:.0%}", n]
+    rows = [[_module_name(path), s * 1e3, f"{s / h.hooked_wall_s:.0%}", n]
             for path, s, n in groups[:MODULE_ROWS]]
     rest = groups[MODULE_ROWS:]
     if rest:
         rows.append([f"{len(rest)} more", sum(s for _, s, _ in rest) * 1e3,
                      f"{sum(s for _, s, _ in rest) / h.hooked_wall_s:.0%}", sum(n for _, _, n in rest)])
     cost = h.hooked_wall_s / h.wall_s - 1 if h.wall_s else 0.0
-    return [f"host time in the forward by module (self time: in the module, not in a child; {h.runs} more runs with "
+    where = "forward and backward" if any(m.phase == "backward" for m in h.modules) else "forward"
+    return [f"host time in the {where} by module (self time: in the module, not in a child; {h.runs} more runs with "
             f"a hook on each module: step {h.hooked_wall_s * 1e3:,.3f} ms under them, {cost:+.0%} against the phased "
             f"runs; the modules hold {total * 1e3:,.3f} ms of it)",
             table(["module (layers summed)", "ms", "of step", "modules"], rows, right={1, 2, 3})]
+
+
+def _module_name(path: str) -> str:
+    """A module group as the table names it: the root module's (path "") own code in words."""
+    if path == "":
+        return "(the model's own forward)"
+    if path == " (backward)":
+        return "(the model's own backward: ops of no module's, the loss's among them)"
+    return path
 
 
 def _memory_and_roofline_rows(report) -> list:
