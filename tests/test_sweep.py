@@ -543,6 +543,33 @@ def test_together_makes_one_bench_job_of_a_tables_routes_that_reads_their_own_ca
         grid_of([{"commands": ["bench"], "models": ["ffn"], "together": 1}])
 
 
+def test_rounds_time_each_bench_job_again_in_fresh_workers_round_by_round():
+    """`rounds = 3`: each timed bench job three times, each its own job (its own key and record, so its
+    own worker), run round by round; a TPU estimate is computed once; the first round's key is the
+    key the job had before rounds existed (records made then are reused)."""
+    from stackwars_ir.errors import StackwarsError
+    from stackwars_ir.sweep.execute import phases
+    from stackwars_ir.sweep.grid import Job, grid_of
+
+    table = {"commands": ["bench"], "models": ["ffn"], "routes": ["jax", "torch_xla"], "targets": ["cpu", "tpu-v6e"]}
+    once, thrice = grid_of([table]), grid_of([dict(table, rounds=3)])
+    bench = [j for j in thrice.jobs if j.command == "bench"]
+    assert sorted((j.route, j.target, j.round) for j in bench) == [
+        ("jax", "cpu", 0), ("jax", "cpu", 1), ("jax", "cpu", 2), ("jax", "tpu-v6e", 0),
+        ("torch_xla", "cpu", 0), ("torch_xla", "cpu", 1), ("torch_xla", "cpu", 2), ("torch_xla", "tpu-v6e", 0)]
+    here = {"jax": "x"}
+    assert {j.key(here) for j in once.jobs} == {j.key(here) for j in thrice.jobs if getattr(j, "round", 0) == 0}
+    assert len({j.key(here) for j in thrice.jobs}) == len(thrice.jobs)
+    third = next(j for j in bench if j.round == 2)
+    assert third.label.endswith("round 3") and Job.from_json(third.as_json()) == third
+    (_, _), (_, _), (timed, alone) = phases([(j, j.key(here)) for j in thrice.jobs])
+    assert alone and [j.round for j, _ in timed] == [0, 0, 1, 1, 2, 2]
+    with pytest.raises(StackwarsError, match="`commands` has no bench"):
+        grid_of([{"commands": ["memory"], "models": ["ffn"], "rounds": 3}])
+    with pytest.raises(StackwarsError, match="must be at least 1"):
+        grid_of([dict(table, rounds=0)])
+
+
 @pytest.mark.slow
 def test_a_bench_together_times_both_pytorch_routes_interleaved_in_one_job_and_the_zoo_reads_each(tmp_path):
     """The zoo's way of timing the two routes against each other: one worker, their steady runs
@@ -634,7 +661,7 @@ def test_the_programs_page_is_a_rendering_of_its_results_folder(tmp_path):
     grid = tmp_path / "programs.toml"
     memory = '[[grid]]\ncommands = ["memory"]\nmodels = ["llama"]\nsteps = ["train"]\nroutes = ["jax"]\n'
     bench = '[[grid]]\ncommands = ["bench"]\nmodels = ["llama"]\nroutes = ["jax"]\n'
-    grid.write_text("\n".join([memory, memory + "scan_layers = true\n", bench, bench + "scan_layers = true\n"]))
+    grid.write_text("\n".join([memory, memory + "scan_layers = true\n", bench + "rounds = 2\n", bench + "scan_layers = true\n"]))
     args = SimpleNamespace(grid=grid, results=tmp_path / "r", jobs=2, render=False)
     page = programs_page(findings_programs.run(args))
     rows = {line.split(" | ")[0]: line.split(" | ") for line in page.splitlines() if line.startswith("| unrolled |")
@@ -644,9 +671,26 @@ def test_the_programs_page_is_a_rendering_of_its_results_folder(tmp_path):
     assert rows["| unrolled"][-1].rstrip(" |") in ("fits", "OOM"), rows
     timed = [line.split(" | ") for line in page.splitlines() if line.startswith("| forward |")]
     assert [(t[1], t[2]) for t in timed] == [("unrolled", "JAX"), ("scan", "JAX")], timed
-    assert all(float(t[-1].rstrip(" |")) > 0 for t in timed), timed
+    assert all(float(t[-2]) > 0 for t in timed) and [t[-1].rstrip(" |") for t in timed] == ["2", "1"], timed
     again = programs_page(findings_programs.run(SimpleNamespace(**{**vars(args), "render": True})))
     assert again.split("\n## ", 1)[1] == page.split("\n## ", 1)[1]
+
+
+def test_a_ratio_across_rounds_is_a_finding_only_from_three_rounds_whose_interval_excludes_one():
+    from stackwars_ir.report.findings.page import across_rounds
+    from stackwars_ir.report.findings.programs import _cpu_findings
+
+    assert across_rounds([1.5, 1.52]) == "1.51x from 2 rounds (fewer than 3: no interval across runs, so no finding)"
+    assert across_rounds([1.50, 1.52, 1.49]).startswith("1.50x (95% interval 1.4")
+    assert across_rounds([0.9, 1.1, 1.02]).startswith("indistinguishable from 1 (1.00x, 95% interval 0.")
+    assert across_rounds([]) == "not measured"
+    # The programs page's sentences take each ratio per round, from the rounds both sides hold.
+    facts = {("forward", "unrolled", "JAX"): {"compile": {0: 20.0, 1: 21.0, 2: 19.0}, "steady": {0: 0.1, 1: 0.1, 2: 0.1},
+                                              "static": 900},
+             ("forward", "scan", "JAX"): {"compile": {0: 4.0, 1: 4.2, 2: 3.9}, "steady": {0: 0.1, 1: 0.11, 2: 0.095},
+                                          "static": 120}}
+    (line,) = _cpu_findings(facts)
+    assert "(unrolled / scanned: 4.96x (95% interval 4." in line and "scanned / unrolled: indistinguishable from 1" in line
 
 
 def test_the_noise_each_timed_job_measured_first_is_summed_up_and_a_noisy_run_named():

@@ -110,10 +110,12 @@ def run_sweep(grid: Grid, root: Path, *, jobs: int | None = None, ray: str | Non
 def phases(todo: list) -> list[tuple[list, bool]]:
     """The jobs to run in turn: the captures, the other jobs that time nothing, then the timed ones
     (Job.timed), which run one at a time with nothing beside them (bool: alone), so no compile shares
-    the cores a measurement runs on and every timed job sees the same machine."""
+    the cores a measurement runs on and every timed job sees the same machine; round by round (a
+    grid's `rounds`), so each round of every job is taken before any job's next and a drift of the
+    machine moves every job's round alike."""
     captures = [(j, k) for j, k in todo if j.command == "capture"]
     untimed = [(j, k) for j, k in todo if j.command != "capture" and not j.timed]
-    timed = [(j, k) for j, k in todo if j.timed]
+    timed = sorted(((j, k) for j, k in todo if j.timed), key=lambda jk: getattr(jk[0], "round", 0))
     return [(captures, False), (untimed, False), (timed, True)]
 
 

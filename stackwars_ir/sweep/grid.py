@@ -23,7 +23,7 @@ ROUTES = ("jax", *LOCK_EXPORTERS)
 AXES = {"models": "model", "sizes": "size", "steps": "step", "routes": "route", "batches": "batch",
         "seqs": "seq", "meshes": "mesh", "targets": "target", "budgets": "budget", "dtypes": "dtype"}
 SCALARS = {"seed": int, "abstract": bool, "scan_layers": bool, "remat": bool, "timeout": (int, float),
-           "profile": int, "together": bool}
+           "profile": int, "together": bool, "rounds": int}
 DEFAULTS = {"sizes": ["tiny"], "steps": ["forward"], "routes": list(ROUTES), "batches": [None], "seqs": [None],
             "meshes": [""], "targets": ["cpu"], "budgets": [""], "dtypes": ["float32"]}
 JOB_TIMEOUT = 1800.0  # seconds a job may run unless its grid says `timeout`
@@ -147,10 +147,17 @@ class BenchJob(Job):
     # capture of the request (framework "both"), as `bench MODEL --baselines` times them
     baselines: tuple[str, ...] = ()
     profile: int = 0  # profiled runs after the steady state (bench --profile), 0: none
+    # which of the table's `rounds` this is: the same bench again in a fresh worker, its records the
+    # independent runs a page takes a ratio's interval across (runstats.rounds_ratio); 0 is the first
+    round: int = 0
 
     @property
     def timed(self) -> bool:
         return not is_tpu(self.target)
+
+    @property
+    def label(self) -> str:
+        return super().label + (f" round {self.round + 1}" if self.round else "")
 
     def device(self) -> str:
         return self.target if self.target in ("gpu", "tpu") else ""
@@ -158,12 +165,12 @@ class BenchJob(Job):
     def as_json(self) -> dict:
         # only where set: the keys of jobs without them stay what they were
         return {**super().as_json(), **({"baselines": list(self.baselines)} if self.baselines else {}),
-                **({"profile": self.profile} if self.profile else {})}
+                **({"profile": self.profile} if self.profile else {}), **({"round": self.round} if self.round else {})}
 
     @classmethod
     def from_fields(cls, request: Request, timeout: float, d: dict) -> "BenchJob":
         return cls(request, timeout, target=d.get("target", ""), baselines=tuple(d.get("baselines", ())),
-                   profile=int(d.get("profile", 0)))
+                   profile=int(d.get("profile", 0)), round=int(d.get("round", 0)))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -318,6 +325,11 @@ def _expand(table: dict, here: str, refused: dict):
                              fix='add "bench" to `commands`, or drop `together`')
     if timing["profile"] and timing["profile"] < 2:
         raise StackwarsError(f"{here}: `profile` must be 0 (none) or at least 2 profiled runs", fix="e.g. profile = 10")
+    rounds = scalars.pop("rounds", 1)
+    if rounds < 1 or (rounds > 1 and "bench" not in commands):
+        raise StackwarsError(f"{here}: `rounds` times each bench job that many times, each in a fresh worker, and "
+                             + ("must be at least 1" if rounds < 1 else "`commands` has no bench"),
+                             fix="e.g. rounds = 3 (a ratio's interval across the rounds; docs/sweep.md)")
     fields = dict(scalars)
     for model, size, step, batch, seq, mesh, dtype in itertools.product(
             axes["models"], axes["sizes"], axes["steps"], axes["batches"], axes["seqs"], axes["meshes"],
@@ -346,14 +358,23 @@ def _expand(table: dict, here: str, refused: dict):
                     yield from (MemoryJob(req, timeout, target=t, budget=b)
                                 for t in axes["targets"] for b in axes["budgets"])
                 elif not timing["baselines"]:
-                    yield from (BenchJob(req, timeout, target=t, profile=0 if is_tpu(t) else timing["profile"])
-                                for t in axes["targets"]
-                                if paired is None or is_tpu(t))
+                    yield from _rounds((BenchJob(req, timeout, target=t, profile=0 if is_tpu(t) else timing["profile"])
+                                        for t in axes["targets"]
+                                        if paired is None or is_tpu(t)), rounds)
             if command == "bench" and timing["baselines"]:
-                yield from _bench_together(reqs, axes["targets"], timing, timeout, refused)
+                yield from _rounds(_bench_together(reqs, axes["targets"], timing, timeout, refused), rounds)
             elif paired is not None:
-                yield from (BenchJob(paired, timeout, target=t, profile=timing["profile"])
-                            for t in axes["targets"] if not is_tpu(t))
+                yield from _rounds((BenchJob(paired, timeout, target=t, profile=timing["profile"])
+                                    for t in axes["targets"] if not is_tpu(t)), rounds)
+
+
+def _rounds(jobs, rounds: int):
+    """Each bench job, and for a timed one its later rounds (a TPU estimate is computed, not measured:
+    once is enough)."""
+    for job in jobs:
+        yield job
+        if job.timed:
+            yield from (dataclasses.replace(job, round=k) for k in range(1, rounds))
 
 
 def _baselines(table: dict, commands: list, here: str) -> tuple[str, ...]:

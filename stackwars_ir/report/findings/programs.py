@@ -65,8 +65,9 @@ def _tpu_findings(f: dict) -> list[str]:
     out = []
     if u and sc and u["compile"] and sc["compile"]:
         out.append(f"- Scanning the 32 layers lowers the step in {sc['lower']:.1f} s against {u['lower']:.1f} s and "
-                   f"compiles it in {sc['compile']:.1f} s against {u['compile']:.1f} s "
-                   f"({u['compile'] / sc['compile']:.1f}x faster), from {sc['static']} ops written against "
+                   f"compiles it in {sc['compile']:.1f} s against {u['compile']:.1f} s (one lowering and one compile "
+                   f"each, beside the sweep's other untimed jobs: figures, not a timed finding), from "
+                   f"{sc['static']} ops written against "
                    f"{u['static']}; the loop executes {sc['executed']} ops per step "
                    f"({sc['executed'] / u['executed']:.2f}x the unrolled program's).")
     if u and sc and u["bytes"] and sc["bytes"]:
@@ -86,59 +87,82 @@ def _tpu_findings(f: dict) -> list[str]:
 
 
 def cpu_part(res, size: str, facts: dict | None = None) -> list[str]:
-    """The CPU table of one size; `facts` gets (step, program, route) -> compile and steady seconds."""
+    """The CPU table of one size, each figure the median over the grid's rounds (each round the bench
+    again in a fresh worker); `facts` gets (step, program, route) -> each round's compile and steady
+    seconds by round, for the ratios across rounds."""
+    from statistics import median
+
     from ...bench.run import BenchReport
 
     lines = ["| step | program | route | capture (s) | ops static / executed | compile (s) | first run (ms) | "
-             "steady (ms) |", "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: |"]
+             "steady (ms) | rounds |", "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for step in ("forward", "train"):
         for name, scan, remat in PROGRAMS:
             for route in ("jax", "torch_xla"):
-                rec = res.get(("bench", size, step, route, scan, remat))
-                if rec is None:
+                recs = res.rounds(("bench", size, step, route, scan, remat))
+                if not recs:
                     continue  # not in the grid (remat is a training step's)
+                rec = recs[0]
                 path = res.capture(rec)
                 label = "JAX" if route == "jax" else "torch_xla"
-                if path is None or not rec.result.get("results"):
-                    lines.append(f"| {step} | {name} | {label} | | | failed: {rec.error} | | |")
+                if path is None:
+                    lines.append(f"| {step} | {name} | {label} | | | failed: {rec.error} | | | |")
                     continue
-                (_, e), = BenchReport.from_json(rec.result).rows
                 stage = "jax.jit lower" if route == "jax" else \
                     next(k for k in ("torch_xla training loop (3 steps)", "torch_xla lazy forward (scan_layers)",
                                      "torch_xla to StableHLO") if k in _stages(path))
                 static, executed = _ops(path)
-                if not e.ok:
-                    lines.append(f"| {step} | {name} | {label} | | {static} / {executed} | failed: {e.error} | | |")
+                rows = {r.job.round: BenchReport.from_json(r.result).rows[0][1] for r in recs if r.result.get("results")}
+                ok = {k: e for k, e in rows.items() if e.ok}
+                if not ok:
+                    why = next((e.error for e in rows.values()), None) or rec.error
+                    lines.append(f"| {step} | {name} | {label} | | {static} / {executed} | failed: {why} | | | "
+                                 f"{len(recs)} |")
                     continue
+                compiles = {k: e.compile_s for k, e in ok.items()}
+                steadies = {k: e.timing.steady for k, e in ok.items()}
+                failed = f" ({len(recs) - len(ok)} failed)" if len(ok) < len(recs) else ""
                 lines.append(f"| {step} | {name} | {label} | {_seconds(path, stage):.2f} | {static} / {executed} | "
-                             f"{e.compile_s:.2f} | {e.timing.first * 1e3:.2f} | {e.timing.steady * 1e3:.3f} |")
+                             f"{median(compiles.values()):.2f} | {median(e.timing.first for e in ok.values()) * 1e3:.2f} | "
+                             f"{median(steadies.values()) * 1e3:.3f} | {len(ok)}{failed} |")
                 if facts is not None:
-                    facts[(step, name, label)] = {"compile": e.compile_s, "steady": e.timing.steady,
-                                                  "spread": e.timing.spread, "static": static}
+                    facts[(step, name, label)] = {"compile": compiles, "steady": steadies, "static": static}
     return lines
 
 
+def _per_round(x: dict, y: dict) -> list[float]:
+    """x / y in each round both hold."""
+    return [x[k] / y[k] for k in sorted(set(x) & set(y)) if y[k]]
+
+
 def _cpu_findings(f: dict) -> list[str]:
-    """What the 1B table says, in sentences computed from it."""
+    """What the 1B table says, in sentences computed from it: each ratio across the rounds."""
+    from statistics import median
+
+    from .page import across_rounds
+
     out = []
     for label in ("JAX", "torch_xla"):
         u, sc = f.get(("forward", "unrolled", label)), f.get(("forward", "scan", label))
         if not (u and sc):
             continue
-        out.append(f"- {label}: scanning the 16 layers compiles the forward in {sc['compile']:.1f} s against "
-                   f"{u['compile']:.1f} s unrolled ({u['compile'] / sc['compile']:.1f}x faster), from "
-                   f"{sc['static']} ops written against {u['static']}; a run takes {sc['steady'] * 1e3:.0f} ms "
-                   f"against {u['steady'] * 1e3:.0f} ms ({sc['steady'] / u['steady']:.2f}x; spreads "
-                   f"{sc['spread']:.0%} and {u['spread']:.0%}).")
+        out.append(f"- {label}: scanning the 16 layers compiles the forward in {median(sc['compile'].values()):.1f} s "
+                   f"against {median(u['compile'].values()):.1f} s unrolled (unrolled / scanned: "
+                   f"{across_rounds(_per_round(u['compile'], sc['compile']))}), from {sc['static']} ops written "
+                   f"against {u['static']}; a run takes {median(sc['steady'].values()) * 1e3:.0f} ms against "
+                   f"{median(u['steady'].values()) * 1e3:.0f} ms (scanned / unrolled: "
+                   f"{across_rounds(_per_round(sc['steady'], u['steady']))}).")
     j, t = f.get(("forward", "scan", "JAX")), f.get(("forward", "scan", "torch_xla"))
     if j and t:
-        out.append(f"- Scanned, torch_xla's program runs at {t['steady'] / j['steady']:.2f}x JAX's and compiles in "
-                   f"{t['compile'] / j['compile']:.2f}x its time, on the same runtime.")
+        out.append(f"- Scanned, on the same runtime, torch_xla's program against JAX's: a run "
+                   f"{across_rounds(_per_round(t['steady'], j['steady']))}; its compile "
+                   f"{across_rounds(_per_round(t['compile'], j['compile']))}.")
     return out
 
 
 class Records:
-    """The sweep's records by (command, size, step, route, scan_layers, remat), and the capture each read."""
+    """The sweep's records by (command, size, step, route, scan_layers, remat), each key's rounds in
+    order, and the capture each read."""
 
     def __init__(self, report):
         from ...sweep.grid import route_of
@@ -149,11 +173,20 @@ class Records:
             if rec.job.command == "capture":
                 self.files[(r.model, r.size, r.step, route_of(r), r.scan_layers, r.remat)] = rec
             else:
-                self.by[(rec.job.command, r.size, r.step, route_of(r), r.scan_layers, r.remat)] = rec
+                self.by.setdefault((rec.job.command, r.size, r.step, route_of(r), r.scan_layers, r.remat),
+                                   []).append(rec)
+        for recs in self.by.values():
+            recs.sort(key=lambda rec: getattr(rec.job, "round", 0))
 
     def get(self, key):
-        """The record of (command, size, step, route, scan, remat), or None where the grid has none."""
-        return self.by.get(key)
+        """The (first round's) record of (command, size, step, route, scan, remat), or None where the grid
+        has none."""
+        recs = self.by.get(key)
+        return recs[0] if recs else None
+
+    def rounds(self, key) -> list:
+        """Every round's record of the key, in order (one for a job without rounds); [] where none."""
+        return list(self.by.get(key, ()))
 
     def capture(self, rec) -> Path | None:
         """The capture file the job of REC read, or None where its capture failed."""
@@ -222,8 +255,10 @@ def print_page(res: Records, say: Page) -> None:
     say("\n".join(_tpu_findings(facts)) + "\n")
     say("## LLaMA tiny on XLA CPU (jaxlib), JAX and torch_xla\n")
     say("Captures with seeded weights, parity-checked against PyTorch eager, each compiled and run by "
-        "jaxlib's XLA CPU (`bench`): the IR's own cost, one runtime. At tiny size (2 layers) a loop cannot "
-        "save much compile time; its plumbing shows.\n")
+        "jaxlib's XLA CPU (`bench`): the IR's own cost, one runtime. Each figure is the median over the "
+        "rounds (the same bench again in a fresh worker, round by round; `rounds` in the grid), and each ratio "
+        "below is taken per round with its 95% interval across the rounds. At tiny size (2 layers) a loop "
+        "cannot save much compile time; its plumbing shows.\n")
     say("\n".join(cpu) + "\n")
     if len(cpu_1b) > 2:
         say("## LLaMA-3.2-1B forward on XLA CPU (jaxlib), JAX and torch_xla (batch 1, seq 128)\n")
