@@ -393,6 +393,20 @@ def test_the_memory_page_is_a_rendering_of_its_results_folder(tmp_path, monkeypa
     rendered = memory_page(findings_memory.run(grid, tmp_path / "r", jobs=2, render=True))
     assert rendered.split("\n## ", 1)[1] == page.split("\n## ", 1)[1]
     assert "6 jobs: 6 finished before (not recomputed), 0 run now, 0 failed" in rendered
+    assert "| record |" not in page  # every record made on one day by one commit: the header says so once
+    # A record made on another day (a resumed sweep, a retried job): each row names its records' day.
+    import json
+
+    jax_memory = next(f for f in (tmp_path / "r" / "jobs").glob("*.json")
+                      if (lambda d: d["job"]["command"] == "memory" and d["job"]["request"]["framework"] == "jax"
+                          and not d["job"]["request"]["mesh"])(json.loads(f.read_text())))
+    data = json.loads(jax_memory.read_text())
+    data["host"]["finished"], data["host"]["commit"] = "2026-01-02T03:04:05Z", "0123456789ab"
+    jax_memory.write_text(json.dumps(data))
+    dated = memory_page(findings_memory.run(grid, tmp_path / "r", jobs=2, render=True))
+    assert "(a row's `record` column): a 2026-01-02 at commit 0123456789ab; b " in dated
+    row = next(line for line in dated.splitlines() if line.startswith("| train | 1 | bfloat16 |"))
+    assert row.endswith("| a, b |"), row
 
 
 def test_a_job_that_asks_for_more_memory_than_the_machine_has_is_not_started(tmp_path, monkeypatch):

@@ -1,9 +1,9 @@
 """docs/findings-memory.md: the study's OOM table recomputed by the TPU v6e compiler, rendered from the records of a sweep of benchmarks/grids/findings-memory.toml."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from .page import Page, sweep_line
+from .page import Dates, Page, sweep_line
 
 # The study's names of the OOM rows that have an adapter here (the grid says which are measured, how,
 # and in which order; another model or size is titled MODEL-SIZE); the others are named as not measured.
@@ -22,6 +22,7 @@ class Cell:
     state: str | None = None
     need: int = 0
     abstract: bool = True
+    record: object = None  # the sweep record the cell comes from (its date and commit: page.Dates)
 
 
 def _route(req) -> str:
@@ -73,7 +74,7 @@ def tables(report, budget) -> tuple[dict, dict, dict]:
             sliced[(title, Mesh.parse(r.mesh).devices, _route(r))] = _plan(rec)
             sliced[(title, "dtype")] = r.dtype
             continue
-        cells[(title, r.step, r.batch, r.dtype, _route(r))] = _cell(_plan(rec), budget, r.abstract)
+        cells[(title, r.step, r.batch, r.dtype, _route(r))] = replace(_cell(_plan(rec), budget, r.abstract), record=rec)
         h = how.setdefault(title, {"size": r.size, "batches": set(), "dtypes": set(), "kinds": {}})
         h["batches"].add(r.batch)
         h["dtypes"].add(r.dtype)
@@ -132,18 +133,23 @@ def print_page(report, say: Page) -> None:
         f"'(weights)' marks a plan from a capture with weights. The study does not name its dtype, so a model "
         f"is planned in each dtype its routes can be captured in. The training step is loss, backward and "
         f"AdamW (optax), with no buffer donated. {sweep_line(report)}.\n")
+    dates = Dates(r for r in report.records if r.job.command == "memory")
+    if dates.column:
+        say(dates.legend() + "\n")
     for title, h_ in how.items():
         batches, dtypes = sorted(h_["batches"]), [d for d in DTYPES if d in h_["dtypes"]]
         say(f"## {title}\n")
         say(f"Size {h_['size']}: {_captured(h_['kinds'])}.\n")
-        say("| step | batch | dtype | " + " | ".join(ROUTES) + " |")
-        say("| --- | ---: | --- | " + " | ".join("---" for _ in ROUTES) + " |")
+        extra = " record |" if dates.column else ""
+        say("| step | batch | dtype | " + " | ".join(ROUTES) + " |" + extra)
+        say("| --- | ---: | --- | " + " | ".join("---" for _ in ROUTES) + " |" + (" --- |" if extra else ""))
         notes: dict = {}
         for step in ("forward", "train"):
             for batch in batches:
                 for dtype in dtypes:
-                    row = [short(cells.get((title, step, batch, dtype, r), Cell("-")), notes) for r in ROUTES]
-                    say(f"| {step} | {batch} | {dtype} | " + " | ".join(row) + " |")
+                    got = [cells.get((title, step, batch, dtype, r), Cell("-")) for r in ROUTES]
+                    mark = f" {dates.mark(c.record for c in got)} |" if extra else ""
+                    say(f"| {step} | {batch} | {dtype} | " + " | ".join(short(c, notes) for c in got) + " |" + mark)
         say()
         for text, n in notes.items():
             say(f"[{n}] {text}" + ("  " if n < len(notes) else ""))

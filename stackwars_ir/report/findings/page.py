@@ -1,4 +1,4 @@
-"""What every findings page shares: its text written line by line, the machine line, the sweep line, ratios across rounds in words and paths named without this machine's."""
+"""What every findings page shares: its text written line by line, the machine line, the sweep line, each row's record date, ratios across rounds in words and paths named without this machine's."""
 from __future__ import annotations
 
 import platform
@@ -33,6 +33,37 @@ def sweep_line(report) -> str:
 
     return (f"Sweep: {summary_line(report)}; the jobs' own time, summed: "
             f"{sum(r.seconds for r in report.records) / 60:.0f} min")
+
+
+def made(rec) -> tuple[str, str]:
+    """(day, commit) a sweep record was made on and by (records from before they kept either: "undated",
+    "unknown")."""
+    return (rec.host.get("finished") or "")[:10] or "undated", rec.host.get("commit") or "unknown"
+
+
+class Dates:
+    """Which records each row of a page comes from, by the day and commit that made them (issue 53:
+    each row names its record's date and commit). A page whose records were all made on one day by one
+    commit says so once in its header (report.sweep.dated_line) and `column` is False; otherwise each
+    (day, commit) gets a letter, each row a `mark` of its records' letters, and the page a `legend`."""
+
+    def __init__(self, records):
+        kinds = sorted({made(r) for r in records if r.seconds})
+        self.letters = {k: chr(ord("a") + i) for i, k in enumerate(kinds)} if len(kinds) > 1 else {}
+
+    @property
+    def column(self) -> bool:
+        return bool(self.letters)
+
+    def mark(self, records) -> str:
+        """The letters of `records`' (day, commit), each once ("a", "a, b"); "-" for none."""
+        got = sorted({self.letters[made(r)] for r in records if r is not None and made(r) in self.letters})
+        return ", ".join(got) or "-"
+
+    def legend(self) -> str:
+        """`Records by the day and commit that made them: a 2026-11-27 at commit 3c192c5; b ...`."""
+        return ("Records by the day and commit that made them (a row's `record` column): " +
+                "; ".join(f"{letter} {day} at commit {commit}" for (day, commit), letter in self.letters.items()) + ".")
 
 
 def shown(path: Path, root: Path) -> str:
