@@ -192,8 +192,9 @@ def diff_cmd(file_a, file_b, json_path, md_path, html_path, mode, excerpts, ops,
 @batches_option("1,4,16 (a sweep)")
 @click.option("--baselines", default="jax,eager", show_default=True,
               help="With MODEL: native runtimes to time too, from jax,eager,inductor,torch_xla (with --step "
-                   "train also jax_donate; a forward pass also torch_xla_dynamo: torch.compile(backend='openxla'), "
-                   "and torchax: jax.jit of torchax.extract_jax), or 'none'.")
+                   "train also jax_donate), torch_xla_dynamo (torch.compile(backend='openxla')) and torchax (a forward: "
+                   "jax.jit of torchax.extract_jax; a training step: jax.jit of torchax's step with optax AdamW), or "
+                   "'none'.")
 @click.option("--backend", default=None, help="cpu, gpu or tpu (default: what jax picks).")
 @click.option("--target", default=None, metavar="TPU",
               help=f"Run nothing: compile for {names(ESTIMATED, ' or ')} (libtpu, no TPU needed: `make setup-tpu`) and "

@@ -133,13 +133,26 @@ def test_a_training_steps_backward_is_clocked_by_module_apart_from_its_forward()
     assert all(m.phase == "" for m in modules_of(lambda: model(x), model, 2)[0])
 
 
-def test_forward_only_baselines_refuse_a_training_step_in_one_line():
-    from stackwars_ir.bench.native import baselines_asked
-    from stackwars_ir.errors import StackwarsError
+def test_what_a_pytorch_user_can_run_instead_has_a_training_loop_too():
+    """torch_xla through dynamo and torchax's jitted step as training loops (issue 54 item 7): each
+    proves its first step's loss against PyTorch eager's, and splits its steady step into phases named
+    for what runs in them (dynamo's optimizer step is AdamW's lazy ops, not dynamo's guards)."""
+    from stackwars_ir.bench.native import baselines_asked, run_baselines
+    from stackwars_ir.bench.timing import Asked
+    from stackwars_ir.capture import Request
 
-    assert baselines_asked("torch_xla_dynamo,torchax", "forward") == ("torch_xla_dynamo", "torchax")
-    with pytest.raises(StackwarsError, match="times a forward pass only"):
-        baselines_asked("torchax", "train")
+    assert baselines_asked("torch_xla_dynamo,torchax", "train") == ("torch_xla_dynamo", "torchax")
+    req = Request("ffn", step="train").validated()
+    rows = {e.kind: e for e in run_baselines(req, ("torch_xla_dynamo", "torchax"), 300, asked=Asked(runs=3, host=3))}
+    assert set(rows) == {"torch_xla dynamo", "torchax jit"}, rows
+    assert all(e.ok and e.proof.ok and e.host is not None for e in rows.values()), [e.error for e in rows.values()]
+    dynamo = rows["torch_xla dynamo"].host
+    assert [p.name for p in dynamo.phases if not p.parent] == ["forward and loss", "backward", "optimizer step",
+                                                                "sync", "wait"]
+    rests = {p.parent: p.name for p in dynamo.phases if p.parent and p.source == "timer"}
+    assert rests["optimizer step"] == "Python and PyTorch's dispatcher (AdamW's lazy ops)"
+    assert rests["backward"] == "autograd's engine and the compiled backward's launch"
+    assert [p.name for p in rows["torchax jit"].host.phases if not p.parent] == ["dispatch", "wait"]
 
 
 @pytest.mark.slow  # over 20 s here (issue 52): torch_xla's compiles of GPT-2 tiny's two graphs

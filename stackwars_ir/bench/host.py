@@ -222,12 +222,13 @@ _XLA_COUNTS = {"ExecuteComputation": "graphs executed", "aten::_local_scalar_den
                "UncachedCompile": "compiles", "MarkStep": "syncs"}
 
 
-def xla_meter(rest: str = "Python and PyTorch's dispatcher") -> Meter:
+def xla_meter(rest: str | dict = "Python and PyTorch's dispatcher") -> Meter:
     """torch_xla lazy's step: the Python step traces (forward, backward, optimizer: each op records
     its LazyTracing time; a value the host reads, as `.item()`, cuts the graph there and runs it:
     ExecuteTime and a transfer inside the trace), `sync` collects, hashes and looks up the graph
     (compiling it on a miss: CompileTime) and launches it, `wait` waits for its execution
-    (ExecuteTime, recorded when it ends). `rest`: what a traced phase holds besides those clocks."""
+    (ExecuteTime, recorded when it ends). `rest`: what a traced phase holds besides those clocks (by
+    phase name where phases differ, "" for the others)."""
     import torch_xla.debug.metrics as met
 
     def read() -> dict:
@@ -255,7 +256,7 @@ def xla_meter(rest: str = "Python and PyTorch's dispatcher") -> Meter:
                  "torch_xla ExecuteTime+CompileTime"),
                 ("transfers", change.get("TransferFromDeviceTime", 0.0) + change.get("TransferToDeviceTime", 0.0),
                  "torch_xla Transfer*Time"),
-                (rest, 0.0, "timer")]
+                (rest.get(phase, rest[""]) if isinstance(rest, dict) else rest, 0.0, "timer")]
 
     def notes(counters: dict) -> tuple:
         read_back = counters.get("values read by the host", 0)
@@ -520,8 +521,13 @@ def _torch_kinds(events) -> dict:
 
 def dynamo_xla_meter() -> Meter:
     """torch_xla through dynamo: the call checks dynamo's guards and launches the compiled graph
-    (torch_xla's clocks as for its lazy tensors; nothing is traced in a steady call)."""
-    return xla_meter(rest="dynamo's guards and the compiled graph's launch")
+    (torch_xla's clocks as for its lazy tensors; nothing of the model is traced in a steady call). In
+    its training loop the backward launches AOTAutograd's compiled backward through autograd's engine,
+    and the optimizer's step is PyTorch's AdamW on lazy tensors, traced at every step."""
+    return xla_meter(rest={"": "dynamo's guards and the compiled graph's launch",
+                           "forward and loss": "dynamo's guards, the compiled forward's launch, the loss's Python",
+                           "backward": "autograd's engine and the compiled backward's launch",
+                           "optimizer step": "Python and PyTorch's dispatcher (AdamW's lazy ops)"})
 
 
 # jax.jit: jax.monitoring's compile clocks (trace, lowering, XLA compile), kept by one listener per

@@ -38,7 +38,7 @@ BASELINES = ("jax", "eager", "inductor", "torch_xla", "jax_donate", DYNAMO_XLA, 
 # jax.jit's training loop with the parameters and AdamW's state donated (`donate_argnums`), as JAX's
 # docs advise for a training loop: XLA writes each step's results into the buffers it was given.
 TRAIN_ONLY = ("jax_donate",)
-FORWARD_ONLY = (DYNAMO_XLA, TORCHAX_JIT)
+FORWARD_ONLY: tuple = ()  # every other baseline has a forward pass and a training loop
 REFERENCE = "PyTorch eager on the CPU, same weights and inputs"
 
 
@@ -56,7 +56,7 @@ def baselines_asked(given, step: str, program: str = "", mesh: str = "") -> tupl
                              "optimizer state between steps); a forward pass has nothing to donate",
                              fix="add --step train, or use --baselines jax")
     forward = [b for b in given if b in FORWARD_ONLY]
-    if forward and step != "forward":
+    if forward and step != "forward":  # none at present; kept for a baseline added forward first
         raise StackwarsError(f"baseline {forward[0]!r} times a forward pass only: its training loop is not "
                              "built yet", fix=f"drop {forward[0]} from --baselines for --step {step}")
     if mesh and given:
@@ -548,6 +548,69 @@ def _inductor_train(adapter, req, model, weights, state, backend):
     return "torch.compile training step (model compiled, AdamW eager)", "torch.compile", run, _dynamo_counters, _nothing
 
 
+def _dynamo_xla_train(adapter, req, model, weights, state, backend):
+    """The user's loop with `torch.compile(model, backend="openxla")` on torch_xla: dynamo traces the
+    forward once, AOTAutograd derives the backward, torch_xla compiles both graphs and launches them at
+    each step without tracing the model again; the loss (outside the model) and AdamW's step are lazy
+    ops traced at each step and run by the sync, as in the lazy loop."""
+    if backend != "cpu":
+        return _torch_xla(adapter, req, model, weights, state.inputs, backend)  # its one-line error
+    os.environ.setdefault("PJRT_DEVICE", "CPU")
+    import torch
+    import torch_xla
+    import torch_xla.core.xla_model as xm
+
+    torch._dynamo.reset()  # first is first: nothing this process compiled before is reused
+    step = _torch_loop(model, state, torch_xla.device(), compile_model=True, compile_backend="openxla")
+    torch_xla.sync()
+
+    def run(clock=UNMARKED):
+        loss = step(clock)
+        torch_xla.sync()
+        clock.mark("sync")
+        xm.wait_device_ops()
+        clock.mark("wait")
+        return loss
+
+    run.meter = dynamo_xla_meter
+    return ("torch.compile training loop (openxla: torch_xla through dynamo; AdamW lazy)", "torch_xla dynamo", run,
+            _xla_counters, _nothing)
+
+
+def _torchax_train(adapter, req, model, weights, state, backend):
+    """torchax's jitted training step: the model and its loss exported (torch.export), run by torchax's
+    interpreter under jax.value_and_grad with optax's AdamW (capture.train's torchax step, the function
+    the torchax capture lowers), under jax.jit in a loop: each step's parameters and AdamW state are
+    the last step's results; its host time per step is a jax.jit dispatch."""
+    import jax
+
+    from ..capture.train import torchax_step
+    from ..runtime import runtime
+
+    try:
+        import torchax  # noqa: F401
+    except Exception as e:
+        from ..errors import MissingExtra
+
+        raise MissingExtra(TORCHAX_JIT, e) from e
+    device = runtime(backend).device
+    _jax_counters()
+    step, args = torchax_step(model, state, weights=weights)
+    fn = jax.jit(step)  # new: its first call compiles
+    box = {k: jax.device_put(v, device) for k, v in args.items()}
+
+    def run(clock=UNMARKED):
+        loss, box["params"], box["opt_state"] = fn(box["params"], box["opt_state"], box["buffers"], box["inputs"])
+        clock.mark("dispatch")
+        loss = loss.block_until_ready()
+        clock.mark("wait")
+        return loss
+
+    run.hlo = lambda: fn.lower(box["params"], box["opt_state"], box["buffers"], box["inputs"]).compile().as_text()
+    run.meter = jax_meter
+    return "torchax jitted training step (jax.jit, optax AdamW)", TORCHAX.native, run, _jax_counters, _nothing
+
+
 def _torch_xla_train(adapter, req, model, weights, state, backend):
     if backend != "cpu":
         return _torch_xla(adapter, req, model, weights, state.inputs, backend)  # its one-line error
@@ -730,6 +793,7 @@ def setup_of(name: str, train: bool):
     call, so a test can replace one. benchmarks/page_faults.py runs the training loops with it too."""
     if train:
         return {"jax": _jax_train, "eager": _eager_train, "inductor": _inductor_train,
-                "torch_xla": _torch_xla_train, "jax_donate": _jax_train_donated}.get(name)
+                "torch_xla": _torch_xla_train, "jax_donate": _jax_train_donated, DYNAMO_XLA: _dynamo_xla_train,
+                TORCHAX_JIT: _torchax_train}.get(name)
     return {"jax": _jax, "eager": _eager, "inductor": _inductor, "torch_xla": _torch_xla, DYNAMO_XLA: _dynamo_xla,
             TORCHAX_JIT: _torchax_jit}.get(name)

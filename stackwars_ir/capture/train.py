@@ -68,47 +68,7 @@ def capture_torchax_train(model, state: TrainState, stages: Stages, placement=No
     jax.ShapeDtypeStruct), nothing is materialized: the loss is exported from meta tensors, buffers and
     lifted constants become abstract arguments, and AdamW's state is a fresh one's shapes."""
     try:
-        import jax
-        import torchax
-        from torchax import export as tx_export
-    except Exception as e:
-        raise MissingExtra(PACKAGE[TORCHAX.name], e) from e
-
-    from .torch_capture import needs_x64, torchax_function
-
-    abstract = any(isinstance(v, jax.ShapeDtypeStruct) for v in state.params.values())
-    with stages.stage("torch.export (loss" + (", meta)" if abstract else ")")):
-        ep = export_loss(model, state, meta=abstract)
-    try:
-        with stages.stage("torchax decompositions and arguments" + (" (abstract)" if abstract else "")):
-            names, consts, forward = torchax_function(ep, tx_export)
-            wide = needs_x64(state.inputs)
-            values = state.values() if not abstract else {}
-            with enable_x64(wide):
-                if abstract:
-                    from .lowering import jax_dtype
-
-                    params = {n: state.params[n] for n in names if n in state.params}
-                    fixed = {n: jax.ShapeDtypeStruct(tuple(c.shape), jax_dtype(c.dtype))
-                             for n, c in zip(names, consts) if n not in state.params}
-                    lifted = {n for n in fixed if n not in state.buffers}
-                else:
-                    env = torchax.default_env()
-                    params = {n: jax.numpy.asarray(state.params[n]) for n in names if n in state.params}
-                    fixed = {n: (jax.numpy.asarray(values[n]) if n in values else env.t2j_copy(c))
-                             for n, c in zip(names, consts) if n not in state.params}
-                    lifted = {n: np.asarray(fixed[n]) for n in fixed if n not in values}
-                inputs = {k: jax.numpy.asarray(v) for k, v in state.inputs.items()}
-
-            order = list(state.inputs)  # the export's order; a dict through jax.jit comes back key-sorted
-
-            def loss_fn(params, buffers, inputs):
-                args = [params[n] if n in params else buffers[n] for n in names]
-                return forward(args, [inputs[k] for k in order])[0]
-
-            tx, step = adamw_step(loss_fn)
-            opt_state = jax.eval_shape(tx.init, params) if abstract else adamw_state(tx, state)
-            args = {"params": params, "opt_state": opt_state, "buffers": fixed, "inputs": inputs}
+        step, args, lifted, wide, abstract = torchax_step(model, state, stages, parts=True)
         if abstract:  # lifted constants without values: named as constants, passed as arguments
             cap = _lower_step(TORCHAX.name, step, args, stages, x64=wide, placement=placement)
             arguments = tuple(a if a.name not in lifted or a.kind != "buffer" else
@@ -119,6 +79,60 @@ def capture_torchax_train(model, state: TrainState, stages: Stages, placement=No
         raise
     except Exception as e:
         raise CaptureError(f"torchax training export failed: {type(e).__name__}: {str(e).splitlines()[0]}") from e
+
+
+def torchax_step(model, state: TrainState, stages: Stages | None = None, parts: bool = False,
+                 weights: dict | None = None):
+    """torchax's training step of `model` and its loss: torch.export of the loss, torchax's interpreter
+    of it under jax.value_and_grad, optax's AdamW; (step, args) with args' params, opt_state, buffers and
+    inputs, from `state` (the captured step 2), or from `weights` with a fresh optimizer state (a user's
+    first step: bench's torchax training loop jits it, as jax_step does JAX's); with `parts` also the
+    lifted constants, whether the inputs need x64 and whether the state is abstract (the capture's)."""
+    try:
+        import jax
+        import torchax
+        from torchax import export as tx_export
+    except Exception as e:
+        raise MissingExtra(PACKAGE[TORCHAX.name], e) from e
+
+    from .torch_capture import needs_x64, torchax_function
+
+    stages = stages or Stages()
+    abstract = any(isinstance(v, jax.ShapeDtypeStruct) for v in state.params.values())
+    with stages.stage("torch.export (loss" + (", meta)" if abstract else ")")):
+        ep = export_loss(model, state, meta=abstract)
+    with stages.stage("torchax decompositions and arguments" + (" (abstract)" if abstract else "")):
+        names, consts, forward = torchax_function(ep, tx_export)
+        wide = needs_x64(state.inputs)
+        values = state.values() if not abstract else {}
+        with enable_x64(wide):
+            if abstract:
+                from .lowering import jax_dtype
+
+                params = {n: state.params[n] for n in names if n in state.params}
+                fixed = {n: jax.ShapeDtypeStruct(tuple(c.shape), jax_dtype(c.dtype))
+                         for n, c in zip(names, consts) if n not in state.params}
+                lifted = {n for n in fixed if n not in state.buffers}
+            else:
+                env = torchax.default_env()
+                start = state.params if weights is None else weights
+                params = {n: jax.numpy.asarray(start[n]) for n in names if n in state.params}
+                fixed = {n: (jax.numpy.asarray(values[n]) if n in values else env.t2j_copy(c))
+                         for n, c in zip(names, consts) if n not in state.params}
+                lifted = {n: np.asarray(fixed[n]) for n in fixed if n not in values}
+            inputs = {k: jax.numpy.asarray(v) for k, v in state.inputs.items()}
+
+        order = list(state.inputs)  # the export's order; a dict through jax.jit comes back key-sorted
+
+        def loss_fn(params, buffers, inputs):
+            args = [params[n] if n in params else buffers[n] for n in names]
+            return forward(args, [inputs[k] for k in order])[0]
+
+        tx, step = adamw_step(loss_fn)
+        opt_state = jax.eval_shape(tx.init, params) if abstract else \
+            adamw_state(tx, state) if weights is None else tx.init(params)
+        args = {"params": params, "opt_state": opt_state, "buffers": fixed, "inputs": inputs}
+    return (step, args, lifted, wide, abstract) if parts else (step, args)
 
 
 def export_loss(model, state: TrainState, meta: bool = False):
