@@ -239,6 +239,62 @@ def test_a_failed_forward_parity_says_where_the_output_differs_most():
     assert compare("jax", want, want).worst == ()  # computed for a failure only
 
 
+
+def test_beyond_the_elementwise_bound_a_capture_as_close_to_float64_as_eager_passes_and_says_so():
+    """At a published size float32's error outgrows 1e-4 + 1e-3|x| near outputs of 0 (GPT-Neo 1.3B
+    through torch_xla: 3.1e-4): judged against the float64 run, a capture within NOISE_OK times float32
+    eager's own error rounds the same computation and passes, saying so; one beyond it still differs."""
+    import json
+
+    import numpy as np
+
+    from stackwars_ir.capture.parity import Parity, compare
+
+    rng = np.random.default_rng(0)
+    exact = rng.standard_normal(4096)
+    want = exact + 3e-4 * rng.standard_normal(4096)  # float32 eager: its own error against float64
+    close = exact + 3e-4 * rng.standard_normal(4096)  # another order of rounding, as far from float64
+    p = compare("torch-torch_xla", close, want, exact)
+    assert p.ok and not p.elementwise_ok and p.verdict == "ok" and 0.5 < p.multiple < 2, p
+    assert "passed beyond it: as close to float64 as float32 eager" in p.line()
+    back = Parity.from_json(json.loads(json.dumps(p.as_json())), p.stem)
+    assert (back.ok, back.elementwise_ok, back.multiple) == (True, False, p.multiple) and "float64" in p.as_json()["passed_by"]
+    far = exact + 3e-3 * rng.standard_normal(4096)  # ten times eager's error: another computation
+    q = compare("torch-torch_xla", far, want, exact)
+    assert not q.ok and q.verdict == "differs" and q.multiple > 2
+    # Without a float64 run the hard bound alone decides.
+    assert not compare("torch-torch_xla", close, want, None, "not run").ok
+
+
+def test_a_model_too_large_to_copy_in_float64_runs_in_float64_layer_by_layer(monkeypatch):
+    """float64_streamed: each layer made float64 while it runs and float32 again after: the same output
+    as the float64 copy, and the model left exactly as it was."""
+    import numpy as np
+    import torch
+
+    import stackwars_ir.workload.values as values
+    from stackwars_ir.capture import Request
+    from stackwars_ir.workload import prepare
+    from stackwars_ir.workload.prepared import float64_output, float64_streamed
+
+    w = prepare(Request("gpt_neo").validated())
+    before = {k: v.detach().clone() for k, v in w.model.state_dict().items()}
+    copied = float64_output(w.model, w.inputs)
+    assert copied.why == "" and copied.value.dtype == np.float64
+    # Below the whole model's float64 size, above any one module's own: the copy is refused, the
+    # layers run in float64 one at a time.
+    biggest = max(8 * sum(t.numel() for t in (*m.parameters(recurse=False), *m.buffers(recurse=False))
+                          if t.is_floating_point()) for m in w.model.modules())
+    monkeypatch.setattr(values, "FLOAT64_BYTES", biggest)
+    assert values.float64_copy(w.model)[0] is None
+    streamed = float64_output(w.model, w.inputs)
+    assert streamed.why == "" and np.array_equal(streamed.value, copied.value)
+    after = w.model.state_dict()
+    assert all(after[k].dtype == v.dtype and torch.equal(after[k], v) for k, v in before.items())
+    monkeypatch.setattr(values, "FLOAT64_BYTES", biggest - 8)  # one module's own tensors pass it
+    assert float64_streamed(w.model, w.inputs) is None
+    assert "a float64 copy would take" in float64_output(w.model, w.inputs).why
+
 ROUTE_ROW = '''
 TWIN = Route("torchax_twin", "torch", "torch.export, then torchax (a test route: issue 52)")
 ROUTES = {r.name: r for r in (JAX, TORCH_XLA, TORCHAX, TORCH_TPU, TWIN)}

@@ -18,6 +18,11 @@ ATOL = 1e-4
 # warning, even within the hard bound (a twin whose GELU is the tanh one: about 800x, issue 56).
 NOISE_MULTIPLE = 16.0
 FLOOR = 2.0 ** -24
+# Beyond the hard bound, a capture as close to the float64 run as float32 eager itself (within NOISE_OK
+# times eager's error) rounds the same computation: at a published size float32's error outgrows the
+# elementwise bound (GPT-Neo 1.3B through torch_xla: 3.1e-4 against 1e-4 + 1e-3|x| near outputs of 0).
+# benchmarks/parity_noise.py measured 0.50-1.46x on 69 correct captures; the tanh-GELU twin 827x.
+NOISE_OK = 2.0
 
 
 @dataclass(frozen=True)
@@ -39,6 +44,7 @@ class Parity:
     eager_error: float | None = None  # PyTorch float32 eager's: the noise a correct capture carries
     unmeasured: str = ""  # why there is no float64 run
     diverges: str = ""  # a suspect capture: the first module whose output lies beyond the noise (localize.py)
+    elementwise_ok: bool = True  # within the hard bound; False and ok: beyond it, within float32's noise (NOISE_OK)
 
     @property
     def multiple(self) -> float | None:
@@ -73,6 +79,11 @@ class Parity:
                # elementwise, |eager| floored at 1e-6: large near an output of zero, so never a verdict
                "max_rel_error": self.max_rel, "rtol": RTOL, "atol": ATOL, "ok": self.ok,
                "verdict": self.verdict}
+        if not self.elementwise_ok:  # only then: a sidecar within the bound reads as before
+            out["elementwise_ok"] = False
+        if self.ok and not self.elementwise_ok:
+            out["passed_by"] = (f"float64: beyond atol + rtol*|eager| elementwise, but within {NOISE_OK:g}x float32 "
+                                "eager's own error against the float64 run (float32's rounding at this size)")
         if self.multiple is not None:
             out["float64"] = {"reference": "the same PyTorch model and inputs in float64",
                               "compared": "gradients" if self.grad_rel is not None else "output",
@@ -104,7 +115,7 @@ class Parity:
                    d.get("gradient_rel_error"), d.get("adamw_rule_max_abs_error"), d.get("parameter_max_abs_error"),
                    tuple(tuple(w.items()) for w in d.get("worst") or ()), f64.get("capture_error"),
                    f64.get("eager_float32_error"), f64.get("why", "") if f64.get("measured") is False else "",
-                   f64.get("first_divergence", ""))
+                   f64.get("first_divergence", ""), bool(d.get("elementwise_ok", True)))
 
     def where(self) -> str:
         """Where a failed check differs most, in words ('' when it passed)."""
@@ -126,9 +137,11 @@ class Parity:
             where = f"; {self.where()}" if self.worst else ""
             # No elementwise relative error here: near an output of zero it reads 0.5 for a correct
             # capture (GPT-2 base: 0.6), which beside "ok" misleads; the sidecar keeps it.
+            beyond = "" if self.elementwise_ok or not self.ok else \
+                f", passed beyond it: as close to float64 as float32 eager (up to {NOISE_OK:g}x its error)"
             return (f"parity {self.stem:22} max abs error {self.max_abs:.3g}  "
                     f"{self.verdict.upper() if self.verdict != 'ok' else 'ok'} (tolerance |x - eager| <= "
-                    f"{ATOL:g} + {RTOL:g} * |eager|){where}{self.noise_words()}")
+                    f"{ATOL:g} + {RTOL:g} * |eager|{beyond}){where}{self.noise_words()}")
         from ..workload.train import GRAD_RTOL, RULE_ATOL
 
         where = f"; {self.where()}" if self.worst else ""
@@ -161,11 +174,14 @@ def compare(stem: str, got: np.ndarray, want: np.ndarray, exact: np.ndarray | No
     diff = np.abs(got - want)
     max_abs = float(diff.max()) if diff.size else 0.0
     max_rel = float((diff / np.maximum(np.abs(want), 1e-6)).max()) if diff.size else 0.0
-    ok = bool(np.all(diff <= ATOL + RTOL * np.abs(want)))
-    if not ok and diff.size:
+    within = bool(np.all(diff <= ATOL + RTOL * np.abs(want)))
+    noise = "exact_error" in errors and np.isfinite(errors["exact_error"]) and \
+        errors["exact_error"] <= NOISE_OK * max(errors["eager_error"], FLOOR)
+    ok = within or bool(noise)
+    if not within and diff.size:
         k = int(np.nan_to_num(diff, nan=np.inf).argmax())
         worst = ({"max_abs": float(diff.flat[k]), "at": [int(i) for i in np.unravel_index(k, diff.shape)]},)
-        return Parity(stem, max_abs, max_rel, ok, worst=worst, **errors)
+        return Parity(stem, max_abs, max_rel, ok, worst=worst, elementwise_ok=False, **errors)
     return Parity(stem, max_abs, max_rel, ok, **errors)
 
 

@@ -87,21 +87,71 @@ class Exact(NamedTuple):
 
 
 def float64_output(model, inputs: dict) -> Exact:
-    """The model's output in float64 (its float64 copy on float64 inputs), or why there is none: a
-    model whose forward makes float32 tensors of its own may refuse float64, and is then only held
-    to the hard bound."""
+    """The model's output in float64 (its float64 copy on float64 inputs; a model whose copy would pass
+    values.FLOAT64_BYTES run in float64 module by module instead: float64_streamed), or why there is
+    none: a model whose forward makes float32 tensors of its own may refuse float64, and is then only
+    held to the hard bound."""
     import torch
 
     m64, why = float64_copy(model)
-    if m64 is None:
-        return Exact(None, why)
     try:
         with torch.no_grad():
-            out = m64(*as_float64(inputs))
+            if m64 is None:
+                out = float64_streamed(model, inputs)
+                if out is None:
+                    return Exact(None, why)
+            else:
+                out = m64(*as_float64(inputs))
         return Exact(np.asarray(out.detach().numpy(), dtype=np.float64), "")
     except Exception as e:  # noqa: BLE001 - any failure only costs the float64 comparison
         first = (str(e).strip().splitlines() or [""])[0][:160]
         return Exact(None, f"the model does not run in float64: {type(e).__name__}: {first}")
+
+
+def float64_streamed(model, inputs: dict):
+    """The model's output in float64 without a float64 copy of it: on entering a module whose tensors
+    (its own and its children's) fit FLOAT64_BYTES in float64, they all become float64, and float32
+    again on leaving it (float32 to float64 and back is exact: the model is left as it was); a larger
+    module's own tensors alone. So a layer is float64 while it runs (its code may read a child's dtype
+    before calling it: ViT's patch embedding casts the pixels to its convolution's) and the memory
+    beyond the model is about one layer's float64 tensors. None where one module's own tensors pass
+    the limit."""
+    import torch
+
+    from .values import FLOAT64_BYTES
+
+    def floating(tensors):
+        return [t for t in tensors if t.is_floating_point()]
+
+    whole = {}
+    for m in model.modules():
+        every = floating((*m.parameters(), *m.buffers()))
+        mine = floating((*m.parameters(recurse=False), *m.buffers(recurse=False)))
+        if 8 * sum(t.numel() for t in mine) > FLOAT64_BYTES:
+            return None
+        whole[m] = every if 8 * sum(t.numel() for t in every) <= FLOAT64_BYTES else mine
+    kept: dict = {}  # id(tensor) -> (tensor, its dtype before): float64 now
+    cast: list = []  # per module entered and not left: the tensors it made float64
+
+    def enter(mod, args):
+        mine = [t for t in whole[mod] if id(t) not in kept]
+        for t in mine:
+            kept[id(t)] = (t, t.dtype)
+            t.data = t.data.to(torch.float64)
+        cast.append(mine)
+
+    def leave(mod, args, out):
+        for t in cast.pop() if cast else ():
+            t.data = t.data.to(kept.pop(id(t))[1])
+
+    hooks = [h for m in model.modules() for h in (m.register_forward_pre_hook(enter), m.register_forward_hook(leave))]
+    try:
+        return model(*as_float64(inputs))
+    finally:
+        for h in hooks:
+            h.remove()
+        for t, dtype in kept.values():  # a forward that raised before leaving
+            t.data = t.data.to(dtype)
 
 
 def perturb(model, seed: int) -> None:
