@@ -32,6 +32,26 @@ def test_torch_tpu_ops_are_named_by_the_module_they_came_from(tmp_path):
     assert out.read_text().startswith("#loc") and "module @torch_tpu {" in out.read_text()
 
 
+def test_torch_tpus_layernorm_is_named_as_its_own_variance_form(tmp_path):
+    """TorchTPU lowers LayerNorm to one variadic reduce of x and x*x, then E[x^2] - mean^2 clamped at 0;
+    JAX's twins (and torchax, torch_xla's spelled-out forms) take the mean of the squared deviations.
+    The diff names each block's form, so the two lowerings are told apart in its findings."""
+    from stackwars_ir.capture.torch_tpu import named_by_module
+    from stackwars_ir.diff.findings import CENTERED, MEAN_SQUARE, ONE_REDUCE, facts
+    from stackwars_ir.diff import diff_files
+
+    out = tmp_path / "torch-torch_tpu.mlir"
+    out.write_text(named_by_module(FIXTURE.read_text()))
+    golden = Path(__file__).resolve().parents[1] / "captures"
+    report = diff_files(golden / "gpt2-tiny" / "jax.mlir", out)
+    norms = [blk for blk in report.b.segmentation.blocks if blk.role == "norm"]
+    assert len(norms) == 2 and all(facts(report.b.module, blk).variance == ONE_REDUCE for blk in norms)
+    jax_norms = [d.facts_a.variance for d in report.blocks if d.a.role == "norm"]
+    assert jax_norms and set(jax_norms) == {CENTERED}
+    llama = diff_files(golden / "llama-tiny" / "jax.mlir", golden / "llama-tiny" / "torch-torchax.mlir")
+    assert {d.facts_a.variance for d in llama.blocks if d.a.role == "norm"} == {MEAN_SQUARE}  # RMSNorm
+
+
 def test_torch_tpu_is_refused_where_it_cannot_run():
     """Its training step, --abstract and the lock's environment (torch 2.9): one line each, with the fix."""
     from stackwars_ir.capture import Request

@@ -534,7 +534,8 @@ def study_summary(diffs: list, modules: tuple | None = None) -> list[Summary]:
                     return n.split(".", 1)[1]
             # Name what is there: inference batch norm has an rsqrt of its given variance, no reduce.
             ops = [op for op in ("reduce", "rsqrt") if f.histogram[f"stablehlo.{op}"]]
-            return f"spelled out ({'/'.join(ops)})" if ops else "other"
+            how = "/".join(ops) + (f"; {f.variance}" if f.variance else "")
+            return f"spelled out ({how})" if ops else "other"
         la = Counter(lowering(d.facts_a) for d in norms)
         lb = Counter(lowering(d.facts_b) for d in norms)
         out.append(Summary("normalization", {"blocks": len(norms), "a": [list(x) for x in la.most_common()],

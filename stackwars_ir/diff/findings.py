@@ -45,13 +45,15 @@ class BlockFacts:
     constants: int  # non-splat constants of any type
     broadcasts: int
     recomputed: int = 0  # forward ops a rematerialization recomputes in the backward (JAX's rematted_computation)
+    variance: str = ""  # how a spelled-out norm computes its variance (variance_form), "" where no reduce squares
 
     def as_json(self) -> dict:
         return {"histogram": dict(sorted(self.histogram.items())), "dot_generals": [d.as_json() for d in self.dots],
                 "converts": dict(self.converts), "calls": dict(self.calls),
                 "custom_calls": dict(self.custom_calls), "iota": self.iota,
                 "constant_index_tables": self.constant_tables, "materialized_constants": self.constants,
-                "broadcasts": self.broadcasts, "recomputed": self.recomputed}
+                "broadcasts": self.broadcasts, "recomputed": self.recomputed,
+                **({"variance": self.variance} if self.variance else {})}
 
 
 def facts(module: Module, block: Block) -> BlockFacts:
@@ -75,7 +77,62 @@ def facts(module: Module, block: Block) -> BlockFacts:
         constants=len(consts),
         broadcasts=sum(1 for op in ops if op.name == "stablehlo.broadcast_in_dim"),
         recomputed=len(recomputed(block)),
+        variance=variance_form(module, ops),
     )
+
+
+# How a spelled-out norm computes its variance, in the words a finding uses:
+CENTERED = "variance E[(x - mean)^2]"  # two passes: the mean, then the mean of the squared deviations (JAX's twins)
+ONE_PASS = "variance E[x^2] - mean^2"  # one pass over x: the mean of the squares less the squared mean (cancels)
+ONE_REDUCE = "variance E[x^2] - mean^2 in one variadic reduce"  # both sums in one reduce (TorchTPU's LayerNorm)
+MEAN_SQUARE = "mean square E[x^2], no mean (RMS)"  # RMSNorm: the mean of the squares alone
+_PASS_THROUGH = ("stablehlo.convert", "stablehlo.broadcast_in_dim", "stablehlo.reshape")
+
+
+def variance_form(module: Module, ops: list) -> str:
+    """How the block's reduces compute a variance, or "" where none reduces a square: the squared
+    deviation from the mean (CENTERED), the mean of the squares less the squared mean from two
+    reduces (ONE_PASS) or from one reduce of two results (ONE_REDUCE), or the mean square alone
+    (MEAN_SQUARE). The two one-pass forms lose digits where the mean is large beside the spread, and
+    clamp the difference at zero (a `maximum`)."""
+    reduces = [op for op in ops if op.name == "stablehlo.reduce" and op.operands]
+    if not reduces:
+        return ""
+    if any(len(r.results) > 1 and _squares(module, r.operands[1]) for r in reduces):
+        return ONE_REDUCE
+    squared = [sq for r in reduces for sq in (_squares(module, r.operands[0]),) if sq is not None]
+    if not squared:
+        return ""
+    base = _source(module, squared[0].operands[0])
+    if base is not None and base.name == "stablehlo.subtract":
+        return CENTERED
+    return ONE_PASS if len(reduces) > len(squared) else MEAN_SQUARE
+
+
+def _source(module: Module, value: int):
+    """The op producing `value`, through converts, broadcasts and reshapes; None for an argument."""
+    op = None
+    for _ in range(8):
+        src = module.values[value].producer
+        if src is None:
+            return None
+        op = module.ops[src]
+        if op.name not in _PASS_THROUGH or not op.operands:
+            return op
+        value = op.operands[0]
+    return op
+
+
+def _squares(module: Module, value: int):
+    """The op squaring into `value` (x * x, x ** 2, chlo.square), or None."""
+    op = _source(module, value)
+    if op is None:
+        return None
+    if op.name == "stablehlo.multiply" and len(op.operands) == 2 and op.operands[0] == op.operands[1]:
+        return op
+    if op.name in ("stablehlo.power", "chlo.square"):  # jax 0.12 writes lax.square as chlo.square
+        return op
+    return None
 
 
 def recomputed(block: Block) -> tuple:
@@ -149,6 +206,9 @@ def block_findings(fa: BlockFacts, fb: BlockFacts, a: Block, b: Block) -> list[F
     if fa.converts != fb.converts:
         out.append(Finding("converts", "", {"a": dict(sorted(fa.converts.items())), "b": dict(sorted(fb.converts.items()))},
                            op_ids(a, "stablehlo.convert"), op_ids(b, "stablehlo.convert")))
+    if fa.variance and fb.variance and fa.variance != fb.variance:
+        out.append(Finding("variance", "", {"a": fa.variance, "b": fb.variance},
+                           op_ids(a, "stablehlo.reduce"), op_ids(b, "stablehlo.reduce")))
     return out
 
 

@@ -32,6 +32,8 @@ def finding(f, names: tuple[str, str]) -> str:
         return f"dtype conversions: {a} {_counts(n['a']) or 'none'}; {b} {_counts(n['b']) or 'none'}"
     if f.kind == "remat":
         return f"forward ops recomputed in the backward (remat): {a} {n['a']}; {b} {n['b']}"
+    if f.kind == "variance":
+        return f"{a} computes the {n['a']}; {b} the {n['b']}"
     return f"{f.kind}: {n}"  # a kind from a newer format: its data, unworded
 
 
