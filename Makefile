@@ -128,7 +128,8 @@ findings-programs: setup-tpu
 	$(BIN)/python benchmarks/findings_programs.py > docs/findings-programs.md.tmp && mv docs/findings-programs.md.tmp docs/findings-programs.md
 
 # Every architecture of benchmarks/grids/zoo.toml through torch_xla and torchax, tiny, forward and
-# training step, as a resumable sweep into out/sweeps/zoo (killed, it resumes; about 45 minutes here).
+# training step, as a resumable sweep into out/sweeps/zoo (killed, it resumes; about 45 minutes here with
+# one round of benches: three rounds add two more rounds of its 60 timed benches, not measured yet).
 # The study's table predicted for its TPU v6e from host phases measured here and the v6e compiler's
 # estimates (docs/findings-host.md; records under out/findings-host, never recomputed; about 25 minutes).
 findings-host: setup-tpu

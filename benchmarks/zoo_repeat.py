@@ -22,7 +22,8 @@ from pathlib import Path
 import _common  # noqa: F401  (the project on sys.path)
 from stackwars_ir.report.findings.zoo import SAME
 
-ROW = re.compile(r"^\| (\w+) \| \d+ / \d+ \|.*\| ([0-9.]+) \| [^|]+ \|$")
+# model | ops | fusions | compile | steady | ratio | ...: the ratio is the sixth cell (later columns vary)
+ROW = re.compile(r"^\| (\w+) \| \d+ / \d+ \| [^|]+ \| [^|]+ \| [^|]+ \| ([0-9.]+) \|")
 DATE = re.compile(r" on (\d{4}-\d{2}-\d{2}); machine: ([^;]+);")
 
 

@@ -335,6 +335,16 @@ def test_the_zoo_pages_claims_count_what_the_rows_hold():
     assert "the same number of fusions in 2 of 3" in verdict and "(geometric mean) 2.00" in verdict
     assert "faster by more than 10% in 1, slower by more than 10% in 1, within 10% in 1" in verdict
     assert "geometric mean ratio torchax/torch_xla 1.02" in verdict  # (0.5 * 2 * 1.05) ** (1/3)
+    assert "fewer than 3 rounds per row: each a figure of one run, not a finding" in verdict
+    # With three rounds a row: faster or slower only where the interval across the rounds excludes 1.
+    rounds = {("a", "forward"): dict(rows[("a", "forward")], ratios=[0.5, 0.52, 0.49]),
+              ("b", "forward"): dict(rows[("b", "forward")], ratios=[2.0, 1.9, 2.1]),
+              ("c", "forward"): dict(rows[("c", "forward")], ratios=[1.3, 0.8, 1.05])}
+    verdict, = zoo.verdicts(rounds)
+    assert "torchax faster in 1 (95% interval across 3 or more rounds below 1), slower in 1 (above 1), " \
+           "indistinguishable in 1 (the interval holds 1)" in verdict
+    ratio, low, high, k = zoo.interval(rounds[("c", "forward")])
+    assert k == 3 and low < 1 < high
 
 
 def test_zoo_repeat_reads_the_committed_zoo_page_and_counts_changed_and_reversed_verdicts(tmp_path):

@@ -6,7 +6,7 @@ import math
 import statistics
 from types import SimpleNamespace
 
-from .page import machine_line, sweep_line
+from .page import MIN_ROUNDS, Dates, machine_line, sweep_line
 
 ROUTES = ("torch_xla", "torchax")
 SAME = 0.10  # a steady-state ratio within 10% of 1 is "the same": timing noise on a shared machine
@@ -15,14 +15,17 @@ ANCHOR = ("vLLM's TPU backend reports about 20% more throughput lowering unchang
 
 
 def index_records(report) -> tuple[list, dict]:
-    """The grid's (model, step) pairs in order, and each record by (model, step, command, route): a
-    bench of both routes in one job (the grid's `together`) under "torch_xla+torchax"."""
+    """The grid's (model, step) pairs in order, and each key's records by (model, step, command, route),
+    its rounds in order (the grid's `rounds`: one record each): a bench of both routes in one job (the
+    grid's `together`) under "torch_xla+torchax"."""
     order, by = [], {}
     for rec in report.records:
         r = rec.job.request
         if (r.model, r.step) not in order:
             order.append((r.model, r.step))
-        by[(r.model, r.step, rec.job.command, rec.job.route)] = rec
+        by.setdefault((r.model, r.step, rec.job.command, rec.job.route), []).append(rec)
+    for recs in by.values():
+        recs.sort(key=lambda rec: getattr(rec.job, "round", 0))
     return order, by
 
 
@@ -42,16 +45,29 @@ def _bench(rec, route: str) -> dict | None:
 
 
 def row_of(by, model, step) -> dict | None:
-    """One program's numbers on both routes, or None where a job of it failed (named below the tables)."""
-    diff = by.get((model, step, "diff", "torch_xla"))
+    """One program's numbers on both routes, or None where a job of it failed (named below the tables):
+    each route's compile and steady times the median over the rounds, and torchax's steady time over
+    torch_xla's taken in each round both routes ran (`ratios`); `records`, the records it read."""
+    diffs = by.get((model, step, "diff", "torch_xla")) or []
     both = by.get((model, step, "bench", "+".join(ROUTES)))
-    benches = [_bench(both or by.get((model, step, "bench", r)), r) for r in ROUTES]
-    if diff is None or not diff.ok or None in benches:
+    if both:
+        rounds = [tuple(_bench(rec, r) for r in ROUTES) for rec in both]
+    else:
+        per_route = [by.get((model, step, "bench", r)) or [] for r in ROUTES]
+        rounds = [tuple(_bench(rec, r) for rec, r in zip(recs, ROUTES)) for recs in zip(*per_route)]
+    rounds = [rd for rd in rounds if None not in rd]
+    if not diffs or not diffs[0].ok or not rounds:
         return None
-    res = diff.result
+    benches = [{"compile": statistics.median(rd[i]["compile"] for rd in rounds),
+                "steady": statistics.median(rd[i]["steady"] for rd in rounds),
+                "fusions": rounds[0][i]["fusions"], "together": all(rd[i]["together"] for rd in rounds)}
+               for i in range(len(ROUTES))]
+    res = diffs[0].result
     al = res.get("alignment") or {}
+    records = diffs + list(both or [rec for r in ROUTES for rec in by.get((model, step, "bench", r)) or []])
     return {"ops": (res["a"]["ops"], res["b"]["ops"]), "bench": benches,
-            "aligned": f"{al.get('pairs', 0)} ({al.get('coverage', 0):.0%})", "diff": res}
+            "ratios": [_ratio(a["steady"], b["steady"]) for a, b in rounds],
+            "aligned": f"{al.get('pairs', 0)} ({al.get('coverage', 0):.0%})", "diff": res, "records": records}
 
 
 def how_timed(rows: dict, step: str) -> str:
@@ -107,8 +123,21 @@ def _percent(x: float) -> str:
     return "the same" if round(x * 100) == 0 else f"{x:+.0%}"
 
 
+def interval(r: dict) -> tuple[float, float, float, int]:
+    """A row's steady ratio torchax/torch_xla across its rounds: (geometric mean, low, high, rounds), the
+    95% interval runstats.rounds_ratio's (infinite below two rounds)."""
+    from ...runstats import rounds_ratio
+
+    ratios = [x for x in r.get("ratios") or [_ratio(r["bench"][0]["steady"], r["bench"][1]["steady"])] if x == x]
+    if not ratios:
+        return float("nan"), 0.0, math.inf, 0
+    return (*rounds_ratio(ratios), len(ratios))
+
+
 def verdicts(rows: dict) -> list[str]:
-    """The page's generated claims, from the rows of both steps."""
+    """The page's generated claims, from the rows of both steps: with at least MIN_ROUNDS rounds per row,
+    a row is faster or slower only where its interval across the rounds excludes 1; from fewer, the
+    counts by a 10% band are figures of one run each, and say so."""
     out = []
     for step, title in (("forward", "forward"), ("train", "training step")):
         got = [r for (m, s), r in rows.items() if s == step and r]
@@ -120,14 +149,24 @@ def verdicts(rows: dict) -> list[str]:
         ops_ratio = statistics.median(_ratio(*r["ops"]) for r in got)
         compile_ratio = _geomean(_ratio(r["bench"][0]["compile"], r["bench"][1]["compile"]) for r in got)
         steady = [_ratio(r["bench"][0]["steady"], r["bench"][1]["steady"]) for r in got]
-        faster = sum(x < 1 - SAME for x in steady)
-        slower = sum(x > 1 + SAME for x in steady)
+        spans = [interval(r) for r in got]
+        if all(k >= MIN_ROUNDS for *_, k in spans):
+            faster = sum(hi < 1 for _, _, hi, _ in spans)
+            slower = sum(lo > 1 for _, lo, _, _ in spans)
+            timed = (f"torchax faster in {faster} (95% interval across {min(k for *_, k in spans)} or more rounds "
+                     f"below 1), slower in {slower} (above 1), indistinguishable in {n - faster - slower} (the "
+                     f"interval holds 1)")
+        else:
+            faster = sum(x < 1 - SAME for x in steady)
+            slower = sum(x > 1 + SAME for x in steady)
+            timed = (f"torchax faster by more than {SAME:.0%} in {faster}, slower by more than {SAME:.0%} in {slower}, "
+                     f"within {SAME:.0%} in {n - faster - slower} (fewer than {MIN_ROUNDS} rounds per row: each a "
+                     "figure of one run, not a finding)")
         out.append(f"**{title.capitalize()}, {n} architectures.** torchax's StableHLO has fewer ops than torch_xla's "
                    f"in {fewer} of {n} (median ops ratio torchax/torch_xla {ops_ratio:.2f}); after XLA's passes the "
                    f"two compile to the same number of fusions in {same_fusions} of {n}. Compile time ratio "
-                   f"torchax/torch_xla (geometric mean) {compile_ratio:.2f}. Steady-state time: torchax faster by more "
-                   f"than {SAME:.0%} in {faster}, slower by more than {SAME:.0%} in {slower}, within {SAME:.0%} in "
-                   f"{n - faster - slower}; geometric mean ratio torchax/torch_xla {_geomean(steady):.2f} "
+                   f"torchax/torch_xla (geometric mean) {compile_ratio:.2f}. Steady-state time: {timed}; geometric "
+                   f"mean ratio torchax/torch_xla {_geomean(steady):.2f} "
                    f"({_percent(1 / _geomean(steady) - 1)} throughput for torchax).")
     return out
 
@@ -160,12 +199,19 @@ def zoo_page(report) -> str:
     lines += [f"- {v}" for v in verdicts(rows)]
     lines += [f"- The published anchor: {ANCHOR}. That is a TPU serving measurement at full size; here, on XLA CPU at "
               "tiny size, the ratio above is what the same two lowerings give.", ""]
+    dates = Dates(r for r in report.records if r.job.command != "capture")
+    if dates.column:
+        lines += [dates.legend(), ""]
+    extra = " record |" if dates.column else ""
     for step, title in (("forward", "Forward"), ("train", "Training step")):
         lines += [f"## {title}", "",
                   "Each cell: torch_xla / torchax. Ops: StableHLO ops in the capture; fusions: in XLA CPU's optimized "
-                  "HLO; steady: median of the steady runs; ratio: torchax's steady time over torch_xla's (below 1: "
-                  f"torchax faster). {how_timed(rows, step)}", "",
-                  "| model | ops | fusions | compile | steady | ratio | blocks aligned |", "|---|---|---|---|---|---|---|"]
+                  "HLO; compile and steady: the median over the rounds (each round the bench again in a fresh worker) "
+                  "of each round's figure (steady: the median of its steady runs); ratio: torchax's steady time over "
+                  "torch_xla's, taken per round (geometric mean; below 1: torchax faster), with its 95% interval "
+                  f"across the rounds. {how_timed(rows, step)}", "",
+                  "| model | ops | fusions | compile | steady | ratio | interval | rounds | blocks aligned |" + extra,
+                  "|---|---|---|---|---|---|---|---|---|" + ("---|" if extra else "")]
         for m in models:
             r = rows.get((m, step))
             if (m, step) not in rows:
@@ -173,13 +219,17 @@ def zoo_page(report) -> str:
             if r is None:
                 pending = any(rec.error == NOT_RUN for rec in report.records
                               if (rec.job.request.model, rec.job.request.step) == (m, step))
-                lines.append(f"| {m} | {'not run yet' if pending else 'failed: see below'} | | | | | |")
+                lines.append(f"| {m} | {'not run yet' if pending else 'failed: see below'} | | | | | | | |"
+                             + (" |" if extra else ""))
                 continue
             a, b = r["bench"]
+            ratio, lo, hi, k = interval(r)
+            span = f"{lo:.2f}-{hi:.2f}" if k >= 2 else "-"
             lines.append(f"| {m} | {r['ops'][0]} / {r['ops'][1]} | {a['fusions']} / {b['fusions']} | "
                          f"{_pair(a['compile'], b['compile'], lambda x: f'{x:.2f} s')} | "
                          f"{_pair(a['steady'], b['steady'], lambda x: f'{x * 1e3:.3g} ms')} | "
-                         f"{_ratio(a['steady'], b['steady']):.2f} | {r['aligned']} |")
+                         f"{ratio:.2f} | {span} | {k} | {r['aligned']} |"
+                         + (f" {dates.mark(r['records'])} |" if extra else ""))
         lines.append("")
     lines += ["## What they differ in", "",
               "Per architecture's forward: the block roles whose op counts differ most (torchax's count minus "
