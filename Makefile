@@ -90,9 +90,11 @@ setup-tpu: setup
 
 # The docs that are generated: the CLI reference and the findings pages (base models, minutes).
 # `make findings` writes every findings page: docs/findings.md, then findings-memory.md,
-# findings-programs.md and findings-zoo.md (about 120 + 40 + 23 + 45 minutes here: findings.md's 88 untimed jobs
-# took 30 minutes on 2 workers, its 15 timed benches of base models about 6 minutes each, one at a time;
-# findings-programs' 40 jobs, LLaMA-3.2-1B's captures and runs among them, 23 minutes; measured 2026-11-27);
+# findings-programs.md and findings-zoo.md (measured 2026-11-27 with one round of timed benches: about
+# 120 + 40 + 23 + 45 minutes here: findings.md's 88 untimed jobs took 30 minutes on 2 workers, its 15 timed
+# benches of base models about 6 minutes each, one at a time; findings-programs' 40 jobs, LLaMA-3.2-1B's
+# captures and runs among them, 23 minutes. The grids now time three rounds of each bench (issue 53):
+# findings.md's timed part about three times 90 minutes; every sweep resumes where it was killed);
 # BACKEND=gpu writes docs/findings-gpu.md
 # alone (after `make setup-gpu`: the other two pages are compile-only TPU plans and CPU runs).
 BACKEND ?= cpu

@@ -84,3 +84,24 @@ def test_a_split_by_block_beside_a_steady_gap_of_the_other_sign_must_say_so():
               "kernels | steady gap ms | blocks carrying 80% of the gap |\n| --- | --- | --- | --- | ---: | ---: | ---: "
               "| ---: | --- |\n| gpt2 | forward | t | lazy | 357 (1.01x) | 109 (0.21x) | 0.31 | +169 | mlp |")
     assert len(claims(native)) == 1
+
+
+def test_the_main_pages_ratios_come_across_rounds_where_the_grid_repeats_its_benches():
+    """findings.md's sections 6 and 7 with the grid's `rounds`: each ratio taken per round's report,
+    worded with its interval across the rounds; one round leaves the caller to word the job's own."""
+    from types import SimpleNamespace as NS
+
+    from stackwars_ir.report.findings.claims import rounds_ratio_cell
+
+    def report(jax, xla):
+        rows = [(2, NS(ok=True, name="jax", kind="stablehlo", timing=NS(steady=jax))),
+                (2, NS(ok=True, name="torch-torch_xla", kind="stablehlo", timing=NS(steady=xla)))]
+        return NS(rows=rows)
+
+    assert rounds_ratio_cell([report(1.0, 1.2)], "torch-torch_xla", "jax") is None
+    held = rounds_ratio_cell([report(1.0, 1.2), report(1.0, 1.21), report(1.0, 1.19)], "torch-torch_xla", "jax")
+    assert held.startswith("1.20x (95% interval 1.1") and held.endswith("across 3 rounds)")
+    spans = rounds_ratio_cell([report(1.0, 1.3), report(1.0, 0.8), report(1.0, 1.0)], "torch-torch_xla", "jax")
+    assert spans.startswith("indistinguishable from 1")
+    two = rounds_ratio_cell([report(1.0, 1.2), report(1.0, 1.2)], "torch-torch_xla", "jax")
+    assert "from 2 rounds (fewer than 3: no interval across runs, so no finding)" in two

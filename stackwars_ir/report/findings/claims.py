@@ -345,15 +345,17 @@ class Results:
         from ...targets import is_tpu
 
         self.report, self.root = report, Path(report.root)
-        self.by: dict = {}
-        for rec in report.records:
+        self.by: dict = {}  # key -> the record (a timed bench: its first round's)
+        self.rounds: dict = {}  # key -> every round's record, in order (the grid's `rounds`)
+        for rec in sorted(report.records, key=lambda rec: getattr(rec.job, "round", 0)):
             r, job = rec.job.request, rec.job
             if job.command == "bench":
                 what = "estimate" if is_tpu(job.target) else "bench"
                 key = (what, r.model, r.step, route_of(r) if what == "estimate" else "", r.batch)
             else:
                 key = (job.command, r.model, r.step, route_of(job.against or r), r.batch)
-            self.by[key] = rec
+            self.by.setdefault(key, rec)
+            self.rounds.setdefault(key, []).append(rec)
 
     def _get(self, key, cls):
         rec = self.by.get(key)
@@ -383,6 +385,13 @@ class Results:
         from ...bench.run import BenchReport
 
         return self._get(("bench", model, step, "", self._batch(model, batch)), BenchReport)
+
+    def bench_rounds(self, model: str, step: str = "forward", batch=None) -> list:
+        """Every round's BenchReport of the model's timed job (the failed rounds left out)."""
+        from ...bench.run import BenchReport
+
+        recs = self.rounds.get(("bench", model, step, "", self._batch(model, batch)), [])
+        return [BenchReport.from_json(rec.result) for rec in recs if rec.result and "results" in rec.result]
 
     def diff(self, model: str, step: str, route: str, batch=None):
         """JAX's capture against ROUTE's (DiffResult), its error, or None where the route has none."""
@@ -429,6 +438,22 @@ def steady_ratio(rep, b: str, a: str, st: dict) -> str:
     lo, hi = (v.low, v.high) if v.slower == b else (1 / v.high, 1 / v.low)
     said = f"{st[b] / st[a]:.2f} ({lo:.2f}-{hi:.2f})"
     return said + (f", {v.withheld}" if v.withheld else ", indistinguishable" if lo <= 1 <= hi else "")
+
+
+def rounds_ratio_cell(reports: list, b: str, a: str, key=lambda e: e.name) -> str | None:
+    """B's steady time over A's taken in each round's report (each its own worker: the grid's `rounds`),
+    worded with its interval across the rounds (page.across_rounds); None with fewer than two rounds
+    (the caller words the one job's own interval)."""
+    from .page import across_rounds
+
+    if len(reports) < 2:
+        return None
+    ratios = []
+    for rep in reports:
+        st = {key(e): e.timing.steady for _, e in rep.rows if e.ok}
+        if a in st and b in st and st[a]:
+            ratios.append(st[b] / st[a])
+    return across_rounds(ratios)
 
 
 def study_table(say: Page, results: Path) -> None:
@@ -553,14 +578,23 @@ def print_page(a: Sources, say: Page) -> None:
             say(f"| {model} | {name} | {ms(e.compile_s)} | {ms(t.first)} | {ms(t.second)} | {ms(t.steady)} | "
                 f"{t.spread:.0%} | {t.second / t.steady:.2f} | {e.hlo.get('fusions', '-') if e.hlo else '-'} | "
                 f"{e.proof.summary if e.proof else '-'} | {counters_text(t.counters)} |")
+    rounds = {model: res.bench_rounds(model) for model in benches}
+    across = any(len(r) >= 2 for r in rounds.values())
     say("\n## 6. JAX against PyTorch at steady state, same XLA runtime\n")
-    say("Each ratio with its 95% interval from the bench's own runs (paired where the rows were timed in "
-        "turns in one worker: bench.compare), within this one job: a ratio whose interval holds 1 is "
-        "indistinguishable at this machine's noise; none is repeated across independent runs here.\n")
+    if across:
+        say("Each ratio taken in each round (the bench again in a fresh worker: the grid's `rounds`) with its 95% "
+            "interval across the rounds (runstats.rounds_ratio); a ratio whose interval holds 1 is indistinguishable, "
+            "and one from fewer than 3 rounds is a figure, not a finding.\n")
+    else:
+        say("Each ratio with its 95% interval from the bench's own runs (paired where the rows were timed in "
+            "turns in one worker: bench.compare), within this one job: a ratio whose interval holds 1 is "
+            "indistinguishable at this machine's noise; none is repeated across independent runs here, so "
+            "none is a finding across runs (the grid's `rounds` repeats them).\n")
     say("| model | torch_xla steady / JAX steady | torchax steady / JAX steady |\n| --- | ---: | ---: |")
     for model, rep in benches.items():
         st = {e.name: e.timing.steady for _, e in rep.rows if e.ok and e.kind == "stablehlo"}
-        cells = [steady_ratio(rep, f"torch-{x}", "jax", st) for x in EXPORTERS]
+        cells = [rounds_ratio_cell(rounds[model], f"torch-{x}", "jax") or steady_ratio(rep, f"torch-{x}", "jax", st)
+                 for x in EXPORTERS]
         say(f"| {model} | {cells[0]} | {cells[1]} |")
     say("\nReading: where the interval holds 1, the two IRs' compiled code cannot be told apart on this "
         "backend at this noise; where it does not, the ratio is what XLA made of the two IRs here, on one "
@@ -569,9 +603,13 @@ def print_page(a: Sources, say: Page) -> None:
     say("\n## 7. Native runtimes against the JAX StableHLO executable, steady state\n")
     say("| model | " + " | ".join(f"{k} / JAX StableHLO" for k in NATIVE) + " |")
     say("| --- | " + " | ".join("---:" for _ in NATIVE) + " |")
+    def kind(e):
+        return e.kind if e.kind != "stablehlo" else e.name
+
     for model, rep in benches.items():
-        st = {e.kind if e.kind != "stablehlo" else e.name: e.timing.steady for _, e in rep.rows if e.ok}
-        cells = [f"{st[k] / st['jax']:.2f}" if k in st and "jax" in st else "-" for k in NATIVE]
+        st = {kind(e): e.timing.steady for _, e in rep.rows if e.ok}
+        cells = [rounds_ratio_cell(rounds[model], k, "jax", key=kind) or
+                 (f"{st[k] / st['jax']:.2f} (one job)" if k in st and "jax" in st else "-") for k in NATIVE]
         say(f"| {model} | " + " | ".join(cells) + " |")
     splits = [(model, split) for model, rep in benches.items() for _, e in rep.rows if (split := lazy_split(e, rep.rows))]
     if splits:
