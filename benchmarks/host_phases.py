@@ -67,7 +67,7 @@ def one(model: str, size: str, step: str, name: str, runs: int) -> dict:
 
     costs = {"marks": cost(lambda: run(Clock(meter.read)))}
     if model is not None:
-        clock = ModuleClock(model)
+        clock = ModuleClock(model, backward=req.train)  # a training step's backward is clocked too
 
         def hooked():
             with clock:
@@ -131,7 +131,7 @@ def main() -> None:
                 from stackwars_ir.bench.host import layered
 
                 groups = layered(h.modules)[:5]
-                print("    forward by module: " + ", ".join(f"{k or '(model)'} {s * 1e3:,.2f}" for k, s, _ in groups)
+                print("    host by module: " + ", ".join(f"{k or '(model)'} {s * 1e3:,.2f}" for k, s, _ in groups)
                       + f" (of {h.hooked_wall_s * 1e3:,.2f} ms under the hooks)")
             for note in h.notes:
                 print(f"    note: {note}")
