@@ -470,6 +470,12 @@ def test_bench_reuses_a_capture_only_from_the_same_request_capture_revision_and_
     assert said[-1].startswith("capturing")
     from stackwars_ir.files import versions
     assert _json.loads(side.read_text())["versions"]["jax"] == versions()["jax"]
+    # One whose parity failed (its files kept for inspection): captured again, never planned or timed.
+    data = _json.loads(side.read_text())
+    data["parity"]["ok"], data["parity"]["verdict"] = False, "differs"
+    side.write_text(_json.dumps(data))
+    captured(req, tmp_path, sweep=False, show=False, progress=said.append)
+    assert said[-1].startswith("capturing") and _json.loads(side.read_text())["parity"]["ok"] is True
 
 
 def test_findings_split_a_torch_xla_run_into_compile_execute_and_tracing_by_its_own_clocks():

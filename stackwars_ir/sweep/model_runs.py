@@ -98,7 +98,9 @@ def _same_request(path: Path, req) -> bool:
     """Whether the capture at `path` is the one `req` would write: its sidecar describes it and the
     request, this capture revision wrote it (an older one may differ: see CAPTURE_REVISION), and
     the same packages lowered it (a file another lock's jax or torch wrote is another program: a
-    sweep keyed by this stack must not compile it under this stack's name)."""
+    sweep keyed by this stack must not compile it under this stack's name), and its parity did not
+    fail (a failed capture's files are kept for inspection: reused, a retried job would plan a
+    computation parity refused)."""
     from ..files import read_sidecar, versions
 
     try:
@@ -108,9 +110,11 @@ def _same_request(path: Path, req) -> bool:
     if side is None:
         return False
     wrote = {k: v for k, v in (side.data.get("versions") or {}).items() if v}
+    # A capture that failed parity is written for inspection, not for use: it is captured again.
+    failed = (side.data.get("parity") or {}).get("ok") is False
     return (side.seed, side.batch, side.seq, side.step, side.abstract, side.dtype, side.capture_revision) == \
         (req.seed, req.batch, req.seq, req.step, req.abstract, req.dtype, CAPTURE_REVISION) and \
-        wrote == {k: v for k, v in versions().items() if v}
+        wrote == {k: v for k, v in versions().items() if v} and not failed
 
 
 def plan_model(model: str | Request, *, batches=(None,), out_dir: Path = Path("out") / "captures",
