@@ -148,6 +148,8 @@ def print_page(report, say: Page) -> None:
             for batch in batches:
                 for dtype in dtypes:
                     got = [cells.get((title, step, batch, dtype, r), Cell("-")) for r in ROUTES]
+                    if all(c.text == "-" for c in got):
+                        continue  # a dtype the grid plans for this model's other step only
                     mark = f" {dates.mark(c.record for c in got)} |" if extra else ""
                     say(f"| {step} | {batch} | {dtype} | " + " | ".join(short(c, notes) for c in got) + " |" + mark)
         say()
