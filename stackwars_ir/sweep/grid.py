@@ -314,7 +314,8 @@ def _expand(table: dict, here: str, refused: dict):
     for key, kind in SCALARS.items():
         if key in table:
             if not isinstance(table[key], kind) or (kind is int and isinstance(table[key], bool)):
-                raise StackwarsError(f"{here}: `{key}` must be a {getattr(kind, '__name__', 'number')}",
+                what = getattr(kind, "__name__", "number")
+                raise StackwarsError(f"{here}: `{key}` must be {'an' if what[0] in 'aeiou' else 'a'} {what}",
                                      fix=f"e.g. {key} = {'true' if kind is bool else 1}")
             scalars[key] = table[key]
     timeout = float(scalars.pop("timeout", JOB_TIMEOUT))
