@@ -264,6 +264,8 @@ def test_beyond_the_elementwise_bound_a_capture_as_close_to_float64_as_eager_pas
     assert not q.ok and q.verdict == "differs" and q.multiple > 2
     # Without a float64 run the hard bound alone decides.
     assert not compare("torch-torch_xla", close, want, None, "not run").ok
+    # A reference far from float64 itself (not float32's rounding) lets no capture pass by being closer.
+    assert not compare("torch-torch_xla", exact, exact + 1.0, exact).ok
 
 
 def test_a_model_too_large_to_copy_in_float64_runs_in_float64_layer_by_layer(monkeypatch):

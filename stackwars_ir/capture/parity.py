@@ -23,6 +23,10 @@ FLOOR = 2.0 ** -24
 # elementwise bound (GPT-Neo 1.3B through torch_xla: 3.1e-4 against 1e-4 + 1e-3|x| near outputs of 0).
 # benchmarks/parity_noise.py measured 0.50-1.46x on 69 correct captures; the tanh-GELU twin 827x.
 NOISE_OK = 2.0
+# ...and only while float32 eager is itself near the float64 run (norm-wise): a reference further off
+# than this is not float32's rounding, and no capture passes by being closer to float64 than it.
+# GPT-Neo 1.3B's float32 eager: 3.8e-5 and 4.1e-5.
+EAGER_NOISE_MAX = 1e-3
 
 
 @dataclass(frozen=True)
@@ -176,7 +180,7 @@ def compare(stem: str, got: np.ndarray, want: np.ndarray, exact: np.ndarray | No
     max_rel = float((diff / np.maximum(np.abs(want), 1e-6)).max()) if diff.size else 0.0
     within = bool(np.all(diff <= ATOL + RTOL * np.abs(want)))
     noise = "exact_error" in errors and np.isfinite(errors["exact_error"]) and \
-        errors["exact_error"] <= NOISE_OK * max(errors["eager_error"], FLOOR)
+        errors["eager_error"] <= EAGER_NOISE_MAX and errors["exact_error"] <= NOISE_OK * max(errors["eager_error"], FLOOR)
     ok = within or bool(noise)
     if not within and diff.size:
         k = int(np.nan_to_num(diff, nan=np.inf).argmax())
