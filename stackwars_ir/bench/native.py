@@ -446,7 +446,18 @@ def _jax_train(adapter, req, model, weights, state, backend, donate: bool = Fals
     device = runtime(backend).device
     _jax_counters()
     step, args = jax_step(adapter, req.size, state, weights)
-    fn = jax.jit(_as_captured(step, req), donate_argnums=(0, 1) if donate else ())  # new: first call compiles
+    run = _jitted_loop(jax.jit(_as_captured(step, req), donate_argnums=(0, 1) if donate else ()), args, device)
+
+    if donate:
+        return "jax.jit training step, state donated (native)", "jax.jit donated", run, _jax_counters, _nothing
+    return "jax.jit training step (native)", "jax.jit", run, _jax_counters, _nothing
+
+
+def _jitted_loop(fn, args: dict, device):
+    """A jitted training step's run in a loop (`fn`: new, so its first call compiles): each step's
+    parameters and AdamW state are the last step's results; its meter is jax.jit's."""
+    import jax
+
     box = {k: jax.device_put(v, device) for k, v in args.items()}
 
     def run(clock=UNMARKED):
@@ -458,10 +469,7 @@ def _jax_train(adapter, req, model, weights, state, backend, donate: bool = Fals
 
     run.hlo = lambda: fn.lower(box["params"], box["opt_state"], box["buffers"], box["inputs"]).compile().as_text()
     run.meter = jax_meter
-
-    if donate:
-        return "jax.jit training step, state donated (native)", "jax.jit donated", run, _jax_counters, _nothing
-    return "jax.jit training step (native)", "jax.jit", run, _jax_counters, _nothing
+    return run
 
 
 def _jax_train_donated(adapter, req, model, weights, state, backend):
@@ -558,20 +566,9 @@ def _dynamo_xla_train(adapter, req, model, weights, state, backend):
     os.environ.setdefault("PJRT_DEVICE", "CPU")
     import torch
     import torch_xla
-    import torch_xla.core.xla_model as xm
 
     torch._dynamo.reset()  # first is first: nothing this process compiled before is reused
-    step = _torch_loop(model, state, torch_xla.device(), compile_model=True, compile_backend="openxla")
-    torch_xla.sync()
-
-    def run(clock=UNMARKED):
-        loss = step(clock)
-        torch_xla.sync()
-        clock.mark("sync")
-        xm.wait_device_ops()
-        clock.mark("wait")
-        return loss
-
+    run = _lazy_loop(_torch_loop(model, state, torch_xla.device(), compile_model=True, compile_backend="openxla"))
     run.meter = dynamo_xla_meter
     return ("torch.compile training loop (openxla: torch_xla through dynamo; AdamW lazy)", "torch_xla dynamo", run,
             _xla_counters, _nothing)
@@ -596,29 +593,16 @@ def _torchax_train(adapter, req, model, weights, state, backend):
     device = runtime(backend).device
     _jax_counters()
     step, args = torchax_step(model, state, weights=weights)
-    fn = jax.jit(step)  # new: its first call compiles
-    box = {k: jax.device_put(v, device) for k, v in args.items()}
-
-    def run(clock=UNMARKED):
-        loss, box["params"], box["opt_state"] = fn(box["params"], box["opt_state"], box["buffers"], box["inputs"])
-        clock.mark("dispatch")
-        loss = loss.block_until_ready()
-        clock.mark("wait")
-        return loss
-
-    run.hlo = lambda: fn.lower(box["params"], box["opt_state"], box["buffers"], box["inputs"]).compile().as_text()
-    run.meter = jax_meter
+    run = _jitted_loop(jax.jit(step), args, device)
     return "torchax jitted training step (jax.jit, optax AdamW)", TORCHAX.native, run, _jax_counters, _nothing
 
 
-def _torch_xla_train(adapter, req, model, weights, state, backend):
-    if backend != "cpu":
-        return _torch_xla(adapter, req, model, weights, state.inputs, backend)  # its one-line error
-    os.environ.setdefault("PJRT_DEVICE", "CPU")
+def _lazy_loop(step):
+    """A torch_xla training loop's run: the step (traced, or dynamo's graphs launched), the sync that runs
+    its lazy graph, the wait for the device."""
     import torch_xla
     import torch_xla.core.xla_model as xm
 
-    step = _torch_loop(model, state, torch_xla.device())
     torch_xla.sync()
 
     def run(clock=UNMARKED):
@@ -629,6 +613,17 @@ def _torch_xla_train(adapter, req, model, weights, state, backend):
         clock.mark("wait")
         return loss
 
+    return run
+
+
+def _torch_xla_train(adapter, req, model, weights, state, backend):
+    if backend != "cpu":
+        return _torch_xla(adapter, req, model, weights, state.inputs, backend)  # its one-line error
+    os.environ.setdefault("PJRT_DEVICE", "CPU")
+    import torch_xla
+
+    step = _torch_loop(model, state, torch_xla.device())
+    run = _lazy_loop(step)
     run.meter, run.model = xla_meter, step.model
     return "torch_xla lazy training loop", "torch_xla lazy", run, _xla_counters, _nothing
 
