@@ -115,7 +115,7 @@ def phases(todo: list) -> list[tuple[list, bool]]:
     machine moves every job's round alike."""
     captures = [(j, k) for j, k in todo if j.command == "capture"]
     untimed = [(j, k) for j, k in todo if j.command != "capture" and not j.timed]
-    timed = sorted(((j, k) for j, k in todo if j.timed), key=lambda jk: getattr(jk[0], "round", 0))
+    timed = sorted(((j, k) for j, k in todo if j.timed), key=lambda jk: jk[0].round)
     return [(captures, False), (untimed, False), (timed, True)]
 
 

@@ -39,6 +39,7 @@ class Job:
     target: ClassVar[str] = ""
     budget: ClassVar[str] = ""
     against: ClassVar[Request | None] = None
+    round: ClassVar[int] = 0  # a timed bench's round (BenchJob); every other job is run once
     request: Request  # validated; one route (framework "jax", or "torch" with one exporter), or for
     # a bench with baselines or `together` every route of the table (framework "both", or "torch")
     timeout: float = JOB_TIMEOUT

@@ -347,7 +347,7 @@ class Results:
         self.report, self.root = report, Path(report.root)
         self.by: dict = {}  # key -> the record (a timed bench: its first round's)
         self.rounds: dict = {}  # key -> every round's record, in order (the grid's `rounds`)
-        for rec in sorted(report.records, key=lambda rec: getattr(rec.job, "round", 0)):
+        for rec in sorted(report.records, key=lambda rec: rec.job.round):
             r, job = rec.job.request, rec.job
             if job.command == "bench":
                 what = "estimate" if is_tpu(job.target) else "bench"

@@ -199,7 +199,7 @@ class Records:
                 self.by.setdefault((rec.job.command, r.size, r.step, route_of(r), r.scan_layers, r.remat),
                                    []).append(rec)
         for recs in self.by.values():
-            recs.sort(key=lambda rec: getattr(rec.job, "round", 0))
+            recs.sort(key=lambda rec: rec.job.round)
 
     def get(self, key):
         """The (first round's) record of (command, size, step, route, scan, remat), or None where the grid

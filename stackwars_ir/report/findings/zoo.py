@@ -25,7 +25,7 @@ def index_records(report) -> tuple[list, dict]:
             order.append((r.model, r.step))
         by.setdefault((r.model, r.step, rec.job.command, rec.job.route), []).append(rec)
     for recs in by.values():
-        recs.sort(key=lambda rec: getattr(rec.job, "round", 0))
+        recs.sort(key=lambda rec: rec.job.round)
     return order, by
 
 
