@@ -10,7 +10,8 @@ ROOT = Path(__file__).resolve().parent.parent
 # never another stage of its own level (so no two stages can import each other).
 LEVELS = {
     "__init__": 0, "errors": 0,
-    "files": 1, "wire": 1, "textfmt": 1, "progress": 1, "runtime": 1, "runstats": 1, "targets": 1, "routes": 1,  # neutral helpers of several stages
+    "files": 1, "wire": 1, "textfmt": 1, "progress": 1, "runtime": 1, "runstats": 1, "targets": 1, "routes": 1,
+    "hostmem": 1,  # neutral helpers of several stages
     "models": 2,
     "ir": 3, "stacks": 3,
     "isolate": 4,  # running elsewhere: a task in a killable worker, in this environment or a stack's

@@ -297,6 +297,35 @@ def test_a_model_too_large_to_copy_in_float64_runs_in_float64_layer_by_layer(mon
     assert float64_streamed(w.model, w.inputs) is None
     assert "a float64 copy would take" in float64_output(w.model, w.inputs).why
 
+def test_a_copy_on_a_device_is_a_copy_with_ties_kept():
+    """copy_on (the lazy copies of capture and bench): every tensor its own copy with the same values,
+    type and requires_grad, a tied weight still one tensor in the copy, writes to the copy not seen in
+    the original."""
+    import torch
+
+    from stackwars_ir.capture import Request
+    from stackwars_ir.workload import prepare
+    from stackwars_ir.workload.values import copy_on
+
+    model = prepare(Request("gpt2").validated()).model
+    head = torch.nn.Linear(*model.wte.weight.shape[::-1], bias=False)
+    head.weight = model.wte.weight  # tied, as a language model's head is to its embedding
+    tied = torch.nn.ModuleDict({"body": model, "head": head})
+    tied.body.h[0].ln_1.weight.requires_grad_(False)
+    try:
+        c = copy_on(tied, "cpu")
+        assert c.head.weight is c.body.wte.weight and c.head.weight is not tied.head.weight
+        pairs = list(zip(tied.state_dict(keep_vars=True).items(), c.state_dict(keep_vars=True).items()))
+        assert pairs and all(ka == kb and a.data_ptr() != b.data_ptr() and torch.equal(a, b)
+                             and a.requires_grad == b.requires_grad and type(a) is type(b) for (ka, a), (kb, b) in pairs)
+        assert len(list(c.parameters())) == len(list(tied.parameters()))  # the tie counted once in both
+        with torch.no_grad():
+            c.body.h[0].mlp.c_fc.weight.add_(1.0)
+        assert not torch.equal(c.body.h[0].mlp.c_fc.weight, tied.body.h[0].mlp.c_fc.weight)
+    finally:
+        tied.body.h[0].ln_1.weight.requires_grad_(True)
+
+
 ROUTE_ROW = '''
 TWIN = Route("torchax_twin", "torch", "torch.export, then torchax (a test route: issue 52)")
 ROUTES = {r.name: r for r in (JAX, TORCH_XLA, TORCHAX, TORCH_TPU, TWIN)}

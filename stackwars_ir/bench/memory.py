@@ -5,6 +5,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import BenchError, StackwarsError
+from ..hostmem import trim
 from ..targets import TABLE, TPUS
 from .executable import RESIDENT_METHOD
 
@@ -355,7 +356,7 @@ class ResidentWindow:
         import gc
 
         gc.collect()
-        _trim(self.fresh_blocks)
+        trim(self.fresh_blocks)
         self.before = _status("VmRSS")
         with open("/proc/self/clear_refs", "w") as f:
             f.write("5")
@@ -370,22 +371,6 @@ class ResidentWindow:
         import os
 
         return os.path.exists("/proc/self/clear_refs")
-
-
-def _trim(fresh_blocks: bool = False) -> None:
-    """glibc: free pages go back to the system (malloc_trim, every arena); `fresh_blocks`: and every
-    block of 128 KiB or more is mapped anew from now on (a fixed mmap threshold: glibc raises it
-    after each free of a mapped block, and a later run would then reuse pages an earlier one
-    touched, unseen). Elsewhere: nothing to do."""
-    import ctypes
-
-    try:
-        libc = ctypes.CDLL("libc.so.6")
-        if fresh_blocks:
-            libc.mallopt(-3, 128 << 10)  # M_MMAP_THRESHOLD
-        libc.malloc_trim(0)
-    except (OSError, AttributeError):
-        pass
 
 
 def _status(key: str) -> int:

@@ -23,6 +23,7 @@ import numpy as np
 
 from ..errors import StackwarsError
 from ..routes import TORCHAX
+from ..workload.values import copy_on
 from .executable import Executable
 from .host import (UNMARKED, Clock, dynamo_xla_meter, jax_meter, one_run, phases_of, timer_meter, torch_meter,
                    xla_meter)
@@ -264,7 +265,7 @@ def _eager(adapter, req, model, weights, inputs, backend):
     import torch
 
     device = _torch_device(backend)
-    m = copy.deepcopy(model).to(device)  # its own weights, as every row holds its own
+    m = copy_on(model, device)  # its own weights, as every row holds its own
     xs = [torch.from_numpy(v).to(device) for v in inputs.values()]
     sync = _synchronizer(device)
 
@@ -293,7 +294,7 @@ def _inductor(adapter, req, model, weights, inputs, backend):
 
     torch._dynamo.reset()  # first is first: nothing this process compiled before is reused
     device = _torch_device(backend)
-    compiled = torch.compile(copy.deepcopy(model).to(device))
+    compiled = torch.compile(copy_on(model, device))
     xs = [torch.from_numpy(v).to(device) for v in inputs.values()]
     sync = _synchronizer(device)
 
@@ -364,7 +365,7 @@ def _on_xla(model, inputs):
     import torch_xla
 
     dev = torch_xla.device()
-    m = copy.deepcopy(model).to(dev)
+    m = copy_on(model, dev)
     xs = [torch.from_numpy(v).to(dev) for v in inputs.values()]
     torch_xla.sync()
     return m, xs
@@ -378,7 +379,6 @@ def _dynamo_xla(adapter, req, model, weights, inputs, backend):
         return _torch_xla(adapter, req, model, weights, inputs, backend)  # its one-line error
     os.environ.setdefault("PJRT_DEVICE", "CPU")
     import torch
-    import torch_xla
     import torch_xla.core.xla_model as xm
 
     torch._dynamo.reset()  # first is first: nothing this process compiled before is reused
@@ -483,13 +483,12 @@ def _torch_loop(model, state, device, compile_model: bool = False, op_names: boo
     `op_names`, each lazy op named after its module and phase as the torch_xla capture names them
     (workload.train.OpNames)."""
     import contextlib
-    import copy
 
     import torch
 
     from ..workload.train import optimizer, torch_loss
 
-    m = copy.deepcopy(model).to(device) if copy_model else model.to(device)
+    m = copy_on(model, device) if copy_model else model.to(device)
     opt = optimizer(list(m.parameters()))
     xs = [torch.from_numpy(v).to(device) for k, v in state.inputs.items() if k != "target"]
     target = torch.from_numpy(state.inputs["target"]).to(device) if "target" in state.inputs else None
@@ -739,7 +738,7 @@ def _lazy_profile(req, runs: int):
         import torch_xla.core.xla_model as xm
 
         w = prepare(req)
-        adapter, model, weights, inputs, reference = w.adapter, w.model, w.weights, w.inputs, w.reference
+        model, inputs, reference = w.model, w.inputs, w.reference
         train = req.train
         step = _torch_loop(model, train_state(req, model, inputs, reference), torch_xla.device(), op_names=True) \
             if train else _lazy_forward(model, inputs, torch_xla.device())
@@ -772,7 +771,7 @@ def _lazy_forward(model, inputs, device):
 
     from ..workload.train import OpNames
 
-    m = copy.deepcopy(model).to(device)
+    m = copy_on(model, device)
     xs = [torch.from_numpy(v).to(device) for v in inputs.values()]
 
     def step():

@@ -2,15 +2,16 @@
 from __future__ import annotations
 
 import contextlib
-import copy
 import os
 
 import numpy as np
 
 from ..errors import CaptureError, MissingExtra, StackwarsError
+from ..hostmem import release
 from ..progress import Stages
 from ..routes import PACKAGE, TORCHAX
 from ..workload import Argument
+from ..workload.values import copy_on
 from .artifact import Capture
 from .lowering import lower_text
 
@@ -235,7 +236,7 @@ def require_op_names(text: str, what: str) -> None:
     if "aten__" not in text:  # loc("aten__addmm"), or named: loc("jvp(h.0.attn)/aten__addmm")
         raise CaptureError(f"torch_xla left its op metadata out of the {what} (this process built a lazy graph "
                            "before with XLA_HLO_DEBUG unset), so the capture would differ from a fresh process's",
-                           fix=f"run the capture in a fresh process, or set XLA_HLO_DEBUG=1 before the first "
+                           fix="run the capture in a fresh process, or set XLA_HLO_DEBUG=1 before the first "
                                "torch_xla graph")
 
 
@@ -257,7 +258,7 @@ def capture_torch_xla_lazy(model, inputs: dict[str, np.ndarray], stages: Stages,
     from ..workload.train import OpNames
 
     dev = torch_xla.device()
-    m = copy.deepcopy(model).to(dev)
+    m = copy_on(model, dev)
     xs = {k: torch.from_numpy(v).to(dev) for k, v in inputs.items()}
     known = {tensor_id(t): ("parameter", n) for n, t in m.named_parameters()}
     known.update({tensor_id(t): ("buffer", n) for n, t in m.named_buffers()})
@@ -268,17 +269,23 @@ def capture_torch_xla_lazy(model, inputs: dict[str, np.ndarray], stages: Stages,
                                                + [("buffer", n, t) for n, t in m.named_buffers()]
                                                + [("input", n, t) for n, t in xs.items()]])
     program = layers_as(m, layers, scan=scan) if layers else contextlib.nullcontext()
+
+    def graph(m, xs, program):  # its lazy output dies on return, unrun: the sync below has nothing of it to execute
+        with torch.no_grad(), program, OpNames(m, phases=False):
+            out = m(*xs.values())
+        return lazy_graph([("output", "output", out)], known)
+
     with stages.stage("torch_xla lazy forward" + (" (scan_layers)" if scan else "")), hlo_debug():
         try:
-            with torch.no_grad(), program, OpNames(m, phases=False):
-                out = m(*xs.values())
-            text, arguments, constants = lazy_graph([("output", "output", out)], known)
+            text, arguments, constants = graph(m, xs, program)
         except StackwarsError:
             raise
         except Exception as e:
             raise CaptureError(f"torch_xla lazy forward failed: {type(e).__name__}: {str(e).splitlines()[0]}") from e
         finally:
+            del m, xs, program  # the lazy copy's device buffers go back before parity puts the weights on XLA CPU
             torch_xla.sync()
+            release()  # the copy is a cycle of modules and hooks: freed by the collector, its pages given back
     require_op_names(text, "forward graph")
     return Capture("torch", "torch_xla", text, arguments, dict(stages.seconds), constants)
 

@@ -20,6 +20,7 @@ from ..progress import Stages
 from ..routes import PACKAGE, TORCHAX
 from ..runtime import enable_x64
 from ..workload import Argument
+from ..workload.values import copy_on
 from ..workload.train import (OpNames, TrainState, adamw_state, adamw_step, jax_step, named_leaves, optimizer,
                               torch_loss)
 from .artifact import Capture
@@ -181,7 +182,7 @@ def capture_torch_xla_train(model, state: TrainState, stages: Stages, layers: st
 
     dev = torch_xla.device()
     # From the seeded weights (step 1 creates AdamW's state), exactly as a user's loop runs.
-    m = copy.deepcopy(model).to(dev)
+    m = copy_on(model, dev)
     params = {n: p for n, p in m.named_parameters() if n in state.params}
     for n, p in m.named_parameters():
         if n not in params:  # no gradient reaches it (workload.train.train_state): held, as AdamW holds it

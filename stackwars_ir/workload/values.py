@@ -16,6 +16,24 @@ def float64_copy(model):
     return copy.deepcopy(model).double(), ""
 
 
+def copy_on(model, device):
+    """A copy of a PyTorch model whose tensors live on `device`, each copied straight there: not
+    `copy.deepcopy(model).to(device)`, whose host copy of every tensor is a second model's worth of
+    memory at its peak (LLaMA-3.2-1B: 4.6 GiB more while torch_xla's lazy copy is made). Tied tensors
+    stay tied; the module tree, its hooks and attributes are deep-copied as before."""
+    import copy
+
+    import torch
+
+    memo: dict = {}
+    for t in (*model.parameters(), *model.buffers()):
+        if id(t) not in memo:
+            moved = t.detach().to(device, copy=True)
+            memo[id(t)] = torch.nn.Parameter(moved, requires_grad=t.requires_grad) \
+                if isinstance(t, torch.nn.Parameter) else moved
+    return copy.deepcopy(model, memo)
+
+
 def as_float64(inputs: dict) -> list:
     """The inputs as torch tensors, the floating ones in float64."""
     import torch
