@@ -700,8 +700,42 @@ def test_the_programs_page_is_a_rendering_of_its_results_folder(tmp_path):
     assert again.split("\n## ", 1)[1] == page.split("\n## ", 1)[1]
 
 
+def test_a_sweeps_tables_put_a_repeated_jobs_rounds_together_with_their_interval():
+    """report/sweep.py: each round's row names its round, and one row per pair of a repeated job's rows
+    gives the ratio in each round and across them; a round whose row failed is left out of the ratio."""
+    from types import SimpleNamespace
+
+    from stackwars_ir.report.sweep import sweep_tables
+    from stackwars_ir.sweep.grid import BenchJob
+    from stackwars_ir.sweep.jobs import Record
+    from stackwars_ir.workload import Request
+
+    req = Request("ffn", framework="both").validated()
+
+    def record(rnd, jax_s, xla_s):
+        rows = [{"name": "jax", "compile_s": 0.1, "timing": {"steady_median_s": jax_s}},
+                {"name": "torch-torch_xla", "compile_s": 0.1,
+                 **({"timing": {"steady_median_s": xla_s}} if xla_s else {"error": "failed"})}]
+        return Record(f"k{rnd}", BenchJob(req, target="cpu", round=rnd), {}, True, "", {"results": rows}, 1.0, {})
+
+    recs = [record(0, 1.0e-3, 1.5e-3), record(1, 1.0e-3, 1.52e-3), record(2, 1.1e-3, 1.6e-3), record(3, 1e-3, None)]
+    tables = {t[0]: t for t in sweep_tables(SimpleNamespace(records=recs))}
+    _, _, headers, rows = tables["Timings on one XLA runtime"]
+    routes = [row[headers.index("route")] for row in rows]
+    assert routes[:2] == ["jax", "torch-torch_xla"] and routes[4] == "jax (round 3)"
+    _, _, headers, (row,) = tables["Across rounds"]
+    assert row[headers.index("B / A")] == "torch-torch_xla / jax"
+    assert row[headers.index("each round")] == "1.50, 1.52, 1.45"  # round 4's failed row: no ratio
+    assert row[headers.index("across rounds")].startswith("1.49x (95% interval 1.4")
+    # Two rounds: a figure, no finding.
+    _, _, _, (row,) = {t[0]: t for t in sweep_tables(SimpleNamespace(records=recs[:2]))}["Across rounds"]
+    assert row[-1].endswith("no interval across runs, so no finding)")
+    # One round: no such table.
+    assert "Across rounds" not in {t[0] for t in sweep_tables(SimpleNamespace(records=recs[:1]))}
+
+
 def test_a_ratio_across_rounds_is_a_finding_only_from_three_rounds_whose_interval_excludes_one():
-    from stackwars_ir.report.findings.page import across_rounds
+    from stackwars_ir.report.sweep import across_rounds
     from stackwars_ir.report.findings.programs import _cpu_findings
 
     assert across_rounds([1.5, 1.52]) == "1.51x from 2 rounds (fewer than 3: no interval across runs, so no finding)"

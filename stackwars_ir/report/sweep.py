@@ -58,6 +58,8 @@ def _bench_rows(rec) -> list:
     for e in rec.result.get("results", ()):
         t = e.get("timing") or {}
         what = _what(rec, e.get("name") if several else None)
+        if rec.job.round:  # the grid's `rounds`: the same job again in a fresh worker
+            what[2] += f" (round {rec.job.round + 1})"
         if is_tpu(rec.job.target):
             est = (e.get("profile") or {}).get("wall_s")
             rows.append(what + [rec.job.target, f"{e.get('compile_s') or 0:.2f} s", "-", "-", f"{_ms(est)} (estimate)"])
@@ -102,14 +104,48 @@ def sweep_tables(report) -> list[tuple[str, str, list, list]]:
                 rows += [_what(rec) + r for r in _memory_rows(rec)] if command == "memory" else _bench_rows(rec)
         out.append((TITLES[command], NOTES[command], WHAT + HEADERS[command], rows))
     verdicts = [_what(rec, "-")[:2] + [v.get("batch") if v.get("batch") is not None else rec.job.request.batch,
-                                       _verdict_words(v), _timed_how(rec)]
+                                       (f"round {rec.job.round + 1}: " if rec.job.round else "") + _verdict_words(v),
+                                       _timed_how(rec)]
                 for rec in report.records if rec.job.command == "bench" for v in rec.result.get("verdicts", ())]
+    across = _across_rows(report.records)
+    if across:
+        out.append(("Across rounds", "A bench job the grid repeats (`rounds`: each round in a fresh worker): each pair "
+                    "of the rows it times together as B's steady median over A's, taken in each round, and the ratio across the rounds "
+                    f"with its 95% interval (runstats.rounds_ratio); from fewer than {MIN_ROUNDS} rounds, a figure and "
+                    "no finding; an interval that holds 1, indistinguishable.",
+                    ["model", "step", "batch", "B / A", "each round", "across rounds"], across))
     if verdicts:
         out.append(("Verdicts", "Each pair of rows a bench job timed: the slower's steady median over the faster's "
                     "with its 95% interval (paired: resampled round by round, the rows' steady runs taking turns "
                     "in one process), or indistinguishable, or too noisy to call.",
                     ["model", "step", "batch", "verdict", "machine"], verdicts))
     return out
+
+
+def _across_rows(records) -> list:
+    """One row per pair of rows of a bench job timed in several rounds (the rounds of one job share
+    everything but `round`), in the grid's order; a round whose row failed or has no steady time is
+    left out of that pair's ratios."""
+    import dataclasses
+    from itertools import combinations
+
+    rounds: dict = {}
+    for rec in records:
+        if rec.job.command == "bench" and not is_tpu(rec.job.target) and rec.result.get("results"):
+            rounds.setdefault(dataclasses.replace(rec.job, round=0), []).append(rec)
+    rows = []
+    for job, recs in rounds.items():
+        if len(recs) < 2:
+            continue
+        recs = sorted(recs, key=lambda r: r.job.round)
+        steady = [{e.get("name"): (e.get("timing") or {}).get("steady_median_s")
+                   for e in r.result["results"] if not e.get("error")} for r in recs]
+        names = list(dict.fromkeys(e.get("name") for r in recs for e in r.result["results"]))
+        for a, b in combinations(names, 2):
+            ratios = [s[b] / s[a] for s in steady if s.get(a) and s.get(b)]
+            rows.append([f"{job.request.model}-{job.request.size}", job.request.step, job.request.batch, f"{b} / {a}",
+                         ", ".join(f"{r:.2f}" for r in ratios) or "-", across_rounds(ratios)])
+    return rows
 
 
 def _verdict_words(v: dict) -> str:
@@ -200,3 +236,26 @@ def noise_line(records) -> str:
 def _name(rec) -> str:
     r = rec.job.request
     return f"{r.model}-{r.size} {r.step} {rec.job.route} b{r.batch}"
+
+
+MIN_ROUNDS = 3  # a timed ratio is a finding only from at least this many independent rounds (issue 53)
+
+
+def across_rounds(ratios, what: str = "") -> str:
+    """A ratio measured once per round (each round its own fresh workers) in words: `1.23x (95% interval
+    1.10-1.38 across 3 rounds)`, `indistinguishable from 1 (1.02x, 0.95-1.10 across 3 rounds)` where the
+    interval holds 1, and with fewer than MIN_ROUNDS rounds the figure alone, said to be no finding.
+    The interval is runstats.rounds_ratio's: a t-interval of the rounds' logarithms (regress's)."""
+    from ..runstats import rounds_ratio
+
+    ratios = [r for r in ratios if r and r > 0]
+    if not ratios:
+        return "not measured"
+    ratio, low, high = rounds_ratio(ratios)
+    n = len(ratios)
+    if n < MIN_ROUNDS:
+        return (f"{ratio:.2f}x{what} from {n} round{'s' * (n > 1)} (fewer than {MIN_ROUNDS}: no interval across "
+                "runs, so no finding)")
+    if low <= 1 <= high:
+        return f"indistinguishable from 1 ({ratio:.2f}x{what}, 95% interval {low:.2f}-{high:.2f} across {n} rounds)"
+    return f"{ratio:.2f}x{what} (95% interval {low:.2f}-{high:.2f} across {n} rounds)"

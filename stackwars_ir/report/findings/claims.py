@@ -442,9 +442,9 @@ def steady_ratio(rep, b: str, a: str, st: dict) -> str:
 
 def rounds_ratio_cell(reports: list, b: str, a: str, key=lambda e: e.name) -> str | None:
     """B's steady time over A's taken in each round's report (each its own worker: the grid's `rounds`),
-    worded with its interval across the rounds (page.across_rounds); None with fewer than two rounds
+    worded with its interval across the rounds (report.sweep.across_rounds); None with fewer than two rounds
     (the caller words the one job's own interval)."""
-    from .page import across_rounds
+    from ..sweep import across_rounds
 
     if len(reports) < 2:
         return None

@@ -1,4 +1,4 @@
-"""What every findings page shares: its text written line by line, the machine line, the sweep line, each row's record date, ratios across rounds in words and paths named without this machine's."""
+"""What every findings page shares: its text written line by line, the machine line, the sweep line, each row's record date and paths named without this machine's."""
 from __future__ import annotations
 
 import platform
@@ -70,26 +70,3 @@ def shown(path: Path, root: Path) -> str:
     """PATH as a page names it: relative to the project ROOT, or its name alone (no machine's path)."""
     path, root = Path(path).resolve(), Path(root).resolve()
     return str(path.relative_to(root)) if path.is_relative_to(root) else path.name
-
-
-MIN_ROUNDS = 3  # a timed ratio is a finding only from at least this many independent rounds (issue 53)
-
-
-def across_rounds(ratios, what: str = "") -> str:
-    """A ratio measured once per round (each round its own fresh workers) in words: `1.23x (95% interval
-    1.10-1.38 across 3 rounds)`, `indistinguishable from 1 (1.02x, 0.95-1.10 across 3 rounds)` where the
-    interval holds 1, and with fewer than MIN_ROUNDS rounds the figure alone, said to be no finding.
-    The interval is runstats.rounds_ratio's: a t-interval of the rounds' logarithms (regress's)."""
-    from ...runstats import rounds_ratio
-
-    ratios = [r for r in ratios if r and r > 0]
-    if not ratios:
-        return "not measured"
-    ratio, low, high = rounds_ratio(ratios)
-    n = len(ratios)
-    if n < MIN_ROUNDS:
-        return (f"{ratio:.2f}x{what} from {n} round{'s' * (n > 1)} (fewer than {MIN_ROUNDS}: no interval across "
-                "runs, so no finding)")
-    if low <= 1 <= high:
-        return f"indistinguishable from 1 ({ratio:.2f}x{what}, 95% interval {low:.2f}-{high:.2f} across {n} rounds)"
-    return f"{ratio:.2f}x{what} (95% interval {low:.2f}-{high:.2f} across {n} rounds)"

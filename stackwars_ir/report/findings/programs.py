@@ -162,7 +162,7 @@ def _cpu_findings(f: dict) -> list[str]:
     """What the 1B table says, in sentences computed from it: each ratio across the rounds."""
     from statistics import median
 
-    from .page import across_rounds
+    from ..sweep import across_rounds
 
     out = []
     for label in ("JAX", "torch_xla"):

@@ -6,7 +6,8 @@ import math
 import statistics
 from types import SimpleNamespace
 
-from .page import MIN_ROUNDS, Dates, machine_line, sweep_line
+from ..sweep import MIN_ROUNDS
+from .page import Dates, machine_line, sweep_line
 
 ROUTES = ("torch_xla", "torchax")
 SAME = 0.10  # a steady-state ratio within 10% of 1 is "the same": timing noise on a shared machine
