@@ -5,7 +5,7 @@ import time
 
 import numpy as np
 
-from ..errors import CaptureError, StackwarsError
+from ..errors import CaptureError
 from ..routes import TORCHAX
 from ..workload import Argument
 from ..workload.shapes import meta_model
@@ -25,6 +25,7 @@ def capture_abstract(req, frameworks, stages_for, elsewhere=None) -> tuple[list[
     inputs = parts[1]
     if req.train:
         _check_train(req, frameworks)
+        parts = (parts[0], _with_target(req, model, inputs), *parts[2:])
     captures = []
     if "jax" in frameworks:
         captures.append(elsewhere(parts) if elsewhere is not None else abstract_jax(req, *parts, stages_for))
@@ -144,17 +145,32 @@ def _torchax_abstract(model, inputs, st, placement=None) -> Capture:
 
 def _check_train(req, frameworks) -> None:
     """The training step from shapes: JAX's route (value_and_grad and optax's AdamW) and torchax's (the
-    meta-device model's exported loss under the same step), each from a fresh optimizer state's shapes;
-    a language model's loss only (another loss's target shape comes from a forward run)."""
-    from ..workload.train import loss_of
-
+    meta-device model's exported loss under the same step), each from a fresh optimizer state's shapes."""
     if "torch" in frameworks:
         req.check_weightless()
-    loss = loss_of(req.model)
-    if loss != "lm":
-        raise StackwarsError(f"--abstract --step train needs a language model's loss; {req.model}'s is {loss} "
-                             "(its target's shape comes from a forward run)",
-                             fix="drop --abstract at a size that fits")
+
+
+def _with_target(req, model, inputs: dict) -> dict:
+    """The inputs of the training step: a language model's as they are (its targets are its tokens
+    shifted); a regression loss's ("mse") with a target shaped as the output, which the meta-device
+    model's forward gives without a weight (the step with weights draws it at the reference's shape:
+    workload.train.train_state). Its values are zeros: nothing runs."""
+    import torch
+
+    from ..workload.train import loss_of
+
+    if loss_of(req.model) != "mse":
+        return inputs
+    with torch.no_grad():  # every input as a meta tensor of its shape and dtype (numpy's names are torch's)
+        out = model(*[torch.empty(v.shape, dtype=getattr(torch, v.dtype.name), device="meta") for v in inputs.values()])
+    name = str(out.dtype).removeprefix("torch.")
+    if name == "bfloat16":
+        import ml_dtypes
+
+        dtype = ml_dtypes.bfloat16
+    else:
+        dtype = np.dtype(name)
+    return {**inputs, "target": np.zeros(tuple(out.shape), dtype)}
 
 
 def _abstract_state(req, specs, inputs, buffers, trainable):
