@@ -105,3 +105,36 @@ def test_the_main_pages_ratios_come_across_rounds_where_the_grid_repeats_its_ben
     assert spans.startswith("indistinguishable from 1")
     two = rounds_ratio_cell([report(1.0, 1.2), report(1.0, 1.2)], "torch-torch_xla", "jax")
     assert "from 2 rounds (fewer than 3: no interval across runs, so no finding)" in two
+
+
+def test_the_host_pages_cells_say_within_2x_exactly_where_the_study_lies_within_2x():
+    """report/findings/host.py on FFN's records (out/findings-host, 2026-11-28): each cell's "within 2x"
+    agrees with the study's figure and the predicted range it prints, the summary counts those cells,
+    each table names its inputs, and a workload without records says so."""
+    import re
+
+    from stackwars_ir.report.findings.host import cell_tables
+
+    lines = cell_tables(["ffn", "gemm"], Path(__file__).parent / "data" / "findings-host")
+    text = "\n".join(lines)
+    rows = [line for line in lines if re.match(r"\| (jax|pytorch)", line)]
+    assert rows and "Not predicted: no record" in text.split("(`gemm`")[1]
+
+    def num(x: str) -> float:
+        return float(x.replace(",", ""))
+
+    inside = 0
+    for row in rows:
+        _, framework, run, study, predicted, within, parts, _ = [c.strip() for c in row.split("|")]
+        low, high = (num(x) for x in predicted.split("-"))
+        assert low <= high and parts, row
+        if study == "-":
+            assert within == "-", row
+            continue
+        ok = low / 2 <= num(study) <= high * 2
+        assert within == ("yes" if ok else "no"), row
+        inside += ok
+    assert f"{inside} of {sum(1 for r in rows if r.split('|')[3].strip() != '-')} predicted cells" in text
+    (inputs,) = [line for line in lines if line.startswith("Inputs: ")]
+    assert "jax: graphs compiled here" in inputs and "pytorch: graphs compiled here" in inputs
+

@@ -175,13 +175,13 @@ def cell_tables(workloads, results: Path, level: str = "##") -> list[str]:
                 far = s / c.high_s if s > c.high_s else c.low_s / s
                 compile_s = next((v for x in cells if x.framework == c.framework and x.run == "first"
                                   for n, v in x.parts if n.startswith("compile for the target")), None)
-                why = ""
+                hint = ""
                 if s > c.high_s and compile_s and compile_s * HOST_FACTOR[0] / 2 <= s <= compile_s * HOST_FACTOR[1] * 2:
-                    why = (f": of the order of a compile for the target ({ms(compile_s)} ms here), which this run of "
+                    hint = (f": of the order of a compile for the target ({ms(compile_s)} ms here), which this run of "
                            "the prediction does not hold (the runtime compiled nothing in it here)")
                 misses.append(f"{NAMES.get(w, w)} {c.framework} {c.run}: study {ms(s)} ms, predicted "
                               f"{ms(c.low_s)}-{ms(c.high_s)} ms ({far:,.1f}x {'above' if s > c.high_s else 'below'})"
-                              + why)
+                              + hint)
             parts = "; ".join(f"{n} {ms(v)}" for n, v in c.parts)
             out.append(f"| {c.framework} | {c.run} | {ms(s) if s is not None else '-'} | {ms(c.low_s)}-{ms(c.high_s)} "
                        f"| {'yes' if ok else 'no' if ok is False else '-'} | {parts} |")
