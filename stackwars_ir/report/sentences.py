@@ -156,8 +156,10 @@ def time_terms(time: dict, split) -> str:
         gaps = [d.metrics["time"]["gap_95"] for d in split.blocks if d.metrics["time"].get("gap_95")]
         sure = sum(1 for low, high in gaps if not low <= 0.0 <= high)
         if gaps:
-            out += (f" {sure} of {len(gaps)} blocks' intervals exclude zero; at 95% each, about {len(gaps) / 20:.1f} "
-                    "would by chance alone, so a single block's is a lead to rerun, not a finding.")
+            out += (f" {sure} of {len(gaps)} blocks' intervals exclude zero. The two sides were profiled one after "
+                    "the other, so a drift of the machine between them moves blocks that differ by nothing (3% "
+                    "flagged about 2 of 64 blocks in simulated profiles: docs/benchmarks.md): a single block's is a "
+                    "lead to rerun, not a finding.")
     if (a["kernel_s"] > a["steady_s"] or b["kernel_s"] > b["steady_s"]) and a["steady_s"] and b["steady_s"]:
         out += (" Kernels run at once on several threads here, so a side's kernel total exceeds its run's wall "
                 "time: the split is of kernel time, not of the wall clock.")
