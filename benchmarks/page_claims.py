@@ -26,6 +26,8 @@ TIE = re.compile(rf"indistinguishable \(ratio {NUM}, 95% interval {NUM}-{NUM} sp
 RATIO = re.compile(rf"{NUM}x? \(95% interval {NUM}-{NUM}")
 # The versions pages: "slower by 35% (95% interval from 32%)" / "faster by 5% (95% interval from 2%)"
 BY = re.compile(rf"(slower|faster) by {NUM}% \(95% interval from (-?\d+(?:\.\d+)?)%\)")
+# findings-versions' verdicts: "the lock's XLA is slower (B/A 1.12, 95% interval 1.03-1.20)"
+DIRECTION = re.compile(rf"(slower|faster|indistinguishable) \(B/A {NUM}, 95% interval {NUM}-{NUM}\)")
 SHARE = re.compile(rf"\(({NUM})%;")  # time by block: "attention, 12 blocks: -1.06 (64%; kernels ..."
 CAUSAL = ("is caused by the IR", "are caused by the IR", "caused by the ir", "equally fast")
 # Words that say a share over 100% is not an error: blocks that differ both ways (issue 53).
@@ -87,6 +89,11 @@ def claims(text: str, where: str = "page") -> list[str]:
             word, pct, low = m.group(1), float(m.group(2)), float(m.group(3))
             if low <= 0:
                 out.append(f"{at}: '{word} by {pct:g}%' but its 95% interval starts at {low:g}%")
+        for m in DIRECTION.finditer(line):
+            word, (r, lo, hi) = m.group(1), map(float, m.groups()[1:])
+            holds = {"slower": lo > 1.0, "faster": hi < 1.0, "indistinguishable": lo <= 1.0 <= hi}[word]
+            if not holds or not lo <= r <= hi:
+                out.append(f"{at}: '{word}' with B/A {r:g} and its 95% interval {lo:g}-{hi:g}")
         lowered = line.lower()
         for phrase in CAUSAL:
             if phrase in lowered:

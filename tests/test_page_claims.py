@@ -30,6 +30,8 @@ def test_a_committed_pages_claims_hold_against_its_numbers(page):
     ("a and b (batch 2): indistinguishable (ratio 1.20, 95% interval 1.10-1.30 spans 1)", "excludes 1"),
     ("steady time: B/A 1.500 (95% interval 1.010-1.200)", "outside its own interval"),
     ("steady time the lock's XLA is slower by 12% (95% interval from -3%)", "starts at -3%"),
+    ("steady time the lock's XLA is slower (B/A 1.07, 95% interval 0.79-1.44)", "'slower' with B/A 1.07"),
+    ("steady time indistinguishable (B/A 0.85, 95% interval 0.80-0.90)", "'indistinguishable' with B/A 0.85"),
     ("a gap between them is caused by the IR", "causal wording"),
     ("a ratio near 1 means equally fast code", "causal wording"),
     ("| gpt2 | forward | torch_xla | attention, 12 blocks: -1.06 (164%; kernels 1 vs 2) |", "share over 100%"),
@@ -45,7 +47,9 @@ def test_what_the_generators_write_passes():
             "a and b: indistinguishable (ratio 1.03, 95% interval 0.98-1.05 spans 1)",
             "attention, 12 blocks: -1.06 (164%; kernels 1 vs 2) (together 164% of the gap; over 100%: other "
             "blocks differ the other way, so these carry more than the whole gap)",
-            "| gpt2 | 1.03 (0.98-1.05), indistinguishable | 1.10 (1.02-1.18) |"]
+            "| gpt2 | 1.03 (0.98-1.05), indistinguishable | 1.10 (1.02-1.18) |",
+            "steady time indistinguishable (B/A 1.07, 95% interval 0.79-1.44)",
+            "steady time the lock's XLA is faster (B/A 0.85, 95% interval 0.80-0.90)"]
     assert claims("\n".join(good)) == []
 
 

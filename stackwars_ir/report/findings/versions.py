@@ -47,8 +47,11 @@ def versions_page(data: dict, releases, models, bisect: tuple[str, str]) -> str:
             lines.append(f"| jax {v} | {sum(b.ops[0] for b in r.blocks)} -> {sum(b.ops[1] for b in r.blocks)} | "
                          f"{sum(b.changed for b in r.blocks)} of {len(r.blocks)} | {r.kernels['a']} -> "
                          f"{r.kernels['b']} | {peak} | {len(r.breaches)} |")
-        lines += ["", f"Where those kernels moved, jax {base[-1][0]} -> lock (the first blocks that changed):", ""]
-        lines += [f"- {block_sentence(b)}" for b in [b for b in base[-1][1].blocks if b.changed][:6]]
+        moved = [(v, r) for v, r in base if any(b.changed for b in r.blocks)]
+        if moved:  # the newest release that compiles differently from the lock
+            v, r = moved[-1]
+            lines += ["", f"Where those kernels moved, jax {v} -> lock (the first blocks that changed):", ""]
+            lines += [f"- {block_sentence(b)}" for b in [b for b in r.blocks if b.changed][:6]]
     lines += ["", "## What changed, block by block", ""]
     for m, v, r in details:
         lines += _changes(f"{m}, jax {v} -> lock", r)
@@ -291,12 +294,13 @@ def _verdicts(details) -> list[str]:
         t = r.time or {}
         if "ratio" not in t:
             continue
-        if t["low"] > 1.10:
-            said = f"the lock's XLA is slower by {t['ratio'] - 1:.0%} (95% interval from {t['low'] - 1:.0%})"
-        elif t["high"] < 1 / 1.10:
-            said = f"the lock's XLA is faster by {1 - t['ratio']:.0%}"
-        else:
-            said = "the same within 10%"
+        span = f"B/A {t['ratio']:.2f}, 95% interval {t['low']:.2f}-{t['high']:.2f}"
+        if t["low"] > 1:
+            said = f"the lock's XLA is slower ({span})"
+        elif t["high"] < 1:
+            said = f"the lock's XLA is faster ({span})"
+        else:  # the interval holds 1: no direction, and no bound tighter than the interval
+            said = f"indistinguishable ({span})"
         ir = "the same StableHLO text" if r.a["sha256"] == r.b["sha256"] else \
             f"{sum(b.changed for b in r.blocks)} blocks differ in IR or kernels"
         out.append(f"- {m} tiny, jax {v} -> {r.b['versions'].get('jax')}: {ir}; steady time {said}.")
