@@ -398,7 +398,7 @@ def test_the_memory_page_is_a_rendering_of_its_results_folder(tmp_path, monkeypa
     assert "| v6e-2 |" in page and "per chip" in slices and slices.endswith("| v6e-1 |"), slices
     assert "6 jobs: 0 finished before (not recomputed), 6 run now, 0 failed" in page
     assert "  - torch-torch_xla: no plan (bfloat16: not captured [1]): this page says nothing" in page
-    assert "  - jax: bfloat16: fits at batch 1 (largest " in page and "cleared only in that dtype" in page
+    assert "  - jax: bfloat16: fits at batch 1 (largest " in page and "so the IR is cleared in bfloat16 only" in page
 
     rendered = memory_page(findings_memory.run(grid, tmp_path / "r", jobs=2, render=True))
     assert rendered.split("\n## ", 1)[1] == page.split("\n## ", 1)[1]
@@ -459,7 +459,7 @@ def test_the_memory_reading_is_worded_per_route_and_per_dtype():
     assert "float32: fits at batch 1 (largest 5.0 GiB, 27.0 GiB to spare); bfloat16: fits" in jax_f
     assert "fits in float32 and bfloat16: an OOM of jax on this model comes from outside the executable" in jax_f
     xla_f = next(line for line in fwd.splitlines() if line.startswith("  - torch-torch_xla:"))
-    assert "outside the executable" not in xla_f and "cleared only in that dtype" in xla_f, xla_f
+    assert "outside the executable" not in xla_f and "so the IR is cleared in float32 only" in xla_f, xla_f
     assert "torch-torchax: no plan" in fwd
     jax_t = next(line for line in train.splitlines() if line.startswith("  - jax:"))
     assert "OOM at batch 1 (needs 40.0 GiB at least)" in jax_t and "depends on the dtype" in jax_t, jax_t

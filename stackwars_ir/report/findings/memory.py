@@ -278,7 +278,7 @@ def reading(title: str, cells: dict, batches, dtypes, budget, notes=None) -> str
             elif "oom" not in states:
                 fit = [d for d in DTYPES if f"{d} fits" in states]
                 why = (f"fits in {', '.join(fit)} where planned; {', '.join(d for d in DTYPES if d not in fit)} "
-                       "has no plan, so the IR is cleared only in that dtype")
+                       f"has no plan, so the IR is cleared in {', '.join(fit)} only")
             elif "fits" in states:
                 why = ("fits in one dtype or batch and not in another: whether the IR explains the study's OOM "
                        "depends on the dtype and batch it ran, which it does not state")
