@@ -46,9 +46,7 @@ def abstract_parts(req, adapter, model) -> tuple:
     of the buffers and of the trainable parameters; plain values, no torch object."""
     inputs = adapter.inputs(req.size, req.batch, req.seq, np.random.default_rng(req.seed))
     if req.dtype != "float32":  # a model in bfloat16 takes its images (float inputs) in bfloat16, as its users cast them
-        import ml_dtypes
-
-        wide = getattr(ml_dtypes, req.dtype)
+        wide = numpy_dtype(req.dtype)
         inputs = {k: v.astype(wide) if np.issubdtype(v.dtype, np.floating) else v for k, v in inputs.items()}
     specs = {k: (tuple(t.shape), str(t.dtype).replace("torch.", "")) for k, t in
              sorted({**dict(model.named_parameters()), **dict(model.named_buffers())}.items())}
@@ -163,14 +161,14 @@ def _with_target(req, model, inputs: dict) -> dict:
         return inputs
     with torch.no_grad():  # every input as a meta tensor of its shape and dtype (numpy's names are torch's)
         out = model(*[torch.empty(v.shape, dtype=getattr(torch, v.dtype.name), device="meta") for v in inputs.values()])
-    name = str(out.dtype).removeprefix("torch.")
-    if name == "bfloat16":
-        import ml_dtypes
+    return {**inputs, "target": np.zeros(tuple(out.shape), numpy_dtype(str(out.dtype).removeprefix("torch.")))}
 
-        dtype = ml_dtypes.bfloat16
-    else:
-        dtype = np.dtype(name)
-    return {**inputs, "target": np.zeros(tuple(out.shape), dtype)}
+
+def numpy_dtype(name: str):
+    """A dtype by torch's and numpy's name (float32, int64), numpy's own or ml_dtypes' (bfloat16)."""
+    import ml_dtypes
+
+    return getattr(ml_dtypes, name, None) or np.dtype(name)
 
 
 def _abstract_state(req, specs, inputs, buffers, trainable):
