@@ -5,7 +5,11 @@ drawn around the same mean on both sides (a per-run noise of `--noise`, independ
 run), so every block's true gap is zero. Printed: the share of blocks whose 95% interval excludes
 zero, over `--profiles` profiles; then the same with B's runs all slower by `--drift` (the machine
 drifting between A's profiled runs and B's, which are taken one after the other), where every block's
-"gap" is that drift's share of it; then with a single block truly slower by `--slow`.
+"gap" is that drift's share of it; then with a single block truly slower by `--slow`. Last, the
+machine's speed ramping by `--drift` and by 10% across the whole profile (every run of both sides),
+profiled as bench did before (A's runs, then B's) and as it does now on XLA:CPU (in turns, A B B A
+...: bench.profile.profile_turns), each resampled side by side (runstats.part_gaps) and, in turns,
+also in pairs (the same draws of run indices on both sides: not what part_gaps does, shown for why).
 Usage: .venv/bin/python benchmarks/block_intervals.py [--blocks 64] [--runs 10] [--profiles 50]
        [--noise 0.05] [--drift 0.03] [--slow 0.2]
 """
@@ -17,22 +21,57 @@ import random
 from _common import machine_line
 
 
-def profile(rng, blocks: int, runs: int, noise: float, scale: float = 1.0, slow: float = 0.0):
-    """(totals, {block: per-run times}): block 0 slower by `slow`, every block scaled by `scale`."""
-    parts = {k: [rng.gauss(1.0, noise) * scale * (1.0 + slow * (k == 0)) for _ in range(runs)] for k in range(blocks)}
+def profile(rng, blocks: int, runs: int, noise: float, scale=1.0, slow: float = 0.0):
+    """(totals, {block: per-run times}): block 0 slower by `slow`, every block scaled by `scale` (a
+    number, or one per run: the machine's speed at that run's moment)."""
+    scales = scale if isinstance(scale, list) else [scale] * runs
+    parts = {k: [rng.gauss(1.0, noise) * scales[i] * (1.0 + slow * (k == 0)) for i in range(runs)]
+             for k in range(blocks)}
     return [sum(p[i] for p in parts.values()) for i in range(runs)], parts
 
 
-def flagged(args, scale: float, slow: float) -> tuple[float, float]:
+def ramp(runs: int, drift: float, turns: bool) -> tuple[list, list]:
+    """Each side's per-run speed factors when the machine slows by `drift` across the whole profile:
+    A's runs then B's, or in turns (A B B A ...: bench.profile.profile_turns' order for two)."""
+    moments = range(2 * runs)
+    if turns:
+        order = [(r + j) % 2 for r in range(runs) for j in range(2)]
+        a = [t for t in moments if order[t] == 0]
+        b = [t for t in moments if order[t] == 1]
+    else:
+        a, b = list(moments[:runs]), list(moments[runs:])
+    f = [1.0 + drift * t / (2 * runs - 1) for t in moments]
+    return [f[t] for t in a], [f[t] for t in b]
+
+
+def paired_gaps(ta, pa: dict, tb, pb: dict, seed: int) -> dict:
+    """runstats.part_gaps' statistic (each side's median run) with the run indices drawn once for both
+    sides (the i-th runs of A and B taken side by side)."""
+    from stackwars_ir.runstats import RESAMPLES, at, median_runs
+
+    n = len(ta)
+    rng = random.Random(seed)
+    draws: dict = {k: [] for k in pa}
+    for _ in range(RESAMPLES):
+        idx = [rng.randrange(n) for _ in range(n)]
+        qa = [idx[i] for i in median_runs([ta[i] for i in idx])]
+        qb = [idx[i] for i in median_runs([tb[i] for i in idx])]
+        for k in pa:
+            draws[k].append(at(pb[k], qb) - at(pa[k], qa))
+    lo, hi = int(0.025 * RESAMPLES), int(0.975 * RESAMPLES) - 1
+    return {k: (None, sorted(d)[lo], sorted(d)[hi]) for k, d in draws.items()}
+
+
+def flagged(args, scale, slow: float, scale_a=1.0, paired: bool = False) -> tuple[float, float]:
     """(share of the null blocks flagged, share of profiles that flag block 0)."""
     from stackwars_ir.runstats import part_gaps
 
     null, first = 0, 0
     for seed in range(args.profiles):
         rng = random.Random(seed)
-        ta, pa = profile(rng, args.blocks, args.runs, args.noise)
+        ta, pa = profile(rng, args.blocks, args.runs, args.noise, scale_a)
         tb, pb = profile(rng, args.blocks, args.runs, args.noise, scale, slow)
-        gaps = part_gaps(ta, pa, tb, pb, seed=seed)
+        gaps = paired_gaps(ta, pa, tb, pb, seed) if paired else part_gaps(ta, pa, tb, pb, seed=seed)
         out = [not low <= 0.0 <= high for k, (_, low, high) in gaps.items() if k is not None]
         null += sum(out[1:])
         first += out[0]
@@ -56,6 +95,13 @@ def main() -> None:
         null, first = flagged(a, scale, slow)
         print(f"- {what}: other blocks' intervals exclude zero in {null:.1%} of blocks "
               f"({null * (a.blocks - 1):.2f} a profile); block 0's in {first:.0%} of profiles")
+    for drift in (a.drift, 0.10):
+        for what, turns, paired in (("one side after the other", False, False),
+                                    ("in turns", True, False), ("in turns, resampled in pairs", True, True)):
+            sa, sb = ramp(a.runs, drift, turns)
+            null, _ = flagged(a, sb, 0.0, sa, paired=paired)
+            print(f"- the machine slowing {drift:.0%} across the profile, {what}: blocks' intervals exclude "
+                  f"zero in {null:.1%} of blocks ({null * (a.blocks - 1):.2f} a profile)")
 
 
 if __name__ == "__main__":

@@ -48,6 +48,10 @@ def test_every_kernel_of_the_optimized_hlo_is_timed_and_what_is_outside_kernels_
         assert sum(k.seconds for k in p.kernels) == pytest.approx(p.kernel_s, rel=1e-9)
         assert all(len(k.per_run) == 3 and min(k.per_run) <= k.seconds <= max(k.per_run) for k in p.kernels)
         assert p.steady_s == row.timing.steady and p.overhead == pytest.approx(p.wall_s / row.timing.steady)
+        # The two files were profiled in turns in one trace (A B B A ...), each run read back to its own
+        # executable: every kernel of each ran in each of its runs, and no other file's kernel is in it.
+        assert p.turns == (str(a), str(b)) and "in turns" in p.note
+    assert report.rows[0][1].profile.in_turns_with(report.rows[1][1].profile)
 
 
 def test_diff_bench_splits_the_kernel_gap_by_block_and_role(profiled):
@@ -69,6 +73,7 @@ def test_diff_bench_splits_the_kernel_gap_by_block_and_role(profiled):
         assert t["gap_95"][0] - ulp <= t["b"] - t["a"] <= t["gap_95"][1] + ulp, blk["label"]
     assert isinstance(time["within_noise"], bool) and {"jax", "torch-torch_xla"} <= set(time["verdict"].split())
     assert "time by block" in text and "share of the gap" in text and "bench's verdict:" in text
+    assert time["in_turns"] is True and "taken in turns" in text and "profiled in turns in one trace" in text
     from stackwars_ir.diff.result import DiffResult
     from stackwars_ir.report.markdown import diff_markdown
 

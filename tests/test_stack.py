@@ -538,6 +538,34 @@ def test_the_torchax_page_says_what_its_records_show():
     assert "- resnet50 train: refused" in page and "`torchax-bundled` (torch==2.9.0, no torchax)" in page
 
 
+def test_the_pytorch_page_words_each_verdict_by_its_interval():
+    """docs/findings-versions-torch.md: an interval holding 1 is indistinguishable, one off 1 names its
+    direction as one run's, never a finding (issue 53: the page printed a ratio with no word)."""
+    from stackwars_ir.report.findings import versions_torch_page
+    from stackwars_ir.versions.regress import Regression
+
+    def reg(ops_b, kernels_b, time):
+        a = {"stack": "s", "file": "f.mlir", "versions": {"jaxlib": "0.12.0.1"}, "sha256": "1", "ops_sha256": "x"}
+        b = {**a, "sha256": "2", "ops_sha256": ops_b}
+        return Regression.from_json({"a": a, "b": b,
+                                     "blocks": [{"label": "mlp[0]#0", "ops": [45, 45 if ops_b == "x" else 46],
+                                                 "fusions": None, "changes": [] if ops_b == "x" else ["+1 op"]}],
+                                     "time": time, "memory": None, "kernels": {"a": 20, "b": kernels_b},
+                                     "thresholds": {"time": 0.1, "memory": 0.1, "kernels": 0}})
+
+    data = {"stack": None, "failed": {},
+            "results": {("gpt2", "forward"): reg("x", 20, {"ratio": 1.0, "low": 0.99, "high": 1.01}),
+                        ("gpt2", "train"): reg("y", 21, {"ratio": 1.004, "low": 1.002, "high": 1.008}),
+                        ("llama", "forward"): reg("x", 20, {"ratio": 0.99, "low": 0.985, "high": 0.995})}}
+    page = versions_torch_page(data, ("gpt2", "llama"), ("torch-2.8", ("torch==2.8.0",)))
+    assert "- gpt2 forward: the same ops and kernels compiled by the same XLA; steady time lock/from 1.00 " \
+           "(0.99-1.01): indistinguishable." in page
+    assert "- gpt2 train: 1 blocks differ in IR or kernels; steady time lock/from 1.00 (1.00-1.01): the release " \
+           "slower in this one run (a finding only if a rerun holds it)." in page
+    assert "- llama forward: the same ops and kernels compiled by the same XLA; steady time lock/from 0.99 " \
+           "(0.98-0.99): away from 1 in this one run, which with the same ops and kernels comes from the runs" in page
+
+
 def test_the_upgrade_page_words_each_verdict_by_its_interval():
     """docs/findings-upgrade.md: the same ops with an interval off 1 in one run is not called a finding;
     an interval holding 1 is indistinguishable; a failed row is named; each route's row and versions."""

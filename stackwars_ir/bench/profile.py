@@ -75,6 +75,14 @@ class Profile:
     # assumptions (target, clock, kernels estimated and bounded); empty for a profile.
     estimate: dict = field(default_factory=dict)
     untraced_runs: tuple = ()  # the untraced events' summed seconds in each run (run order)
+    # The executables (labels, this one's included) profiled in turns with this one in one trace (run
+    # A, run B, run B, run A, ...: profile_turns), so that its i-th run and theirs were taken side by
+    # side; empty when profiled on its own.
+    turns: tuple = ()
+
+    def in_turns_with(self, other: "Profile") -> bool:
+        """Whether this profile's runs and `other`'s were taken in turns in one trace, run for run."""
+        return bool(self.turns) and self.turns == other.turns and self.runs == other.runs
 
     @property
     def run_totals(self) -> tuple:
@@ -105,14 +113,15 @@ class Profile:
                 "kernels": [k.as_json() for k in self.kernels],
                 "untraced": [{"name": n, "seconds": s} for n, s in self.untraced],
                 **({"note": self.note} if self.note else {}), **({"estimate": self.estimate} if self.estimate else {}),
-                **({"untraced_runs": list(self.untraced_runs)} if self.untraced_runs else {})}
+                **({"untraced_runs": list(self.untraced_runs)} if self.untraced_runs else {}),
+                **({"profiled_in_turns": list(self.turns)} if self.turns else {})}
 
     @classmethod
     def from_json(cls, d: dict) -> "Profile":
         return cls(d["runs"], d["wall_s"], d["kernel_s"], d["busy_s"], d["steady_s"],
                    tuple(KernelTime.from_json(k) for k in d["kernels"]),
                    tuple((u["name"], u["seconds"]) for u in d.get("untraced", ())), d.get("note", ""),
-                   d.get("estimate") or {}, tuple(d.get("untraced_runs", ())))
+                   d.get("estimate") or {}, tuple(d.get("untraced_runs", ())), tuple(d.get("profiled_in_turns", ())))
 
 
 def profile_runs(run, kernels, runs: int, steady_s: float, platform: str = "cpu") -> Profile:
@@ -131,6 +140,43 @@ def profile_runs(run, kernels, runs: int, steady_s: float, platform: str = "cpu"
 
     data, walls = _traced(run, runs, start, jax.profiler.stop_trace)
     return _read_gpu(data, walls, steady_s, kernels) if gpu else _read(data, walls, steady_s, [kernels])
+
+
+def profile_turns(runs: list, kernels: list, n: int, steadies: list, labels: list) -> list[Profile]:
+    """`n` calls of each of `runs` (XLA:CPU executables of one jax runtime; `kernels`, `steadies`,
+    `labels`: each one's) taking turns in one trace under jax's profiler: round r calls them in order
+    starting from the (r mod len)-th, so that no executable always runs first, and a machine that
+    drifts or is disturbed during the profile moves every side's runs alike. Each call must show as one
+    execution in the trace (a partitioned executable's several: BenchError), and the i-th execution is
+    the i-th call's. Each Profile names the others it took turns with (Profile.turns), which diff
+    --bench says. Its intervals still resample each side's runs on its own (runstats.part_gaps):
+    resampled in pairs, they flagged more blocks that differ by nothing, not fewer, because the
+    statistic is each side's median run, not a pair's (benchmarks/block_intervals.py)."""
+    import jax
+
+    from ..errors import BenchError
+
+    options = jax.profiler.ProfileOptions()
+    options.python_tracer_level = 0
+    order = [(r + j) % len(runs) for r in range(n) for j in range(len(runs))]
+    data, walls = _traced_calls([runs[i] for i in order],
+                                lambda folder: jax.profiler.start_trace(folder, profiler_options=options),
+                                jax.profiler.stop_trace)
+    loops = {k.name for ks in kernels for k in ks if k.opcode in _LOOP_OPCODES}
+    starts, events = _kernel_events(data, loops)
+    if len(starts) != len(order):
+        raise BenchError(f"the profile holds {len(starts)} executions for {len(order)} calls taken in turns",
+                         fix="profile these files one at a time (bench FILE --profile)")
+    inner = [{k.inner for k in ks if k.inner} for ks in kernels]
+    executions, spans = _executions(starts, events, [inner[o] for o in order])
+    out = []
+    for j, ks in enumerate(kernels):
+        mine = [i for i, o in enumerate(order) if o == j]
+        out.append(runs_profile([executions[i] for i in mine], [walls[i] for i in mine],
+                                [union_seconds(spans[i]) for i in mine], steadies[j], ks,
+                                f"profiled in turns with {len(runs) - 1} other executable(s), one trace",
+                                turns=tuple(labels)))
+    return out
 
 
 def profile_lazy_runs(step, graphs: list, runs: int, steady_s: float, note: str = "") -> Profile:
@@ -229,6 +275,11 @@ def _read_gpu(data, walls: list, steady_s: float, kernels: list) -> Profile:
 
 def _traced(run, runs: int, start, stop):
     """(the profile of `runs` calls of `run`, read with jax's xplane reader; each call's wall time)."""
+    return _traced_calls([run] * runs, start, stop)
+
+
+def _traced_calls(calls: list, start, stop):
+    """(the profile of the calls, made in order, read with jax's xplane reader; each call's wall time)."""
     import glob
     import tempfile
 
@@ -238,9 +289,9 @@ def _traced(run, runs: int, start, stop):
     with tempfile.TemporaryDirectory(prefix="stackwars-profile-") as folder:
         start(folder)
         try:
-            for _ in range(runs):
+            for call in calls:
                 t0 = time.perf_counter()
-                run()
+                call()
                 walls.append(time.perf_counter() - t0)
         finally:
             stop()
@@ -248,15 +299,12 @@ def _traced(run, runs: int, start, stop):
         return jax.profiler.ProfileData.from_file(path), walls
 
 
-def _read(data, walls: list, steady_s: float, graphs: list, note: str = "") -> Profile:
-    import bisect
-
-    from ..errors import BenchError
-
-    # A loop's event (a while) holds its body's kernels' events: they are kernels of their own, and the
-    # loop's own time is what its event holds beyond them (the condition's bookkeeping, copies).
-    loops = {k.name for ks in graphs for k in ks if k.opcode in _LOOP_OPCODES}
-    starts, events = [], []  # events: [start, end, name, nanoseconds of kernels kept inside it]
+def _kernel_events(data, loops: set) -> tuple:
+    """(the executions' start times, sorted; the kernel events on XLA:CPU's kernel threads, each
+    [start, end, name, nanoseconds of kernels kept inside it]) of a trace. A loop's event (a while
+    named in `loops`) holds its body's kernels' events: they are kernels of their own, and the loop's
+    own time is what its event holds beyond them (the condition's bookkeeping, copies)."""
+    starts, events = [], []
     for plane in data.planes:
         for line in plane.lines:
             on_pool = line.name.startswith(_KERNEL_THREADS)
@@ -277,18 +325,20 @@ def _read(data, walls: list, steady_s: float, graphs: list, note: str = "") -> P
                     events.append([ev.start_ns, ev.end_ns, ev.name, 0])
                     open_.append(len(events) - 1)
     starts.sort()
-    if not starts or len(starts) % len(walls) or (len(graphs) == 1 and len(starts) != len(walls)):
-        raise BenchError(f"the profile holds {len(starts)} executions for {len(walls)} profiled runs",
-                         fix="drop --profile; this runtime's events are not read right yet")
-    # A parallel fusion's events on each thread fall inside its kernel's own event (bench.kernels).
-    inner = {k.inner for ks in graphs for k in ks if k.inner}
-    executions = [dict() for _ in starts]  # name -> [seconds, calls], per execution
+    return starts, events
+
+
+def _executions(starts: list, events: list, inner: list) -> tuple:
+    """(per execution {name: [seconds, calls]}, per execution its events' (begin, end) spans): each
+    event in the execution that started last before it; `inner`: per execution, the fusions its
+    executable's parallel calls run (their events fall inside the call's own: not counted again)."""
+    import bisect
+
+    executions = [dict() for _ in starts]
     spans = [[] for _ in starts]
     for begin, end, name, held in events:
-        if name in inner:
-            continue
         i = bisect.bisect_right(starts, begin) - 1
-        if i < 0:
+        if i < 0 or name in inner[i]:
             continue
         if name.startswith(_TRANSFERS):
             # Where a copy's event lands (inside the step's graph or after it) is a race between
@@ -298,6 +348,20 @@ def _read(data, walls: list, steady_s: float, graphs: list, note: str = "") -> P
         t[0] += (end - begin - held) / 1e9
         t[1] += 1
         spans[i].append((begin, end))
+    return executions, spans
+
+
+def _read(data, walls: list, steady_s: float, graphs: list, note: str = "") -> Profile:
+    from ..errors import BenchError
+
+    loops = {k.name for ks in graphs for k in ks if k.opcode in _LOOP_OPCODES}
+    starts, events = _kernel_events(data, loops)
+    if not starts or len(starts) % len(walls) or (len(graphs) == 1 and len(starts) != len(walls)):
+        raise BenchError(f"the profile holds {len(starts)} executions for {len(walls)} profiled runs",
+                         fix="drop --profile; this runtime's events are not read right yet")
+    # A parallel fusion's events on each thread fall inside its kernel's own event (bench.kernels).
+    inner = {k.inner for ks in graphs for k in ks if k.inner}
+    executions, spans = _executions(starts, events, [inner] * len(starts))
     each = len(starts) // len(walls)
     per_run, covered = [], []
     # A run's graph: its execution with the most kernel time. A host copy's event is not a kernel's:
@@ -326,7 +390,7 @@ def _read(data, walls: list, steady_s: float, graphs: list, note: str = "") -> P
 
 
 def runs_profile(per_run: list, walls: list, covered: list, steady_s: float, kernels, note: str,
-                 keys=None) -> Profile:
+                 keys=None, turns: tuple = ()) -> Profile:
     """The Profile of profiled runs, each {key: [seconds, calls]}: `kernels` (bench.kernels.Kernel or
     KernelTime; keyed by `keys`, in their order, or by name) timed in the median run(s) by kernel
     total, with every run's time kept; the keys that are no kernel's as untraced."""
@@ -345,7 +409,7 @@ def runs_profile(per_run: list, walls: list, covered: list, steady_s: float, ker
     untraced = tuple((str(n), at(series(n), picks)) for n in others)
     return Profile(len(walls), statistics.median(walls), statistics.median(totals), statistics.median(covered),
                    steady_s, timed, untraced, note,
-                   untraced_runs=tuple(sum(r[n][0] for n in others if n in r) for r in per_run))
+                   untraced_runs=tuple(sum(r[n][0] for n in others if n in r) for r in per_run), turns=turns)
 
 
 def union_seconds(spans: list) -> float:

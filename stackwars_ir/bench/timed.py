@@ -73,7 +73,7 @@ def time_modules(items: list, rt, timeout: float | None, seed: int = 0, asked=No
                 w.row(timing_of(w.warm, steady[i], how.warmup, interleaved=len(live)))
                 for i, w in enumerate(live)}
         if how.profile:
-            rows = {id(w): _profiled(rows[id(w)], w, how.profile, rt) for w in live}
+            rows = _profiled_turns(rows, live, how.profile, rt)
     return [w if isinstance(w, Executable) else rows[id(w)] for w in warmed]
 
 
@@ -137,6 +137,29 @@ def _profiled(row: Executable, w: "_Warmed", runs: int, rt) -> Executable:
         return dataclasses.replace(row, profile=profile_runs(w.run, kernels, runs, row.timing.steady, rt.platform))
     except StackwarsError as e:
         return dataclasses.replace(row, error=e.one_line())
+
+
+def _profiled_turns(rows: dict, live: list, runs: int, rt) -> dict:
+    """Each row (by id of its _Warmed) with its profile. Two or more rows that ran on XLA:CPU are
+    profiled in turns in one trace (bench.profile.profile_turns): profiled one after the other, a
+    machine that drifted 3% between them flagged about 2 blocks a profile that differ by nothing
+    (benchmarks/block_intervals.py). A GPU's, or a set whose calls do not show as one execution each,
+    are profiled one at a time."""
+    import dataclasses
+
+    from .kernels import kernels_of
+    from .profile import profile_turns
+
+    ok = [w for w in live if rows[id(w)].ok]
+    if len(ok) > 1 and rt.platform == "cpu":
+        try:
+            kernels = [[k for m in w.exe.hlo_modules() for k in kernels_of(m.to_string())] for w in ok]
+            profiles = profile_turns([w.run for w in ok], kernels, runs, [rows[id(w)].timing.steady for w in ok],
+                                     [w.label for w in ok])
+            return {**rows, **{id(w): dataclasses.replace(rows[id(w)], profile=p) for w, p in zip(ok, profiles)}}
+        except StackwarsError:
+            pass  # one at a time, below
+    return {id(w): _profiled(rows[id(w)], w, runs, rt) for w in live}
 
 
 def _failed_row(label: str, e: Exception, timeout) -> Executable:

@@ -367,6 +367,7 @@ def with_times(report: DiffReport, result: DiffResult, profile_a, profile_b) -> 
     gaps = _gaps(report, series)
     if None in gaps:
         totals["gap_95"] = list(gaps[None][1:])
+        totals["in_turns"] = profile_a.in_turns_with(profile_b)
 
     def interval(d) -> dict:
         """The block's gap B - A with its 95% interval over the profiled runs (both sides' runs kept)."""

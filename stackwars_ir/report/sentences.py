@@ -138,7 +138,7 @@ def time_source(time: dict) -> str:
         targets = sorted({t["estimate"]["target"] for t in (a, b) if t.get("estimate")})
         return f"bench --target: ESTIMATES for the {' and '.join(targets)}, not measurements"
     return (f"bench --profile: each side's kernels in its median run by kernel total, of {a['runs']} and "
-            f"{b['runs']} profiled runs")
+            f"{b['runs']} profiled runs" + (", taken in turns" if time.get("in_turns") else ""))
 
 
 def time_terms(time: dict, split) -> str:
@@ -156,10 +156,15 @@ def time_terms(time: dict, split) -> str:
         gaps = [d.metrics["time"]["gap_95"] for d in split.blocks if d.metrics["time"].get("gap_95")]
         sure = sum(1 for low, high in gaps if not low <= 0.0 <= high)
         if gaps:
-            out += (f" {sure} of {len(gaps)} blocks' intervals exclude zero. The two sides were profiled one after "
-                    "the other, so a drift of the machine between them moves blocks that differ by nothing (3% "
-                    "flagged about 2 of 64 blocks in simulated profiles: docs/benchmarks.md): a single block's is a "
-                    "lead to rerun, not a finding.")
+            out += f" {sure} of {len(gaps)} blocks' intervals exclude zero."
+            if time.get("in_turns"):
+                out += (" The two sides were profiled in turns in one trace (A, B, B, A, ...), so a drift of the "
+                        "machine moves both alike.")
+            else:
+                out += (" The two sides were profiled one after the other, so a drift of the machine between them "
+                        "moves blocks that differ by nothing (3% flagged about 2 of 64 blocks in simulated "
+                        "profiles: docs/benchmarks.md): a single block's is a lead to rerun, not a finding; "
+                        "`bench A B --profile` on XLA:CPU profiles them in turns.")
     if (a["kernel_s"] > a["steady_s"] or b["kernel_s"] > b["steady_s"]) and a["steady_s"] and b["steady_s"]:
         out += (" Kernels run at once on several threads here, so a side's kernel total exceeds its run's wall "
                 "time: the split is of kernel time, not of the wall clock.")

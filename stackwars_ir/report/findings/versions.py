@@ -151,10 +151,18 @@ def versions_torch_page(data: dict, models, stack: tuple[str, tuple]) -> str:
         same = not any(b.changed for b in r.blocks) and r.kernels["a"] == r.kernels["b"] and \
             r.a["versions"].get("jaxlib") == r.b["versions"].get("jaxlib")
         said = f"steady time lock/from {t['ratio']:.2f} ({t['low']:.2f}-{t['high']:.2f})"
-        lines.append(f"- {m} {step}: " + (
-            f"the same ops and kernels compiled by the same XLA: {said} comes from the runs on this machine "
-            "(both files timed together in one worker, interleaved, 5 rounds), not from the IR or the compiler"
-            if same else f"{sum(b.changed for b in r.blocks)} blocks differ in IR or kernels; {said}") + ".")
+        if t["low"] <= 1 <= t["high"]:
+            timed = "indistinguishable"
+        elif same:
+            timed = ("away from 1 in this one run, which with the same ops and kernels comes from the runs on this "
+                     "machine (both files timed together in one worker, interleaved, 5 rounds), not from the IR or "
+                     "the compiler")
+        else:
+            timed = (f"the release {'slower' if t['low'] > 1 else 'faster'} in this one run (a finding only if a "
+                     "rerun holds it)")
+        lines.append(f"- {m} {step}: " + ("the same ops and kernels compiled by the same XLA"
+                                          if same else f"{sum(b.changed for b in r.blocks)} blocks differ in IR or "
+                                          "kernels") + f"; {said}: {timed}.")
     if data["failed"]:
         lines += ["", "## Not measured", ""] + [f"- {k}: {v}" for k, v in data["failed"].items()]
     return "\n".join(lines) + "\n"
