@@ -211,7 +211,8 @@ def diff_cmd(file_a, file_b, json_path, md_path, html_path, mode, excerpts, ops,
                    "under 10%, 10 to 1000 runs, 0.5 to 10 s).")
 @click.option("--profile", type=int, is_flag=False, flag_value=10, default=None, metavar="[RUNS]",
               help="After the steady state, run each StableHLO file RUNS more times (default 10) under the runtime's "
-                   "profiler and time each kernel (XLA:CPU or XLA:GPU), and profile the native runtimes (jax.jit, torch "
+                   "profiler and time each kernel (XLA:CPU or XLA:GPU; on XLA:CPU the files take turns in one "
+                   "trace), and profile the native runtimes (jax.jit, torch "
                    "eager, torch.compile, torch_xla on its own XLA; on a GPU jax.jit alone) in workers of their own; "
                    "`diff A B --bench` then splits the gap by block.")
 @click.option("--host", "host", type=int, is_flag=False, flag_value=10, default=None, metavar="[RUNS]",

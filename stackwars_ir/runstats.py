@@ -27,8 +27,8 @@ def part_gaps(totals_a, parts_a: dict, totals_b, parts_b: dict, seed: int = 0) -
     """{part: (B - A in the median runs, low, high)}: each part's difference between two sets of runs
     (each part a per-run series, in the order of that side's totals; a part missing on one side is 0
     there), with the 2.5-97.5 percentiles of the same statistic over bootstrap resamples of each
-    side's runs (the two sides profiled one after the other: resampled independently). The total's
-    own difference is under the key None."""
+    side's runs, each side's on its own, whether the two were profiled one after the other or in turns
+    (bench.profile.profile_turns says why not in pairs). The total's own difference is under the key None."""
     na, nb = len(totals_a), len(totals_b)
     keys = list(dict.fromkeys([*parts_a, *parts_b]))
     zero_a, zero_b = (0.0,) * na, (0.0,) * nb
