@@ -7,6 +7,7 @@ the time to diff the pair and attribute both profiles to its blocks (diff.with_t
 role as `diff --bench` prints it. With --repeat N, the bench and its profiles are taken N times, each
 in a fresh worker, and the runs are compared block by block: does every block whose gap's 95% interval
 excludes zero in one run have the same sign, and an overlapping interval, in every other run (issue 53)?
+And role by role (each role's blocks summed run by run, diff --bench's role table).
 Usage: .venv/bin/python benchmarks/profile_blocks.py [--captures DIR] [--model gpt2] [--step forward] [--profile 10]
        [--repeat 1]
 """
@@ -88,12 +89,26 @@ def agreement(results) -> str:
         contradicted += len(signs) > 1
         lines.append(f"  {label:24} " + "  ".join(f"[{g[0] * 1e3:+.3f}, {g[1] * 1e3:+.3f}]" for g in gaps)
                      + ("" if held else "  (not outside zero in every run)") + ("" if meets else "  (do not overlap)"))
+    roles = sorted(set().union(*(r.metrics["time"].get("roles_95", {}) for r in results)))
+    role_lines, role_found, role_held = [], 0, 0
+    for role in roles:
+        gaps = [r.metrics["time"].get("roles_95", {}).get(role) for r in results]
+        if any(g is None for g in gaps) or all(g[0] <= 0.0 <= g[1] for g in gaps):
+            continue
+        role_found += 1
+        sure = [g for g in gaps if not g[0] <= 0.0 <= g[1]]
+        held = len(sure) == len(gaps) and len({g[0] > 0 for g in sure}) == 1
+        role_held += held
+        role_lines.append(f"  role {role:19} " + "  ".join(f"[{g[0] * 1e3:+.3f}, {g[1] * 1e3:+.3f}]" for g in gaps)
+                          + ("" if held else "  (not outside zero in every run)"))
     totals = [r.metrics["time"].get("gap_95") for r in results]
     head = (f"agreement over {len(results)} runs: {found} blocks' gaps exclude zero in at least one run; "
             f"{same_sign} of them exclude it in every run with the same sign; {contradicted} change sign between "
             f"runs (each excluding zero); {overlap} have intervals that overlap across all runs. The kernel gap: " + ", ".join(f"[{g[0] * 1e3:+.3f}, {g[1] * 1e3:+.3f}] ms"
                                                                    for g in totals if g))
-    return "\n".join([head, *lines])
+    head_roles = (f"by role (each role's blocks summed run by run): {role_found} roles' gaps exclude zero in at least "
+                  f"one run; {role_held} of them in every run with the same sign")
+    return "\n".join([head, *lines, head_roles, *role_lines])
 
 if __name__ == "__main__":
     main()

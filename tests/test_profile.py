@@ -71,6 +71,16 @@ def test_diff_bench_splits_the_kernel_gap_by_block_and_role(profiled):
     for blk in data["blocks"]:
         t = blk["metrics"]["time"]
         assert t["gap_95"][0] - ulp <= t["b"] - t["a"] <= t["gap_95"][1] + ulp, blk["label"]
+    # Each role's blocks summed run by run: its interval holds the role's gap (the table's B - A)
+    roles: dict = {}
+    for blk in data["blocks"]:
+        t = blk["metrics"]["time"]
+        roles[blk["role"]] = roles.get(blk["role"], 0.0) + t["b"] - t["a"]
+    assert set(time["roles_95"]) == set(roles)
+    for role, gap in roles.items():
+        low, high = time["roles_95"][role]
+        assert low - ulp <= gap <= high + ulp, role
+    assert "By role, " in text and "summed gaps exclude zero" in text
     assert isinstance(time["within_noise"], bool) and {"jax", "torch-torch_xla"} <= set(time["verdict"].split())
     assert "time by block" in text and "share of the gap" in text and "bench's verdict:" in text
     assert time["in_turns"] is True and "taken in turns" in text and "profiled in turns in one trace" in text
@@ -113,6 +123,7 @@ def test_the_report_shows_time_by_block_from_a_profiled_bench_and_from_a_saved_d
         html = page.read_text()
         section = html[html.index('<h2 id="time">'):html.index("</table>", html.index('<h2 id="time">'))]
         assert "Bench's verdict:" in section and "<td>mlp</td>" in section and "(not traced, unmatched)" in section
+        assert "<th>95% interval ms</th>" in section
         assert section.count('<rect class="bar"') >= 2 * 12  # each of the top blocks, both sides
         # The waterfall: A's total, one step per role and one for the rest, B's total.
         roles = section.count("<tr><td>") - 1  # the role table's rows, less the rest's

@@ -64,6 +64,7 @@ class TimeGap(NamedTuple):
     rest: float  # not traced to a block, or in an unmatched block
     phases: tuple = ()  # (phase, seconds) of a training step: forward, backward, update
     interval: tuple = ()  # the gap's 95% interval over the profiled runs (low, high); () where not kept
+    role_intervals: dict = {}  # role -> its blocks' summed gap's 95% interval (low, high), where kept
 
     @property
     def within_noise(self) -> bool:
@@ -73,6 +74,15 @@ class TimeGap(NamedTuple):
     def share(self, seconds: float) -> float | None:
         """A part's share of the gap; None where the gap is zero or within the noise."""
         return seconds / self.gap if self.gap and not self.within_noise else None
+
+    def role_interval(self, role: str) -> tuple:
+        """A role's gap's 95% interval (low, high), or () where not kept."""
+        return tuple(self.role_intervals.get(role) or ())
+
+    def role_share(self, role: str, seconds: float) -> float | None:
+        """A role's share of the gap; None where the gap, or the role's own gap, is within the noise."""
+        low_high = self.role_interval(role)
+        return None if low_high and low_high[0] <= 0.0 <= low_high[1] else self.share(seconds)
 
     def block_share(self, block) -> float | None:
         """A block's share of the gap; None where the gap, or the block's own gap, is within the noise."""
@@ -130,7 +140,7 @@ def time_gap(result) -> TimeGap | None:
     return TimeGap(b["kernels_sum_s"] - a["kernels_sum_s"],
                    tuple((r, n, dt) for r, (n, dt) in sorted(roles.items(), key=lambda kv: -abs(kv[1][1]))),
                    tuple(sorted(result.blocks, key=lambda d: -abs(d.metrics["time"]["b"] - d.metrics["time"]["a"]))),
-                   rest, tuple(phases.items()), tuple(time.get("gap_95") or ()))
+                   rest, tuple(phases.items()), tuple(time.get("gap_95") or ()), dict(time.get("roles_95") or {}))
 
 
 @dataclass(frozen=True)

@@ -221,9 +221,13 @@ def _time_by_block(result) -> str:
     verdict += f"<p>{esc(terms)}</p>" if terms else ""
     verdict += ("<p>By phase: " + ", ".join(f"{esc(p)} {ms(dt, True)} ms ({share(split.share(dt))})"
                                             for p, dt in split.phases) + ".</p>") if split.phases else ""
+    def spread(low_high: tuple) -> str:
+        return f"{ms(low_high[0], True)} to {ms(low_high[1], True)}" if low_high else "-"
+
     roles = "".join(f"<tr><td>{esc(r)}</td><td class=n>{n}</td><td class=n>{ms(dt, True)}</td>"
-                    f"<td class=n>{share(split.share(dt))}</td></tr>" for r, n, dt in split.roles)
-    roles += (f"<tr><td>(not traced, unmatched)</td><td></td><td class=n>{ms(split.rest, True)}</td>"
+                    f"<td class=n>{spread(split.role_interval(r))}</td>"
+                    f"<td class=n>{share(split.role_share(r, dt))}</td></tr>" for r, n, dt in split.roles)
+    roles += (f"<tr><td>(not traced, unmatched)</td><td></td><td class=n>{ms(split.rest, True)}</td><td></td>"
               f"<td class=n>{share(split.share(split.rest))}</td></tr>")
     top = split.blocks[:TIME_ROWS]
     folded = "".join(f"<li>{esc(label)}: A {esc(a)}; B {esc(b)}</li>" for label, a, b in fused_elsewhere(top))
@@ -241,7 +245,7 @@ def _time_by_block(result) -> str:
     return (f"<h2 id=\"time\">Time by block</h2><p>Kernel time per run ({esc(time_source(time))}), traced to "
             f"blocks as the kernel counts are. Gap {esc(names[1])} - {esc(names[0])}: "
             f"{ms(split.gap, True)} ms of kernel time.</p><ul>{sides}</ul>{verdict}{chart}"
-            "<table><tr><th>role</th><th>blocks</th><th>B - A ms</th><th>share of the gap</th></tr>"
+            "<table><tr><th>role</th><th>blocks</th><th>B - A ms</th><th>95% interval ms</th><th>share of the gap</th></tr>"
             f"{roles}</table>{folded}{_host_by_block(result, top, names)}")
 
 

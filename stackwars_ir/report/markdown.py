@@ -101,9 +101,10 @@ def _time_markdown(result) -> list[str]:
              + (f" {time_terms(time, split)}" if time_terms(time, split) else ""),
              "", *([("By phase: " + ", ".join(f"{p} {ms(dt)} ms ({share(split.share(dt))})" for p, dt in split.phases)
                      + "."), ""] if split.phases else []),
-             "| role | blocks | B - A ms | share of the gap |", "| --- | ---: | ---: | ---: |"]
-    lines += [f"| {r} | {n} | {ms(dt)} | {share(split.share(dt))} |" for r, n, dt in split.roles]
-    lines += [f"| (not traced, unmatched) | | {ms(split.rest)} | {share(split.share(split.rest))} |", "",
+             "| role | blocks | B - A ms | 95% interval ms | share of the gap |", "| --- | ---: | ---: | ---: | ---: |"]
+    lines += [f"| {r} | {n} | {ms(dt)} | {interval({'gap_95': split.role_interval(r)})} | "
+              f"{share(split.role_share(r, dt))} |" for r, n, dt in split.roles]
+    lines += [f"| (not traced, unmatched) | | {ms(split.rest)} | | {share(split.share(split.rest))} |", "",
               "| block | A ms | B ms | B - A ms | 95% interval ms | share |" + (" host A ms | host B ms |" if host else ""),
               "| --- | ---: | ---: | ---: | ---: | ---: |" + (" ---: | ---: |" if host else "")]
 
