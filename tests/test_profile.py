@@ -429,3 +429,20 @@ def test_at_gpt2_base_jax_folds_both_residual_adds_where_torch_xla_writes_them()
         assert ln_2.name.startswith("triton_softmax") and layer in ln_2.spans
         norms = [k for k in kb if k.path in (f"{layer}.ln_1", f"{layer}.ln_2")]
         assert len(norms) == 4 and not any(layer in k.spans for k in norms), [(k.name, k.spans) for k in norms]
+
+
+def test_a_role_told_from_the_noise_is_named_though_the_whole_gap_is_not():
+    """A role's blocks summed run by run can exclude zero where the whole gap does not (GPT-2 base's
+    LayerNorms: issue 53); its share stays withheld while the whole gap is within the noise."""
+    from stackwars_ir.diff.result import TimeGap
+    from stackwars_ir.report.findings.blocks import sure_roles
+
+    roles = (("mlp", 12, -1.78e-3), ("norm", 25, -0.49e-3), ("residual", 12, -0.02e-3))
+    noisy = TimeGap(-3.3e-3, roles, (), 0.1e-3, (), (-18.6e-3, 12.3e-3),
+                    {"mlp": (-13e-3, 8e-3), "norm": (-0.69e-3, -0.35e-3), "residual": (-0.3e-3, 0.15e-3)})
+    assert sure_roles(noisy) == "; roles whose own gap excludes zero: norm -0.49 (-0.69 to -0.35)"
+    assert noisy.role_share("norm", -0.49e-3) is None  # a share of a gap within the noise is no finding
+    clear = noisy._replace(interval=(-5e-3, -1e-3))
+    assert clear.role_share("norm", -0.49e-3) == pytest.approx(0.49 / 3.3)
+    assert clear.role_share("mlp", -1.78e-3) is None  # its own interval holds zero
+    assert sure_roles(noisy._replace(role_intervals={})) == ""  # a profile without per-run times: nothing said

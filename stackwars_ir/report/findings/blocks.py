@@ -50,6 +50,15 @@ def carriers_text(split, names=("A", "B"), unit=ms, detail: bool = False) -> str
         ("; over 100%: other blocks differ the other way, so these carry more than the whole gap)" if over else ")")
 
 
+def sure_roles(split, unit=ms) -> str:
+    """The roles whose own gap (their blocks summed run by run) has a 95% interval that excludes zero,
+    with it: '' where none does or none was kept. A finding of its own even where the whole gap is
+    within the noise (GPT-2 base's LayerNorms: docs/benchmarks.md)."""
+    named = [f"{role} {unit(dt, True)} ({unit(low, True)} to {unit(high, True)})" for role, _, dt in split.roles
+             for low, high in [split.role_interval(role) or (0.0, 0.0)] if not low <= 0.0 <= high]
+    return f"; roles whose own gap excludes zero: {', '.join(named)}" if named else ""
+
+
 def against_steady(side: dict) -> str:
     """A side's kernel sum per run, in ms, and its ratio to the side's steady step."""
     steady = side.get("steady_s")
@@ -112,7 +121,9 @@ def profiled_gaps(a, benches: dict, train_benches: dict, say) -> None:
         "printed against its steady step (the unprofiled runs' median): over 1x, kernels overlapped on XLA "
         "CPU's threads, so their sum is more than the step's time; the steady gap is PyTorch's steady step "
         "less JAX's. Where the kernel gap and the steady gap have opposite signs, the split by block says "
-        "where kernel time differs, not why one step is slower, and the row says so.\n")
+        "where kernel time differs, not why one step is slower, and the row says so. Each role's blocks are "
+        "also summed run by run: a role whose own gap's 95% interval excludes zero is named with it, a finding "
+        "of its own even where the whole gap is within the noise.\n")
     say("| model | step | JAX vs | JAX kernels ms (/ steady) | PyTorch kernels ms (/ steady) | kernel gap ms | "
         f"steady gap ms | bench's verdict | blocks carrying {SHARE:.0%} of the gap |")
     say("| --- | --- | --- | ---: | ---: | ---: | ---: | --- | --- |")
@@ -130,7 +141,8 @@ def profiled_gaps(a, benches: dict, train_benches: dict, say) -> None:
                     continue
                 split, t = time_gap(result), result.metrics["time"]
                 say(f"| {model} | {step} | {e} | {against_steady(t['a'])} | {against_steady(t['b'])} | "
-                    f"{ms(split.gap, True)} | {steady_gap(t)} | {noise(t)} | {signs(split, t)}{carriers_text(split)} |")
+                    f"{ms(split.gap, True)} | {steady_gap(t)} | {noise(t)} | {signs(split, t)}{carriers_text(split)}"
+                    f"{sure_roles(split)} |")
     native_gaps(a, benches, train_benches, say)
     say("\n### torch_xla's own XLA build against jaxlib's, the same training step\n")
     say("The StableHLO torch_xla's lazy loop lowers its second step to (the capture) runs on jaxlib's XLA "
