@@ -9,7 +9,8 @@ drifting between A's profiled runs and B's, which are taken one after the other)
 machine's speed ramping by `--drift` and by 10% across the whole profile (every run of both sides),
 profiled as bench did before (A's runs, then B's) and as it does now on XLA:CPU (in turns, A B B A
 ...: bench.profile.profile_turns), each resampled side by side (runstats.part_gaps) and, in turns,
-also in pairs (the same draws of run indices on both sides: not what part_gaps does, shown for why).
+also in pairs (part_gaps' `paired`: the same run indices on both sides; not what diff --bench uses,
+shown for why).
 Usage: .venv/bin/python benchmarks/block_intervals.py [--blocks 64] [--runs 10] [--profiles 50]
        [--noise 0.05] [--drift 0.03] [--slow 0.2]
 """
@@ -44,24 +45,6 @@ def ramp(runs: int, drift: float, turns: bool) -> tuple[list, list]:
     return [f[t] for t in a], [f[t] for t in b]
 
 
-def paired_gaps(ta, pa: dict, tb, pb: dict, seed: int) -> dict:
-    """runstats.part_gaps' statistic (each side's median run) with the run indices drawn once for both
-    sides (the i-th runs of A and B taken side by side)."""
-    from stackwars_ir.runstats import RESAMPLES, at, median_runs
-
-    n = len(ta)
-    rng = random.Random(seed)
-    draws: dict = {k: [] for k in pa}
-    for _ in range(RESAMPLES):
-        idx = [rng.randrange(n) for _ in range(n)]
-        qa = [idx[i] for i in median_runs([ta[i] for i in idx])]
-        qb = [idx[i] for i in median_runs([tb[i] for i in idx])]
-        for k in pa:
-            draws[k].append(at(pb[k], qb) - at(pa[k], qa))
-    lo, hi = int(0.025 * RESAMPLES), int(0.975 * RESAMPLES) - 1
-    return {k: (None, sorted(d)[lo], sorted(d)[hi]) for k, d in draws.items()}
-
-
 def flagged(args, scale, slow: float, scale_a=1.0, paired: bool = False) -> tuple[float, float]:
     """(share of the null blocks flagged, share of profiles that flag block 0)."""
     from stackwars_ir.runstats import part_gaps
@@ -71,7 +54,7 @@ def flagged(args, scale, slow: float, scale_a=1.0, paired: bool = False) -> tupl
         rng = random.Random(seed)
         ta, pa = profile(rng, args.blocks, args.runs, args.noise, scale_a)
         tb, pb = profile(rng, args.blocks, args.runs, args.noise, scale, slow)
-        gaps = paired_gaps(ta, pa, tb, pb, seed) if paired else part_gaps(ta, pa, tb, pb, seed=seed)
+        gaps = part_gaps(ta, pa, tb, pb, seed=seed, paired=paired)
         out = [not low <= 0.0 <= high for k, (_, low, high) in gaps.items() if k is not None]
         null += sum(out[1:])
         first += out[0]

@@ -23,13 +23,16 @@ def at(series, picks) -> float:
     return sum(series[i] for i in picks) / len(picks) if picks else 0.0
 
 
-def part_gaps(totals_a, parts_a: dict, totals_b, parts_b: dict, seed: int = 0) -> dict:
+def part_gaps(totals_a, parts_a: dict, totals_b, parts_b: dict, seed: int = 0, paired: bool = False) -> dict:
     """{part: (B - A in the median runs, low, high)}: each part's difference between two sets of runs
     (each part a per-run series, in the order of that side's totals; a part missing on one side is 0
     there), with the 2.5-97.5 percentiles of the same statistic over bootstrap resamples of each
     side's runs, each side's on its own, whether the two were profiled one after the other or in turns
-    (bench.profile.profile_turns says why not in pairs). The total's own difference is under the key None."""
+    (bench.profile.profile_turns says why not in pairs). The total's own difference is under the key None.
+    `paired` (equal counts): the same run indices drawn for both sides; diff --bench does not use it
+    (it flagged more blocks that differ by nothing: benchmarks/block_intervals.py shows it for why)."""
     na, nb = len(totals_a), len(totals_b)
+    paired = paired and na == nb
     keys = list(dict.fromkeys([*parts_a, *parts_b]))
     zero_a, zero_b = (0.0,) * na, (0.0,) * nb
     series_a = {k: parts_a.get(k, zero_a) for k in keys}
@@ -43,7 +46,7 @@ def part_gaps(totals_a, parts_a: dict, totals_b, parts_b: dict, seed: int = 0) -
     draws: dict = {k: [] for k in series_a}
     for _ in range(RESAMPLES):
         ia = [rng.randrange(na) for _ in range(na)]
-        ib = [rng.randrange(nb) for _ in range(nb)]
+        ib = ia if paired else [rng.randrange(nb) for _ in range(nb)]
         qa = [ia[i] for i in median_runs([totals_a[i] for i in ia])]
         qb = [ib[i] for i in median_runs([totals_b[i] for i in ib])]
         for k in series_a:

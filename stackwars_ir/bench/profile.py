@@ -132,13 +132,7 @@ def profile_runs(run, kernels, runs: int, steady_s: float, platform: str = "cpu"
     gpu = platform in GPU_PLATFORMS
     if not gpu:
         cpu_only(platform)
-    options = jax.profiler.ProfileOptions()
-    options.python_tracer_level = 0  # Python's own calls: not wanted, and they cost per call
-
-    def start(folder):
-        jax.profiler.start_trace(folder, profiler_options=options)
-
-    data, walls = _traced(run, runs, start, jax.profiler.stop_trace)
+    data, walls = _traced(run, runs, _jax_start, jax.profiler.stop_trace)
     return _read_gpu(data, walls, steady_s, kernels) if gpu else _read(data, walls, steady_s, [kernels])
 
 
@@ -156,12 +150,8 @@ def profile_turns(runs: list, kernels: list, n: int, steadies: list, labels: lis
 
     from ..errors import BenchError
 
-    options = jax.profiler.ProfileOptions()
-    options.python_tracer_level = 0
     order = [(r + j) % len(runs) for r in range(n) for j in range(len(runs))]
-    data, walls = _traced_calls([runs[i] for i in order],
-                                lambda folder: jax.profiler.start_trace(folder, profiler_options=options),
-                                jax.profiler.stop_trace)
+    data, walls = _traced_calls([runs[i] for i in order], _jax_start, jax.profiler.stop_trace)
     loops = {k.name for ks in kernels for k in ks if k.opcode in _LOOP_OPCODES}
     starts, events = _kernel_events(data, loops)
     if len(starts) != len(order):
@@ -177,6 +167,15 @@ def profile_turns(runs: list, kernels: list, n: int, steadies: list, labels: lis
                                 f"profiled in turns with {len(runs) - 1} other executable(s), one trace",
                                 turns=tuple(labels)))
     return out
+
+
+def _jax_start(folder: str) -> None:
+    """jax's profiler started into `folder`, without Python's own calls (not wanted; they cost per call)."""
+    import jax
+
+    options = jax.profiler.ProfileOptions()
+    options.python_tracer_level = 0
+    jax.profiler.start_trace(folder, profiler_options=options)
 
 
 def profile_lazy_runs(step, graphs: list, runs: int, steady_s: float, note: str = "") -> Profile:

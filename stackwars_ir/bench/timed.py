@@ -127,14 +127,12 @@ def _profiled(row: Executable, w: "_Warmed", runs: int, rt) -> Executable:
     steady state, each kernel's time read back (bench.profile)."""
     import dataclasses
 
-    from .kernels import kernels_of
     from .profile import profile_runs
 
     if not row.ok:
         return row
     try:
-        kernels = [k for m in w.exe.hlo_modules() for k in kernels_of(m.to_string())]
-        return dataclasses.replace(row, profile=profile_runs(w.run, kernels, runs, row.timing.steady, rt.platform))
+        return dataclasses.replace(row, profile=profile_runs(w.run, _kernels(w), runs, row.timing.steady, rt.platform))
     except StackwarsError as e:
         return dataclasses.replace(row, error=e.one_line())
 
@@ -147,19 +145,24 @@ def _profiled_turns(rows: dict, live: list, runs: int, rt) -> dict:
     are profiled one at a time."""
     import dataclasses
 
-    from .kernels import kernels_of
     from .profile import profile_turns
 
     ok = [w for w in live if rows[id(w)].ok]
     if len(ok) > 1 and rt.platform == "cpu":
         try:
-            kernels = [[k for m in w.exe.hlo_modules() for k in kernels_of(m.to_string())] for w in ok]
-            profiles = profile_turns([w.run for w in ok], kernels, runs, [rows[id(w)].timing.steady for w in ok],
+            profiles = profile_turns([w.run for w in ok], [_kernels(w) for w in ok], runs, [rows[id(w)].timing.steady for w in ok],
                                      [w.label for w in ok])
             return {**rows, **{id(w): dataclasses.replace(rows[id(w)], profile=p) for w, p in zip(ok, profiles)}}
         except StackwarsError:
             pass  # one at a time, below
     return {id(w): _profiled(rows[id(w)], w, runs, rt) for w in live}
+
+
+def _kernels(w: "_Warmed") -> list:
+    """The kernels of a warmed module's optimized HLO (bench.kernels.Kernel), whose names its profile's events carry."""
+    from .kernels import kernels_of
+
+    return [k for m in w.exe.hlo_modules() for k in kernels_of(m.to_string())]
 
 
 def _failed_row(label: str, e: Exception, timeout) -> Executable:

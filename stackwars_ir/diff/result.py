@@ -84,6 +84,16 @@ class TimeGap(NamedTuple):
         low_high = self.role_interval(role)
         return None if low_high and low_high[0] <= 0.0 <= low_high[1] else self.share(seconds)
 
+    def sure_roles(self) -> tuple:
+        """(role, seconds, low, high) of each role whose own gap's 95% interval excludes zero, in the
+        roles' order: a finding of its own even where the whole gap is within the noise."""
+        out = []
+        for role, _, dt in self.roles:
+            low_high = self.role_interval(role)
+            if low_high and not low_high[0] <= 0.0 <= low_high[1]:
+                out.append((role, dt, *low_high))
+        return tuple(out)
+
     def block_share(self, block) -> float | None:
         """A block's share of the gap; None where the gap, or the block's own gap, is within the noise."""
         return None if block_within_noise(block) else self.share(block.metrics["time"]["b"] - block.metrics["time"]["a"])

@@ -154,12 +154,10 @@ def time_terms(time: dict, split) -> str:
                 + ("; it holds zero, so no share of it is a finding." if split.within_noise else "."))
         out += (" A block's share is withheld (-) where its own interval holds zero, a role's where its blocks' "
                 "summed gap's does.")
-        roles = [(role, split.role_interval(role)) for role, _, _ in split.roles if split.role_interval(role)]
-        sure_roles = [f"{role} ({low * 1e3:+.3f} to {high * 1e3:+.3f} ms)" for role, (low, high) in roles
-                      if not low <= 0.0 <= high]
-        if roles:
-            out += (f" By role, {len(sure_roles)} of {len(roles)} summed gaps exclude zero"
-                    + (f": {', '.join(sure_roles)}." if sure_roles else "."))
+        kept = sum(1 for role, _, _ in split.roles if split.role_interval(role))
+        sure = [f"{role} ({low * 1e3:+.3f} to {high * 1e3:+.3f} ms)" for role, _, low, high in split.sure_roles()]
+        if kept:
+            out += (f" By role, {len(sure)} of {kept} summed gaps exclude zero" + (f": {', '.join(sure)}." if sure else "."))
         gaps = [d.metrics["time"]["gap_95"] for d in split.blocks if d.metrics["time"].get("gap_95")]
         sure = sum(1 for low, high in gaps if not low <= 0.0 <= high)
         if gaps:

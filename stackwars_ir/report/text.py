@@ -191,10 +191,7 @@ def time_text(result) -> list:
         out += ["  " + line for line in textwrap.wrap(terms, 110)]
     if split.phases:
         out.append("  by phase: " + ", ".join(f"{p} {ms(dt, True)} ({share(split.share(dt))})" for p, dt in split.phases))
-    def spread(low_high: tuple) -> str:
-        return f"{ms(low_high[0], True)} to {ms(low_high[1], True)}" if low_high else "-"
-
-    rows = [[role, n, ms(dt, True), spread(split.role_interval(role)), share(split.role_share(role, dt))]
+    rows = [[role, n, ms(dt, True), interval({"gap_95": split.role_interval(role)}), share(split.role_share(role, dt))]
             for role, n, dt in split.roles]
     rows.append(["(not traced, unmatched)", "", ms(split.rest, True), "", share(split.share(split.rest))])
     out += ["  " + line for line in table(["role", "blocks", "B - A", "95% interval", "share of the gap"], rows,

@@ -51,11 +51,10 @@ def carriers_text(split, names=("A", "B"), unit=ms, detail: bool = False) -> str
 
 
 def sure_roles(split, unit=ms) -> str:
-    """The roles whose own gap (their blocks summed run by run) has a 95% interval that excludes zero,
-    with it: '' where none does or none was kept. A finding of its own even where the whole gap is
-    within the noise (GPT-2 base's LayerNorms: docs/benchmarks.md)."""
-    named = [f"{role} {unit(dt, True)} ({unit(low, True)} to {unit(high, True)})" for role, _, dt in split.roles
-             for low, high in [split.role_interval(role) or (0.0, 0.0)] if not low <= 0.0 <= high]
+    """The roles whose own gap (their blocks summed run by run) has a 95% interval that excludes zero
+    (TimeGap.sure_roles), with it, for a table cell: '' where none does or none was kept."""
+    named = [f"{role} {unit(dt, True)} ({unit(low, True)} to {unit(high, True)})"
+             for role, dt, low, high in split.sure_roles()]
     return f"; roles whose own gap excludes zero: {', '.join(named)}" if named else ""
 
 
