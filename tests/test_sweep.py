@@ -241,6 +241,33 @@ def test_a_sweep_killed_halfway_resumes_without_recomputing_a_finished_job(tmp_p
         assert (results / "jobs" / name).stat().st_mtime_ns == mtime  # not written again
 
 
+def test_a_results_folder_kept_without_its_captures_captures_them_again_the_same_and_recomputes_nothing_else(tmp_path):
+    """Captures are large and deterministic, a sweep's records small: a results folder published or
+    carried without its captures/ resumes by capturing them again (byte for byte the same, by the
+    records' sha256) before anything reads them; no other finished job runs again."""
+    from stackwars_ir.sweep.execute import run_sweep
+    from stackwars_ir.sweep.grid import read_grid
+
+    grid = tmp_path / "small.toml"
+    grid.write_text(SMALL)
+    results = tmp_path / "r"
+    first = run_sweep(read_grid(grid), results, jobs=1)
+    assert first.ran == 5 and not first.failed
+    shas = {r.key: r.value().sha256 for r in first.records if r.job.command == "capture"}
+    others = {p.name: p.stat().st_mtime_ns for p in (results / "jobs").glob("*.json") if p.stem not in shas}
+    assert len(shas) == 2 and len(others) == 3
+    for f in (results / "captures").rglob("*"):
+        if f.is_file():
+            f.unlink()
+    rendered = run_sweep(read_grid(grid), results, render_only=True)  # rendering reads records alone
+    assert rendered.ran == 0 and rendered.reused == 5
+    again = run_sweep(read_grid(grid), results, jobs=1)
+    assert (again.reused, again.ran) == (3, 2) and not again.failed
+    assert {r.key: r.value().sha256 for r in again.records if r.job.command == "capture"} == shas
+    assert all((results / r.value().file).is_file() for r in again.records if r.job.command == "capture")
+    assert {p.name: p.stat().st_mtime_ns for p in (results / "jobs").glob("*.json") if p.stem not in shas} == others
+
+
 BROKEN = '''"""A linear layer whose inputs cannot be made: its capture fails (tests/test_sweep.py)."""
 from stackwars_ir.models import Entry
 

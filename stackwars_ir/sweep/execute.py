@@ -74,7 +74,8 @@ def run_sweep(grid: Grid, root: Path, *, jobs: int | None = None, ray: str | Non
     t0 = time.perf_counter()
     found = {k: r for k in keys if (r := read_record(root, k)) is not None}
     loud = noisy_keys(found.values()) if retry_noisy else set()
-    done = {k: r for k, r in found.items() if (r.ok or not retry_failed) and k not in loud}
+    gone = set() if render_only else _captures_gone(found, root)
+    done = {k: r for k, r in found.items() if (r.ok or not retry_failed) and k not in loud | gone}
     todo = [(j, k) for j, k in zip(grid.jobs, keys) if k not in done]
     if render_only:
         executor, ran = "none (rendered from the results)", 0
@@ -117,6 +118,14 @@ def phases(todo: list) -> list[tuple[list, bool]]:
     untimed = [(j, k) for j, k in todo if j.command != "capture" and not j.timed]
     timed = sorted(((j, k) for j, k in todo if j.timed), key=lambda jk: jk[0].round)
     return [(captures, False), (untimed, False), (timed, True)]
+
+
+def _captures_gone(found: dict, root: Path) -> set[str]:
+    """The finished capture jobs whose file is no longer under `root` (a results folder kept without its
+    captures, which are large and deterministic: its records alone, published or carried to another
+    machine): captured again before any job that reads them, so a resumed bench times the same file."""
+    return {k for k, r in found.items()
+            if r.ok and r.job.command == "capture" and not (root / r.value().file).is_file()}
 
 
 def _check_targets(jobs) -> None:
