@@ -105,6 +105,8 @@ docs: setup
 findings: findings-main $(if $(filter cpu,$(BACKEND)),findings-memory findings-programs findings-zoo findings-host)
 # A sweep of benchmarks/grids/findings.toml into out/sweeps/findings (killed, it resumes; timed jobs run
 # last, one at a time), then the page from its records (`benchmarks/findings.py --render`: without recomputing).
+# Its records are kept in benchmarks/records/findings (xz): restored before it runs, the finished ones added
+# after, so it resumes on a fresh machine (timed jobs again where the kind of machine differs); commit them.
 findings-main: setup-tpu
 	$(BIN)/python benchmarks/findings.py --backend $(BACKEND) > $(FINDINGS).tmp && mv $(FINDINGS).tmp $(FINDINGS)
 

@@ -57,9 +57,28 @@ def run(grid: Path, results: Path, backend: str = "cpu", size: str | None = None
 
     g = grid_of(grid_tables(grid, backend, size), shown(grid, ROOT))
     if render:
-        return Results(run_sweep(g, results, render_only=True))
+        report = run_sweep(g, results, render_only=True)
+        gone = [r for r in report.records if r.ok and r.job.command == "capture" and not (results / r.result["file"]).is_file()]
+        if gone:  # sections 10 and 11 diff the captures again (kernels trace to the blocks of their graphs)
+            sys.exit(f"findings: {results}: {len(gone)} of the records' captures are not there (kept records carry "
+                     "none); run without --render to capture them again (minutes: nothing finished is recomputed)")
+        return Results(report)
     return Results(run_sweep(g, results, jobs=jobs, retry_failed=retry_failed, retry_noisy=retry_noisy,
                              progress=progress))
+
+
+def carried(kept: Path, results: Path, back: bool = False) -> None:
+    """The sweep's records kept in the repository (xz, each written once): restored into RESULTS before
+    it runs, so a sweep longer than one machine's life resumes on the next; with `back`, the ones it
+    finished added to them (commit them with the page: they are its evidence, rendered with --render)."""
+    from stackwars_ir.sweep.kept import keep, restore
+
+    if str(kept) in ("", "."):
+        return
+    n = keep(results / "jobs", kept) if back else restore(kept, results / "jobs")
+    if n:
+        where = kept.relative_to(ROOT) if kept.is_relative_to(ROOT) else kept
+        print(f"findings: {n} records {'kept in' if back else 'restored from'} {where}", file=sys.stderr, flush=True)
 
 
 def page(res, grid: Path = GRID, backend: str = "cpu") -> str:
@@ -94,10 +113,18 @@ def main() -> None:
                     help="run again the timed jobs taken on a noisy machine (sweep --retry-noisy)")
     ap.add_argument("--size", default=None, help="every model at this size (default: the grid's, base)")
     ap.add_argument("--backend", default="cpu", choices=("cpu", "gpu"))
+    ap.add_argument("--kept", type=Path, default=None,
+                    help="the records kept in the repository (default benchmarks/records/findings(-gpu); '' for none)")
     a = ap.parse_args()
-    results = a.results or ROOT / "out" / "sweeps" / ("findings" if a.backend == "cpu" else f"findings-{a.backend}")
+    name = "findings" if a.backend == "cpu" else f"findings-{a.backend}"
+    results = a.results or ROOT / "out" / "sweeps" / name
+    kept = ROOT / "benchmarks" / "records" / name if a.kept is None else a.kept
     os.chdir(ROOT)
-    res = run(a.grid, results, a.backend, a.size, a.render, a.jobs, a.retry_failed, a.retry_noisy)
+    carried(kept, results)
+    try:
+        res = run(a.grid, results, a.backend, a.size, a.render, a.jobs, a.retry_failed, a.retry_noisy)
+    finally:  # killed or not, what finished is kept
+        carried(kept, results, back=True)
     html_report(res, a.backend)
     print(page(res, a.grid, a.backend), end="")
 

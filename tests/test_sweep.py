@@ -268,6 +268,33 @@ def test_a_results_folder_kept_without_its_captures_captures_them_again_the_same
     assert {p.name: p.stat().st_mtime_ns for p in (results / "jobs").glob("*.json") if p.stem not in shas} == others
 
 
+def test_records_kept_in_the_repository_restore_byte_for_byte_never_overwrite_and_skip_failed_jobs(tmp_path):
+    """benchmarks/records/: a sweep longer than one machine's life resumes on the next from its kept
+    records. Each finished record is kept once (xz), restored byte for byte where the results folder
+    lacks it, never over one it has; a failed one is not kept, so the next run tries its job again; a job
+    run again (timed on another kind of machine) replaces its kept record."""
+    from stackwars_ir.sweep.kept import keep, restore
+
+    jobs, kept = tmp_path / "r" / "jobs", tmp_path / "kept"
+    jobs.mkdir(parents=True)
+    texts = {"a.json": json.dumps({"ok": True, "result": {"x": [1.5] * 1000}}),
+             "b.json": json.dumps({"ok": True, "result": {}}),
+             "c.json": json.dumps({"ok": False, "error": "it failed"})}
+    for name, text in texts.items():
+        (jobs / name).write_text(text)
+    assert keep(jobs, kept) == 2 and keep(jobs, kept) == 0
+    assert sorted(p.name for p in kept.iterdir()) == ["a.json.xz", "b.json.xz"]
+    assert (kept / "a.json.xz").stat().st_size < len(texts["a.json"]) / 10
+    fresh = tmp_path / "fresh" / "jobs"
+    assert restore(kept, fresh) == 2
+    assert {p.name: p.read_text() for p in fresh.iterdir()} == {k: v for k, v in texts.items() if k != "c.json"}
+    (fresh / "b.json").write_text(json.dumps({"ok": True, "result": {"newer": 1}}))
+    assert restore(kept, fresh) == 0 and "newer" in (fresh / "b.json").read_text()
+    assert keep(fresh, kept) == 1 and restore(kept, tmp_path / "third") == 2  # a job run again: its new record
+    assert "newer" in (tmp_path / "third" / "b.json").read_text()
+    assert not [p for p in (tmp_path / "fresh").rglob("*") if p.name.endswith(".tmp")]
+
+
 BROKEN = '''"""A linear layer whose inputs cannot be made: its capture fails (tests/test_sweep.py)."""
 from stackwars_ir.models import Entry
 
@@ -878,6 +905,14 @@ def test_retry_noisy_runs_again_only_the_timed_jobs_a_noisy_machine_measured(tmp
     assert run_sweep(grid, tmp_path).ran == 0
     again = run_sweep(grid, tmp_path, retry_noisy=True)
     assert (again.reused, again.ran) == (1, 1)
+    # Restored from the repository onto another kind of machine: timed again there, its capture not.
+    data = json.loads(path.read_text())
+    data["host"]["processor"] = "Another CPU"
+    path.write_text(json.dumps(data))
+    assert run_sweep(grid, tmp_path, render_only=True).ran == 0  # a rendering shows it as it was made
+    elsewhere = run_sweep(grid, tmp_path)
+    assert (elsewhere.reused, elsewhere.ran) == (1, 1)
+    assert read_record(tmp_path, bench.key).host["processor"] != "Another CPU"
 
 
 KILLED = BROKEN.replace('"broken", "a linear layer whose inputs raise"', '"killed", "a linear layer killed for memory"').replace(

@@ -74,7 +74,7 @@ def run_sweep(grid: Grid, root: Path, *, jobs: int | None = None, ray: str | Non
     t0 = time.perf_counter()
     found = {k: r for k in keys if (r := read_record(root, k)) is not None}
     loud = noisy_keys(found.values()) if retry_noisy else set()
-    gone = set() if render_only else _captures_gone(found, root)
+    gone = set() if render_only else _captures_gone(found, root) | _timed_elsewhere(found)
     done = {k: r for k, r in found.items() if (r.ok or not retry_failed) and k not in loud | gone}
     todo = [(j, k) for j, k in zip(grid.jobs, keys) if k not in done]
     if render_only:
@@ -126,6 +126,17 @@ def _captures_gone(found: dict, root: Path) -> set[str]:
     machine): captured again before any job that reads them, so a resumed bench times the same file."""
     return {k for k, r in found.items()
             if r.ok and r.job.command == "capture" and not (root / r.value().file).is_file()}
+
+
+def _timed_elsewhere(found: dict) -> set[str]:
+    """The finished timed jobs measured on another kind of machine than this one (records restored from
+    the repository, sweep.kept, or a results folder carried over): a time is a measurement of the machine
+    it ran on, so they are timed again here, and a page's rounds never mix two kinds of processor."""
+    from ..files import host
+
+    h = host()
+    here = (h.get("processor"), h.get("cpus"), h.get("machine"))
+    return {k for k, r in found.items() if r.ok and r.job.timed and r.processor() != here}
 
 
 def _check_targets(jobs) -> None:

@@ -1,4 +1,4 @@
-"""What every findings page shares: its text written line by line, the machine line, the sweep line, each row's record date and paths named without this machine's."""
+"""What every findings page shares: its text written line by line, the machine line (the records'), the sweep line, each row's record date and paths named without this machine's."""
 from __future__ import annotations
 
 import platform
@@ -24,6 +24,25 @@ def machine_line() -> str:
 
     h = host()
     return f"{h['processor']}, {h['cpus']} cpus, Python {platform.python_version()}, {platform.system()}"
+
+
+def records_machine(records) -> str:
+    """The machine a page's records were made on (its timed records', else any finished one's), not
+    the one rendering it: records restored from the repository (sweep.kept) may come from another
+    machine, or from several; then each kind is named with its count, and a ratio across rounds taken on
+    different kinds is flagged as such. This machine's where no record says (records from before they did)."""
+    from collections import Counter
+
+    ok = [r for r in records if r.ok and r.seconds and r.host.get("processor")]
+    kinds = Counter((r.host["processor"], r.host.get("cpus"), r.host.get("python"), r.host.get("system"))
+                    for r in ([r for r in ok if r.job.timed] or ok))
+    if not kinds:
+        return machine_line()
+    text = [f"{p}, {c} cpus, Python {py}, {sy}" for p, c, py, sy in kinds]
+    if len(kinds) == 1:
+        return text[0]
+    return ("**timed on more than one kind of machine, so a ratio across rounds may mix them**: "
+            + "; ".join(f"{t} ({n} records)" for t, n in zip(text, kinds.values())))
 
 
 def sweep_line(report) -> str:

@@ -1,0 +1,43 @@
+"""A page's records kept in the repository, xz-compressed: restored into a results folder before it resumes, new ones added after."""
+from __future__ import annotations
+
+import json
+import lzma
+from pathlib import Path
+
+from ..files import write_set
+
+SUFFIX = ".json.xz"
+
+
+def _write(path: Path, data: bytes) -> None:
+    """Whole or not at all: a killed copy leaves no half-written record for the next run to trust."""
+    write_set([(path, data)])
+
+
+def restore(kept: Path, records: Path) -> int:
+    """Each record under `kept` (NAME.json.xz) that `records` lacks, written there as NAME.json; one
+    already there is never overwritten (this machine's own is newer). How many were restored."""
+    n = 0
+    for src in sorted(Path(kept).glob(f"*{SUFFIX}")):
+        dst = Path(records) / src.name[: -len(".xz")]
+        if not dst.exists():
+            _write(dst, lzma.decompress(src.read_bytes()))
+            n += 1
+    return n
+
+
+def keep(records: Path, kept: Path) -> int:
+    """Each finished record under `records` (NAME.json whose "ok" is not false) that `kept` lacks or holds
+    otherwise, compressed there; a failed one is not kept, so a later run tries its job again. A record
+    is written once and changes only where a job ran again (a timed job on another kind of machine:
+    sweep.execute), so the repository holds each version once. How many were added or replaced."""
+    n = 0
+    for src in sorted(Path(records).glob("*.json")):
+        dst = Path(kept) / (src.name + ".xz")
+        data = src.read_bytes()
+        if json.loads(data).get("ok") is False or (dst.exists() and lzma.decompress(dst.read_bytes()) == data):
+            continue
+        _write(dst, lzma.compress(data, preset=9))
+        n += 1
+    return n
