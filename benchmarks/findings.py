@@ -67,20 +67,6 @@ def run(grid: Path, results: Path, backend: str = "cpu", size: str | None = None
                              progress=progress))
 
 
-def carried(kept: Path, results: Path, back: bool = False) -> None:
-    """The sweep's records kept in the repository (xz, each written once): restored into RESULTS before
-    it runs, so a sweep longer than one machine's life resumes on the next; with `back`, the ones it
-    finished added to them (commit them with the page: they are its evidence, rendered with --render)."""
-    from stackwars_ir.sweep.kept import keep, restore
-
-    if str(kept) in ("", "."):
-        return
-    n = keep(results / "jobs", kept) if back else restore(kept, results / "jobs")
-    if n:
-        where = kept.relative_to(ROOT) if kept.is_relative_to(ROOT) else kept
-        print(f"findings: {n} records {'kept in' if back else 'restored from'} {where}", file=sys.stderr, flush=True)
-
-
 def page(res, grid: Path = GRID, backend: str = "cpu") -> str:
     """docs/findings.md (findings-BACKEND.md) of RES, the page's Results."""
     from stackwars_ir.report.findings import findings_page
@@ -117,14 +103,14 @@ def main() -> None:
                     help="the records kept in the repository (default benchmarks/records/findings(-gpu); '' for none)")
     a = ap.parse_args()
     name = "findings" if a.backend == "cpu" else f"findings-{a.backend}"
-    results = a.results or ROOT / "out" / "sweeps" / name
-    kept = ROOT / "benchmarks" / "records" / name if a.kept is None else a.kept
+    results = (a.results or ROOT / "out" / "sweeps" / name).resolve()  # before the chdir: as the user named it
+    kept = ROOT / "benchmarks" / "records" / name if a.kept is None else \
+        (a.kept.resolve() if str(a.kept) not in ("", ".") else None)
     os.chdir(ROOT)
-    carried(kept, results)
-    try:
+    from stackwars_ir.sweep.kept import carried
+
+    with carried(kept, results / "jobs", lambda m: print(f"findings: {m}", file=sys.stderr, flush=True)):
         res = run(a.grid, results, a.backend, a.size, a.render, a.jobs, a.retry_failed, a.retry_noisy)
-    finally:  # killed or not, what finished is kept
-        carried(kept, results, back=True)
     html_report(res, a.backend)
     print(page(res, a.grid, a.backend), end="")
 

@@ -142,3 +142,22 @@ def test_the_host_pages_cells_say_within_2x_exactly_where_the_study_lies_within_
     (inputs,) = [line for line in lines if line.startswith("Inputs: ")]
     assert "jax: graphs compiled here" in inputs and "pytorch: graphs compiled here" in inputs
 
+
+
+def test_a_host_page_names_the_machine_its_records_were_measured_on_not_the_renderers(tmp_path):
+    """docs/findings-host.md rendered elsewhere from kept records still names where they were measured;
+    records from two kinds of machine are both named."""
+    import json
+    import shutil
+
+    from stackwars_ir.report.findings.host import made_on
+
+    data = Path(__file__).parent / "data" / "findings-host"
+    assert made_on(data) == "Intel(R) Xeon(R) Processor, 2 cpus, Python 3.12.1, Linux"
+    for p in data.glob("*.json"):
+        shutil.copy(p, tmp_path / p.name)
+    other = json.loads((tmp_path / "ffn-bench.json").read_text())
+    other["machine"]["processor"] = "AMD EPYC"
+    (tmp_path / "gemm-bench.json").write_text(json.dumps(other))
+    both = made_on(tmp_path)
+    assert both.startswith("more than one kind of machine: ") and "AMD EPYC" in both and "Xeon" in both

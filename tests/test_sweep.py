@@ -292,6 +292,16 @@ def test_records_kept_in_the_repository_restore_byte_for_byte_never_overwrite_an
     assert restore(kept, fresh) == 0 and "newer" in (fresh / "b.json").read_text()
     assert keep(fresh, kept) == 1 and restore(kept, tmp_path / "third") == 2  # a job run again: its new record
     assert "newer" in (tmp_path / "third" / "b.json").read_text()
+    # Around a run that stops on an error (or Ctrl-C): restored before, what it finished kept after.
+    from stackwars_ir.sweep.kept import carried
+
+    said, fourth = [], tmp_path / "fourth" / "jobs"
+    with pytest.raises(KeyboardInterrupt):
+        with carried(kept, fourth, said.append):
+            assert sorted(p.name for p in fourth.iterdir()) == ["a.json", "b.json"]
+            (fourth / "d.json").write_text(json.dumps({"ok": True, "result": {"d": 1}}))
+            raise KeyboardInterrupt
+    assert (kept / "d.json.xz").exists() and len(said) == 2, said
     assert not [p for p in (tmp_path / "fresh").rglob("*") if p.name.endswith(".tmp")]
 
 

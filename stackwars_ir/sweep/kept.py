@@ -1,6 +1,7 @@
 """A page's records kept in the repository, xz-compressed: restored into a results folder before it resumes, new ones added after."""
 from __future__ import annotations
 
+import contextlib
 import json
 import lzma
 from pathlib import Path
@@ -41,3 +42,22 @@ def keep(records: Path, kept: Path) -> int:
         _write(dst, lzma.compress(data, preset=9))
         n += 1
     return n
+
+
+@contextlib.contextmanager
+def carried(kept: Path | None, records: Path, say=None):
+    """A sweep run between a restore from `kept` into `records` and a keep back (also when it stops on an
+    error or Ctrl-C; killed outright, the next run keeps what it finished). `say`: one line for each
+    that moved something. `kept` None: neither."""
+    if kept is None:
+        yield
+        return
+    n = restore(kept, records)
+    if n and say:
+        say(f"{n} records restored from {kept}")
+    try:
+        yield
+    finally:
+        n = keep(records, kept)
+        if n and say:
+            say(f"{n} records kept in {kept}")
