@@ -49,7 +49,7 @@ def run(grid: Path, results: Path, backend: str = "cpu", size: str | None = None
     """The sweep (or, with `render`, what the results folder holds), as the page's Results."""
     from stackwars_ir.report.findings import Results
     from stackwars_ir.report.findings.page import shown
-    from stackwars_ir.sweep.execute import run_sweep
+    from stackwars_ir.sweep.execute import captures_gone, run_sweep
     from stackwars_ir.sweep.grid import grid_of
 
     def progress(message: str) -> None:
@@ -58,8 +58,7 @@ def run(grid: Path, results: Path, backend: str = "cpu", size: str | None = None
     g = grid_of(grid_tables(grid, backend, size), shown(grid, ROOT))
     if render:
         report = run_sweep(g, results, render_only=True)
-        gone = [r for r in report.records if r.ok and r.job.command == "capture" and not (results / r.result["file"]).is_file()]
-        if gone:  # sections 10 and 11 diff the captures again (kernels trace to the blocks of their graphs)
+        if gone := captures_gone(report.records, results):  # sections 10 and 11 diff the captures again (kernels trace to the blocks of their graphs)
             sys.exit(f"findings: {results}: {len(gone)} of the records' captures are not there (kept records carry "
                      "none); run without --render to capture them again (minutes: nothing finished is recomputed)")
         return Results(report)
@@ -99,13 +98,12 @@ def main() -> None:
                     help="run again the timed jobs taken on a noisy machine (sweep --retry-noisy)")
     ap.add_argument("--size", default=None, help="every model at this size (default: the grid's, base)")
     ap.add_argument("--backend", default="cpu", choices=("cpu", "gpu"))
-    ap.add_argument("--kept", type=Path, default=None,
+    ap.add_argument("--kept", default=None,
                     help="the records kept in the repository (default benchmarks/records/findings(-gpu); '' for none)")
     a = ap.parse_args()
     name = "findings" if a.backend == "cpu" else f"findings-{a.backend}"
     results = (a.results or ROOT / "out" / "sweeps" / name).resolve()  # before the chdir: as the user named it
-    kept = ROOT / "benchmarks" / "records" / name if a.kept is None else \
-        (a.kept.resolve() if str(a.kept) not in ("", ".") else None)
+    kept = ROOT / "benchmarks" / "records" / name if a.kept is None else (Path(a.kept).resolve() if a.kept else None)
     os.chdir(ROOT)
     from stackwars_ir.sweep.kept import carried
 

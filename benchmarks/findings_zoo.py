@@ -40,13 +40,12 @@ def main() -> None:
     ap.add_argument("--results", type=Path, default=ROOT / "out" / "sweeps" / "zoo")
     ap.add_argument("--jobs", type=int, default=2, help="workers for the captures and diffs (benches: one)")
     ap.add_argument("--render", action="store_true", help="compute nothing: the page from --results")
-    ap.add_argument("--kept", type=Path, default=ROOT / "benchmarks" / "records" / "zoo",
+    ap.add_argument("--kept", default=str(ROOT / "benchmarks" / "records" / "zoo"),
                     help="the records kept in the repository (benchmarks/records/README.md; '' for none)")
     args = ap.parse_args()
     from stackwars_ir.sweep.kept import carried
 
-    kept = args.kept if str(args.kept) not in ("", ".") else None
-    with carried(kept, args.results / "jobs", lambda m: print(f"findings_zoo: {m}", file=sys.stderr, flush=True)):
+    with carried(Path(args.kept) if args.kept else None, args.results / "jobs", lambda m: print(f"findings_zoo: {m}", file=sys.stderr, flush=True)):
         report = run(args.results, args.jobs, args.render)
     print(zoo_page(report))
 

@@ -74,7 +74,7 @@ def run_sweep(grid: Grid, root: Path, *, jobs: int | None = None, ray: str | Non
     t0 = time.perf_counter()
     found = {k: r for k in keys if (r := read_record(root, k)) is not None}
     loud = noisy_keys(found.values()) if retry_noisy else set()
-    gone = set() if render_only else _captures_gone(found, root) | _timed_elsewhere(found)
+    gone = set() if render_only else captures_gone(found.values(), root) | _timed_elsewhere(found)
     done = {k: r for k, r in found.items() if (r.ok or not retry_failed) and k not in loud | gone}
     todo = [(j, k) for j, k in zip(grid.jobs, keys) if k not in done]
     if render_only:
@@ -120,12 +120,13 @@ def phases(todo: list) -> list[tuple[list, bool]]:
     return [(captures, False), (untimed, False), (timed, True)]
 
 
-def _captures_gone(found: dict, root: Path) -> set[str]:
-    """The finished capture jobs whose file is no longer under `root` (a results folder kept without its
-    captures, which are large and deterministic: its records alone, published or carried to another
-    machine): captured again before any job that reads them, so a resumed bench times the same file."""
-    return {k for k, r in found.items()
-            if r.ok and r.job.command == "capture" and not (root / r.value().file).is_file()}
+def captures_gone(records, root: Path) -> set[str]:
+    """The keys of the finished capture jobs whose file is no longer under `root` (a results folder kept
+    without its captures, which are large and deterministic: its records alone, published or carried to
+    another machine): a resumed sweep captures them again before any job that reads them, so a resumed
+    bench times the same file."""
+    return {r.key for r in records
+            if r.ok and r.job.command == "capture" and not (Path(root) / r.value().file).is_file()}
 
 
 def _timed_elsewhere(found: dict) -> set[str]:

@@ -8,22 +8,17 @@ from pathlib import Path
 
 from ..files import write_set
 
-SUFFIX = ".json.xz"
-
-
-def _write(path: Path, data: bytes) -> None:
-    """Whole or not at all: a killed copy leaves no half-written record for the next run to trust."""
-    write_set([(path, data)])
+XZ = ".xz"  # NAME.json kept as NAME.json.xz; each written whole or not at all (files.write_set)
 
 
 def restore(kept: Path, records: Path) -> int:
     """Each record under `kept` (NAME.json.xz) that `records` lacks, written there as NAME.json; one
     already there is never overwritten (this machine's own is newer). How many were restored."""
     n = 0
-    for src in sorted(Path(kept).glob(f"*{SUFFIX}")):
-        dst = Path(records) / src.name[: -len(".xz")]
+    for src in sorted(Path(kept).glob(f"*.json{XZ}")):
+        dst = Path(records) / src.name.removesuffix(XZ)
         if not dst.exists():
-            _write(dst, lzma.decompress(src.read_bytes()))
+            write_set([(dst, lzma.decompress(src.read_bytes()))])
             n += 1
     return n
 
@@ -35,11 +30,11 @@ def keep(records: Path, kept: Path) -> int:
     sweep.execute), so the repository holds each version once. How many were added or replaced."""
     n = 0
     for src in sorted(Path(records).glob("*.json")):
-        dst = Path(kept) / (src.name + ".xz")
+        dst = Path(kept) / (src.name + XZ)
         data = src.read_bytes()
         if json.loads(data).get("ok") is False or (dst.exists() and lzma.decompress(dst.read_bytes()) == data):
             continue
-        _write(dst, lzma.compress(data, preset=9))
+        write_set([(dst, lzma.compress(data, preset=9))])
         n += 1
     return n
 

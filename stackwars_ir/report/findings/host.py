@@ -5,7 +5,7 @@ import datetime
 import json
 from pathlib import Path
 
-from .page import machine_line, shown
+from .page import machine_line, machine_text, shown
 
 WORKLOADS = ("gemm", "ffn", "mha", "gpt2", "bert", "resnet50")
 TARGET = "tpu-v6e"
@@ -122,8 +122,7 @@ def made_on(results: Path) -> str:
         except (OSError, ValueError):
             continue
         if m.get("processor"):
-            kind = f"{m['processor']}, {m.get('cpus')} cpus, Python {m.get('python')}, {m.get('system')}"
-            kinds += [kind] if kind not in kinds else []
+            kinds += [machine_text(m)] if machine_text(m) not in kinds else []
     if not kinds:
         return machine_line()
     return kinds[0] if len(kinds) == 1 else "more than one kind of machine: " + "; ".join(kinds)

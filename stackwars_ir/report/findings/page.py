@@ -22,8 +22,12 @@ def machine_line() -> str:
     """The machine a page was made on: processor, cpus, Python, system."""
     from ...files import host
 
-    h = host()
-    return f"{h['processor']}, {h['cpus']} cpus, Python {platform.python_version()}, {platform.system()}"
+    return machine_text(host() | {"python": platform.python_version(), "system": platform.system()})
+
+
+def machine_text(h: dict) -> str:
+    """One machine as every page names it, from a record's host or machine fields."""
+    return f"{h.get('processor')}, {h.get('cpus')} cpus, Python {h.get('python')}, {h.get('system')}"
 
 
 def records_machine(records) -> str:
@@ -34,11 +38,10 @@ def records_machine(records) -> str:
     from collections import Counter
 
     ok = [r for r in records if r.ok and r.seconds and r.host.get("processor")]
-    kinds = Counter((r.host["processor"], r.host.get("cpus"), r.host.get("python"), r.host.get("system"))
-                    for r in ([r for r in ok if r.job.timed] or ok))
+    kinds = Counter(machine_text(r.host) for r in ([r for r in ok if r.job.timed] or ok))
     if not kinds:
         return machine_line()
-    text = [f"{p}, {c} cpus, Python {py}, {sy}" for p, c, py, sy in kinds]
+    text = list(kinds)
     if len(kinds) == 1:
         return text[0]
     return ("**timed on more than one kind of machine, so a ratio across rounds may mix them**: "
