@@ -59,8 +59,10 @@ def run(grid: Path, results: Path, backend: str = "cpu", size: str | None = None
     if render:
         report = run_sweep(g, results, render_only=True)
         if gone := captures_gone(report.records, results):  # sections 10 and 11 diff the captures again (kernels trace to the blocks of their graphs)
-            sys.exit(f"findings: {results}: {len(gone)} of the records' captures are not there (kept records carry "
-                     "none); run without --render to capture them again (minutes: nothing finished is recomputed)")
+            print(f"findings: error: {results}: {len(gone)} of the records' captures are not there (kept records "
+                  "carry none) (fix: run without --render to capture them again: minutes, nothing finished is "
+                  "recomputed)", file=sys.stderr)
+            sys.exit(2)
         return Results(report)
     return Results(run_sweep(g, results, jobs=jobs, retry_failed=retry_failed, retry_noisy=retry_noisy,
                              progress=progress))
