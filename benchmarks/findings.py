@@ -21,6 +21,7 @@ import _common  # noqa: F401  (the project on sys.path, PJRT_DEVICE=CPU)
 ROOT = Path(__file__).resolve().parents[1]
 GRID = ROOT / "benchmarks" / "grids" / "findings.toml"
 HOST_RECORDS = ROOT / "out" / "findings-host"  # `make findings-host`'s: section 12 renders them
+HOST_KEPT = ROOT / "benchmarks" / "records" / "host"  # and where that keeps them
 
 
 def grid_tables(path: Path, backend: str, size: str | None) -> list[dict]:
@@ -72,6 +73,11 @@ def page(res, grid: Path = GRID, backend: str = "cpu") -> str:
     """docs/findings.md (findings-BACKEND.md) of RES, the page's Results."""
     from stackwars_ir.report.findings import findings_page
 
+    from stackwars_ir.sweep.kept import restore
+
+    if backend == "cpu":  # section 12's records, kept by `make findings-host` (benchmarks/records/host)
+        HOST_RECORDS.mkdir(parents=True, exist_ok=True)
+        restore(HOST_KEPT, HOST_RECORDS)
     return findings_page(res, backend, grid, ROOT, HOST_RECORDS)
 
 

@@ -7,7 +7,10 @@ tpu-v6e` (the TPU compiler's run estimate and its compile wall time, on this hos
 for GPT-2, BERT and ResNet-50 a third, the other PyTorch routes' host work beside them. Each cell is
 predicted by stackwars_ir.bench.predict under the assumptions the page states, and the page rendered
 by stackwars_ir.report.findings.host. Finished runs are kept under --results and never recomputed;
---render rebuilds the page from them alone.
+--render rebuilds the page from them alone. Each finished record's day and commit go into its
+results' made.json (a restored copy's file date is not its own), and the records are kept in
+benchmarks/records/host (restored before a run, the finished ones added after: they survive a bare
+machine); their paths are written relative to the project, so a kept record names no machine's folder.
 
 Usage: .venv/bin/python benchmarks/findings_host.py [--workloads gemm,ffn,mha,gpt2,bert,resnet50]
        [--results out/findings-host] [--render] > docs/findings-host.md
@@ -15,6 +18,9 @@ Usage: .venv/bin/python benchmarks/findings_host.py [--workloads gemm,ffn,mha,gp
 from __future__ import annotations
 
 import argparse
+import datetime
+import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -23,6 +29,28 @@ import _common  # noqa: F401  (the project on sys.path, PJRT_DEVICE=CPU)
 from stackwars_ir.report.findings.host import ROUTE_BASELINES, ROUTES_OF, TARGET, WORKLOADS, host_page
 
 ROOT = Path(__file__).resolve().parents[1]
+KEPT = ROOT / "benchmarks" / "records" / "host"
+
+
+def rel(path: Path) -> str:
+    """PATH as the CLI is given it: relative to the project (its working folder) where it lies inside."""
+    path = Path(path).resolve()
+    return os.path.relpath(path, ROOT) if path.is_relative_to(ROOT) else str(path)
+
+
+def commit_here() -> str:
+    return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
+                          text=True).stdout.strip()
+
+
+def made(record: Path) -> None:
+    """RECORD's day and commit in its folder's made.json (stackwars_ir.report.findings.host.record_dates)."""
+    index = record.parent / "made.json"
+    known = json.loads(index.read_text()) if index.exists() else {}
+    known[record.name] = {"date": datetime.date.today().isoformat(), "commit": commit_here()}
+    tmp = index.with_suffix(".tmp")
+    tmp.write_text(json.dumps(known, indent=1, sort_keys=True) + "\n")
+    tmp.replace(index)
 
 
 def run_cli(args: list, log) -> int:
@@ -30,6 +58,9 @@ def run_cli(args: list, log) -> int:
         else [sys.executable, "-m", "stackwars_ir.cli"]
     done = subprocess.run(cli + args, cwd=ROOT, capture_output=True, text=True)
     log.write(f"$ stackwars-ir {' '.join(args)}\nexit {done.returncode}\n{done.stderr[-2000:]}\n")
+    record = Path(args[args.index("--json") + 1])
+    if done.returncode == 0 and (ROOT / record).exists():
+        made(ROOT / record)
     return done.returncode
 
 
@@ -37,10 +68,10 @@ def measure(workload: str, results: Path, log) -> None:
     captures = results / "captures"
     bench, v6e = results / f"{workload}-bench.json", results / f"{workload}-{TARGET}.json"
     if not bench.exists():
-        run_cli(["bench", workload, "--size", "base", "--baselines", "jax,torch_xla", "--host", "--json", str(bench),
-                 "--out", str(captures)], log)
+        run_cli(["bench", workload, "--size", "base", "--baselines", "jax,torch_xla", "--host", "--json", rel(bench),
+                 "--out", rel(captures)], log)
     if not v6e.exists():
-        run_cli(["bench", workload, "--size", "base", "--target", TARGET, "--json", str(v6e), "--out", str(captures)],
+        run_cli(["bench", workload, "--size", "base", "--target", TARGET, "--json", rel(v6e), "--out", rel(captures)],
                 log)
 
 
@@ -49,8 +80,8 @@ def measure_routes(workload: str, results: Path, log) -> None:
     and jax.jit with their host phases: the study's models, forward."""
     record = results / f"{workload}-routes.json"
     if not record.exists():
-        run_cli(["bench", workload, "--size", "base", "--baselines", ROUTE_BASELINES, "--host", "--json", str(record),
-                 "--out", str(results / "captures")], log)
+        run_cli(["bench", workload, "--size", "base", "--baselines", ROUTE_BASELINES, "--host", "--json", rel(record),
+                 "--out", rel(results / "captures")], log)
 
 
 def main() -> None:
@@ -58,18 +89,23 @@ def main() -> None:
     ap.add_argument("--workloads", default=",".join(WORKLOADS))
     ap.add_argument("--results", type=Path, default=ROOT / "out" / "findings-host")
     ap.add_argument("--render", action="store_true")
+    ap.add_argument("--kept", default=str(KEPT),
+                    help="the records kept in the repository (benchmarks/records/README.md; '' for none)")
     a = ap.parse_args()
+    from stackwars_ir.sweep.kept import carried
+
     workloads = [w for w in a.workloads.split(",") if w]
+    a.results = a.results.resolve()
     a.results.mkdir(parents=True, exist_ok=True)
-    if not a.render:
-        with open(a.results / "log.txt", "a") as log:
-            for w in workloads:
-                measure(w, a.results, log)
-            for w in (w for w in workloads if w in ROUTES_OF):
-                measure_routes(w, a.results, log)
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
-                            text=True).stdout.strip()
-    sys.stdout.write(host_page(workloads, a.results.resolve(), commit, ROOT))
+    with carried(Path(a.kept) if a.kept else None, a.results,
+                 lambda m: print(f"findings_host: {m}", file=sys.stderr, flush=True)):
+        if not a.render:
+            with open(a.results / "log.txt", "a") as log:
+                for w in workloads:
+                    measure(w, a.results, log)
+                for w in (w for w in workloads if w in ROUTES_OF):
+                    measure_routes(w, a.results, log)
+    sys.stdout.write(host_page(workloads, a.results, commit_here(), ROOT))
 
 
 if __name__ == "__main__":

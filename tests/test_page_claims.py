@@ -161,3 +161,23 @@ def test_a_host_page_names_the_machine_its_records_were_measured_on_not_the_rend
     (tmp_path / "gemm-bench.json").write_text(json.dumps(other))
     both = made_on(tmp_path)
     assert both.startswith("more than one kind of machine: ") and "AMD EPYC" in both and "Xeon" in both
+
+
+def test_a_host_pages_records_are_dated_by_their_own_entry_not_by_their_file(tmp_path):
+    """Kept records restored on another machine get new file dates: the page names the day and commit each
+    was made at (made.json, written by benchmarks/findings_host.py), and a record without an entry is said
+    to be dated by its file."""
+    import json
+    import shutil
+
+    from stackwars_ir.report.findings.host import made_on, record_dates
+
+    data = Path(__file__).parent / "data" / "findings-host"
+    for p in data.glob("*.json"):
+        shutil.copy(p, tmp_path / p.name)
+    (tmp_path / "made.json").write_text(json.dumps({"ffn-bench.json": {"date": "2026-11-01", "commit": "abc1234"},
+                                                    "ffn-tpu-v6e.json": {"date": "2026-11-02", "commit": "abc1234"}}))
+    assert record_dates(tmp_path) == ["2026-11-01 (commit abc1234)", "2026-11-02 (commit abc1234)"]
+    assert made_on(tmp_path) == made_on(data)  # the index is no record: it names no machine
+    (tmp_path / "made.json").unlink()
+    assert all(d.endswith("(file date)") for d in record_dates(tmp_path))

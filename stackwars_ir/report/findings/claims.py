@@ -463,13 +463,13 @@ def study_table(say: Page, results: Path) -> None:
     from . import host
 
     say("\n## 12. The study's table, predicted for its TPU v6e from this machine\n")
-    records = sorted(results.glob("*.json"))
+    records = sorted(p for p in results.glob("*.json") if p.name != "made.json")
     if not records:
         say("Not generated: no records under out/findings-host (`make findings-host` measures them, about 25 "
             "minutes).")
         return
-    dates = sorted({datetime.date.fromtimestamp(p.stat().st_mtime).isoformat() for p in records})
-    say(f"Rendered from `make findings-host`'s records (out/findings-host, dated {', '.join(dates)}; not recomputed "
+    dates = host.record_dates(results)
+    say(f"Rendered from `make findings-host`'s records (out/findings-host, made {', '.join(dates)}; not recomputed "
         "by this run); how each cell is predicted, its assumptions (a host factor of 0.5-1x for a TPU host against "
         "this one; from overlapped to serial steps) and its inputs are on docs/findings-host.md. The study's "
         "steady, first and second runs on a v6e, beside each prediction: every PyTorch cell is split into its "
