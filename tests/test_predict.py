@@ -53,3 +53,21 @@ def test_the_unsynced_protocol_keeps_the_tracing_alone_and_cells_read_back():
     assert first.high_s == pytest.approx(0.130) and [n for n, _ in first.parts] == ["forward"]
     assert Cell.from_json(steady.as_json()) == steady
     assert Cell("nope", "jax", "steady", 1.0, 2.0, ()).within() is None  # no study cell: no verdict
+
+
+def test_a_cell_outside_2x_names_the_host_factor_that_would_reach_the_study():
+    """The assumption that fails, by how much: at the factor it prints, the serial prediction (host work
+    times the factor, plus the device's estimate) equals the study's cell; a device estimate above the
+    study's cell reaches it with no factor."""
+    from stackwars_ir.bench.predict import Cell, predict, predict_unsynced
+
+    host = _torch_xla_host()
+    first, second, steady = predict("gpt2", "pytorch", host, device_s=0.0005, compile_s=3.0,
+                                    compiles={"first": 1, "second": 0}, factor=(0.5, 1.0))
+    for cell in (first, second, steady) + predict_unsynced("gpt2", host, factor=(0.5, 1.0)):
+        need = cell.factor_needed((0.5, 1.0))
+        device = sum(v for n, v in cell.parts if n == "device (estimate)")
+        assert need * (cell.high_s - device) + device == pytest.approx(cell.study_s), cell
+    assert second.factor_needed((0.5, 1.0)) > 100  # the study's second run compiled: no host is that slow
+    slow_device = Cell("gemm", "jax", "steady", 0.001, 0.0011, (("dispatch", 0.0001), ("device (estimate)", 0.001)))
+    assert slow_device.factor_needed() is None  # 1 ms of device alone is above the study's 0.192 ms

@@ -42,6 +42,19 @@ class Cell:
         s = self.study_s
         return None if s is None else self.low_s / factor <= s <= self.high_s * factor
 
+    def factor_needed(self, factor: tuple = HOST_FACTOR) -> float | None:
+        """The host factor at which this cell's serial prediction (its high end) equals the study's
+        cell, every other input as measured and estimated: (study - device) / the host work at a factor
+        of 1 (a compile for the target included: it is scaled alike). None where there is no study
+        cell or no host work, or the device's estimate alone is at least the study's cell (then no host
+        factor reaches it)."""
+        s = self.study_s
+        device = sum(v for n, v in self.parts if n == "device (estimate)")
+        host = (self.high_s - device) / factor[1]
+        if s is None or host <= 0 or s <= device:
+            return None
+        return (s - device) / host
+
     def as_json(self) -> dict:
         return {"workload": self.workload, "framework": self.framework, "run": self.run, "low_s": self.low_s,
                 "high_s": self.high_s, "parts": [list(p) for p in self.parts], "study_s": self.study_s}

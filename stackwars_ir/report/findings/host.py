@@ -212,9 +212,14 @@ def cell_tables(workloads, results: Path, level: str = "##") -> list[str]:
                 if s > c.high_s and compile_s and compile_s * HOST_FACTOR[0] / 2 <= s <= compile_s * HOST_FACTOR[1] * 2:
                     hint = (f": of the order of a compile for the target ({ms(compile_s)} ms here), which this run of "
                            "the prediction does not hold (the runtime compiled nothing in it here)")
+                need = c.factor_needed()
+                fails = ("; no host factor reaches it: the device's estimate alone is above it" if need is None else
+                         f"; the host factor it takes: {need:,.0f}" if need >= 10 else
+                         f"; the host factor it takes: {need:.2g}")
+                fails += f" (assumed {HOST_FACTOR[0]:g}-{HOST_FACTOR[1]:g})" * (need is not None)
                 misses.append(f"{NAMES.get(w, w)} {c.framework} {c.run}: study {ms(s)} ms, predicted "
                               f"{ms(c.low_s)}-{ms(c.high_s)} ms ({far:,.1f}x {'above' if s > c.high_s else 'below'})"
-                              + hint)
+                              + fails + hint)
             parts = "; ".join(f"{n} {ms(v)}" for n, v in c.parts)
             out.append(f"| {c.framework} | {c.run} | {ms(s) if s is not None else '-'} | {ms(c.low_s)}-{ms(c.high_s)} "
                        f"| {'yes' if ok else 'no' if ok is False else '-'} | {parts} |")
@@ -222,7 +227,11 @@ def cell_tables(workloads, results: Path, level: str = "##") -> list[str]:
     out += [f"{level} Summary", "", f"{inside} of {total} predicted cells lie within 2x of the study's (each of the "
             "study's PyTorch cells is predicted twice: synced and not synced)."]
     if misses:
-        out += ["", "The cells outside it, and by how much (what the prediction leaves out is the first suspect: "
-                "the study's timing protocol, its batch and sequence sizes, and its host):", ""]
+        out += ["", "The cells outside it, and by how much. For each, the assumption that fails if every measured "
+                "and estimated input holds is the host factor: the factor it would take (the study's host doing this "
+                "machine's host work, compiles included, in that many times its time here, each step serial) is "
+                "printed beside the assumed range. A factor far outside it points past the host's speed to what the "
+                "prediction leaves out: the study's timing protocol, its batch and sequence sizes, a compile the "
+                "runtime did there and not here:", ""]
         out += [f"- {m}" for m in misses]
     return out
