@@ -996,3 +996,27 @@ def test_each_command_is_a_job_type_of_its_own_whose_record_reads_back_as_that_t
         DiffJob(capture.request)  # a diff without its other side is not a job
     with pytest.raises(ValueError, match="not a sweep job's command"):
         Job.from_json({"command": "train", "request": capture.as_json()["request"]})
+
+
+def test_a_data_entrys_key_follows_its_own_table_not_the_other_models_of_its_file(tmp_path, monkeypatch):
+    """A .toml adapters file holds many models (benchmarks/zoo/zoo.toml: 24): editing one model's table
+    makes that model's jobs new ones and leaves the others' keys, so their finished records are reused."""
+    from stackwars_ir import models
+    from stackwars_ir.sweep.grid import read_grid
+
+    monkeypatch.setenv(models.ADAPTERS_ENV, "")
+    (tmp_path / "mine").mkdir()
+    zoo = tmp_path / "mine" / "zoo.toml"
+    table = ('[{name}]\ntype = "gpt2"\ninputs = "tokens"\ndescription = "{name}"\n'
+             'tiny = {{n_embd = 32, n_layer = {layers}, n_head = 2, vocab_size = 128}}\nshapes = {{tiny = {{batch = 2, seq = 8}}}}\n')
+    zoo.write_text(table.format(name="one", layers=1) + table.format(name="two", layers=1))
+    grid = tmp_path / "g.toml"
+    grid.write_text('adapters = ["mine"]\n[[grid]]\ncommands = ["capture"]\nmodels = ["one", "two"]\nsizes = ["tiny"]\n'
+                    'routes = ["torchax"]\n')
+    stack = {"jax": "0.12.0.1"}
+    before = {j.label: j.key(stack) for j in read_grid(grid).jobs}
+    zoo.write_text(table.format(name="one", layers=1) + table.format(name="two", layers=2))
+    after = {j.label: j.key(stack) for j in read_grid(grid).jobs}
+    changed = {label for label in before if before[label] != after[label]}
+    assert changed and all(label.split()[1].startswith("two-") for label in changed), changed
+    assert any(label.split()[1].startswith("one-") for label in before)

@@ -194,10 +194,21 @@ JOB_TYPES = {kind.command: kind for kind in (CaptureJob, MemoryJob, BenchJob, Di
 
 
 def _adapter_hashes(names) -> dict:
-    """Each model's adapter file, by the sha256 of its text."""
+    """Each model's adapter, by the sha256 of its text: a Python adapter's file; a data entry's own table
+    of its .toml file (a file of many models: editing one model's table makes that model's jobs new
+    ones, not every model's of the file)."""
+    import tomllib
+
     from stackwars_ir import models
 
-    return {n: hashlib.sha256(Path(models.entry(n).path).read_bytes()).hexdigest()[:16] for n in sorted(set(names))}
+    out = {}
+    for n in sorted(set(names)):
+        path = Path(models.entry(n).path)
+        text = path.read_bytes()
+        if path.suffix == ".toml":
+            text = json.dumps({"data entry": tomllib.loads(text.decode())[n]}, sort_keys=True).encode()
+        out[n] = hashlib.sha256(text).hexdigest()[:16]
+    return out
 
 
 def route_of(req: Request) -> str:
