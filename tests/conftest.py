@@ -33,7 +33,9 @@ def golden(model: str, stem: str, size: str = "tiny") -> Path:
 
 @pytest.fixture
 def cli():
-    """Run the CLI in-process; returns (exit code, stdout, stderr)."""
+    """Run the CLI in-process; returns (exit code, stdout, stderr). The CLI sets the environment its
+    workers read (--parse-timeout, --adapters): the test's own environment is put back after it, so a
+    test's `--parse-timeout 2` cannot stop a later test's parse on a loaded machine."""
     from click.testing import CliRunner
 
     from stackwars_ir.cli import main
@@ -42,4 +44,7 @@ def cli():
         result = CliRunner().invoke(main, [str(a) for a in args])
         return result.exit_code, result.stdout, result.stderr
 
-    return run
+    saved = dict(os.environ)
+    yield run
+    os.environ.clear()
+    os.environ.update(saved)
