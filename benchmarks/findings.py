@@ -115,8 +115,9 @@ def main() -> None:
     os.chdir(ROOT)
     from stackwars_ir.sweep.kept import carried
 
-    with carried(kept, results / "jobs", lambda m: print(f"findings: {m}", file=sys.stderr, flush=True)):
+    with carried(kept, results / "jobs", lambda m: print(f"findings: {m}", file=sys.stderr, flush=True)) as only:
         res = run(a.grid, results, a.backend, a.size, a.render, a.jobs, a.retry_failed, a.retry_noisy)
+        only.update(r.key for r in res.report.records)
     html_report(res, a.backend)
     print(page(res, a.grid, a.backend), end="")
 

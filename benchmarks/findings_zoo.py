@@ -45,8 +45,10 @@ def main() -> None:
     args = ap.parse_args()
     from stackwars_ir.sweep.kept import carried
 
-    with carried(Path(args.kept) if args.kept else None, args.results / "jobs", lambda m: print(f"findings_zoo: {m}", file=sys.stderr, flush=True)):
+    with carried(Path(args.kept) if args.kept else None, args.results / "jobs",
+                 lambda m: print(f"findings_zoo: {m}", file=sys.stderr, flush=True)) as only:
         report = run(args.results, args.jobs, args.render)
+        only.update(r.key for r in report.records)
     print(zoo_page(report))
 
 

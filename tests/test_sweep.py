@@ -303,6 +303,12 @@ def test_records_kept_in_the_repository_restore_byte_for_byte_never_overwrite_an
             raise KeyboardInterrupt
     assert (kept / "d.json.xz").exists() and len(said) == 2, said
     assert not [p for p in (tmp_path / "fresh").rglob("*") if p.name.endswith(".tmp")]
+    # A run that names its jobs keeps only their records: one left by an edited model's old key is not.
+    with carried(kept, fourth) as only:
+        (fourth / "e.json").write_text(json.dumps({"ok": True, "result": {"e": 1}}))
+        (fourth / "stale.json").write_text(json.dumps({"ok": True, "result": {"old": 1}}))
+        only.update({"a", "b", "d", "e"})
+    assert (kept / "e.json.xz").exists() and not (kept / "stale.json.xz").exists()
 
 
 BROKEN = '''"""A linear layer whose inputs cannot be made: its capture fails (tests/test_sweep.py)."""

@@ -23,13 +23,17 @@ def restore(kept: Path, records: Path) -> int:
     return n
 
 
-def keep(records: Path, kept: Path) -> int:
+def keep(records: Path, kept: Path, only=None) -> int:
     """Each finished record under `records` (NAME.json whose "ok" is not false) that `kept` lacks or holds
     otherwise, compressed there; a failed one is not kept, so a later run tries its job again. A record
     is written once and changes only where a job ran again (a timed job on another kind of machine:
-    sweep.execute), so the repository holds each version once. How many were added or replaced."""
+    sweep.execute), so the repository holds each version once. `only`: the keys (NAME) of the page's
+    jobs, where known: a record of no job of it (an edited model's or an older stack's, left in the
+    results folder) is not kept. How many were added or replaced."""
     n = 0
     for src in sorted(Path(records).glob("*.json")):
+        if only and src.stem not in only:
+            continue
         dst = Path(kept) / (src.name + XZ)
         data = src.read_bytes()
         if json.loads(data).get("ok") is False or (dst.exists() and lzma.decompress(dst.read_bytes()) == data):
@@ -42,17 +46,20 @@ def keep(records: Path, kept: Path) -> int:
 @contextlib.contextmanager
 def carried(kept: Path | None, records: Path, say=None):
     """A sweep run between a restore from `kept` into `records` and a keep back (also when it stops on an
-    error or Ctrl-C; killed outright, the next run keeps what it finished). `say`: one line for each
-    that moved something. `kept` None: neither."""
+    error or Ctrl-C; killed outright, the next run keeps what it finished). Yields a set: the caller
+    adds its sweep's keys (SweepReport.records) and only those records are kept; left empty (a run
+    stopped before it knew them), every finished one is. `say`: one line for each that moved
+    something. `kept` None: neither."""
+    only: set[str] = set()
     if kept is None:
-        yield
+        yield only
         return
     n = restore(kept, records)
     if n and say:
         say(f"{n} records restored from {kept}")
     try:
-        yield
+        yield only
     finally:
-        n = keep(records, kept)
+        n = keep(records, kept, only)
         if n and say:
             say(f"{n} records kept in {kept}")
