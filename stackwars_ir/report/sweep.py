@@ -235,7 +235,7 @@ def noise_line(records) -> str:
 
 def _name(rec) -> str:
     r = rec.job.request
-    return f"{r.model}-{r.size} {r.step} {rec.job.route} b{r.batch}"
+    return f"{r.model}-{r.size} {r.step} {rec.job.route} b{r.batch}" + (f" round {rec.job.round + 1}" if rec.job.round else "")
 
 
 MIN_ROUNDS = 3  # a timed ratio is a finding only from at least this many independent rounds (issue 53)
