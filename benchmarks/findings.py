@@ -72,7 +72,6 @@ def run(grid: Path, results: Path, backend: str = "cpu", size: str | None = None
 def page(res, grid: Path = GRID, backend: str = "cpu") -> str:
     """docs/findings.md (findings-BACKEND.md) of RES, the page's Results."""
     from stackwars_ir.report.findings import findings_page
-
     from stackwars_ir.sweep.kept import restore
 
     if backend == "cpu":  # section 12's records, kept by `make findings-host` (benchmarks/records/host)

@@ -26,7 +26,7 @@ import sys
 from pathlib import Path
 
 import _common  # noqa: F401  (the project on sys.path, PJRT_DEVICE=CPU)
-from stackwars_ir.report.findings.host import ROUTE_BASELINES, ROUTES_OF, TARGET, WORKLOADS, host_page
+from stackwars_ir.report.findings.host import MADE, ROUTE_BASELINES, ROUTES_OF, TARGET, WORKLOADS, host_page
 
 ROOT = Path(__file__).resolve().parents[1]
 KEPT = ROOT / "benchmarks" / "records" / "host"
@@ -44,13 +44,13 @@ def commit_here() -> str:
 
 
 def made(record: Path) -> None:
-    """RECORD's day and commit in its folder's made.json (stackwars_ir.report.findings.host.record_dates)."""
-    index = record.parent / "made.json"
+    """RECORD's day and commit in its folder's index (stackwars_ir.report.findings.host.record_dates)."""
+    from stackwars_ir.files import write_set
+
+    index = record.parent / MADE
     known = json.loads(index.read_text()) if index.exists() else {}
     known[record.name] = {"date": datetime.date.today().isoformat(), "commit": commit_here()}
-    tmp = index.with_suffix(".tmp")
-    tmp.write_text(json.dumps(known, indent=1, sort_keys=True) + "\n")
-    tmp.replace(index)
+    write_set([(index, (json.dumps(known, indent=1, sort_keys=True) + "\n").encode())])
 
 
 def run_cli(args: list, log) -> int:

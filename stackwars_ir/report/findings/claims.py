@@ -463,8 +463,7 @@ def study_table(say: Page, results: Path) -> None:
     from . import host
 
     say("\n## 12. The study's table, predicted for its TPU v6e from this machine\n")
-    records = sorted(p for p in results.glob("*.json") if p.name != "made.json")
-    if not records:
+    if not host.record_files(results):
         say("Not generated: no records under out/findings-host (`make findings-host` measures them, about 25 "
             "minutes).")
         return

@@ -112,11 +112,19 @@ def ms(s: float) -> str:
     return f"{s * 1e3:,.3f}" if s < 0.01 else f"{s * 1e3:,.1f}"
 
 
+MADE = "made.json"  # beside the records: each one's day and commit (benchmarks/findings_host.py writes it)
+
+
+def record_files(results: Path) -> list[Path]:
+    """The bench records in RESULTS (W-bench.json, W-tpu-v6e.json, W-routes.json), not their index."""
+    return sorted(p for p in results.glob("*.json") if p.name != MADE)
+
+
 def made_on(results: Path) -> str:
     """The machine the records in RESULTS were measured on (each bench record's own `machine`), not the
     one rendering them; every kind named if they differ; this machine's where none says."""
     kinds = []
-    for p in sorted(results.glob("*.json")):
+    for p in record_files(results):
         try:
             m = json.loads(p.read_text()).get("machine") or {}
         except (OSError, ValueError):
@@ -132,13 +140,11 @@ def record_dates(results: Path) -> list[str]:
     """The days (and commits) the bench records in RESULTS were made on: each record's entry in the
     folder's made.json (benchmarks/findings_host.py writes it), its file's date where it has none."""
     try:
-        made = json.loads((results / "made.json").read_text())
+        made = json.loads((results / MADE).read_text())
     except (OSError, ValueError):
         made = {}
     seen = set()
-    for p in results.glob("*.json"):
-        if p.name == "made.json":
-            continue
+    for p in record_files(results):
         entry = made.get(p.name) or {}
         day = entry.get("date") or datetime.date.fromtimestamp(p.stat().st_mtime).isoformat()
         seen.add(f"{day} (commit {entry['commit']})" if entry.get("commit") else f"{day} (file date)")
