@@ -84,3 +84,46 @@ def check_interrupted() -> None:
     """Raise KeyboardInterrupt if a Ctrl-C arrived, even one a callback swallowed."""
     if INTERRUPTED["flag"]:
         raise KeyboardInterrupt
+
+
+def held_interrupts(what: str):
+    """A context in which a Ctrl-C waits for the block's end, then raises KeyboardInterrupt there.
+
+    For torch's exporters: they run Python callbacks from C++ (dynamo's frame hook, the dispatcher's
+    Python modes), and a KeyboardInterrupt raised inside one can cross a C++ frame that cannot carry
+    it: the process aborted (measured once in a CI run: exit -6, "terminate called after throwing an
+    instance of 'python_error'", instead of 130). A second Ctrl-C raises at once. Outside the main
+    thread, or where SIGINT is not Python's or the CLI's handler (ignored in a worker), it does nothing.
+    """
+    import contextlib
+    import os
+    import signal
+    import threading
+
+    @contextlib.contextmanager
+    def held():
+        previous = signal.getsignal(signal.SIGINT)
+        if threading.current_thread() is not threading.main_thread() or \
+                previous not in (on_sigint, signal.default_int_handler):
+            yield
+            return
+        asked = []
+
+        def hold(signum, frame):
+            if previous is on_sigint:
+                INTERRUPTED["flag"] = True  # writers publish nothing from here on
+            if asked:
+                raise KeyboardInterrupt
+            asked.append(signum)
+            # os.write, not sys.stderr: the handler may run inside a write to sys.stderr
+            os.write(2, f"stackwars-ir: stopping after {what} (Ctrl-C again stops now)\n".encode())
+
+        signal.signal(signal.SIGINT, hold)
+        try:
+            yield
+        finally:
+            signal.signal(signal.SIGINT, previous)
+        if asked:
+            raise KeyboardInterrupt
+
+    return held()

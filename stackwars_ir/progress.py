@@ -22,7 +22,15 @@ class Stages:
         self.seconds: dict[str, float] = {}
 
     @contextlib.contextmanager
-    def stage(self, name: str):
+    def stage(self, name: str, *, hold_ctrl_c: bool = False):
+        """Time one stage; with hold_ctrl_c, a Ctrl-C stops the command at the stage's end, not inside it
+        (errors.held_interrupts: torch's exporters call Python from C++)."""
+        if hold_ctrl_c:
+            from .errors import held_interrupts
+
+            with held_interrupts(f"[{self.label}] {name}" if self.label else name), self.stage(name):
+                yield
+            return
         key = object()
         if self.show:
             self._print(f"[{self.label}] {name} ...", opens=key)

@@ -140,6 +140,39 @@ except KeyboardInterrupt:
     assert proc.stdout.strip() == "interrupted" and proc.stderr == "", proc.stderr
 
 
+@pytest.mark.parametrize("handler, presses, expected", [
+    ("default", 1, "raised after the block: ['finished']"),  # held to the block's end, then raised
+    ("cli", 1, "raised after the block: ['finished'] flag True"),
+    ("default", 2, "raised inside the block: []"),  # a second Ctrl-C stops at once
+    ("ignored", 1, "ran on: ['finished']"),  # a worker's ignored SIGINT stays ignored
+])
+def test_a_ctrl_c_in_a_held_stage_waits_for_its_end(handler, presses, expected):
+    # torch's exporters call Python from C++; a KeyboardInterrupt raised there once aborted the
+    # process (exit -6, "terminate called after throwing an instance of 'python_error'"): a torch
+    # stage holds the Ctrl-C to its end (errors.held_interrupts).
+    script = f"""
+import os, signal, time
+from stackwars_ir.errors import INTERRUPTED, held_interrupts, on_sigint
+signal.signal(signal.SIGINT, {{"default": signal.default_int_handler, "cli": on_sigint,
+                               "ignored": signal.SIG_IGN}}["{handler}"])
+done = []
+try:
+    with held_interrupts("the test stage"):
+        for _ in range({presses}):
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(0.05)
+        done.append("finished")
+    print("ran on:", done)
+except KeyboardInterrupt:
+    print("raised " + ("after the block" if done else "inside the block") + ":", done,
+          *(["flag", INTERRUPTED["flag"]] if "{handler}" == "cli" else []))
+"""
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert proc.stdout.strip() == expected, (proc.stdout, proc.stderr)
+    said = "stackwars-ir: stopping after the test stage (Ctrl-C again stops now)\n"
+    assert proc.stderr == ("" if handler == "ignored" else said), proc.stderr
+
+
 def test_atomic_writes_leave_files_and_folders_as_open_and_mkdir_would(tmp_path):
     import stat
 

@@ -115,7 +115,7 @@ def _torchax_abstract(model, inputs, st, placement=None) -> Capture:
     from .lowering import lower_text
     from .torch_capture import spec_kind, torchax_function, torchax_named
 
-    with st.stage("torch.export (meta)"):
+    with st.stage("torch.export (meta)", hold_ctrl_c=True):
         try:
             meta_inputs = tuple(torch.empty(v.shape, dtype=getattr(torch, str(v.dtype)), device="meta")
                                 for v in inputs.values())
@@ -123,7 +123,7 @@ def _torchax_abstract(model, inputs, st, placement=None) -> Capture:
         except Exception as e:
             raise CaptureError(f"torch.export of the meta-device model failed: {type(e).__name__}: "
                                f"{str(e).splitlines()[0] if str(e) else ''}") from e
-    with st.stage("torchax to StableHLO (abstract)"):
+    with st.stage("torchax to StableHLO (abstract)", hold_ctrl_c=True):
         names, states, func = torchax_function(ep, tx_export)
         wide = any(v.dtype in (np.int64, np.float64) for v in inputs.values())
         with jax.enable_x64(wide):

@@ -19,7 +19,7 @@ from .lowering import lower_text
 def export_program(model, inputs: dict[str, np.ndarray], stages: Stages):
     import torch
 
-    with stages.stage("torch.export"):
+    with stages.stage("torch.export", hold_ctrl_c=True):
         try:
             return torch.export.export(model, tuple(torch.from_numpy(v) for v in inputs.values()))
         except Exception as e:  # torch.export raises many types; all mean the same to the user
@@ -62,8 +62,11 @@ def _warm_up_torch_xla(convert, options) -> None:
         return
     import torch
 
-    ep = torch.export.export(torch.nn.Linear(2, 2).eval(), (torch.zeros(1, 2),))
-    convert(ep, options(export_node_metadata=True)).get_stablehlo_bytecode("forward")
+    from stackwars_ir.errors import held_interrupts
+
+    with held_interrupts("torch_xla's first export"):
+        ep = torch.export.export(torch.nn.Linear(2, 2).eval(), (torch.zeros(1, 2),))
+        convert(ep, options(export_node_metadata=True)).get_stablehlo_bytecode("forward")
     _WARM.append(True)
 
 
@@ -80,7 +83,7 @@ def capture_torch_xla(ep, inputs: dict[str, np.ndarray], stages: Stages, placeme
         raise MissingExtra("torch_xla", e) from e
 
     _warm_up_torch_xla(exported_program_to_stablehlo, StableHLOExportOptions)  # not timed
-    with stages.stage("torch_xla to StableHLO"):
+    with stages.stage("torch_xla to StableHLO", hold_ctrl_c=True):
         try:
             shlo = exported_program_to_stablehlo(ep, StableHLOExportOptions(export_node_metadata=True))
             text = portable_to_text(shlo.get_stablehlo_bytecode("forward"))
@@ -119,7 +122,7 @@ def capture_torchax(ep, inputs: dict[str, np.ndarray], stages: Stages, placement
     except Exception as e:
         raise MissingExtra(PACKAGE[TORCHAX.name], e) from e
 
-    with stages.stage("torchax to StableHLO"):
+    with stages.stage("torchax to StableHLO", hold_ctrl_c=True):
         try:
             names, states, func = torchax_function(ep, tx_export)
             # torch's int64 stays int64, as in torch_xla captures
@@ -275,7 +278,7 @@ def capture_torch_xla_lazy(model, inputs: dict[str, np.ndarray], stages: Stages,
             out = m(*xs.values())
         return lazy_graph([("output", "output", out)], known)
 
-    with stages.stage("torch_xla lazy forward" + (" (scan_layers)" if scan else "")), hlo_debug():
+    with stages.stage("torch_xla lazy forward" + (" (scan_layers)" if scan else ""), hold_ctrl_c=True), hlo_debug():
         try:
             text, arguments, constants = graph(m, xs, program)
         except StackwarsError:

@@ -170,7 +170,7 @@ def capture_torch_tpu(ep, inputs: dict[str, np.ndarray], stages: Stages, placeme
     exported program, its ops named by their modules (module_frames, named_by_module)."""
     if placement is not None:
         raise CaptureError("TorchTPU's route places no mesh here", fix="capture it without --mesh")
-    with stages.stage("TorchTPU to StableHLO"):
+    with stages.stage("TorchTPU to StableHLO", hold_ctrl_c=True):
         device = tpu_device()
         try:
             from torch_tpu._internal.export import export as tpu_export

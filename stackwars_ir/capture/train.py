@@ -100,9 +100,9 @@ def torchax_step(model, state: TrainState, stages: Stages | None = None, parts: 
 
     stages = stages or Stages()
     abstract = any(isinstance(v, jax.ShapeDtypeStruct) for v in state.params.values())
-    with stages.stage("torch.export (loss" + (", meta)" if abstract else ")")):
+    with stages.stage("torch.export (loss" + (", meta)" if abstract else ")"), hold_ctrl_c=True):
         ep = export_loss(model, state, meta=abstract)
-    with stages.stage("torchax decompositions and arguments" + (" (abstract)" if abstract else "")):
+    with stages.stage("torchax decompositions and arguments" + (" (abstract)" if abstract else ""), hold_ctrl_c=True):
         names, consts, forward = torchax_function(ep, tx_export)
         wide = needs_x64(state.inputs)
         values = state.values() if not abstract else {}
@@ -208,7 +208,7 @@ def capture_torch_xla_train(model, state: TrainState, stages: Stages, layers: st
 
     place(moments=False)
     program = contextlib.nullcontext() if layers is None else layers_as(m, layers, scan=scan, remat=remat)
-    with stages.stage("torch_xla training loop (3 steps)"), hlo_debug(), program:
+    with stages.stage("torch_xla training loop (3 steps)", hold_ctrl_c=True), hlo_debug(), program:
         try:
             text, arguments, scalars, named, steps = _lazy_loop(m, params, opt, xs, target, state, counters, place)
         except StackwarsError:
