@@ -5,11 +5,12 @@ one run: each file's unprofiled steady state and its profiled runs (overhead = p
 steady), the share of a profiled run that kernels cover (busy) and that lies outside every kernel,
 the time to diff the pair and attribute both profiles to its blocks (diff.with_times), and the gap by
 role as `diff --bench` prints it. With --repeat N, the bench and its profiles are taken N times, each
-in a fresh worker, and the runs are compared block by block: does every block whose gap's 95% interval
+in a fresh worker (with --rounds R, each profile in R fresh workers: bench --rounds), and the runs are
+compared block by block: does every block whose gap's 95% interval
 excludes zero in one run have the same sign, and an overlapping interval, in every other run (issue 53)?
 And role by role (each role's blocks summed run by run, diff --bench's role table).
 Usage: .venv/bin/python benchmarks/profile_blocks.py [--captures DIR] [--model gpt2] [--step forward] [--profile 10]
-       [--repeat 1]
+       [--repeat 1] [--rounds 1]
 """
 from __future__ import annotations
 
@@ -27,6 +28,7 @@ def main() -> None:
     ap.add_argument("--step", default="forward")
     ap.add_argument("--profile", type=int, default=10)
     ap.add_argument("--repeat", type=int, default=1)
+    ap.add_argument("--rounds", type=int, default=1, help="bench --rounds: each profile in this many fresh workers")
     a = ap.parse_args()
 
     from stackwars_ir.bench.run import bench_files
@@ -39,10 +41,11 @@ def main() -> None:
     folder = Path(a.captures) if a.captures else ROOT / "out" / "bench-captures"
     req = Request(a.model, size="base", step=a.step, exporters=("torch_xla",)).validated()
     paths = captured(req, folder, sweep=False)  # captured once, reused after
-    print(f"machine: {machine_line()}; {a.model} base {a.step}, {a.profile} profiled runs, {a.repeat} time(s)")
+    print(f"machine: {machine_line()}; {a.model} base {a.step}, {a.profile} profiled runs"
+          + (f" in each of {a.rounds} rounds (fresh workers)" if a.rounds > 1 else "") + f", {a.repeat} time(s)")
     results = []
     for i in range(a.repeat):
-        report = bench_files(paths, "cpu", timeout=600, with_peaks=False, asked=Asked(profile=a.profile))
+        report = bench_files(paths, "cpu", timeout=600, with_peaks=False, asked=Asked(profile=a.profile, rounds=a.rounds))
         print(f"\n== run {i + 1}")
         for _, e in report.rows:
             if not e.ok:

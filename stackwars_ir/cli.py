@@ -221,6 +221,11 @@ def diff_cmd(file_a, file_b, json_path, md_path, html_path, mode, excerpts, ops,
                    "a training loop: forward and loss, backward, optimizer step) and by the runtime's own clocks "
                    "inside them (torch_xla's metrics), and RUNS more with a hook on each PyTorch module: the "
                    "forward's host time by module, which `diff A B --bench` shows per block.")
+@click.option("--rounds", type=int, default=None, metavar="N",
+              help="With --profile: profile the StableHLO files in N rounds, each in a fresh worker (the first "
+                   "round's timing is the row's); `diff A B --bench` then gives each block's interval across the "
+                   "rounds, which a fresh worker's shift moves, where one worker's runs are not (default 1; 3 for "
+                   "intervals that hold on a rerun: docs/benchmarks.md).")
 @model_options("bench", Path("out") / "captures", shapes=False,
                step_help="forward, or train (one training step; baselines from jax,eager,inductor,torch_xla, each "
                          "running its own loop, so runs 1-3 are steps 1-3, and jax_donate: jax.jit's loop with the "
@@ -228,7 +233,7 @@ def diff_cmd(file_a, file_b, json_path, md_path, html_path, mode, excerpts, ops,
 @adapters_option
 @stack_option
 def bench_cmd(targets, batches, baselines, backend, target, timeout, max_memory, json_path, warmup, runs, profile,
-              host, out_dir, stack=None, **options):
+              host, rounds, out_dir, stack=None, **options):
     """Time StableHLO files (FILE.mlir ...) or a model (MODEL) on the XLA backend.
 
     Reports compile time, first run, second run and steady state (median, p10-p90), the proof that
@@ -245,7 +250,7 @@ def bench_cmd(targets, batches, baselines, backend, target, timeout, max_memory,
     from .sweep import bench_model, estimate_model
     from .workload import batch_list
 
-    memory, asked = max_memory_of(max_memory, timeout), Asked.of(warmup, runs, profile, host)
+    memory, asked = max_memory_of(max_memory, timeout), Asked.of(warmup, runs, profile, host, rounds)
     model = model_or_files(targets, "bench", ("batches", "baselines"), fix="bench a model by name")
     if target:
         estimate_options()

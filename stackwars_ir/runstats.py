@@ -23,14 +23,19 @@ def at(series, picks) -> float:
     return sum(series[i] for i in picks) / len(picks) if picks else 0.0
 
 
-def part_gaps(totals_a, parts_a: dict, totals_b, parts_b: dict, seed: int = 0, paired: bool = False) -> dict:
+def part_gaps(totals_a, parts_a: dict, totals_b, parts_b: dict, seed: int = 0, paired: bool = False,
+              rounds: tuple = ()) -> dict:
     """{part: (B - A in the median runs, low, high)}: each part's difference between two sets of runs
     (each part a per-run series, in the order of that side's totals; a part missing on one side is 0
     there), with the 2.5-97.5 percentiles of the same statistic over bootstrap resamples of each
     side's runs, each side's on its own, whether the two were profiled one after the other or in turns
     (bench.profile.profile_turns says why not in pairs). The total's own difference is under the key None.
     `paired` (equal counts): the same run indices drawn for both sides; diff --bench does not use it
-    (it flagged more blocks that differ by nothing: benchmarks/block_intervals.py shows it for why)."""
+    (it flagged more blocks that differ by nothing: benchmarks/block_intervals.py shows it for why).
+    `rounds` (each round's count of runs, the same on both sides: bench --rounds, each round a fresh
+    worker in which both sides took turns): round_gaps instead, an interval across the rounds."""
+    if len(rounds) > 1 and sum(rounds) == len(totals_a) == len(totals_b):
+        return round_gaps(totals_a, parts_a, totals_b, parts_b, rounds)
     na, nb = len(totals_a), len(totals_b)
     paired = paired and na == nb
     keys = list(dict.fromkeys([*parts_a, *parts_b]))
@@ -56,6 +61,38 @@ def part_gaps(totals_a, parts_a: dict, totals_b, parts_b: dict, seed: int = 0, p
     for k, d in draws.items():
         d.sort()
         out[k] = (points[k], d[lo], d[hi])
+    return out
+
+
+def round_gaps(totals_a, parts_a: dict, totals_b, parts_b: dict, rounds: tuple) -> dict:
+    """{part: (gap, low, high)} as part_gaps, from runs taken in rounds (`rounds`: each round's count, the
+    runs kept in round order, both sides alike): in each round, B - A in that round's median runs (each
+    side's own); the gap is their mean over rounds, with the 95% t-interval of that mean. A worker's
+    placement (its process, threads and memory layout) moves all of its runs alike: GPT-2 base's
+    LayerNorm blocks read 0.03 ms in one worker and 0.15 ms in the next, and intervals over one
+    worker's runs did not overlap across three workers (issue 53); the rounds, not the runs, are the
+    independent measurements (as runstats.rounds_ratio's)."""
+    import math
+
+    keys = list(dict.fromkeys([*parts_a, *parts_b]))
+    zero = (0.0,) * len(totals_a)
+    series_a = {k: parts_a.get(k, zero) for k in keys}
+    series_b = {k: parts_b.get(k, zero) for k in keys}
+    series_a[None], series_b[None] = tuple(totals_a), tuple(totals_b)
+    per: dict = {k: [] for k in series_a}
+    start = 0
+    for count in rounds:
+        span = range(start, start + count)
+        pa = [span[i] for i in median_runs([totals_a[i] for i in span])]
+        pb = [span[i] for i in median_runs([totals_b[i] for i in span])]
+        for k in series_a:
+            per[k].append(at(series_b[k], pb) - at(series_a[k], pa))
+        start += count
+    n, out = len(rounds), {}
+    for k, gaps in per.items():
+        mean = sum(gaps) / n
+        half = t975(n - 1) * math.sqrt(sum((g - mean) ** 2 for g in gaps) / (n - 1)) / math.sqrt(n)
+        out[k] = (mean, mean - half, mean + half)
     return out
 
 

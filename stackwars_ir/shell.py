@@ -148,7 +148,7 @@ def estimate_options() -> None:
     """bench --target runs nothing: the options that time runs are refused in one line."""
     ctx = click.get_current_context()
     given = [flag for flag, name in (("--backend", "backend"), ("--baselines", "baselines"), ("--warmup", "warmup"),
-                                     ("--runs", "runs"), ("--profile", "profile"))
+                                     ("--runs", "runs"), ("--profile", "profile"), ("--rounds", "rounds"))
              if ctx.get_parameter_source(name) == click.core.ParameterSource.COMMANDLINE]
     if given:
         raise StackwarsError(f"{given[0]} times runs here, and bench --target runs nothing (it compiles for the TPU "

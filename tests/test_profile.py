@@ -446,3 +446,71 @@ def test_a_role_told_from_the_noise_is_named_though_the_whole_gap_is_not():
     assert clear.role_share("norm", -0.49e-3) == pytest.approx(0.49 / 3.3)
     assert clear.role_share("mlp", -1.78e-3) is None  # its own interval holds zero
     assert sure_roles(noisy._replace(role_intervals={})) == ""  # a profile without per-run times: nothing said
+
+
+def test_gaps_across_rounds_are_the_t_interval_of_each_rounds_median_run_gap():
+    import math
+
+    from stackwars_ir.runstats import part_gaps, round_gaps, t975
+
+    # Three rounds of three runs a side; in each round the median run by total is the middle one.
+    totals_a = [1.0, 2.0, 3.0, 1.0, 2.0, 3.0, 1.0, 2.0, 3.0]
+    totals_b = [2.0, 3.0, 4.0, 2.0, 3.0, 4.0, 2.0, 3.0, 4.0]
+    part_a = [0.0, 1.0, 0.0] * 3
+    part_b = [0.0, 2.0, 0.0, 0.0, 3.0, 0.0, 0.0, 4.0, 0.0]  # the part's gap in the rounds: 1, 2, 3
+    gaps = round_gaps(totals_a, {"x": part_a}, totals_b, {"x": part_b}, (3, 3, 3))
+    half = t975(2) * 1.0 / math.sqrt(3)  # the gaps' sd is 1
+    assert gaps["x"] == pytest.approx((2.0, 2.0 - half, 2.0 + half))
+    assert gaps[None] == pytest.approx((1.0, 1.0, 1.0))  # the same total gap in every round: no spread
+    # part_gaps takes the rounds where both sides were profiled in them, and resamples runs otherwise
+    assert part_gaps(totals_a, {"x": part_a}, totals_b, {"x": part_b}, rounds=(3, 3, 3)) == gaps
+    assert part_gaps(totals_a, {"x": part_a}, totals_b, {"x": part_b})["x"] != gaps["x"]
+
+
+def test_profiles_of_several_rounds_merge_into_one_whose_kernels_add_up_to_its_total():
+    from stackwars_ir.bench.profile import KernelTime, Profile, merged
+    from stackwars_ir.errors import BenchError
+
+    def profile(k1, k2, untraced):  # three runs; the median run by total is run 1
+        per = [k1, k2]
+        totals = [a + b + u for a, b, u in zip(k1, k2, untraced)]
+        mid = sorted(range(3), key=lambda i: totals[i])[1]
+        ks = tuple(KernelTime(f"k{i}", "fusion", "", "", p[mid], 1, per_run=tuple(p)) for i, p in enumerate(per))
+        return Profile(3, 0.01, totals[mid], 0.008, 0.009, ks, (("copy", untraced[mid]),), "in turns",
+                       untraced_runs=tuple(untraced), turns=("a", "b"))
+
+    one = profile([1.0, 2.0, 3.0], [1.0, 1.0, 1.0], [0.1, 0.1, 0.1])
+    two = profile([4.0, 5.0, 6.0], [2.0, 2.0, 2.0], [0.3, 0.3, 0.3])
+    m = merged([one, two])
+    assert m.rounds == (3, 3) and m.runs == 6 and m.turns == ("a", "b") and "2 rounds" in m.note
+    assert [k.seconds for k in m.kernels] == pytest.approx([3.5, 1.5])  # the mean of each round's median run
+    assert m.kernel_s == pytest.approx((one.kernel_s + two.kernel_s) / 2)
+    assert sum(k.seconds for k in m.kernels) + sum(s for _, s in m.untraced) == pytest.approx(m.kernel_s, rel=1e-12)
+    assert m.run_totals == pytest.approx(one.run_totals + two.run_totals)
+    assert Profile.from_json(m.as_json()) == m  # the rounds are kept in a bench's JSON
+    other = profile([1.0, 2.0, 3.0], [1.0, 1.0, 1.0], [0.1, 0.1, 0.1])
+    other = Profile(**{**other.__dict__, "kernels": other.kernels[:1]})
+    with pytest.raises(BenchError, match="round 2"):
+        merged([one, other])
+
+
+def test_bench_rounds_profile_in_fresh_workers_and_diff_bench_gives_intervals_across_them(cli, tmp_path):
+    a, b = golden("gpt2", "jax"), golden("gpt2", "torch-torch_xla")
+    bench = tmp_path / "b.json"
+    code, _, err = cli("bench", a, b, "--runs", "5", "--profile", "2", "--rounds", "2", "--json", bench)
+    assert code == 0, err
+    assert err.count("round 2 of 2: the profile again, in a fresh worker") == 1
+    rows = json.loads(bench.read_text())["results"]
+    assert all(r["profile"]["rounds"] == [2, 2] and len(r["profile"]["kernels"][0]["per_run"]) == 4 for r in rows)
+    code, out, err = cli("diff", a, b, "--bench", bench, "--json", tmp_path / "d.json")
+    assert code == 1, err
+    assert "bench --profile --rounds 2" in out and "95% interval across 2 rounds" in " ".join(out.split())
+    time = json.loads((tmp_path / "d.json").read_text())["metrics"]["time"]
+    assert time["rounds"] == 2
+    for side in ("a", "b"):  # still adding up to the kernel total, now the mean of the rounds' totals
+        assert time[side]["kernels_sum_s"] == pytest.approx(time[side]["kernel_s"], rel=1e-9)
+    # Asked of no profile, or of a TPU estimate, --rounds is one line and exit 2
+    for args, said in ((("--rounds", "2"), "--rounds 2 repeats the profile in fresh workers, and no --profile was asked"),
+                       (("--profile", "--rounds", "0"), "--rounds 0 must be at least 1 round")):
+        code, _, err = cli("bench", a, *args)
+        assert code == 2 and said in err and "Traceback" not in err and len(err.strip().splitlines()) == 1, err

@@ -79,6 +79,9 @@ class Profile:
     # A, run B, run B, run A, ...: profile_turns), so that its i-th run and theirs were taken side by
     # side; empty when profiled on its own.
     turns: tuple = ()
+    # Profiled in several rounds, each in a fresh worker (bench --rounds): each round's count of runs, in
+    # the order the runs are kept; empty for one round. diff --bench's intervals are then across rounds.
+    rounds: tuple = ()
 
     def in_turns_with(self, other: "Profile") -> bool:
         """Whether this profile's runs and `other`'s were taken in turns in one trace, run for run."""
@@ -114,14 +117,49 @@ class Profile:
                 "untraced": [{"name": n, "seconds": s} for n, s in self.untraced],
                 **({"note": self.note} if self.note else {}), **({"estimate": self.estimate} if self.estimate else {}),
                 **({"untraced_runs": list(self.untraced_runs)} if self.untraced_runs else {}),
-                **({"profiled_in_turns": list(self.turns)} if self.turns else {})}
+                **({"profiled_in_turns": list(self.turns)} if self.turns else {}),
+                **({"rounds": list(self.rounds)} if self.rounds else {})}
 
     @classmethod
     def from_json(cls, d: dict) -> "Profile":
         return cls(d["runs"], d["wall_s"], d["kernel_s"], d["busy_s"], d["steady_s"],
                    tuple(KernelTime.from_json(k) for k in d["kernels"]),
                    tuple((u["name"], u["seconds"]) for u in d.get("untraced", ())), d.get("note", ""),
-                   d.get("estimate") or {}, tuple(d.get("untraced_runs", ())), tuple(d.get("profiled_in_turns", ())))
+                   d.get("estimate") or {}, tuple(d.get("untraced_runs", ())), tuple(d.get("profiled_in_turns", ())),
+                   tuple(d.get("rounds", ())))
+
+
+def merged(rounds: list) -> Profile:
+    """One executable's profiles of several rounds, each taken in a fresh worker (bench --rounds), as one
+    Profile: every run kept, in round order (`rounds`: each round's count); each kernel's and untraced
+    event's seconds the mean over rounds of its time in that round's median run(s), so that they still
+    add up to kernel_s, the mean of the rounds' kernel totals, exactly; wall, busy and steady times the
+    median of the rounds'. A round whose executable has other kernels than the first's: BenchError."""
+    from dataclasses import replace
+
+    from ..errors import BenchError
+
+    if len(rounds) == 1:
+        return rounds[0]
+    first, n = rounds[0], len(rounds)
+    names = [k.name for k in first.kernels]
+    for i, p in enumerate(rounds[1:], 2):
+        if [k.name for k in p.kernels] != names or p.run_totals == () or p.estimate:
+            raise BenchError(f"the profile of round {i} does not read as round 1's (other kernels, or no time per run)",
+                             fix="profile in one round (drop --rounds) and report this")
+    kernels = tuple(replace(k, seconds=sum(p.kernels[j].seconds for p in rounds) / n,
+                            per_run=tuple(x for p in rounds for x in p.kernels[j].per_run))
+                    for j, k in enumerate(first.kernels))
+    untraced = {}
+    for p in rounds:
+        for name, sec in p.untraced:
+            untraced[name] = untraced.get(name, 0.0) + sec / n
+    return Profile(sum(p.runs for p in rounds), statistics.median(p.wall_s for p in rounds),
+                   sum(p.kernel_s for p in rounds) / n, statistics.median(p.busy_s for p in rounds),
+                   statistics.median(p.steady_s for p in rounds), kernels, tuple(sorted(untraced.items())),
+                   f"{first.note}; {n} rounds, each in a fresh worker" if first.note else f"{n} rounds, each in a fresh worker",
+                   untraced_runs=tuple(x for p in rounds for x in (p.untraced_runs or (0.0,) * p.runs)),
+                   turns=first.turns, rounds=tuple(p.runs for p in rounds))
 
 
 def profile_runs(run, kernels, runs: int, steady_s: float, platform: str = "cpu") -> Profile:

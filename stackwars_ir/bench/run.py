@@ -92,11 +92,59 @@ def bench_files(paths, backend: str | None = None, timeout: float | None = None,
         for path in todo:
             if path not in timed:
                 timed[path] = _timed(worker, file_task(path, rt.platform, timeout, asked), timeout, progress)
+    if asked is not None and asked.rounds > 1:
+        timed = _more_rounds(timed, todo, rt.platform, timeout, asked, max_memory, stack, progress)
     rows = [r if isinstance(r, tuple) else (batches[r], timed[r]) for r in rows]
     measured = with_peaks and any(e.ok for _, e in rows)  # no roofline to draw when nothing ran
     if measured and progress:
         progress("measuring this device's peaks (a large GEMM and a large add)")
     return BenchReport(rt.platform, tuple(rows), peaks(rt) if measured else {}, machine(stack))
+
+
+def _more_rounds(timed: dict, todo: list, platform: str, timeout, asked, max_memory, stack, progress) -> dict:
+    """Each profiled row (by path) with asked.rounds - 1 more rounds of its profile, each round in a
+    fresh worker where the files are timed and profiled as in the first (in turns on XLA:CPU), merged
+    into one Profile (bench.profile.merged): diff --bench's intervals are then across rounds, which a
+    fresh worker's shift moves, where one worker's runs are not. The rows keep the first round's
+    timing. A round that fails a row: that row's error, naming the round."""
+    import dataclasses
+
+    from ..errors import StackwarsError
+    from ..isolate import Isolated
+    from .memory import most_partitions
+    from .profile import merged
+    from .staging import staged_values
+
+    profiled = [p for p in todo if timed[p].ok and timed[p].profile is not None]
+    got, failed = {p: [timed[p].profile] for p in profiled}, {}
+    for r in range(2, asked.rounds + 1):
+        if not profiled:
+            break
+        if progress:
+            progress(f"round {r} of {asked.rounds}: the profile again, in a fresh worker")
+        with Isolated(max_memory, most_partitions(profiled) if platform == "cpu" else 1, stack=stack,
+                      stager=staged_values) as worker:
+            if len(profiled) > 1:
+                group = _timed(worker, group_task(profiled, platform, timeout, asked),
+                               timeout * len(profiled) if timeout else None, progress)
+                rows = {e.label: e for e in group}
+            else:
+                rows = {profiled[0]: _timed(worker, file_task(profiled[0], platform, timeout, asked), timeout, progress)}
+        for p in profiled:
+            e = rows.get(p)
+            if e is None or not e.ok or e.profile is None:
+                failed.setdefault(p, f"{p}: --rounds: round {r} of {asked.rounds}: "
+                                     f"{e.error if e is not None and e.error else 'no profile came back'}")
+            else:
+                got[p].append(e.profile)
+    out = dict(timed)
+    for p in profiled:
+        try:
+            out[p] = dataclasses.replace(timed[p], error=failed[p]) if p in failed else \
+                dataclasses.replace(timed[p], profile=merged(got[p]))
+        except StackwarsError as e:
+            out[p] = dataclasses.replace(timed[p], error=f"{p}: --rounds: {e.one_line()}")
+    return out
 
 
 def estimate_files(paths, target: str, timeout: float | None = None, max_memory: int | None = None,

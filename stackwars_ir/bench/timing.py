@@ -68,10 +68,11 @@ class Asked:
     runs: int | None = None
     profile: int = 0
     host: int = 0
+    rounds: int = 1  # the StableHLO files' profiles taken in this many rounds, each in a fresh worker
 
     @classmethod
     def of(cls, warmup: int | None = None, runs: int | None = None, profile: int | None = None,
-           host: int | None = None) -> "Asked":
+           host: int | None = None, rounds: int | None = None) -> "Asked":
         """bench's options, checked (StackwarsError, one line, on a value that cannot be sampled)."""
         from ..errors import StackwarsError
 
@@ -83,7 +84,12 @@ class Asked:
             raise StackwarsError(f"--profile {profile} must be at least 2 profiled runs", fix="e.g. --profile 10")
         if host is not None and host < 2:
             raise StackwarsError(f"--host {host} must be at least 2 phased runs", fix="e.g. --host 10")
-        return cls(warmup, runs, profile or 0, host or 0)
+        if rounds is not None and rounds < 1:
+            raise StackwarsError(f"--rounds {rounds} must be at least 1 round", fix="e.g. --rounds 3")
+        if rounds is not None and rounds > 1 and not profile:
+            raise StackwarsError(f"--rounds {rounds} repeats the profile in fresh workers, and no --profile was asked",
+                                 fix=f"add --profile, e.g. --profile 10 --rounds {rounds}")
+        return cls(warmup, runs, profile or 0, host or 0, rounds or 1)
 
 
 NOTHING_ASKED = Asked()

@@ -344,7 +344,7 @@ def with_times(report: DiffReport, result: DiffResult, profile_a, profile_b) -> 
         per[side] = times
         kernels[side] = ran
         folded[side] = into
-        series[side] = (runs, by_run)
+        series[side] = (runs, by_run, prof.rounds)
         untraced = sum(s for _, s in prof.untraced)
         totals[side] = {"steady_s": prof.steady_s, "wall_s": prof.wall_s, "kernel_s": prof.kernel_s,
                         "busy_s": prof.busy_s, "outside_kernels_s": prof.outside_s, "overhead": prof.overhead,
@@ -368,6 +368,7 @@ def with_times(report: DiffReport, result: DiffResult, profile_a, profile_b) -> 
     if None in gaps:
         totals["gap_95"] = list(gaps[None][1:])
         totals["in_turns"] = profile_a.in_turns_with(profile_b)
+        totals["rounds"] = len(profile_a.rounds) if profile_a.rounds and profile_a.rounds == profile_b.rounds else 1
         totals["roles_95"] = {k[1]: list(v[1:]) for k, v in gaps.items() if isinstance(k, tuple) and len(k) == 3}
 
     def interval(d) -> dict:
@@ -428,7 +429,7 @@ def _gaps(report: DiffReport, series: dict, roles: list) -> dict:
     hundredths of a millisecond) are told apart from the noise together where one block alone is not."""
     from ..runstats import part_gaps
 
-    (runs_a, by_a), (runs_b, by_b) = series["a"], series["b"]
+    (runs_a, by_a, rounds_a), (runs_b, by_b, rounds_b) = series["a"], series["b"]
     if not runs_a or not runs_b:
         return {}
     pairs = list(dict.fromkeys((source(d.a), source(d.b)) for d in report.blocks))
@@ -440,7 +441,8 @@ def _gaps(report: DiffReport, series: dict, roles: list) -> dict:
         for block, by, parts, zero in ((d.a, by_a, parts_a, zero_a), (d.b, by_b, parts_b, zero_b)):
             share = trip_share(block)
             parts[key] = [x + y * share for x, y in zip(parts.get(key, zero), by.get(source(block), zero))]
-    return part_gaps(runs_a, parts_a, runs_b, parts_b)
+    # Across rounds where both sides were profiled in the same rounds (bench --rounds: each a fresh worker)
+    return part_gaps(runs_a, parts_a, runs_b, parts_b, rounds=rounds_a if rounds_a == rounds_b else ())
 
 
 def adapter_roles(module: Module) -> tuple:

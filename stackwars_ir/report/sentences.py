@@ -137,6 +137,11 @@ def time_source(time: dict) -> str:
     if a.get("estimate") or b.get("estimate"):
         targets = sorted({t["estimate"]["target"] for t in (a, b) if t.get("estimate")})
         return f"bench --target: ESTIMATES for the {' and '.join(targets)}, not measurements"
+    rounds = time.get("rounds", 1)
+    if rounds > 1:
+        return (f"bench --profile --rounds {rounds}: each side's kernels in each round's median run by kernel "
+                f"total, the mean over {rounds} rounds (each a fresh worker) of {a['runs'] // rounds} profiled runs a side"
+                + (", taken in turns" if time.get("in_turns") else ""))
     return (f"bench --profile: each side's kernels in its median run by kernel total, of {a['runs']} and "
             f"{b['runs']} profiled runs" + (", taken in turns" if time.get("in_turns") else ""))
 
@@ -146,11 +151,15 @@ def time_terms(time: dict, split) -> str:
     a, b = time["a"], time["b"]
     if a.get("estimate") or b.get("estimate"):
         return ""
+    rounds = time.get("rounds", 1)
     out = ("Blocks, unmatched blocks and kernels traced to no block add up to each side's kernel total "
-           "exactly (both sides' median run).")
+           + ("exactly (both sides' median run)." if rounds == 1 else
+              f"exactly (both sides' median run in each round, averaged over {rounds} rounds)."))
     if split.interval:
         low, high = split.interval
-        out += (f" The kernel gap's 95% interval over the profiled runs: {low * 1e3:+.3f} to {high * 1e3:+.3f} ms"
+        over = ("over the profiled runs" if rounds == 1 else
+                f"across {rounds} rounds (each a fresh worker; the t-interval of the rounds' gaps)")
+        out += (f" The kernel gap's 95% interval {over}: {low * 1e3:+.3f} to {high * 1e3:+.3f} ms"
                 + ("; it holds zero, so no share of it is a finding." if split.within_noise else "."))
         out += (" A block's share is withheld (-) where its own interval holds zero, a role's where its blocks' "
                 "summed gap's does.")
@@ -162,6 +171,9 @@ def time_terms(time: dict, split) -> str:
         sure = sum(1 for low, high in gaps if not low <= 0.0 <= high)
         if gaps:
             out += f" {sure} of {len(gaps)} blocks' intervals exclude zero."
+            if rounds == 1:
+                out += (" Over one worker's runs, these intervals miss what a fresh worker shifts (docs/benchmarks.md): "
+                        "`bench --profile --rounds 3` gives them across workers.")
             if time.get("in_turns"):
                 out += (" The two sides were profiled in turns in one trace (A, B, B, A, ...), so a drift of the "
                         "machine moves both alike.")
