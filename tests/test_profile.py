@@ -83,7 +83,10 @@ def test_diff_bench_splits_the_kernel_gap_by_block_and_role(profiled):
     assert "By role, " in text and "summed gaps exclude zero" in text
     assert isinstance(time["within_noise"], bool) and {"jax", "torch-torch_xla"} <= set(time["verdict"].split())
     assert "time by block" in text and "share of the gap" in text and "bench's verdict:" in text
-    assert time["in_turns"] is True and "taken in turns" in text and "profiled in turns in one trace" in text
+    words = " ".join(text.split())  # the prose wraps at the terminal's width
+    assert time["in_turns"] is True and "taken in turns" in words and "profiled in turns in one trace" in words
+    # one worker's runs: the output says what that interval misses, and how to get one across workers
+    assert time["rounds"] == 1 and "`bench --profile --rounds 3` gives them across workers" in words
     from stackwars_ir.diff.result import DiffResult
     from stackwars_ir.report.markdown import diff_markdown
 
@@ -514,3 +517,30 @@ def test_bench_rounds_profile_in_fresh_workers_and_diff_bench_gives_intervals_ac
                        (("--profile", "--rounds", "0"), "--rounds 0 must be at least 1 round")):
         code, _, err = cli("bench", a, *args)
         assert code == 2 and said in err and "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_the_findings_page_splits_by_block_from_every_rounds_profile(profiled):
+    import dataclasses
+
+    from stackwars_ir.bench.run import BenchReport
+    from stackwars_ir.report.findings.blocks import across_rounds
+
+    _, _, bench, _, _ = profiled
+    rep = BenchReport.from_json(json.loads(bench.read_text()))
+    # A second round whose every kernel ran 10% slower: merged, each kernel's time is the rounds' mean
+    slower = dataclasses.replace(rep, rows=tuple(
+        (batch, dataclasses.replace(e, profile=dataclasses.replace(e.profile, kernel_s=e.profile.kernel_s * 1.1, kernels=tuple(
+            dataclasses.replace(k, seconds=k.seconds * 1.1, per_run=tuple(x * 1.1 for x in k.per_run))
+            for k in e.profile.kernels))))
+        for batch, e in rep.rows))
+    merged = across_rounds(rep, [rep, slower])
+    for (_, one), (_, two) in zip(rep.rows, merged.rows):
+        assert two.profile.rounds == (3, 3) and two.profile.runs == 6
+        assert two.profile.kernel_s == pytest.approx(one.profile.kernel_s * 1.05, rel=1e-9)
+        assert sum(k.seconds for k in two.profile.kernels) == pytest.approx(two.profile.kernel_s, rel=1e-9)
+    assert across_rounds(rep, [rep]) is rep  # one round: its own profile, intervals over its runs
+    # A row that one round did not profile keeps its own profile, not a merge of fewer rounds
+    (b0, e0), *rest = slower.rows
+    partial = dataclasses.replace(slower, rows=((b0, dataclasses.replace(e0, profile=None)), *rest))
+    kept = across_rounds(rep, [rep, partial])
+    assert kept.rows[0][1].profile.rounds == () and kept.rows[1][1].profile.rounds == (3, 3)

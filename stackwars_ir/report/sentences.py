@@ -171,6 +171,9 @@ def time_terms(time: dict, split) -> str:
         sure = sum(1 for low, high in gaps if not low <= 0.0 <= high)
         if gaps:
             out += f" {sure} of {len(gaps)} blocks' intervals exclude zero."
+            if rounds > 1 and len(gaps) >= 20:
+                out += (f" At 95% each, about {0.05 * len(gaps):.0f} of {len(gaps)} would exclude zero by chance alone: "
+                        "a single block's is a lead to rerun, not a finding.")
             if rounds == 1:
                 out += (" Over one worker's runs, these intervals miss what a fresh worker shifts (docs/benchmarks.md): "
                         "`bench --profile --rounds 3` gives them across workers.")
