@@ -95,7 +95,7 @@ def test_the_main_pages_ratios_come_across_rounds_where_the_grid_repeats_its_ben
     worded with its interval across the rounds; one round leaves the caller to word the job's own."""
     from types import SimpleNamespace as NS
 
-    from stackwars_ir.report.findings.claims import rounds_ratio_cell
+    from stackwars_ir.report.findings.page import rounds_ratio_cell
 
     def report(jax, xla):
         rows = [(2, NS(ok=True, name="jax", kind="stablehlo", timing=NS(steady=jax))),

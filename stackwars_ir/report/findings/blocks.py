@@ -26,8 +26,12 @@ def carriers_text(split, names=("A", "B"), unit=ms, detail: bool = False) -> str
     and the kernels that ran there on each side; with `detail`, each group's block of largest
     difference and its longest kernels on both sides (what the two compiled differently)."""
     groups = split.carriers(SHARE)
+    top = ", ".join(f"{group_name(r, '', n)} {unit(dt, True)}" for r, n, dt in split.roles[:3])
+    if split.within_noise:
+        low, high = split.interval
+        return (f"the kernel gap's 95% interval ({unit(low, True)} to {unit(high, True)}) holds zero: no share of it "
+                f"is a finding; largest by role: {top}")
     if not groups:
-        top = ", ".join(f"{group_name(r, '', n)} {unit(dt, True)}" for r, n, dt in split.roles[:3])
         return (f"no set of blocks carries {SHARE:.0%} of it in its direction (blocks differ both ways, or the "
                 f"rest outside blocks is large: {unit(split.rest, True)}); largest by role: {top}")
     parts = []
@@ -101,6 +105,32 @@ def one_capture_split(path, profile_a, profile_b):
     return time_gap(result), result.metrics["time"]
 
 
+def across_rounds(rep, reports: list):
+    """The bench report `rep` (a timed job's first round) with each profiled StableHLO row's profile
+    merged with the same file's in every round of `reports` (the grid's rounds, each its own worker:
+    bench.profile.merged), so diff --bench's intervals are across the rounds; a row that not every round
+    profiled, or whose rounds do not merge, keeps its own."""
+    import dataclasses
+
+    from ...bench.profile import merged
+    from ...errors import StackwarsError
+
+    if len(reports) < 2:
+        return rep
+    rows = []
+    for batch, e in rep.rows:
+        if e.kind == "stablehlo" and e.ok and e.profile is not None and e.sha256:
+            same = [x for r in reports for _, x in r.rows
+                    if x.kind == "stablehlo" and x.ok and x.profile is not None and x.sha256 == e.sha256]
+            if len(same) == len(reports):
+                try:
+                    e = dataclasses.replace(e, profile=merged([x.profile for x in same]))
+                except StackwarsError:
+                    pass
+        rows.append((batch, e))
+    return dataclasses.replace(rep, rows=tuple(rows))
+
+
 def profiled_gaps(a, benches: dict, train_benches: dict, say) -> None:
     """Section 10: per model, JAX's StableHLO against each PyTorch route's on one XLA runtime, split
     by block from each kernel's profiled time; then torch_xla's own XLA build against jaxlib's on
@@ -109,22 +139,36 @@ def profiled_gaps(a, benches: dict, train_benches: dict, say) -> None:
     from ...diff import diff_files
     from ...diff.result import time_gap
     from ...errors import StackwarsError
+    from .page import rounds_ratio_cell
 
+    rounds = {(model, step): a.res.bench_rounds(model, step) for step, reps in (("forward", benches), ("train", train_benches))
+              for model in reps}
+    counts = sorted({len(r) for r in rounds.values()})
+    # Every table of the section from the rounds' profiles merged: the same kernels and steady steps in each
+    benches = {model: across_rounds(rep, rounds[model, "forward"]) for model, rep in benches.items()}
+    train_benches = {model: across_rounds(rep, rounds[model, "train"]) for model, rep in train_benches.items()}
     say("\n## 10. Where the time goes, block by block (profiled on this machine)\n")
+    over = (f"in each of its rounds ({' or '.join(map(str, counts))}, each the bench again in a fresh worker); each "
+            "kernel's time is its time in each round's median run by kernel total, averaged over the rounds, "
+            if counts and counts[-1] > 1 else "; each kernel's time in the median run by kernel total is ")
     say(f"Every StableHLO row above ran {PROFILE_RUNS} more times under XLA's own profiler after its steady "
-        "state (`bench --profile`); each kernel's median time per run is traced to the block its ops came "
+        f"state (`bench --profile`) {over}traced to the block its ops came "
         "from (op_name metadata), and `diff --bench` splits the kernel-time gap by block. Named here: the "
         f"fewest groups of blocks (one role in one phase) whose differences carry {SHARE:.0%} of the gap, "
-        "with how many kernels ran there on each side. The bench's verdict says whether the whole gap is "
-        "above the noise; shares of a gap within the noise are not findings. Each side's kernel sum is "
-        "printed against its steady step (the unprofiled runs' median): over 1x, kernels overlapped on XLA "
+        "with how many kernels ran there on each side. The steady ratio (PyTorch's step over JAX's, across the "
+        "rounds; the bench's own verdict where there is one round) says whether the whole step differs; shares "
+        "of a kernel gap whose interval holds zero are not findings and are not given. Each side's kernel sum is "
+        "printed against its steady step (the unprofiled runs' median" + (", the median over rounds" if counts and counts[-1] > 1 else "")
+        + "): over 1x, kernels overlapped on XLA "
         "CPU's threads, so their sum is more than the step's time; the steady gap is PyTorch's steady step "
         "less JAX's. Where the kernel gap and the steady gap have opposite signs, the split by block says "
         "where kernel time differs, not why one step is slower, and the row says so. Each role's blocks are "
-        "also summed run by run: a role whose own gap's 95% interval excludes zero is named with it, a finding "
-        "of its own even where the whole gap is within the noise.\n")
+        "also summed run by run: a role whose own gap's 95% interval "
+        + ("across the rounds (the t-interval of the rounds' gaps: one worker's runs do not survive a fresh "
+           "worker, docs/benchmarks.md) " if counts and counts[-1] > 1 else "")
+        + "excludes zero is named with it, a finding of its own even where the whole gap is within the noise.\n")
     say("| model | step | JAX vs | JAX kernels ms (/ steady) | PyTorch kernels ms (/ steady) | kernel gap ms | "
-        f"steady gap ms | bench's verdict | blocks carrying {SHARE:.0%} of the gap |")
+        f"steady gap ms | PyTorch / JAX steady | blocks carrying {SHARE:.0%} of the gap |")
     say("| --- | --- | --- | ---: | ---: | ---: | ---: | --- | --- |")
     for step, reps, suffix in (("forward", benches, ""), ("train", train_benches, "-train")):
         for model, rep in reps.items():
@@ -139,8 +183,9 @@ def profiled_gaps(a, benches: dict, train_benches: dict, say) -> None:
                     say(f"| {model} | {step} | {e} | not profiled: {err.one_line()} | | | | | |")
                     continue
                 split, t = time_gap(result), result.metrics["time"]
+                ratio = rounds_ratio_cell(rounds[model, step], f"torch-{e}{suffix}", f"jax{suffix}")
                 say(f"| {model} | {step} | {e} | {against_steady(t['a'])} | {against_steady(t['b'])} | "
-                    f"{ms(split.gap, True)} | {steady_gap(t)} | {noise(t)} | {signs(split, t)}{carriers_text(split)}"
+                    f"{ms(split.gap, True)} | {steady_gap(t)} | {ratio or noise(t)} | {signs(split, t)}{carriers_text(split)}"
                     f"{sure_roles(split)} |")
     native_gaps(a, benches, train_benches, say)
     say("\n### torch_xla's own XLA build against jaxlib's, the same training step\n")

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ...bench.compare import WARMING
-from .page import Page, records_machine, shown, sweep_line
+from .page import Page, records_machine, rounds_ratio_cell, shown, sweep_line
 
 TPU = "tpu-v6e"
 MODELS = ("gpt2", "bert", "resnet50")
@@ -438,22 +438,6 @@ def steady_ratio(rep, b: str, a: str, st: dict) -> str:
     lo, hi = (v.low, v.high) if v.slower == b else (1 / v.high, 1 / v.low)
     said = f"{st[b] / st[a]:.2f} ({lo:.2f}-{hi:.2f})"
     return said + (f", {v.withheld}" if v.withheld else ", indistinguishable" if lo <= 1 <= hi else "")
-
-
-def rounds_ratio_cell(reports: list, b: str, a: str, key=lambda e: e.name) -> str | None:
-    """B's steady time over A's taken in each round's report (each its own worker: the grid's `rounds`),
-    worded with its interval across the rounds (report.sweep.across_rounds); None with fewer than two rounds
-    (the caller words the one job's own interval)."""
-    from ..sweep import across_rounds
-
-    if len(reports) < 2:
-        return None
-    ratios = []
-    for rep in reports:
-        st = {key(e): e.timing.steady for _, e in rep.rows if e.ok}
-        if a in st and b in st and st[a]:
-            ratios.append(st[b] / st[a])
-    return across_rounds(ratios)
 
 
 def study_table(say: Page, results: Path) -> None:

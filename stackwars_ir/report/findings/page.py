@@ -92,3 +92,19 @@ def shown(path: Path, root: Path) -> str:
     """PATH as a page names it: relative to the project ROOT, or its name alone (no machine's path)."""
     path, root = Path(path).resolve(), Path(root).resolve()
     return str(path.relative_to(root)) if path.is_relative_to(root) else path.name
+
+
+def rounds_ratio_cell(reports: list, b: str, a: str, key=lambda e: e.name) -> str | None:
+    """B's steady time over A's taken in each round's report (each its own worker: the grid's `rounds`),
+    worded with its interval across the rounds (report.sweep.across_rounds); None with fewer than two rounds
+    (the caller words the one job's own interval)."""
+    from ..sweep import across_rounds
+
+    if len(reports) < 2:
+        return None
+    ratios = []
+    for rep in reports:
+        st = {key(e): e.timing.steady for _, e in rep.rows if e.ok}
+        if a in st and b in st and st[a]:
+            ratios.append(st[b] / st[a])
+    return across_rounds(ratios)
