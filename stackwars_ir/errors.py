@@ -121,6 +121,10 @@ def held_interrupts(what: str):
         signal.signal(signal.SIGINT, hold)
         try:
             yield
+        except BaseException:
+            if asked:  # the stage failed after a Ctrl-C: still an interrupt (130), not its error
+                raise KeyboardInterrupt
+            raise
         finally:
             signal.signal(signal.SIGINT, previous)
         if asked:

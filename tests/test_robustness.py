@@ -145,6 +145,7 @@ except KeyboardInterrupt:
     ("cli", 1, "raised after the block: ['finished'] flag True"),
     ("default", 2, "raised inside the block: []"),  # a second Ctrl-C stops at once
     ("ignored", 1, "ran on: ['finished']"),  # a worker's ignored SIGINT stays ignored
+    ("failing", 1, "raised after the block: ['finished']"),  # a stage failing after a Ctrl-C: still an interrupt
 ])
 def test_a_ctrl_c_in_a_held_stage_waits_for_its_end(handler, presses, expected):
     # torch's exporters call Python from C++; a KeyboardInterrupt raised there once aborted the
@@ -154,7 +155,7 @@ def test_a_ctrl_c_in_a_held_stage_waits_for_its_end(handler, presses, expected):
 import os, signal, time
 from stackwars_ir.errors import INTERRUPTED, held_interrupts, on_sigint
 signal.signal(signal.SIGINT, {{"default": signal.default_int_handler, "cli": on_sigint,
-                               "ignored": signal.SIG_IGN}}["{handler}"])
+                               "ignored": signal.SIG_IGN, "failing": signal.default_int_handler}}["{handler}"])
 done = []
 try:
     with held_interrupts("the test stage"):
@@ -162,6 +163,8 @@ try:
             os.kill(os.getpid(), signal.SIGINT)
             time.sleep(0.05)
         done.append("finished")
+        if "{handler}" == "failing":
+            raise ValueError("the stage's own error")
     print("ran on:", done)
 except KeyboardInterrupt:
     print("raised " + ("after the block" if done else "inside the block") + ":", done,
