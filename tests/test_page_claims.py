@@ -111,6 +111,22 @@ def test_the_main_pages_ratios_come_across_rounds_where_the_grid_repeats_its_ben
     assert "from 2 rounds (fewer than 3: no interval across runs, so no finding)" in two
 
 
+def test_section_10s_kernel_ratios_come_across_rounds_where_every_round_profiled_both():
+    from types import SimpleNamespace as NS
+
+    from stackwars_ir.report.findings.blocks import kernel_ratio_cell
+
+    def report(ir, native):
+        return NS(rows=[(2, NS(ok=True, name="jax", profile=NS(kernel_s=ir))),
+                        (2, NS(ok=True, name="jax.jit (native)", profile=NS(kernel_s=native)))])
+
+    held = kernel_ratio_cell([report(1.0, 2.0), report(1.0, 2.1), report(1.0, 1.9)], "jax.jit (native)", "jax", 2.0)
+    assert held.startswith("2.00x (95% interval 1.") and held.endswith("across 3 rounds)")
+    spans = kernel_ratio_cell([report(1.0, 1.3), report(1.0, 0.8), report(1.0, 1.0)], "jax.jit (native)", "jax", 1.3)
+    assert spans.startswith("indistinguishable from 1")
+    assert kernel_ratio_cell([report(1.0, 2.0)], "jax.jit (native)", "jax", 2.0, "x") == "2.00x"  # one round: its figure
+
+
 def test_the_host_pages_cells_say_within_2x_exactly_where_the_study_lies_within_2x():
     """report/findings/host.py on FFN's records (out/findings-host, 2026-11-28): each cell's "within 2x"
     agrees with the study's figure and the predicted range it prints, the summary counts those cells,

@@ -106,10 +106,11 @@ def one_capture_split(path, profile_a, profile_b):
 
 
 def across_rounds(rep, reports: list):
-    """The bench report `rep` (a timed job's first round) with each profiled StableHLO row's profile
-    merged with the same file's in every round of `reports` (the grid's rounds, each its own worker:
-    bench.profile.merged), so diff --bench's intervals are across the rounds; a row that not every round
-    profiled, or whose rounds do not merge, keeps its own."""
+    """The bench report `rep` (a timed job's first round) with each profiled row's profile merged with
+    the same row's in every round of `reports` (the grid's rounds, each its own workers:
+    bench.profile.merged; a capture found by its contents, a native runtime by its row), so diff
+    --bench's intervals are across the rounds; a row that not every round profiled, or whose rounds do
+    not merge (a native runtime whose kernels differ from round to round), keeps its own."""
     import dataclasses
 
     from ...bench.profile import merged
@@ -117,11 +118,13 @@ def across_rounds(rep, reports: list):
 
     if len(reports) < 2:
         return rep
+    def same_row(x, e) -> bool:  # a capture by its contents, a native runtime by its row
+        return x.kind == e.kind and (x.sha256 == e.sha256 if e.kind == "stablehlo" else x.name == e.name)
+
     rows = []
     for batch, e in rep.rows:
-        if e.kind == "stablehlo" and e.ok and e.profile is not None and e.sha256:
-            same = [x for r in reports for _, x in r.rows
-                    if x.kind == "stablehlo" and x.ok and x.profile is not None and x.sha256 == e.sha256]
+        if e.ok and e.profile is not None and (e.sha256 or e.kind != "stablehlo"):
+            same = [x for r in reports for _, x in r.rows if x.ok and x.profile is not None and same_row(x, e)]
             if len(same) == len(reports):
                 try:
                     e = dataclasses.replace(e, profile=merged([x.profile for x in same]))
@@ -187,7 +190,7 @@ def profiled_gaps(a, benches: dict, train_benches: dict, say) -> None:
                 say(f"| {model} | {step} | {e} | {against_steady(t['a'])} | {against_steady(t['b'])} | "
                     f"{ms(split.gap, True)} | {steady_gap(t)} | {ratio or noise(t)} | {signs(split, t)}{carriers_text(split)}"
                     f"{sure_roles(split)} |")
-    native_gaps(a, benches, train_benches, say)
+    native_gaps(a, benches, train_benches, say, rounds)
     say("\n### torch_xla's own XLA build against jaxlib's, the same training step\n")
     say("The StableHLO torch_xla's lazy loop lowers its second step to (the capture) runs on jaxlib's XLA "
         "(the `torch-torch_xla-train` row); the lazy loop itself runs that graph on torch_xla's XLA "
@@ -207,7 +210,8 @@ def profiled_gaps(a, benches: dict, train_benches: dict, say) -> None:
         say(f"- {model}: kernels {ms(t['a']['kernels_sum_s'])} ms a step on jaxlib's XLA ({len(captured.profile.kernels)} "
             f"kernels), {ms(t['b']['kernels_sum_s'])} ms on torch_xla's ({len(lz.kernels)} kernels; "
             f"{ms(t['b']['unattributed_s'])} ms in no block: {', '.join(t['b']['unattributed'][:3]) or 'none'}): "
-            f"{t['b']['kernels_sum_s'] / t['a']['kernels_sum_s']:.2f}x, gap {ms(split.gap, True)} ms. "
+            f"{kernel_ratio_cell(rounds.get((model, 'train'), []), lazy.name, captured.name, t['b']['kernels_sum_s'] / t['a']['kernels_sum_s'], 'x')}"
+            f", gap {ms(split.gap, True)} ms. "
             f"By phase: {', '.join(f'{p} {ms(dt, True)}' for p, dt in split.phases)}. "
             f"Blocks carrying {SHARE:.0%} of it: {carriers_text(split, ('jaxlib', 'torch_xla'), detail=True)}. "
             f"torch_xla's steady step: {ms(lazy.timing.steady)} ms{_execute_time(lazy)}; its kernels were busy "
@@ -223,7 +227,21 @@ def _execute_time(row) -> str:
     return f", of which XLA executing (torch_xla's ExecuteTime, unprofiled steps) {ms(c['execute ms'] / c['runs'] / 1e3)} ms"
 
 
-def native_gaps(a, benches: dict, train_benches: dict, say) -> None:
+def kernel_ratio_cell(reports: list, b: str, a: str, fallback: float, unit: str = "") -> str:
+    """Row B's kernel total over row A's (by name), taken in each round's report and worded with its
+    interval across the rounds (report.sweep.across_rounds); `fallback` (one profile's ratio) where
+    fewer than two rounds profiled both."""
+    from ..sweep import across_rounds
+
+    ratios = []
+    for rep in reports:
+        k = {e.name: e.profile.kernel_s for _, e in rep.rows if e.ok and e.profile is not None}
+        if k.get(a) and k.get(b):
+            ratios.append(k[b] / k[a])
+    return across_rounds(ratios) if len(ratios) >= 2 else f"{fallback:.2f}{unit}"
+
+
+def native_gaps(a, benches: dict, train_benches: dict, say, rounds: dict | None = None) -> None:
     """The native runtimes against the StableHLO of the same framework on jaxlib's XLA, block by
     block: jax.jit against JAX's capture (the same XLA: what the runtime around it adds), torch eager
     and torch.compile against torch_xla's capture (PyTorch's own kernels, and inductor's, against what
@@ -260,7 +278,8 @@ def native_gaps(a, benches: dict, train_benches: dict, say) -> None:
                     continue
                 split, t = one_capture_split(path, ir.profile, native.profile)
                 say(f"| {model} | {step} | {ir.name} | {native.name} | {against_steady(t['a'])} | "
-                    f"{against_steady(t['b'])} | {t['b']['kernels_sum_s'] / t['a']['kernels_sum_s']:.2f} | "
+                    f"{against_steady(t['b'])} | "
+                    f"{kernel_ratio_cell((rounds or {}).get((model, step), []), native.name, ir.name, t['b']['kernels_sum_s'] / t['a']['kernels_sum_s'])} | "
                     f"{steady_gap(t)} | {signs(split, t)}{carriers_text(split)} |")
 
 
