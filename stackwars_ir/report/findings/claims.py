@@ -118,7 +118,7 @@ def training(a: "Sources", say: Page) -> dict:
                 f"{ms(t.steady)} | {t.spread:.0%} | {steady_after(t)} | {e.proof.summary if e.proof else '-'} | "
                 f"{counters_text(t.counters)} | {mib(total)} |")
             if e.kind != "stablehlo":
-                natives.append((model, e, rep.rows))
+                natives.append((model, e, rep.rows, a.res.bench_rounds(model, "train")))
         path = a.res.path(model, "train", "torch-torch_xla")
         side = read_sidecar(path) if path else None
         lazy[model] = side.data["train"]["torch_xla_steps"] if side else []
@@ -136,9 +136,9 @@ def training(a: "Sources", say: Page) -> dict:
         if steps:
             say(f"\n- {model}: {graphs_reading(steps)}")
     say("\nWhat each native training loop shows (generated from the rows above):\n")
-    for model, e, rows in natives:
+    for model, e, rows, reports in natives:
         say(f"- {model}, {e.name}: {native_reading(e, lazy.get(model, []))}")
-        if split := lazy_split(e, rows):
+        if split := lazy_split(e, rows, reports):
             say(f"  Where its steps go, by torch_xla's own clocks: {split}")
         if donated := donation_reading(e, rows):
             say(f"  Against jax.jit's undonated loop: {donated}")
@@ -203,10 +203,11 @@ def graphs_reading(steps: list[dict]) -> str:
     return out + f", with {reads} host read{'s' if reads != 1 else ''} in the step ({where})."
 
 
-def lazy_split(e, rows) -> str | None:
+def lazy_split(e, rows, reports: list = ()) -> str | None:
     """One generated sentence for a torch_xla lazy row: where its runs go by torch_xla's own clocks
     (XLA compiling, XLA executing, the rest tracing and dispatching), beside the same model's
-    torch_xla StableHLO capture run on jax's XLA; None for the other rows."""
+    torch_xla StableHLO capture run on jax's XLA; None for the other rows. `reports`: every round's
+    report of the job, whose profiles give the kernel sums as section 10 does (across the rounds)."""
     c = e.timing.counters if e.timing else {}
     if "execute ms" not in c.get("steady", {}):
         return None
@@ -237,11 +238,21 @@ def lazy_split(e, rows) -> str | None:
             f"(torch_xla {_torch_xla_version()}) takes {ratio:.2f}x that from the call to its results "
             f"(ExecuteTime), and tracing and dispatch take {1 - execute / (t.steady * 1e3):.0%} of the steady run")
     mine, theirs = kernel_sum(e.profile), kernel_sum(captured.profile)
+    ratio = f"{mine / theirs:.2f}x" if mine and theirs else ""
+    if mine and theirs and len(reports) >= 2:  # section 10's figures: every round's profile
+        from .blocks import across_rounds, kernel_ratio_cell
+
+        merged = {x.name: x for _, x in across_rounds(reports[0], reports).rows}
+        lazy_row, captured_row = merged.get(e.name), merged.get(captured.name)
+        if lazy_row is not None and captured_row is not None and kernel_sum(lazy_row.profile) \
+                and kernel_sum(captured_row.profile):
+            mine, theirs = kernel_sum(lazy_row.profile), kernel_sum(captured_row.profile)
+            ratio = kernel_ratio_cell(reports, e.name, captured.name, mine / theirs, "x")
     if mine and theirs:
         # ExecuteTime holds more than the kernels: the profiled kernels of the two builds say which part
         # is the build's code (section 10's rows), so the sentence claims no more than both show.
         out += (f". Profiled, its build's kernels take {n(mine * 1e3)} ms a run against jaxlib's {n(theirs * 1e3)} "
-                f"ms ({mine / theirs:.2f}x: section 10), so "
+                f"ms, {ratio} (section 10), so "
                 + (f"{1 - mine * 1e3 / execute:.0%} of its ExecuteTime lies outside the kernels its profiler sees"
                    if mine * 1e3 < execute else "its ExecuteTime is its kernels'"))
     second = c["second"]
@@ -594,7 +605,8 @@ def print_page(a: Sources, say: Page) -> None:
         cells = [rounds_ratio_cell(rounds[model], k, "jax", key=kind) or
                  (f"{st[k] / st['jax']:.2f} (one job)" if k in st and "jax" in st else "-") for k in NATIVE]
         say(f"| {model} | " + " | ".join(cells) + " |")
-    splits = [(model, split) for model, rep in benches.items() for _, e in rep.rows if (split := lazy_split(e, rep.rows))]
+    splits = [(model, split) for model, rep in benches.items() for _, e in rep.rows
+              if (split := lazy_split(e, rep.rows, rounds[model]))]
     if splits:
         say("\nWhere torch_xla lazy's runs go, by torch_xla's own clocks (CompileTime, ExecuteTime: from the "
             "call until the results are ready); the rest of a run is tracing the model in Python and "
