@@ -127,6 +127,20 @@ def test_section_10s_kernel_ratios_come_across_rounds_where_every_round_profiled
     assert kernel_ratio_cell([report(1.0, 2.0)], "jax.jit (native)", "jax", 2.0, "x") == "2.00x"  # one round: its figure
 
 
+def test_section_10_names_the_rows_that_kept_one_rounds_profile():
+    from types import SimpleNamespace as NS
+
+    from stackwars_ir.report.findings.blocks import _one_round
+
+    def rep(*rounds_of_rows):
+        return NS(rows=[(2, NS(ok=True, name=n, profile=NS(rounds=r))) for n, r in rounds_of_rows])
+
+    merged = {"forward": {"gpt2": rep(("jax", (10, 10, 10)), ("torch eager (2 threads)", ()))}, "train": {}}
+    said = _one_round({("gpt2", "forward"): [1, 2, 3]}, merged)
+    assert said.endswith("over that round's runs): gpt2 forward torch eager (2 threads).")
+    assert _one_round({("gpt2", "forward"): [1]}, merged) == ""  # a job of one round: nothing fell back
+
+
 def test_the_host_pages_cells_say_within_2x_exactly_where_the_study_lies_within_2x():
     """report/findings/host.py on FFN's records (out/findings-host, 2026-11-28): each cell's "within 2x"
     agrees with the study's figure and the predicted range it prints, the summary counts those cells,

@@ -169,7 +169,8 @@ def profiled_gaps(a, benches: dict, train_benches: dict, say) -> None:
         "also summed run by run: a role whose own gap's 95% interval "
         + ("across the rounds (the t-interval of the rounds' gaps: one worker's runs do not survive a fresh "
            "worker, docs/benchmarks.md) " if counts and counts[-1] > 1 else "")
-        + "excludes zero is named with it, a finding of its own even where the whole gap is within the noise.\n")
+        + "excludes zero is named with it, a finding of its own even where the whole gap is within the noise."
+        + _one_round(rounds, {"forward": benches, "train": train_benches}) + "\n")
     say("| model | step | JAX vs | JAX kernels ms (/ steady) | PyTorch kernels ms (/ steady) | kernel gap ms | "
         f"steady gap ms | PyTorch / JAX steady | blocks carrying {SHARE:.0%} of the gap |")
     say("| --- | --- | --- | ---: | ---: | ---: | ---: | --- | --- |")
@@ -239,6 +240,18 @@ def kernel_ratio_cell(reports: list, b: str, a: str, fallback: float, unit: str 
         if k.get(a) and k.get(b):
             ratios.append(k[b] / k[a])
     return across_rounds(ratios) if len(ratios) >= 2 else f"{fallback:.2f}{unit}"
+
+
+def _one_round(rounds: dict, merged: dict) -> str:
+    """The sentence naming the profiled rows that kept one round's profile though their job ran in
+    several (a round without that row's profile, or one whose kernels differ: across_rounds); '' for none."""
+    single = [f"{model} {step} {e.name}" for step, reps in merged.items() for model, rep in reps.items()
+              if len(rounds.get((model, step), ())) >= 2
+              for _, e in rep.rows if e.ok and e.profile is not None and not e.profile.rounds]
+    if not single:
+        return ""
+    return (f" Profiled in one round only (a round without its profile, or with other kernels: its intervals are "
+            f"over that round's runs): {', '.join(single)}.")
 
 
 def native_gaps(a, benches: dict, train_benches: dict, say, rounds: dict | None = None) -> None:
