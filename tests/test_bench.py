@@ -515,7 +515,7 @@ def test_findings_split_a_torch_xla_run_into_compile_execute_and_tracing_by_its_
     text = findings.lazy_split(dataclasses.replace(lazy, profile=prof(0.05)),
                                [(None, dataclasses.replace(captured, profile=prof(0.16))),
                                 (None, lazy)])
-    assert ("Profiled, its build's kernels take 50 ms a run against jaxlib's 160 ms (0.31x: section 10), so 75% of "
+    assert ("Profiled, its build's kernels take 50 ms a run against jaxlib's 160 ms, 0.31x (section 10), so 75% of "
             "its ExecuteTime lies outside the kernels its profiler sees") in text
     counters["second"] = phase(2500.0, 250.0)  # step 2 compiled the captured graph
     lazy = Executable(lazy.label, lazy.kind, None, Timing(1.0, 3.0, 0.25, 0.24, 0.26, 8, 2, counters, third=0.25))
