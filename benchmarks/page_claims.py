@@ -35,7 +35,8 @@ BOTH_WAYS = ("both ways", "differ both ways", "opposite", "over 100%")
 
 
 def _number(cell: str) -> float | None:
-    m = re.match(r"\s*([+-]?[\d,]+(?:\.\d+)?)", cell)
+    """A cell's leading number; of a ratio worded "indistinguishable from 1 (0.96x, ...)", that ratio."""
+    m = re.match(r"\s*(?:indistinguishable from 1 \()?([+-]?[\d,]+(?:\.\d+)?)", cell)
     return float(m.group(1).replace(",", "")) if m else None
 
 

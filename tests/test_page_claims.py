@@ -88,6 +88,10 @@ def test_a_split_by_block_beside_a_steady_gap_of_the_other_sign_must_say_so():
               "kernels | steady gap ms | blocks carrying 80% of the gap |\n| --- | --- | --- | --- | ---: | ---: | ---: "
               "| ---: | --- |\n| gpt2 | forward | t | lazy | 357 (1.01x) | 109 (0.21x) | 0.31 | +169 | mlp |")
     assert len(claims(native)) == 1
+    # The ratio worded across rounds (section 10 now): still read, still caught without the words
+    assert len(claims(native.replace("| 0.31 |", "| indistinguishable from 1 (0.96x, 95% interval 0.72-1.28 across "
+                                                 "3 rounds) |"))) == 1
+    assert len(claims(native.replace("| 0.31 |", "| 0.31x (95% interval 0.29-0.33 across 3 rounds) |"))) == 1
 
 
 def test_the_main_pages_ratios_come_across_rounds_where_the_grid_repeats_its_benches():
