@@ -1,6 +1,8 @@
 """One exception family for every stage; the CLI turns it into a one-line message and exit code 2."""
 from __future__ import annotations
 
+import contextlib
+
 # Exit codes, shared by every command (diff uses all three, as diff(1) does).
 EXIT_OK = 0
 EXIT_DIFFERENT = 1
@@ -86,6 +88,7 @@ def check_interrupted() -> None:
         raise KeyboardInterrupt
 
 
+@contextlib.contextmanager
 def held_interrupts(what: str):
     """A context in which a Ctrl-C waits for the block's end, then raises KeyboardInterrupt there.
 
@@ -95,39 +98,34 @@ def held_interrupts(what: str):
     instance of 'python_error'", instead of 130). A second Ctrl-C raises at once. Outside the main
     thread, or where SIGINT is not Python's or the CLI's handler (ignored in a worker), it does nothing.
     """
-    import contextlib
     import os
     import signal
     import threading
 
-    @contextlib.contextmanager
-    def held():
-        previous = signal.getsignal(signal.SIGINT)
-        if threading.current_thread() is not threading.main_thread() or \
-                previous not in (on_sigint, signal.default_int_handler):
-            yield
-            return
-        asked = []
+    previous = signal.getsignal(signal.SIGINT)
+    if threading.current_thread() is not threading.main_thread() or \
+            previous not in (on_sigint, signal.default_int_handler):
+        yield
+        return
+    asked = []
 
-        def hold(signum, frame):
-            if previous is on_sigint:
-                INTERRUPTED["flag"] = True  # writers publish nothing from here on
-            if asked:
-                raise KeyboardInterrupt
-            asked.append(signum)
-            # os.write, not sys.stderr: the handler may run inside a write to sys.stderr
-            os.write(2, f"stackwars-ir: stopping after {what} (Ctrl-C again stops now)\n".encode())
-
-        signal.signal(signal.SIGINT, hold)
-        try:
-            yield
-        except BaseException:
-            if asked:  # the stage failed after a Ctrl-C: still an interrupt (130), not its error
-                raise KeyboardInterrupt
-            raise
-        finally:
-            signal.signal(signal.SIGINT, previous)
+    def hold(signum, frame):
+        if previous is on_sigint:
+            INTERRUPTED["flag"] = True  # writers publish nothing from here on
         if asked:
             raise KeyboardInterrupt
+        asked.append(signum)
+        # os.write, not sys.stderr: the handler may run inside a write to sys.stderr
+        os.write(2, f"stackwars-ir: stopping after {what} (Ctrl-C again stops now)\n".encode())
 
-    return held()
+    signal.signal(signal.SIGINT, hold)
+    try:
+        yield
+    except BaseException:
+        if asked:  # the stage failed after a Ctrl-C: still an interrupt (130), not its error
+            raise KeyboardInterrupt
+        raise
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    if asked:
+        raise KeyboardInterrupt

@@ -38,11 +38,7 @@ def part_gaps(totals_a, parts_a: dict, totals_b, parts_b: dict, seed: int = 0, p
         return round_gaps(totals_a, parts_a, totals_b, parts_b, rounds)
     na, nb = len(totals_a), len(totals_b)
     paired = paired and na == nb
-    keys = list(dict.fromkeys([*parts_a, *parts_b]))
-    zero_a, zero_b = (0.0,) * na, (0.0,) * nb
-    series_a = {k: parts_a.get(k, zero_a) for k in keys}
-    series_b = {k: parts_b.get(k, zero_b) for k in keys}
-    series_a[None], series_b[None] = tuple(totals_a), tuple(totals_b)
+    series_a, series_b = _series(totals_a, parts_a, parts_b), _series(totals_b, parts_b, parts_a)
     if not na or not nb:
         return {}
     pa, pb = median_runs(totals_a), median_runs(totals_b)
@@ -64,6 +60,12 @@ def part_gaps(totals_a, parts_a: dict, totals_b, parts_b: dict, seed: int = 0, p
     return out
 
 
+def _series(totals, parts: dict, others: dict) -> dict:
+    """One side's per-run series of every part of either side (0 where it has none), its totals under None."""
+    zero = (0.0,) * len(totals)
+    return {**{k: parts.get(k, zero) for k in dict.fromkeys([*parts, *others])}, None: tuple(totals)}
+
+
 def round_gaps(totals_a, parts_a: dict, totals_b, parts_b: dict, rounds: tuple) -> dict:
     """{part: (gap, low, high)} as part_gaps, from runs taken in rounds (`rounds`: each round's count, the
     runs kept in round order, both sides alike): in each round, B - A in that round's median runs (each
@@ -74,11 +76,7 @@ def round_gaps(totals_a, parts_a: dict, totals_b, parts_b: dict, rounds: tuple) 
     independent measurements (as runstats.rounds_ratio's)."""
     import math
 
-    keys = list(dict.fromkeys([*parts_a, *parts_b]))
-    zero = (0.0,) * len(totals_a)
-    series_a = {k: parts_a.get(k, zero) for k in keys}
-    series_b = {k: parts_b.get(k, zero) for k in keys}
-    series_a[None], series_b[None] = tuple(totals_a), tuple(totals_b)
+    series_a, series_b = _series(totals_a, parts_a, parts_b), _series(totals_b, parts_b, parts_a)
     per: dict = {k: [] for k in series_a}
     start = 0
     for count in rounds:

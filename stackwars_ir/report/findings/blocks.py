@@ -148,8 +148,8 @@ def profiled_gaps(a, benches: dict, train_benches: dict, say) -> None:
               for model in reps}
     counts = sorted({len(r) for r in rounds.values()})
     # Every table of the section from the rounds' profiles merged: the same kernels and steady steps in each
-    benches = {model: across_rounds(rep, rounds[model, "forward"]) for model, rep in benches.items()}
-    train_benches = {model: across_rounds(rep, rounds[model, "train"]) for model, rep in train_benches.items()}
+    benches = {model: a.res.bench_merged(model, "forward") for model in benches}
+    train_benches = {model: a.res.bench_merged(model, "train") for model in train_benches}
     say("\n## 10. Where the time goes, block by block (profiled on this machine)\n")
     over = (f"in each of its rounds ({' or '.join(map(str, counts))}, each the bench again in a fresh worker); each "
             "kernel's time is its time in each round's median run by kernel total, averaged over the rounds, "
@@ -233,12 +233,9 @@ def kernel_ratio_cell(reports: list, b: str, a: str, fallback: float, unit: str 
     interval across the rounds (report.sweep.across_rounds); `fallback` (one profile's ratio) where
     fewer than two rounds profiled both."""
     from ..sweep import across_rounds
+    from .page import round_ratios
 
-    ratios = []
-    for rep in reports:
-        k = {e.name: e.profile.kernel_s for _, e in rep.rows if e.ok and e.profile is not None}
-        if k.get(a) and k.get(b):
-            ratios.append(k[b] / k[a])
+    ratios = round_ratios(reports, b, a, lambda e: e.profile.kernel_s if e.profile is not None else None)
     return across_rounds(ratios) if len(ratios) >= 2 else f"{fallback:.2f}{unit}"
 
 

@@ -108,7 +108,8 @@ def training(a: "Sources", say: Page) -> dict:
             say(f"| {model} | - | failed: {cell(rep)} | | | | | | | | | |")
             continue
         reps[model] = rep
-        for _, e in rep.rows:
+        merged = a.res.bench_merged(model, "train")
+        for (_, e), (_, e_merged) in zip(rep.rows, merged.rows):
             if not e.ok:
                 say(f"| {model} | {e.name} | failed: {e.error} | | | | | | | | | |")
                 continue
@@ -118,7 +119,7 @@ def training(a: "Sources", say: Page) -> dict:
                 f"{ms(t.steady)} | {t.spread:.0%} | {steady_after(t)} | {e.proof.summary if e.proof else '-'} | "
                 f"{counters_text(t.counters)} | {mib(total)} |")
             if e.kind != "stablehlo":
-                natives.append((model, e, rep.rows, a.res.bench_rounds(model, "train")))
+                natives.append((model, e_merged, merged.rows, a.res.bench_rounds(model, "train")))
         path = a.res.path(model, "train", "torch-torch_xla")
         side = read_sidecar(path) if path else None
         lazy[model] = side.data["train"]["torch_xla_steps"] if side else []
@@ -206,8 +207,9 @@ def graphs_reading(steps: list[dict]) -> str:
 def lazy_split(e, rows, reports: list = ()) -> str | None:
     """One generated sentence for a torch_xla lazy row: where its runs go by torch_xla's own clocks
     (XLA compiling, XLA executing, the rest tracing and dispatching), beside the same model's
-    torch_xla StableHLO capture run on jax's XLA; None for the other rows. `reports`: every round's
-    report of the job, whose profiles give the kernel sums as section 10 does (across the rounds)."""
+    torch_xla StableHLO capture run on jax's XLA; None for the other rows. `e` and `rows` as section 10
+    reads them (Results.bench_merged: profiles merged across rounds); `reports`: every round's report,
+    for the kernel ratio's interval across the rounds."""
     c = e.timing.counters if e.timing else {}
     if "execute ms" not in c.get("steady", {}):
         return None
@@ -238,17 +240,10 @@ def lazy_split(e, rows, reports: list = ()) -> str | None:
             f"(torch_xla {_torch_xla_version()}) takes {ratio:.2f}x that from the call to its results "
             f"(ExecuteTime), and tracing and dispatch take {1 - execute / (t.steady * 1e3):.0%} of the steady run")
     mine, theirs = kernel_sum(e.profile), kernel_sum(captured.profile)
-    ratio = f"{mine / theirs:.2f}x" if mine and theirs else ""
-    if mine and theirs and len(reports) >= 2:  # section 10's figures: every round's profile
-        from .blocks import across_rounds, kernel_ratio_cell
-
-        merged = {x.name: x for _, x in across_rounds(reports[0], reports).rows}
-        lazy_row, captured_row = merged.get(e.name), merged.get(captured.name)
-        if lazy_row is not None and captured_row is not None and kernel_sum(lazy_row.profile) \
-                and kernel_sum(captured_row.profile):
-            mine, theirs = kernel_sum(lazy_row.profile), kernel_sum(captured_row.profile)
-            ratio = kernel_ratio_cell(reports, e.name, captured.name, mine / theirs, "x")
     if mine and theirs:
+        from .blocks import kernel_ratio_cell
+
+        ratio = kernel_ratio_cell(reports, e.name, captured.name, mine / theirs, "x")
         # ExecuteTime holds more than the kernels: the profiled kernels of the two builds say which part
         # is the build's code (section 10's rows), so the sentence claims no more than both show.
         out += (f". Profiled, its build's kernels take {n(mine * 1e3)} ms a run against jaxlib's {n(theirs * 1e3)} "
@@ -358,6 +353,7 @@ class Results:
         self.report, self.root = report, Path(report.root)
         self.by: dict = {}  # key -> the record (a timed bench: its first round's)
         self.rounds: dict = {}  # key -> every round's record, in order (the grid's `rounds`)
+        self._merged: dict = {}  # (model, step) -> bench_merged's report
         for rec in sorted(report.records, key=lambda rec: rec.job.round):
             r, job = rec.job.request, rec.job
             if job.command == "bench":
@@ -396,6 +392,18 @@ class Results:
         from ...bench.run import BenchReport
 
         return self._get(("bench", model, step, "", self._batch(model, batch)), BenchReport)
+
+    def bench_merged(self, model: str, step: str = "forward"):
+        """bench's report with each profiled row's profile merged across the job's rounds (blocks.across_rounds):
+        what section 10 and the sentences quoting it read; bench's error or None as bench gives them."""
+        from ...bench.run import BenchReport
+        from .blocks import across_rounds
+
+        if (model, step) not in self._merged:
+            rep = self.bench(model, step)
+            self._merged[model, step] = across_rounds(rep, self.bench_rounds(model, step)) \
+                if isinstance(rep, BenchReport) else rep
+        return self._merged[model, step]
 
     def bench_rounds(self, model: str, step: str = "forward", batch=None) -> list:
         """Every round's BenchReport of the model's timed job (the failed rounds left out)."""
@@ -605,8 +613,8 @@ def print_page(a: Sources, say: Page) -> None:
         cells = [rounds_ratio_cell(rounds[model], k, "jax", key=kind) or
                  (f"{st[k] / st['jax']:.2f} (one job)" if k in st and "jax" in st else "-") for k in NATIVE]
         say(f"| {model} | " + " | ".join(cells) + " |")
-    splits = [(model, split) for model, rep in benches.items() for _, e in rep.rows
-              if (split := lazy_split(e, rep.rows, rounds[model]))]
+    splits = [(model, split) for model in benches for _, e in res.bench_merged(model).rows
+              if (split := lazy_split(e, res.bench_merged(model).rows, rounds[model]))]
     if splits:
         say("\nWhere torch_xla lazy's runs go, by torch_xla's own clocks (CompileTime, ExecuteTime: from the "
             "call until the results are ready); the rest of a run is tracing the model in Python and "

@@ -102,9 +102,14 @@ def rounds_ratio_cell(reports: list, b: str, a: str, key=lambda e: e.name) -> st
 
     if len(reports) < 2:
         return None
+    return across_rounds(round_ratios(reports, b, a, lambda e: e.timing.steady, key))
+
+
+def round_ratios(reports: list, b: str, a: str, value, key=lambda e: e.name) -> list:
+    """Row B's value over row A's (rows found by `key`) in each round's report where both ran and have one."""
     ratios = []
     for rep in reports:
-        st = {key(e): e.timing.steady for _, e in rep.rows if e.ok}
-        if a in st and b in st and st[a]:
-            ratios.append(st[b] / st[a])
-    return across_rounds(ratios)
+        got = {key(e): value(e) for _, e in rep.rows if e.ok}
+        if got.get(a) and got.get(b):
+            ratios.append(got[b] / got[a])
+    return ratios
