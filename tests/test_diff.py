@@ -182,7 +182,7 @@ def test_json_and_markdown_outputs(cli, tmp_path):
                      "--json", tmp_path / "d.json", "--markdown", tmp_path / "d.md")
     assert code == 1
     data = json.loads((tmp_path / "d.json").read_text())
-    assert data["format"] == 3 and data["differs"] is True
+    assert data["format"] == 4 and data["differs"] is True
     assert {b["label"] for b in data["blocks"]} >= {"attention[0]#0", "mlp[1]#0", "norm#0"}
     md = (tmp_path / "d.md").read_text()
     assert "## Findings" in md and "batch_norm_training" in md and "```mlir" in md

@@ -90,9 +90,10 @@ def test_rewritten_group_holds_region_ops_with_their_reduce():
 def test_op_diff_survives_json_and_format_2_still_reads(tmp_path):
     result = diff_files(golden("gpt2", "jax"), golden("gpt2", "torch-torchax")).result()
     data = json.loads(json.dumps(result.as_json()))
-    assert data["format"] == 3
+    assert data["format"] == 4
     back = DiffResult.from_json(data)
     assert [d.op_diff for d in back.blocks] == [d.op_diff for d in result.blocks]
+    assert back.interface == result.interface and back.differs == result.differs
     counts = data["blocks"][0]["op_diff"]["counts"]
     assert set(counts) == {"matched", "changed", "rewritten", "only_a", "only_b"}
     old = dict(data, format=2)

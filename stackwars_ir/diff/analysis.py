@@ -11,7 +11,7 @@ from ..routes import SHOWN_VERSIONS
 from .align import Alignment, align
 from .blocks import Block, Segmentation, segment
 from .findings import BlockFacts, block_findings, facts, flattened
-from .ops import match_ops
+from .ops import interface_changes, match_blocks
 from .result import BlockResult, DiffResult, SideResult, Summary, Unmatched, counter_delta, first_of_each_role
 
 EXCERPT_LINES = 40
@@ -39,10 +39,6 @@ class BlockDiff:
         """B - A per op, as BlockResult.delta and git diff A B count: + is more in B."""
         return counter_delta(self.facts_b.histogram, self.facts_a.histogram)
 
-    @property
-    def differs(self) -> bool:
-        return bool(self.delta) or bool(self.findings)
-
 
 @dataclass(frozen=True)
 class Side:
@@ -68,11 +64,6 @@ class DiffReport:
     blocks: tuple  # BlockDiff, in A's program order
     summary: tuple  # (topic, sentence): the study's questions answered for this pair
 
-    @property
-    def differs(self) -> bool:
-        return bool(self.alignment.only_a or self.alignment.only_b) or any(b.differs for b in self.blocks) \
-            or self.a.histogram != self.b.histogram
-
     def __str__(self) -> str:
         return f"DiffReport({self.a.name} vs {self.b.name}: {len(self.blocks)} aligned blocks)"
 
@@ -84,19 +75,25 @@ class DiffReport:
         shown = set(range(len(self.blocks))) if excerpts == "all" else \
             set(first_of_each_role(d.a.role for d in self.blocks))
         blocks = []
+        ids = [(_op_ids(d.a), _op_ids(d.b)) for d in self.blocks]
+        args_a, args_b = argument_identities(self.a.module, self.b.module)
+        op_diffs, paired_a, paired_b = match_blocks(self.a.module, self.b.module, ids, lines_a, lines_b,
+                                                    args_a, args_b)
         for i, d in enumerate(self.blocks):
-            ids_a, ids_b = _op_ids(d.a), _op_ids(d.b)
+            ids_a, ids_b = ids[i]
             blocks.append(BlockResult(
                 d.label, d.a.phase, d.a.layer, d.a.role, d.a.ordinal, d.a.name, d.b.name, ids_a, ids_b,
                 d.facts_a.as_json(), d.facts_b.as_json(), d.findings,
                 tuple(excerpt(self.a.module, d.a, lines=lines_a)) if i in shown else (),
                 tuple(excerpt(self.b.module, d.b, lines=lines_b)) if i in shown else (),
-                op_diff=match_ops(self.a.module, ids_a, self.b.module, ids_b, lines_a, lines_b)))
+                op_diff=op_diffs[i]))
         al = self.alignment
         return DiffResult(_side_result(self.a), _side_result(self.b), al.method, al.reason, al.coverage, tuple(blocks),
                           tuple(_unmatched(b) for b in al.only_a), tuple(_unmatched(b) for b in al.only_b),
                           self.summary, flow_a=_flow(self.a.module, [d.a for d in self.blocks]),
-                          flow_b=_flow(self.b.module, [d.b for d in self.blocks]))
+                          flow_b=_flow(self.b.module, [d.b for d in self.blocks]),
+                          interface=interface_changes(self.a.module, self.b.module, args_a, args_b,
+                                                      paired_a, paired_b, lines_a, lines_b))
 
     def as_json(self) -> dict:
         return self.result().as_json()
@@ -162,6 +159,23 @@ def _argument_names(source: str) -> dict:
     except Exception:
         return {}
     return {a["index"]: a["name"] for a in sc.arguments if "index" in a and "name" in a} if sc else {}
+
+
+def argument_identities(a: Module, b: Module) -> tuple[dict, dict]:
+    """Which argument each entry argument is (value id -> identity), for both sides alike: the name
+    each capture's sidecar gives it (the PyTorch parameter or input it holds, which every route
+    records), where both sidecars name every argument of their side, each name once; else its index."""
+    named = []
+    for m in (a, b):
+        names = _argument_names(m.source)
+        args = m.entry.args
+        if len(names) < len(args) or len(set(names.get(i) for i in range(len(args)))) < len(args):
+            named = None
+            break
+        named.append({v: names[i] for i, v in enumerate(args)})
+    if named:
+        return named[0], named[1]
+    return ({v: i for i, v in enumerate(a.entry.args)}, {v: i for i, v in enumerate(b.entry.args)})
 
 
 def _provenance(source: str) -> tuple[dict | None, str]:

@@ -14,7 +14,7 @@ import re
 from collections import Counter, defaultdict, deque
 from dataclasses import dataclass, field
 
-from ..ir.model import Module, Op
+from ..ir.model import Module, Op, callees
 from ..ir.scopes import (AUTO_PROVENANCE, CALL_WORDS, LOOP_WORDS, REMAT, REMAT_WORDS,  # noqa: F401 (diff's API)
                          loop_scoped, names_a_module, path_coverage)
 from ..ir.scopes import phases as find_phases
@@ -831,7 +831,7 @@ def _owner(module: Module, op: Op, entry: str) -> int:
     if op.func == entry:
         return op.id
     for caller in module.ops:  # callee bodies belong to their (first) call site
-        if caller.name == "func.call" and caller.attr("callee") == op.func:
+        if op.func in callees(caller):
             return _owner(module, caller, entry)
     return -1
 

@@ -25,7 +25,7 @@ import re
 from collections import Counter, defaultdict
 from dataclasses import dataclass
 
-from ..ir.model import Module, Op
+from ..ir.model import Module, Op, callees
 from .blocks import top_of
 
 STATUSES = ("matched", "changed", "rewritten", "only_a", "only_b")
@@ -115,12 +115,20 @@ class OpDiff:
                    d["ops_a"], d["ops_b"])
 
 
-class _Side:
-    """One block's ops with what the matcher reads: signatures, in-block producers and users."""
+# Attributes that name a helper function rather than say what is computed: the helper's ops are compared
+# where the block inlines them (Module.inlined), so two names for one helper are one helper.
+_NAMING = frozenset({"callee", "decomposition", "called_computations", "sym_name"})
 
-    def __init__(self, module: Module, op_ids):
+
+class _Side:
+    """One block's ops with what the matcher reads: signatures, in-block producers and users, and where
+    each operand comes from. `args`: entry argument value id -> its identity (a sidecar's name, else
+    its index), so two programs compare by which argument an op reads."""
+
+    def __init__(self, module: Module, op_ids, args: dict | None = None):
         ops = module.ops
         self.module = module
+        self.args = args if args is not None else {v: i for i, v in enumerate(module.entry.args)}
         top, children = [], defaultdict(list)
         ids = set(op_ids)
         for i in op_ids:
@@ -136,26 +144,48 @@ class _Side:
         self.size = len(top) + sum(len(c) for c in children.values())  # with regions' ops
         self.pos = {i: k for k, i in enumerate(top)}
         self.children = children
-        values, uses = module.values, module.uses
+        values = module.values
+        nested = module.nested
         self.sig = {}
-        self.producers = {}  # op -> (producer op id in the block, or None), per operand
-        self.users = {}  # op -> ((user op id in the block, operand position), ...)
+        self.inputs = {}  # op -> the values it reads: its operands, then what its regions read from outside
+        self.producers = {}  # op -> (producer op id in the block, or None), per input
+        self.users = {}  # op -> ((user op id in the block, input position), ...)
         for i in top:
             op = ops[i]
-            self.sig[i] = _signature(module, op, children.get(i, ()))
-            self.producers[i] = tuple(p if (p := values[v].producer) in self.pos else None for v in op.operands)
-            self.users[i] = tuple((u, k) for v in op.results for u, k in uses[v] if u in self.pos)
+            inner = nested.get(i, ())
+            region, captured = _region_print(module, i, inner) if inner else (None, ())
+            self.sig[i] = _signature(module, op, region)
+            self.inputs[i] = op.operands + captured
+            self.producers[i] = tuple(p if (p := values[v].producer) in self.pos and v in ops[p].results else None
+                                      for v in self.inputs[i])
+        self._made: dict = {}
+        self.sites = defaultdict(list)  # function -> the ops of this block that call it with its arguments
+        for i in top:
+            if ops[i].name == "func.call" or ops[i].name.endswith(".composite"):
+                for f in callees(ops[i]):
+                    self.sites[f].append(i)
+        reads = defaultdict(list)
+        for i in top:
+            for k, p in enumerate(self.producers[i]):
+                if p is not None:
+                    reads[p].append((i, k))
+        for i in top:
+            self.users[i] = tuple(reads.get(i, ()))
 
     def name(self, i: int) -> str:
         return self.module.ops[i].name
 
+    def leaf(self, v: int) -> tuple:
+        """What an input from outside the block is, for fingerprints: the argument it is, else its type."""
+        if v in self.args:
+            return ("arg", self.args[v])
+        return ("in", self.module.values[v].type)
+
     def up_fingerprints(self) -> dict:
         fp = {}
-        values = self.module.values
         for i in self.order:
-            op = self.module.ops[i]
-            fp[i] = hash((self.sig[i], tuple(fp[p] if p is not None else ("in", values[v].type)
-                                             for p, v in zip(self.producers[i], op.operands))))
+            fp[i] = hash((self.sig[i], tuple(fp[p] if p is not None else self.leaf(v)
+                                             for p, v in zip(self.producers[i], self.inputs[i]))))
         return fp
 
     def down_fingerprints(self) -> dict:
@@ -164,23 +194,159 @@ class _Side:
             fp[i] = hash((self.sig[i], tuple(sorted((fp[u], k) for u, k in self.users[i]))))
         return fp
 
+    def made(self, p: int, depth: int = 0):
+        """A key for what op `p` makes when it reads nothing but constants (a constant, an iota, a
+        broadcast of a constant): equal for two ops that make the same value, wherever they sit and
+        however many copies a side makes; None for an op that reads anything else."""
+        hit = self._made.get(p, 0)
+        if hit != 0:
+            return hit
+        module = self.module
+        op = module.ops[p]
+        key = None
+        splat = _splat(module, op)
+        if splat is not None:
+            self._made[p] = splat
+            return splat
+        if op.name in _SPLAT_KEEPING and op.operands and len(op.results) == 1:
+            q = module.values[op.operands[0]].producer
+            sub = self.made(q, depth + 1) if q is not None and depth < 8 else None
+            t = module.values[op.results[0]].type
+            if isinstance(sub, tuple) and sub[0] == "splat" and sub[2] == t.dtype:
+                # a splat broadcast or reshaped is a splat of the new shape: the same value as one
+                # the other side writes at that shape directly
+                self._made[p] = key = ("splat", sub[1], t.dtype, t.shape)
+                return key
+        if p not in module.nested and depth < 8 and not op.name.startswith("func."):
+            inputs = []
+            for v in op.operands:
+                q = module.values[v].producer
+                sub = self.made(q, depth + 1) if q is not None and v in module.ops[q].results else None
+                if sub is None:
+                    break
+                inputs.append((sub, module.ops[q].results.index(v)))
+            else:
+                key = hash((_signature(module, op, None), tuple(inputs)))
+        self._made[p] = key
+        return key
 
-def _signature(module: Module, op: Op, children) -> tuple:
+    def source(self, v: int, paired: dict) -> tuple:
+        """Where value `v` comes from, in terms both sides share: ("arg", identity) an entry argument,
+        ("param", position, type) a helper function's argument, ("op", A's op id, result) the result of
+        an op paired with an op of the other side (`paired`: this side's op id -> A's), ("new",) an op
+        this side alone has. Data movement of this side alone (a reshape, a convert) is looked through,
+        so a flattening reshape that one side adds reads as the value it moves (the reshape itself is
+        reported apart, as one side's). A helper's argument reads as its call's operand, and a call's
+        result as the helper's result, where this block holds the call and the helper's ops (as one
+        side's helper and the other's inlined ops are compared)."""
+        module = self.module
+        values, ops = module.values, module.ops
+        for _ in range(16):
+            val = values[v]
+            p = val.producer
+            if p is None:
+                if v in self.args:
+                    return ("arg", self.args[v]), None
+                sites = self.sites.get(module.arg_functions.get(v), ())
+                if len(sites) == 1 and val.arg_index is not None and val.arg_index < len(ops[sites[0]].operands):
+                    v = ops[sites[0]].operands[val.arg_index]
+                    continue
+                return ("param", val.arg_index, str(val.type)), None
+            res = ops[p].results
+            if v not in res:  # a region's argument (an op reading it sits in that region)
+                return ("region argument", val.arg_index), None
+            op = ops[p]
+            made = self.made(p)
+            if made is not None:  # a constant (or one computed from constants alone): its value is what counts
+                return ("value", made, res.index(v)), p
+            q = paired.get(p)
+            if q is not None:
+                return ("op", q, res.index(v)), p
+            if op.name in _LOOK_THROUGH and op.operands:
+                v = op.operands[0]
+                continue
+            if op.name == "func.call" or op.name.endswith(".composite"):
+                f = module.func_by_name.get(next(iter(callees(op)), None))
+                k = res.index(v)
+                if f is not None and k < len(f.returns):
+                    v = f.returns[k]
+                    continue
+            return ("new",), p
+        return ("new",), None
+
+
+_SPLAT_KEEPING = frozenset({"stablehlo.broadcast_in_dim", "stablehlo.reshape", "stablehlo.broadcast"})
+
+
+def _splat(module: Module, op: Op):
+    """("splat", element, dtype, shape) of a constant whose elements are all one value, else None."""
+    if not op.name.endswith(".constant") or not op.attr("splat") or len(op.results) != 1:
+        return None
+    m = re.match(r"dense<([^<>]*)>", str(op.attr("value") or ""))
+    if m is None:
+        return None
+    t = module.values[op.results[0]].type
+    return ("splat", m.group(1), t.dtype, t.shape)
+
+
+def _region_print(module: Module, holder: int, inner: tuple) -> tuple:
+    """(fingerprint, captured) of what an op's regions compute: every nested op's name, result types,
+    attributes and where its operands come from (another nested op's result, a region's argument by
+    position, or a value from outside: `captured`, in order of first read), as a multiset, so the
+    order of independent ops inside a region does not count."""
+    ops, values = module.ops, module.values
+    local: dict = {}
+    captured: list = []
+    where = {holder: 0}
+    for k, c in enumerate(inner, start=1):
+        where[c] = k
+    prints = []
+    for c in inner:
+        op = ops[c]
+        refs = []
+        for v in op.operands:
+            r = local.get(v)
+            if r is None:
+                val = values[v]
+                if val.producer in where and v not in ops[val.producer].results:
+                    r = ("region argument", where[val.producer], val.arg_index)
+                else:
+                    if v not in captured:
+                        captured.append(v)
+                    r = ("outside", captured.index(v), str(val.type))
+            refs.append(r)
+        h = hash((_signature(module, op, None), tuple(refs)))
+        for k, r in enumerate(op.results):
+            local[r] = ("op", h, k)
+        prints.append(h)
+    return hash(tuple(sorted(prints))), tuple(captured)
+
+
+def _signature(module: Module, op: Op, region) -> tuple:
+    """What an op computes, without its operands: its name, result types, every attribute (a helper's
+    name aside; defaults one exporter spells and another omits left out) and its regions' print."""
     types = tuple(str(module.values[v].type) for v in op.results)
-    body = tuple(module.ops[c].name for c in children if module.ops[c].name not in _SKIP)
-    return (op.name, types, tuple((k, v) for k, v in op.attrs if not _is_default(k, v)), body)
+    attrs = tuple((k, v) for k, v in op.attrs if k not in _NAMING and not _is_default(k, v))
+    return (op.name, types, attrs, region)
 
 
 def _is_default(key: str, value) -> bool:
     """An attribute one exporter spells out at its default where the other leaves it out."""
-    if key == "indices_are_sorted":
+    if key in ("indices_are_sorted", "unique_indices", "has_side_effect"):
         return value is False
     if key == "precision_config":
         return all(p == "DEFAULT" for p in re.findall(r"precision (\w+)", str(value)))
     if key in ("lhs_dilation", "rhs_dilation", "window_strides", "window_dilations", "base_dilations"):
         return isinstance(value, tuple) and all(v == 1 for v in value)
     if key == "padding":
-        return re.fullmatch(r"dense<0> : tensor<\d+x2xi64>", str(value)) is not None
+        return re.fullmatch(r"dense<[\[\]0, ]*> : tensor<\d+x2xi64>", str(value)) is not None
+    if key == "window_reversal":
+        return re.fullmatch(r"array<i1(: false(, false)*)?>", str(value)) is not None
+    if key == "result_accuracy":
+        return re.fullmatch(r"#stablehlo\.result_accuracy<mode = #stablehlo\.result_accuracy_mode<DEFAULT>>",
+                            str(value)) is not None
+    if key == "backend_config":
+        return value in ("", "{}")
     return False
 
 
@@ -198,12 +364,44 @@ def _compatible(a: "_Side", b: "_Side", x: int, y: int) -> bool:
     return all(x.dtype == y.dtype and (x.rank == y.rank or x.numel == y.numel) for x, y in zip(ta, tb))
 
 
+@dataclass(frozen=True)
+class Pairing:
+    """Which ops of one aligned pair of blocks the matcher paired (before each pair is judged)."""
+
+    a: _Side
+    b: _Side
+    pair_ab: dict  # op id in A -> op id in B
+
+
 def match_ops(module_a: Module, ids_a, module_b: Module, ids_b, lines_a: dict | None = None,
-              lines_b: dict | None = None) -> OpDiff:
+              lines_b: dict | None = None, args_a: dict | None = None, args_b: dict | None = None) -> OpDiff:
     """The op-level diff of two blocks, given as op ids of their modules (diff.result.BlockResult's
     ops_a and ops_b, or diff.blocks.Block's ops). lines_a/lines_b (diff.source_lines): each op's
-    line in its file, named in the groups."""
-    a, b = _Side(module_a, ids_a), _Side(module_b, ids_b)
+    line in its file, named in the groups. args_a/args_b (argument_identities): which argument each
+    entry argument is; by default its index. Operands read from other blocks compare as this block's
+    pairs alone know them: match_blocks judges a whole module's blocks against all pairs."""
+    return judge(pair_ops(module_a, ids_a, module_b, ids_b, args_a, args_b), lines_a, lines_b)
+
+
+def match_blocks(module_a: Module, module_b: Module, blocks, lines_a: dict | None = None,
+                 lines_b: dict | None = None, args_a: dict | None = None, args_b: dict | None = None) -> tuple:
+    """(op diffs, paired_a, paired_b) of every aligned pair of blocks ((ids_a, ids_b) each): each
+    pair's operands judged against the pairs of all blocks, so an op reading another block's
+    value reads its partner's. paired_a/paired_b: A's and B's paired op ids -> A's (ModuleChanges
+    reads them)."""
+    pairings = [pair_ops(module_a, ia, module_b, ib, args_a, args_b) for ia, ib in blocks]
+    paired_a, paired_b = {}, {}
+    for p in pairings:
+        for x, y in p.pair_ab.items():
+            paired_a[x] = x
+            paired_b[y] = x
+    return tuple(judge(p, lines_a, lines_b, paired_a, paired_b) for p in pairings), paired_a, paired_b
+
+
+def pair_ops(module_a: Module, ids_a, module_b: Module, ids_b, args_a: dict | None = None,
+             args_b: dict | None = None) -> Pairing:
+    """The ops of two blocks paired (steps 1 to 4 of the module docstring), not yet judged."""
+    a, b = _Side(module_a, ids_a, args_a), _Side(module_b, ids_b, args_b)
     pair_ab: dict = {}
     pair_ba: dict = {}
 
@@ -268,7 +466,19 @@ def match_ops(module_a: Module, ids_a, module_b: Module, ids_b, lines_a: dict | 
                 seeded = True
     if seeded:
         _grow(a, b, pair_ab, pair)
-    return _result(a, b, pair_ab, lines_a or {}, lines_b or {})
+    return Pairing(a, b, pair_ab)
+
+
+def judge(pairing: Pairing, lines_a: dict | None = None, lines_b: dict | None = None,
+          paired_a: dict | None = None, paired_b: dict | None = None) -> OpDiff:
+    """The op diff of a pairing: each pair matched only if the two ops compute the same thing from
+    the same values (paired_a/paired_b: every paired op of each side -> A's op id; by default this
+    block's pairs); what is left unpaired cut into groups."""
+    a, b, pair_ab = pairing.a, pairing.b, pairing.pair_ab
+    if paired_a is None:
+        paired_a = {x: x for x in pair_ab}
+        paired_b = {y: x for x, y in pair_ab.items()}
+    return _result(a, b, pair_ab, lines_a or {}, lines_b or {}, paired_a, paired_b)
 
 
 def _grow(a: _Side, b: _Side, pair_ab: dict, pair) -> None:
@@ -340,8 +550,65 @@ def _what_changed(a: _Side, b: _Side, x: int, y: int) -> tuple:
         if va != vb:
             out.append(f"{k} {_short(va)} -> {_short(vb)}")
     if sa[3] != sb[3]:
-        out.append(f"region {'/'.join(sa[3]) or '-'} -> {'/'.join(sb[3]) or '-'}")
+        out.append(_region_change(a, b, x, y))
     return tuple(out)
+
+
+def _region_change(a: _Side, b: _Side, x: int, y: int) -> str:
+    """What differs inside two ops' regions, in words: the ops they hold, or, where those are the
+    same ops, that one of them reads or is set otherwise."""
+    def names(side: _Side, i: int) -> Counter:
+        return Counter(side.module.ops[c].name.split(".", 1)[-1] for c in side.module.nested.get(i, ())
+                       if side.module.ops[c].name not in _SKIP)
+
+    na, nb = names(a, x), names(b, y)
+    if na != nb:
+        gone = ", ".join(f"{k} -{n}" for k, n in sorted((na - nb).items()))
+        new = ", ".join(f"{k} +{n}" for k, n in sorted((nb - na).items()))
+        return "region ops " + "; ".join(t for t in (gone, new) if t)
+    return f"region: the same ops ({', '.join(sorted(na)) or 'none'}), read or set otherwise"
+
+
+def _wiring(a: _Side, b: _Side, x: int, y: int, paired_a: dict, paired_b: dict,
+            lines_a: dict, lines_b: dict) -> tuple:
+    """Where two paired ops' inputs come from, where that differs: 'operand 0 reads argument 1 in A,
+    argument 0 in B'. A commutative op's operands compare as a set."""
+    ia, ib = a.inputs[x], b.inputs[y]
+    na, nb = len(a.module.ops[x].operands), len(b.module.ops[y].operands)
+    if na != nb or len(ia) != len(ib):
+        return (f"reads {na} operands in A, {nb} in B" if na != nb else
+                f"its regions read {len(ia) - na} outside values in A, {len(ib) - nb} in B",)
+    sa = [a.source(v, paired_a) for v in ia]
+    sb = [b.source(v, paired_b) for v in ib]
+    if a.name(x) in _COMMUTATIVE and Counter(k for k, _ in sa[:na]) == Counter(k for k, _ in sb[:nb]):
+        sa, sb = sa[na:], sb[nb:]  # the same operands, in whatever order
+        first = na
+    else:
+        first = 0
+    out = []
+    for k, ((ka, pa), (kb, pb)) in enumerate(zip(sa, sb), start=first):
+        if ka != kb:
+            what = f"operand {k}" if k < na else f"its region's outside value {k - na}"
+            out.append(f"{what} reads {_source_words(a, ka, pa, lines_a)} in A, "
+                       f"{_source_words(b, kb, pb, lines_b)} in B")
+    return tuple(out)
+
+
+def _source_words(side: _Side, key: tuple, op_id, lines: dict) -> str:
+    kind = key[0]
+    if kind == "arg":
+        return f"argument {key[1]!r}" if isinstance(key[1], str) else f"argument {key[1]}"
+    if kind == "param":
+        return f"its function's argument {key[1]}"
+    if kind == "region argument":
+        return f"region argument {key[1]}"
+    op = side.module.ops[op_id] if op_id is not None else None
+    if kind == "value" and op is not None and op.attr("value") is not None:
+        return f"constant {_short(op.attr('value'))}"
+    name = op.name.split(".", 1)[-1] if op is not None else "?"
+    line = lines.get(op_id, (0,))[0] if op_id is not None and lines else 0
+    where = f" (line {line})" if line else f" (op {op_id})"
+    return f"{name}{where}" + (" (this side only)" if kind == "new" else "")
 
 
 def _short(v) -> str:
@@ -351,20 +618,24 @@ def _short(v) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-def _result(a: _Side, b: _Side, pair_ab: dict, lines_a: dict, lines_b: dict) -> OpDiff:
+def _result(a: _Side, b: _Side, pair_ab: dict, lines_a: dict, lines_b: dict, paired_a: dict,
+            paired_b: dict) -> OpDiff:
     matched, groups = [], []
     for x in a.order:
         y = pair_ab.get(x)
         if y is None:
             continue
-        if a.sig[x] == b.sig[y]:  # the same op, its regions' ops (same names, same order) with it
+        what = _what_changed(a, b, x, y) if a.sig[x] != b.sig[y] else ()
+        if a.sig[x] != b.sig[y] and not what:
+            what = ("differs in what it computes",)  # never reached: each part of a signature is named
+        what += _wiring(a, b, x, y, paired_a, paired_b, lines_a, lines_b)
+        if not what:  # the same op on the same values, its regions' ops (the same) with it
             matched.append((x, y))
             matched.extend(zip(a.children.get(x, ()), b.children.get(y, ())))
         else:
             ids_a, ids_b = _with_children(a, [x]), _with_children(b, [y])
             groups.append((a.pos[x], OpGroup("changed", ids_a, ids_b, (a.name(x),), (b.name(y),),
-                                             _what_changed(a, b, x, y), _lines(ids_a, lines_a),
-                                             _lines(ids_b, lines_b))))
+                                             what, _lines(ids_a, lines_a), _lines(ids_b, lines_b))))
     pair_ba = {y: x for x, y in pair_ab.items()}
     pieces_a = _pieces(a, pair_ab)
     pieces_b = _pieces(b, pair_ba)
@@ -511,3 +782,36 @@ def op_totals(blocks) -> dict:
     """Ops of each status over all aligned blocks (diff.result.BlockResult) that have an op-level diff."""
     diffs = [d.op_diff for d in blocks if d.op_diff is not None]
     return {s: sum(d.count(s) for d in diffs) for s in STATUSES} if diffs else {}
+
+
+def interface_changes(module_a: Module, module_b: Module, args_a: dict, args_b: dict, paired_a: dict,
+                      paired_b: dict, lines_a: dict | None = None, lines_b: dict | None = None) -> tuple:
+    """What differs in the two entry functions' interfaces, in words: an argument one side alone
+    takes or takes with another type (args_a/args_b: value id -> identity), and a result that is
+    another value ('result 0 is sine (line 3) in A, cosine (line 4) in B'), judged against the
+    pairs of all blocks (match_blocks' paired_a/paired_b)."""
+    out = []
+    ta = {args_a.get(v, i): module_a.values[v].type for i, v in enumerate(module_a.entry.args)}
+    tb = {args_b.get(v, i): module_b.values[v].type for i, v in enumerate(module_b.entry.args)}
+    for ident in list(ta) + [i for i in tb if i not in ta]:
+        word = f"argument {ident!r}" if isinstance(ident, str) else f"argument {ident}"
+        if ident not in tb:
+            out.append(f"{word} ({ta[ident]}) only in A")
+        elif ident not in ta:
+            out.append(f"{word} ({tb[ident]}) only in B")
+        elif ta[ident] != tb[ident]:
+            out.append(f"{word}: {ta[ident]} in A, {tb[ident]} in B")
+    ra, rb = module_a.entry.returns, module_b.entry.returns
+    if len(ra) != len(rb):
+        out.append(f"{len(ra)} results in A, {len(rb)} in B")
+    sa, sb = _Side(module_a, (), args_a), _Side(module_b, (), args_b)
+    for k, (va, vb) in enumerate(zip(ra, rb)):
+        t_a, t_b = module_a.values[va].type, module_b.values[vb].type
+        if t_a != t_b:
+            out.append(f"result {k}: {t_a} in A, {t_b} in B")
+            continue
+        (ka, pa), (kb, pb) = sa.source(va, paired_a), sb.source(vb, paired_b)
+        if ka != kb and not (ka[0] == kb[0] == "new"):
+            out.append(f"result {k} is {_source_words(sa, ka, pa, lines_a or {})} in A, "
+                       f"{_source_words(sb, kb, pb, lines_b or {})} in B")
+    return tuple(out)

@@ -8,9 +8,11 @@ from typing import NamedTuple
 from .findings import Finding
 from .ops import OpDiff
 
-RESULT_FORMAT = 3  # 1: the first JSON (no phases, findings as sentences); 2: typed blocks (docs/diff.md);
-# 3: each block's op-level diff (diff.ops). Format 2 is still read: its blocks have no op-level diff.
-READS_FORMATS = (2, 3)
+RESULT_FORMAT = 4  # 1: the first JSON (no phases, findings as sentences); 2: typed blocks (docs/diff.md);
+# 3: each block's op-level diff (diff.ops); 4: ops matched only on the same operands, attributes,
+# constants and regions, and the entry functions' interfaces compared ("interface"). Formats 2 and 3
+# are still read: their op-level diffs compared less, and they have no interface changes.
+READS_FORMATS = (2, 3, 4)
 
 
 @dataclass(frozen=True)
@@ -190,7 +192,9 @@ class BlockResult:
 
     @property
     def differs(self) -> bool:
-        return bool(self.delta) or bool(self.findings)
+        """Whether anything differs in this pair: an op count, a finding, or one op changed, rewritten
+        or on one side only."""
+        return bool(self.delta) or bool(self.findings) or (self.op_diff is not None and not self.op_diff.identical)
 
     def as_json(self) -> dict:
         return {"label": self.label, "phase": self.phase, "layer": list(self.layer), "role": self.role,
@@ -233,6 +237,9 @@ class DiffResult:
     # into `blocks`); what the report's graph view draws.
     flow_a: tuple = field(default=(), repr=False)
     flow_b: tuple = field(default=(), repr=False)
+    # What differs in the entry functions' interfaces, in words (diff.ops.interface_changes): an
+    # argument one side alone takes or types otherwise, a result that is another value.
+    interface: tuple = ()
 
     @property
     def names(self) -> tuple[str, str]:
@@ -247,7 +254,7 @@ class DiffResult:
     @property
     def differs(self) -> bool:
         return bool(self.only_a or self.only_b) or any(b.differs for b in self.blocks) \
-            or self.a.histogram != self.b.histogram or bool(self.sharding_changes)
+            or self.a.histogram != self.b.histogram or bool(self.sharding_changes) or bool(self.interface)
 
     @property
     def sharding_changes(self) -> tuple:
@@ -271,6 +278,7 @@ class DiffResult:
             "metrics": self.metrics,
             "flow": {"a": [list(e) for e in self.flow_a], "b": [list(e) for e in self.flow_b]},
             "sharding_changes": [c.as_json() for c in self.sharding_changes],
+            "interface": list(self.interface),
         }
 
     @classmethod
@@ -294,7 +302,8 @@ class DiffResult:
                 tuple(Summary(s["topic"], s["numbers"]) for s in data["summary"]),
                 data.get("metrics", {}),
                 tuple(tuple(e) for e in data.get("flow", {}).get("a", ())),
-                tuple(tuple(e) for e in data.get("flow", {}).get("b", ())))
+                tuple(tuple(e) for e in data.get("flow", {}).get("b", ())),
+                tuple(data.get("interface", ())))
         except (KeyError, TypeError, ValueError, AttributeError) as e:
             raise StackwarsError(f"{source}: a diff JSON file with a missing or malformed field "
                                  f"({type(e).__name__}: {e})", fix=fix) from None

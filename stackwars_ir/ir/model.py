@@ -78,7 +78,7 @@ class Value(NamedTuple):
     id: int
     type: Tensor
     producer: int | None  # op id; for a region's block argument, the op holding the region; None: a function argument
-    arg_index: int | None = None  # position among the entry block's arguments
+    arg_index: int | None = None  # position among its block's arguments (a function's, or a region's)
     name: str = ""  # argument name from its location (torch_xla, jax `states[3]`), else ""
 
 
@@ -157,12 +157,35 @@ class Module:
         return out
 
     @cached_property
+    def nested(self) -> dict:
+        """op id -> the ids of every op inside its regions (nested ones too, terminators included), in
+        program order; only ops that hold regions are keys. The parser numbers an op's nested ops
+        right after it, so each is a run of consecutive ids."""
+        out: dict = {}
+        for op in self.ops:
+            p = op.parent
+            while p is not None:
+                out.setdefault(p, []).append(op.id)
+                p = self.ops[p].parent
+        return {k: tuple(v) for k, v in out.items()}
+
+    @cached_property
+    def arg_functions(self) -> dict:
+        """value id -> the name of the function it is an argument of (every function's, not regions')."""
+        return {vid: f.name for f in self.funcs for vid in f.args}
+
+    @cached_property
+    def entry_args(self) -> frozenset:
+        """The value ids of the entry function's arguments."""
+        return frozenset(self.entry.args)
+
+    @cached_property
     def call_graph(self) -> dict:
         """caller -> sorted callees (func.call), the call graph of the module."""
         graph = {f.name: set() for f in self.funcs}
         for op in self.ops:
-            if op.name == "func.call":
-                graph.setdefault(op.func, set()).add(op.attr("callee"))
+            for callee in callees(op):
+                graph.setdefault(op.func, set()).add(callee)
         return {k: tuple(sorted(v)) for k, v in graph.items()}
 
     @cached_property
@@ -204,8 +227,8 @@ class Module:
             out.append((op, path))
             phases.append(phase)
             depths.append(len(stack))
-            if op.name == "func.call":
-                self._expand(op.attr("callee"), path, phase, out, phases, depths, stack + (func,))
+            for callee in callees(op):
+                self._expand(callee, path, phase, out, phases, depths, stack + (func,))
 
     @cached_property
     def loops(self) -> dict:
@@ -244,6 +267,22 @@ class Module:
     def histogram(self, inlined: bool = True) -> Counter:
         ops = (op for op, _ in self.inlined) if inlined else iter(self.ops)
         return Counter(op.name for op in ops if op.name not in _STRUCTURAL)
+
+
+def callees(op: Op) -> tuple:
+    """The functions an op runs in its place: a func.call's callee, a stablehlo.composite's
+    decomposition, a custom call's called computations (as printed: `[@a, @b]`)."""
+    name = op.name
+    if name == "func.call":
+        return (op.attr("callee"),)
+    if name.endswith(".composite"):
+        d = op.attr("decomposition")
+        return (d,) if d else ()
+    if name.endswith(".custom_call"):
+        called = op.attr("called_computations")
+        if isinstance(called, str) and "@" in called:
+            return tuple(x.strip(" []@\"") for x in called.split(",") if x.strip(" []"))
+    return ()
 
 
 # Ops that only structure the IR: not counted in histograms.

@@ -4,6 +4,7 @@ from __future__ import annotations
 from collections import defaultdict
 
 from .loops import WHILES, arg_of
+from .model import callees
 
 # Ops whose results are (a part of, a view of) their first operand's data. A dynamic_update_slice
 # writes its update into its first operand: both are its result's origins.
@@ -29,8 +30,9 @@ class Origins:
         self.memo: dict = {}
         self.sites: dict = defaultdict(list)  # callee -> its call ops
         for op in module.ops:
-            if op.name == "func.call":
-                self.sites[op.attr("callee")].append(op)
+            if op.name == "func.call" or op.name.endswith(".composite"):  # operands are the callee's arguments
+                for callee in callees(op):
+                    self.sites[callee].append(op)
         self.arg_of = arg_of(module)  # value id -> the name of the function it is an argument of
         self.returns = {}  # while op id -> its body's return operands
         self.block_arg = {}  # a while's region argument -> (while op, position)
@@ -85,8 +87,8 @@ class Origins:
         elif name.endswith(".tuple") and path:
             if path[0] < len(op.operands):
                 yield from walk(op.operands[path[0]], path[1:], depth + 1, seen)
-        elif name == "func.call":
-            f = module.func_by_name.get(op.attr("callee"))
+        elif name == "func.call" or name.endswith(".composite"):
+            f = module.func_by_name.get(next(iter(callees(op)), None))
             if f is None or k >= len(f.returns):
                 yield op.id
                 return

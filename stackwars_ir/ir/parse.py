@@ -13,16 +13,10 @@ from .locations import loc_name, provenance
 BYTECODE_MAGIC = b"ML\xefR"
 SPLIT_MARKER = "// -----"
 STABLEHLO_DIALECTS = frozenset({"stablehlo", "chlo", "mhlo", "vhlo"})
-# Attributes the analyses read; everything else (constant payloads above all) is left in MLIR.
-_KEPT_ATTRS = frozenset({
-    "callee", "call_target_name", "sym_name", "broadcast_dimensions", "dimensions", "permutation",
-    "iota_dimension", "epsilon", "feature_index", "comparison_direction", "slice_sizes",
-    "start_indices", "limit_indices", "strides", "feature_group_count", "batch_group_count",
-    "window_strides", "window_dimensions", "padding", "lhs_dilation", "rhs_dilation",
-    "indices_are_sorted", "has_side_effect", "api_version", "precision_config", "dimension",
-    "mesh",  # sdy.mesh's axes (ir/sharding.py)
-    "index",  # get_tuple_element's element (ir/origins.py)
-})
+# Every attribute an op carries is kept (a diff compares them all): typed where the analyses read a
+# Python value (dimensions, directions, names), as MLIR prints it otherwise; a long printed form keeps
+# its head for the reader and a digest of the whole, so two attributes compare equal only when equal.
+ATTR_TEXT_LIMIT = 200
 
 
 def mlir_context():
@@ -193,9 +187,37 @@ def _parse_text(chunk: str, label: str, source: str, first_line: int, part: tupl
                 if isinstance(e, ir.MLIRError):
                     raise
                 raise _beyond_mlir(e, source) from None
+            if _MHLO_OP.search(chunk):
+                module = _legalized(module, lambda: ir.Module.parse(chunk))
             return _build(module, label, "jaxlib", part=part)
     except ir.MLIRError as e:
         raise _diagnostic(e, source, first_line) from None
+
+
+# An MHLO op in text: pretty (`= mhlo.add`, a line starting `mhlo.return`) or generic (`"mhlo.add"(`);
+# not the mhlo.* attributes StableHLO files carry (mhlo.sharding, mhlo.frontend_attributes).
+_MHLO_OP = re.compile(r'(?:=\s*|^\s*)mhlo\.[a-z_]+\b(?!\s*=)|"mhlo\.[a-z_]+"\s*\(', re.MULTILINE)
+
+
+def _legalized(module, reparse):
+    """MHLO ops rewritten as the StableHLO ops they are (MHLO's own hlo-legalize-to-stablehlo pass), so
+    a module in MHLO reads, and diffs, like its StableHLO spelling. An MHLO op with no StableHLO form
+    makes the pass fail: the module is then read as written (`reparse` gives it back unchanged)."""
+    from jaxlib.mlir import ir, passmanager
+    from jaxlib.mlir.dialects import mhlo
+
+    global _MHLO_PASSES
+    if not _MHLO_PASSES:
+        mhlo.register_mhlo_passes()
+        _MHLO_PASSES = True
+    try:
+        passmanager.PassManager.parse("builtin.module(hlo-legalize-to-stablehlo)").run(module.operation)
+        return module
+    except ir.MLIRError:
+        return reparse()
+
+
+_MHLO_PASSES = False
 
 
 def _beyond_mlir(e: Exception, source: str) -> ParseError:
@@ -232,6 +254,8 @@ def _parse_bytecode(data: bytes, source: str, part: tuple) -> tuple:
             if any(op.name.startswith("vhlo.") for op in _walk_names(module)):
                 # A portable artifact: upgrade VHLO to StableHLO, as compilers do.
                 module = stablehlo.deserialize_portable_artifact(ctx, data)
+            elif any(op.name.startswith("mhlo.") for op in _walk_names(module)):
+                module = _legalized(module, lambda: ir.Module.parse(data))
             return _build(module, source, "jaxlib", part=part)
     except ir.MLIRError as e:
         raise _diagnostic(e, source, 1) from None
@@ -381,9 +405,9 @@ class _Builder:
         top-level return."""
         returns = ()
         for block in region.blocks:
-            for a in block.arguments:
+            for k, a in enumerate(block.arguments):
                 if a not in self.ids:
-                    self.value(a, parent)
+                    self.value(a, parent, k)  # a region's argument: its position in the block
             returns = self.run(block.operations, func, parent) or returns
         return returns
 
@@ -457,27 +481,27 @@ class _Builder:
 
     def attrs(self, attributes, op_name: str) -> tuple:
         kept = []
+        constant = op_name.endswith(".constant")
         for key in attributes:  # names in this binding version (NamedAttribute in older ones)
             if not isinstance(key, str):
                 key = key.name
-            if key not in _KEPT_ATTRS and key != "dot_dimension_numbers" and not (
-                    key == "value" and op_name.endswith(".constant")):
-                continue
             try:
                 a = attributes[key]  # auto-downcast: fails for some element types (complex)
-            except TypeError:
+            except TypeError as e:  # the bindings' message carries the attribute as printed
+                kept.append((key, _undowncast(e)))
                 continue
             # Attributes are uniqued like types, and ops repeat them (broadcast dimensions,
             # comparison directions): read each distinct one once.
             if key == "dot_dimension_numbers":
                 kept.extend(_dot_dims(a))
-            elif key == "value":
+            elif key == "value" and constant:
                 hit = self.splats.get(a)
                 if hit is None:
-                    hit = self.splats[a] = (_is_splat(self.ir, a), _scalar_int(self.ir, a))
+                    hit = self.splats[a] = (_is_splat(self.ir, a), _scalar_int(self.ir, a), _printed(a))
                 kept.append(("splat", hit[0]))
                 if hit[1] is not None:  # a loop's bounds and steps (ir.loops)
                     kept.append(("int", hit[1]))
+                kept.append(("value", hit[2]))  # the constant itself: a diff compares it
             else:
                 hit = self.attr_values.get(a)
                 if hit is None:
@@ -508,11 +532,41 @@ def _is(cls, x) -> bool:
 def _attr_value(ir, a):
     for cls, get in ((ir.DenseI64ArrayAttr, lambda x: tuple(x)), (ir.BoolAttr, lambda x: x.value),
                      (ir.IntegerAttr, lambda x: x.value), (ir.FloatAttr, lambda x: x.value),
-                     (ir.StringAttr, lambda x: x.value), (ir.FlatSymbolRefAttr, lambda x: x.value)):
+                     (ir.StringAttr, lambda x: _bounded(x.value)), (ir.FlatSymbolRefAttr, lambda x: x.value)):
         if _is(cls, a):
             return get(cls(a))
-    text = str(a)
-    return text if len(text) <= 200 else text[:200] + "..."
+    return _printed(a)
+
+
+def _printed(a) -> str:
+    """An attribute as MLIR prints it; past ATTR_TEXT_LIMIT characters, its head and a digest of
+    the whole (a constant's payload: two different ones never print alike)."""
+    try:
+        text = str(a)
+    except Exception:  # an element type the bindings cannot print
+        return "<unprintable attribute>"
+    return _bounded(text)
+
+
+def _bounded(text: str) -> str:
+    """`text` up to ATTR_TEXT_LIMIT characters; a longer one as its head and a digest of the whole."""
+    if len(text) <= ATTR_TEXT_LIMIT:
+        return text
+    import hashlib
+
+    return text[:ATTR_TEXT_LIMIT] + "... #" + hashlib.blake2b(text.encode(), digest_size=12).hexdigest()
+
+
+def _undowncast(e: TypeError) -> str:
+    """The printed form of an attribute the bindings cannot downcast (a complex constant): their
+    error message quotes it as `Attribute(...)`. Reading it any other way aborts the process."""
+    text = str(e)
+    start = text.find("Attribute(")
+    body = text[start + len("Attribute("):].rstrip()
+    body = body[:-2] if body.endswith("))") else body
+    if start < 0 or not body:
+        return _bounded("<unprintable attribute: " + text + ">")
+    return _bounded(body)
 
 
 def _dot_dims(a) -> list:

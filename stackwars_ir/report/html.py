@@ -107,9 +107,10 @@ def _histogram(result) -> str:
     linear = grouped_bars(cats, series, title="op histogram (linear)")
     log = grouped_bars(cats, series, log=True, title="op histogram (log scale)")
     more = len(set(ha) | set(hb)) - len(ops)
-    from .sentences import executed_lines, sharding_lines
+    from .sentences import executed_lines, interface_lines, sharding_lines
 
-    loops = "".join(f"<p>{esc(line)}</p>" for line in executed_lines(result.a, result.b) + sharding_lines(result))
+    loops = "".join(f"<p>{esc(line)}</p>" for line in executed_lines(result.a, result.b) + interface_lines(result)
+                    + sharding_lines(result))
     return (f"<h2 id=\"histogram\">Op histogram</h2>{loops}<p>Calls inlined; stablehlo. prefix dropped."
             + (f" {more} rarer op kinds not shown." if more > 0 else "")
             + "</p><button data-scale=\"linear\">linear</button><button data-scale=\"log\">log scale</button>"

@@ -58,8 +58,10 @@ def diff_markdown(result) -> str:
     from .sentences import executed_lines
 
     lines += [""] + [f"- {_cell(line)}" for line in executed_lines(a, b)] if a.loops or b.loops else []
-    from .sentences import sharding_lines
+    from .sentences import interface_lines, sharding_lines
 
+    changed = interface_lines(result)
+    lines += ["", "## Entry function", ""] + [f"- {_cell(line)}" for line in changed] if changed else []
     placed = sharding_lines(result)
     lines += ["", "## Shardings", ""] + [f"- {_cell(line)}" for line in placed] if placed else []
     from ..diff.result import first_of_each_role

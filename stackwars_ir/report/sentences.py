@@ -244,6 +244,19 @@ def executed_lines(a, b) -> list:
 SHARDING_LINES = 12  # arguments listed; the count says how many more
 
 
+INTERFACE_LINES = 12
+
+
+def interface_lines(result) -> list:
+    """What differs in the two entry functions' interfaces (an argument one side alone takes or
+    types otherwise, a result that is another value), a line each; [] when nothing does."""
+    changes = list(getattr(result, "interface", ()))
+    out = [f"entry function: {c}" for c in changes[:INTERFACE_LINES]]
+    if len(changes) > INTERFACE_LINES:
+        out.append(f"entry function: ... {len(changes) - INTERFACE_LINES} more (diff --json lists every one)")
+    return out
+
+
 def sharding_lines(result) -> list:
     """With a sharded side: the devices each side is sharded over, and every argument the two split
     differently (its split in A and in B); [] when neither is sharded."""

@@ -5,7 +5,7 @@ import textwrap
 
 from ..ir.stats import ModuleStats
 from ..textfmt import human_bytes, table
-from .sentences import delta_text as _delta_text, executed_lines, sharding_lines
+from .sentences import delta_text as _delta_text, executed_lines, interface_lines, sharding_lines
 
 
 def stats_text(s: ModuleStats, top: int = 15) -> str:
@@ -90,6 +90,7 @@ def diff_text(result, excerpts: bool = False, ops: bool = False) -> str:
             out += ["", f"--- {d.label}", *_side_by_side(list(d.excerpt_a), list(d.excerpt_b))]
     hist = _delta_text(counter_delta(Counter(b.histogram), Counter(a.histogram)), limit=12)
     out += ["", f"whole module, ops B - A (+: more in B, as in git diff A B): {hist or 'none'}"]
+    out += interface_lines(result)
     out += executed_lines(a, b)
     placed = sharding_lines(result)
     out += ["", "shardings:", *(f"  {line}" for line in placed)] if placed else []
