@@ -12,7 +12,7 @@ from .align import Alignment, align
 from .blocks import Block, Segmentation, segment
 from .findings import BlockFacts, block_findings, facts, flattened
 from .ops import interface_changes, match_blocks
-from .result import BlockResult, DiffResult, SideResult, Summary, Unmatched, counter_delta, first_of_each_role
+from .result import NO_PATH, BlockResult, DiffResult, SideResult, Summary, Unmatched, counter_delta, first_of_each_role
 
 EXCERPT_LINES = 40
 
@@ -82,7 +82,8 @@ class DiffReport:
         for i, d in enumerate(self.blocks):
             ids_a, ids_b = ids[i]
             blocks.append(BlockResult(
-                d.label, d.a.phase, d.a.layer, d.a.role, d.a.ordinal, d.a.name, d.b.name, ids_a, ids_b,
+                d.label, d.a.phase, d.a.layer, d.a.role, d.a.ordinal, d.a.name or NO_PATH, d.b.name or NO_PATH,
+                ids_a, ids_b,
                 d.facts_a.as_json(), d.facts_b.as_json(), d.findings,
                 tuple(excerpt(self.a.module, d.a, lines=lines_a)) if i in shown else (),
                 tuple(excerpt(self.b.module, d.b, lines=lines_b)) if i in shown else (),
@@ -126,7 +127,7 @@ def _op_ids(block: Block) -> tuple:
 
 
 def _unmatched(block: Block) -> Unmatched:
-    return Unmatched(block.label, block.name, len(block.ops))
+    return Unmatched(block.label, block.name or NO_PATH, len(block.ops))
 
 
 def _side_result(side: Side) -> SideResult:

@@ -211,9 +211,14 @@ _CONTROL = frozenset({"stablehlo.while", "stablehlo.case", "stablehlo.if"})
 
 def _fill_paths(items: list, roles: tuple = ()) -> list:
     """Ops without a path (constants, helper bodies) take the path of their users when those
-    agree on the block; an op feeding several layers (a shared mask, say) stays unattributed."""
+    agree on the block; an op feeding several layers (a shared mask, say) stays unattributed. An op
+    whose results only the function's return reads (the last layer's residual add, which torch_xla
+    once left without a location) takes the path of the block its producers agree on, or
+    of the layer that holds them all (the residual of the attention and MLP it adds up)."""
     users: dict = defaultdict(set)
     out = list(items)
+    read = set()  # values some op other than a return reads
+    unread = set()  # ops whose results only a return reads
     for i in range(len(out) - 1, -1, -1):
         op, path = out[i]
         if not path and op.name not in _CONTROL:  # a loop is no op of the block that reads its result
@@ -221,11 +226,41 @@ def _fill_paths(items: list, roles: tuple = ()) -> list:
             blocks = {classify(p, roles)[:2] for p in found}
             if len(blocks) == 1:
                 path = min(found)
+            elif not any(vid in read for vid in op.results):
+                unread.add(i)
             out[i] = (op, path)
+        if not op.name.endswith("return"):
+            read.update(op.operands)
         if path:
             for vid in op.operands:
                 users[vid].add(path)
+    made: dict = {}
+    for i, (op, path) in enumerate(out):
+        if i in unread and op.operands:
+            found = sorted({made[vid] for vid in op.operands if vid in made})
+            path = _shared_block(found, roles)
+            out[i] = (op, path)
+        if path:
+            for vid in op.results:
+                made[vid] = path
     return out
+
+
+def _shared_block(paths: list, roles: tuple) -> str:
+    """The path of the block all `paths` fall in: theirs where they are one block's, else the layer
+    that holds them all (its residual), else "" (a value made from several layers stays unattributed)."""
+    if not paths:
+        return ""
+    if len({classify(p, roles)[:2] for p in paths}) == 1:
+        return paths[0]
+    parts = [p.split(".") for p in paths]
+    common = []
+    for words in zip(*parts):
+        if len(set(words)) > 1:
+            break
+        common.append(words[0])
+    prefix = ".".join(common)
+    return prefix if prefix and classify(prefix, roles)[0] else ""
 
 
 _WEIGHT_VIEWS = frozenset({"stablehlo.transpose", "stablehlo.reshape", "stablehlo.convert"})

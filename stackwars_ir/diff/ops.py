@@ -231,14 +231,16 @@ class _Side:
         return key
 
     def source(self, v: int, paired: dict) -> tuple:
-        """Where value `v` comes from, in terms both sides share: ("arg", identity) an entry argument,
-        ("param", position, type) a helper function's argument, ("op", A's op id, result) the result of
-        an op paired with an op of the other side (`paired`: this side's op id -> A's), ("new",) an op
-        this side alone has. Data movement of this side alone (a reshape, a convert) is looked through,
-        so a flattening reshape that one side adds reads as the value it moves (the reshape itself is
-        reported apart, as one side's). A helper's argument reads as its call's operand, and a call's
-        result as the helper's result, where this block holds the call and the helper's ops (as one
-        side's helper and the other's inlined ops are compared)."""
+        """(keys, op id) of where value `v` comes from: two values are the same when their keys meet.
+        Keys are in terms both sides share: ("arg", identity) an entry argument, ("param", position,
+        type) a helper function's argument, ("op", A's op id, result) the result of an op paired with
+        an op of the other side (`paired`: this side's op id -> A's), ("value", key, result) a constant
+        or what is made from constants alone, by value, ("new",) an op this side alone has. Data
+        movement of this side alone (a reshape, a convert) is looked through, so a flattening reshape
+        that one side adds reads as the value it moves (the reshape itself is reported apart, as one
+        side's). A helper's argument reads as its call's operand where this block holds the one call,
+        and a call's result as the helper's result (as one side's helper and the other's inlined ops
+        are compared)."""
         module = self.module
         values, ops = module.values, module.ops
         for _ in range(16):
@@ -246,33 +248,32 @@ class _Side:
             p = val.producer
             if p is None:
                 if v in self.args:
-                    return ("arg", self.args[v]), None
+                    return (("arg", self.args[v]),), None
                 sites = self.sites.get(module.arg_functions.get(v), ())
                 if len(sites) == 1 and val.arg_index is not None and val.arg_index < len(ops[sites[0]].operands):
                     v = ops[sites[0]].operands[val.arg_index]
                     continue
-                return ("param", val.arg_index, str(val.type)), None
+                return (("param", val.arg_index, str(val.type)),), None
             res = ops[p].results
             if v not in res:  # a region's argument (an op reading it sits in that region)
-                return ("region argument", val.arg_index), None
+                return (("region argument", val.arg_index),), None
             op = ops[p]
+            k = res.index(v)
             made = self.made(p)
-            if made is not None:  # a constant (or one computed from constants alone): its value is what counts
-                return ("value", made, res.index(v)), p
             q = paired.get(p)
-            if q is not None:
-                return ("op", q, res.index(v)), p
+            keys = ((("op", q, k),) if q is not None else ()) + ((("value", made, k),) if made is not None else ())
+            if keys:
+                return keys, p
             if op.name in _LOOK_THROUGH and op.operands:
                 v = op.operands[0]
                 continue
             if op.name == "func.call" or op.name.endswith(".composite"):
                 f = module.func_by_name.get(next(iter(callees(op)), None))
-                k = res.index(v)
                 if f is not None and k < len(f.returns):
                     v = f.returns[k]
                     continue
-            return ("new",), p
-        return ("new",), None
+            return (("new",),), p
+        return (("new",),), None
 
 
 _SPLAT_KEEPING = frozenset({"stablehlo.broadcast_in_dim", "stablehlo.reshape", "stablehlo.broadcast"})
@@ -548,7 +549,7 @@ def _what_changed(a: _Side, b: _Side, x: int, y: int) -> tuple:
     for k in sorted(set(attrs_a) | set(attrs_b), key=str):
         va, vb = attrs_a.get(k, "-"), attrs_b.get(k, "-")
         if va != vb:
-            out.append(f"{k} {_short(va)} -> {_short(vb)}")
+            out.append(f"{k} {' -> '.join(_around_difference(_short_form(va), _short_form(vb)))}")
     if sa[3] != sb[3]:
         out.append(_region_change(a, b, x, y))
     return tuple(out)
@@ -580,18 +581,23 @@ def _wiring(a: _Side, b: _Side, x: int, y: int, paired_a: dict, paired_b: dict,
                 f"its regions read {len(ia) - na} outside values in A, {len(ib) - nb} in B",)
     sa = [a.source(v, paired_a) for v in ia]
     sb = [b.source(v, paired_b) for v in ib]
-    if a.name(x) in _COMMUTATIVE and Counter(k for k, _ in sa[:na]) == Counter(k for k, _ in sb[:nb]):
-        sa, sb = sa[na:], sb[nb:]  # the same operands, in whatever order
-        first = na
-    else:
-        first = 0
+    order = list(range(len(ia)))
+    if a.name(x) in _COMMUTATIVE and na == 2 and not (_same(sa[0], sb[0]) and _same(sa[1], sb[1])) \
+            and _same(sa[0], sb[1]) and _same(sa[1], sb[0]):
+        order[0], order[1] = 1, 0  # x + y on one side, y + x on the other
     out = []
-    for k, ((ka, pa), (kb, pb)) in enumerate(zip(sa, sb), start=first):
-        if ka != kb:
+    for k in range(len(ia)):
+        (ka, pa), (kb, pb) = sa[k], sb[order[k]]
+        if not _same(sa[k], sb[order[k]]):
             what = f"operand {k}" if k < na else f"its region's outside value {k - na}"
-            out.append(f"{what} reads {_source_words(a, ka, pa, lines_a)} in A, "
-                       f"{_source_words(b, kb, pb, lines_b)} in B")
+            out.append(f"{what} reads {_source_words(a, ka[0], pa, lines_a)} in A, "
+                       f"{_source_words(b, kb[0], pb, lines_b)} in B")
     return tuple(out)
+
+
+def _same(source_a: tuple, source_b: tuple) -> bool:
+    """Whether two sources (_Side.source) are one value: a key in common."""
+    return any(k in source_b[0] for k in source_a[0])
 
 
 def _source_words(side: _Side, key: tuple, op_id, lines: dict) -> str:
@@ -609,6 +615,25 @@ def _source_words(side: _Side, key: tuple, op_id, lines: dict) -> str:
     line = lines.get(op_id, (0,))[0] if op_id is not None and lines else 0
     where = f" (line {line})" if line else f" (op {op_id})"
     return f"{name}{where}" + (" (this side only)" if kind == "new" else "")
+
+
+def _short_form(v) -> str:
+    if isinstance(v, tuple):
+        return "[" + ",".join(map(str, v)) + "]"
+    return re.sub(r"#stablehlo<\w+ (\w+)>", r"\1", str(v))
+
+
+def _around_difference(ta: str, tb: str, width: int = 60) -> tuple:
+    """Two long printed attributes cut to the part where they first differ ('...3.0, 4.0]>' ->
+    '...3.0, 5.0]>'), so the reader sees the difference; short ones whole."""
+    if len(ta) <= width and len(tb) <= width:
+        return ta, tb
+    i = 0
+    while i < min(len(ta), len(tb)) and ta[i] == tb[i]:
+        i += 1
+    start = max(0, i - width // 3)
+    return tuple(("..." if start else "") + t[start:start + width] + ("..." if len(t) > start + width else "")
+                 for t in (ta, tb))
 
 
 def _short(v) -> str:
@@ -810,8 +835,9 @@ def interface_changes(module_a: Module, module_b: Module, args_a: dict, args_b: 
         if t_a != t_b:
             out.append(f"result {k}: {t_a} in A, {t_b} in B")
             continue
-        (ka, pa), (kb, pb) = sa.source(va, paired_a), sb.source(vb, paired_b)
-        if ka != kb and not (ka[0] == kb[0] == "new"):
-            out.append(f"result {k} is {_source_words(sa, ka, pa, lines_a or {})} in A, "
-                       f"{_source_words(sb, kb, pb, lines_b or {})} in B")
+        src_a, src_b = sa.source(va, paired_a), sb.source(vb, paired_b)
+        (ka, pa), (kb, pb) = src_a, src_b
+        if not _same(src_a, src_b):
+            out.append(f"result {k} is {_source_words(sa, ka[0], pa, lines_a or {})} in A, "
+                       f"{_source_words(sb, kb[0], pb, lines_b or {})} in B")
     return tuple(out)

@@ -13,6 +13,7 @@ RESULT_FORMAT = 4  # 1: the first JSON (no phases, findings as sentences); 2: ty
 # constants and regions, and the entry functions' interfaces compared ("interface"). Formats 2 and 3
 # are still read: their op-level diffs compared less, and they have no interface changes.
 READS_FORMATS = (2, 3, 4)
+NO_PATH = "(no module path)"  # the name of a block whose ops carry no provenance
 
 
 @dataclass(frozen=True)

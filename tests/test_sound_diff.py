@@ -1,0 +1,233 @@
+"""A diff never calls two different programs the same, nor one program in two spellings different.
+
+The programs are the ones of ../shared/bugs/01, 02 and 07 (rewritten from public reports: pytorch/xla#5544,
+jax-ml/jax#24648, google-ai-edge/model-explorer#115), inlined so the suite runs without shared/, and
+small programs for each kind of difference the op comparison must see (a constant's value, a region's
+body, a composite's decomposition, a returned value, an op without a location).
+"""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from stackwars_ir.diff import diff_files
+
+MAIN = "func.func @main(%arg0: tensor<10x10xf32>, %arg1: tensor<10x10xf32>) -> tensor<10x10xf32> {{\n{body}\n}}\n"
+
+
+def _sin_cos(x: str, y: str) -> str:
+    return MAIN.format(body=f"""  %0 = stablehlo.sine {x} : tensor<10x10xf32>
+  %1 = stablehlo.cosine {y} : tensor<10x10xf32>
+  %2 = stablehlo.add %0, %1 : tensor<10x10xf32>
+  return %2 : tensor<10x10xf32>""")
+
+
+DOT = """func.func public @main(%arg0: tensor<64x64xf16>, %arg1: tensor<64x64xf16>) -> tensor<64x64xf32> {{
+  %0 = stablehlo.dot_general %arg0, %arg1, contracting_dims = [1] x [0], precision = [{p}, {p}]{algorithm} : (tensor<64x64xf16>, tensor<64x64xf16>) -> tensor<64x64xf32>
+  return %0 : tensor<64x64xf32>
+}}
+"""
+ALGORITHM = (", algorithm = <lhs_precision_type = f16, rhs_precision_type = f16, accumulation_type = f32, "
+             "lhs_component_count = 1, rhs_component_count = 1, num_primitive_operations = 1, "
+             "allow_imprecise_accumulation = false>")
+
+MHLO_ADD = """func.func @main(%arg0: tensor<3x4x2xf32>) -> tensor<3x4x2xf32> {
+  %0 = mhlo.constant dense<1.000000e+04> : tensor<f32>
+  %1 = "mhlo.broadcast_in_dim"(%0) {broadcast_dimensions = dense<> : tensor<0xi64>} : (tensor<f32>) -> tensor<3x4x2xf32>
+  %2 = mhlo.add %arg0, %1 : tensor<3x4x2xf32>
+  return %2 : tensor<3x4x2xf32>
+}
+"""
+STABLEHLO_ADD = """func.func @main(%arg0: tensor<3x4x2xf32>) -> tensor<3x4x2xf32> {
+  %0 = stablehlo.constant dense<1.000000e+04> : tensor<f32>
+  %1 = stablehlo.broadcast_in_dim %0, dims = [] : (tensor<f32>) -> tensor<3x4x2xf32>
+  %2 = stablehlo.add %arg0, %1 : tensor<3x4x2xf32>
+  return %2 : tensor<3x4x2xf32>
+}
+"""
+
+
+def _write(tmp_path, name: str, text: str):
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+def _changed(result) -> list:
+    return [(g.names_a, g.what) for d in result.blocks for g in d.op_diff.groups if g.status == "changed"]
+
+
+def _diff(tmp_path, a: str, b: str):
+    return diff_files(_write(tmp_path, "a.mlir", a), _write(tmp_path, "b.mlir", b)).result()
+
+
+def test_which_argument_an_op_reads_is_compared(tmp_path, cli):
+    """bugs/01: sin(%arg1) + cos(%arg0) against sin(%arg0) + cos(%arg1) computes another function."""
+    a = _write(tmp_path, "swapped.mlir", _sin_cos("%arg1", "%arg0"))
+    b = _write(tmp_path, "expected.mlir", _sin_cos("%arg0", "%arg1"))
+    code, text, err = cli("diff", a, b, "--ops")
+    assert code == 1, err
+    assert "changed sine: operand 0 reads argument 1 in A, argument 0 in B" in text
+    assert "changed cosine: operand 0 reads argument 0 in A, argument 1 in B" in text
+    result = diff_files(_write(tmp_path, "both.mlir", _sin_cos("%arg0", "%arg0")), b).result()
+    assert result.differs
+    assert _changed(result) == [(("stablehlo.cosine",), ("operand 0 reads argument 0 in A, argument 1 in B",))]
+
+
+def test_commutative_operands_in_either_order_are_the_same(tmp_path):
+    a = _sin_cos("%arg0", "%arg1")
+    b = a.replace("stablehlo.add %0, %1", "stablehlo.add %1, %0")
+    result = _diff(tmp_path, a, b)
+    assert not result.differs and _changed(result) == []
+    c = a.replace("stablehlo.add %0, %1", "stablehlo.subtract %0, %1")
+    d = a.replace("stablehlo.add %0, %1", "stablehlo.subtract %1, %0")
+    assert _diff(tmp_path, c, d).differs  # a - b is not b - a
+
+
+def test_an_attribute_change_is_a_change(tmp_path, cli):
+    """bugs/02: DotAlgorithm is kept and compared; a precision change that is printed counts."""
+    default = _write(tmp_path, "default.mlir", DOT.format(p="DEFAULT", algorithm=""))
+    algorithm = _write(tmp_path, "algorithm.mlir", DOT.format(p="DEFAULT", algorithm=ALGORITHM))
+    highest = _write(tmp_path, "highest.mlir", DOT.format(p="HIGHEST", algorithm=""))
+    code, text, _ = cli("diff", default, algorithm, "--ops")
+    assert code == 1 and "changed dot_general: algorithm - -> #stablehlo.dot_algorithm<" in text
+    code, text, _ = cli("diff", default, highest, "--json", "-")
+    assert code == 1
+    data = json.loads(text[text.index("{"):])
+    assert data["differs"] is True
+    code, _, _ = cli("diff", default, _write(tmp_path, "same.mlir", DOT.format(p="DEFAULT", algorithm="")))
+    assert code == 0
+
+
+def test_mhlo_and_stablehlo_spellings_of_one_program_are_identical(tmp_path, cli):
+    """bugs/07: MHLO is legalized to StableHLO on reading."""
+    a, b = _write(tmp_path, "mhlo_add.mlir", MHLO_ADD), _write(tmp_path, "stablehlo_add.mlir", STABLEHLO_ADD)
+    code, text, err = cli("diff", a, b, "--ops")
+    assert code == 0, text + err
+    assert "matched 3, changed 0" in text
+    other = _write(tmp_path, "other.mlir", STABLEHLO_ADD.replace("stablehlo.add", "stablehlo.multiply"))
+    code, _, _ = cli("diff", a, other)
+    assert code == 1
+
+
+@pytest.mark.parametrize("old, new, what", [
+    ("dense<1.000000e-05>", "dense<1.000000e-06>", "value dense<9.99999974E-6> : tensor<f32> -> dense<9.99999997E-7> : tensor<f32>"),
+    ("dense<[1.0, 2.0, 3.0, 4.0]>", "dense<[1.0, 2.0, 3.0, 5.0]>",
+     "value ...e+00, 3.000000e+00, 4.000000e+00]> : tensor<4xf32> -> ...e+00, 3.000000e+00, 5.000000e+00]> : tensor<4xf32>"),
+])
+def test_a_constant_of_another_value_is_a_change(tmp_path, old, new, what):
+    """An RMSNorm epsilon of 1e-5 against 1e-6 (a new user's two JAX captures differed only so)."""
+    a = """func.func @main(%arg0: tensor<4xf32>) -> tensor<4xf32> {
+  %0 = stablehlo.constant dense<1.000000e-05> : tensor<f32>
+  %1 = stablehlo.broadcast_in_dim %0, dims = [] : (tensor<f32>) -> tensor<4xf32>
+  %2 = stablehlo.constant dense<[1.0, 2.0, 3.0, 4.0]> : tensor<4xf32>
+  %3 = stablehlo.add %arg0, %1 : tensor<4xf32>
+  %4 = stablehlo.multiply %3, %2 : tensor<4xf32>
+  return %4 : tensor<4xf32>
+}
+"""
+    result = _diff(tmp_path, a, a.replace(old, new))
+    assert result.differs
+    # the constant alone: its readers read the constant paired with theirs
+    assert _changed(result) == [(("stablehlo.constant",), (what,))]
+
+
+def test_one_constant_used_twice_is_two_equal_constants(tmp_path):
+    """Two copies of one constant (no CSE on one side) and a splat broadcast against the splat written
+    at its shape are the same values."""
+    a = """func.func @main(%arg0: tensor<4xf32>) -> tensor<4xf32> {
+  %0 = stablehlo.constant dense<2.000000e+00> : tensor<f32>
+  %1 = stablehlo.broadcast_in_dim %0, dims = [] : (tensor<f32>) -> tensor<4xf32>
+  %2 = stablehlo.multiply %arg0, %1 : tensor<4xf32>
+  %3 = stablehlo.add %2, %1 : tensor<4xf32>
+  return %3 : tensor<4xf32>
+}
+"""
+    b = """func.func @main(%arg0: tensor<4xf32>) -> tensor<4xf32> {
+  %0 = stablehlo.constant dense<2.000000e+00> : tensor<f32>
+  %1 = stablehlo.broadcast_in_dim %0, dims = [] : (tensor<f32>) -> tensor<4xf32>
+  %2 = stablehlo.multiply %arg0, %1 : tensor<4xf32>
+  %c = stablehlo.constant dense<2.000000e+00> : tensor<4xf32>
+  %3 = stablehlo.add %2, %c : tensor<4xf32>
+  return %3 : tensor<4xf32>
+}
+"""
+    result = _diff(tmp_path, a, b)
+    assert _changed(result) == []  # the add reads the same value; B has one more constant, A one fewer use
+    assert result.differs  # the op counts differ all the same: constant +1
+
+
+REDUCE = """func.func @main(%arg0: tensor<4x8xf32>) -> tensor<4xf32> {{
+  %0 = stablehlo.constant dense<0.000000e+00> : tensor<f32>
+  %1 = stablehlo.reduce(%arg0 init: %0) across dimensions = [1] : (tensor<4x8xf32>, tensor<f32>) -> tensor<4xf32>
+   reducer(%a: tensor<f32>, %b: tensor<f32>)  {{
+    %2 = stablehlo.{op} %a, %b : tensor<f32>
+    stablehlo.return %2 : tensor<f32>
+  }}
+  return %1 : tensor<4xf32>
+}}
+"""
+
+
+def test_an_op_inside_a_region_is_compared(tmp_path):
+    result = _diff(tmp_path, REDUCE.format(op="add"), REDUCE.format(op="maximum"))
+    assert result.differs
+    assert _changed(result) == [(("stablehlo.reduce",), ("region ops add -1; maximum +1",))]
+    assert not _diff(tmp_path, REDUCE.format(op="add"), REDUCE.format(op="add")).differs
+
+
+COMPOSITE = """func.func @main(%arg0: tensor<4xf32>) -> tensor<4xf32> {{
+  %0 = stablehlo.composite "my.gelu" %arg0 {{decomposition = @{name}}} : (tensor<4xf32>) -> tensor<4xf32>
+  return %0 : tensor<4xf32>
+}}
+func.func private @{name}(%arg0: tensor<4xf32>) -> tensor<4xf32> {{
+  %0 = stablehlo.{op} %arg0 : tensor<4xf32>
+  return %0 : tensor<4xf32>
+}}
+"""
+
+
+def test_a_composite_is_compared_by_its_decomposition(tmp_path):
+    same = _diff(tmp_path, COMPOSITE.format(name="gelu_impl", op="tanh"), COMPOSITE.format(name="other_name", op="tanh"))
+    assert not same.differs  # a helper's name is a spelling
+    other = _diff(tmp_path, COMPOSITE.format(name="gelu_impl", op="tanh"), COMPOSITE.format(name="gelu_impl", op="logistic"))
+    assert other.differs
+    assert any("tanh" in g.names_a + g.names_b or "stablehlo.tanh" in g.names_a
+               for d in other.blocks for g in d.op_diff.groups), [d.op_diff for d in other.blocks]
+
+
+def test_a_result_that_is_another_value_is_a_change(tmp_path, cli):
+    two = """func.func @main(%arg0: tensor<4xf32>) -> (tensor<4xf32>, tensor<4xf32>) {{
+  %0 = stablehlo.sine %arg0 : tensor<4xf32>
+  %1 = stablehlo.cosine %arg0 : tensor<4xf32>
+  return {ret} : tensor<4xf32>, tensor<4xf32>
+}}
+"""
+    a = _write(tmp_path, "a.mlir", two.format(ret="%0, %1"))
+    b = _write(tmp_path, "b.mlir", two.format(ret="%1, %0"))
+    code, text, _ = cli("diff", a, b)
+    assert code == 1
+    assert "entry function: result 0 is sine (line 2) in A, cosine (line 3) in B" in text
+
+
+def test_an_op_without_a_location_joins_the_block_it_reads(tmp_path):
+    """torch_xla once gave a model's last add an empty location: it read ln_f's ops and only the
+    return read it. It goes to ln_f's block, as with its location, not to a block without a name."""
+    from conftest import golden
+    from stackwars_ir.diff.blocks import segment
+    from stackwars_ir.ir import load_single
+
+    src = golden("gpt2", "torch-torch_xla")
+    lines = src.read_text().splitlines(keepends=True)
+    k = max(i for i, line in enumerate(lines) if "stablehlo.add" in line)  # the last add, returned
+    assert "loc(#loc" in lines[k]
+    lines[k] = lines[k][:lines[k].rindex("loc(")] + "loc(unknown)\n"
+    copy = tmp_path / "stripped.mlir"
+    copy.write_text("".join(lines))
+    plain, stripped = load_single([src, copy])
+    before = [(b.label, b.name, len(b.ops)) for b in segment(plain).blocks]
+    after = [(b.label, b.name, len(b.ops)) for b in segment(stripped).blocks]
+    assert after == before
+    result = diff_files(golden("gpt2", "jax"), copy).result()
+    assert all(u.name for u in result.only_b) and all(d.name_b for d in result.blocks)
