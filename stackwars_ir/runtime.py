@@ -75,6 +75,19 @@ def enable_x64(on: bool):
 QUICK = {"xla_backend_optimization_level": 0, "xla_llvm_disable_expensive_passes": True}
 
 
+def initialize_lapack() -> None:
+    """Fill in the LAPACK functions behind jaxlib's CPU custom calls (`lapack_spotrf_ffi`, ...: every
+    jnp.linalg op). jax does it only when it lowers such an op itself; a module compiled from its text
+    would call a null pointer (SIGSEGV) without it."""
+    try:
+        from jaxlib.lapack import _lapack
+    except ImportError:  # an older jaxlib layout
+        from jax._src.lax.linalg import initialize_lapack as init
+        init()
+        return
+    _lapack.initialize()
+
+
 @dataclass(frozen=True)
 class Runtime:
     """One PJRT client and the device executables run on."""
@@ -98,6 +111,8 @@ class Runtime:
             raise BenchError(f"{label}: the module is sharded over {n} devices and this {self.platform} runtime "
                              f"has {len(devices)}", fix=f"on CPU, start with XLA_FLAGS=--xla_force_host_platform_"
                                                      f"device_count={n} (the CLI sets it for a sharded capture)")
+        if self.platform == "cpu" and "@lapack_" in text:
+            initialize_lapack()
         options = partitioned_options(n, devices, shardy(text)) if n > 1 else xc.CompileOptions()
         if quick:
             options.env_option_overrides = list(QUICK.items())

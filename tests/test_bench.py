@@ -621,3 +621,23 @@ def test_xla_builds_benchmark_runs_torch_xlas_captured_step_on_both_xla_builds_w
     times = [float(c.replace(",", "")) for c in cells[1:3] + cells[4:6]]
     assert all(t > 0 for t in times), row  # both builds compiled and executed it
     assert float(cells[-1]) < 1e-5, row  # the same step's outputs, float32 rounding apart
+
+
+def test_jax_linear_algebra_runs_from_its_text(tmp_path):
+    """bugs/03: jnp.linalg lowers to jaxlib's LAPACK custom calls, whose functions jax fills in only
+    when it lowers such an op itself; the worker compiles text, so it fills them in (it died of SIGSEGV).
+    A Cholesky's synthetic input is made positive definite (a random one gives NaN)."""
+    import jax
+    import jax.numpy as jnp
+
+    x = jnp.ones((4, 4), jnp.float32)
+    paths = []
+    for name, f in (("cholesky", jnp.linalg.cholesky), ("qr", jnp.linalg.qr), ("eigh", jnp.linalg.eigh),
+                    ("svd", jnp.linalg.svd)):
+        path = tmp_path / f"{name}.mlir"
+        path.write_text(jax.jit(f).lower(x).as_text())
+        assert "lapack_" in path.read_text()
+        paths.append(path)
+    report = bench_files(paths, "cpu", timeout=60, with_peaks=False)
+    assert not report.failed, [e.error for e in report.failed]
+    assert "positive definite" in report.rows[0][1].arguments

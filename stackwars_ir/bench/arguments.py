@@ -36,13 +36,38 @@ def signature_arguments(module, sidecar, rng: np.random.Generator, staged: str |
         why = (f"synthetic: model {sidecar.model!r} is not in the catalogue and its capture recorded no values "
                f"(name its adapter with --adapters PATH to time its own weights against PyTorch eager)")
     arrays = []
+    spd = _factors_cholesky(module)
     for i, vid in enumerate(module.entry.args):
         t = module.values[vid].type
         if any(d is None for d in t.shape):
             raise BenchError(f"{module.source}: argument {i} has a dynamic shape ({t})",
                              fix="benchmark a module exported with static shapes")
-        arrays.append(_synthetic(t, _index_limit(module, vid), rng, f"{module.source}: argument {i}"))
+        a = _synthetic(t, _index_limit(module, vid), rng, f"{module.source}: argument {i}")
+        arrays.append(_positive_definite(a) if spd else a)
+    if spd:
+        why += "; square matrices symmetric positive definite (the module factors one by Cholesky)"
     return arrays, why, None
+
+
+_CHOLESKY = ("potrf", "cholesky")
+
+
+def _factors_cholesky(module) -> bool:
+    """Whether the module calls a Cholesky factorization (LAPACK's potrf, cuSOLVER's): a random matrix
+    is not positive definite, and its factor would be NaN."""
+    return any(op.name.endswith("custom_call") and any(k in str(op.attr("call_target_name") or "").lower()
+                                                      for k in _CHOLESKY) for op in module.ops)
+
+
+def _positive_definite(a: np.ndarray) -> np.ndarray:
+    """A square float matrix (batched: the last two dimensions) made symmetric positive definite:
+    A A^T / n + I; anything else as it is."""
+    if a.ndim < 2 or a.shape[-1] != a.shape[-2] or not np.issubdtype(a.dtype, np.floating):
+        return a
+    n = a.shape[-1]
+    wide = a.astype(np.float64)
+    spd = wide @ np.swapaxes(wide, -1, -2) / n + np.eye(n)
+    return spd.astype(a.dtype)
 
 
 _NUMPY = {"f32": np.float32, "f64": np.float64, "f16": np.float16, "i64": np.int64, "i32": np.int32,
