@@ -184,7 +184,7 @@ def test_a_saved_diff_renders_the_same_report_without_the_mlir_files(cli, tmp_pa
     assert "report --from" in (tmp_path / "saved.html").read_text()
     # The saved result keeps what the renderings need: provenance, excerpts, records with op ids.
     data = json.loads((tmp_path / "d.json").read_text())
-    assert data["format"] == 3 and data["a"]["provenance"]["model"] == "gpt2" and data["a"]["sha256"]
+    assert data["format"] == 4 and data["a"]["provenance"]["model"] == "gpt2" and data["a"]["sha256"]
     block = next(x for x in data["blocks"] if x["findings"])
     assert block["excerpt_a"] and block["op_ids_a"] and block["findings"][0]["kind"] and block["findings"][0]["text"]
     assert "auto:" in data["a"]["mode_reason"] and "covered" in data["alignment"]["reason"]

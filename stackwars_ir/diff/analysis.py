@@ -11,7 +11,7 @@ from ..routes import SHOWN_VERSIONS
 from .align import Alignment, align
 from .blocks import Block, Segmentation, segment
 from .findings import BlockFacts, block_findings, facts, flattened
-from .ops import interface_changes, match_blocks
+from .ops import interface_changes, match_blocks, program_print
 from .result import NO_PATH, BlockResult, DiffResult, SideResult, Summary, Unmatched, counter_delta, first_of_each_role
 
 EXCERPT_LINES = 40
@@ -79,6 +79,9 @@ class DiffReport:
         args_a, args_b = argument_identities(self.a.module, self.b.module)
         op_diffs, paired_a, paired_b = match_blocks(self.a.module, self.b.module, ids, lines_a, lines_b,
                                                     args_a, args_b)
+        interface = interface_changes(self.a.module, self.b.module, args_a, args_b, paired_a, paired_b, lines_a,
+                                      lines_b)
+        same = not interface and program_print(self.a.module, args_a) == program_print(self.b.module, args_b)
         for i, d in enumerate(self.blocks):
             ids_a, ids_b = ids[i]
             blocks.append(BlockResult(
@@ -93,8 +96,7 @@ class DiffReport:
                           tuple(_unmatched(b) for b in al.only_a), tuple(_unmatched(b) for b in al.only_b),
                           self.summary, flow_a=_flow(self.a.module, [d.a for d in self.blocks]),
                           flow_b=_flow(self.b.module, [d.b for d in self.blocks]),
-                          interface=interface_changes(self.a.module, self.b.module, args_a, args_b,
-                                                      paired_a, paired_b, lines_a, lines_b))
+                          interface=interface, same_program=same)
 
     def as_json(self) -> dict:
         return self.result().as_json()

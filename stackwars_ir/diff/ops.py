@@ -37,7 +37,7 @@ _COMMUTATIVE = frozenset({"stablehlo.add", "stablehlo.multiply", "stablehlo.maxi
 # Ops too common, or too exporter-specific, to pair by their rank among ops of their name.
 _MOVEMENT = _LOOK_THROUGH | {"stablehlo.constant", "stablehlo.iota", "func.call", "stablehlo.slice",
                              "stablehlo.concatenate", "stablehlo.select", "stablehlo.compare"}
-_SKIP = frozenset({"func.return", "stablehlo.return", "mhlo.return"})
+_SKIP = frozenset({"func.return", "stablehlo.return", "mhlo.return", "sdy.return"})
 _MAX_ROUNDS = 50  # neighbour propagation reaches its fixpoint in a few rounds; a bound all the same
 
 
@@ -130,6 +130,7 @@ class _Side:
         self.module = module
         self.args = args if args is not None else {v: i for i, v in enumerate(module.entry.args)}
         top, children = [], defaultdict(list)
+        op_ids = list(dict.fromkeys(op_ids))  # a helper called twice is inlined twice: its ops once
         ids = set(op_ids)
         for i in op_ids:
             op = ops[i]
@@ -155,10 +156,14 @@ class _Side:
             inner = nested.get(i, ())
             region, captured = _region_print(module, i, inner) if inner else (None, ())
             self.sig[i] = _signature(module, op, region)
-            self.inputs[i] = op.operands + captured
+            args, rets = module.through_calls, module.through_returns
+            # a helper's argument is its call's operand, a call's result what its helper returns
+            self.inputs[i] = tuple(rets(args(v)) for v in op.operands + captured)
             self.producers[i] = tuple(p if (p := values[v].producer) in self.pos and v in ops[p].results else None
                                       for v in self.inputs[i])
         self._made: dict = {}
+        self.fp: dict = {}
+        self.closed: dict = {}
         self.sites = defaultdict(list)  # function -> the ops of this block that call it with its arguments
         for i in top:
             if ops[i].name == "func.call" or ops[i].name.endswith(".composite"):
@@ -179,13 +184,37 @@ class _Side:
         """What an input from outside the block is, for fingerprints: the argument it is, else its type."""
         if v in self.args:
             return ("arg", self.args[v])
-        return ("in", self.module.values[v].type)
+        val = self.module.values[v]
+        if val.producer is not None and v not in self.module.ops[val.producer].results:
+            return ("region argument", val.arg_index, val.type)  # a loop body's ops read the loop's state
+        if val.producer is None:
+            return ("param", val.arg_index, val.type)  # a helper function's argument
+        return ("in", val.type)
 
     def up_fingerprints(self) -> dict:
+        """op -> a hash of what it computes from what (its signature, its inputs' fingerprints). Where
+        every input traces back to arguments, constants and region arguments, never to another
+        block's value, the op is `closed`: two closed ops of equal fingerprints compute one value."""
         fp = {}
+        closed = self.closed = {}
+        ops = self.module.ops
         for i in self.order:
-            fp[i] = hash((self.sig[i], tuple(fp[p] if p is not None else self.leaf(v)
-                                             for p, v in zip(self.producers[i], self.inputs[i]))))
+            inputs = []
+            shut = True
+            for p, v in zip(self.producers[i], self.inputs[i]):
+                if p is not None:
+                    inputs.append((fp[p], ops[p].results.index(v)))
+                    shut = shut and closed[p]
+                else:
+                    leaf = self.leaf(v)
+                    inputs.append(leaf)
+                    # an entry argument is one value; a helper's argument or a region's is one per call or trip
+                    shut = shut and leaf[0] == "arg"
+            if ops[i].name in _COMMUTATIVE:
+                inputs.sort(key=repr)  # x + y and y + x: one fingerprint
+            fp[i] = hash((self.sig[i], tuple(inputs)))
+            closed[i] = shut
+        self.fp = fp
         return fp
 
     def down_fingerprints(self) -> dict:
@@ -244,6 +273,7 @@ class _Side:
         module = self.module
         values, ops = module.values, module.ops
         for _ in range(16):
+            v = module.through_returns(module.through_calls(v))
             val = values[v]
             p = val.producer
             if p is None:
@@ -262,6 +292,8 @@ class _Side:
             made = self.made(p)
             q = paired.get(p)
             keys = ((("op", q, k),) if q is not None else ()) + ((("value", made, k),) if made is not None else ())
+            if self.closed.get(p):  # computed from arguments and constants alone: equal computations, one value
+                keys += (("computed", self.fp[p], k),)
             if keys:
                 return keys, p
             if op.name in _LOOK_THROUGH and op.operands:
@@ -316,6 +348,8 @@ def _region_print(module: Module, holder: int, inner: tuple) -> tuple:
                         captured.append(v)
                     r = ("outside", captured.index(v), str(val.type))
             refs.append(r)
+        if op.name in _COMMUTATIVE:
+            refs.sort(key=repr)  # x + y and y + x alike
         h = hash((_signature(module, op, None), tuple(refs)))
         for k, r in enumerate(op.results):
             local[r] = ("op", h, k)
@@ -429,7 +463,12 @@ def pair_ops(module_a: Module, ids_a, module_b: Module, ids_b, args_a: dict | No
             if x1 in pair_ab or y1 in pair_ba:
                 continue
             pair(x1, y1)
-            for px, py in zip(a.producers[x1], b.producers[y1]):
+            pb = b.producers[y1]
+            if a.name(x1) in _COMMUTATIVE and len(pb) == 2 and pb[0] is not None and pb[1] is not None \
+                    and a.producers[x1][0] is not None and fa[a.producers[x1][0]] == fb[pb[1]] \
+                    and fa[a.producers[x1][0]] != fb[pb[0]]:
+                pb = pb[::-1]  # x + y against y + x: each operand's cone with its twin
+            for px, py in zip(a.producers[x1], pb):
                 if px is not None and py is not None and px not in pair_ab and py not in pair_ba:
                     stack.append((px, py))
     # 2. identical downstream cones, among what is left
@@ -706,7 +745,16 @@ def _result(a: _Side, b: _Side, pair_ab: dict, lines_a: dict, lines_b: dict, pai
         what = ()
         if len(ops_a) == 1 == len(ops_b):  # one op for one op between the same pairs: that op, changed
             status = "changed"
-            what = (f"op {a.name(ops_a[0]).split('.', 1)[-1]} -> {b.name(ops_b[0]).split('.', 1)[-1]}",)
+            x, y = ops_a[0], ops_b[0]
+            na, nb = a.name(x), b.name(y)
+            if na == nb:  # the same op, unpaired: say what differs as for a pair
+                what = _what_changed(a, b, x, y) + _wiring(a, b, x, y, paired_a, paired_b, lines_a, lines_b) \
+                    or (("calls a function that computes otherwise",) if callees(a.module.ops[x])
+                        else ("the same op where the other side's differs around it",))
+            else:
+                if na.split(".", 1)[-1] != nb.split(".", 1)[-1]:
+                    na, nb = na.split(".", 1)[-1], nb.split(".", 1)[-1]  # the dialect only where it is the change
+                what = (f"op {na} -> {nb}",)
         groups.append((where, OpGroup(status, ids_a, ids_b, tuple(a.name(i) for i in ops_a),
                                       tuple(b.name(i) for i in ops_b), what, _lines(ids_a, lines_a),
                                       _lines(ids_b, lines_b))))
@@ -807,6 +855,15 @@ def op_totals(blocks) -> dict:
     """Ops of each status over all aligned blocks (diff.result.BlockResult) that have an op-level diff."""
     diffs = [d.op_diff for d in blocks if d.op_diff is not None]
     return {s: sum(d.count(s) for d in diffs) for s in STATUSES} if diffs else {}
+
+
+def program_print(module: Module, args: dict) -> Counter:
+    """What the entry function computes, as a multiset of its ops' fingerprints (calls inlined, each
+    op hashed with the fingerprints of what it reads down to arguments and constants): equal for two
+    programs that differ only in spelling (locations, SSA and helper names, the order of independent
+    ops, commutative operands, generic or pretty form, MHLO), whatever their blocks."""
+    side = _Side(module, [op.id for op, _ in module.inlined], args)
+    return Counter(side.up_fingerprints().values())
 
 
 def interface_changes(module_a: Module, module_b: Module, args_a: dict, args_b: dict, paired_a: dict,

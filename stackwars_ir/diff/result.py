@@ -193,9 +193,12 @@ class BlockResult:
 
     @property
     def differs(self) -> bool:
-        """Whether anything differs in this pair: an op count, a finding, or one op changed, rewritten
-        or on one side only."""
-        return bool(self.delta) or bool(self.findings) or (self.op_diff is not None and not self.op_diff.identical)
+        """Whether anything differs in this pair: an op count, or one op changed, rewritten or on one
+        side only. The op diff compares everything an op computes; the findings describe the pair (a
+        helper's name among them, which is spelling) and decide only for a result saved without one."""
+        if self.op_diff is None:
+            return bool(self.delta) or bool(self.findings)
+        return bool(self.delta) or not self.op_diff.identical
 
     def as_json(self) -> dict:
         return {"label": self.label, "phase": self.phase, "layer": list(self.layer), "role": self.role,
@@ -241,6 +244,9 @@ class DiffResult:
     # What differs in the entry functions' interfaces, in words (diff.ops.interface_changes): an
     # argument one side alone takes or types otherwise, a result that is another value.
     interface: tuple = ()
+    # Whether the two entry functions compute the same thing, whatever their spelling and blocks
+    # (diff.ops.program_print); None in a result saved before format 4.
+    same_program: bool | None = None
 
     @property
     def names(self) -> tuple[str, str]:
@@ -254,8 +260,11 @@ class DiffResult:
 
     @property
     def differs(self) -> bool:
+        if self.same_program:  # blocks cut otherwise (one side without locations) are no difference
+            return bool(self.sharding_changes)
         return bool(self.only_a or self.only_b) or any(b.differs for b in self.blocks) \
-            or self.a.histogram != self.b.histogram or bool(self.sharding_changes) or bool(self.interface)
+            or self.a.histogram != self.b.histogram or bool(self.sharding_changes) or bool(self.interface) \
+            or self.same_program is False
 
     @property
     def sharding_changes(self) -> tuple:
@@ -280,6 +289,7 @@ class DiffResult:
             "flow": {"a": [list(e) for e in self.flow_a], "b": [list(e) for e in self.flow_b]},
             "sharding_changes": [c.as_json() for c in self.sharding_changes],
             "interface": list(self.interface),
+            "same_program": self.same_program,
         }
 
     @classmethod
@@ -304,7 +314,7 @@ class DiffResult:
                 data.get("metrics", {}),
                 tuple(tuple(e) for e in data.get("flow", {}).get("a", ())),
                 tuple(tuple(e) for e in data.get("flow", {}).get("b", ())),
-                tuple(data.get("interface", ())))
+                tuple(data.get("interface", ())), data.get("same_program"))
         except (KeyError, TypeError, ValueError, AttributeError) as e:
             raise StackwarsError(f"{source}: a diff JSON file with a missing or malformed field "
                                  f"({type(e).__name__}: {e})", fix=fix) from None

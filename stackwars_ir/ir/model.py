@@ -175,6 +175,47 @@ class Module:
         return {vid: f.name for f in self.funcs for vid in f.args}
 
     @cached_property
+    def only_sites(self) -> dict:
+        """function name -> its one call (a func.call or composite op), for functions called from
+        exactly one place: their arguments are that call's operands."""
+        sites: dict = {}
+        for op in self.ops:
+            if op.name == "func.call" or op.name.endswith(".composite"):
+                for callee in callees(op):
+                    sites.setdefault(callee, []).append(op)
+        return {f: ops[0] for f, ops in sites.items() if len(ops) == 1}
+
+    def through_calls(self, vid: int) -> int:
+        """The value a function's argument is at its one call site (followed through nested helpers);
+        any other value as it is."""
+        for _ in range(32):
+            v = self.values[vid]
+            if v.producer is not None or v.arg_index is None or vid in self.entry_args:
+                return vid
+            site = self.only_sites.get(self.arg_functions.get(vid))
+            if site is None or v.arg_index >= len(site.operands):
+                return vid
+            vid = site.operands[v.arg_index]
+        return vid
+
+    def through_returns(self, vid: int) -> int:
+        """The value a call's result is inside its callee (what the callee returns there, followed
+        through nested calls and helpers' arguments); any other value as it is."""
+        for _ in range(32):
+            v = self.values[vid]
+            if v.producer is None:
+                return vid
+            op = self.ops[v.producer]
+            if not (op.name == "func.call" or op.name.endswith(".composite")) or vid not in op.results:
+                return vid
+            f = self.func_by_name.get(next(iter(callees(op)), None))
+            k = op.results.index(vid)
+            if f is None or k >= len(f.returns):
+                return vid
+            vid = self.through_calls(f.returns[k])
+        return vid
+
+    @cached_property
     def entry_args(self) -> frozenset:
         """The value ids of the entry function's arguments."""
         return frozenset(self.entry.args)
@@ -286,4 +327,4 @@ def callees(op: Op) -> tuple:
 
 
 # Ops that only structure the IR: not counted in histograms.
-_STRUCTURAL = frozenset({"func.return", "stablehlo.return", "mhlo.return", "func.func", "builtin.module"})
+_STRUCTURAL = frozenset({"func.return", "stablehlo.return", "mhlo.return", "sdy.return", "func.func", "builtin.module"})

@@ -518,7 +518,7 @@ class _Builder:
         return name if len(name) < 200 else ""
 
 
-_RETURNS = frozenset({"func.return", "stablehlo.return", "mhlo.return"})
+_RETURNS = frozenset({"func.return", "stablehlo.return", "mhlo.return", "sdy.return"})
 
 
 def _is(cls, x) -> bool:

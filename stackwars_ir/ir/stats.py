@@ -98,7 +98,7 @@ def module_stats(module: Module, top: int = 5, arg_names: dict | None = None) ->
     return ModuleStats(
         source=module.source, parser=module.parser,
         functions=tuple((f.name, f.visibility, len(f.ops)) for f in module.funcs),
-        ops_written=sum(1 for o in module.ops if o.name not in ("func.return", "stablehlo.return")),
+        ops_written=sum(1 for o in module.ops if not o.name.endswith(".return")),
         ops_inlined=sum(hist.values()),
         calls=sum(1 for op, _ in module.inlined if op.name == "func.call"),
         by_op=tuple(sorted(hist.items(), key=lambda kv: (-kv[1], kv[0]))),

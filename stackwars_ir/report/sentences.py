@@ -247,6 +247,19 @@ SHARDING_LINES = 12  # arguments listed; the count says how many more
 INTERFACE_LINES = 12
 
 
+def verdict_line(result) -> str:
+    """The diff's answer in one line, as its exit code gives it: the same program, or what differs."""
+    if result.same_program and not result.differs:
+        cut = any(not d.op_diff.identical for d in result.blocks if d.op_diff is not None) or result.only_a \
+            or result.only_b or result.a.mode != result.b.mode
+        return ("verdict: the same program (exit 0)" + (f"; only its spelling differs, and the blocks above are "
+                                                         f"cut by {result.a.mode} in A, {result.b.mode} in B"
+                                                         if cut else ""))
+    if not result.differs:
+        return "verdict: nothing differs (exit 0)"
+    return "verdict: the programs differ (exit 1)"
+
+
 def interface_lines(result) -> list:
     """What differs in the two entry functions' interfaces (an argument one side alone takes or
     types otherwise, a result that is another value), a line each; [] when nothing does."""
@@ -296,7 +309,9 @@ def collective_lines(result) -> list:
 def delta_text(delta, limit: int = 4) -> str:
     """An op-count difference, largest first: `constant +3, add -1, ... (2 more)`."""
     items = sorted(delta.items(), key=lambda kv: (-abs(kv[1]), kv[0]))
-    text = ", ".join(f"{k.split('.', 1)[-1]} {v:+d}" for k, v in items[:limit])
+    short = [k.split(".", 1)[-1] for k, _ in items]
+    # the dialect where two dialects' ops of one name both change (mhlo.add -1, stablehlo.add +1)
+    text = ", ".join(f"{k if short.count(s) > 1 else s} {v:+d}" for (k, v), s in zip(items[:limit], short))
     return text + (f", ... ({len(items) - limit} more)" if len(items) > limit else "")
 
 

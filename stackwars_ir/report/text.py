@@ -5,7 +5,7 @@ import textwrap
 
 from ..ir.stats import ModuleStats
 from ..textfmt import human_bytes, table
-from .sentences import delta_text as _delta_text, executed_lines, interface_lines, sharding_lines
+from .sentences import delta_text as _delta_text, executed_lines, interface_lines, sharding_lines, verdict_line
 
 
 def stats_text(s: ModuleStats, top: int = 15) -> str:
@@ -94,6 +94,7 @@ def diff_text(result, excerpts: bool = False, ops: bool = False) -> str:
     out += executed_lines(a, b)
     placed = sharding_lines(result)
     out += ["", "shardings:", *(f"  {line}" for line in placed)] if placed else []
+    out += ["", verdict_line(result)]
     return "\n".join(out)
 
 
