@@ -495,3 +495,28 @@ def test_whispers_two_convolutions_pair_by_their_names_across_the_pytorch_routes
     convs = [(b["name_a"], b["name_b"]) for b in json.loads((tmp_path / "d.json").read_text())["blocks"]
              if b["role"] == "conv"]
     assert sorted(convs) == [("encoder.conv1", "encoder.conv1"), ("encoder.conv2", "encoder.conv2")], convs
+
+
+def test_a_twin_weight_of_another_shape_is_refused_by_name_never_reshaped():
+    """issue 75: a twin parameter stored transposed ([64,256] where PyTorch has [256,64]) was reshaped to
+    fit, scrambling it; a fused one of the wrong size failed with numpy's words, blaming the tool."""
+    import numpy as np
+
+    from stackwars_ir.errors import CaptureError
+    from stackwars_ir.workload import argument_values
+    from stackwars_ir.workload.prepared import Argument
+
+    weight = np.arange(256 * 64, dtype=np.float32).reshape(256, 64)
+    turned = Argument(0, "parameter", "mlp.fc.weight", (64, 256), "float32")
+    with pytest.raises(CaptureError) as e:
+        argument_values([turned], {}, {"mlp.fc.weight": weight}, {}, "jax")
+    msg = str(e.value)
+    assert "'mlp.fc.weight'" in msg and "[64, 256]" in msg and "[256, 64]" in msg and "transpose" in msg
+    assert "bug in stackwars-ir" not in msg
+    fused = Argument(0, "parameter", "attn.qkv.weight", (128, 64), "float32")
+    with pytest.raises(CaptureError, match="'attn.qkv.weight'.*\\[128, 64\\].*\\[256, 64\\]"):
+        argument_values([fused], {}, {"attn.qkv.weight": weight}, {}, "jax")
+    # unit dimensions only: the same values written otherwise
+    bias = Argument(0, "parameter", "b", (1, 64), "float32")
+    (value,) = argument_values([bias], {}, {"b": np.ones(64, np.float32)}, {}, "jax")
+    assert value.shape == (1, 64)

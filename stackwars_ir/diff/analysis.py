@@ -11,7 +11,7 @@ from ..routes import SHOWN_VERSIONS
 from .align import Alignment, align
 from .blocks import Block, Segmentation, segment
 from .findings import BlockFacts, block_findings, facts, flattened
-from .ops import interface_changes, match_blocks, program_print
+from .ops import Program, interface_changes, match_blocks
 from .result import NO_PATH, BlockResult, DiffResult, SideResult, Summary, Unmatched, counter_delta, first_of_each_role
 
 EXCERPT_LINES = 40
@@ -79,9 +79,9 @@ class DiffReport:
         args_a, args_b = argument_identities(self.a.module, self.b.module)
         op_diffs, paired_a, paired_b = match_blocks(self.a.module, self.b.module, ids, lines_a, lines_b,
                                                     args_a, args_b)
-        interface = interface_changes(self.a.module, self.b.module, args_a, args_b, paired_a, paired_b, lines_a,
-                                      lines_b)
-        same = not interface and program_print(self.a.module, args_a) == program_print(self.b.module, args_b)
+        program_a, program_b = Program(self.a.module, args_a), Program(self.b.module, args_b)
+        interface = interface_changes(program_a, program_b, args_a, args_b, paired_a, paired_b, lines_a, lines_b)
+        same = not interface and program_a.print == program_b.print
         for i, d in enumerate(self.blocks):
             ids_a, ids_b = ids[i]
             blocks.append(BlockResult(

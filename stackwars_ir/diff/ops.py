@@ -202,9 +202,12 @@ class _Side:
             inputs = []
             shut = True
             for p, v in zip(self.producers[i], self.inputs[i]):
-                if p is not None:
+                if p is not None and p in fp:
                     inputs.append((fp[p], ops[p].results.index(v)))
                     shut = shut and closed[p]
+                elif p is not None:  # made later in program order (a helper inlined after its reader)
+                    inputs.append(("later", self.module.values[v].type))
+                    shut = False
                 else:
                     leaf = self.leaf(v)
                     inputs.append(leaf)
@@ -220,7 +223,7 @@ class _Side:
     def down_fingerprints(self) -> dict:
         fp = {}
         for i in reversed(self.order):
-            fp[i] = hash((self.sig[i], tuple(sorted((fp[u], k) for u, k in self.users[i]))))
+            fp[i] = hash((self.sig[i], tuple(sorted((fp.get(u, 0), k) for u, k in self.users[i]))))
         return fp
 
     def made(self, p: int, depth: int = 0):
@@ -857,21 +860,87 @@ def op_totals(blocks) -> dict:
     return {s: sum(d.count(s) for d in diffs) for s in STATUSES} if diffs else {}
 
 
-def program_print(module: Module, args: dict) -> Counter:
-    """What the entry function computes, as a multiset of its ops' fingerprints (calls inlined, each
-    op hashed with the fingerprints of what it reads down to arguments and constants): equal for two
-    programs that differ only in spelling (locations, SSA and helper names, the order of independent
-    ops, commutative operands, generic or pretty form, MHLO), whatever their blocks."""
-    side = _Side(module, [op.id for op, _ in module.inlined], args)
-    return Counter(side.up_fingerprints().values())
+class Program:
+    """What a whole entry function computes, as fingerprints: each op hashed with its signature and the
+    fingerprints of what it reads, down to entry arguments and constants, every call evaluated at its
+    call site (a helper called twice is two computations). Equal for two programs that differ only in
+    spelling: locations, SSA and helper names, the order of independent ops, commutative operands,
+    generic or pretty form, MHLO; whatever their blocks."""
+
+    def __init__(self, module: Module, args: dict):
+        self.module = module
+        self.args = args
+        self.memo: dict = {}
+        self.results, self.print = self._run(module.entry.name, None, ())
+
+    def _run(self, name: str, bound, stack: tuple) -> tuple:
+        """(fingerprints of what function `name` returns, Counter of its ops' fingerprints), its
+        arguments bound to `bound` (None: the entry function's own arguments)."""
+        module = self.module
+        f = module.func_by_name.get(name)
+        if f is None or name in stack:  # a declaration, or recursion: its results stand for themselves
+            return tuple(("extern", k, str(t)) for k, t in enumerate(f.results if f else ())), Counter()
+        key = (name, bound)
+        hit = self.memo.get(key)
+        if hit is not None:
+            return hit
+        ops, nested = module.ops, module.nested
+        env: dict = {}
+        for i, v in enumerate(f.args):
+            env[v] = ("arg", self.args.get(v, i)) if bound is None else \
+                (bound[i] if i < len(bound) else ("unbound", i, str(module.values[v].type)))
+        count: Counter = Counter()
+        for op_id in f.ops:
+            op = ops[op_id]
+            if op.parent is not None or op.name in _SKIP:
+                continue
+            inner = nested.get(op_id, ())
+            region, captured = _region_print(module, op_id, inner) if inner else (None, ())
+            ins = [self._value(env, v) for v in op.operands + captured]
+            if op.name in _COMMUTATIVE:
+                ins.sort(key=repr)
+            called = []  # what the helpers called inside its regions compute
+            for c in inner:
+                for callee in callees(ops[c]):
+                    cf = module.func_by_name.get(callee)
+                    free = tuple(("region value", i, str(module.values[v].type)) for i, v in enumerate(cf.args)) \
+                        if cf else ()
+                    rets, sub = self._run(callee, free, stack + (name,))
+                    count += sub
+                    called.append(hash((rets, tuple(sorted(sub.items())))))
+            fp = hash((_signature(module, op, region), tuple(ins), tuple(called)))
+            count[fp] += 1
+            targets = callees(op)
+            if targets and (op.name == "func.call" or op.name.endswith(".composite")):
+                rets, sub = self._run(targets[0], tuple(ins[:len(op.operands)]), stack + (name,))
+                count += sub
+                for k, r in enumerate(op.results):
+                    env[r] = rets[k] if k < len(rets) else (fp, k)
+            else:
+                for k, r in enumerate(op.results):
+                    env[r] = (fp, k)
+                for callee in targets:  # a custom call's called computations
+                    cf = module.func_by_name.get(callee)
+                    free = tuple(("called", i, str(module.values[v].type)) for i, v in enumerate(cf.args)) \
+                        if cf else ()
+                    count += self._run(callee, free, stack + (name,))[1]
+        out = (tuple(self._value(env, v) for v in f.returns), count)
+        self.memo[key] = out
+        return out
+
+    def _value(self, env: dict, v: int):
+        hit = env.get(v)
+        return hit if hit is not None else ("outside", str(self.module.values[v].type))
 
 
-def interface_changes(module_a: Module, module_b: Module, args_a: dict, args_b: dict, paired_a: dict,
+def interface_changes(program_a: Program, program_b: Program, args_a: dict, args_b: dict, paired_a: dict,
                       paired_b: dict, lines_a: dict | None = None, lines_b: dict | None = None) -> tuple:
     """What differs in the two entry functions' interfaces, in words: an argument one side alone
     takes or takes with another type (args_a/args_b: value id -> identity), and a result that is
-    another value ('result 0 is sine (line 3) in A, cosine (line 4) in B'), judged against the
-    pairs of all blocks (match_blocks' paired_a/paired_b)."""
+    another value ('result 0 is sine (line 3) in A, cosine (line 4) in B'): one computed alike
+    (the whole program's fingerprints), or the result of ops the blocks paired (match_blocks'
+    paired_a/paired_b), is the same value."""
+    module_a, module_b = program_a.module, program_b.module
     out = []
     ta = {args_a.get(v, i): module_a.values[v].type for i, v in enumerate(module_a.entry.args)}
     tb = {args_b.get(v, i): module_b.values[v].type for i, v in enumerate(module_b.entry.args)}
@@ -892,6 +961,8 @@ def interface_changes(module_a: Module, module_b: Module, args_a: dict, args_b: 
         if t_a != t_b:
             out.append(f"result {k}: {t_a} in A, {t_b} in B")
             continue
+        if program_a.results[k] == program_b.results[k]:
+            continue  # computed alike
         src_a, src_b = sa.source(va, paired_a), sb.source(vb, paired_b)
         (ka, pa), (kb, pb) = src_a, src_b
         if not _same(src_a, src_b):

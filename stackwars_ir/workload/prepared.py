@@ -203,7 +203,24 @@ def argument_values(arguments, constants: dict, weights: dict[str, np.ndarray], 
                                "an input nor a recorded constant, so the capture cannot be run to check parity",
                                fix="this exporter does not yet record the values of tensors lifted by torch.export; "
                                    "try another --exporter")
-        values.append(np.asarray(src).astype(arg.dtype, copy=False).reshape(arg.shape))
+        array = np.asarray(src)
+        shape = tuple(arg.shape)
+        if array.shape != shape and _squeezed(array.shape) != _squeezed(shape):
+            # never reshaped to fit: a transposed or fused twin weight would be silently scrambled
+            turned = len(shape) == 2 and array.shape == shape[::-1]
+            raise CaptureError(
+                f"{who}: argument {arg.index} ({arg.name!r}, {arg.kind}) has shape {list(shape)} in the export, "
+                f"but its value has shape {list(array.shape)}" + (" (the transpose)" if turned else ""),
+                fix=(f"store the twin's {arg.name} transposed as PyTorch does (kernel.T), or map it with .T in the "
+                     "adapter's weight mapping" if turned else
+                     f"make the twin's {arg.name} the shape of its PyTorch tensor (split or join fused weights "
+                     "in the adapter's weight mapping)"))
+        values.append(array.astype(arg.dtype, copy=False).reshape(shape))
     return values
+
+
+def _squeezed(shape: tuple) -> tuple:
+    """A shape without its unit dimensions: a value of shape (1, 64) is one of shape (64,) written otherwise."""
+    return tuple(d for d in shape if d != 1)
 
 
