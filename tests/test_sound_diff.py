@@ -231,3 +231,11 @@ def test_an_op_without_a_location_joins_the_block_it_reads(tmp_path):
     assert after == before
     result = diff_files(golden("gpt2", "jax"), copy).result()
     assert all(u.name for u in result.only_b) and all(d.name_b for d in result.blocks)
+
+
+def test_an_mhlo_op_whose_name_holds_a_digit_is_legalized(tmp_path, cli):
+    mhlo = "func.func @main(%a: tensor<4xf32>, %b: tensor<4xf32>) -> tensor<4xf32> {\n" \
+           "  %0 = mhlo.atan2 %a, %b : tensor<4xf32>\n  return %0 : tensor<4xf32>\n}\n"
+    code, text, _ = cli("diff", _write(tmp_path, "m.mlir", mhlo),
+                        _write(tmp_path, "s.mlir", mhlo.replace("mhlo.atan2", "stablehlo.atan2")))
+    assert code == 0, text

@@ -626,12 +626,12 @@ def source_lines(module: Module) -> dict | None:
             continue
         name = m.group(1)
         name = {"return": "func.return", "call": "func.call"}.get(name, name)
-        if "." in name:
-            candidates.append((n, name, _LOC_TAIL.sub("", line.strip())))
+        if "." in name:  # MHLO reads as StableHLO (ir.parse legalizes it)
+            candidates.append((n, "stablehlo." + name[5:] if name.startswith("mhlo.") else name, line))
     out, j = {}, 0
     for op in module.ops:
         if j < len(candidates) and candidates[j][1] == op.name:
-            out[op.id] = candidates[j][0], candidates[j][2]
+            out[op.id] = candidates[j][0], candidates[j][2]  # the line as written: excerpt() drops its location
             j += 1
         elif op.parent is None:
             return None  # the text and the parsed module disagree: no line numbers rather than wrong ones
@@ -648,6 +648,7 @@ def excerpt(module: Module, block: Block, limit: int = EXCERPT_LINES, lines: dic
             if op.name.endswith("return") or op.id not in lines:
                 continue
             n, text = lines[op.id]
+            text = _LOC_TAIL.sub("", text.strip())
             out.append(f"L{n}: {text}")
             if len(out) == limit:
                 out.append(f"... {len(block.ops) - limit} more ops")

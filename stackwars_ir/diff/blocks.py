@@ -866,7 +866,7 @@ def _owner(module: Module, op: Op, entry: str) -> int:
     if op.func == entry:
         return op.id
     for caller in module.ops:  # callee bodies belong to their (first) call site
-        if op.func in callees(caller):
+        if (caller.name == "func.call" or caller.name.endswith(".composite")) and op.func in callees(caller):
             return _owner(module, caller, entry)
     return -1
 

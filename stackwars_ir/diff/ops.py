@@ -151,16 +151,17 @@ class _Side:
         self.inputs = {}  # op -> the values it reads: its operands, then what its regions read from outside
         self.producers = {}  # op -> (producer op id in the block, or None), per input
         self.users = {}  # op -> ((user op id in the block, input position), ...)
+        resolved = _resolved(module)
+        pos = self.pos
         for i in top:
             op = ops[i]
-            inner = nested.get(i, ())
-            region, captured = _region_print(module, i, inner) if inner else (None, ())
-            self.sig[i] = _signature(module, op, region)
-            args, rets = module.through_calls, module.through_returns
+            self.sig[i], captured = _signed(module, i)
             # a helper's argument is its call's operand, a call's result what its helper returns
-            self.inputs[i] = tuple(rets(args(v)) for v in op.operands + captured)
-            self.producers[i] = tuple(p if (p := values[v].producer) in self.pos and v in ops[p].results else None
-                                      for v in self.inputs[i])
+            inputs = self.inputs[i] = tuple(resolved.get(v, v) for v in op.operands + captured) if resolved \
+                else op.operands + captured
+            # (a region's argument has a position, an op's result none)
+            self.producers[i] = tuple(p if (p := values[v].producer) in pos and values[v].arg_index is None else None
+                                      for v in inputs)
         self._made: dict = {}
         self.fp: dict = {}
         self.closed: dict = {}
@@ -258,7 +259,7 @@ class _Side:
                     break
                 inputs.append((sub, module.ops[q].results.index(v)))
             else:
-                key = hash((_signature(module, op, None), tuple(inputs)))
+                key = hash((_bare(module, p), tuple(inputs)))
         self._made[p] = key
         return key
 
@@ -325,6 +326,48 @@ def _splat(module: Module, op: Op):
     return ("splat", m.group(1), t.dtype, t.shape)
 
 
+def _resolved(module: Module) -> dict:
+    """value id -> the value it is through calls (Module.through_calls, through_returns), for the values
+    where that is another: the arguments of helpers called once, the results of calls."""
+    hit = module.scratch.get("resolved")
+    if hit is None:
+        hit = {}
+        for op in module.ops:
+            if op.name == "func.call" or op.name.endswith(".composite"):
+                for v in op.results:
+                    to = module.through_returns(v)
+                    if to != v:
+                        hit[v] = to
+        for f in module.funcs:
+            for v in f.args:
+                to = module.through_returns(module.through_calls(v))
+                if to != v:
+                    hit[v] = to
+        module.scratch["resolved"] = hit
+    return hit
+
+
+def _signed(module: Module, i: int) -> tuple:
+    """(signature, captured) of op `i`, its regions' print included (_region_print), derived once per
+    module: every block and the whole program read the same."""
+    cache = module.scratch.setdefault("op signatures", {})
+    hit = cache.get(i)
+    if hit is None:
+        inner = module.nested.get(i, ())
+        region, captured = _region_print(module, i, inner) if inner else (None, ())
+        hit = cache[i] = (_signature(module, module.ops[i], region), captured)
+    return hit
+
+
+def _bare(module: Module, i: int) -> tuple:
+    """The signature of op `i` without its regions (as a nested op is printed), derived once."""
+    cache = module.scratch.setdefault("bare signatures", {})
+    hit = cache.get(i)
+    if hit is None:
+        hit = cache[i] = _signature(module, module.ops[i], None)
+    return hit
+
+
 def _region_print(module: Module, holder: int, inner: tuple) -> tuple:
     """(fingerprint, captured) of what an op's regions compute: every nested op's name, result types,
     attributes and where its operands come from (another nested op's result, a region's argument by
@@ -353,7 +396,7 @@ def _region_print(module: Module, holder: int, inner: tuple) -> tuple:
             refs.append(r)
         if op.name in _COMMUTATIVE:
             refs.sort(key=repr)  # x + y and y + x alike
-        h = hash((_signature(module, op, None), tuple(refs)))
+        h = hash((_bare(module, c), tuple(refs)))
         for k, r in enumerate(op.results):
             local[r] = ("op", h, k)
         prints.append(h)
@@ -363,7 +406,7 @@ def _region_print(module: Module, holder: int, inner: tuple) -> tuple:
 def _signature(module: Module, op: Op, region) -> tuple:
     """What an op computes, without its operands: its name, result types, every attribute (a helper's
     name aside; defaults one exporter spells and another omits left out) and its regions' print."""
-    types = tuple(str(module.values[v].type) for v in op.results)
+    types = tuple(module.values[v].type for v in op.results)  # Tensor: (shape, dtype), compared as is
     attrs = tuple((k, v) for k, v in op.attrs if k not in _NAMING and not _is_default(k, v))
     return (op.name, types, attrs, region)
 
@@ -586,7 +629,7 @@ def _what_changed(a: _Side, b: _Side, x: int, y: int) -> tuple:
     if sa[0] != sb[0]:
         return ()  # another op: its types and attributes are its own
     if sa[1] != sb[1]:
-        out.append(f"result type {', '.join(sa[1])} -> {', '.join(sb[1])}")
+        out.append(f"result type {', '.join(map(str, sa[1]))} -> {', '.join(map(str, sb[1]))}")
     attrs_a, attrs_b = dict(sa[2]), dict(sb[2])
     for k in sorted(set(attrs_a) | set(attrs_b), key=str):
         va, vb = attrs_a.get(k, "-"), attrs_b.get(k, "-")
@@ -860,6 +903,10 @@ def op_totals(blocks) -> dict:
     return {s: sum(d.count(s) for d in diffs) for s in STATUSES} if diffs else {}
 
 
+_CALLERS = frozenset({"func.call"})
+_CALLING = (".composite", ".custom_call")  # ops that may run functions in their place (ir.model.callees)
+
+
 class Program:
     """What a whole entry function computes, as fingerprints: each op hashed with its signature and the
     fingerprints of what it reads, down to entry arguments and constants, every call evaluated at its
@@ -871,62 +918,70 @@ class Program:
         self.module = module
         self.args = args
         self.memo: dict = {}
-        self.results, self.print = self._run(module.entry.name, None, ())
+        self.results, self.print, _ = self._run(module.entry.name, None, ())
 
     def _run(self, name: str, bound, stack: tuple) -> tuple:
-        """(fingerprints of what function `name` returns, Counter of its ops' fingerprints), its
-        arguments bound to `bound` (None: the entry function's own arguments)."""
+        """(fingerprints of what function `name` returns, Counter of its ops' fingerprints, a hash of
+        that Counter), its arguments bound to `bound` (None: the entry function's own arguments). A
+        call counts as one fingerprint that holds its callee's whole print (a helper called a
+        thousand times is evaluated once per distinct set of inputs)."""
         module = self.module
         f = module.func_by_name.get(name)
         if f is None or name in stack:  # a declaration, or recursion: its results stand for themselves
-            return tuple(("extern", k, str(t)) for k, t in enumerate(f.results if f else ())), Counter()
+            rets = tuple(("extern", k, str(t)) for k, t in enumerate(f.results if f else ()))
+            return rets, Counter(), hash(rets)
         key = (name, bound)
         hit = self.memo.get(key)
         if hit is not None:
             return hit
-        ops, nested = module.ops, module.nested
+        ops, nested, values = module.ops, module.nested, module.values
         env: dict = {}
         for i, v in enumerate(f.args):
             env[v] = ("arg", self.args.get(v, i)) if bound is None else \
-                (bound[i] if i < len(bound) else ("unbound", i, str(module.values[v].type)))
+                (bound[i] if i < len(bound) else ("unbound", i, str(values[v].type)))
         count: Counter = Counter()
+        inner_stack = stack + (name,)
         for op_id in f.ops:
             op = ops[op_id]
             if op.parent is not None or op.name in _SKIP:
                 continue
-            inner = nested.get(op_id, ())
-            region, captured = _region_print(module, op_id, inner) if inner else (None, ())
-            ins = [self._value(env, v) for v in op.operands + captured]
+            sig, captured = _signed(module, op_id)
+            ins = [env.get(v) or ("outside", str(values[v].type)) for v in op.operands + captured]
             if op.name in _COMMUTATIVE:
                 ins.sort(key=repr)
-            called = []  # what the helpers called inside its regions compute
-            for c in inner:
-                for callee in callees(ops[c]):
-                    cf = module.func_by_name.get(callee)
-                    free = tuple(("region value", i, str(module.values[v].type)) for i, v in enumerate(cf.args)) \
-                        if cf else ()
-                    rets, sub = self._run(callee, free, stack + (name,))
-                    count += sub
-                    called.append(hash((rets, tuple(sorted(sub.items())))))
-            fp = hash((_signature(module, op, region), tuple(ins), tuple(called)))
+            called = ()  # what the helpers called inside its regions compute
+            if op_id in nested:
+                called = tuple(self._called(c, "region value", inner_stack) for c in nested[op_id]
+                               if ops[c].name in _CALLERS or ops[c].name.endswith(_CALLING) and callees(ops[c]))
+            fp = hash((sig, tuple(ins), called))
             count[fp] += 1
-            targets = callees(op)
+            targets = callees(op) if op.name in _CALLERS or op.name.endswith(_CALLING) else ()
             if targets and (op.name == "func.call" or op.name.endswith(".composite")):
-                rets, sub = self._run(targets[0], tuple(ins[:len(op.operands)]), stack + (name,))
-                count += sub
+                rets, _, sub = self._run(targets[0], tuple(ins[:len(op.operands)]), inner_stack)
+                count[hash(("call", sub))] += 1
                 for k, r in enumerate(op.results):
                     env[r] = rets[k] if k < len(rets) else (fp, k)
             else:
                 for k, r in enumerate(op.results):
                     env[r] = (fp, k)
-                for callee in targets:  # a custom call's called computations
-                    cf = module.func_by_name.get(callee)
-                    free = tuple(("called", i, str(module.values[v].type)) for i, v in enumerate(cf.args)) \
-                        if cf else ()
-                    count += self._run(callee, free, stack + (name,))[1]
-        out = (tuple(self._value(env, v) for v in f.returns), count)
+                if targets:  # a custom call's called computations
+                    count[hash(("called", self._called(op_id, "called", inner_stack)))] += 1
+        out = (tuple(env.get(v) or ("outside", str(values[v].type)) for v in f.returns), count,
+               hash(frozenset(count.items())))
         self.memo[key] = out
         return out
+
+    def _called(self, op_id: int, word: str, stack: tuple) -> int:
+        """A hash of what the functions an op calls compute, their arguments free (a call inside a
+        region, a custom call's called computations)."""
+        module = self.module
+        out = []
+        for callee in callees(module.ops[op_id]):
+            cf = module.func_by_name.get(callee)
+            free = tuple((word, i, str(module.values[v].type)) for i, v in enumerate(cf.args)) if cf else ()
+            rets, _, sub = self._run(callee, free, stack)
+            out.append(hash((rets, sub)))
+        return hash(tuple(out))
 
     def _value(self, env: dict, v: int):
         hit = env.get(v)

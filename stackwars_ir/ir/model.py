@@ -170,6 +170,12 @@ class Module:
         return {k: tuple(v) for k, v in out.items()}
 
     @cached_property
+    def scratch(self) -> dict:
+        """A place for an analysis to keep what it derives from this module once (the differ's op
+        signatures), as cached properties keep theirs: the module itself never changes."""
+        return {}
+
+    @cached_property
     def arg_functions(self) -> dict:
         """value id -> the name of the function it is an argument of (every function's, not regions')."""
         return {vid: f.name for f in self.funcs for vid in f.args}

@@ -196,7 +196,7 @@ def _parse_text(chunk: str, label: str, source: str, first_line: int, part: tupl
 
 # An MHLO op in text: pretty (`= mhlo.add`, a line starting `mhlo.return`) or generic (`"mhlo.add"(`);
 # not the mhlo.* attributes StableHLO files carry (mhlo.sharding, mhlo.frontend_attributes).
-_MHLO_OP = re.compile(r'(?:=\s*|^\s*)mhlo\.[a-z_]+\b(?!\s*=)|"mhlo\.[a-z_]+"\s*\(', re.MULTILINE)
+_MHLO_OP = re.compile(r'(?:=\s*|^\s*)mhlo\.\w+\b(?!\s*=)|"mhlo\.\w+"\s*\(', re.MULTILINE)
 
 
 def _legalized(module, reparse):
