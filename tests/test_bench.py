@@ -641,3 +641,23 @@ def test_jax_linear_algebra_runs_from_its_text(tmp_path):
     report = bench_files(paths, "cpu", timeout=60, with_peaks=False)
     assert not report.failed, [e.error for e in report.failed]
     assert "positive definite" in report.rows[0][1].arguments
+
+
+KV_DUS = """func.func public @main(%arg0: tensor<2x256x64xf32> {tf.aliasing_output = 0 : i32}, %arg1: tensor<2x1x64xf32>,
+                       %arg2: tensor<i32>) -> tensor<2x256x64xf32> {
+  %c = stablehlo.constant dense<0> : tensor<i32>
+  %0 = stablehlo.dynamic_update_slice %arg0, %arg1, %c, %arg2, %c : (tensor<2x256x64xf32>, tensor<2x1x64xf32>, tensor<i32>, tensor<i32>, tensor<i32>) -> tensor<2x256x64xf32>
+  return %0 : tensor<2x256x64xf32>
+}
+"""
+
+
+def test_a_program_that_donates_its_state_is_timed_over_many_runs(tmp_path):
+    """bugs/12 (apple/axlearn#1068): a decode step updating its KV cache in place (`tf.aliasing_output`)
+    failed every row: each run passed the buffer the run before had consumed."""
+    path = tmp_path / "kv_dus.mlir"
+    path.write_text(KV_DUS)
+    report = bench_files([path], "cpu", timeout=60, with_peaks=False)
+    (_, e), = report.rows
+    assert e.ok, e.error
+    assert e.timing.iterations >= 5 and "argument 0 from output 0" in e.arguments

@@ -421,3 +421,96 @@ def test_a_string_that_is_not_utf8_gets_one_line_instead_of_aborting_the_worker(
 def test_stats_names_torch_xla_arguments_from_the_sidecar(cli):
     code, out, _ = cli("stats", golden("gemm", "torch-torch_xla"))
     assert code == 0 and "argument 0 (weight)" in out and "argument 1 (x)" in out
+
+
+SIZED = """module {
+  func.func @main(%a: tensor<64x64xf8E4M3FN>, %b: tensor<64x64xf8E5M2>, %c: tensor<64x64xbf16>, %d: tensor<64x64xi4>,
+                  %e: tensor<64x64xcomplex<f32>>, %f: tensor<64x64xi1>, %g: tensor<64x64xf4E2M1FN>,
+                  %w: tensor<4x3x3x3xi8>, %x: tensor<1x3x8x8xf32>) -> tensor<64x64xbf16> {
+    %0 = stablehlo.uniform_quantize %x : (tensor<1x3x8x8xf32>) -> tensor<1x3x8x8x!quant.uniform<i8:f32, 5.000000e-02>>
+    %1 = stablehlo.uniform_quantize %x : (tensor<1x3x8x8xf32>) -> tensor<1x3x8x8x!quant.uniform<i16:f32, 5.000000e-02>>
+    return %c : tensor<64x64xbf16>
+  }
+}
+"""
+
+
+def test_bytes_come_from_the_storage_type(tmp_path):
+    """bugs/11: quantized and sub-byte element types were sized at 4 bytes each."""
+    from stackwars_ir.ir.model import Tensor, element_bits
+    from stackwars_ir.ir.stats import stats_files
+
+    path = tmp_path / "sized.mlir"
+    path.write_text(SIZED)
+    (s,) = stats_files([path]).modules
+    # f8 4096 x2, bf16 8192, i4 2048 (packed), complex<f32> 32768, i1 4096 (a byte, XLA's pred), f4 2048,
+    # i8 108, f32 768
+    assert s.argument_bytes == 4096 * 2 + 8192 + 2048 + 32768 + 4096 + 2048 + 108 + 768
+    assert s.unsized == ()
+    q8 = Tensor((1, 3, 8, 8), "!quant.uniform<i8:f32, 5.000000e-02>")
+    assert q8.nbytes == 192 and Tensor((1, 3, 8, 8), "!quant.uniform<i16:f32, 0.05>").nbytes == 384
+    assert Tensor((4, 3, 3, 3), "!quant.uniform<i8<-127:127>:f32:0, {0.1,0.2,0.3,0.4}>").nbytes == 108
+    assert Tensor((3,), "i4").nbytes == 2  # packed, rounded up to a whole byte
+    assert Tensor((), "tuple<tensor<2x3xf32>, tensor<i32>>").nbytes == 28
+    assert Tensor((), "!stablehlo.token").nbytes == 0
+    assert Tensor((4,), "!my.type").nbytes is None and element_bits("!my.type") is None  # never guessed
+    for dtype, bits in (("f64", 64), ("f32", 32), ("bf16", 16), ("f16", 16), ("i64", 64), ("ui32", 32),
+                        ("i16", 16), ("i8", 8), ("ui8", 8), ("i1", 8), ("f8E4M3FN", 8), ("f8E5M2", 8),
+                        ("f8E4M3FNUZ", 8), ("f6E2M3FN", 6), ("f4E2M1FN", 4), ("i4", 4), ("ui4", 4), ("i2", 2),
+                        ("complex<f32>", 64), ("complex<f64>", 128), ("index", 64)):
+        assert element_bits(dtype) == bits, dtype
+
+
+def test_an_element_type_of_no_known_size_is_said_not_guessed(tmp_path, cli):
+    path = tmp_path / "odd.mlir"
+    path.write_text('func.func @main(%a: tensor<4x!my.opaque>) -> tensor<4x!my.opaque> {\n'
+                    '  return %a : tensor<4x!my.opaque>\n}\n')
+    code, text, err = cli("stats", path)
+    assert code == 0, err
+    assert "entry arguments: 1, unknown" in text and "no byte size known for: !my.opaque" in text
+
+
+SLICE_2023 = """module @jit_first_row {
+  func.func public @main(%arg0: tensor<4x8xf32>) -> tensor<1x4xf32> {
+    %0 = "stablehlo.slice"(%arg0) {limit_indices = dense<[1, 8]> : tensor<2xi64>, start_indices = dense<0> : tensor<2xi64>, strides = dense<1> : tensor<2xi64>} : (tensor<4x8xf32>) -> tensor<1x8xf32>
+    %1 = "stablehlo.transpose"(%arg0) {permutation = dense<[1, 0]> : tensor<2xi64>} : (tensor<4x8xf32>) -> tensor<8x4xf32>
+    %2 = "stablehlo.dot_general"(%0, %1) {dot_dimension_numbers = #stablehlo.dot<lhs_contracting_dimensions = [1], rhs_contracting_dimensions = [0]>} : (tensor<1x8xf32>, tensor<8x4xf32>) -> tensor<1x4xf32>
+    return %2 : tensor<1x4xf32>
+  }
+}
+"""
+SLICE_2026 = """func.func public @main(%arg0: tensor<4x8xf32>) -> tensor<1x4xf32> {
+  %0 = stablehlo.slice %arg0 [0:1, 0:8] : (tensor<4x8xf32>) -> tensor<1x8xf32>
+  %1 = stablehlo.transpose %arg0, dims = [1, 0] : (tensor<4x8xf32>) -> tensor<8x4xf32>
+  %2 = stablehlo.dot_general %0, %1, contracting_dims = [1] x [0] : (tensor<1x8xf32>, tensor<8x4xf32>) -> tensor<1x4xf32>
+  return %2 : tensor<1x4xf32>
+}
+"""
+
+
+def test_stablehlo_from_before_2024_is_read_as_it_means(tmp_path, cli):
+    """bugs/13 (iree-org/iree#16561): integer-array attributes as `dense<...> : tensor<Nxi64>` were refused
+    with a fix that sent the user back to StableHLO; they read as today's `array<i64: ...>`."""
+    old, new = tmp_path / "slice_2023.mlir", tmp_path / "slice_2026.mlir"
+    old.write_text(SLICE_2023)
+    new.write_text(SLICE_2026)
+    code, text, err = cli("stats", old)
+    assert code == 0, err
+    code, text, err = cli("diff", old, new)
+    assert code == 0 and "verdict: the same program" in text, text + err
+    other = tmp_path / "other.mlir"
+    other.write_text(SLICE_2026.replace("[0:1, 0:8]", "[1:2, 0:8]"))
+    code, _, _ = cli("diff", old, other)
+    assert code == 1  # another slice is another program
+
+
+def test_hlo_types_are_sized_by_their_bits():
+    from stackwars_ir.bench.kernels import hlo_bits, result_bytes
+
+    for dtype, bits in (("pred", 8), ("s4", 4), ("u8", 8), ("s32", 32), ("f8e4m3fn", 8), ("f8e5m2", 8),
+                        ("f4e2m1fn", 4), ("bf16", 16), ("f16", 16), ("f32", 32), ("f64", 64), ("c64", 64),
+                        ("c128", 128), ("token", 0)):
+        assert hlo_bits(dtype) == bits, dtype
+    assert hlo_bits("opaque") is None
+    assert result_bytes("%t = (f32[2]{0}, s4[4]{0}) tuple(%a, %b)") == 10
+    assert result_bytes("%x = opaque[4]{0} custom-call()") is None

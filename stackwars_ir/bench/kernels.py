@@ -54,21 +54,31 @@ class Kernel:
 
 # What XLA's SPMD partitioner inserts between a sharded program's devices.
 COLLECTIVES = ("all-gather", "all-reduce", "reduce-scatter", "all-to-all", "collective-permute")
-_ITEMSIZE = {"pred": 1, "s8": 1, "u8": 1, "bf16": 2, "f16": 2, "s16": 2, "u16": 2, "f32": 4, "s32": 4, "u32": 4,
-             "f64": 8, "s64": 8, "u64": 8, "c64": 8, "c128": 16}
+def hlo_bits(dtype: str) -> int | None:
+    """Bits per element of an HLO primitive type (`pred` 8, `s4` 4, `f8e4m3fn` 8, `bf16` 16, `c64` 64,
+    `token` 0); None for one not known."""
+    if dtype == "pred":
+        return 8
+    if dtype == "token":
+        return 0
+    m = re.fullmatch(r"(?:[su]|bf|c)(\d+)|f(\d+)(?:e\d+m\d+\w*)?", dtype)
+    return int(m.group(1) or m.group(2)) if m else None
 
 
-def result_bytes(line: str) -> int:
+def result_bytes(line: str) -> int | None:
     """The bytes of an instruction's result as its optimized HLO line types it (`f32[64,16]{1,0}`, or
-    a tuple of them), on one device."""
+    a tuple of them), on one device; sub-byte types packed; None when a type's size is not known."""
     head = line.split("=", 1)[1] if "=" in line else line
     head = head.split("(", 1)[0] if not head.lstrip().startswith("(") else head.split(")", 1)[0]
     total = 0
-    for dtype, dims in re.findall(r"\b([a-z]+\d*)\[([\d,]*)\]", head):
+    for dtype, dims in re.findall(r"\b([a-z][a-z0-9]*)\[([\d,]*)\]", head):
         n = 1
         for d in filter(None, dims.split(",")):
             n *= int(d)
-        total += n * _ITEMSIZE.get(dtype, 4)
+        bits = hlo_bits(dtype)
+        if bits is None:
+            return None
+        total += -(-n * bits // 8)
     return total
 
 
@@ -152,7 +162,7 @@ def _name(line: str) -> str:
 
 def _kernel(line: str, opcode: str) -> Kernel:
     path, phase = _origin(line)
-    size = result_bytes(line) if opcode.removesuffix("-start") in COLLECTIVES else 0
+    size = (result_bytes(line) or 0) if opcode.removesuffix("-start") in COLLECTIVES else 0
     return Kernel(_name(line), opcode, path, phase, bytes=size)
 
 

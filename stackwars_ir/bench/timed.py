@@ -106,9 +106,15 @@ def _warm_one(path, text, module, rt, sidecar, timeout, how, seed, staged=None) 
             compile_s = time.perf_counter() - t0
             buffers = rt.put(arrays, exe)  # on the device(s) before timing: no host copies inside the loop
             checker = Checker(label, reference, rt.platform, "PyTorch eager on the CPU, same inputs")
+            fed, how_fed = donated_feedback(module)
+            if how_fed:
+                origin += f"; {how_fed}"
 
             def run():
-                return rt.run(exe, buffers)
+                outs = rt.run(exe, buffers)
+                for arg, out in fed:  # a donated argument's buffer is consumed: the next run reads its output
+                    buffers[arg] = outs[out]
+                return outs
 
             warm = warm_up(run, how.warmup, deadline=deadline, inspect=checker)
         cost, memory, hlo = _cost(exe), _memory(exe), hlo_stats(exe)
@@ -120,6 +126,29 @@ def _warm_one(path, text, module, rt, sidecar, timeout, how, seed, staged=None) 
         return _Warmed(label, run, warm, row, exe)
     except Exception as e:
         return _failed_row(label, e, timeout)
+
+
+def donated_feedback(module) -> tuple[list, str]:
+    """([(argument, output)], in words) for the arguments the entry function donates: each run consumes
+    such an argument's buffer (XLA writes the output into it), so the next run reads that output, as a
+    decode step's KV cache or a training step's state is carried from step to step. A `jax.buffer_donor`
+    argument is paired with the first output of its type no other argument takes."""
+    entry = module.entry
+    if not entry.donated:
+        return [], ""
+    result_types = list(entry.results)
+    taken = {out for _, out in entry.donated if out >= 0}
+    pairs = []
+    for arg, out in entry.donated:
+        if out < 0:
+            t = module.values[entry.args[arg]].type
+            out = next((k for k, r in enumerate(result_types) if r == t and k not in taken), -1)
+            if out < 0:
+                continue
+            taken.add(out)
+        pairs.append((arg, out))
+    words = ", ".join(f"argument {a} from output {o}" for a, o in pairs)
+    return pairs, (f"donated, each run reading the previous run's output: {words}" if pairs else "")
 
 
 def _profiled(row: Executable, w: "_Warmed", runs: int, rt) -> Executable:

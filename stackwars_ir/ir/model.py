@@ -1,18 +1,91 @@
 """The IR model: small immutable values for a parsed StableHLO module, its functions, ops and values."""
 from __future__ import annotations
 
+import re
 from collections import Counter
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import NamedTuple
 
-_ITEMSIZE = {"f64": 8, "i64": 8, "ui64": 8, "c64": 8, "complex<f32>": 8, "complex<f64>": 16,
-             "f32": 4, "i32": 4, "ui32": 4, "f16": 2, "bf16": 2, "i16": 2, "ui16": 2,
-             "i8": 1, "ui8": 1, "i1": 1, "f8E4M3FN": 1, "f8E5M2": 1}
+# Bits per element of the types MLIR spells plainly; the others are read from their spelling
+# (element_bits): quantized types by their storage type, complex by twice their part's.
+_BITS = {"f64": 64, "f32": 32, "tf32": 32, "bf16": 16, "f16": 16, "index": 64, "i1": 8}
+_INT = re.compile(r"(?:[su]?i|ui)(\d+)")  # i8, si32, ui4 (i1 is a byte: XLA's pred)
+_FLOAT = re.compile(r"f(\d+)E\d+M\d+\w*")  # f8E4M3FN, f6E2M3FN, f4E2M1FN, f8E8M0FNU
+_QUANT = re.compile(r"!quant\.\w+<([su]?i\d+|u\d+)")  # !quant.uniform<i8:f32, ...>: its storage type
+
+
+def element_bits(dtype: str) -> int | None:
+    """Bits one element of `dtype` (as MLIR spells it) is stored in: quantized types by their storage
+    type (`!quant.uniform<i8:f32, 0.05>` 8), sub-byte integers and floats at their width (i4 and
+    f4E2M1FN 4: packed, as XLA stores them on TPU; XLA:CPU holds each in a byte), i1 as a byte (XLA's
+    pred); None for a type with no known size (a tuple or token is sized by Tensor.nbytes)."""
+    hit = _BITS.get(dtype)
+    if hit is not None:
+        return hit
+    if dtype.startswith("complex<") and dtype.endswith(">"):
+        part = element_bits(dtype[8:-1])
+        return None if part is None else 2 * part
+    for pattern in (_INT, _FLOAT):
+        m = pattern.fullmatch(dtype)
+        if m:
+            return int(m.group(1))
+    m = _QUANT.match(dtype)
+    if m:
+        return int(re.search(r"\d+", m.group(1)).group())
+    return None
+
+
+def _type_bytes(text: str) -> int | None:
+    """Bytes of a printed type: `tensor<2x3xf32>` 24, a tuple the sum of its elements, a token 0; None
+    for a dynamic shape or an element type of no known size."""
+    text = text.strip()
+    if text.startswith("tuple<") and text.endswith(">"):
+        total = 0
+        for part in _top_level(text[6:-1]):
+            size = _type_bytes(part)
+            if size is None:
+                return None
+            total += size
+        return total
+    if text in ("!stablehlo.token", "!mhlo.token", "token"):
+        return 0
+    if text.startswith("tensor<") and text.endswith(">"):
+        body = text[7:-1]
+        dims, elem = [], body
+        while True:
+            m = re.match(r"(\?|\d+)x", elem)
+            if not m:
+                break
+            dims.append(None if m.group(1) == "?" else int(m.group(1)))
+            elem = elem[m.end():]
+        return Tensor(tuple(dims), elem).nbytes
+    bits = element_bits(text)
+    return None if bits is None else -(-bits // 8)
+
+
+def _top_level(text: str) -> list:
+    """`text` split at its commas outside any <...>."""
+    parts, depth, start = [], 0, 0
+    for i, c in enumerate(text):
+        if c == "<":
+            depth += 1
+        elif c == ">":
+            depth -= 1
+        elif c == "," and depth == 0:
+            parts.append(text[start:i])
+            start = i + 1
+    if text[start:].strip():
+        parts.append(text[start:])
+    return parts
 
 
 # Tensor, Op and Value are NamedTuples: immutable like frozen dataclasses, but several times
 # cheaper to build (a module has 100,000s of them); the parse worker sends them as plain tuples.
+
+
+def _is_scalar(dtype: str) -> bool:
+    return not dtype.startswith(("tuple<", "!stablehlo.token", "!mhlo.token", "token"))
 
 
 class Tensor(NamedTuple):
@@ -36,8 +109,14 @@ class Tensor(NamedTuple):
 
     @property
     def nbytes(self) -> int | None:
+        """Bytes the tensor is stored in (element_bits: a quantized type by its storage type, a
+        sub-byte type packed, rounded up to a whole byte); a tuple the sum of its elements, a token
+        0; None for a dynamic shape or an element type of no known size, never a guess."""
+        if not self.shape and not _is_scalar(self.dtype):
+            return _type_bytes(self.dtype)  # a tuple, a token: the parser keeps its whole type
         n = self.numel
-        return None if n is None else n * _ITEMSIZE.get(self.dtype, 4)
+        bits = element_bits(self.dtype)
+        return None if n is None or bits is None else -(-n * bits // 8)
 
     def __str__(self) -> str:
         dims = "x".join("?" if d is None else str(d) for d in self.shape)
@@ -90,6 +169,7 @@ class Func(NamedTuple):
     ops: tuple  # op ids, in order, nested region ops included
     returns: tuple = ()  # value ids the function returns
     arg_shardings: tuple = ()  # each argument's sharding as written (sdy or mhlo); () when none has one
+    donated: tuple = ()  # (argument index, output index it becomes, or -1: a donor XLA may reuse) per donated argument
 
 
 @dataclass(frozen=True)

@@ -182,7 +182,7 @@ def _parse_text(chunk: str, label: str, source: str, first_line: int, part: tupl
     try:
         with ctx:
             try:
-                module = ir.Module.parse(chunk)
+                module = _parse_older(ir, chunk)
             except (ValueError, OverflowError, RuntimeError) as e:
                 if isinstance(e, ir.MLIRError):
                     raise
@@ -192,6 +192,43 @@ def _parse_text(chunk: str, label: str, source: str, first_line: int, part: tupl
             return _build(module, label, "jaxlib", part=part)
     except ir.MLIRError as e:
         raise _diagnostic(e, source, first_line) from None
+
+
+# StableHLO before 2024-02 (jax < 0.4.24) wrote integer-array attributes as dense elements
+# (`start_indices = dense<0> : tensor<2xi64>`) where today's ops take `array<i64: 0, 0>`: the verifier
+# names one such attribute at a time.
+_OLD_ARRAY = re.compile(r"attribute '(\w+)' failed to satisfy constraint: (i64|i1) dense array attribute")
+
+
+def _parse_older(ir, chunk: str):
+    """The module in `chunk`; one written before StableHLO's 2024 attribute change is read as it means
+    (each attribute the verifier refuses as not a dense array, rewritten from `dense<...> : tensor<Nx..>`
+    to `array<...>`: the same values, on the same lines). Any other error is MLIR's own."""
+    text = chunk
+    for _ in range(64):
+        try:
+            return ir.Module.parse(text)
+        except ir.MLIRError as e:
+            diags = " ".join(d.message for d in (getattr(e, "error_diagnostics", None) or []))
+            m = _OLD_ARRAY.search(diags or str(e))
+            if m is None:
+                raise
+            new = _as_array(text, m.group(1), m.group(2))
+            if new == text:
+                raise
+            text = new
+    return ir.Module.parse(text)
+
+
+def _as_array(text: str, name: str, kind: str) -> str:
+    """Every `name = dense<...> : tensor<Nx{kind}>` in `text` as `name = array<{kind}: ...>`."""
+    def rewrite(m: re.Match) -> str:
+        body, n = m.group(2).strip(), int(m.group(3))
+        items = [x.strip() for x in body.strip("[]").split(",") if x.strip()] if body.startswith("[") else [body] * n
+        return f"{m.group(1)}array<{kind}" + (": " + ", ".join(items) if items else "") + ">"
+
+    pattern = re.compile(rf"(\b{re.escape(name)}\s*=\s*)dense<([^<>]*)>\s*:\s*tensor<(\d+)x{kind}>")
+    return pattern.sub(rewrite, text)
 
 
 # An MHLO op in text: pretty (`= mhlo.add`, a line starting `mhlo.return`) or generic (`"mhlo.add"(`);
@@ -377,13 +414,27 @@ class _Builder:
         ftype = self.ir.FunctionType(self.ir.TypeAttr(attrs["function_type"]).value)
         results = tuple(self.tensors[self.tensor(t)] for t in ftype.results)
         if not fop.regions or not fop.regions[0].blocks:  # a declaration
-            return (name, visibility, (), results, (), ())
+            return (name, visibility, (), results, (), (), (), ())
         entry = fop.regions[0].blocks[0]
         args = tuple(self.value(a, None, i, self.arg_name(a)) for i, a in enumerate(entry.arguments))
         first = self.skipped_ops + len(self.ops)
         returns = self.block(fop.regions[0], name, None)
         return (name, visibility, args, results, tuple(range(first, self.skipped_ops + len(self.ops))), returns,
-                self.arg_shardings(attrs))
+                self.arg_shardings(attrs), self.donated(attrs))
+
+    def donated(self, attrs) -> tuple:
+        """(argument index, output index or -1) of each argument the function donates: `tf.aliasing_output
+        = N` (its buffer becomes output N) or `jax.buffer_donor = true` (XLA may reuse it: -1)."""
+        if "arg_attrs" not in attrs:
+            return ()
+        out = []
+        for i, d in enumerate(self.ir.ArrayAttr(attrs["arg_attrs"])):
+            d = self.ir.DictAttr(d)
+            if "tf.aliasing_output" in d:
+                out.append((i, self.ir.IntegerAttr(d["tf.aliasing_output"]).value))
+            elif "jax.buffer_donor" in d and str(d["jax.buffer_donor"]) == "true":
+                out.append((i, -1))
+        return tuple(out)
 
     def arg_shardings(self, attrs) -> tuple:
         """Each argument's sharding as written (Shardy's sdy.sharding, GSPMD's mhlo.sharding), "" for none."""

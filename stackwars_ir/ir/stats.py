@@ -28,6 +28,7 @@ class ModuleStats:
     loops: tuple = ()  # each while's trip count (None: not fixed by the IR), in program order
     ops_executed: int | None = None  # inlined ops weighted by how often they run; None: a loop's count unknown
     by_op_executed: tuple = ()  # (op name, executions per run), most frequent first; () without loops
+    unsized: tuple = ()  # element types no byte size is known for (their tensors' bytes are None, never a guess)
 
     def as_json(self) -> dict:
         return {
@@ -38,7 +39,7 @@ class ModuleStats:
             "arguments": self.arguments, "argument_bytes": self.argument_bytes,
             "largest_tensors": [{"type": t, "what": w, "bytes": b} for t, w, b in self.largest],
             "loops": list(self.loops), "ops_executed": self.ops_executed,
-            "histogram_executed": dict(self.by_op_executed),
+            "histogram_executed": dict(self.by_op_executed), "unsized_types": list(self.unsized),
         }
 
     @classmethod
@@ -49,7 +50,8 @@ class ModuleStats:
                    d["ops_written"], d["ops_inlined"], d["calls"], tuple(d["histogram"].items()),
                    tuple(d["dialects"].items()), d["arguments"], d.get("argument_bytes"),
                    tuple((t["type"], t["what"], t["bytes"]) for t in d["largest_tensors"]), tuple(d.get("loops") or ()),
-                   d.get("ops_executed"), tuple((d.get("histogram_executed") or {}).items()))
+                   d.get("ops_executed"), tuple((d.get("histogram_executed") or {}).items()),
+                   tuple(d.get("unsized_types") or ()))
 
 
 @dataclass(frozen=True)
@@ -106,6 +108,7 @@ def module_stats(module: Module, top: int = 5, arg_names: dict | None = None) ->
         arguments=len(entry.args),
         argument_bytes=None if any(s is None for s in sizes) else sum(sizes),
         largest=_largest(module, top, arg_names or {}),
+        unsized=_unsized(module),
         **_executed(module, sum(hist.values())),
     )
 
@@ -122,6 +125,14 @@ def _executed(module: Module, inlined: int) -> dict:
             "by_op_executed": tuple(sorted(hist.items(), key=lambda kv: (-kv[1], kv[0])))}
 
 
+def _unsized(module: Module) -> tuple:
+    """The element types of the entry function's arguments and the module's results that have no known
+    byte size (ir.model.element_bits), sorted."""
+    types = {module.values[v].type for v in module.entry.args}
+    types |= {module.values[v].type for op in module.ops for v in op.results}
+    return tuple(sorted({t.dtype for t in types if t.numel is not None and t.nbytes is None}))
+
+
 def _largest(module: Module, top: int, arg_names: dict) -> tuple:
     seen = []
     entry = module.entry
@@ -132,7 +143,7 @@ def _largest(module: Module, top: int, arg_names: dict) -> tuple:
     for op, _ in module.inlined:
         for vid in op.results:
             seen.append((module.values[vid].type, f"result of {op.name}"))
-    ranked = sorted(((t.nbytes or 0, str(t), what) for t, what in seen), key=lambda x: -x[0])
+    ranked = sorted(((t.nbytes, str(t), what) for t, what in seen), key=lambda x: -(x[0] or 0))
     out, shown = [], set()
     for size, text, what in ranked:
         if (text, what) in shown:

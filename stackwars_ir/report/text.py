@@ -15,7 +15,9 @@ def stats_text(s: ModuleStats, top: int = 15) -> str:
         f"functions: {len(s.functions)} ({funcs})" if len(funcs) < 200 else f"functions: {len(s.functions)}",
         f"ops: {s.ops_written} as written, {s.ops_inlined} with calls inlined ({s.calls} calls)",
         *([loops_line(s)] if s.loops else []),
-        f"entry arguments: {s.arguments}, {human_bytes(s.argument_bytes)}",
+        f"entry arguments: {s.arguments}, {_argument_size(s)}",
+        *([f"no byte size known for: {', '.join(s.unsized)} (their tensors' bytes are left unknown, not guessed)"]
+          if s.unsized else []),
         "",
         (table(["op", "count", "executed"], [[k, v, dict(s.by_op_executed).get(k, 0)] for k, v in s.by_op[:top]])
          if s.by_op_executed else table(["op", "count"], [[k, v] for k, v in s.by_op[:top]]))
@@ -23,11 +25,19 @@ def stats_text(s: ModuleStats, top: int = 15) -> str:
         "",
         table(["dialect", "ops"], [[k, v] for k, v in s.by_dialect]),
         "",
-        table(["largest tensors", "what", "bytes"], [[t, w, human_bytes(b)] for t, w, b in s.largest],
+        table(["largest tensors", "what", "bytes"], [[t, w, "unknown" if b is None and "?" not in t
+                                                       else human_bytes(b)] for t, w, b in s.largest],
               right={2}),
         "",
     ]
     return "\n".join(lines)
+
+
+def _argument_size(s: ModuleStats) -> str:
+    """The entry arguments' bytes; 'dynamic' for a dynamic shape, 'unknown' for an element type of no known size."""
+    if s.argument_bytes is None and s.unsized:
+        return "unknown"
+    return human_bytes(s.argument_bytes)
 
 
 def loops_line(s: ModuleStats) -> str:
@@ -290,6 +300,8 @@ def bench_text(report) -> str:
                 "counters: the runtime's own and the process's page faults (memory touched for the first time), per run "
                 "(rest: all later runs together); resident: the row's growth "
                 "of peak resident memory (its own weights and state placed, compile, every run; CPU only)"]
+    out += [f"{e.label}: {part.strip()}" for _, e in report.rows for part in (e.arguments or "").split(";")
+            if part.strip().startswith("donated")]
     extra = _memory_and_roofline_rows(report)
     if extra:
         out += ["", table(["executable", "batch", "XLA plan: arguments", "outputs", "temporaries", "resident",
