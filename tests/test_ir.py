@@ -514,3 +514,42 @@ def test_hlo_types_are_sized_by_their_bits():
     assert hlo_bits("opaque") is None
     assert result_bytes("%t = (f32[2]{0}, s4[4]{0}) tuple(%a, %b)") == 10
     assert result_bytes("%x = opaque[4]{0} custom-call()") is None
+
+
+VHLO_TEXT = """module @jit_module {
+  "vhlo.func_v1"() <{arg_attrs = #vhlo.array_v1<[]>, function_type = #vhlo.type_v1<!vhlo.func_v1<(!vhlo.tensor_v1<4x!vhlo.f32_v1>, !vhlo.tensor_v1<4x!vhlo.f32_v1>) -> !vhlo.tensor_v1<4x!vhlo.f32_v1>>>, res_attrs = #vhlo.array_v1<[]>, sym_name = #vhlo.string_v1<"main">, sym_visibility = #vhlo.string_v1<"">}> ({
+  ^bb0(%arg0: !vhlo.tensor_v1<4x!vhlo.f32_v1>, %arg1: !vhlo.tensor_v1<4x!vhlo.f32_v1>):
+    %0 = "vhlo.add_v1"(%arg0, %arg1) : (!vhlo.tensor_v1<4x!vhlo.f32_v1>, !vhlo.tensor_v1<4x!vhlo.f32_v1>) -> !vhlo.tensor_v1<4x!vhlo.f32_v1>
+    "vhlo.return_v1"(%0) : (!vhlo.tensor_v1<4x!vhlo.f32_v1>) -> ()
+  }) : () -> ()
+}
+"""
+
+
+def test_vhlo_text_reads_as_its_stablehlo(tmp_path, cli):
+    """bugs/05 (tenstorrent/tt-mlir#1721): VHLO in text form was refused as 'without any func.func'."""
+    vhlo = tmp_path / "vhlo.mlir"
+    vhlo.write_text(VHLO_TEXT)
+    twin = tmp_path / "twin.mlir"
+    twin.write_text("func.func @main(%a: tensor<4xf32>, %b: tensor<4xf32>) -> tensor<4xf32> {\n"
+                    "  %0 = stablehlo.add %a, %b : tensor<4xf32>\n  return %0 : tensor<4xf32>\n}\n")
+    code, text, err = cli("diff", vhlo, twin)
+    assert code == 0 and "verdict: the same program" in text, text + err
+
+
+def test_an_xla_hlo_dump_is_read_as_a_proto_and_named_as_text(tmp_path, cli):
+    """bugs/06 (openxla/xla#20899): an HloModule dump got MLIR's 'custom op HloModule is unknown'. Its
+    HloModuleProto form (XLA's dumps with --xla_dump_hlo_as_proto) is read through XLA's importer."""
+    import jax
+    import jax.numpy as jnp
+
+    lowered = jax.jit(lambda t, i: jnp.take(t, i, axis=0)).lower(jnp.ones((64, 8)), jnp.arange(16))
+    proto = tmp_path / "take.hlo.pb"
+    proto.write_bytes(lowered.compiler_ir("hlo").as_serialized_hlo_module_proto())
+    code, text, err = cli("stats", proto)
+    assert code == 0 and "stablehlo.gather" in text, err
+    hlo_text = tmp_path / "take.hlo.txt"
+    hlo_text.write_text(lowered.compiler_ir("hlo").as_hlo_text())
+    code, _, err = cli("stats", hlo_text)
+    assert code == 2 and len(err.strip().splitlines()) == 1
+    assert "XLA HLO text (HloModule" in err and "hlo.pb" in err and "Traceback" not in err

@@ -90,9 +90,21 @@ def parse_wire(data: bytes, source: str, part: tuple = (0, 1)) -> list[tuple]:
         raise ParseError(f"{source}: empty file", fix="give a StableHLO .mlir or .mlirbc file")
     if data.startswith(BYTECODE_MAGIC):
         return [_parse_bytecode(data, source, part)]
-    if b"\x00" in data[:4096]:
-        raise ParseError(f"{source}: binary file that is not MLIR bytecode",
-                         fix="give StableHLO text (.mlir) or MLIR bytecode (.mlirbc)")
+    if b"\x00" in data[:4096] or not _is_utf8(data[:4096]):
+        converted = _from_hlo_proto(data)  # an XLA dump's HloModuleProto: XLA's own importer reads it
+        if converted is not None:
+            return [_parse_bytecode(converted, source, part)]
+        if b"\x00" in data[:4096]:
+            raise ParseError(f"{source}: binary file that is neither MLIR bytecode nor an XLA HloModuleProto",
+                             fix="give StableHLO text (.mlir), MLIR bytecode (.mlirbc) or an XLA dump's "
+                                 "*.before_optimizations.hlo.pb")
+    head = data[:4096].lstrip()
+    if head.startswith(b"HloModule "):
+        name = head[10:].split(b",")[0].split()[0].decode("utf-8", "replace")[:80]
+        raise ParseError(f"{source}: XLA HLO text (HloModule {name}), not StableHLO",
+                         fix="give the same dump's HloModuleProto, which stackwars-ir reads (XLA_FLAGS='--xla_dump_to=DIR "
+                             "--xla_dump_hlo_as_proto': DIR/*.before_optimizations.hlo.pb), or the program's StableHLO "
+                             "(jax.jit(f).lower(x).as_text())")
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as e:
@@ -105,6 +117,27 @@ def parse_wire(data: bytes, source: str, part: tuple = (0, 1)) -> list[tuple]:
         return []
     return [_parse_text(chunk, f"{source}#{k}", source, first_line)
             for k, (first_line, chunk) in enumerate(chunks)]
+
+
+def _is_utf8(data: bytes) -> bool:
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        return e.start >= len(data) - 4  # a character cut by the 4096-byte window is still text
+    return True
+
+
+def _from_hlo_proto(data: bytes) -> bytes | None:
+    """StableHLO bytecode of an XLA HloModuleProto (an XLA dump's `*.hlo.pb`, torch_xla's graph protos),
+    converted by XLA's own importer in jaxlib; None for bytes that are not one."""
+    try:
+        from jaxlib import _jax
+    except ImportError:
+        return None
+    try:
+        return _jax.mlir.hlo_to_stablehlo(data)
+    except Exception:  # jaxlib's JaxRuntimeError: "Failed to deserialize HloModuleProto"
+        return None
 
 
 def _split(text: str) -> list[tuple[int, str]]:
@@ -189,6 +222,8 @@ def _parse_text(chunk: str, label: str, source: str, first_line: int, part: tupl
                 raise _beyond_mlir(e, source) from None
             if _MHLO_OP.search(chunk):
                 module = _legalized(module, lambda: ir.Module.parse(chunk))
+            elif '"vhlo.' in chunk and any(op.name.startswith("vhlo.") for op in _walk_names(module)):
+                module = _from_vhlo(ctx, module)  # VHLO text: upgraded as its bytecode would be
             return _build(module, label, "jaxlib", part=part)
     except ir.MLIRError as e:
         raise _diagnostic(e, source, first_line) from None
@@ -296,6 +331,18 @@ def _parse_bytecode(data: bytes, source: str, part: tuple) -> tuple:
             return _build(module, source, "jaxlib", part=part)
     except ir.MLIRError as e:
         raise _diagnostic(e, source, 1) from None
+
+
+def _from_vhlo(ctx, module):
+    """A VHLO (versioned StableHLO) module read as text, upgraded to StableHLO as a portable artifact is:
+    written as bytecode, then deserialized by StableHLO's own upgrader."""
+    import io
+
+    from jaxlib.mlir.dialects import stablehlo
+
+    buf = io.BytesIO()
+    module.operation.write_bytecode(buf)
+    return stablehlo.deserialize_portable_artifact(ctx, buf.getvalue())
 
 
 def _walk_names(module):
