@@ -239,3 +239,53 @@ def test_an_mhlo_op_whose_name_holds_a_digit_is_legalized(tmp_path, cli):
     code, text, _ = cli("diff", _write(tmp_path, "m.mlir", mhlo),
                         _write(tmp_path, "s.mlir", mhlo.replace("mhlo.atan2", "stablehlo.atan2")))
     assert code == 0, text
+
+
+CASE = """func.func @main(%i: tensor<i32>, %x: tensor<4xf32>) -> tensor<4xf32> {{
+  %r = "stablehlo.case"(%i) ({{
+    %0 = stablehlo.{first} %x : tensor<4xf32>
+    stablehlo.return %0 : tensor<4xf32>
+  }}, {{
+    %1 = stablehlo.{second} %x : tensor<4xf32>
+    stablehlo.return %1 : tensor<4xf32>
+  }}) : (tensor<i32>) -> tensor<4xf32>
+  return %r : tensor<4xf32>
+}}
+"""
+CALLED = """func.func @main(%x: tensor<4xf32>, %y: tensor<4xf32>) -> tensor<4xf32> {
+  %0 = func.call @helper(%x, %y) : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  %1 = func.call @helper(%0, %x) : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  return %1 : tensor<4xf32>
+}
+func.func private @helper(%a: tensor<4xf32>, %b: tensor<4xf32>) -> tensor<4xf32> {
+  %0 = stablehlo.subtract %a, %b : tensor<4xf32>
+  %1 = stablehlo.tanh %0 : tensor<4xf32>
+  return %1 : tensor<4xf32>
+}
+"""
+INLINED = """func.func @main(%x: tensor<4xf32>, %y: tensor<4xf32>) -> tensor<4xf32> {
+  %0 = stablehlo.subtract %x, %y : tensor<4xf32>
+  %1 = stablehlo.tanh %0 : tensor<4xf32>
+  %2 = stablehlo.subtract %1, %x : tensor<4xf32>
+  %3 = stablehlo.tanh %2 : tensor<4xf32>
+  return %3 : tensor<4xf32>
+}
+"""
+
+
+def test_found_by_a_new_user(tmp_path):
+    """A helper's try as a new user: a case's branches swapped computed another function yet read as the
+    same (regions' ops were pooled without their region); a helper inlined by hand read as different;
+    an omitted compare_type against its default FLOAT read as different."""
+    swapped = _diff(tmp_path, CASE.format(first="sine", second="cosine"), CASE.format(first="cosine", second="sine"))
+    assert swapped.differs and not swapped.same_program
+    assert not _diff(tmp_path, CALLED, INLINED).differs
+    assert _diff(tmp_path, CALLED, INLINED.replace("%1, %x", "%x, %1")).differs
+    compare = "func.func @main(%x: tensor<4xf32>, %y: tensor<4xf32>) -> tensor<4xi1> {\n" \
+              "  %0 = stablehlo.compare LT, %x, %yTYPE : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xi1>\n" \
+              "  return %0 : tensor<4xi1>\n}\n"
+    assert not _diff(tmp_path, compare.replace("TYPE", ""), compare.replace("TYPE", ", FLOAT")).differs
+    assert _diff(tmp_path, compare.replace("TYPE", ""), compare.replace("TYPE", ", TOTALORDER")).differs
+    region = _diff(tmp_path, REDUCE.format(op="add"), REDUCE.format(op="add").replace(
+        "stablehlo.add %a, %b", "stablehlo.add %b, %a"))
+    assert not region.differs  # commutative, inside a region

@@ -380,8 +380,16 @@ def _region_print(module: Module, holder: int, inner: tuple) -> tuple:
     for k, c in enumerate(inner, start=1):
         where[c] = k
     prints = []
+    region_of: dict = {}  # which of the holder's regions each nested op sits in (a case's branches differ)
+    region = 0
     for c in inner:
         op = ops[c]
+        if op.parent == holder:
+            region_of[c] = region
+            if op.name in _SKIP:  # a terminator ends the region (StableHLO regions hold one block)
+                region += 1
+        else:
+            region_of[c] = region_of.get(op.parent, region)
         refs = []
         for v in op.operands:
             r = local.get(v)
@@ -396,7 +404,7 @@ def _region_print(module: Module, holder: int, inner: tuple) -> tuple:
             refs.append(r)
         if op.name in _COMMUTATIVE:
             refs.sort(key=repr)  # x + y and y + x alike
-        h = hash((_bare(module, c), tuple(refs)))
+        h = hash((region_of[c], _bare(module, c), tuple(refs)))
         for k, r in enumerate(op.results):
             local[r] = ("op", h, k)
         prints.append(h)
@@ -407,8 +415,20 @@ def _signature(module: Module, op: Op, region) -> tuple:
     """What an op computes, without its operands: its name, result types, every attribute (a helper's
     name aside; defaults one exporter spells and another omits left out) and its regions' print."""
     types = tuple(module.values[v].type for v in op.results)  # Tensor: (shape, dtype), compared as is
-    attrs = tuple((k, v) for k, v in op.attrs if k not in _NAMING and not _is_default(k, v))
+    attrs = tuple((k, v) for k, v in op.attrs if k not in _NAMING and not _is_default(k, v)
+                  and not (k == "compare_type" and op.operands and
+                           _default_compare(module.values[op.operands[0]].type.dtype) in str(v)))
     return (op.name, types, attrs, region)
+
+
+def _default_compare(dtype: str) -> str:
+    """The comparison type a compare takes when it names none: FLOAT for floats, SIGNED for signed
+    integers, UNSIGNED for unsigned ones and booleans (StableHLO's spec)."""
+    if dtype.startswith(("f", "bf", "complex")):
+        return "comparison_type FLOAT>"
+    if dtype.startswith("ui") or dtype == "i1":
+        return "comparison_type UNSIGNED>"
+    return "comparison_type SIGNED>"
 
 
 def _is_default(key: str, value) -> bool:
@@ -652,7 +672,27 @@ def _region_change(a: _Side, b: _Side, x: int, y: int) -> str:
         gone = ", ".join(f"{k} -{n}" for k, n in sorted((na - nb).items()))
         new = ", ".join(f"{k} +{n}" for k, n in sorted((nb - na).items()))
         return "region ops " + "; ".join(t for t in (gone, new) if t)
-    return f"region: the same ops ({', '.join(sorted(na)) or 'none'}), read or set otherwise"
+    # the same ops: name the first few whose attributes or types differ, in order
+    inner_a = [c for c in a.module.nested.get(x, ()) if a.module.ops[c].name not in _SKIP]
+    inner_b = [c for c in b.module.nested.get(y, ()) if b.module.ops[c].name not in _SKIP]
+    said = []
+    for c, d in zip(inner_a, inner_b):
+        sa, sb = _bare(a.module, c), _bare(b.module, d)
+        if sa[0] != sb[0] or sa == sb:
+            continue
+        parts = []
+        if sa[1] != sb[1]:
+            parts.append(f"result type {', '.join(map(str, sa[1]))} -> {', '.join(map(str, sb[1]))}")
+        attrs_a, attrs_b = dict(sa[2]), dict(sb[2])
+        for k in sorted(set(attrs_a) | set(attrs_b), key=str):
+            if attrs_a.get(k, "-") != attrs_b.get(k, "-"):
+                parts.append(f"{k} {' -> '.join(_around_difference(_short_form(attrs_a.get(k, '-')), _short_form(attrs_b.get(k, '-'))))}")
+        said.append(f"its region's {sa[0].split('.', 1)[-1]}: {'; '.join(parts)}")
+        if len(said) == 3:
+            break
+    if said:
+        return "; ".join(said)
+    return f"region: the same ops ({', '.join(sorted(na)) or 'none'}), read otherwise or in other regions"
 
 
 def _wiring(a: _Side, b: _Side, x: int, y: int, paired_a: dict, paired_b: dict,
@@ -664,6 +704,20 @@ def _wiring(a: _Side, b: _Side, x: int, y: int, paired_a: dict, paired_b: dict,
     if na != nb or len(ia) != len(ib):
         return (f"reads {na} operands in A, {nb} in B" if na != nb else
                 f"its regions read {len(ia) - na} outside values in A, {len(ib) - nb} in B",)
+    # the common case first: each input the result of ops paired with each other, or one argument
+    pa, pb = a.producers[x], b.producers[y]
+    values_a, values_b = a.module.values, b.module.values
+    for k in range(len(ia)):
+        p, q = pa[k], pb[k]
+        if p is not None and q is not None:
+            if paired_a.get(p) is None or paired_a.get(p) != paired_b.get(q) or \
+                    a.module.ops[p].results.index(ia[k]) != b.module.ops[q].results.index(ib[k]):
+                break
+        elif not (p is None and q is None and ia[k] in a.args and ib[k] in b.args and
+                  a.args[ia[k]] == b.args[ib[k]] and values_a[ia[k]].producer is None is values_b[ib[k]].producer):
+            break
+    else:
+        return ()
     sa = [a.source(v, paired_a) for v in ia]
     sb = [b.source(v, paired_b) for v in ib]
     order = list(range(len(ia)))
@@ -954,18 +1008,22 @@ class Program:
                 called = tuple(self._called(c, "region value", inner_stack) for c in nested[op_id]
                                if ops[c].name in _CALLERS or ops[c].name.endswith(_CALLING) and callees(ops[c]))
             fp = hash((sig, tuple(ins), called))
-            count[fp] += 1
             targets = callees(op) if op.name in _CALLERS or op.name.endswith(_CALLING) else ()
             if targets and (op.name == "func.call" or op.name.endswith(".composite")):
-                rets, _, sub = self._run(targets[0], tuple(ins[:len(op.operands)]), inner_stack)
-                count[hash(("call", sub))] += 1
+                # a call is its callee's ops at this call site (the call itself is how it is written:
+                # the same helper inlined by hand is the same program)
+                rets, sub, _ = self._run(targets[0], tuple(ins[:len(op.operands)]), inner_stack)
+                count.update(sub)  # update, not +=: += rebuilds the whole Counter each call
+                if op.name != "func.call":  # a composite's name and attributes are its own
+                    count[fp] += 1
                 for k, r in enumerate(op.results):
                     env[r] = rets[k] if k < len(rets) else (fp, k)
-            else:
-                for k, r in enumerate(op.results):
-                    env[r] = (fp, k)
-                if targets:  # a custom call's called computations
-                    count[hash(("called", self._called(op_id, "called", inner_stack)))] += 1
+                continue
+            count[fp] += 1
+            for k, r in enumerate(op.results):
+                env[r] = (fp, k)
+            if targets:  # a custom call's called computations
+                count[hash(("called", self._called(op_id, "called", inner_stack)))] += 1
         out = (tuple(env.get(v) or ("outside", str(values[v].type)) for v in f.returns), count,
                hash(frozenset(count.items())))
         self.memo[key] = out

@@ -251,13 +251,25 @@ def verdict_line(result) -> str:
     """The diff's answer in one line, as its exit code gives it: the same program, or what differs."""
     if result.same_program and not result.differs:
         cut = any(not d.op_diff.identical for d in result.blocks if d.op_diff is not None) or result.only_a \
-            or result.only_b or result.a.mode != result.b.mode
-        return ("verdict: the same program (exit 0)" + (f"; only its spelling differs, and the blocks above are "
-                                                         f"cut by {result.a.mode} in A, {result.b.mode} in B"
-                                                         if cut else ""))
+            or result.only_b
+        if not cut:
+            return "verdict: the same program (exit 0)"
+        how = (f"the blocks above are cut by {result.a.mode} in A, {result.b.mode} in B" if result.a.mode != result.b.mode
+               else "what the blocks above show is where the two spellings (a helper inlined, ops in another order) "
+                    "fall into blocks")
+        return f"verdict: the same program (exit 0); only its spelling differs: {how}"
     if not result.differs:
         return "verdict: nothing differs (exit 0)"
-    return "verdict: the programs differ (exit 1)"
+    from ..diff.ops import op_totals
+
+    totals = op_totals(result.blocks)
+    parts = [f"{totals[k]} op{'s' if totals[k] != 1 else ''} {w}" for k, w in (
+        ("changed", "changed"), ("rewritten", "rewritten"), ("only_a", "only in A"), ("only_b", "only in B"))
+        if totals.get(k)]
+    parts += [f"{len(result.interface)} in the entry function's interface"] if result.interface else []
+    parts += ["blocks on one side only"] if result.only_a or result.only_b else []
+    parts += ["argument shardings"] if result.sharding_changes else []
+    return "verdict: the programs differ (exit 1)" + (": " + ", ".join(parts) if parts else "")
 
 
 def interface_lines(result) -> list:
