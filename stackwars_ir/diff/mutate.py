@@ -465,7 +465,6 @@ def _bytecode(module, ops, rng):
 def _helper_names(module, ops, rng):
     from jaxlib.mlir import ir
 
-    table = ir.SymbolTable(module.operation)
     renamed = 0
     for top in module.body.operations:
         top = top.operation
@@ -476,7 +475,6 @@ def _helper_names(module, ops, rng):
         ir.SymbolTable.replace_all_symbol_uses(old, new, module.operation)
         ir.SymbolTable.set_symbol_name(top, new)
         renamed += 1
-    del table
     return (None, f"{renamed} helper functions renamed", "text") if renamed else None
 
 
@@ -492,12 +490,11 @@ def _reorder(module, ops, rng):
             if other == op:
                 break
             before.append(other)
-        defined = {id(v) for v in op.operands}
-        last = -1
+        operands = list(op.operands)
+        last = -1  # the last op before it that makes one of its operands
         for k, other in enumerate(before):
-            if any(r in list(op.operands) for r in other.results):
+            if any(r in operands for r in other.results):
                 last = k
-        del defined
         if last + 1 < len(before) - 1:
             cands.append((op, before[last + 1]))
     hit = _pick(rng, cands)

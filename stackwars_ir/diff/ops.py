@@ -276,8 +276,9 @@ class _Side:
         are compared)."""
         module = self.module
         values, ops = module.values, module.ops
+        resolved = _resolved(module)
         for _ in range(16):
-            v = module.through_returns(module.through_calls(v))
+            v = resolved.get(v, v)
             val = values[v]
             p = val.producer
             if p is None:
@@ -303,11 +304,6 @@ class _Side:
             if op.name in _LOOK_THROUGH and op.operands:
                 v = op.operands[0]
                 continue
-            if op.name == "func.call" or op.name.endswith(".composite"):
-                f = module.func_by_name.get(next(iter(callees(op)), None))
-                if f is not None and k < len(f.returns):
-                    v = f.returns[k]
-                    continue
             return (("new",),), p
         return (("new",),), None
 
@@ -645,9 +641,18 @@ def _through(a: _Side, b: _Side, px, py, pair_ab, pair_ba):
 
 def _what_changed(a: _Side, b: _Side, x: int, y: int) -> tuple:
     sa, sb = a.sig[x], b.sig[y]
-    out = []
     if sa[0] != sb[0]:
         return ()  # another op: its types and attributes are its own
+    out = _signature_changes(sa, sb)
+    if sa[3] != sb[3]:
+        out.append(_region_change(a, b, x, y))
+    return tuple(out)
+
+
+def _signature_changes(sa: tuple, sb: tuple) -> list:
+    """Two signatures' result types and attributes where they differ, in words ("result type 2x16x64xf32
+    -> 32x64xf32", "comparison_direction EQ -> GE"; a long attribute cut around its first difference)."""
+    out = []
     if sa[1] != sb[1]:
         out.append(f"result type {', '.join(map(str, sa[1]))} -> {', '.join(map(str, sb[1]))}")
     attrs_a, attrs_b = dict(sa[2]), dict(sb[2])
@@ -655,9 +660,7 @@ def _what_changed(a: _Side, b: _Side, x: int, y: int) -> tuple:
         va, vb = attrs_a.get(k, "-"), attrs_b.get(k, "-")
         if va != vb:
             out.append(f"{k} {' -> '.join(_around_difference(_short_form(va), _short_form(vb)))}")
-    if sa[3] != sb[3]:
-        out.append(_region_change(a, b, x, y))
-    return tuple(out)
+    return out
 
 
 def _region_change(a: _Side, b: _Side, x: int, y: int) -> str:
@@ -680,14 +683,7 @@ def _region_change(a: _Side, b: _Side, x: int, y: int) -> str:
         sa, sb = _bare(a.module, c), _bare(b.module, d)
         if sa[0] != sb[0] or sa == sb:
             continue
-        parts = []
-        if sa[1] != sb[1]:
-            parts.append(f"result type {', '.join(map(str, sa[1]))} -> {', '.join(map(str, sb[1]))}")
-        attrs_a, attrs_b = dict(sa[2]), dict(sb[2])
-        for k in sorted(set(attrs_a) | set(attrs_b), key=str):
-            if attrs_a.get(k, "-") != attrs_b.get(k, "-"):
-                parts.append(f"{k} {' -> '.join(_around_difference(_short_form(attrs_a.get(k, '-')), _short_form(attrs_b.get(k, '-'))))}")
-        said.append(f"its region's {sa[0].split('.', 1)[-1]}: {'; '.join(parts)}")
+        said.append(f"its region's {sa[0].split('.', 1)[-1]}: {'; '.join(_signature_changes(sa, sb))}")
         if len(said) == 3:
             break
     if said:
@@ -757,6 +753,8 @@ def _source_words(side: _Side, key: tuple, op_id, lines: dict) -> str:
 
 
 def _short_form(v) -> str:
+    """An attribute's value as the diff words it: a dimension list as [0,1], an enum by its value
+    (#stablehlo<comparison_direction EQ> -> EQ)."""
     if isinstance(v, tuple):
         return "[" + ",".join(map(str, v)) + "]"
     return re.sub(r"#stablehlo<\w+ (\w+)>", r"\1", str(v))
@@ -776,9 +774,7 @@ def _around_difference(ta: str, tb: str, width: int = 60) -> tuple:
 
 
 def _short(v) -> str:
-    if isinstance(v, tuple):
-        return "[" + ",".join(map(str, v)) + "]"
-    text = re.sub(r"#stablehlo<\w+ (\w+)>", r"\1", str(v))  # #stablehlo<comparison_direction EQ> -> EQ
+    text = _short_form(v)
     return text if len(text) <= 60 else text[:57] + "..."
 
 
