@@ -11,8 +11,10 @@ ENTRY = Entry(
     {"tiny": dict(num_hidden_layers=2, hidden_size=64, num_attention_heads=4, intermediate_size=256,
                   vocab_size=512, max_position_embeddings=128),
      "base": dict(num_hidden_layers=12, hidden_size=768, num_attention_heads=12, intermediate_size=3072,
-                  vocab_size=30522, max_position_embeddings=512)},
-    {"tiny": dict(batch=2, seq=16), "base": dict(batch=2, seq=64)},
+                  vocab_size=30522, max_position_embeddings=512),
+     "narrow": dict(num_hidden_layers=12, hidden_size=24, num_attention_heads=12, intermediate_size=48,
+                    vocab_size=64, max_position_embeddings=64)},
+    {"tiny": dict(batch=2, seq=16), "base": dict(batch=2, seq=64), "narrow": dict(batch=1, seq=4)},
     roles={"output": "mlp"},  # transformers' layer.N.output: the MLP's second half
     layers="encoder.layer")
 SIZES = ENTRY.sizes

@@ -8,8 +8,10 @@ from ._nnx import Linear, Scoped, gelu_erf
 
 ENTRY = Entry(
     "ffn", "feed-forward block Linear-GELU-Linear on [batch, seq, d], the study's FFN",
-    {"tiny": dict(d=64, hidden=256), "base": dict(d=768, hidden=3072)},
-    {"tiny": dict(batch=2, seq=16), "base": dict(batch=8, seq=128)})
+    {"tiny": dict(d=64, hidden=256), "base": dict(d=768, hidden=3072),
+     "narrow": dict(d=4, hidden=16)},
+    {"tiny": dict(batch=2, seq=16), "base": dict(batch=8, seq=128),
+     "narrow": dict(batch=1, seq=4)})
 SIZES = ENTRY.sizes
 
 

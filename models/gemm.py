@@ -8,8 +8,9 @@ from ._nnx import Scoped, param
 
 ENTRY = Entry(
     "gemm", "one matrix multiply x @ W ([batch*seq, d] x [d, d]), the study's GEMM",
-    {"tiny": dict(d=64), "base": dict(d=1024)},
-    {"tiny": dict(batch=2, seq=16), "base": dict(batch=8, seq=128)})
+    {"tiny": dict(d=64), "base": dict(d=1024), "narrow": dict(d=4)},
+    {"tiny": dict(batch=2, seq=16), "base": dict(batch=8, seq=128),
+     "narrow": dict(batch=1, seq=4)})
 SIZES = ENTRY.sizes
 
 

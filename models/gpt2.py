@@ -9,8 +9,10 @@ from ._nnx import Conv1D, Embedding, LayerNorm, Scoped, attention, gelu_tanh, ru
 ENTRY = Entry(
     "gpt2", "GPT-2 decoder (transformers GPT2Model); input token ids [batch, seq]",
     {"tiny": dict(n_layer=2, n_embd=64, n_head=4, vocab_size=512, n_positions=128),
-     "base": dict(n_layer=12, n_embd=768, n_head=12, vocab_size=50257, n_positions=1024)},
-    {"tiny": dict(batch=2, seq=16), "base": dict(batch=2, seq=64)}, loss="lm", layers="h",
+     "base": dict(n_layer=12, n_embd=768, n_head=12, vocab_size=50257, n_positions=1024),
+     "narrow": dict(n_layer=12, n_embd=24, n_head=12, vocab_size=64, n_positions=64)},
+    {"tiny": dict(batch=2, seq=16), "base": dict(batch=2, seq=64),
+     "narrow": dict(batch=1, seq=4)}, loss="lm", layers="h",
     # Conv1D weights are [in, out]: c_attn (q|k|v fused) and c_fc split on their outputs, c_proj on its inputs.
     tensor_parallel={"attn.c_attn.weight": 1, "attn.c_attn.bias": 0, "attn.c_proj.weight": 0,
                      "mlp.c_fc.weight": 1, "mlp.c_fc.bias": 0, "mlp.c_proj.weight": 0})

@@ -8,8 +8,10 @@ from ._nnx import Linear, Scoped, attention
 
 ENTRY = Entry(
     "mha", "multi-head self-attention (q, k, v, out projections) on [batch, seq, d], the study's MHA",
-    {"tiny": dict(d=64, heads=4), "base": dict(d=768, heads=12)},
-    {"tiny": dict(batch=2, seq=16), "base": dict(batch=8, seq=128)})
+    {"tiny": dict(d=64, heads=4), "base": dict(d=768, heads=12),
+     "narrow": dict(d=24, heads=12)},
+    {"tiny": dict(batch=2, seq=16), "base": dict(batch=8, seq=128),
+     "narrow": dict(batch=1, seq=4)})
 SIZES = ENTRY.sizes
 
 

@@ -1,0 +1,125 @@
+"""The study's candidate timing protocols measured: each (workload, size, protocol) run in three fresh
+processes (rounds), graphs compiled at steps 1-3 and steady host work with the device idle
+(stackwars_ir.bench.protocols), records for docs/findings-host.md.
+
+What runs, rounds outermost (a round's processes one after another, so the three rounds of a cell are
+minutes apart): every protocol of every workload at the narrow size (the base model's layers, heads and
+op count, tensors a few elements wide: host work where device work is negligible, as on a TPU); the
+eval protocols of GPT-2, BERT and ResNet-50 at base size (how host work relates to tensor size); and
+GPT-2 base's PyTorch eval again beside two spinning processes (the load's effect). Finished records
+are kept under --results and in benchmarks/records/host-protocols, and never recomputed.
+
+Usage: .venv/bin/python benchmarks/host_protocols.py [--rounds 3] [--workloads gemm,...] [--only-render]
+       .venv/bin/python benchmarks/host_protocols.py --one WORKLOAD SIZE FRAMEWORK PROTOCOL  (one record, to stdout)
+Run it alone: other work on the two cores is another measurement (the loaded rounds are that, on purpose).
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import multiprocessing as mp
+import subprocess
+import sys
+from pathlib import Path
+
+import _common  # noqa: F401  (the project on sys.path, PJRT_DEVICE=CPU)
+
+ROOT = Path(__file__).resolve().parents[1]
+KEPT = ROOT / "benchmarks" / "records" / "host-protocols"
+RESULTS = ROOT / "out" / "findings-host" / "protocols"
+WORKLOADS = ("gemm", "ffn", "mha", "gpt2", "bert", "resnet50")
+AT_BASE = ("gpt2", "bert", "resnet50")
+LOADED = ("gpt2", "base", "pytorch", "eval")  # measured again beside LOAD spinning processes
+LOAD = 2
+
+
+def _spin(stop) -> None:
+    while not stop.is_set():
+        for _ in range(100_000):
+            pass
+
+
+def jobs(workloads, rounds: int):
+    """(round, workload, size, framework, protocol, loaded) in run order."""
+    from stackwars_ir.bench.protocols import PROTOCOLS
+
+    for r in range(1, rounds + 1):
+        for w in workloads:
+            for p in PROTOCOLS:
+                yield r, w, "narrow", p.framework, p.name, False
+        for w in (w for w in workloads if w in AT_BASE):
+            for fw in ("pytorch", "jax"):
+                yield r, w, "base", fw, "eval", False
+        if LOADED[0] in workloads:
+            yield (r, *LOADED, True)
+
+
+def record_name(r: int, w: str, size: str, fw: str, proto: str, loaded: bool) -> str:
+    return f"{w}-{size}-{fw}-{proto}-r{r}{'-loaded' if loaded else ''}.json"
+
+
+def run_one(w: str, size: str, fw: str, proto: str, loaded: bool) -> dict:
+    stop = spinners = None
+    if loaded:
+        ctx = mp.get_context("spawn")
+        stop = ctx.Event()
+        spinners = [ctx.Process(target=_spin, args=(stop,), daemon=True) for _ in range(LOAD)]
+        for s in spinners:
+            s.start()
+    try:
+        done = subprocess.run([sys.executable, __file__, "--one", w, size, fw, proto], cwd=ROOT, capture_output=True,
+                              text=True, timeout=900)
+    except subprocess.TimeoutExpired:
+        return {"workload": w, "size": size, "framework": fw, "protocol": proto, "compiles": [], "first": [],
+                "trace": [], "launch": [], "wait": [], "error": "timed out after 900 s", "ok": False}
+    finally:
+        if stop is not None:
+            stop.set()
+            for s in spinners:
+                s.join()
+    lines = [ln for ln in done.stdout.splitlines() if ln.startswith("{")]
+    if done.returncode != 0 or not lines:
+        tail = (done.stderr.strip().splitlines() or ["no output"])[-1][:300]
+        return {"workload": w, "size": size, "framework": fw, "protocol": proto, "compiles": [], "first": [],
+                "trace": [], "launch": [], "wait": [], "error": f"the process exited {done.returncode}: {tail}",
+                "ok": False}
+    got = json.loads(lines[-1])
+    got["conditions"]["spinning processes beside"] = LOAD if loaded else 0
+    return got
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--one", nargs=4, metavar=("WORKLOAD", "SIZE", "FRAMEWORK", "PROTOCOL"))
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--workloads", default=",".join(WORKLOADS))
+    ap.add_argument("--results", type=Path, default=RESULTS)
+    ap.add_argument("--kept", default=str(KEPT))
+    a = ap.parse_args()
+    if a.one:
+        from stackwars_ir.bench.protocols import measure
+
+        print(json.dumps(measure(*a.one).as_json()), flush=True)
+        return
+    from stackwars_ir.files import write_set
+    from stackwars_ir.sweep.kept import carried
+
+    a.results.mkdir(parents=True, exist_ok=True)
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
+                            text=True).stdout.strip()
+    workloads = [w for w in a.workloads.split(",") if w]
+    with carried(Path(a.kept) if a.kept else None, a.results,
+                 lambda m: print(f"host_protocols: {m}", file=sys.stderr, flush=True)):
+        for r, w, size, fw, proto, loaded in jobs(workloads, a.rounds):
+            path = a.results / record_name(r, w, size, fw, proto, loaded)
+            if path.exists():
+                continue
+            got = run_one(w, size, fw, proto, loaded)
+            got.update(round=r, made={"date": datetime.date.today().isoformat(), "commit": commit})
+            write_set([(path, (json.dumps(got, indent=1) + "\n").encode())])
+            print(f"host_protocols: {path.name}: {got['compiles']} {got['error'][:120]}", file=sys.stderr, flush=True)
+
+
+if __name__ == "__main__":
+    main()
