@@ -145,8 +145,11 @@ def conditions() -> dict:
 
     import torch
 
+    from ..files import host
+
     return {"load average": os.getloadavg()[0], "torch threads": torch.get_num_threads(), "cpus": os.cpu_count(),
-            "python": platform.python_version()}
+            "python": platform.python_version(), "processor": host().get("processor"), "system": platform.system(),
+            "torch": torch.__version__}
 
 
 def measure(workload: str, size: str, framework: str, name: str, steady: int = STEADY) -> ProtocolRun:
