@@ -105,7 +105,19 @@ def main() -> None:
                     measure(w, a.results, log)
                 for w in (w for w in workloads if w in ROUTES_OF):
                     measure_routes(w, a.results, log)
-    sys.stdout.write(host_page(workloads, a.results, commit_here(), ROOT))
+    if not a.render:  # the study's timing protocols, in rounds of fresh processes (benchmarks/host_protocols.py)
+        from host_protocols import KEPT as PROTOCOLS_KEPT
+        from host_protocols import measure_all
+
+        measure_all(workloads, 3, a.results / "protocols", PROTOCOLS_KEPT if a.kept else None)
+    elif a.kept:
+        from host_protocols import KEPT as PROTOCOLS_KEPT
+
+        from stackwars_ir.sweep.kept import restore
+
+        (a.results / "protocols").mkdir(exist_ok=True)
+        restore(PROTOCOLS_KEPT, a.results / "protocols")
+    sys.stdout.write(host_page(workloads, a.results, commit_here(), ROOT, a.results / "protocols"))
 
 
 if __name__ == "__main__":

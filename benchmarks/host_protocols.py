@@ -102,24 +102,26 @@ def main() -> None:
 
         print(json.dumps(measure(*a.one).as_json()), flush=True)
         return
+    measure_all([w for w in a.workloads.split(",") if w], a.rounds, a.results, Path(a.kept) if a.kept else None)
+
+
+def measure_all(workloads, rounds: int, results: Path, kept: Path | None) -> None:
+    """Every job of `jobs` that RESULTS lacks, run and written there; restored from and kept into KEPT."""
     from stackwars_ir.files import write_set
     from stackwars_ir.sweep.kept import carried
 
-    a.results.mkdir(parents=True, exist_ok=True)
+    results.mkdir(parents=True, exist_ok=True)
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
                             text=True).stdout.strip()
-    workloads = [w for w in a.workloads.split(",") if w]
-    with carried(Path(a.kept) if a.kept else None, a.results,
-                 lambda m: print(f"host_protocols: {m}", file=sys.stderr, flush=True)):
-        for r, w, size, fw, proto, loaded in jobs(workloads, a.rounds):
-            path = a.results / record_name(r, w, size, fw, proto, loaded)
+    with carried(kept, results, lambda m: print(f"host_protocols: {m}", file=sys.stderr, flush=True)):
+        for r, w, size, fw, proto, loaded in jobs(workloads, rounds):
+            path = results / record_name(r, w, size, fw, proto, loaded)
             if path.exists():
                 continue
             got = run_one(w, size, fw, proto, loaded)
             got.update(round=r, made={"date": datetime.date.today().isoformat(), "commit": commit})
             write_set([(path, (json.dumps(got, indent=1) + "\n").encode())])
             print(f"host_protocols: {path.name}: {got['compiles']} {got['error'][:120]}", file=sys.stderr, flush=True)
-
 
 if __name__ == "__main__":
     main()

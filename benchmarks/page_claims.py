@@ -29,6 +29,10 @@ BY = re.compile(rf"(slower|faster) by {NUM}% \(95% interval from (-?\d+(?:\.\d+)
 # findings-versions' verdicts: "the lock's XLA is slower (B/A 1.12, 95% interval 1.03-1.20)"
 DIRECTION = re.compile(rf"(slower|faster|indistinguishable) \(B/A {NUM}, 95% interval {NUM}-{NUM}\)")
 SHARE = re.compile(rf"\(({NUM})%;")  # time by block: "attention, 12 blocks: -1.06 (64%; kernels ..."
+# docs/findings-host.md's protocol tables: "7.37x [6.1-8.9]" (geometric mean of rounds, its 95% interval
+# across them); a ratio cell there without one ("7.37x (1 round)", "7.37x") is a ratio with no interval.
+BRACKETED = re.compile(r"^([\d,]+(?:\.\d+)?)x \[([\d,]+(?:\.\d+)?)-([\d,]+(?:\.\d+)?)\]$")
+BARE_RATIO = re.compile(r"^[\d,]+(?:\.\d+)?x\b")
 CAUSAL = ("is caused by the IR", "are caused by the IR", "caused by the ir", "equally fast")
 # Words that say a share over 100% is not an error: blocks that differ both ways (issue 53).
 BOTH_WAYS = ("both ways", "differ both ways", "opposite", "over 100%")
@@ -58,6 +62,20 @@ def _signs_disagree(header: list[str], row: list[str]) -> tuple | None:
     return kernel, steady
 
 
+def _protocol_ratios(at: str, cells: list[str]) -> list[str]:
+    """A protocol table's ratio cells (docs/findings-host.md): each with its interval across rounds, its
+    point inside it."""
+    out = []
+    for cell in cells:
+        if (m := BRACKETED.match(cell)):
+            r, lo, hi = (float(g.replace(",", "")) for g in m.groups())
+            if not lo <= r <= hi:
+                out.append(f"{at}: ratio {r:g} outside its own interval {lo:g}-{hi:g}")
+        elif BARE_RATIO.match(cell):
+            out.append(f"{at}: a ratio without an interval across rounds ({cell})")
+    return out
+
+
 def claims(text: str, where: str = "page") -> list[str]:
     """One line per claim of `text` that its own numbers do not support."""
     out, header = [], []
@@ -67,6 +85,8 @@ def claims(text: str, where: str = "page") -> list[str]:
             cells = [c.strip() for c in line.strip().strip("|").split(" | ")]
             if not header:
                 header = cells
+            elif header[:2] == ["protocol", "variant"] and not cells[0].startswith("**"):
+                out += _protocol_ratios(at, cells[2:])
             elif (gaps := _signs_disagree(header, cells)) and "opposite signs" not in line:
                 out.append(f"{at}: a kernel gap ({gaps[0]:+g}) split by block beside a steady gap of the other sign "
                            f"({gaps[1]:+g}) with no word for it")

@@ -465,7 +465,17 @@ def study_table(say: Page, results: Path) -> None:
     without recomputing)."""
     from . import host
 
+    from .protocols import protocols_summary
+
     say("\n## 12. The study's table, predicted for its TPU v6e from this machine\n")
+    summary = protocols_summary(results / "protocols", results)
+    if summary:
+        say("The study's candidate timing protocols, measured here in rounds of fresh processes where the device "
+            "costs nothing (docs/findings-host.md has the method, the graphs compiled per step, host work per "
+            "protocol, the fitted host factor and the calibration): the PyTorch/JAX steady ratio per protocol "
+            "against the study's, and a verdict per protocol.\n")
+        say("\n".join(summary) + "\n")
+        say("The previous prediction, one bench job per workload (kept; its host work has no interval):\n")
     if not host.record_files(results):
         say("Not generated: no records under out/findings-host (`make findings-host` measures them, about 25 "
             "minutes).")
