@@ -81,6 +81,7 @@ def test_ratios_pair_rounds_and_carry_their_interval(tmp_path):
     assert row.startswith(f"| eval | not waited | {mean:.1f}x [")
     assert "| GPT-2 small | yes | 2, 1, 0 |" in text  # the study's GPT-2 recompiles at step 2, and so does this
     assert "**eval** (closest variant: waited): pattern yes; ratios no: GPT-2 small off by 2.8" in text
+    assert "**adamw**: pattern cannot be told (no run); ratios: fewer than two pairs" in text
     assert "Test CPU, 2 cpus" in text and "2026-11-29 (commit abc1234)" in text
 
     from page_claims import claims

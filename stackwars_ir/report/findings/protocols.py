@@ -192,7 +192,7 @@ def protocols_section(results: Path, host_results: Path, workloads=WORKLOADS, le
            "Nothing here ran on a TPU.", "",
            "- **Where the device costs nothing.** Every protocol runs at the *narrow* size: the base model's "
            "layers, heads and op count with tensors a few elements wide (GPT-2 and BERT: width 24, 12 heads, "
-           "12 layers; ResNet-50: its 16 bottlenecks at 4-32 channels; batch 1, 4 tokens). On XLA:CPU the "
+           "12 layers, batch 1, 4 tokens; ResNet-50: its 16 bottlenecks at 4-32 channels, batch 2 at 32x32, since BatchNorm in train mode needs two values per channel). On XLA:CPU the "
            "device runs on the host's two cores; narrow, its work is a small fraction of the host's, as on a "
            "TPU, and host work is timed apart from it.",
            f"- **A step**: steps 1-{FIRST_STEPS} timed one by one from the process's first (graphs compiled in "
@@ -374,7 +374,7 @@ def protocols_section(results: Path, host_results: Path, workloads=WORKLOADS, le
             misses = {}
             for w in workloads:
                 fig = ratios.get((w, p.name, s))
-                if fig is None:
+                if fig is None or fig.rounds < 2:  # one round has no interval to judge by
                     continue
                 st = study_ratio(w)
                 misses[w] = 1.0 if fig.low <= st <= fig.high else min(abs(math.log(st / fig.low)),
@@ -383,7 +383,7 @@ def protocols_section(results: Path, host_results: Path, workloads=WORKLOADS, le
             if misses and (best is None or _score(misses) < _score(best[1])):
                 best = (s, misses)
         if best is None:
-            out.append(f"- **{p.name}**: pattern {pattern}; ratios: no pair of rounds measured.")
+            out.append(f"- **{p.name}**: pattern {pattern}; ratios: fewer than two pairs of rounds measured.")
             continue
         s, misses = best
         within = [w for w, m in misses.items() if m <= STUDY_RATIO_TOLERANCE]
@@ -491,7 +491,8 @@ def load_section(runs: dict, host_results: Path, sub: str) -> list[str]:
         spin = busy[0].conditions.get("spinning processes beside", "?")
         hb, tb = Figure.of([r.median("host") for r in busy]), Figure.of([r.median("trace") for r in busy])
         effect = Figure.of([b.median("host") / i.median("host") for i, b in zip(idle, busy)])
-        verdict = ("the intervals overlap: the load's effect is not told apart from the rounds' spread" if hi.overlaps(hb)
+        verdict = ("one round each: no interval to compare yet" if min(hi.rounds, hb.rounds) < 2 else
+                   "the intervals overlap: the load's effect is not told apart from the rounds' spread" if hi.overlaps(hb)
                    else f"the intervals do not overlap: the load multiplies host work by {effect.x()} (rounds paired)")
         out.append(f"Beside {spin} spinning processes: {hb.ms()} ms (trace {tb.ms()}), load average "
                    f"{_num(statistics.median(r.conditions.get('load average', 0) for r in busy))}; {verdict}.")
@@ -499,13 +500,15 @@ def load_section(runs: dict, host_results: Path, sub: str) -> list[str]:
     if old:
         fwd, sync, made = old
         total = fwd + sync
-        where = ("inside the idle interval" if hi.low <= total <= hi.high else
+        where = (f"{_num(total / hi.mean)}x the idle round's figure (one round: no interval)" if hi.rounds < 2 else
+                 "inside the idle interval" if hi.low <= total <= hi.high else
                  f"{_num(hi.mean / total)}x below the idle figure" if total < hi.low else
                  f"{_num(total / hi.mean)}x above the idle figure")
         out.append(f"The previous page's record (one job, {made}; `bench --host`, kept in benchmarks/records/host): "
-                   f"forward {_num(fwd * 1e3)} + sync {_num(sync * 1e3)} = {_num(total * 1e3)} ms, {where}. That "
-                   "record timed the forward beside the previous step's execution on the same two cores (its "
-                   "sync does not wait), a different measurement from host work with the device idle.")
+                   f"forward {_num(fwd * 1e3)} + sync {_num(sync * 1e3)} = {_num(total * 1e3)} ms, {where}. Its "
+                   "phases are this page's trace and launch (each step waited for there too), but it is one job "
+                   "with no interval and no calibration record: where it lies against the idle and loaded "
+                   "intervals is all that can be said of it.")
     return out
 
 
