@@ -55,11 +55,34 @@ def jobs(workloads, rounds: int):
             yield (r, *LOADED, True)
 
 
-def record_name(r: int, w: str, size: str, fw: str, proto: str, loaded: bool) -> str:
-    return f"{w}-{size}-{fw}-{proto}-r{r}{'-loaded' if loaded else ''}.json"
+def record_name(r: int, w: str, size: str, fw: str, proto: str, loaded: bool, stack: str | None = None) -> str:
+    return f"{w}-{size}-{fw}-{proto}-r{r}{'-loaded' if loaded else ''}{'-stack-' + stack if stack else ''}.json"
 
 
-def run_one(w: str, size: str, fw: str, proto: str, loaded: bool) -> dict:
+def stack_jobs(stack: str, rounds: int):
+    """(round, workload, size, framework, protocol) of the study's likely versions: torch_xla lazy's GPT-2
+    and BERT eval forward at narrow and base size under STACK, beside the lock's same jobs."""
+    for r in range(1, rounds + 1):
+        for w in ("gpt2", "bert"):
+            for size in ("narrow", "base"):
+                yield r, w, size, "pytorch", "eval"
+
+
+def command(w: str, size: str, fw: str, proto: str, stack: str | None) -> tuple[list, dict | None]:
+    """The fresh process's command line (and environment): this project's Python, or a version stack's
+    worker with this project's code copied in (stackwars_ir.stacks.worker_command)."""
+    if not stack:
+        return [sys.executable, __file__, "--one", w, size, fw, proto], None
+    from stackwars_ir.stacks import find, worker_command
+
+    boot = ("import json; from stackwars_ir.bench.protocols import measure; "
+            f"print(json.dumps(measure({w!r}, {size!r}, {fw!r}, {proto!r}).as_json()), flush=True)")
+    cmd, env = worker_command(find(stack), boot)
+    env.setdefault("PJRT_DEVICE", "CPU")
+    return cmd, env
+
+
+def run_one(w: str, size: str, fw: str, proto: str, loaded: bool, stack: str | None = None) -> dict:
     stop = spinners = None
     if loaded:
         ctx = mp.get_context("spawn")
@@ -68,8 +91,8 @@ def run_one(w: str, size: str, fw: str, proto: str, loaded: bool) -> dict:
         for s in spinners:
             s.start()
     try:
-        done = subprocess.run([sys.executable, __file__, "--one", w, size, fw, proto], cwd=ROOT, capture_output=True,
-                              text=True, timeout=900)
+        cmd, env = command(w, size, fw, proto, stack)
+        done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=900, env=env)
     except subprocess.TimeoutExpired:
         return {"workload": w, "size": size, "framework": fw, "protocol": proto, "compiles": [], "first": [],
                 "trace": [], "launch": [], "wait": [], "error": "timed out after 900 s", "ok": False}
@@ -86,6 +109,8 @@ def run_one(w: str, size: str, fw: str, proto: str, loaded: bool) -> dict:
                 "ok": False}
     got = json.loads(lines[-1])
     got["conditions"]["spinning processes beside"] = LOAD if loaded else 0
+    if stack:
+        got["stack"] = stack
     return got
 
 
@@ -96,17 +121,20 @@ def main() -> None:
     ap.add_argument("--workloads", default=",".join(WORKLOADS))
     ap.add_argument("--results", type=Path, default=RESULTS)
     ap.add_argument("--kept", default=str(KEPT))
+    ap.add_argument("--stack", help="also run stack_jobs under this version stack (`stackwars-ir stack add`)")
     a = ap.parse_args()
     if a.one:
         from stackwars_ir.bench.protocols import measure
 
         print(json.dumps(measure(*a.one).as_json()), flush=True)
         return
-    measure_all([w for w in a.workloads.split(",") if w], a.rounds, a.results, Path(a.kept) if a.kept else None)
+    measure_all([w for w in a.workloads.split(",") if w], a.rounds, a.results, Path(a.kept) if a.kept else None,
+                a.stack)
 
 
-def measure_all(workloads, rounds: int, results: Path, kept: Path | None) -> None:
-    """Every job of `jobs` that RESULTS lacks, run and written there; restored from and kept into KEPT."""
+def measure_all(workloads, rounds: int, results: Path, kept: Path | None, stack: str | None = None) -> None:
+    """Every job of `jobs` (and of `stack_jobs` under STACK) that RESULTS lacks, run and written there;
+    restored from and kept into KEPT."""
     from stackwars_ir.files import write_set
     from stackwars_ir.sweep.kept import carried
 
@@ -114,11 +142,13 @@ def measure_all(workloads, rounds: int, results: Path, kept: Path | None) -> Non
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
                             text=True).stdout.strip()
     with carried(kept, results, lambda m: print(f"host_protocols: {m}", file=sys.stderr, flush=True)):
-        for r, w, size, fw, proto, loaded in jobs(workloads, rounds):
-            path = results / record_name(r, w, size, fw, proto, loaded)
+        todo = [(*j, None) for j in jobs(workloads, rounds)]
+        todo += [(*j, False, stack) for j in stack_jobs(stack, rounds)] if stack else []
+        for r, w, size, fw, proto, loaded, on in todo:
+            path = results / record_name(r, w, size, fw, proto, loaded, on)
             if path.exists():
                 continue
-            got = run_one(w, size, fw, proto, loaded)
+            got = run_one(w, size, fw, proto, loaded, on)
             got.update(round=r, made={"date": datetime.date.today().isoformat(), "commit": commit})
             write_set([(path, (json.dumps(got, indent=1) + "\n").encode())])
             print(f"host_protocols: {path.name}: {got['compiles']} {got['error'][:120]}", file=sys.stderr, flush=True)

@@ -163,14 +163,19 @@ def _data_adapter(e: Entry) -> ModuleType:
     return module
 
 
-def _adapter_files() -> list[Path]:
+def _adapter_files(in_folders: set | None = None) -> list[Path]:
+    """Every adapter file: this package's, then each STACKWARS_IR_ADAPTERS item's (a file, or a folder's
+    .py and .toml files); `in_folders` collects the resolved files found by listing a folder."""
     from stackwars_ir.errors import StackwarsError
 
     files = sorted(p for p in HERE.glob("*.py") if not p.name.startswith("_"))
     for item in filter(None, os.environ.get(ADAPTERS_ENV, "").split(os.pathsep)):
         p = Path(item).expanduser()
         if p.is_dir():
-            files += sorted(q for q in [*p.glob("*.py"), *p.glob("*.toml")] if not q.name.startswith("_"))
+            listed = sorted(q for q in [*p.glob("*.py"), *p.glob("*.toml")] if not q.name.startswith("_"))
+            files += listed
+            if in_folders is not None:
+                in_folders.update(q.resolve() for q in listed)
         elif p.suffix in (".py", ".toml") and p.is_file():
             files.append(p)
         else:
@@ -180,6 +185,7 @@ def _adapter_files() -> list[Path]:
 
 
 _CACHE: dict = {}
+_SKIPPED: dict = {}  # STACKWARS_IR_ADAPTERS value -> ((file, why), ...): folder files that could not be read
 
 
 def adapters_env(paths) -> str:
@@ -204,14 +210,30 @@ def catalog() -> dict[str, Entry]:
         from stackwars_ir.errors import StackwarsError
 
         found: dict[str, Entry] = {}
-        for path in _adapter_files():
-            for e in read_data_entries(path) if path.suffix == ".toml" else [read_entry(path)]:
+        skipped = []
+        in_folders: set = set()
+        for path in _adapter_files(in_folders):
+            try:
+                entries = read_data_entries(path) if path.suffix == ".toml" else [read_entry(path)]
+            except StackwarsError as e:
+                if path not in in_folders:  # a file named on its own: its error is the command's
+                    raise
+                skipped.append((path, e.one_line()))  # one broken file in a folder: the others stay usable
+                continue
+            for e in entries:
                 if e.name in found:
                     raise StackwarsError(f"{path}: a model named {e.name!r} exists already ({found[e.name].path})",
                                          fix="give the adapter file another name")
                 found[e.name] = e
         _CACHE[key] = found
+        _SKIPPED[key] = tuple(skipped)
     return _CACHE[key]
+
+
+def skipped() -> tuple:
+    """((file, why), ...): the files of --adapters folders that hold no readable adapter (skipped)."""
+    catalog()
+    return _SKIPPED.get(os.environ.get(ADAPTERS_ENV, ""), ())
 
 
 def __getattr__(name: str):

@@ -44,7 +44,10 @@ def main(parse_memory, parse_timeout, adapters):
 @main.command("models")
 @adapters_option
 def models_cmd():
-    """List the model adapters, their sizes and default input shapes."""
+    """List the model adapters, their sizes and default input shapes; then each --adapters folder that
+    holds no adapter, and each file there that could not be read (skipped, the others usable)."""
+    import os
+
     from stackwars_ir import models
 
     width = max(map(len, models.CATALOG)) + 1
@@ -54,6 +57,14 @@ def models_cmd():
             click.echo(f"{'':{width}} (adapter file {entry.path})")
         for size, shape in entry.shapes.items():
             click.echo(f"{'':{width}}   {size:5} batch {shape['batch']}, {entry.seq_meaning} {shape['seq']}")
+    bad = models.skipped()
+    for path, why in bad:
+        click.echo(f"could not read {path}: {why}")
+    for item in filter(None, os.environ.get(models.ADAPTERS_ENV, "").split(os.pathsep)):
+        folder = Path(item)
+        if folder.is_dir() and not any(Path(e.path).parent == folder.resolve() for e in models.CATALOG.values()):
+            click.echo(f"no adapter in {folder}" + (" that could be read" if any(p.parent == folder.resolve()
+                                                                                 for p, _ in bad) else ""))
 
 
 @main.command("capture")
@@ -62,18 +73,20 @@ def models_cmd():
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the random weights and inputs.")
 @click.option("--attn", default="eager", show_default=True, help="Attention implementation (only eager exports).")
 @click.option("--force", is_flag=True, help="Overwrite existing captures.")
+@click.option("--strict", is_flag=True, help="Exit 1 on a SUSPECT capture too (within the bound, but far beyond "
+                                               "float32's own error: likely another function); files are written.")
 @click.option("--stack", default=None, metavar="NAME",
               help="Lower with this version stack's packages (stackwars-ir stack list): its jax, and its torch "
                    "and exporters where it holds them; on the weights and reference built here.")
 @model_options("capture", Path("captures"), "forward, or train: loss, backward and one AdamW update (files named "
                                             "<framework>-train).")
 @adapters_option
-def capture_cmd(model, batch, seed, attn, force, stack, out_dir, **options):
+def capture_cmd(model, batch, seed, attn, force, strict, stack, out_dir, **options):
     """Export MODEL from JAX and/or PyTorch to StableHLO on the same weights, and check parity.
 
     Exit code 0: written and parity-checked (a SUSPECT line warns: within the bound, but far beyond
-    float32's own error against the model in float64); 1: written, but a capture differs from
-    PyTorch eager; 2: bad input, nothing written; 130: interrupted, nothing written.
+    float32's own error against the model in float64; with --strict it exits 1); 1: written, but a
+    capture differs from PyTorch eager; 2: bad input, nothing written; 130: interrupted, nothing written.
     """
     import dataclasses
 
@@ -94,6 +107,13 @@ def capture_cmd(model, batch, seed, attn, force, stack, out_dir, **options):
         click.echo(f"parity not checked: {NOT_CHECKED}")
     for f in result.files:
         click.echo(f"wrote {f}")
+    suspect = [p for p in result.parity if p.suspect]
+    if strict and suspect:
+        from .errors import ParityError
+
+        raise ParityError(f"{req.model}-{req.size}: {', '.join(p.stem for p in suspect)} SUSPECT under --strict "
+                          "(likely another function than PyTorch's); files written for inspection",
+                          fix="the SUSPECT line names the first module whose output diverges")
 
 
 @main.command("stats")

@@ -61,12 +61,19 @@ def use_adapters(adapters) -> None:
     file fails here, in one line, before any work."""
     import os
 
-    from stackwars_ir.models import ADAPTERS_ENV, adapters_env, catalog
+    from stackwars_ir.models import ADAPTERS_ENV, adapters_env, catalog, skipped
 
     if adapters:
         set_env_for_command(ADAPTERS_ENV, adapters_env(adapters))
     if adapters or os.environ.get(ADAPTERS_ENV):
         catalog()
+        for path, why in skipped():  # a broken file in a folder: said once, the folder's others still usable
+            if path not in _WARNED:
+                _WARNED.add(path)
+                click.echo(f"warning: skipped adapter file {path}: {why}", err=True)
+
+
+_WARNED: set = set()
 
 
 def adapters_option(command):

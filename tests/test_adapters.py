@@ -67,6 +67,25 @@ def test_a_bad_adapter_file_is_one_line_naming_it(cli, tmp_path, monkeypatch, te
     assert code == 2 and words in err and str(bad) in err and len(err.strip().splitlines()) == 1, err
 
 
+def test_a_broken_file_in_a_folder_is_skipped_and_named_and_the_others_stay_usable(cli, tmp_path, user_adapters):
+    """One syntax error made every adapter of its folder unusable (issue 75): now the file is named,
+    with its line and cause, and skipped; the folder's other adapters are listed and usable."""
+    (user_adapters / "broken.py").write_text("ENTRY = Entry(\n")
+    code, out, err = cli("--adapters", user_adapters, "models")
+    assert code == 0, err
+    assert "toy_mixer" in out and f"could not read {user_adapters.resolve() / 'broken.py'}" in out
+    assert "broken.py:1: not Python" in out
+    assert err.count("warning: skipped adapter file") == 1 and "Traceback" not in err
+
+
+def test_a_folder_with_no_adapter_says_so(cli, tmp_path, monkeypatch):
+    monkeypatch.setenv(models.ADAPTERS_ENV, "")
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    code, out, err = cli("--adapters", empty, "models")
+    assert code == 0 and f"no adapter in {empty.resolve()}" in out, (out, err)
+
+
 def test_a_missing_adapter_path_and_a_name_taken_twice_are_one_line(cli, tmp_path, monkeypatch, user_adapters):
     code, _, err = cli("--adapters", tmp_path / "nowhere", "models")
     assert code == 2 and "no adapter file or folder there" in err
@@ -397,6 +416,11 @@ def test_a_twin_computing_another_gelu_is_suspect_and_named_at_its_mlp(cli, tmp_
             assert f64["multiple"] > 16 and f64["first_divergence"].startswith("layers.0.mix.")
             line = next(x for x in out.splitlines() if x.startswith(f"parity {stem} "))
             assert "SUSPECT" in line and "the twin first diverges at layers.0.mix." in line, line
+            if step == "forward":  # --strict: a script reading exit codes refuses it (issue 75)
+                code, _, err = cli("--adapters", folder, "capture", name, "--exporter", "torchax", "--out",
+                                   tmp_path / "strict", "--strict")
+                assert code == 1 and f"{stem} SUSPECT under --strict" in err and "Traceback" not in err, err
+                assert (tmp_path / "strict" / f"{name}-tiny" / f"{stem}.mlir").exists()  # written for inspection
 
 
 def test_a_twin_without_named_scopes_is_warned_of_with_the_fix(cli, tmp_path, monkeypatch):

@@ -55,8 +55,20 @@ def _num(v: float) -> str:
     return f"{v:,.3f}" if abs(v) < 10 else f"{v:,.1f}" if abs(v) < 1000 else f"{v:,.0f}"
 
 
-def load_runs(results: Path) -> dict:
-    """{(workload, size, framework, protocol, loaded): [ProtocolRun, ...] in round order} from RESULTS."""
+def stacks_in(results: Path) -> list[str]:
+    """The version stacks whose records RESULTS holds (benchmarks/host_protocols.py --stack)."""
+    names = set()
+    for p in Path(results).glob("*.json"):
+        try:
+            names.add(json.loads(p.read_text()).get("stack"))
+        except (OSError, ValueError):
+            continue
+    return sorted(n for n in names if n)
+
+
+def load_runs(results: Path, stack: str | None = None) -> dict:
+    """{(workload, size, framework, protocol, loaded): [ProtocolRun, ...] in round order} from RESULTS:
+    the lock's records, or STACK's."""
     from ...bench.protocols import ProtocolRun
 
     out: dict = {}
@@ -66,7 +78,7 @@ def load_runs(results: Path) -> dict:
             run = ProtocolRun.from_json(d)
         except (OSError, ValueError, KeyError):
             continue
-        if d.get("ok") is False:
+        if d.get("ok") is False or d.get("stack") != stack:
             continue
         key = (run.workload, run.size, run.framework, run.protocol, p.stem.endswith("-loaded"))
         out.setdefault(key, []).append((d.get("round", 0), run, d.get("made", {})))
@@ -394,7 +406,39 @@ def protocols_section(results: Path, host_results: Path, workloads=WORKLOADS, le
         out.append(f"- **{p.name}** (closest variant: {s}): pattern {pattern}; ratios {rverdict} "
                    f"({len(within)} of {len(misses)} within {STUDY_RATIO_TOLERANCE:g}x).")
 
-    out += base_section(runs, sub, workloads) + load_section(runs, host_results, sub) + calibration_section(runs, sub)
+    out += base_section(runs, sub, workloads) + load_section(runs, host_results, sub)
+    out += versions_section(results, runs, sub) + calibration_section(runs, sub)
+    return out
+
+
+def versions_section(results: Path, runs: dict, sub: str) -> list[str]:
+    """torch_xla lazy's host work under each version stack against the lock's, same protocol (eval),
+    rounds paired."""
+    out = []
+    for stack in stacks_in(results):
+        theirs = load_runs(results, stack)
+        rows = []
+        for (w, size, fw, proto, loaded), rs in sorted(theirs.items()):
+            ok = [r for r in rs if not r.error and r.trace]
+            mine = [r for r in runs.get((w, size, fw, proto, loaded), []) if not r.error and r.trace]
+            if not ok or not mine:
+                errors = sorted({r.error for r in rs if r.error})
+                if errors:
+                    rows.append(f"| {NAMES[w]} | {size} | {fw} {proto} | failed: {errors[0][:160]} | | | |")
+                continue
+            old, new = Figure.of([r.median("host") for r in ok]), Figure.of([r.median("host") for r in mine])
+            ratio = Figure.of([a.median("host") / b.median("host") for a, b in zip(ok, mine)])
+            comp = "/".join(sorted({", ".join(map(str, r.compiles)) for r in ok}))
+            rows.append(f"| {NAMES[w]} | {size} | {fw} {proto} | {old.ms()} | {new.ms()} | "
+                        f"{ratio.x() if ratio else '-'} | {comp} |")
+        versions = sorted({r.conditions.get("torch", "?") for rs in theirs.values() for r in rs})
+        lock = sorted({r.conditions.get("torch", "?") for rs in runs.values() for r in rs})
+        out += ["", f"{sub} An older stack: {stack} (torch {', '.join(versions)}) against the lock's (torch "
+                f"{', '.join(lock)})", "",
+                "The same protocol in the version stack's own environment (`stackwars-ir stack add`), rounds paired "
+                "with the lock's: *stack/lock* above 1 means the older release does more host work per step.", "",
+                "| workload | size | protocol | host, stack (ms) | host, lock (ms) | stack/lock | compiles, stack |",
+                "|---|---|---|---|---|---|---|"] + rows
     return out
 
 
