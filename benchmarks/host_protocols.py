@@ -30,8 +30,9 @@ KEPT = ROOT / "benchmarks" / "records" / "host-protocols"
 RESULTS = ROOT / "out" / "findings-host" / "protocols"
 WORKLOADS = ("gemm", "ffn", "mha", "gpt2", "bert", "resnet50")
 AT_BASE = ("gpt2", "bert", "resnet50")
-LOADED = ("gpt2", "base", "pytorch", "eval")  # measured again beside LOAD spinning processes
+LOADED = ("gpt2", "base", "pytorch", "eval")  # measured again beside LOAD spinning processes, and paused
 LOAD = 2
+PAUSE_S = 0.2  # "paused": slept before each steady step (do the runtime's idle worker threads slow the next?)
 
 
 def _spin(stop) -> None:
@@ -41,22 +42,25 @@ def _spin(stop) -> None:
 
 
 def jobs(workloads, rounds: int):
-    """(round, workload, size, framework, protocol, loaded) in run order."""
+    """(round, workload, size, framework, protocol, condition) in run order; condition "idle", "loaded"
+    (beside LOAD spinning processes) or "paused" (PAUSE_S before each steady step)."""
     from stackwars_ir.bench.protocols import PROTOCOLS
 
     for r in range(1, rounds + 1):
         for w in workloads:
             for p in PROTOCOLS:
-                yield r, w, "narrow", p.framework, p.name, False
+                yield r, w, "narrow", p.framework, p.name, "idle"
         for w in (w for w in workloads if w in AT_BASE):
             for fw in ("pytorch", "jax"):
-                yield r, w, "base", fw, "eval", False
+                yield r, w, "base", fw, "eval", "idle"
         if LOADED[0] in workloads:
-            yield (r, *LOADED, True)
+            yield (r, *LOADED, "loaded")
+            yield (r, *LOADED, "paused")
 
 
-def record_name(r: int, w: str, size: str, fw: str, proto: str, loaded: bool, stack: str | None = None) -> str:
-    return f"{w}-{size}-{fw}-{proto}-r{r}{'-loaded' if loaded else ''}{'-stack-' + stack if stack else ''}.json"
+def record_name(r: int, w: str, size: str, fw: str, proto: str, condition: str, stack: str | None = None) -> str:
+    tail = "" if condition == "idle" else f"-{condition}"
+    return f"{w}-{size}-{fw}-{proto}-r{r}{tail}{'-stack-' + stack if stack else ''}.json"
 
 
 def stack_jobs(stack: str, rounds: int):
@@ -68,30 +72,30 @@ def stack_jobs(stack: str, rounds: int):
                 yield r, w, size, "pytorch", "eval"
 
 
-def command(w: str, size: str, fw: str, proto: str, stack: str | None) -> tuple[list, dict | None]:
+def command(w: str, size: str, fw: str, proto: str, stack: str | None, pause_s: float = 0.0) -> tuple[list, dict | None]:
     """The fresh process's command line (and environment): this project's Python, or a version stack's
     worker with this project's code copied in (stackwars_ir.stacks.worker_command)."""
     if not stack:
-        return [sys.executable, __file__, "--one", w, size, fw, proto], None
+        return [sys.executable, __file__, "--one", w, size, fw, proto, "--pause", str(pause_s)], None
     from stackwars_ir.stacks import find, worker_command
 
     boot = ("import json; from stackwars_ir.bench.protocols import measure; "
-            f"print(json.dumps(measure({w!r}, {size!r}, {fw!r}, {proto!r}).as_json()), flush=True)")
+            f"print(json.dumps(measure({w!r}, {size!r}, {fw!r}, {proto!r}, pause_s={pause_s!r}).as_json()), flush=True)")
     cmd, env = worker_command(find(stack), boot)
     env.setdefault("PJRT_DEVICE", "CPU")
     return cmd, env
 
 
-def run_one(w: str, size: str, fw: str, proto: str, loaded: bool, stack: str | None = None) -> dict:
+def run_one(w: str, size: str, fw: str, proto: str, condition: str = "idle", stack: str | None = None) -> dict:
     stop = spinners = None
-    if loaded:
+    if condition == "loaded":
         ctx = mp.get_context("spawn")
         stop = ctx.Event()
         spinners = [ctx.Process(target=_spin, args=(stop,), daemon=True) for _ in range(LOAD)]
         for s in spinners:
             s.start()
     try:
-        cmd, env = command(w, size, fw, proto, stack)
+        cmd, env = command(w, size, fw, proto, stack, PAUSE_S if condition == "paused" else 0.0)
         done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=900, env=env)
     except subprocess.TimeoutExpired:
         return {"workload": w, "size": size, "framework": fw, "protocol": proto, "compiles": [], "first": [],
@@ -108,7 +112,7 @@ def run_one(w: str, size: str, fw: str, proto: str, loaded: bool, stack: str | N
                 "trace": [], "launch": [], "wait": [], "error": f"the process exited {done.returncode}: {tail}",
                 "ok": False}
     got = json.loads(lines[-1])
-    got["conditions"]["spinning processes beside"] = LOAD if loaded else 0
+    got["conditions"]["spinning processes beside"] = LOAD if condition == "loaded" else 0
     if stack:
         got["stack"] = stack
     return got
@@ -117,6 +121,7 @@ def run_one(w: str, size: str, fw: str, proto: str, loaded: bool, stack: str | N
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--one", nargs=4, metavar=("WORKLOAD", "SIZE", "FRAMEWORK", "PROTOCOL"))
+    ap.add_argument("--pause", type=float, default=0.0, help="with --one: seconds slept before each steady step")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--workloads", default=",".join(WORKLOADS))
     ap.add_argument("--results", type=Path, default=RESULTS)
@@ -126,7 +131,7 @@ def main() -> None:
     if a.one:
         from stackwars_ir.bench.protocols import measure
 
-        print(json.dumps(measure(*a.one).as_json()), flush=True)
+        print(json.dumps(measure(*a.one, pause_s=a.pause).as_json()), flush=True)
         return
     measure_all([w for w in a.workloads.split(",") if w], a.rounds, a.results, Path(a.kept) if a.kept else None,
                 a.stack)
@@ -143,12 +148,12 @@ def measure_all(workloads, rounds: int, results: Path, kept: Path | None, stack:
                             text=True).stdout.strip()
     with carried(kept, results, lambda m: print(f"host_protocols: {m}", file=sys.stderr, flush=True)):
         todo = [(*j, None) for j in jobs(workloads, rounds)]
-        todo += [(*j, False, stack) for j in stack_jobs(stack, rounds)] if stack else []
-        for r, w, size, fw, proto, loaded, on in todo:
-            path = results / record_name(r, w, size, fw, proto, loaded, on)
+        todo += [(*j, "idle", stack) for j in stack_jobs(stack, rounds)] if stack else []
+        for r, w, size, fw, proto, condition, on in todo:
+            path = results / record_name(r, w, size, fw, proto, condition, on)
             if path.exists():
                 continue
-            got = run_one(w, size, fw, proto, loaded, on)
+            got = run_one(w, size, fw, proto, condition, on)
             got.update(round=r, made={"date": datetime.date.today().isoformat(), "commit": commit})
             write_set([(path, (json.dumps(got, indent=1) + "\n").encode())])
             print(f"host_protocols: {path.name}: {got['compiles']} {got['error'][:120]}", file=sys.stderr, flush=True)

@@ -152,10 +152,12 @@ def conditions() -> dict:
             "torch": torch.__version__}
 
 
-def measure(workload: str, size: str, framework: str, name: str, steady: int = STEADY) -> ProtocolRun:
+def measure(workload: str, size: str, framework: str, name: str, steady: int = STEADY,
+            pause_s: float = 0.0) -> ProtocolRun:
     """Protocol `framework`/`name` on `workload` at `size`, run here (call it in a fresh process: the
-    compiles counted at steps 1-3 are this process's first). A protocol the runtime cannot run gives a
-    ProtocolRun with its error."""
+    compiles counted at steps 1-3 are this process's first). pause_s: seconds slept before each steady
+    step, after the previous one was waited for (the runtime's worker threads given time to go idle).
+    A protocol the runtime cannot run gives a ProtocolRun with its error."""
     os.environ.setdefault("PJRT_DEVICE", "CPU")
     protocol(framework, name)  # known
     cal = calibration()
@@ -174,6 +176,8 @@ def measure(workload: str, size: str, framework: str, name: str, steady: int = S
             compiles.append(counter() - c0)
         trace, launch, wait = [], [], []
         for _ in range(steady):
+            if pause_s:
+                time.sleep(pause_s)
             t0 = time.perf_counter()
             traced, launched, waited = step()
             trace.append(traced - t0)
@@ -184,7 +188,7 @@ def measure(workload: str, size: str, framework: str, name: str, steady: int = S
                            conditions=before, error=f"{type(e).__name__}: {str(e).splitlines()[0][:300]}")
     after = conditions()
     return ProtocolRun(workload, size, framework, name, tuple(compiles), tuple(first), tuple(trace), tuple(launch),
-                       tuple(wait), cal, dict(before, **{"load average after": after["load average"]}))
+                       tuple(wait), cal, dict(before, **{"load average after": after["load average"], "pause s": pause_s}))
 
 
 def _prepared(workload: str, size: str, train: bool = False):

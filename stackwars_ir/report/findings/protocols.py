@@ -67,7 +67,8 @@ def stacks_in(results: Path) -> list[str]:
 
 
 def load_runs(results: Path, stack: str | None = None) -> dict:
-    """{(workload, size, framework, protocol, loaded): [ProtocolRun, ...] in round order} from RESULTS:
+    """{(workload, size, framework, protocol, condition): [ProtocolRun, ...] in round order} from RESULTS
+    (condition: "idle", "loaded" beside spinning processes, "paused" before each steady step):
     the lock's records, or STACK's."""
     from ...bench.protocols import ProtocolRun
 
@@ -80,7 +81,9 @@ def load_runs(results: Path, stack: str | None = None) -> dict:
             continue
         if d.get("ok") is False or d.get("stack") != stack:
             continue
-        key = (run.workload, run.size, run.framework, run.protocol, p.stem.endswith("-loaded"))
+        stem = p.stem.split("-stack-")[0]
+        condition = "loaded" if stem.endswith("-loaded") else "paused" if stem.endswith("-paused") else "idle"
+        key = (run.workload, run.size, run.framework, run.protocol, condition)
         out.setdefault(key, []).append((d.get("round", 0), run, d.get("made", {})))
     return {k: [r for _, r, _ in sorted(v, key=lambda t: t[0])] for k, v in out.items()}
 
@@ -234,7 +237,7 @@ def protocols_section(results: Path, host_results: Path, workloads=WORKLOADS, le
     for w in workloads:
         cells = []
         for p in pt + jx:
-            rs = runs.get((w, "narrow", p.framework, p.name, False), [])
+            rs = runs.get((w, "narrow", p.framework, p.name, "idle"), [])
             cells.append(_compiles(rs))
             if p.framework == "pytorch":
                 ok = [r for r in rs if r.compiles and len(r.compiles) > 1]
@@ -250,7 +253,7 @@ def protocols_section(results: Path, host_results: Path, workloads=WORKLOADS, le
     for w in workloads:
         row, parts = [], []
         for p in pt + jx:
-            rs = [r for r in runs.get((w, "narrow", p.framework, p.name, False), []) if not r.error and r.trace]
+            rs = [r for r in runs.get((w, "narrow", p.framework, p.name, "idle"), []) if not r.error and r.trace]
             host = Figure.of([r.median("host") for r in rs])
             trace = Figure.of([r.median("trace") for r in rs])
             wait = Figure.of([r.median("wait") for r in rs])
@@ -273,8 +276,8 @@ def protocols_section(results: Path, host_results: Path, workloads=WORKLOADS, le
         for s in SYNCS:
             cells = []
             for w in workloads:
-                a = runs.get((w, "narrow", "pytorch", p.name, False), [])
-                b = runs.get((w, "narrow", "jax", p.partner, False), [])
+                a = runs.get((w, "narrow", "pytorch", p.name, "idle"), [])
+                b = runs.get((w, "narrow", "jax", p.partner, "idle"), [])
                 pairs = []
                 for ra, rb in zip(a, b):
                     x = _measured_step(ra, s)
@@ -305,7 +308,7 @@ def protocols_section(results: Path, host_results: Path, workloads=WORKLOADS, le
                 cells = []
                 for w in workloads:
                     for fw, name in (("pytorch", p.name), ("jax", p.partner)):
-                        rs = runs.get((w, "narrow", fw, name, False), [])
+                        rs = runs.get((w, "narrow", fw, name, "idle"), [])
                         if i >= len(rs):
                             continue
                         sv = s if fw == "pytorch" else ("waited" if s == "waited" else "not waited")
@@ -346,7 +349,7 @@ def protocols_section(results: Path, host_results: Path, workloads=WORKLOADS, le
         for w in workloads:
             need = []
             for fw, name in (("pytorch", p.name), ("jax", p.partner)):
-                rs = runs.get((w, "narrow", fw, name, False), [])
+                rs = runs.get((w, "narrow", fw, name, "idle"), [])
                 if not rs:
                     need.append("-")
                     continue
@@ -483,8 +486,8 @@ def base_section(runs: dict, sub: str, workloads) -> list[str]:
     rows = []
     for w in workloads:
         for fw in ("pytorch", "jax"):
-            base = [r for r in runs.get((w, "base", fw, "eval", False), []) if not r.error and r.trace]
-            narrow = [r for r in runs.get((w, "narrow", fw, "eval", False), []) if not r.error and r.trace]
+            base = [r for r in runs.get((w, "base", fw, "eval", "idle"), []) if not r.error and r.trace]
+            narrow = [r for r in runs.get((w, "narrow", fw, "eval", "idle"), []) if not r.error and r.trace]
             if not base or not narrow:
                 continue
             hb, hn = Figure.of([r.median("host") for r in base]), Figure.of([r.median("host") for r in narrow])
@@ -523,11 +526,11 @@ def _old_record(host_results: Path) -> tuple[float, float, str] | None:
 def load_section(runs: dict, host_results: Path, sub: str) -> list[str]:
     """GPT-2 base torch_xla lazy eval host work: idle rounds against rounds beside spinning processes,
     and against the previous page's one-job record."""
-    idle = [r for r in runs.get(("gpt2", "base", "pytorch", "eval", False), []) if not r.error and r.trace]
-    busy = [r for r in runs.get(("gpt2", "base", "pytorch", "eval", True), []) if not r.error and r.trace]
+    idle = [r for r in runs.get(("gpt2", "base", "pytorch", "eval", "idle"), []) if not r.error and r.trace]
+    busy = [r for r in runs.get(("gpt2", "base", "pytorch", "eval", "loaded"), []) if not r.error and r.trace]
     if not idle:
         return []
-    out = ["", f"{sub} Idle against loaded, and the previous records", ""]
+    out = ["", f"{sub} Idle, loaded and paused, and the previous records", ""]
     hi, ti = Figure.of([r.median("host") for r in idle]), Figure.of([r.median("trace") for r in idle])
     out.append(f"GPT-2 base, torch_xla lazy, eval, host work per steady step: idle {hi.ms()} ms (trace "
                f"{ti.ms()}), load average {_num(statistics.median(r.conditions.get('load average', 0) for r in idle))}.")
@@ -540,6 +543,18 @@ def load_section(runs: dict, host_results: Path, sub: str) -> list[str]:
                    else f"the intervals do not overlap: the load multiplies host work by {effect.x()} (rounds paired)")
         out.append(f"Beside {spin} spinning processes: {hb.ms()} ms (trace {tb.ms()}), load average "
                    f"{_num(statistics.median(r.conditions.get('load average', 0) for r in busy))}; {verdict}.")
+    paused = [r for r in runs.get(("gpt2", "base", "pytorch", "eval", "paused"), []) if not r.error and r.trace]
+    if paused:
+        pause = paused[0].conditions.get("pause s", 0)
+        hp = Figure.of([r.median("host") for r in paused])
+        effect = Figure.of([p.median("host") / i.median("host") for i, p in zip(idle, paused)])
+        verdict = ("one round each: no interval to compare yet" if min(hi.rounds, hp.rounds) < 2 else
+                   "the intervals overlap: a pause before each step does not change host work measurably"
+                   if hi.overlaps(hp) else
+                   f"the intervals do not overlap: paused/idle {effect.x()} (rounds paired), so the step right after "
+                   "the previous one's wait is slowed (or sped) by what the runtime still does then")
+        out.append(f"Paused {_num(pause * 1e3)} ms before each steady step (the previous step waited for, then "
+                   f"nothing): {hp.ms()} ms; {verdict}.")
     old = _old_record(host_results)
     if old:
         fwd, sync, made = old
@@ -558,10 +573,10 @@ def load_section(runs: dict, host_results: Path, sub: str) -> list[str]:
 
 def calibration_section(runs: dict, sub: str) -> list[str]:
     groups: dict = {}
-    for (w, size, fw, proto, loaded), rs in runs.items():
+    for (w, size, fw, proto, condition), rs in runs.items():
         for r in rs:
             if r.calibration:
-                groups.setdefault("beside spinning processes" if loaded else "idle", []).append(r.calibration)
+                groups.setdefault("beside spinning processes" if condition == "loaded" else "idle", []).append(r.calibration)
     if not groups:
         return []
     out = ["", f"{sub} Calibration", "",
