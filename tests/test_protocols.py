@@ -82,6 +82,8 @@ def test_ratios_pair_rounds_and_carry_their_interval(tmp_path):
     assert "| GPT-2 small | yes | 2, 1, 0 |" in text  # the study's GPT-2 recompiles at step 2, and so does this
     assert "**eval** (closest variant: waited): pattern yes; ratios no: GPT-2 small off by 2.8" in text
     assert "**adamw**: pattern cannot be told (no run); ratios: fewer than two pairs" in text
+    assert "- Ratios within 2x of the study's on all of the models (GPT-2 small): no protocol." in text
+    assert "- Compiling again at step 2 on every model, as the study's second runs imply: eval." in text
     assert "Test CPU, 2 cpus" in text and "2026-11-29 (commit abc1234)" in text
 
     from page_claims import claims
@@ -116,5 +118,5 @@ def test_the_load_section_says_whether_idle_and_loaded_rounds_overlap(tmp_path):
         _record(tmp_path, "gpt2", "pytorch", "eval", r, 0.010)
         _record(tmp_path, "gpt2", "jax", "eval", r, 0.001)
     text = "\n".join(protocols_section(tmp_path, tmp_path / "none", ["gpt2"]))
-    assert "the intervals do not overlap: the load multiplies host work by 2.0" in text
+    assert "the intervals do not overlap: the load multiplies host work by 2.0" in text and "Python loop 10.0 ms" in text
     assert "| GPT-2 small | pytorch eval |" in text  # base against narrow

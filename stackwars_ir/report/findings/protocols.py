@@ -375,6 +375,7 @@ def protocols_section(results: Path, host_results: Path, workloads=WORKLOADS, le
             f"the study's second run implies it; *its ratios* when, for every workload, the study's PyTorch/JAX "
             f"ratio lies within {STUDY_RATIO_TOLERANCE:g}x of the interval measured here with no free parameter "
             "(the table above; the variant closest to the study's ratios on the whole).", ""]
+    closest: dict = {}
     for p in pt:
         sig = {w: signature.get((w, p.name)) for w in workloads}
         known = {w: v for w, v in sig.items() if v is not None}
@@ -408,6 +409,8 @@ def protocols_section(results: Path, host_results: Path, workloads=WORKLOADS, le
                     f"on the {len(misses)} workloads measured only")
         out.append(f"- **{p.name}** (closest variant: {s}): pattern {pattern}; ratios {rverdict} "
                    f"({len(within)} of {len(misses)} within {STUDY_RATIO_TOLERANCE:g}x).")
+        closest[p.name] = (s, set(within), set(misses))
+    out += [""] + _summary(closest, signature, workloads)
 
     out += base_section(runs, sub, workloads) + load_section(runs, host_results, sub)
     out += versions_section(results, runs, sub) + calibration_section(runs, sub)
@@ -442,6 +445,38 @@ def versions_section(results: Path, runs: dict, sub: str) -> list[str]:
                 "with the lock's: *stack/lock* above 1 means the older release does more host work per step.", "",
                 "| workload | size | protocol | host, stack (ms) | host, lock (ms) | stack/lock | compiles, stack |",
                 "|---|---|---|---|---|---|---|"] + rows
+    return out
+
+
+MODELS = ("gpt2", "bert", "resnet50")  # the study's models; the other rows are its basic workloads
+
+
+def _summary(closest: dict, signature: dict, workloads) -> list[str]:
+    """Two sentences across the verdicts: which protocols' ratios hold on the models and on the basic
+    workloads, and which compile again at step 2 where."""
+    def names(ws) -> str:
+        return ", ".join(NAMES[w] for w in ws)
+
+    models = [w for w in MODELS if w in workloads]
+    basics = [w for w in workloads if w not in MODELS]
+    out = []
+    for group, label in ((models, "the models"), (basics, "the basic workloads")):
+        if not group:
+            continue
+        holds = [f"{n} ({s})" for n, (s, within, measured) in closest.items()
+                 if set(group) <= measured and set(group) <= within]
+        out.append(f"- Ratios within {STUDY_RATIO_TOLERANCE:g}x of the study's on all of {label} ({names(group)}): "
+                   f"{', '.join(holds) or 'no protocol'}.")
+    again = sorted({n for (w, n), v in signature.items() if v and w in models and
+                    all(signature.get((m, n)) for m in models)})
+    if models:
+        line = (f"- Compiling again at step 2 on every model, as the study's second runs imply: "
+                f"{', '.join(again) or 'no protocol'}")
+        if basics and again:
+            also = [n for n in again if any(signature.get((b, n)) for b in basics)]
+            line += (f"; of those, also on a basic workload, where the study's second run implies no compile: "
+                     f"{', '.join(also) or 'none'}")
+        out.append(line + ".")
     return out
 
 
@@ -532,17 +567,21 @@ def load_section(runs: dict, host_results: Path, sub: str) -> list[str]:
         return []
     out = ["", f"{sub} Idle, loaded and paused, and the previous records", ""]
     hi, ti = Figure.of([r.median("host") for r in idle]), Figure.of([r.median("trace") for r in idle])
+    def loop(rs) -> str:  # the calibration's pure-Python loop: what the load did to the host's speed
+        vals = [r.calibration.get("python loop", 0) for r in rs if r.calibration]
+        return f"the calibration's Python loop {_num(statistics.median(vals) * 1e3)} ms" if vals else "no calibration"
+
     out.append(f"GPT-2 base, torch_xla lazy, eval, host work per steady step: idle {hi.ms()} ms (trace "
-               f"{ti.ms()}), load average {_num(statistics.median(r.conditions.get('load average', 0) for r in idle))}.")
+               f"{ti.ms()}; {loop(idle)}).")
     if busy:
         spin = busy[0].conditions.get("spinning processes beside", "?")
         hb, tb = Figure.of([r.median("host") for r in busy]), Figure.of([r.median("trace") for r in busy])
         effect = Figure.of([b.median("host") / i.median("host") for i, b in zip(idle, busy)])
         verdict = ("one round each: no interval to compare yet" if min(hi.rounds, hb.rounds) < 2 else
-                   "the intervals overlap: the load's effect is not told apart from the rounds' spread" if hi.overlaps(hb)
+                   f"the intervals overlap: the load's effect (loaded/idle {effect.x()}, rounds paired) is not told "
+                   "apart from the rounds' spread" if hi.overlaps(hb)
                    else f"the intervals do not overlap: the load multiplies host work by {effect.x()} (rounds paired)")
-        out.append(f"Beside {spin} spinning processes: {hb.ms()} ms (trace {tb.ms()}), load average "
-                   f"{_num(statistics.median(r.conditions.get('load average', 0) for r in busy))}; {verdict}.")
+        out.append(f"Beside {spin} spinning processes: {hb.ms()} ms (trace {tb.ms()}; {loop(busy)}); {verdict}.")
     paused = [r for r in runs.get(("gpt2", "base", "pytorch", "eval", "paused"), []) if not r.error and r.trace]
     if paused:
         pause = paused[0].conditions.get("pause s", 0)
