@@ -135,8 +135,10 @@ findings-programs: setup-tpu
 # Every architecture of benchmarks/grids/zoo.toml through torch_xla and torchax, tiny, forward and
 # training step, as a resumable sweep into out/sweeps/zoo (killed, it resumes; about 45 minutes here with
 # one round of benches: three rounds add two more rounds of its 60 timed benches, not measured yet).
-# The study's table predicted for its TPU v6e from host phases measured here and the v6e compiler's
-# estimates (docs/findings-host.md; records under out/findings-host, never recomputed, kept in
+# The study's timing protocols measured in three rounds of fresh processes (benchmarks/host_protocols.py,
+# records kept in benchmarks/records/host-protocols; about 47 minutes here), then the study's table
+# predicted for its TPU v6e from host phases measured here and the v6e compiler's estimates
+# (docs/findings-host.md; records under out/findings-host, never recomputed, kept in
 # benchmarks/records/host with the day and commit each was made at; about 25 minutes).
 findings-host: setup-tpu
 	$(BIN)/python benchmarks/findings_host.py > docs/findings-host.md.tmp && mv docs/findings-host.md.tmp docs/findings-host.md
