@@ -117,7 +117,10 @@ def main() -> None:
 
         (a.results / "protocols").mkdir(exist_ok=True)
         restore(PROTOCOLS_KEPT, a.results / "protocols")
-    sys.stdout.write(host_page(workloads, a.results, commit_here(), ROOT, a.results / "protocols"))
+    from stackwars_ir.report.findings.protocols import protocols_section
+
+    protocols = protocols_section(a.results / "protocols", a.results, workloads)
+    sys.stdout.write(host_page(workloads, a.results, commit_here(), ROOT, protocols))
 
 
 if __name__ == "__main__":

@@ -84,7 +84,7 @@ module @jit_step attributes {mhlo.num_partitions = 1 : i32, mhlo.num_replicas = 
     return %0 : tensor<i32> loc(#loc)
   } loc(#loc159)
 } loc(#loc)
-#loc7 = loc("models/gemm.py":34:15 to :46)
+#loc7 = loc("models/gemm.py":35:15 to :46)
 #loc8 = loc("jit(step)/jvp()/sub")
 #loc9 = loc("jit(step)/jvp()/integer_pow")
 #loc10 = loc("jit(step)")

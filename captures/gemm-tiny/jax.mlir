@@ -7,7 +7,7 @@ module @jit_forward attributes {mhlo.num_partitions = 1 : i32, mhlo.num_replicas
   } loc(#loc)
 } loc(#loc)
 #loc = loc(unknown)
-#loc3 = loc("models/gemm.py":34:15 to :46)
+#loc3 = loc("models/gemm.py":35:15 to :46)
 #loc4 = loc("jit(forward)")
 #loc5 = loc("Gemm.__call__"(#loc3))
 #loc6 = loc("jit(forward)/dot_general"(#loc5))

@@ -71,7 +71,7 @@ def baselines_asked(given, step: str, program: str = "", mesh: str = "") -> tupl
     return tuple(given)
 
 
-def _as_captured(fn, req):
+def as_captured(fn, req):
     """`fn`, tracing the twin's layers as the request's program runs them (models/_nnx.py run_layers)."""
     if not (req.scan_layers or req.remat):
         return fn
@@ -199,10 +199,10 @@ def _nothing() -> None:
 _JAX_EVENTS = {"compiles": 0, "persistent cache hits": 0}
 
 
-def _jax_counters() -> dict:
+def jax_counters() -> dict:
     import jax
 
-    if not getattr(_jax_counters, "registered", False):
+    if not getattr(jax_counters, "registered", False):
         def on_duration(name, _secs, **_kw):
             if name == "/jax/core/compile/backend_compile_duration":
                 _JAX_EVENTS["compiles"] += 1
@@ -213,7 +213,7 @@ def _jax_counters() -> dict:
 
         jax.monitoring.register_event_duration_secs_listener(on_duration)
         jax.monitoring.register_event_listener(on_event)
-        _jax_counters.registered = True
+        jax_counters.registered = True
     return dict(_JAX_EVENTS)
 
 
@@ -225,9 +225,9 @@ def _jax(adapter, req, model, weights, inputs, backend):
     from ..runtime import runtime
 
     device = runtime(backend).device
-    _jax_counters()
+    jax_counters()
     graphdef, state = nnx.split(adapter.jax_model(req.size, weights))
-    fn = jax.jit(_as_captured(lambda s, *a: nnx.merge(graphdef, s)(*a), req))  # new: its first call compiles
+    fn = jax.jit(as_captured(lambda s, *a: nnx.merge(graphdef, s)(*a), req))  # new: its first call compiles
     args = [jax.device_put(v, device) for v in jax_inputs(inputs).values()]
     state = jax.device_put(state, device)
 
@@ -240,7 +240,7 @@ def _jax(adapter, req, model, weights, inputs, backend):
 
     run.hlo = lambda: fn.lower(state, *args).compile().as_text()  # its kernels, for --profile
     run.meter = jax_meter
-    return "jax.jit (native)", "jax.jit", run, _jax_counters, _nothing
+    return "jax.jit (native)", "jax.jit", run, jax_counters, _nothing
 
 
 def _torch_device(backend: str) -> str:
@@ -340,7 +340,7 @@ def _torch_xla(adapter, req, model, weights, inputs, backend):
     import torch_xla
     import torch_xla.core.xla_model as xm
 
-    m, xs = _on_xla(model, inputs)
+    m, xs = on_xla(model, inputs)
 
     def run(clock=UNMARKED):
         # The output stays alive through the sync: a lazy graph with no live output is never
@@ -358,7 +358,7 @@ def _torch_xla(adapter, req, model, weights, inputs, backend):
     return "torch_xla lazy tensors", "torch_xla lazy", run, _xla_counters, _nothing
 
 
-def _on_xla(model, inputs):
+def on_xla(model, inputs):
     """A copy of `model` and the inputs placed on torch_xla's device, their transfers done (not part
     of the first run)."""
     import torch
@@ -382,7 +382,7 @@ def _dynamo_xla(adapter, req, model, weights, inputs, backend):
     import torch_xla.core.xla_model as xm
 
     torch._dynamo.reset()  # first is first: nothing this process compiled before is reused
-    m, xs = _on_xla(model, inputs)
+    m, xs = on_xla(model, inputs)
     compiled = torch.compile(m, backend="openxla")
 
     def run(clock=UNMARKED):
@@ -412,7 +412,7 @@ def _torchax_jit(adapter, req, model, weights, inputs, backend):
 
         raise MissingExtra(TORCHAX_JIT, e) from e
     device = runtime(backend).device
-    _jax_counters()
+    jax_counters()
     state, fn = torchax.extract_jax(copy.deepcopy(model))
     jitted = jax.jit(fn)  # new: its first call compiles
     state = jax.device_put(state, device)
@@ -426,7 +426,7 @@ def _torchax_jit(adapter, req, model, weights, inputs, backend):
         return out
 
     run.hlo, run.meter = lambda: jitted.lower(state, args).compile().as_text(), jax_meter
-    return "torchax jitted call (jax.jit of torchax.extract_jax)", TORCHAX.native, run, _jax_counters, _nothing
+    return "torchax jitted call (jax.jit of torchax.extract_jax)", TORCHAX.native, run, jax_counters, _nothing
 
 
 # Training steps (`bench MODEL --step train`): each run is the next step of the user's own loop,
@@ -444,13 +444,13 @@ def _jax_train(adapter, req, model, weights, state, backend, donate: bool = Fals
     from ..runtime import runtime
 
     device = runtime(backend).device
-    _jax_counters()
+    jax_counters()
     step, args = jax_step(adapter, req.size, state, weights)
-    run = _jitted_loop(jax.jit(_as_captured(step, req), donate_argnums=(0, 1) if donate else ()), args, device)
+    run = _jitted_loop(jax.jit(as_captured(step, req), donate_argnums=(0, 1) if donate else ()), args, device)
 
     if donate:
-        return "jax.jit training step, state donated (native)", "jax.jit donated", run, _jax_counters, _nothing
-    return "jax.jit training step (native)", "jax.jit", run, _jax_counters, _nothing
+        return "jax.jit training step, state donated (native)", "jax.jit donated", run, jax_counters, _nothing
+    return "jax.jit training step (native)", "jax.jit", run, jax_counters, _nothing
 
 
 def _jitted_loop(fn, args: dict, device):
@@ -476,7 +476,7 @@ def _jax_train_donated(adapter, req, model, weights, state, backend):
     return _jax_train(adapter, req, model, weights, state, backend, donate=True)
 
 
-def _torch_loop(model, state, device, compile_model: bool = False, op_names: bool = False, copy_model: bool = True,
+def torch_loop(model, state, device, compile_model: bool = False, op_names: bool = False, copy_model: bool = True,
                 compile_backend="inductor"):
     """The user's training step (zero_grad, loss, backward, AdamW) on its own copy of `model` (or on
     `model` itself), its forward `torch.compile`d (with `compile_backend`) if `compile_model`; with
@@ -522,7 +522,7 @@ def _eager_train(adapter, req, model, weights, state, backend):
     import torch
 
     device = _torch_device(backend)
-    step, sync = _torch_loop(model, state, device), _synchronizer(device)
+    step, sync = torch_loop(model, state, device), _synchronizer(device)
 
     def run(clock=UNMARKED):
         loss = step(clock)
@@ -543,7 +543,7 @@ def _inductor_train(adapter, req, model, weights, state, backend):
 
     torch._dynamo.reset()  # first is first: nothing this process compiled before is reused
     device = _torch_device(backend)
-    step, sync = _torch_loop(model, state, device, compile_model=True), _synchronizer(device)
+    step, sync = torch_loop(model, state, device, compile_model=True), _synchronizer(device)
 
     def run(clock=UNMARKED):
         loss = step(clock)
@@ -567,7 +567,7 @@ def _dynamo_xla_train(adapter, req, model, weights, state, backend):
     import torch_xla
 
     torch._dynamo.reset()  # first is first: nothing this process compiled before is reused
-    run = _lazy_loop(_torch_loop(model, state, torch_xla.device(), compile_model=True, compile_backend="openxla"))
+    run = _lazy_loop(torch_loop(model, state, torch_xla.device(), compile_model=True, compile_backend="openxla"))
     run.meter = dynamo_xla_meter
     return ("torch.compile training loop (openxla: torch_xla through dynamo; AdamW lazy)", "torch_xla dynamo", run,
             _xla_counters, _nothing)
@@ -590,10 +590,10 @@ def _torchax_train(adapter, req, model, weights, state, backend):
 
         raise MissingExtra(TORCHAX_JIT, e) from e
     device = runtime(backend).device
-    _jax_counters()
+    jax_counters()
     step, args = torchax_step(model, state, weights=weights)
     run = _jitted_loop(jax.jit(step), args, device)
-    return "torchax jitted training step (jax.jit, optax AdamW)", TORCHAX.native, run, _jax_counters, _nothing
+    return "torchax jitted training step (jax.jit, optax AdamW)", TORCHAX.native, run, jax_counters, _nothing
 
 
 def _lazy_loop(step):
@@ -621,7 +621,7 @@ def _torch_xla_train(adapter, req, model, weights, state, backend):
     os.environ.setdefault("PJRT_DEVICE", "CPU")
     import torch_xla
 
-    step = _torch_loop(model, state, torch_xla.device())
+    step = torch_loop(model, state, torch_xla.device())
     run = _lazy_loop(step)
     run.meter, run.model = xla_meter, step.model
     return "torch_xla lazy training loop", "torch_xla lazy", run, _xla_counters, _nothing
@@ -664,7 +664,7 @@ def profile_baseline(req, name: str, runs: int, backend: str = "cpu"):
         from .eager_profile import profile_eager_runs
 
         m = copy.deepcopy(model)  # the copy the loop runs is the one whose modules get ranges
-        step = _torch_loop(m, inputs, "cpu", copy_model=False) if train else _eager_step(m, inputs.values())
+        step = torch_loop(m, inputs, "cpu", copy_model=False) if train else _eager_step(m, inputs.values())
         for _ in range(_WARM_STEPS):
             step()
         return profile_eager_runs(step, m, runs, train)
@@ -690,7 +690,7 @@ def _inductor_profile(model, inputs, runs: int, train: bool):
     m = copy.deepcopy(model)
     with KernelOrigins(train) as origins:
         if train:
-            step = _torch_loop(m, inputs, "cpu", compile_model=True, copy_model=False, compile_backend=origins.backend)
+            step = torch_loop(m, inputs, "cpu", compile_model=True, copy_model=False, compile_backend=origins.backend)
         else:
             step = _eager_step(torch.compile(m, backend=origins.backend), inputs.values())
         for _ in range(_WARM_STEPS):  # compiles the forward graph, and the backward at the first backward
@@ -740,7 +740,7 @@ def _lazy_profile(req, runs: int):
         w = prepare(req)
         model, inputs, reference = w.model, w.inputs, w.reference
         train = req.train
-        step = _torch_loop(model, train_state(req, model, inputs, reference), torch_xla.device(), op_names=True) \
+        step = torch_loop(model, train_state(req, model, inputs, reference), torch_xla.device(), op_names=True) \
             if train else _lazy_forward(model, inputs, torch_xla.device())
 
         def run():

@@ -220,7 +220,7 @@ def _pytorch(workload: str, size: str, name: str):
     import torch_xla.core.xla_model as xm
     import torch_xla.debug.metrics as met
 
-    from .native import _on_xla, _torch_loop
+    from .native import on_xla, torch_loop
 
     def counter() -> int:
         return met.counter_value("UncachedCompile") or 0
@@ -228,7 +228,7 @@ def _pytorch(workload: str, size: str, name: str):
     dev = torch_xla.device()
     if name == "adamw":
         req, w, state = _prepared(workload, size, train=True)
-        loop = _torch_loop(w.model, state, dev)
+        loop = torch_loop(w.model, state, dev)
         loop.model.train()
         torch_xla.sync()
 
@@ -249,7 +249,7 @@ def _pytorch(workload: str, size: str, name: str):
         m.eval()
         xs = [torch.from_numpy(v).to(dev) for v in inputs.values()]
     else:
-        m, xs = _on_xla(w.model, inputs)
+        m, xs = on_xla(w.model, inputs)
         if name == "train-mode":
             m.train()
     if name != "built-on-device":  # there, the parameters' initialization stays pending into step 1
@@ -288,12 +288,12 @@ def _jax(workload: str, size: str, name: str):
     """(step, compile counter) of a JAX protocol under jax.jit; step() as _pytorch's (launch empty)."""
     import jax
 
-    from .native import _as_captured, _jax_counters
+    from .native import as_captured, jax_counters
 
-    _jax_counters()
+    jax_counters()
 
     def counter() -> int:
-        return _jax_counters()["compiles"]
+        return jax_counters()["compiles"]
 
     device = jax.devices("cpu")[0]
     if name == "adamw":
@@ -301,7 +301,7 @@ def _jax(workload: str, size: str, name: str):
 
         req, w, state = _prepared(workload, size, train=True)
         fn, args = jax_step(w.adapter, size, state, w.weights)
-        jitted = jax.jit(_as_captured(fn, req))
+        jitted = jax.jit(as_captured(fn, req))
         box = {k: jax.device_put(v, device) for k, v in args.items()}
 
         def step():
