@@ -120,3 +120,20 @@ def test_the_load_section_says_whether_idle_and_loaded_rounds_overlap(tmp_path):
     text = "\n".join(protocols_section(tmp_path, tmp_path / "none", ["gpt2"]))
     assert "the intervals do not overlap: the load multiplies host work by 2.0" in text and "Python loop 10.0 ms" in text
     assert "| GPT-2 small | pytorch eval |" in text  # base against narrow
+
+
+def test_an_older_stacks_records_are_compared_with_the_locks_and_kept_apart(tmp_path):
+    from stackwars_ir.report.findings.protocols import load_runs, protocols_section
+
+    for r, (lock, old) in enumerate([(0.010, 0.020), (0.011, 0.021), (0.012, 0.023)], 1):
+        _record(tmp_path, "gpt2", "pytorch", "eval", r, lock)
+        _record(tmp_path, "gpt2", "jax", "eval", r, 0.001)
+        d = json.loads((tmp_path / f"gpt2-narrow-pytorch-eval-r{r}.json").read_text())
+        d.update(stack="torch-old", trace=[old] * 5, conditions=dict(d["conditions"], torch="2.0.0"))
+        (tmp_path / f"gpt2-narrow-pytorch-eval-r{r}-stack-torch-old.json").write_text(json.dumps(d))
+    assert [r.median("host") for r in load_runs(tmp_path)[("gpt2", "narrow", "pytorch", "eval", "idle")]] == \
+        pytest.approx([0.010, 0.011, 0.012])  # the stack's records are not the lock's rounds
+    text = "\n".join(protocols_section(tmp_path, tmp_path / "none", ["gpt2"]))
+    assert "### An older stack: torch-old (torch 2.0.0)" in text
+    row = next(ln for ln in text.splitlines() if ln.startswith("| GPT-2 small | narrow | pytorch eval |"))
+    assert "| the stack slower |" in row and "| 1.9" in row

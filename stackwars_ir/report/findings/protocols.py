@@ -430,21 +430,25 @@ def versions_section(results: Path, runs: dict, sub: str) -> list[str]:
             if not ok or not mine:
                 errors = sorted({r.error for r in rs if r.error})
                 if errors:
-                    rows.append(f"| {NAMES[w]} | {size} | {fw} {proto} | failed: {errors[0][:160]} | | | |")
+                    rows.append(f"| {NAMES[w]} | {size} | {fw} {proto} | failed: {errors[0][:160]} | | | | |")
                 continue
             old, new = Figure.of([r.median("host") for r in ok]), Figure.of([r.median("host") for r in mine])
             ratio = Figure.of([a.median("host") / b.median("host") for a, b in zip(ok, mine)])
             comp = "/".join(sorted({", ".join(map(str, r.compiles)) for r in ok}))
+            said = ("-" if ratio is None or ratio.rounds < 2 else "indistinguishable" if ratio.low <= 1 <= ratio.high
+                    else "the stack slower" if ratio.low > 1 else "the stack faster")
             rows.append(f"| {NAMES[w]} | {size} | {fw} {proto} | {old.ms()} | {new.ms()} | "
-                        f"{ratio.x() if ratio else '-'} | {comp} |")
+                        f"{ratio.x() if ratio else '-'} | {said} | {comp} |")
         versions = sorted({r.conditions.get("torch", "?") for rs in theirs.values() for r in rs})
         lock = sorted({r.conditions.get("torch", "?") for rs in runs.values() for r in rs})
         out += ["", f"{sub} An older stack: {stack} (torch {', '.join(versions)}) against the lock's (torch "
                 f"{', '.join(lock)})", "",
                 "The same protocol in the version stack's own environment (`stackwars-ir stack add`), rounds paired "
-                "with the lock's: *stack/lock* above 1 means the older release does more host work per step.", "",
-                "| workload | size | protocol | host, stack (ms) | host, lock (ms) | stack/lock | compiles, stack |",
-                "|---|---|---|---|---|---|---|"] + rows
+                "with the lock's (the stack's rounds run after the lock's, not interleaved with them): *stack/lock* "
+                "above 1 means the older release does more host work per step; *indistinguishable* where its "
+                "interval holds 1.", "",
+                "| workload | size | protocol | host, stack (ms) | host, lock (ms) | stack/lock | verdict | compiles, stack |",
+                "|---|---|---|---|---|---|---|---|"] + rows
     return out
 
 
