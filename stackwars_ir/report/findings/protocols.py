@@ -244,6 +244,22 @@ def protocols_section(results: Path, host_results: Path, workloads=WORKLOADS, le
                 signature[(w, p.name)] = (any(r.compiles[1] > 0 for r in ok) if ok else None)
         out.append(f"| {NAMES[w]} | {'yes' if study_recompiles(w) else 'no'} | " + " | ".join(cells) + " |")
 
+    # Steps 1-3's wall time: a protocol that compiles again at step 2 has a second step near its first.
+    out += ["", f"{sub} Steps 1, 2, 3 (ms, narrow, XLA:CPU)", "",
+            "Each step's wall time, waited for (compiles here included: XLA:CPU's, not a TPU's), the geometric "
+            "mean of the rounds; the study's PyTorch first, second and steady runs on its v6e beside them. Its "
+            "second run near its first is the pattern the column above tests.", "",
+            "| workload | study pytorch (first / second / steady) | " + " | ".join(f"pytorch {p.name}" for p in pt) + " |",
+            "|---|---|" + "---|" * len(pt)]
+    for w in workloads:
+        first, second, steady = STUDY[(w, "pytorch")]
+        cells = []
+        for p in pt:
+            rs = [r for r in runs.get((w, "narrow", "pytorch", p.name, "idle"), []) if len(r.first) >= 3]
+            figs = [Figure.of([r.first[i] for r in rs]) for i in range(3)] if rs else []
+            cells.append(" / ".join(_num(f.mean * 1e3) for f in figs) if figs and all(figs) else "-")
+        out.append(f"| {NAMES[w]} | {_num(first)} / {_num(second)} / {_num(steady)} | " + " | ".join(cells) + " |")
+
     # Steady host work per protocol.
     out += ["", f"{sub} Steady host work, narrow (ms)", "",
             "Host work (trace + launch) of the steady step with the device idle, and in brackets its interval "
