@@ -119,6 +119,7 @@ def test_the_load_section_says_whether_idle_and_loaded_rounds_overlap(tmp_path):
         _record(tmp_path, "gpt2", "jax", "eval", r, 0.001)
     text = "\n".join(protocols_section(tmp_path, tmp_path / "none", ["gpt2"]))
     assert "the intervals do not overlap: the load multiplies host work by 2.0" in text and "Python loop 10.0 ms" in text
+    assert "Paused" not in text  # no paused rounds there
     assert "| GPT-2 small | pytorch eval |" in text  # base against narrow
 
 

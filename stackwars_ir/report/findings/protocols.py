@@ -597,21 +597,21 @@ def load_section(runs: dict, host_results: Path, sub: str) -> list[str]:
         spin = busy[0].conditions.get("spinning processes beside", "?")
         hb, tb = Figure.of([r.median("host") for r in busy]), Figure.of([r.median("trace") for r in busy])
         effect = Figure.of([b.median("host") / i.median("host") for i, b in zip(idle, busy)])
-        verdict = ("one round each: no interval to compare yet" if min(hi.rounds, hb.rounds) < 2 else
-                   f"the intervals overlap: the load's effect (loaded/idle {effect.x()}, rounds paired) is not told "
-                   "apart from the rounds' spread" if hi.overlaps(hb)
-                   else f"the intervals do not overlap: the load multiplies host work by {effect.x()} (rounds paired)")
+        verdict = ("one round each: no interval to compare yet" if effect is None or effect.rounds < 2 else
+                   f"{'the intervals overlap, but ' if hi.overlaps(hb) else 'the intervals do not overlap: '}the "
+                   f"load multiplies host work by {effect.x()} (rounds paired)" if effect.low > 1 or effect.high < 1
+                   else f"indistinguishable: loaded/idle {effect.x()} (rounds paired) holds 1")
         out.append(f"Beside {spin} spinning processes: {hb.ms()} ms (trace {tb.ms()}; {loop(busy)}); {verdict}.")
     paused = [r for r in runs.get(("gpt2", "base", "pytorch", "eval", "paused"), []) if not r.error and r.trace]
     if paused:
         pause = paused[0].conditions.get("pause s", 0)
         hp = Figure.of([r.median("host") for r in paused])
         effect = Figure.of([p.median("host") / i.median("host") for i, p in zip(idle, paused)])
-        verdict = ("one round each: no interval to compare yet" if min(hi.rounds, hp.rounds) < 2 else
-                   "the intervals overlap: a pause before each step does not change host work measurably"
-                   if hi.overlaps(hp) else
-                   f"the intervals do not overlap: paused/idle {effect.x()} (rounds paired), so the step right after "
-                   "the previous one's wait is slowed (or sped) by what the runtime still does then")
+        verdict = ("one round each: no interval to compare yet" if effect is None or effect.rounds < 2 else
+                   f"indistinguishable: paused/idle {effect.x()} (rounds paired) holds 1"
+                   if effect.low <= 1 <= effect.high else
+                   f"paused/idle {effect.x()} (rounds paired): what follows right after the previous step's wait "
+                   "changes the next step's host work")
         out.append(f"Paused {_num(pause * 1e3)} ms before each steady step (the previous step waited for, then "
                    f"nothing): {hp.ms()} ms; {verdict}.")
     old = _old_record(host_results)
