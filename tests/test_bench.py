@@ -661,3 +661,24 @@ def test_a_program_that_donates_its_state_is_timed_over_many_runs(tmp_path):
     (_, e), = report.rows
     assert e.ok, e.error
     assert e.timing.iterations >= 5 and "argument 0 from output 0" in e.arguments
+
+
+def test_a_gap_far_larger_than_the_noise_gets_its_verdict_though_timed_apart():
+    """issue 75: jax.jit against torch_xla lazy, a 13x gap, was 'too noisy to call' on a loaded machine.
+    Rows timed one after the other with a 40% spread: a load that moved each row by 40% cannot make
+    13x, so the verdict is given; a 1.2x gap under the same noise stays withheld."""
+    from stackwars_ir.bench import Executable
+    from stackwars_ir.bench.compare import verdicts
+    from stackwars_ir.bench.timing import Timing
+
+    def row(label, samples):
+        s = sorted(samples)
+        t = Timing(1, 1, s[len(s) // 2], s[len(s) // 10], s[-len(s) // 10], len(s), 2, {}, tuple(samples), 1, 1)
+        return Executable(label, "stablehlo", 1.0, t)
+
+    loaded = [1.0, 1.2, 1.45] * 14  # a loaded machine: spread (p90 - p10) / median about 40%
+    big = verdicts([(2, row("x/jax.mlir", loaded)), (2, row("x/torch-torch_xla.mlir", [13 * x for x in loaded]))])
+    assert big[0].withheld == "" and big[0].ratio == pytest.approx(13.0) and big[0].low > 5
+    assert "ran 13" in big[0].sentence() and "too noisy" not in big[0].sentence()
+    small = verdicts([(2, row("x/jax.mlir", loaded)), (2, row("x/torch-torch_xla.mlir", [1.2 * x for x in loaded]))])
+    assert small[0].withheld.startswith("too noisy to call: spread 38%")

@@ -101,16 +101,22 @@ def verdicts(rows) -> list[Verdict]:
                 ratio, low, high = ratio_interval(fast.timing.samples, slow.timing.samples, paired=paired)
                 known = id(fast) not in unknown and id(slow) not in unknown
                 out.append(Verdict(batch if known else None, fast.name, slow.name, ratio, low, high, paired,
-                                   _too_noisy(fast, slow, paired)))
+                                   _too_noisy(fast, slow, paired, low, high)))
     return out
 
 
-def _too_noisy(a, b, paired: bool) -> str:
+def _too_noisy(a, b, paired: bool, low: float = 1.0, high: float = 1.0) -> str:
     """Why two rows timed one after the other are too noisy to compare, or '': their spread past
     SPREAD_TARGET means the machine's load moved while they ran, and it moved between them too.
-    Rows timed round-robin share that load run by run, and the paired interval carries what is left."""
+    Rows timed round-robin share that load run by run, and the paired interval carries what is left.
+    A gap larger than the load could make is called all the same: the load may have moved each row's
+    level by about its spread, so the verdict stands when the interval [low, high] (slow over fast),
+    widened by that factor both ways, still excludes 1 (a 13x gap under a 40% spread, issue 75)."""
     worst = max(a.timing.spread, b.timing.spread)
     if paired or worst <= SPREAD_TARGET:
+        return ""
+    slack = 1.0 + worst
+    if low / slack > 1.0 or high * slack < 1.0:
         return ""
     return (f"too noisy to call: spread {worst:.0%} (over {SPREAD_TARGET:.0%}) and timed one after the other; rerun "
             "on an idle machine or pin a core (taskset -c 1 stackwars-ir bench ...)")
