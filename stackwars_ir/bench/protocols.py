@@ -166,7 +166,7 @@ def measure(workload: str, size: str, framework: str, name: str, steady: int = S
         step, counter = (_pytorch if framework == "pytorch" else _jax)(workload, size, name)
     except Exception as e:  # noqa: BLE001  (a protocol the runtime refuses is a result, not a crash)
         return ProtocolRun(workload, size, framework, name, calibration=cal, conditions=before,
-                           error=f"{type(e).__name__}: {str(e).splitlines()[0][:300] if str(e) else ''}")
+                           error=_why(e))
     compiles, first = [], []
     try:
         for _ in range(FIRST_STEPS):
@@ -185,10 +185,16 @@ def measure(workload: str, size: str, framework: str, name: str, steady: int = S
             wait.append(waited - launched)
     except Exception as e:  # noqa: BLE001
         return ProtocolRun(workload, size, framework, name, tuple(compiles), tuple(first), calibration=cal,
-                           conditions=before, error=f"{type(e).__name__}: {str(e).splitlines()[0][:300]}")
+                           conditions=before, error=_why(e))
     after = conditions()
     return ProtocolRun(workload, size, framework, name, tuple(compiles), tuple(first), tuple(trace), tuple(launch),
                        tuple(wait), cal, dict(before, **{"load average after": after["load average"], "pause s": pause_s}))
+
+
+def _why(e: Exception) -> str:
+    """An exception as a record's error: its type and its message's first line (300 characters at most)."""
+    lines = str(e).splitlines()
+    return f"{type(e).__name__}: {lines[0][:300] if lines else ''}"
 
 
 def _prepared(workload: str, size: str, train: bool = False):
@@ -233,13 +239,8 @@ def _pytorch(workload: str, size: str, name: str):
         torch_xla.sync()
 
         def step():
-            loss = loop()
-            traced = time.perf_counter()
-            torch_xla.sync()
-            launched = time.perf_counter()
-            xm.wait_device_ops()
-            del loss
-            return traced, launched, time.perf_counter()
+            loss = loop()  # alive through the sync: a lazy graph with no live output is never run
+            return _synced(loss)
 
         return step, counter
     req, w, inputs = _prepared(workload, size)
@@ -274,14 +275,23 @@ def _pytorch(workload: str, size: str, name: str):
             out.cpu()  # syncs: compiles if it must, runs, copies the output
             traced = launched = time.perf_counter()
             return traced, launched, time.perf_counter()
-        traced = time.perf_counter()
-        torch_xla.sync()
-        launched = time.perf_counter()
-        xm.wait_device_ops()
-        del out
-        return traced, launched, time.perf_counter()
+        return _synced(out)
 
     return step, counter
+
+
+def _synced(alive) -> tuple:
+    """The perf_counter marks (traced, launched, waited) of a traced torch_xla step's sync and wait;
+    `alive`, the step's output, is held until its graph has run."""
+    import torch_xla
+    import torch_xla.core.xla_model as xm
+
+    traced = time.perf_counter()
+    torch_xla.sync()
+    launched = time.perf_counter()
+    xm.wait_device_ops()
+    del alive
+    return traced, launched, time.perf_counter()
 
 
 def _jax(workload: str, size: str, name: str):
