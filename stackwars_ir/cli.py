@@ -394,6 +394,54 @@ def sweep_cmd(grid, root, jobs, ray, retry_failed, retry_noisy, render, json_pat
     sys.exit(1 if report.failed or report.pending else 0)
 
 
+@main.command("ablate")
+@click.argument("file_a", type=click.Path(path_type=Path))
+@click.argument("file_b", type=click.Path(path_type=Path))
+@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=Path("out/ablate"),
+              show_default=True, help="Folder the variants of FILE_B are written to (each with a sidecar).")
+@click.option("--only", default="", metavar="LIST",
+              help="Rewrites to try, comma-separated: norm, flatten, embedding (default: all of them).")
+@click.option("--rounds", type=int, default=3, show_default=True,
+              help="Rounds of timing, each in a fresh worker (an interval needs 3 or more).")
+@json_option("the table")
+@markdown_option
+@click.option("--html", "html_path", type=click.Path(dir_okay=False, path_type=Path), help="Write HTML here.")
+@limits_options("Seconds per executable for its compile and runs; one still running 10 s later is stopped.",
+                "the checking and timing workers")
+@adapters_option
+def ablate_cmd(file_a, file_b, out_dir, only, rounds, json_path, md_path, html_path, timeout, max_memory):
+    """What each difference between FILE_A and FILE_B costs: FILE_B's lowering rewritten into
+    FILE_A's form, one kind of difference at a time (norm: batch_norm_training/batch_norm_grad
+    spelled out; flatten: dot_general on unflattened operands; embedding: position tables as iota,
+    lookups as jnp.take reads them) and all of them at once. Each variant is checked against
+    FILE_B's outputs on the same arguments (a failed one is never timed), then FILE_A, FILE_B and
+    the variants are timed on XLA:CPU, interleaved, in --rounds fresh workers (docs/ablate.md).
+
+    Exit code 0: done (also when nothing can be rewritten); 2: bad input, or a variant that failed
+    its check or its rewrite; 130: interrupted.
+    """
+    from .ablate import REWRITES, ablate
+    from .errors import StackwarsError
+    from .isolate import max_memory as max_memory_of
+    from .report.ablation import ablation_html, ablation_markdown, ablation_text
+
+    names = tuple(n.strip() for n in only.split(",") if n.strip())
+    known = [r.name for r in REWRITES]
+    for n in names:
+        if n not in known:
+            raise StackwarsError(f"--only {n}: no such rewrite", fix=f"one of {', '.join(known)}")
+    warn_sidecars([file_a, file_b])
+    abl = ablate(file_a, file_b, out_dir, names or None, rounds, timeout, max_memory_of(max_memory, timeout), progress)
+    from .files import write_atomic
+
+    if md_path:
+        write_atomic(md_path, ablation_markdown(abl))
+    if html_path:
+        write_atomic(html_path, ablation_html(abl, " ".join(["stackwars-ir"] + sys.argv[1:])))
+    emit(ablation_text(abl), abl.as_json(), json_path)
+    finish([v for v in abl.variants if v.error or (v.check is not None and not v.check.ok)])
+
+
 @main.command("report")
 @click.argument("files", nargs=-1, type=click.Path(path_type=Path))
 @click.option("-o", "--output", "out", type=click.Path(dir_okay=False, path_type=Path), required=True,
@@ -405,10 +453,12 @@ def sweep_cmd(grid, root, jobs, ray, retry_failed, retry_noisy, render, json_pat
               help="A `stackwars-ir bench --json` file whose timings the report charts (with --profile: time by block).")
 @click.option("--memory", "memory_path", type=click.Path(dir_okay=False, path_type=Path),
               help="A `stackwars-ir memory --json` file whose plans the report charts (stacked per executable).")
+@click.option("--ablation", "ablation_path", type=click.Path(dir_okay=False, path_type=Path),
+              help="A `stackwars-ir ablate --json` file of these files: its \"what each difference costs\" table.")
 @mode_option("How to segment into blocks (see diff).")
 @click.option("--kernels", is_flag=True, help="Also count each block's kernels, as diff --kernels does.")
 @adapters_option
-def report_cmd(files, out, from_path, bench_path, memory_path, mode, kernels):
+def report_cmd(files, out, from_path, bench_path, memory_path, ablation_path, mode, kernels):
     """Write a self-contained HTML report of FILE_A vs FILE_B (op histograms, heat map, alignment, IR,
     timings, memory), or of a saved diff result (--from DIFF.json).
 
@@ -419,8 +469,10 @@ def report_cmd(files, out, from_path, bench_path, memory_path, mode, kernels):
     if from_path is None:
         warn_sidecars(files)
     result, bench, memory = sources.report_of(files, from_path, bench_path, memory_path, mode, kernels, progress)
-    command = sources.command_line(files, out, from_path, bench_path, memory_path, mode, kernels)
-    write_outputs(result, html_path=out, bench=bench, command=command, memory=memory)
+    ablation = sources.ablation_of(ablation_path, *(sources.sides(result) if from_path else sources.pair(files))) \
+        if ablation_path else None
+    command = sources.command_line(files, out, from_path, bench_path, memory_path, mode, kernels, ablation_path)
+    write_outputs(result, html_path=out, bench=bench, command=command, memory=memory, ablation=ablation)
     click.echo(f"wrote {out}")
 
 

@@ -132,7 +132,7 @@ def write_atomic(path: Path, content: str) -> None:
 
 def read_json_of(path: Path, command: str) -> dict:
     """A `stackwars-ir COMMAND --json` file, or one line saying why it is not one."""
-    key = {"diff": "blocks", "bench": "results", "memory": "executables"}[command]
+    key = {"diff": "blocks", "bench": "results", "memory": "executables", "ablate": "variants"}[command]
     try:
         data = json.loads(Path(path).read_text())
     except (OSError, ValueError) as e:

@@ -18,7 +18,7 @@ LEVELS = {
     "workload": 5,
     "capture": 6, "diff": 6,
     "bench": 7,
-    "sweep": 8, "versions": 8,  # model runs and grids; library versions compared: neither imports the other
+    "sweep": 8, "versions": 8, "ablate": 8,  # model runs and grids; library versions compared; ablations: none imports another
     "report": 9,
     "shell": 10,
     "cli_stack": 11,

@@ -21,11 +21,12 @@ def diff_json(result) -> dict:
 
 def write_outputs(result, *, json_path: Path | None = None, md_path: Path | None = None,
                   html_path: Path | None = None, bench=None, command: str | None = None,
-                  memory=None) -> list[Path]:
+                  memory=None, ablation=None) -> list[Path]:
     """Write each requested rendering of a diff.result.DiffResult (DiffReport.result(), or one loaded)
     atomically; return the paths written. The bench.run.BenchReport and
     bench.memory.MemoryReport that measured its files ride in its metrics (as their JSON), and the
-    HTML charts them, or those a saved result carries."""
+    HTML charts them, or those a saved result carries; an ablate.Ablation of its files adds the HTML's
+    "what each difference costs" table."""
     from ..bench.memory import MemoryReport
     from ..bench.run import BenchReport
     from ..files import write_atomic
@@ -47,6 +48,6 @@ def write_outputs(result, *, json_path: Path | None = None, md_path: Path | None
     if html_path:
         from .html import diff_html
 
-        write_atomic(Path(html_path), diff_html(result, bench, command, memory))
+        write_atomic(Path(html_path), diff_html(result, bench, command, memory, ablation))
         written.append(Path(html_path))
     return written

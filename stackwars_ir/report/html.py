@@ -44,7 +44,7 @@ _SCRIPT = """
 """
 
 
-def diff_html(result, bench=None, command: str | None = None, memory=None) -> str:
+def diff_html(result, bench=None, command: str | None = None, memory=None, ablation=None) -> str:
     """The self-contained HTML report of a diff (a diff.result.DiffResult), with the bench.run.BenchReport
     and bench.memory.MemoryReport that measured its files; `command` is the full command that
     regenerates it."""
@@ -59,6 +59,10 @@ def diff_html(result, bench=None, command: str | None = None, memory=None) -> st
         parts.append(_timings(bench))
     if memory:
         parts.append(_memory(memory))
+    if ablation:
+        from .ablation import ablation_section
+
+        parts.append(ablation_section(ablation))
     command = command or f"stackwars-ir report {a.source} {b.source} -o report.html"
     parts.append(f"<p class=\"muted\">Written by stackwars-ir. Regenerate: <code>{esc(command)}</code></p>")
     parts.append(f"<script>{_SCRIPT}{graph.SCRIPT}</script></body></html>\n")

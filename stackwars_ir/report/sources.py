@@ -94,11 +94,28 @@ def report_of(files, from_path, bench_path, memory_path, mode: str, kernels: boo
     return result, bench, memory
 
 
-def command_line(files, out, from_path, bench_path, memory_path, mode: str, kernels: bool) -> str:
+def ablation_of(path: Path, mine: set, shown: tuple):
+    """A `stackwars-ir ablate --json` file (ablate.Ablation) that rewrote one of the report's files."""
+    from ..ablate import Ablation
+    from ..files import read_result
+
+    abl = read_result(path, "ablate", Ablation.from_json)
+    if not abl.sha256:
+        raise StackwarsError(f"{path}: records no file hashes, so nothing shows it ablates these files",
+                             fix="re-run stackwars-ir ablate on them with --json")
+    if mine and not set(abl.sha256) & mine:
+        raise StackwarsError(f"{path}: ablates other files ({Path(abl.a).name}, {Path(abl.b).name}), not {shown[0]} "
+                             f"or {shown[1]}", fix="run stackwars-ir ablate on these files with --json, or drop --ablation")
+    return abl
+
+
+def command_line(files, out, from_path, bench_path, memory_path, mode: str, kernels: bool,
+                 ablation_path=None) -> str:
     """The command that regenerates the report, as the report prints it."""
     given = ("--from", from_path) if from_path is not None else files
     return " ".join(shlex.quote(str(x)) for x in ("stackwars-ir", "report", *given, "-o", out,
                                                    *(("--bench", bench_path) if bench_path else ()),
                                                    *(("--memory", memory_path) if memory_path else ()),
+                                                   *(("--ablation", ablation_path) if ablation_path else ()),
                                                    *(("--mode", mode) if mode != "auto" else ()),
                                                    *(("--kernels",) if kernels else ())))

@@ -1,0 +1,136 @@
+"""An ablation's typed result: each variant of B, its output check against B, and its time against A and B across rounds."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+ABLATION_FORMAT = 1
+
+
+@dataclass(frozen=True)
+class Check:
+    """A variant's outputs against B's on the same arguments: the largest elementwise |V - B| and
+    the bound it must stay within (atol + rtol * |B|, the capture's parity tolerance), or why it
+    could not be compared (`error`)."""
+
+    max_abs: float | None
+    atol: float
+    rtol: float
+    ok: bool
+    outputs: int = 0
+    arguments: str = ""  # where the argument values came from
+    error: str | None = None
+
+    def as_json(self) -> dict:
+        return {"max_abs_error": self.max_abs, "atol": self.atol, "rtol": self.rtol, "ok": self.ok,
+                "outputs": self.outputs, "arguments": self.arguments, "error": self.error}
+
+    @classmethod
+    def from_json(cls, d: dict) -> "Check":
+        return cls(d["max_abs_error"], d["atol"], d["rtol"], d["ok"], d.get("outputs", 0), d.get("arguments", ""),
+                   d.get("error"))
+
+
+@dataclass(frozen=True)
+class Interval:
+    """A figure measured once per round, and its 95% interval across the rounds (seconds, a ratio
+    or a share, as its field says)."""
+
+    value: float
+    low: float
+    high: float
+    rounds: int
+
+    def as_json(self) -> dict:
+        return {"value": self.value, "low": self.low, "high": self.high, "rounds": self.rounds}
+
+    @classmethod
+    def from_json(cls, d: dict | None) -> "Interval | None":
+        return None if d is None else cls(d["value"], d["low"], d["high"], d["rounds"])
+
+    def holds(self, x: float) -> bool:
+        return self.low <= x <= self.high
+
+
+@dataclass(frozen=True)
+class Variant:
+    """B with some of its differences rewritten into A's form.
+
+    rewrites: the rewrites applied (ablate.rewrites names); sites: ops rewritten per rewrite;
+    added/removed: op names -> count, whole module; findings: the diff findings its rewrites aim at
+    (ablate.rewrites.finding_key) -> (count in A against B, count in A against this variant);
+    findings_new: findings of other keys that A against the variant has and A against B had not, or
+    the reverse ("(gone) ..."): a rewrite must leave them as they were; steady: seconds per round (median steady
+    run); change: steady / B's steady, per round, as an interval; share: the part of B - A this
+    variant closes, (B - V) / (B - A), None where the gap's interval holds zero (withheld)."""
+
+    name: str
+    path: str
+    rewrites: tuple
+    sites: dict
+    added: dict
+    removed: dict
+    check: Check | None
+    findings: dict = field(default_factory=dict)
+    findings_new: tuple = ()
+    steady: tuple = ()
+    change: Interval | None = None
+    share: Interval | None = None
+    error: str | None = None  # a rewrite that could not apply: which op stopped it
+
+    @property
+    def timed(self) -> bool:
+        return bool(self.steady)
+
+    def as_json(self) -> dict:
+        return {"name": self.name, "path": self.path, "rewrites": list(self.rewrites), "sites": self.sites,
+                "added": self.added, "removed": self.removed,
+                "check": self.check.as_json() if self.check else None,
+                "findings": {k: list(c) for k, c in self.findings.items()}, "findings_new": list(self.findings_new),
+                "steady_s": list(self.steady), "change": self.change.as_json() if self.change else None,
+                "share_of_gap": self.share.as_json() if self.share else None, "error": self.error}
+
+    @classmethod
+    def from_json(cls, d: dict) -> "Variant":
+        return cls(d["name"], d["path"], tuple(d["rewrites"]), d["sites"], d["added"], d["removed"],
+                   Check.from_json(d["check"]) if d.get("check") else None,
+                   {k: tuple(c) for k, c in d.get("findings", {}).items()},
+                   tuple(d.get("findings_new", ())), tuple(d.get("steady_s", ())),
+                   Interval.from_json(d.get("change")), Interval.from_json(d.get("share_of_gap")), d.get("error"))
+
+
+@dataclass(frozen=True)
+class Ablation:
+    """`ablate A B`: B's variants and the times of A, B and each variant, in `rounds` rounds of fresh
+    workers (their steady runs interleaved within a round). steady_a/steady_b: seconds per round;
+    gap: B / A steady, as an interval; skipped: rewrite -> why it made no variant."""
+
+    a: str
+    b: str
+    variants: tuple
+    rounds: int
+    steady_a: tuple = ()
+    steady_b: tuple = ()
+    gap: Interval | None = None
+    skipped: dict = field(default_factory=dict)
+    machine: dict = field(default_factory=dict)
+    platform: str = "cpu"
+    sha256: tuple = ()  # of A and B: which files this ablation rewrote and timed (report --ablation checks it)
+
+    def as_json(self) -> dict:
+        return {"format": ABLATION_FORMAT, "a": self.a, "b": self.b, "platform": self.platform,
+                "rounds": self.rounds, "steady_a_s": list(self.steady_a), "steady_b_s": list(self.steady_b),
+                "gap_b_over_a": self.gap.as_json() if self.gap else None, "skipped": self.skipped,
+                "variants": [v.as_json() for v in self.variants], "machine": self.machine,
+                "sha256": list(self.sha256)}
+
+    @classmethod
+    def from_json(cls, d: dict) -> "Ablation":
+        from ..errors import StackwarsError
+
+        if d.get("format") != ABLATION_FORMAT:
+            raise StackwarsError(f"an ablation JSON of format {d.get('format')!r}, not {ABLATION_FORMAT}",
+                                 fix="re-run stackwars-ir ablate")
+        return cls(d["a"], d["b"], tuple(Variant.from_json(v) for v in d["variants"]), d["rounds"],
+                   tuple(d.get("steady_a_s", ())), tuple(d.get("steady_b_s", ())),
+                   Interval.from_json(d.get("gap_b_over_a")), dict(d.get("skipped", {})), d.get("machine", {}),
+                   d.get("platform", "cpu"), tuple(d.get("sha256", ())))

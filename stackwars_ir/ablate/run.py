@@ -1,0 +1,248 @@
+"""`ablate A B`: B's variants written, each checked against B's outputs, and A, B and the variants timed in rounds of fresh workers."""
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+
+from .result import Ablation, Check, Interval, Variant
+from .rewrites import REWRITES, CannotApply, apply, by_name, finding_key
+
+ALL = "all"  # the variant with every rewrite that applied
+DEFAULT_ATOL, DEFAULT_RTOL = 1e-4, 1e-3  # capture's parity bound (capture/parity.py) where B's sidecar names none
+
+
+def rewrite_file(b: Path, names: tuple) -> tuple[str, list]:
+    """B's text with the rewrites `names` applied in order, and what each did (rewrites.Applied);
+    CannotApply from the first that cannot. Parsed and printed with the MLIR bindings (locations
+    kept), verified before printing."""
+    from jaxlib.mlir import ir
+
+    from ..errors import StackwarsError
+    from ..ir.parse import mlir_context
+
+    data = Path(b).read_bytes()
+    with mlir_context(), ir.Location.unknown():
+        module = ir.Module.parse(data if str(b).endswith(".mlirbc") else data.decode())
+        done = [apply(module, by_name(n)) for n in names]
+        if not module.operation.verify():
+            raise StackwarsError(f"{b}: the module rewritten by {'+'.join(names)} does not verify",
+                                 fix="report it: a rewrite made invalid StableHLO")
+        return module.operation.get_asm(enable_debug_info=True), done
+
+
+def make_variants(a: Path, b: Path, out: Path, only: tuple | None = None) -> tuple[list, dict]:
+    """Each rewrite that finds something to rewrite in B, written as `OUT/<B's stem>.<rewrite>.mlir`
+    with a sidecar copied from B's (and `all`, every such rewrite at once, where two or more apply);
+    the diff's findings of A against each variant beside those of A against B. Returns the variants
+    (unchecked, untimed) and skipped: rewrite -> why it made no variant."""
+    names = only or tuple(r.name for r in REWRITES)
+    variants, skipped, applied = [], {}, []
+    for name in names:
+        try:
+            text, (done,) = rewrite_file(b, (name,))
+        except CannotApply as e:
+            variants.append(Variant(name, "", (name,), {}, {}, {}, None, error=f"{b}: {e.op}: {e.why}"))
+            continue
+        if not done.sites:
+            skipped[name] = f"{Path(b).name} has no {by_name(name).site}"
+            continue
+        applied.append(name)
+        variants.append(_written(b, out, name, (name,), text, [done]))
+    if len(applied) > 1:
+        text, done = rewrite_file(b, tuple(applied))
+        variants.append(_written(b, out, ALL, tuple(applied), text, done))
+    return [_with_findings(a, b, v) if v.path else v for v in variants], skipped
+
+
+def _written(b: Path, out: Path, name: str, rewrites: tuple, text: str, done: list) -> Variant:
+    import hashlib
+
+    from ..files import write_set
+
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / f"{Path(b).stem}.{name}.mlir"
+    files = [(path, text)]
+    side = Path(b).with_suffix(".json")
+    if side.is_file():
+        data = json.loads(side.read_text())
+        data["stablehlo"] = path.name
+        data["sha256"] = hashlib.sha256(text.encode()).hexdigest()
+        data["ablation"] = {"of": Path(b).name, "of_sha256": hashlib.sha256(Path(b).read_bytes()).hexdigest(),
+                            "rewrites": list(rewrites), "sites": {d.rewrite: d.sites for d in done}}
+        data["parity"] = {"verdict": "unchecked", "reference": f"{Path(b).name}'s outputs (stackwars-ir ablate)",
+                          "atol": (data.get("parity") or {}).get("atol", DEFAULT_ATOL),
+                          "rtol": (data.get("parity") or {}).get("rtol", DEFAULT_RTOL)}
+        values = data.get("values") or {}
+        if values.get("file") and (Path(b).parent / values["file"]).is_file() and Path(b).parent != out:
+            files.append((out / values["file"], (Path(b).parent / values["file"]).read_bytes()))
+        files.append((path.with_suffix(".json"), json.dumps(data, indent=1, sort_keys=True) + "\n"))
+    write_set(files)
+    added, removed = Counter(), Counter()
+    for d in done:
+        added.update(d.added)
+        removed.update(d.removed)
+    net = {k: added[k] - removed[k] for k in set(added) | set(removed)}
+    return Variant(name, str(path), rewrites, {d.rewrite: d.sites for d in done},
+                   {k: v for k, v in sorted(net.items()) if v > 0}, {k: -v for k, v in sorted(net.items()) if v < 0},
+                   None)
+
+
+def findings_of(a: Path, b: Path) -> Counter:
+    """The diff's findings of A against B: (block label, finding key, side, figures) -> count."""
+    from ..diff import diff_files
+
+    result = diff_files(a, b).result()
+    return Counter((blk.label, finding_key(f.kind, f.numbers), f.side, json.dumps(f.numbers, sort_keys=True))
+                   for blk in result.blocks for f in blk.findings)
+
+
+def _with_findings(a: Path, b: Path, v: Variant) -> Variant:
+    """The variant with the findings its rewrites aim at counted in A against B and in A against it
+    (`findings`: key -> (before, after)), and those A against it has that A against B had not
+    (`findings_new`: a rewrite must leave every other finding as it was)."""
+    import dataclasses
+
+    before, after = findings_of(a, b), findings_of(a, Path(v.path))
+    keys = [k for name in v.rewrites for k in by_name(name).finding]
+    counts = {k: (sum(n for f, n in before.items() if f[1] == k), sum(n for f, n in after.items() if f[1] == k))
+              for k in keys}
+    new = sorted({f"{f[0]}: {f[1]}" for f in after - before if f[1] not in keys})
+    gone = sorted({f"{f[0]}: {f[1]}" for f in before - after if f[1] not in keys})
+    return dataclasses.replace(v, findings={k: c for k, c in counts.items() if c != (0, 0)},
+                               findings_new=tuple(new + [f"(gone) {g}" for g in gone]))
+
+
+def check_variant(b: Path, v: Path) -> Check:
+    """The variant's outputs against B's on the same arguments (B's recorded or rebuilt values, else
+    synthetic ones), both compiled and run on this process's XLA:CPU: elementwise |V - B| <= atol +
+    rtol * |B| with B's parity tolerance. Runs in a worker (isolate)."""
+    import numpy as np
+
+    from ..bench.arguments import signature_arguments
+    from ..files import sidecar_of
+    from ..ir import load
+    from ..runtime import runtime
+
+    rb, rv = load([b, v])
+    for r, p in ((rb, b), (rv, v)):
+        if not r.ok:
+            return Check(None, DEFAULT_ATOL, DEFAULT_RTOL, False, error=f"{p}: {r.error}")
+    side, _ = sidecar_of(Path(b))
+    parity = (side.data.get("parity") or {}) if side else {}
+    atol, rtol = float(parity.get("atol", DEFAULT_ATOL)), float(parity.get("rtol", DEFAULT_RTOL))
+    arrays, origin, _ = signature_arguments(rb.modules[0], side, np.random.default_rng(0))
+    rt = runtime("cpu")
+    outs = []
+    for path in (b, v):
+        exe = rt.compile(Path(path).read_text(), str(path))
+        outs.append([np.asarray(x) for x in rt.run(exe, rt.put(arrays, exe))])
+    ob, ov = outs
+    if len(ob) != len(ov) or any(x.shape != y.shape for x, y in zip(ob, ov)):
+        return Check(None, atol, rtol, False, len(ob), origin, f"{v}: its outputs are not B's in number or shape")
+    worst, ok = 0.0, True
+    for x, y in zip(ob, ov):
+        if x.size == 0:
+            continue
+        if not np.issubdtype(x.dtype, np.floating):
+            same = np.array_equal(x, y)
+            ok &= bool(same)
+            worst = max(worst, 0.0 if same else float("inf"))
+            continue
+        x64, y64 = x.astype(np.float64), y.astype(np.float64)
+        err = np.abs(y64 - x64)
+        bad = ~np.isfinite(y64) & np.isfinite(x64)
+        ok &= bool(np.all(err <= atol + rtol * np.abs(x64)) or False) and not bool(bad.any())
+        worst = max(worst, float(np.nanmax(np.where(np.isfinite(err), err, np.inf))))
+    return Check(worst, atol, rtol, bool(ok), len(ob), origin)
+
+
+def ablate(a: Path, b: Path, out: Path, only: tuple | None = None, rounds: int = 3, timeout: float | None = None,
+           max_memory: int | None = None, progress=None) -> Ablation:
+    """Variants of B with its differences from A rewritten into A's form (ablate.rewrites), each
+    checked against B (check_variant; a failed check is never timed), then A, B and every checked
+    variant timed on XLA:CPU in `rounds` rounds, each a fresh bench worker where their steady runs
+    take turns. Per variant: its steady time against B's (ratio, 95% interval across rounds) and
+    the share of B - A it closes (withheld where B / A's interval holds 1)."""
+    import dataclasses
+
+    from ..bench.run import bench_files
+    from ..bench.executable import machine
+    from ..errors import StackwarsError
+    from ..ir import load_single
+    from ..isolate import Isolated, Task, row
+
+    load_single([a, b])  # ParseError, one line, for a file that is not one StableHLO module
+    if rounds < 1:
+        raise StackwarsError(f"--rounds {rounds} must be at least 1", fix="e.g. --rounds 3")
+    if progress:
+        progress(f"rewriting {b} into {a}'s form ...")
+    import hashlib
+
+    sha = tuple(hashlib.sha256(Path(p).read_bytes()).hexdigest() for p in (a, b))
+    variants, skipped = make_variants(Path(a), Path(b), Path(out), only)
+    if not variants:  # nothing to ablate: no time is measured for a comparison nobody asked
+        return Ablation(str(a), str(b), (), rounds, skipped=skipped, machine=machine(), platform="cpu", sha256=sha)
+    checked = []
+    with Isolated(max_memory) as worker:
+        for v in variants:
+            if v.error:
+                checked.append(v)
+                continue
+            if progress:
+                progress(f"{v.path}: checking its outputs against {b} ...")
+            check = worker.run(Task(check_variant, (Path(b), Path(v.path)), v.path,
+                                    row(Check, None, DEFAULT_ATOL, DEFAULT_RTOL, False)), timeout)
+            checked.append(dataclasses.replace(v, check=check))
+    timed = [v for v in checked if v.check is not None and v.check.ok]
+    paths = [str(a), str(b)] + [v.path for v in timed]
+    per_round = []
+    for r in range(rounds):
+        if progress:
+            progress(f"round {r + 1} of {rounds}: timing {len(paths)} files, interleaved, in a fresh worker ...")
+        report = bench_files(paths, "cpu", timeout, with_peaks=False, max_memory=max_memory, progress=progress)
+        rows = {e.label: e for _, e in report.rows}
+        bad = [f"{p}: {rows[p].error}" for p in paths if not rows[p].ok]
+        if bad:
+            raise StackwarsError(f"round {r + 1}: {bad[0]}", fix="bench the file alone to see why it fails")
+        per_round.append({p: rows[p].timing.steady for p in paths})
+    steady_a = tuple(x[str(a)] for x in per_round)
+    steady_b = tuple(x[str(b)] for x in per_round)
+    gap = ratio_interval([sb / sa for sa, sb in zip(steady_a, steady_b)])
+    out_variants = []
+    for v in checked:
+        if v not in timed:
+            out_variants.append(v)
+            continue
+        steady = tuple(x[v.path] for x in per_round)
+        change = ratio_interval([sv / sb for sv, sb in zip(steady, steady_b)])
+        share = None
+        if not gap.holds(1.0):
+            share = mean_interval([(sb - sv) / (sb - sa) for sa, sb, sv in zip(steady_a, steady_b, steady)])
+        out_variants.append(dataclasses.replace(v, steady=steady, change=change, share=share))
+    return Ablation(str(a), str(b), tuple(out_variants), rounds, steady_a, steady_b, gap, skipped, machine(), "cpu",
+                    sha)
+
+
+def ratio_interval(ratios) -> Interval:
+    """Ratios measured once per round: geometric mean and 95% t-interval (runstats.rounds_ratio)."""
+    from ..runstats import rounds_ratio
+
+    value, low, high = rounds_ratio(list(ratios))
+    return Interval(value, low, high, len(ratios))
+
+
+def mean_interval(xs) -> Interval:
+    """Figures measured once per round: mean and 95% t-interval."""
+    import math
+
+    from ..runstats import t975
+
+    xs = list(xs)
+    n = len(xs)
+    mean = sum(xs) / n
+    if n < 2:
+        return Interval(mean, -math.inf, math.inf, n)
+    sd = math.sqrt(sum((x - mean) ** 2 for x in xs) / (n - 1))
+    half = t975(n - 1) * sd / math.sqrt(n)
+    return Interval(mean, mean - half, mean + half, n)

@@ -1,0 +1,157 @@
+"""An ablation (ablate.Ablation) rendered: the "what each difference costs" table as text, Markdown and self-contained HTML."""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+from ..textfmt import table
+from .escape import esc
+
+HEADERS = ["variant", "rewritten (sites)", "ops +/-", "max |V - B| (bound)", "findings (B -> V)", "V / B steady",
+           "share of B - A closed"]
+
+
+def _ratio(iv) -> str:
+    if iv is None:
+        return "-"
+    if iv.rounds < 2 or not math.isfinite(iv.high):
+        return f"{iv.value:.3f}x (1 round: no interval)"
+    word = "indistinguishable" if iv.holds(1.0) else ("faster" if iv.high < 1 else "slower")
+    return f"{iv.value:.3f}x [{iv.low:.3f}-{iv.high:.3f}] {word}"
+
+
+def _share(v, gap) -> str:
+    if not v.timed:
+        return "-"
+    if v.share is None:
+        return "withheld: B - A holds 0" if gap is not None and gap.rounds > 1 else "withheld: 1 round"
+    s = v.share
+    if s.rounds < 2 or not math.isfinite(s.high):
+        return f"{s.value:+.0%} (1 round)"
+    tail = " (indistinguishable from none)" if s.holds(0.0) else ""
+    return f"{s.value:+.0%} [{s.low:+.0%} to {s.high:+.0%}]{tail}"
+
+
+def _check(v) -> str:
+    c = v.check
+    if v.error:
+        return "rewrite failed"
+    if c is None:
+        return "-"
+    if c.error:
+        return f"not compared: {c.error}"
+    verdict = "ok" if c.ok else "FAILED (not timed)"
+    return f"{c.max_abs:.2g} (atol {c.atol:g}, rtol {c.rtol:g}) {verdict}"
+
+
+def _ops(v, top: int = 3) -> str:
+    """Ops added and removed (region terminators not counted), the largest changes named."""
+    added = {k.split(".")[-1]: n for k, n in v.added.items() if k != "stablehlo.return"}
+    removed = {k.split(".")[-1]: n for k, n in v.removed.items()}
+    if not added and not removed:
+        return "none"
+    named = sorted([(n, f"{k} +{n}") for k, n in added.items()] + [(n, f"{k} -{n}") for k, n in removed.items()],
+                   key=lambda x: (-x[0], x[1]))
+    more = f", ... ({len(named) - top} more)" if len(named) > top else ""
+    return f"+{sum(added.values())} -{sum(removed.values())}: " + ", ".join(t for _, t in named[:top]) + more
+
+
+def _findings(v) -> str:
+    """The findings the rewrites aim at, counted in A against B and A against the variant."""
+    return ", ".join(f"{k} {b}->{a}" for k, (b, a) in v.findings.items()) or "none named"
+
+
+def rows(abl) -> list[list]:
+    """One row per variant: what was rewritten, ops changed, output error, time change, share of the gap."""
+    out = []
+    for v in abl.variants:
+        if v.error:
+            out.append([v.name, "+".join(v.rewrites), "-", f"rewrite failed: {v.error}", "-", "-", "-"])
+            continue
+        out.append([v.name, ", ".join(f"{k} {n}" for k, n in v.sites.items()), _ops(v), _check(v),
+                    _findings(v), _ratio(v.change), _share(v, abl.gap)])
+    return out
+
+
+def _steady(xs) -> str:
+    if not xs:
+        return "-"
+    s = sorted(xs)
+    return f"{s[len(s) // 2] * 1e3:.3f} ms (median of {len(xs)} rounds)"
+
+
+def ablation_text(abl) -> str:
+    """The ablation in words and a table (the CLI prints this)."""
+    lines = [f"A = {abl.a}", f"B = {abl.b}", ""]
+    if not abl.variants:
+        lines.append("nothing to ablate: no rewrite finds a site in B "
+                     f"({'; '.join(f'{k}: {w}' for k, w in abl.skipped.items()) or 'no rewrites asked'})")
+        return "\n".join(lines)
+    lines.append(f"steady on {abl.platform}: A {_steady(abl.steady_a)}, B {_steady(abl.steady_b)}; "
+                 f"B / A {_ratio(abl.gap)}")
+    lines.append(f"{abl.rounds} round(s), each a fresh worker timing A, B and every checked variant in turns")
+    lines.append("")
+    lines.append(table(HEADERS, rows(abl)))
+    for v in abl.variants:
+        if v.findings_new:
+            lines.append(f"{v.name}: findings A against it has that A against B had not: {'; '.join(v.findings_new)}")
+    for name, why in abl.skipped.items():
+        lines.append(f"{name}: no variant ({why})")
+    lines.append("")
+    lines.append("V / B: a variant's steady time over B's, per round, geometric mean and 95% interval across rounds; "
+                 "share: (B - V) / (B - A) per round, mean and 95% interval, withheld where B / A's interval holds 1.")
+    paths = [v.path for v in abl.variants if v.path]
+    if paths:
+        lines.append(f"variants written: {', '.join(paths)} (each with a sidecar; `stackwars-ir diff A VARIANT` "
+                     "shows what changed)")
+    return "\n".join(lines)
+
+
+def ablation_markdown(abl) -> str:
+    def cell(x) -> str:
+        return str(x).replace("|", "\\|").replace("\n", " ")
+
+    lines = [f"# What each difference costs: {Path(abl.b).name} rewritten into {Path(abl.a).name}'s form", "",
+             f"- A: `{abl.a}`", f"- B: `{abl.b}`",
+             f"- steady on {abl.platform}: A {_steady(abl.steady_a)}, B {_steady(abl.steady_b)}; B / A {_ratio(abl.gap)}",
+             f"- machine: {abl.machine.get('cpu', '?')}, {abl.machine.get('threads', '?')} threads; "
+             f"{abl.rounds} round(s) of fresh workers", ""]
+    lines.append("| " + " | ".join(HEADERS) + " |")
+    lines.append("|" + "---|" * len(HEADERS))
+    for r in rows(abl):
+        lines.append("| " + " | ".join(cell(c) for c in r) + " |")
+    for name, why in abl.skipped.items():
+        lines.append(f"\n{name}: no variant ({cell(why)})")
+    return "\n".join(lines) + "\n"
+
+
+def ablation_section(abl) -> str:
+    """The table as a section of a page (the diff report's, `report --ablation`)."""
+    head = "".join(f"<th>{esc(h)}</th>" for h in HEADERS)
+    body = "".join("<tr>" + "".join(f"<td>{esc(c)}</td>" for c in r) + "</tr>" for r in rows(abl))
+    return (f"<h2 id=\"ablation\">What each difference costs (ablate)</h2><p>{esc(Path(abl.b).name)} rewritten into "
+            f"{esc(Path(abl.a).name)}'s form; steady on {esc(abl.platform)}: A {esc(_steady(abl.steady_a))}, "
+            f"B {esc(_steady(abl.steady_b))}; B / A {esc(_ratio(abl.gap))}</p><table><tr>{head}</tr>{body}</table>")
+
+
+def ablation_html(abl, command: str | None = None) -> str:
+    """A self-contained page (inline style, no script, nothing fetched)."""
+    title = f"What each difference costs: {Path(abl.b).name} into {Path(abl.a).name}'s form"
+    head = "".join(f"<th>{esc(h)}</th>" for h in HEADERS)
+    body = "".join("<tr>" + "".join(f"<td>{esc(c)}</td>" for c in r) + "</tr>" for r in rows(abl))
+    skipped = "".join(f"<li>{esc(k)}: {esc(w)}</li>" for k, w in abl.skipped.items())
+    return "\n".join([
+        f"<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>{esc(title)}</title>",
+        "<style>body{font:14px/1.45 system-ui,sans-serif;margin:24px auto;max-width:1280px;padding:0 16px}"
+        "table{border-collapse:collapse}td,th{border:1px solid #ddd;padding:3px 7px}th{background:#f4f4f4}"
+        ".muted{color:#777}</style></head><body>",
+        f"<h1>{esc(title)}</h1>",
+        f"<p>A = <code>{esc(abl.a)}</code><br>B = <code>{esc(abl.b)}</code><br>steady on {esc(abl.platform)}: "
+        f"A {esc(_steady(abl.steady_a))}, B {esc(_steady(abl.steady_b))}; B / A {esc(_ratio(abl.gap))}</p>",
+        f"<table><tr>{head}</tr>{body}</table>",
+        f"<ul>{skipped}</ul>" if skipped else "",
+        "<p class=\"muted\">V / B: steady time over B's per round, geometric mean and 95% interval across "
+        f"{abl.rounds} round(s); share: (B - V) / (B - A), withheld where B / A's interval holds 1. "
+        f"Machine: {esc(abl.machine.get('cpu', '?'))}.</p>",
+        f"<p class=\"muted\">Regenerate: <code>{esc(command or f'stackwars-ir ablate {abl.a} {abl.b}')}</code></p>",
+        "</body></html>\n"])

@@ -1,0 +1,200 @@
+"""ablate: each rewrite's IR exactly, every rewrite keeping the outputs of every golden capture it applies to, a wrong rewrite caught, and the command's answers."""
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from conftest import CAPTURES, golden
+
+BN = """func.func @main(%x: tensor<2x3xf32>, %s: tensor<3xf32>, %o: tensor<3xf32>) -> tensor<2x3xf32> {
+  %y, %m, %v = "stablehlo.batch_norm_training"(%x, %s, %o) {epsilon = 1.0e-05 : f32, feature_index = 1 : i64} : (tensor<2x3xf32>, tensor<3xf32>, tensor<3xf32>) -> (tensor<2x3xf32>, tensor<3xf32>, tensor<3xf32>)
+  return %y : tensor<2x3xf32>
+}
+"""
+BN_SPELLED = """\
+%cst = stablehlo.constant dense<2.000000e+00> : tensor<3xf32>
+%cst_0 = stablehlo.constant dense<0.000000e+00> : tensor<f32>
+%0 = stablehlo.reduce(%arg0 init: %cst_0) applies stablehlo.add across dimensions = [0] : (tensor<2x3xf32>, tensor<f32>) -> tensor<3xf32>
+%1 = stablehlo.divide %0, %cst : tensor<3xf32>
+%2 = stablehlo.broadcast_in_dim %1, dims = [1] : (tensor<3xf32>) -> tensor<2x3xf32>
+%3 = stablehlo.subtract %arg0, %2 : tensor<2x3xf32>
+%4 = stablehlo.multiply %3, %3 : tensor<2x3xf32>
+%cst_1 = stablehlo.constant dense<0.000000e+00> : tensor<f32>
+%5 = stablehlo.reduce(%4 init: %cst_1) applies stablehlo.add across dimensions = [0] : (tensor<2x3xf32>, tensor<f32>) -> tensor<3xf32>
+%6 = stablehlo.divide %5, %cst : tensor<3xf32>
+%cst_2 = stablehlo.constant dense<9.99999974E-6> : tensor<3xf32>
+%7 = stablehlo.add %6, %cst_2 : tensor<3xf32>
+%8 = stablehlo.rsqrt %7 : tensor<3xf32>
+%9 = stablehlo.multiply %8, %arg1 : tensor<3xf32>
+%10 = stablehlo.broadcast_in_dim %9, dims = [1] : (tensor<3xf32>) -> tensor<2x3xf32>
+%11 = stablehlo.multiply %3, %10 : tensor<2x3xf32>
+%12 = stablehlo.broadcast_in_dim %arg2, dims = [1] : (tensor<3xf32>) -> tensor<2x3xf32>
+%13 = stablehlo.add %11, %12 : tensor<2x3xf32>
+return %13 : tensor<2x3xf32>"""
+
+FLAT = """func.func @main(%x: tensor<2x4x8xf32>, %w: tensor<8x5xf32>) -> tensor<2x4x5xf32> {
+  %0 = stablehlo.reshape %x : (tensor<2x4x8xf32>) -> tensor<8x8xf32>
+  %1 = stablehlo.dot_general %0, %w, contracting_dims = [1] x [0] : (tensor<8x8xf32>, tensor<8x5xf32>) -> tensor<8x5xf32>
+  %2 = stablehlo.reshape %1 : (tensor<8x5xf32>) -> tensor<2x4x5xf32>
+  return %2 : tensor<2x4x5xf32>
+}
+"""
+FLAT_KEPT = """\
+%0 = stablehlo.dot_general %arg0, %arg1, contracting_dims = [2] x [0] : (tensor<2x4x8xf32>, tensor<8x5xf32>) -> tensor<2x4x5xf32>
+%1 = stablehlo.reshape %0 : (tensor<2x4x5xf32>) -> tensor<8x5xf32>
+%2 = stablehlo.reshape %1 : (tensor<8x5xf32>) -> tensor<2x4x5xf32>
+return %2 : tensor<2x4x5xf32>"""
+
+# A weight gradient: x^T dy over the flattened batch and sequence (a contracting dimension merged
+# alike on both operands), and a product whose contracting dimension only one side merged (kept).
+GRAD = """func.func @main(%x: tensor<2x4x8xf32>, %dy: tensor<2x4x5xf32>, %h: tensor<2x4x2x3xf32>, %w: tensor<6x5xf32>) -> (tensor<8x5xf32>, tensor<8x5xf32>) {
+  %0 = stablehlo.reshape %x : (tensor<2x4x8xf32>) -> tensor<8x8xf32>
+  %1 = stablehlo.reshape %dy : (tensor<2x4x5xf32>) -> tensor<8x5xf32>
+  %2 = stablehlo.dot_general %0, %1, contracting_dims = [0] x [0] : (tensor<8x8xf32>, tensor<8x5xf32>) -> tensor<8x5xf32>
+  %3 = stablehlo.reshape %h : (tensor<2x4x2x3xf32>) -> tensor<8x6xf32>
+  %4 = stablehlo.dot_general %3, %w, contracting_dims = [1] x [0] : (tensor<8x6xf32>, tensor<6x5xf32>) -> tensor<8x5xf32>
+  return %2, %4 : tensor<8x5xf32>, tensor<8x5xf32>
+}
+"""
+GRAD_KEPT = """\
+%0 = stablehlo.dot_general %arg0, %arg1, contracting_dims = [0, 1] x [0, 1] : (tensor<2x4x8xf32>, tensor<2x4x5xf32>) -> tensor<8x5xf32>
+%1 = stablehlo.reshape %arg2 : (tensor<2x4x2x3xf32>) -> tensor<2x4x6xf32>
+%2 = stablehlo.dot_general %1, %arg3, contracting_dims = [2] x [0] : (tensor<2x4x6xf32>, tensor<6x5xf32>) -> tensor<2x4x5xf32>
+%3 = stablehlo.reshape %2 : (tensor<2x4x5xf32>) -> tensor<8x5xf32>
+return %0, %3 : tensor<8x5xf32>, tensor<8x5xf32>"""
+
+EMB = """func.func @main(%t: tensor<10x4xf32>, %i: tensor<3xi64>) -> (tensor<3x4xf32>, tensor<3x4xf32>) {
+  %c = stablehlo.constant dense<[0, 1, 2]> : tensor<3xui32>
+  %0 = "stablehlo.gather"(%t, %c) <{dimension_numbers = #stablehlo.gather<offset_dims = [1], collapsed_slice_dims = [0], start_index_map = [0], index_vector_dim = 1>, slice_sizes = array<i64: 1, 4>}> : (tensor<10x4xf32>, tensor<3xui32>) -> tensor<3x4xf32>
+  %1 = stablehlo.convert %i : (tensor<3xi64>) -> tensor<3xui32>
+  %2 = "stablehlo.gather"(%t, %1) <{dimension_numbers = #stablehlo.gather<offset_dims = [1], collapsed_slice_dims = [0], start_index_map = [0], index_vector_dim = 1>, slice_sizes = array<i64: 1, 4>}> : (tensor<10x4xf32>, tensor<3xui32>) -> tensor<3x4xf32>
+  return %0, %2 : tensor<3x4xf32>, tensor<3x4xf32>
+}
+"""
+EMB_TAKE = """\
+%0 = stablehlo.iota dim = 0 : tensor<3xui32>
+%1 = "stablehlo.gather"(%arg0, %0) <{dimension_numbers = #stablehlo.gather<offset_dims = [1], collapsed_slice_dims = [0], start_index_map = [0], index_vector_dim = 1>, slice_sizes = array<i64: 1, 4>}> : (tensor<10x4xf32>, tensor<3xui32>) -> tensor<3x4xf32>
+%c = stablehlo.constant dense<0> : tensor<3xi64>
+%2 = stablehlo.compare LT, %arg1, %c : (tensor<3xi64>, tensor<3xi64>) -> tensor<3xi1>
+%c_0 = stablehlo.constant dense<10> : tensor<3xi64>
+%3 = stablehlo.add %arg1, %c_0 : tensor<3xi64>
+%4 = stablehlo.select %2, %3, %arg1 : tensor<3xi1>, tensor<3xi64>
+%5 = "stablehlo.gather"(%arg0, %4) <{dimension_numbers = #stablehlo.gather<offset_dims = [1], collapsed_slice_dims = [0], start_index_map = [0], index_vector_dim = 1>, slice_sizes = array<i64: 1, 4>}> : (tensor<10x4xf32>, tensor<3xi64>) -> tensor<3x4xf32>
+return %1, %5 : tensor<3x4xf32>, tensor<3x4xf32>"""
+
+
+def _body(text: str) -> str:
+    """The entry function's ops, locations dropped, one per line."""
+    lines = [re.sub(r"\s*loc\([^()]*(\([^()]*\))?[^()]*\)", "", x).strip() for x in text.splitlines()]
+    start = next(i for i, x in enumerate(lines) if x.startswith("func.func")) + 1
+    end = next(i for i in range(start, len(lines)) if lines[i].startswith("}"))
+    return "\n".join(lines[start:end])
+
+
+@pytest.mark.parametrize("source, rewrite, expected", [(BN, "norm", BN_SPELLED), (FLAT, "flatten", FLAT_KEPT),
+                                                       (GRAD, "flatten", GRAD_KEPT), (EMB, "embedding", EMB_TAKE)])
+def test_each_rewrite_writes_the_other_form_exactly(tmp_path, source, rewrite, expected):
+    from stackwars_ir.ablate import rewrite_file
+
+    path = tmp_path / "b.mlir"
+    path.write_text(source)
+    text, (done,) = rewrite_file(path, (rewrite,))
+    assert _body(text) == expected
+    assert done.sites >= 1
+
+
+def _pairs():
+    """Every golden PyTorch capture beside its JAX twin (forward and training step)."""
+    for b in sorted(CAPTURES.glob("*/torch-*.mlir")):
+        a = b.parent / ("jax-train.mlir" if b.stem.endswith("-train") else "jax.mlir")
+        if a.exists():
+            yield pytest.param(a, b, id=f"{b.parent.name}/{b.stem}")
+
+
+@pytest.mark.parametrize("a, b", list(_pairs()))
+def test_every_rewrite_keeps_the_outputs_and_removes_only_its_findings(tmp_path, a, b):
+    """On every golden capture a rewrite applies to: the variant computes B's outputs within B's
+    parity tolerance on B's own weights and inputs, the findings it aims at drop, and no other
+    finding of A against B appears or goes."""
+    from stackwars_ir.ablate import check_variant, make_variants
+
+    variants, skipped = make_variants(a, b, tmp_path)
+    for v in variants:
+        assert v.error is None, v.error
+        check = check_variant(b, Path(v.path))
+        assert check.ok and check.error is None, (v.name, check)
+        assert "capture" in check.arguments  # B's own weights, not synthetic ones
+        assert v.findings_new == (), (v.name, v.findings_new)
+        assert all(after <= before for before, after in v.findings.values()), (v.name, v.findings)
+    if b.stem == "torch-torch_xla" and b.parent.name in ("gpt2-tiny", "bert-tiny", "gpt_neo-tiny", "vit-tiny"):
+        by = {v.name: v for v in variants}
+        assert by["norm"].findings["high_level batch_norm_training"] == (5, 0)
+        assert by["flatten"].findings["flattening"][1] == 0
+        assert "all" in by
+
+
+def test_a_wrong_rewrite_is_caught_by_the_output_check_and_never_timed(tmp_path, monkeypatch, cli):
+    """The norm rewrite with the variance's epsilon dropped (a deliberate bug) fails the check against
+    B's outputs: the variant is reported as failed, exit 2, and only A and B are timed."""
+    from stackwars_ir.ablate import ablate
+    from stackwars_ir.ablate import rewrites
+
+    monkeypatch.setattr(rewrites, "_float", lambda attr: 0.0)
+    a, b = golden("gpt2", "jax"), golden("gpt2", "torch-torch_xla")
+    abl = ablate(a, b, tmp_path, only=("norm",), rounds=1)
+    (v,) = abl.variants
+    assert v.check is not None and not v.check.ok and v.check.max_abs > v.check.atol
+    assert not v.timed and v.change is None
+    assert len(abl.steady_a) == 1 and len(abl.steady_b) == 1
+
+
+def test_ablate_command_reports_each_variant_and_a_saved_result_renders(tmp_path, cli):
+    from stackwars_ir.ablate import Ablation
+
+    out = tmp_path / "variants"
+    code, stdout, stderr = cli("ablate", golden("ffn", "jax"), golden("ffn", "torch-torch_xla"), "--out", out,
+                               "--rounds", "1", "--json", tmp_path / "a.json", "--markdown", tmp_path / "a.md",
+                               "--html", tmp_path / "a.html")
+    assert code == 0, stderr
+    assert "flatten" in stdout and "1 round: no interval" in stdout
+    data = json.loads((tmp_path / "a.json").read_text())
+    abl = Ablation.from_json(data)
+    assert Ablation.from_json(abl.as_json()) == abl
+    (v,) = abl.variants
+    assert v.name == "flatten" and v.check.ok and v.timed and v.findings["flattening"][1] == 0
+    assert set(abl.skipped) == {"norm", "embedding"}
+    side = json.loads((out / "torch-torch_xla.flatten.json").read_text())
+    assert side["ablation"]["rewrites"] == ["flatten"] and side["stablehlo"] == "torch-torch_xla.flatten.mlir"
+    assert "flatten" in (tmp_path / "a.md").read_text()
+    assert "<table>" in (tmp_path / "a.html").read_text()
+    # the diff of A against the variant reads it with its sidecar, and finds no flattening left
+    code, stdout, _ = cli("diff", golden("ffn", "jax"), out / "torch-torch_xla.flatten.mlir")
+    assert "take a flattened input ([" not in stdout
+    code, _, stderr = cli("report", golden("ffn", "jax"), golden("ffn", "torch-torch_xla"), "-o",
+                          tmp_path / "r.html", "--ablation", tmp_path / "a.json")
+    assert code == 0, stderr
+    assert "What each difference costs" in (tmp_path / "r.html").read_text()
+    code, _, stderr = cli("report", golden("gemm", "jax"), golden("gemm", "torch-torch_xla"), "-o",
+                          tmp_path / "r2.html", "--ablation", tmp_path / "a.json")
+    assert code == 2 and "ablates other files" in stderr and not (tmp_path / "r2.html").exists()
+
+
+def test_nothing_to_ablate_says_so_and_exits_0(tmp_path, cli):
+    code, stdout, stderr = cli("ablate", golden("gemm", "jax"), golden("gemm", "torch-torch_xla"), "--out", tmp_path)
+    assert code == 0, stderr
+    assert "nothing to ablate" in stdout
+    assert not list(tmp_path.iterdir())
+
+
+def test_bad_input_is_one_line_and_exit_2(tmp_path, cli):
+    code, _, stderr = cli("ablate", tmp_path / "missing.mlir", golden("gpt2", "torch-torch_xla"), "--out", tmp_path)
+    assert code == 2 and "missing.mlir" in stderr and "Traceback" not in stderr
+    bad = tmp_path / "bad.mlir"
+    bad.write_text("func.func @main( {\n")
+    code, _, stderr = cli("ablate", golden("gpt2", "jax"), bad, "--out", tmp_path / "o")
+    assert code == 2 and "bad.mlir" in stderr and "Traceback" not in stderr and not (tmp_path / "o").exists()
+    code, _, stderr = cli("ablate", golden("gpt2", "jax"), golden("gpt2", "torch-torch_xla"), "--only", "layout")
+    assert code == 2 and "--only layout" in stderr and "norm" in stderr
