@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 export PJRT_DEVICE ?= CPU
 
-.PHONY: setup setup-gpu setup-tpu setup-ray findings-main findings-memory findings-programs findings-zoo findings-host findings-versions demo test test-download test-fast captures diff-goldens docs findings fuzz clean
+.PHONY: setup setup-gpu setup-tpu setup-ray findings-main findings-memory findings-programs findings-zoo findings-host findings-versions findings-ablations demo test test-download test-fast captures diff-goldens docs findings fuzz clean
 
 setup: $(STAMP)
 
@@ -142,6 +142,12 @@ findings-programs: setup-tpu
 # benchmarks/records/host with the day and commit each was made at; about 25 minutes).
 findings-host: setup-tpu
 	$(BIN)/python benchmarks/findings_host.py > docs/findings-host.md.tmp && mv docs/findings-host.md.tmp docs/findings-host.md
+
+# What the study's three IR differences cost: GPT-2 and BERT at base, forward and training step, each
+# torch_xla capture rewritten into JAX's form (stackwars-ir ablate) and timed in 3 rounds of fresh
+# workers (docs/findings-ablations.md; records kept in benchmarks/records/ablations, never recomputed).
+findings-ablations: setup
+	$(BIN)/python benchmarks/findings_ablations.py > docs/findings-ablations.md.tmp && mv docs/findings-ablations.md.tmp docs/findings-ablations.md
 
 findings-zoo: setup
 	$(BIN)/python benchmarks/findings_zoo.py > docs/findings-zoo.md.tmp && mv docs/findings-zoo.md.tmp docs/findings-zoo.md

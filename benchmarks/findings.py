@@ -22,6 +22,8 @@ ROOT = Path(__file__).resolve().parents[1]
 GRID = ROOT / "benchmarks" / "grids" / "findings.toml"
 HOST_RECORDS = ROOT / "out" / "findings-host"  # `make findings-host`'s: section 12 renders them
 HOST_KEPT = ROOT / "benchmarks" / "records" / "host"  # and where that keeps them
+ABLATION_RECORDS = ROOT / "out" / "findings-ablations"  # `make findings-ablations`'s: section 13 renders them
+ABLATION_KEPT = ROOT / "benchmarks" / "records" / "ablations"
 
 
 def grid_tables(path: Path, backend: str, size: str | None) -> list[dict]:
@@ -74,10 +76,12 @@ def page(res, grid: Path = GRID, backend: str = "cpu") -> str:
     from stackwars_ir.report.findings import findings_page
     from stackwars_ir.sweep.kept import restore
 
-    if backend == "cpu":  # section 12's records, kept by `make findings-host` (benchmarks/records/host)
+    if backend == "cpu":  # section 12's records, kept by `make findings-host` (benchmarks/records/host); 13's
         HOST_RECORDS.mkdir(parents=True, exist_ok=True)
         restore(HOST_KEPT, HOST_RECORDS)
-    return findings_page(res, backend, grid, ROOT, HOST_RECORDS)
+        ABLATION_RECORDS.mkdir(parents=True, exist_ok=True)
+        restore(ABLATION_KEPT, ABLATION_RECORDS)
+    return findings_page(res, backend, grid, ROOT, HOST_RECORDS, ABLATION_RECORDS if backend == "cpu" else None)
 
 
 def html_report(res, backend: str) -> None:

@@ -26,8 +26,9 @@ TIE = re.compile(rf"indistinguishable \(ratio {NUM}, 95% interval {NUM}-{NUM} sp
 RATIO = re.compile(rf"{NUM}x? \(95% interval {NUM}-{NUM}")
 # The versions pages: "slower by 35% (95% interval from 32%)" / "faster by 5% (95% interval from 2%)"
 BY = re.compile(rf"(slower|faster) by {NUM}% \(95% interval from (-?\d+(?:\.\d+)?)%\)")
-# findings-versions' verdicts: "the lock's XLA is slower (B/A 1.12, 95% interval 1.03-1.20)"
-DIRECTION = re.compile(rf"(slower|faster|indistinguishable) \(B/A {NUM}, 95% interval {NUM}-{NUM}\)")
+# findings-versions' verdicts: "the lock's XLA is slower (B/A 1.12, 95% interval 1.03-1.20)"; the
+# ablations page's: "indistinguishable (V/B 1.011, 95% interval 0.994-1.028)" (a variant over B)
+DIRECTION = re.compile(rf"(slower|faster|indistinguishable) \((?:B/A|V/B) {NUM}, 95% interval {NUM}-{NUM}\)")
 SHARE = re.compile(rf"\(({NUM})%;")  # time by block: "attention, 12 blocks: -1.06 (64%; kernels ..."
 # docs/findings-host.md's protocol tables: "7.37x [6.1-8.9]" (geometric mean of rounds, its 95% interval
 # across them); a ratio cell there without one ("7.37x (1 round)", "7.37x") is a ratio with no interval.

@@ -406,10 +406,14 @@ def sweep_cmd(grid, root, jobs, ray, retry_failed, retry_noisy, render, json_pat
 @json_option("the table")
 @markdown_option
 @click.option("--html", "html_path", type=click.Path(dir_okay=False, path_type=Path), help="Write HTML here.")
+@click.option("--target", default=None, metavar="TPU",
+              help=f"Also compile A, B and each variant for {names(ESTIMATED, ' or ')} (libtpu, no TPU needed: "
+                   "`make setup-tpu`) and show the compiler's estimate of one run beside the times: estimates, "
+                   "never measurements.")
 @limits_options("Seconds per executable for its compile and runs; one still running 10 s later is stopped.",
                 "the checking and timing workers")
 @adapters_option
-def ablate_cmd(file_a, file_b, out_dir, only, rounds, json_path, md_path, html_path, timeout, max_memory):
+def ablate_cmd(file_a, file_b, out_dir, only, rounds, json_path, md_path, html_path, target, timeout, max_memory):
     """What each difference between FILE_A and FILE_B costs: FILE_B's lowering rewritten into
     FILE_A's form, one kind of difference at a time (norm: batch_norm_training/batch_norm_grad
     spelled out; flatten: dot_general on unflattened operands; embedding: position tables as iota,
@@ -430,8 +434,13 @@ def ablate_cmd(file_a, file_b, out_dir, only, rounds, json_path, md_path, html_p
     for n in names:
         if n not in known:
             raise StackwarsError(f"--only {n}: no such rewrite", fix=f"one of {', '.join(known)}")
+    if target:
+        from .bench.estimate import check_chip
+
+        check_chip(target)  # a generation with no cost model, or no libtpu: one line before anything runs
     warn_sidecars([file_a, file_b])
-    abl = ablate(file_a, file_b, out_dir, names or None, rounds, timeout, max_memory_of(max_memory, timeout), progress)
+    abl = ablate(file_a, file_b, out_dir, names or None, rounds, timeout, max_memory_of(max_memory, timeout), progress,
+                 target)
     from .files import write_atomic
 
     if md_path:

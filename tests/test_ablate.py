@@ -198,3 +198,74 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, cli):
     assert code == 2 and "bad.mlir" in stderr and "Traceback" not in stderr and not (tmp_path / "o").exists()
     code, _, stderr = cli("ablate", golden("gpt2", "jax"), golden("gpt2", "torch-torch_xla"), "--only", "layout")
     assert code == 2 and "--only layout" in stderr and "norm" in stderr
+
+
+def _record(change_b, variants_change: dict):
+    """An ablation record as benchmarks/findings_ablations.py keeps one: B's and each variant's steady
+    seconds per round (3 rounds), their ratios and shares computed as ablate computes them."""
+    from stackwars_ir.ablate import Ablation, Check, Variant
+    from stackwars_ir.ablate.run import mean_interval, ratio_interval
+
+    a = (0.100, 0.101, 0.099)
+    b = tuple(x * r for x, r in zip(a, change_b))
+    gap = ratio_interval([y / x for x, y in zip(a, b)])
+    variants = []
+    for name, factors in variants_change.items():
+        steady = tuple(y * f for y, f in zip(b, factors))
+        share = None if gap.holds(1.0) else mean_interval([(y - s) / (y - x) for x, y, s in zip(a, b, steady)])
+        variants.append(Variant(name, f"v/{name}.mlir", (name,), {name: 5}, {"stablehlo.reduce": 10},
+                                {"stablehlo.batch_norm_training": 5}, Check(1e-6, 1e-4, 1e-3, True, 1, "capture sidecar"),
+                                {"flattening": (24, 0)}, (), steady, ratio_interval([s / y for s, y in zip(steady, b)]),
+                                share))
+    return Ablation("A.mlir", "B.mlir", tuple(variants), 3, a, b, gap, {}, {"processor": "x", "cpus": 2}, "cpu",
+                    ("0" * 64, "1" * 64))
+
+
+def test_the_ablations_page_says_what_the_intervals_support(tmp_path):
+    """A claim whose variants' intervals all hold 1 is worded indistinguishable; one that moved is named
+    with its interval; the page passes page_claims; --render's page needs nothing but the records."""
+    import sys
+
+    from stackwars_ir.report.findings.ablations import ablations_page, ablations_summary, record_name
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    from page_claims import claims
+
+    still = {"norm": (1.01, 0.99, 1.0), "flatten": (0.999, 1.002, 1.0), "embedding": (1.0, 1.0, 1.001)}
+    moved = dict(still, norm=(0.80, 0.81, 0.79))
+    for (model, step), record in ((("gpt2", "forward"), _record((1.0, 1.01, 0.99), still)),
+                                  (("bert", "forward"), _record((1.3, 1.31, 1.29), moved))):
+        (tmp_path / record_name(model, step)).write_text(json.dumps(record.as_json()))
+    page = ablations_page(tmp_path, "abc1234")
+    assert claims(page, "page") == []
+    norm = next(line for line in page.splitlines() if line.startswith("**LayerNorm**"))
+    assert "changed torch_xla's steady time in 1 of 2" in norm and "BERT forward: faster (V/B 0.800" in norm
+    flat = next(line for line in page.splitlines() if line.startswith("**Flattening**"))
+    assert "indistinguishable from no change in all 2 programs" in flat
+    assert "withheld (B / A holds 1)" in page  # GPT-2's gap holds 1: no share of it
+    assert "+87% (95% interval" in page  # BERT's norm variant: (1.3 - 1.04) / 0.3 of the gap, round by round
+    assert "as the study's claim predicts" in norm  # the variant was faster where it moved
+    summary = "\n".join(ablations_summary(tmp_path))  # docs/findings.md's section 13
+    assert claims(summary, "summary") == [] and norm in summary and flat in summary
+    assert ablations_summary(tmp_path / "none") == [
+        "No ablation records: `make findings-ablations` measures them (docs/findings-ablations.md)."]
+
+
+def test_target_estimates_each_variant_or_refuses_in_one_line(tmp_path, cli):
+    """--target tpu-v6e: with libtpu, A, B and the variant compiled for the v6e and the compiler's
+    estimate of one run shown beside the times, labelled as an estimate; without it, one line and
+    exit 2 before anything is written."""
+    import importlib.util
+
+    args = ("ablate", golden("ffn", "jax"), golden("ffn", "torch-torch_xla"), "--out", tmp_path / "v", "--rounds", "1",
+            "--target", "tpu-v6e", "--json", tmp_path / "a.json")
+    code, stdout, stderr = cli(*args)
+    if importlib.util.find_spec("libtpu") is None:
+        assert code == 2 and "libtpu" in stderr and "Traceback" not in stderr
+        assert not (tmp_path / "v").exists() and not (tmp_path / "a.json").exists()
+        return
+    assert code == 0, stderr
+    data = json.loads((tmp_path / "a.json").read_text())
+    assert data["target"] == "tpu-v6e" and data["estimate_a_s"] > 0 and data["estimate_b_s"] > 0
+    assert data["variants"][0]["estimate_s"] > 0
+    assert "estimated" in stdout and "not measured" in stdout

@@ -50,6 +50,18 @@ class Interval:
     def holds(self, x: float) -> bool:
         return self.low <= x <= self.high
 
+    @property
+    def bounded(self) -> bool:
+        """Whether there is an interval: two or more rounds."""
+        import math
+
+        return self.rounds >= 2 and math.isfinite(self.high)
+
+    def verdict(self) -> str:
+        """Of a ratio (a variant's time over B's): "indistinguishable" where the interval holds 1, else
+        "faster" or "slower"."""
+        return "indistinguishable" if self.holds(1.0) else ("faster" if self.high < 1 else "slower")
+
 
 @dataclass(frozen=True)
 class Variant:
@@ -76,6 +88,7 @@ class Variant:
     change: Interval | None = None
     share: Interval | None = None
     error: str | None = None  # a rewrite that could not apply: which op stopped it
+    estimate_s: float | None = None  # --target: the TPU compiler's estimate of one run, seconds (not measured)
 
     @property
     def timed(self) -> bool:
@@ -87,7 +100,8 @@ class Variant:
                 "check": self.check.as_json() if self.check else None,
                 "findings": {k: list(c) for k, c in self.findings.items()}, "findings_new": list(self.findings_new),
                 "steady_s": list(self.steady), "change": self.change.as_json() if self.change else None,
-                "share_of_gap": self.share.as_json() if self.share else None, "error": self.error}
+                "share_of_gap": self.share.as_json() if self.share else None, "error": self.error,
+                **({"estimate_s": self.estimate_s} if self.estimate_s is not None else {})}
 
     @classmethod
     def from_json(cls, d: dict) -> "Variant":
@@ -95,7 +109,8 @@ class Variant:
                    Check.from_json(d["check"]) if d.get("check") else None,
                    {k: tuple(c) for k, c in d.get("findings", {}).items()},
                    tuple(d.get("findings_new", ())), tuple(d.get("steady_s", ())),
-                   Interval.from_json(d.get("change")), Interval.from_json(d.get("share_of_gap")), d.get("error"))
+                   Interval.from_json(d.get("change")), Interval.from_json(d.get("share_of_gap")), d.get("error"),
+                   d.get("estimate_s"))
 
 
 @dataclass(frozen=True)
@@ -115,13 +130,19 @@ class Ablation:
     machine: dict = field(default_factory=dict)
     platform: str = "cpu"
     sha256: tuple = ()  # of A and B: which files this ablation rewrote and timed (report --ablation checks it)
+    target: str | None = None  # --target: the TPU generation the estimates are for
+    estimate_a: float | None = None  # seconds, the compiler's estimate of one run of A (and of B)
+    estimate_b: float | None = None
+    estimate_errors: dict = field(default_factory=dict)  # file -> why the compiler gave no estimate
 
     def as_json(self) -> dict:
         return {"format": ABLATION_FORMAT, "a": self.a, "b": self.b, "platform": self.platform,
                 "rounds": self.rounds, "steady_a_s": list(self.steady_a), "steady_b_s": list(self.steady_b),
                 "gap_b_over_a": self.gap.as_json() if self.gap else None, "skipped": self.skipped,
                 "variants": [v.as_json() for v in self.variants], "machine": self.machine,
-                "sha256": list(self.sha256)}
+                "sha256": list(self.sha256),
+                **({"target": self.target, "estimate_a_s": self.estimate_a, "estimate_b_s": self.estimate_b,
+                    "estimate_errors": self.estimate_errors} if self.target else {})}
 
     @classmethod
     def from_json(cls, d: dict) -> "Ablation":
@@ -133,4 +154,5 @@ class Ablation:
         return cls(d["a"], d["b"], tuple(Variant.from_json(v) for v in d["variants"]), d["rounds"],
                    tuple(d.get("steady_a_s", ())), tuple(d.get("steady_b_s", ())),
                    Interval.from_json(d.get("gap_b_over_a")), dict(d.get("skipped", {})), d.get("machine", {}),
-                   d.get("platform", "cpu"), tuple(d.get("sha256", ())))
+                   d.get("platform", "cpu"), tuple(d.get("sha256", ())), d.get("target"), d.get("estimate_a_s"),
+                   d.get("estimate_b_s"), dict(d.get("estimate_errors", {})))

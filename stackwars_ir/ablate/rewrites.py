@@ -121,8 +121,9 @@ def _producer(value):
     from jaxlib.mlir import ir
 
     owner = value.owner
-    return owner if isinstance(owner, ir.Operation) else (owner.operation if hasattr(owner, "operation")
-                                                         and not isinstance(owner, ir.Block) else None)
+    if isinstance(owner, ir.Block):
+        return None
+    return owner.operation if hasattr(owner, "operation") else owner
 
 
 class _At:
@@ -215,17 +216,6 @@ def _float(attr) -> float:
     from jaxlib.mlir import ir
 
     return ir.FloatAttr(attr).value
-
-
-def _ints(attr) -> list:
-    from jaxlib.mlir import ir
-
-    if attr is None:
-        return []
-    try:
-        return list(ir.DenseI64ArrayAttr(attr))
-    except (TypeError, ValueError):
-        return [int(x) for x in str(attr).strip("array<i64:>[] ").split(",") if x.strip()]
 
 
 # ---------------------------------------------------------------------------------------------- norm

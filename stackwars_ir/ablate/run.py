@@ -158,12 +158,14 @@ def check_variant(b: Path, v: Path) -> Check:
 
 
 def ablate(a: Path, b: Path, out: Path, only: tuple | None = None, rounds: int = 3, timeout: float | None = None,
-           max_memory: int | None = None, progress=None) -> Ablation:
+           max_memory: int | None = None, progress=None, target: str | None = None) -> Ablation:
     """Variants of B with its differences from A rewritten into A's form (ablate.rewrites), each
     checked against B (check_variant; a failed check is never timed), then A, B and every checked
     variant timed on XLA:CPU in `rounds` rounds, each a fresh bench worker where their steady runs
     take turns. Per variant: its steady time against B's (ratio, 95% interval across rounds) and
-    the share of B - A it closes (withheld where B / A's interval holds 1)."""
+    the share of B - A it closes (withheld where B / A's interval holds 1). `target` (a TPU
+    generation): A, B and each checked variant also compiled for it (libtpu, compile-only) and the
+    compiler's estimate of one run kept beside the times, labelled as an estimate."""
     import dataclasses
 
     from ..bench.run import bench_files
@@ -220,8 +222,27 @@ def ablate(a: Path, b: Path, out: Path, only: tuple | None = None, rounds: int =
         if not gap.holds(1.0):
             share = mean_interval([(sb - sv) / (sb - sa) for sa, sb, sv in zip(steady_a, steady_b, steady)])
         out_variants.append(dataclasses.replace(v, steady=steady, change=change, share=share))
-    return Ablation(str(a), str(b), tuple(out_variants), rounds, steady_a, steady_b, gap, skipped, machine(), "cpu",
-                    sha)
+    abl = Ablation(str(a), str(b), tuple(out_variants), rounds, steady_a, steady_b, gap, skipped, machine(), "cpu", sha)
+    return estimated(abl, paths, target, timeout, max_memory, progress) if target else abl
+
+
+def estimated(abl: Ablation, paths: list, target: str, timeout, max_memory, progress) -> Ablation:
+    """The ablation with the TPU compiler's estimate of one run of A, B and each variant in `paths`
+    (bench.run.estimate_files: compile-only, no TPU needed, libtpu installed)."""
+    import dataclasses
+
+    from ..bench.run import estimate_files
+
+    report = estimate_files([Path(p) for p in paths], target, timeout, max_memory, progress)
+    got, errors = {}, {}
+    for _, e in report.rows:
+        if e.ok and e.profile is not None and e.profile.estimate:
+            got[e.label] = e.profile.estimate["total_s"]
+        else:
+            errors[e.label] = e.error or "no estimate"
+    variants = tuple(dataclasses.replace(v, estimate_s=got.get(v.path)) if v.path else v for v in abl.variants)
+    return dataclasses.replace(abl, variants=variants, target=target, estimate_a=got.get(str(abl.a)),
+                               estimate_b=got.get(str(abl.b)), estimate_errors=errors)
 
 
 def ratio_interval(ratios) -> Interval:

@@ -1,7 +1,6 @@
 """An ablation (ablate.Ablation) rendered: the "what each difference costs" table as text, Markdown and self-contained HTML."""
 from __future__ import annotations
 
-import math
 from pathlib import Path
 
 from ..textfmt import table
@@ -14,10 +13,9 @@ HEADERS = ["variant", "rewritten (sites)", "ops +/-", "max |V - B| (bound)", "fi
 def _ratio(iv) -> str:
     if iv is None:
         return "-"
-    if iv.rounds < 2 or not math.isfinite(iv.high):
+    if not iv.bounded:
         return f"{iv.value:.3f}x (1 round: no interval)"
-    word = "indistinguishable" if iv.holds(1.0) else ("faster" if iv.high < 1 else "slower")
-    return f"{iv.value:.3f}x [{iv.low:.3f}-{iv.high:.3f}] {word}"
+    return f"{iv.value:.3f}x [{iv.low:.3f}-{iv.high:.3f}] {iv.verdict()}"
 
 
 def _share(v, gap) -> str:
@@ -26,7 +24,7 @@ def _share(v, gap) -> str:
     if v.share is None:
         return "withheld: B - A holds 0" if gap is not None and gap.rounds > 1 else "withheld: 1 round"
     s = v.share
-    if s.rounds < 2 or not math.isfinite(s.high):
+    if not s.bounded:
         return f"{s.value:+.0%} (1 round)"
     tail = " (indistinguishable from none)" if s.holds(0.0) else ""
     return f"{s.value:+.0%} [{s.low:+.0%} to {s.high:+.0%}]{tail}"
@@ -61,16 +59,37 @@ def _findings(v) -> str:
     return ", ".join(f"{k} {b}->{a}" for k, (b, a) in v.findings.items()) or "none named"
 
 
+def headers(abl) -> list[str]:
+    return HEADERS + ([f"{abl.target} estimate V / B"] if abl.target else [])
+
+
+def _estimate(abl, v) -> str:
+    if v.estimate_s is None or not abl.estimate_b:
+        return "-" if v.error or v.check is None or not v.check.ok else abl.estimate_errors.get(v.path, "-")
+    return f"{v.estimate_s / abl.estimate_b:.3f}x ({v.estimate_s * 1e6:,.0f} us, estimated)"
+
+
 def rows(abl) -> list[list]:
-    """One row per variant: what was rewritten, ops changed, output error, time change, share of the gap."""
+    """One row per variant: what was rewritten, ops changed, output error, time change, share of the gap
+    (and, with a target, the compiler's estimate of one run over B's)."""
     out = []
     for v in abl.variants:
         if v.error:
-            out.append([v.name, "+".join(v.rewrites), "-", f"rewrite failed: {v.error}", "-", "-", "-"])
-            continue
-        out.append([v.name, ", ".join(f"{k} {n}" for k, n in v.sites.items()), _ops(v), _check(v),
-                    _findings(v), _ratio(v.change), _share(v, abl.gap)])
+            row = [v.name, "+".join(v.rewrites), "-", f"rewrite failed: {v.error}", "-", "-", "-"]
+        else:
+            row = [v.name, ", ".join(f"{k} {n}" for k, n in v.sites.items()), _ops(v), _check(v),
+                   _findings(v), _ratio(v.change), _share(v, abl.gap)]
+        out.append(row + ([_estimate(abl, v)] if abl.target else []))
     return out
+
+
+def _estimates_line(abl) -> str:
+    if not abl.target:
+        return ""
+    if abl.estimate_a and abl.estimate_b:
+        return (f"{abl.target} (the TPU compiler's estimates, compile-only, not measured): A {abl.estimate_a * 1e6:,.0f} us, "
+                f"B {abl.estimate_b * 1e6:,.0f} us, B / A {abl.estimate_b / abl.estimate_a:.3f}x")
+    return f"{abl.target}: no estimate ({'; '.join(f'{k}: {w}' for k, w in abl.estimate_errors.items())})"
 
 
 def _steady(xs) -> str:
@@ -90,8 +109,10 @@ def ablation_text(abl) -> str:
     lines.append(f"steady on {abl.platform}: A {_steady(abl.steady_a)}, B {_steady(abl.steady_b)}; "
                  f"B / A {_ratio(abl.gap)}")
     lines.append(f"{abl.rounds} round(s), each a fresh worker timing A, B and every checked variant in turns")
+    if abl.target:
+        lines.append(_estimates_line(abl))
     lines.append("")
-    lines.append(table(HEADERS, rows(abl)))
+    lines.append(table(headers(abl), rows(abl)))
     for v in abl.variants:
         if v.findings_new:
             lines.append(f"{v.name}: findings A against it has that A against B had not: {'; '.join(v.findings_new)}")
@@ -116,8 +137,10 @@ def ablation_markdown(abl) -> str:
              f"- steady on {abl.platform}: A {_steady(abl.steady_a)}, B {_steady(abl.steady_b)}; B / A {_ratio(abl.gap)}",
              f"- machine: {abl.machine.get('cpu', '?')}, {abl.machine.get('threads', '?')} threads; "
              f"{abl.rounds} round(s) of fresh workers", ""]
-    lines.append("| " + " | ".join(HEADERS) + " |")
-    lines.append("|" + "---|" * len(HEADERS))
+    if abl.target:
+        lines.insert(-1, f"- {_estimates_line(abl)}")
+    lines.append("| " + " | ".join(headers(abl)) + " |")
+    lines.append("|" + "---|" * len(headers(abl)))
     for r in rows(abl):
         lines.append("| " + " | ".join(cell(c) for c in r) + " |")
     for name, why in abl.skipped.items():
@@ -127,7 +150,7 @@ def ablation_markdown(abl) -> str:
 
 def ablation_section(abl) -> str:
     """The table as a section of a page (the diff report's, `report --ablation`)."""
-    head = "".join(f"<th>{esc(h)}</th>" for h in HEADERS)
+    head = "".join(f"<th>{esc(h)}</th>" for h in headers(abl))
     body = "".join("<tr>" + "".join(f"<td>{esc(c)}</td>" for c in r) + "</tr>" for r in rows(abl))
     return (f"<h2 id=\"ablation\">What each difference costs (ablate)</h2><p>{esc(Path(abl.b).name)} rewritten into "
             f"{esc(Path(abl.a).name)}'s form; steady on {esc(abl.platform)}: A {esc(_steady(abl.steady_a))}, "
@@ -137,7 +160,7 @@ def ablation_section(abl) -> str:
 def ablation_html(abl, command: str | None = None) -> str:
     """A self-contained page (inline style, no script, nothing fetched)."""
     title = f"What each difference costs: {Path(abl.b).name} into {Path(abl.a).name}'s form"
-    head = "".join(f"<th>{esc(h)}</th>" for h in HEADERS)
+    head = "".join(f"<th>{esc(h)}</th>" for h in headers(abl))
     body = "".join("<tr>" + "".join(f"<td>{esc(c)}</td>" for c in r) + "</tr>" for r in rows(abl))
     skipped = "".join(f"<li>{esc(k)}: {esc(w)}</li>" for k, w in abl.skipped.items())
     return "\n".join([
@@ -148,6 +171,7 @@ def ablation_html(abl, command: str | None = None) -> str:
         f"<h1>{esc(title)}</h1>",
         f"<p>A = <code>{esc(abl.a)}</code><br>B = <code>{esc(abl.b)}</code><br>steady on {esc(abl.platform)}: "
         f"A {esc(_steady(abl.steady_a))}, B {esc(_steady(abl.steady_b))}; B / A {esc(_ratio(abl.gap))}</p>",
+        f"<p>{esc(_estimates_line(abl))}</p>" if abl.target else "",
         f"<table><tr>{head}</tr>{body}</table>",
         f"<ul>{skipped}</ul>" if skipped else "",
         "<p class=\"muted\">V / B: steady time over B's per round, geometric mean and 95% interval across "

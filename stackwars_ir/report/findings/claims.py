@@ -502,13 +502,16 @@ class Sources:
     size: str
     root: Path
     host_records: Path
+    ablation_records: Path | None = None  # `make findings-ablations`'s (section 13)
 
 
-def findings_page(res: "Results", backend: str, grid: Path, root: Path, host_records: Path) -> str:
-    """docs/findings.md (docs/findings-BACKEND.md off the CPU) from a sweep's records, as text."""
+def findings_page(res: "Results", backend: str, grid: Path, root: Path, host_records: Path,
+                  ablation_records: Path | None = None) -> str:
+    """docs/findings.md (docs/findings-BACKEND.md off the CPU) from a sweep's records, as text;
+    section 13 from `make findings-ablations`' records where ABLATION_RECORDS is given."""
     size = next((r.job.request.size for r in res.report.records if r.job.request.model in MODELS), "base")
     say = Page()
-    print_page(Sources(res, backend, grid, size, root, host_records), say)
+    print_page(Sources(res, backend, grid, size, root, host_records, ablation_records), say)
     return say.text()
 
 
@@ -677,6 +680,12 @@ def print_page(a: Sources, say: Page) -> None:
         profiled_gaps(a, benches, train_benches, say)
         tpu_estimates(a, say)
         study_table(say, a.host_records)
+        if a.ablation_records is not None:
+            from .ablations import ablations_summary
+
+            say("\n## 13. What the IR differences cost, measured by removing them\n")
+            for line in ablations_summary(a.ablation_records):
+                say(line)
     peaks = next((b.peaks for b in benches.values() if b.peaks), None)
     if peaks:
         say(f"\nMeasured peaks on this machine: {peaks['flops_per_s'] / 1e9:.0f} GFLOP/s "
