@@ -397,10 +397,11 @@ def sweep_cmd(grid, root, jobs, ray, retry_failed, retry_noisy, render, json_pat
 @main.command("ablate")
 @click.argument("file_a", type=click.Path(path_type=Path))
 @click.argument("file_b", type=click.Path(path_type=Path))
-@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=Path("out/ablate"),
-              show_default=True, help="Folder the variants of FILE_B are written to (each with a sidecar).")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Folder the variants of FILE_B are written to, each with a sidecar (default: out/ablate/<FILE_B's "
+                   "folder name>, so two ablations of different captures keep their variants apart).")
 @click.option("--only", default="", metavar="LIST",
-              help="Rewrites to try, comma-separated: norm, flatten, embedding (default: all of them).")
+              help="Rewrites to try, comma-separated: norm, flatten, embedding, or all (the default).")
 @click.option("--rounds", type=int, default=3, show_default=True,
               help="Rounds of timing, each in a fresh worker (an interval needs 3 or more).")
 @json_option("the table")
@@ -429,8 +430,9 @@ def ablate_cmd(file_a, file_b, out_dir, only, rounds, json_path, md_path, html_p
     from .isolate import max_memory as max_memory_of
     from .report.ablation import ablation_html, ablation_markdown, ablation_text
 
-    names = tuple(n.strip() for n in only.split(",") if n.strip())
+    names = tuple(dict.fromkeys(n.strip() for n in only.split(",") if n.strip()))
     known = [r.name for r in REWRITES]
+    names = () if "all" in names else names  # all: every rewrite, as without --only
     for n in names:
         if n not in known:
             raise StackwarsError(f"--only {n}: no such rewrite", fix=f"one of {', '.join(known)}")
@@ -439,6 +441,7 @@ def ablate_cmd(file_a, file_b, out_dir, only, rounds, json_path, md_path, html_p
 
         check_chip(target)  # a generation with no cost model, or no libtpu: one line before anything runs
     warn_sidecars([file_a, file_b])
+    out_dir = out_dir or Path("out") / "ablate" / (Path(file_b).resolve().parent.name or "root")
     abl = ablate(file_a, file_b, out_dir, names or None, rounds, timeout, max_memory_of(max_memory, timeout), progress,
                  target)
     from .files import write_atomic
@@ -478,8 +481,7 @@ def report_cmd(files, out, from_path, bench_path, memory_path, ablation_path, mo
     if from_path is None:
         warn_sidecars(files)
     result, bench, memory = sources.report_of(files, from_path, bench_path, memory_path, mode, kernels, progress)
-    ablation = sources.ablation_of(ablation_path, *(sources.sides(result) if from_path else sources.pair(files))) \
-        if ablation_path else None
+    ablation = sources.ablation_of(ablation_path, files, result if from_path else None) if ablation_path else None
     command = sources.command_line(files, out, from_path, bench_path, memory_path, mode, kernels, ablation_path)
     write_outputs(result, html_path=out, bench=bench, command=command, memory=memory, ablation=ablation)
     click.echo(f"wrote {out}")

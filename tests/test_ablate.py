@@ -127,7 +127,9 @@ def test_every_rewrite_keeps_the_outputs_and_removes_only_its_findings(tmp_path,
         check = check_variant(b, Path(v.path))
         assert check.ok and check.error is None, (v.name, check)
         assert "capture" in check.arguments  # B's own weights, not synthetic ones
-        assert v.findings_new == (), (v.name, v.findings_new)
+        # no finding of any block appears or goes (whole-module ones are listed: a spelled-out norm's
+        # rsqrt now counts among the backward's transcendental ops, which the training summary says)
+        assert [f for f in v.findings_new if "(module)" not in f] == [], (v.name, v.findings_new)
         assert all(after <= before for before, after in v.findings.values()), (v.name, v.findings)
     if b.stem == "torch-torch_xla" and b.parent.name in ("gpt2-tiny", "bert-tiny", "gpt_neo-tiny", "vit-tiny"):
         by = {v.name: v for v in variants}
@@ -180,6 +182,15 @@ def test_ablate_command_reports_each_variant_and_a_saved_result_renders(tmp_path
     code, _, stderr = cli("report", golden("gemm", "jax"), golden("gemm", "torch-torch_xla"), "-o",
                           tmp_path / "r2.html", "--ablation", tmp_path / "a.json")
     assert code == 2 and "ablates other files" in stderr and not (tmp_path / "r2.html").exists()
+    # one file the same, the other not, or the two swapped: still other files
+    for pair in ((golden("ffn", "jax"), golden("ffn", "torch-torchax")),
+                 (golden("ffn", "torch-torch_xla"), golden("ffn", "jax"))):
+        code, _, stderr = cli("report", *pair, "-o", tmp_path / "r3.html", "--ablation", tmp_path / "a.json")
+        assert code == 2 and "ablates other files" in stderr and not (tmp_path / "r3.html").exists()
+    md = (tmp_path / "a.md").read_text().splitlines()
+    table = [line for line in md if line.startswith("|")]
+    assert len({line.replace("\\|", "").count("|") for line in table}) == 1  # one cell count on every row
+    assert "Infinity" not in (tmp_path / "a.json").read_text()  # strict JSON: one round has no interval
 
 
 def test_nothing_to_ablate_says_so_and_exits_0(tmp_path, cli):
@@ -187,6 +198,27 @@ def test_nothing_to_ablate_says_so_and_exits_0(tmp_path, cli):
     assert code == 0, stderr
     assert "nothing to ablate" in stdout
     assert not list(tmp_path.iterdir())
+    # a rewrite runs only where the diff names its difference: never to make B less like A
+    b = golden("bert", "torch-torch_xla")
+    code, stdout, stderr = cli("ablate", b, b, "--out", tmp_path)
+    assert code == 0 and "nothing to ablate" in stdout and "the diff names no such difference" in stdout
+    assert not list(tmp_path.iterdir())
+
+
+def test_the_check_takes_equal_infinities_as_equal(tmp_path):
+    """An output that is +inf in both programs is no error; a finite value turned infinite is one."""
+    from stackwars_ir.ablate import check_variant
+
+    src = ("func.func @main(%x: tensor<3xf32>) -> tensor<3xf32> {\n"
+           "  %c = stablehlo.constant dense<[1.0, 0.0, 2.0]> : tensor<3xf32>\n"
+           "  %y = stablehlo.constant dense<0.0> : tensor<3xf32>\n"
+           "  %0 = stablehlo.divide %c, %DIVISOR : tensor<3xf32>\n  return %0 : tensor<3xf32>\n}\n")
+    b, same, other = tmp_path / "b.mlir", tmp_path / "same.mlir", tmp_path / "other.mlir"
+    b.write_text(src.replace("DIVISOR", "y"))  # inf, nan, inf
+    same.write_text(src.replace("DIVISOR", "y"))
+    other.write_text(src.replace("DIVISOR", "c"))  # 1, nan, 1: finite where B is infinite
+    assert check_variant(b, same).ok
+    assert not check_variant(b, other).ok
 
 
 def test_bad_input_is_one_line_and_exit_2(tmp_path, cli):

@@ -41,11 +41,20 @@ class Interval:
     rounds: int
 
     def as_json(self) -> dict:
-        return {"value": self.value, "low": self.low, "high": self.high, "rounds": self.rounds}
+        """Bounds that are infinite (one round: no interval) as null: strict JSON has no Infinity."""
+        import math
+
+        return {"value": self.value, "low": self.low if math.isfinite(self.low) else None,
+                "high": self.high if math.isfinite(self.high) else None, "rounds": self.rounds}
 
     @classmethod
     def from_json(cls, d: dict | None) -> "Interval | None":
-        return None if d is None else cls(d["value"], d["low"], d["high"], d["rounds"])
+        import math
+
+        if d is None:
+            return None
+        return cls(d["value"], -math.inf if d["low"] is None else d["low"], math.inf if d["high"] is None else d["high"],
+                   d["rounds"])
 
     def holds(self, x: float) -> bool:
         return self.low <= x <= self.high

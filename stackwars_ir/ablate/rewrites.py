@@ -34,17 +34,19 @@ class Rewrite:
     finding: tuple
     what: str
     site: str
+    topic: str = ""  # the diff's whole-module summary that restates its findings (diff.result.Summary.topic)
 
 
 NORM = Rewrite("norm", ("high_level batch_norm_training", "high_level batch_norm_grad"), "batch_norm_training/batch_norm_grad spelled out as JAX lowers a norm "
                "(reduce for the mean, reduce of the squared deviation for the variance, rsqrt)",
-               "batch_norm_training or batch_norm_grad")
+               "batch_norm_training or batch_norm_grad", "normalization")
 FLATTEN = Rewrite("flatten", ("flattening",), "dot_general on the operands before a flattening reshape "
                   "(rank kept, as JAX multiplies), its result reshaped to the flattened shape",
-                  "dot_general reading a reshape that merges dimensions it can split")
+                  "dot_general reading a reshape that merges dimensions it can split", "flattening")
 EMBEDDING = Rewrite("embedding", ("indices", "converts"), "constant index tables made iota; gather indices "
                     "converted to ui32 read in their own type with negative indices wrapped, as jnp.take does",
-                    "constant position table (0, 1, ..., n-1) or gather index converted from signed to unsigned")
+                    "constant position table (0, 1, ..., n-1) or gather index converted from signed to unsigned",
+                    "embedding")
 REWRITES = (NORM, FLATTEN, EMBEDDING)
 
 

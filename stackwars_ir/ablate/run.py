@@ -32,13 +32,22 @@ def rewrite_file(b: Path, names: tuple) -> tuple[str, list]:
 
 
 def make_variants(a: Path, b: Path, out: Path, only: tuple | None = None) -> tuple[list, dict]:
-    """Each rewrite that finds something to rewrite in B, written as `OUT/<B's stem>.<rewrite>.mlir`
-    with a sidecar copied from B's (and `all`, every such rewrite at once, where two or more apply);
-    the diff's findings of A against each variant beside those of A against B. Returns the variants
-    (unchecked, untimed) and skipped: rewrite -> why it made no variant."""
-    names = only or tuple(r.name for r in REWRITES)
+    """Each rewrite whose difference the diff names between A and B (one of its findings in A
+    against B) and that finds a site in B, written as `OUT/<B's stem>.<rewrite>.mlir` with a sidecar
+    copied from B's where B has one (and `all`, every such rewrite at once, where two or more apply);
+    the diff's findings of A against each variant beside those of A against B. A rewrite whose
+    difference the diff does not name is not run: it would make B less like A (A and B the same
+    program, or both flattening alike). Returns the variants (unchecked, untimed) and skipped:
+    rewrite -> why it made no variant."""
+    names = tuple(dict.fromkeys(only or tuple(r.name for r in REWRITES)))
+    before = findings_of(a, b)
+    named = {f[1] for f in before}
     variants, skipped, applied = [], {}, []
     for name in names:
+        if not named & set(by_name(name).finding):
+            skipped[name] = (f"the diff names no such difference between {Path(a).name} and {Path(b).name} "
+                             f"(none of: {', '.join(by_name(name).finding)})")
+            continue
         try:
             text, (done,) = rewrite_file(b, (name,))
         except CannotApply as e:
@@ -52,7 +61,7 @@ def make_variants(a: Path, b: Path, out: Path, only: tuple | None = None) -> tup
     if len(applied) > 1:
         text, done = rewrite_file(b, tuple(applied))
         variants.append(_written(b, out, ALL, tuple(applied), text, done))
-    return [_with_findings(a, b, v) if v.path else v for v in variants], skipped
+    return [_with_findings(a, before, v) if v.path else v for v in variants], skipped
 
 
 def _written(b: Path, out: Path, name: str, rewrites: tuple, text: str, done: list) -> Variant:
@@ -89,28 +98,43 @@ def _written(b: Path, out: Path, name: str, rewrites: tuple, text: str, done: li
 
 
 def findings_of(a: Path, b: Path) -> Counter:
-    """The diff's findings of A against B: (block label, finding key, side, figures) -> count."""
+    """The diff's findings of A against B: (block label, finding key, side, figures) -> count; the
+    whole module's (the summaries, the entry function's interface) under the label "(module)", their
+    line numbers dropped (a rewrite moves every line)."""
+    import re
+
     from ..diff import diff_files
 
     result = diff_files(a, b).result()
-    return Counter((blk.label, finding_key(f.kind, f.numbers), f.side, json.dumps(f.numbers, sort_keys=True))
-                   for blk in result.blocks for f in blk.findings)
+    found = Counter((blk.label, finding_key(f.kind, f.numbers), f.side, json.dumps(f.numbers, sort_keys=True))
+                    for blk in result.blocks for f in blk.findings)
+    for x in result.summary:
+        found[("(module)", f"summary {x.topic}", "", json.dumps(x.as_json(), sort_keys=True))] += 1
+    for text in result.interface:
+        found[("(module)", "interface", "", re.sub(r" ?\(line \d+\)", "", str(text)))] += 1
+    return found
 
 
-def _with_findings(a: Path, b: Path, v: Variant) -> Variant:
+def _with_findings(a: Path, before: Counter, v: Variant) -> Variant:
     """The variant with the findings its rewrites aim at counted in A against B and in A against it
-    (`findings`: key -> (before, after)), and those A against it has that A against B had not
-    (`findings_new`: a rewrite must leave every other finding as it was)."""
+    (`findings`: key -> (before, after)), and those A against it has that A against B had not, or
+    the reverse ("(gone) ..."): a rewrite must leave them as they were, and any it changes is listed."""
     import dataclasses
 
-    before, after = findings_of(a, b), findings_of(a, Path(v.path))
+    after = findings_of(a, Path(v.path))
     keys = [k for name in v.rewrites for k in by_name(name).finding]
+    own = set(keys) | {f"summary {by_name(name).topic}" for name in v.rewrites}  # restates its own findings
     counts = {k: (sum(n for f, n in before.items() if f[1] == k), sum(n for f, n in after.items() if f[1] == k))
               for k in keys}
-    new = sorted({f"{f[0]}: {f[1]}" for f in after - before if f[1] not in keys})
-    gone = sorted({f"{f[0]}: {f[1]}" for f in before - after if f[1] not in keys})
+    new = sorted({_said(f) for f in after - before if f[1] not in own})
+    gone = sorted({_said(f) for f in before - after if f[1] not in own})
     return dataclasses.replace(v, findings={k: c for k, c in counts.items() if c != (0, 0)},
                                findings_new=tuple(new + [f"(gone) {g}" for g in gone]))
+
+
+def _said(f: tuple) -> str:
+    """A finding key as the table lists it: its block and kind, a module-level one with its figures."""
+    return f"{f[0]}: {f[1]}" + (f" {f[3]}" if f[0] == "(module)" else "")
 
 
 def check_variant(b: Path, v: Path) -> Check:
@@ -150,9 +174,12 @@ def check_variant(b: Path, v: Path) -> Check:
             worst = max(worst, 0.0 if same else float("inf"))
             continue
         x64, y64 = x.astype(np.float64), y.astype(np.float64)
-        err = np.abs(y64 - x64)
-        bad = ~np.isfinite(y64) & np.isfinite(x64)
-        ok &= bool(np.all(err <= atol + rtol * np.abs(x64)) or False) and not bool(bad.any())
+        same = (x64 == y64) | (np.isnan(x64) & np.isnan(y64))  # an equal infinity or NaN is no error
+        with np.errstate(invalid="ignore"):
+            err = np.where(same, 0.0, np.abs(y64 - x64))
+        finite = np.isfinite(x64) & np.isfinite(y64)  # a value infinite or NaN on one side only is an error
+        with np.errstate(invalid="ignore"):
+            ok &= bool(np.all(same | (finite & (err <= atol + rtol * np.abs(x64)))))
         worst = max(worst, float(np.nanmax(np.where(np.isfinite(err), err, np.inf))))
     return Check(worst, atol, rtol, bool(ok), len(ob), origin)
 
@@ -198,21 +225,27 @@ def ablate(a: Path, b: Path, out: Path, only: tuple | None = None, rounds: int =
             checked.append(dataclasses.replace(v, check=check))
     timed = [v for v in checked if v.check is not None and v.check.ok]
     paths = [str(a), str(b)] + [v.path for v in timed]
-    per_round = []
+    per_round, failed_timing = [], {}
     for r in range(rounds):
         if progress:
             progress(f"round {r + 1} of {rounds}: timing {len(paths)} files, interleaved, in a fresh worker ...")
         report = bench_files(paths, "cpu", timeout, with_peaks=False, max_memory=max_memory, progress=progress)
         rows = {e.label: e for _, e in report.rows}
-        bad = [f"{p}: {rows[p].error}" for p in paths if not rows[p].ok]
-        if bad:
+        bad = [f"{p}: {rows[p].error}" for p in paths[:2] if not rows[p].ok]
+        if bad:  # A or B: nothing to compare the variants with
             raise StackwarsError(f"round {r + 1}: {bad[0]}", fix="bench the file alone to see why it fails")
-        per_round.append({p: rows[p].timing.steady for p in paths})
+        for p in paths[2:]:
+            if not rows[p].ok:  # a variant that runs no more: reported, never compared
+                failed_timing.setdefault(p, f"round {r + 1}: {rows[p].error}")
+        per_round.append({p: rows[p].timing.steady for p in paths if rows[p].ok})
     steady_a = tuple(x[str(a)] for x in per_round)
     steady_b = tuple(x[str(b)] for x in per_round)
     gap = ratio_interval([sb / sa for sa, sb in zip(steady_a, steady_b)])
     out_variants = []
     for v in checked:
+        if v.path in failed_timing:
+            out_variants.append(dataclasses.replace(v, error=f"{v.path}: timing failed: {failed_timing[v.path]}"))
+            continue
         if v not in timed:
             out_variants.append(v)
             continue

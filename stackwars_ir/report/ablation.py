@@ -92,6 +92,17 @@ def _estimates_line(abl) -> str:
     return f"{abl.target}: no estimate ({'; '.join(f'{k}: {w}' for k, w in abl.estimate_errors.items())})"
 
 
+def _machine(abl) -> str:
+    m = abl.machine
+    return f"{m.get('processor') or '?'}, {m.get('cpus') or '?'} cpus, Python {m.get('python') or '?'}"
+
+
+def _arguments(abl) -> str:
+    """Where the check's argument values came from (the variants' checks share B's)."""
+    got = sorted({v.check.arguments for v in abl.variants if v.check is not None and v.check.arguments})
+    return f"check's arguments: {'; '.join(got)}" if got else "check's arguments: none checked"
+
+
 def _steady(xs) -> str:
     if not xs:
         return "-"
@@ -119,12 +130,14 @@ def ablation_text(abl) -> str:
     for name, why in abl.skipped.items():
         lines.append(f"{name}: no variant ({why})")
     lines.append("")
+    lines.append(_arguments(abl))
     lines.append("V / B: a variant's steady time over B's, per round, geometric mean and 95% interval across rounds; "
                  "share: (B - V) / (B - A) per round, mean and 95% interval, withheld where B / A's interval holds 1.")
     paths = [v.path for v in abl.variants if v.path]
     if paths:
-        lines.append(f"variants written: {', '.join(paths)} (each with a sidecar; `stackwars-ir diff A VARIANT` "
-                     "shows what changed)")
+        sidecars = all(Path(p).with_suffix(".json").is_file() for p in paths)
+        lines.append(f"variants written: {', '.join(paths)} ({'each with a sidecar' if sidecars else 'no sidecar: B has none'}; "
+                     "`stackwars-ir diff A VARIANT` shows what changed)")
     return "\n".join(lines)
 
 
@@ -135,11 +148,11 @@ def ablation_markdown(abl) -> str:
     lines = [f"# What each difference costs: {Path(abl.b).name} rewritten into {Path(abl.a).name}'s form", "",
              f"- A: `{abl.a}`", f"- B: `{abl.b}`",
              f"- steady on {abl.platform}: A {_steady(abl.steady_a)}, B {_steady(abl.steady_b)}; B / A {_ratio(abl.gap)}",
-             f"- machine: {abl.machine.get('cpu', '?')}, {abl.machine.get('threads', '?')} threads; "
-             f"{abl.rounds} round(s) of fresh workers", ""]
+             f"- machine: {_machine(abl)}; {abl.rounds} round(s) of fresh workers",
+             f"- {_arguments(abl)}", ""]
     if abl.target:
         lines.insert(-1, f"- {_estimates_line(abl)}")
-    lines.append("| " + " | ".join(headers(abl)) + " |")
+    lines.append("| " + " | ".join(cell(h) for h in headers(abl)) + " |")
     lines.append("|" + "---|" * len(headers(abl)))
     for r in rows(abl):
         lines.append("| " + " | ".join(cell(c) for c in r) + " |")
@@ -176,6 +189,6 @@ def ablation_html(abl, command: str | None = None) -> str:
         f"<ul>{skipped}</ul>" if skipped else "",
         "<p class=\"muted\">V / B: steady time over B's per round, geometric mean and 95% interval across "
         f"{abl.rounds} round(s); share: (B - V) / (B - A), withheld where B / A's interval holds 1. "
-        f"Machine: {esc(abl.machine.get('cpu', '?'))}.</p>",
+        f"Machine: {esc(_machine(abl))}. {esc(_arguments(abl))}.</p>",
         f"<p class=\"muted\">Regenerate: <code>{esc(command or f'stackwars-ir ablate {abl.a} {abl.b}')}</code></p>",
         "</body></html>\n"])

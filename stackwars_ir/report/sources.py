@@ -94,8 +94,9 @@ def report_of(files, from_path, bench_path, memory_path, mode: str, kernels: boo
     return result, bench, memory
 
 
-def ablation_of(path: Path, mine: set, shown: tuple):
-    """A `stackwars-ir ablate --json` file (ablate.Ablation) that rewrote one of the report's files."""
+def ablation_of(path: Path, files, result=None):
+    """A `stackwars-ir ablate --json` file (ablate.Ablation) of the report's two files, A and B in that
+    order (their sha256, the saved diff's where it renders one)."""
     from ..ablate import Ablation
     from ..files import read_result
 
@@ -103,9 +104,16 @@ def ablation_of(path: Path, mine: set, shown: tuple):
     if not abl.sha256:
         raise StackwarsError(f"{path}: records no file hashes, so nothing shows it ablates these files",
                              fix="re-run stackwars-ir ablate on them with --json")
-    if mine and not set(abl.sha256) & mine:
-        raise StackwarsError(f"{path}: ablates other files ({Path(abl.a).name}, {Path(abl.b).name}), not {shown[0]} "
-                             f"or {shown[1]}", fix="run stackwars-ir ablate on these files with --json, or drop --ablation")
+    if result is not None:
+        mine = (result.a.sha256, result.b.sha256)
+    else:
+        mine = tuple(hashlib.sha256(Path(f).read_bytes()).hexdigest() if Path(f).is_file() else None for f in files)
+    if tuple(abl.sha256) != mine:
+        which = [w for w, x, y in zip(("A", "B"), abl.sha256, mine) if x != y]
+        raise StackwarsError(f"{path}: ablates other files: its {' and '.join(which)} ({Path(abl.a).name}, "
+                             f"{Path(abl.b).name} as it names them) have another sha256 than the report's "
+                             f"{' and '.join(which)}",
+                             fix="run stackwars-ir ablate A B --json on the report's files, in its order, or drop --ablation")
     return abl
 
 
