@@ -559,7 +559,7 @@ def study_summary(diffs: list, modules: tuple | None = None) -> list[Summary]:
     norms = [d for d in diffs if d.a.role in ("norm", "batchnorm")]
     if norms:
         def lowering(f: BlockFacts) -> str:
-            for n in ("stablehlo.batch_norm_training", "stablehlo.batch_norm_inference"):
+            for n in ("stablehlo.batch_norm_training", "stablehlo.batch_norm_grad", "stablehlo.batch_norm_inference"):
                 if f.histogram[n]:
                     return n.split(".", 1)[1]
             # Name what is there: inference batch norm has an rsqrt of its given variance, no reduce.

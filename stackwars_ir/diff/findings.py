@@ -8,7 +8,8 @@ from dataclasses import dataclass
 from ..ir.model import Module, Op
 from .blocks import REMAT, Block
 
-HIGH_LEVEL = ("stablehlo.batch_norm_training", "stablehlo.batch_norm_inference", "stablehlo.custom_call",
+HIGH_LEVEL = ("stablehlo.batch_norm_training", "stablehlo.batch_norm_grad", "stablehlo.batch_norm_inference",
+              "stablehlo.custom_call",
               "stablehlo.gather", "stablehlo.scatter", "stablehlo.convolution", "stablehlo.reduce_window",
               "chlo.erf", "stablehlo.erf", "stablehlo.logistic")
 DECOMPOSED = ("stablehlo.reduce", "stablehlo.rsqrt", "stablehlo.sqrt", "stablehlo.divide", "stablehlo.subtract")
