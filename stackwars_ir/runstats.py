@@ -117,11 +117,19 @@ def rounds_ratio(ratios) -> tuple[float, float, float]:
     of one regress did not reproduce (1.046-1.081, 0.975-1.008, 1.017-1.044: issue 53)."""
     import math
 
-    logs = [math.log(r) for r in ratios]
-    n = len(logs)
-    mean = sum(logs) / n
+    mean, low, high = rounds_mean([math.log(r) for r in ratios])
+    return math.exp(mean), math.exp(low), math.exp(high)
+
+
+def rounds_mean(values) -> tuple[float, float, float]:
+    """(mean, low, high) of figures measured once per round: the 95% t-interval of their mean; with
+    one round, no interval (-inf, inf)."""
+    import math
+
+    values = list(values)
+    n = len(values)
+    mean = sum(values) / n
     if n < 2:
-        return math.exp(mean), 0.0, math.inf
-    sd = math.sqrt(sum((x - mean) ** 2 for x in logs) / (n - 1))
-    half = t975(n - 1) * sd / math.sqrt(n)
-    return math.exp(mean), math.exp(mean - half), math.exp(mean + half)
+        return mean, -math.inf, math.inf
+    half = t975(n - 1) * math.sqrt(sum((x - mean) ** 2 for x in values) / (n - 1)) / math.sqrt(n)
+    return mean, mean - half, mean + half

@@ -287,16 +287,8 @@ def ratio_interval(ratios) -> Interval:
 
 
 def mean_interval(xs) -> Interval:
-    """Figures measured once per round: mean and 95% t-interval."""
-    import math
-
-    from ..runstats import t975
+    """Figures measured once per round: mean and 95% t-interval (runstats.rounds_mean)."""
+    from ..runstats import rounds_mean
 
     xs = list(xs)
-    n = len(xs)
-    mean = sum(xs) / n
-    if n < 2:
-        return Interval(mean, -math.inf, math.inf, n)
-    sd = math.sqrt(sum((x - mean) ** 2 for x in xs) / (n - 1))
-    half = t975(n - 1) * sd / math.sqrt(n)
-    return Interval(mean, mean - half, mean + half, n)
+    return Interval(*rounds_mean(xs), len(xs))
