@@ -402,8 +402,16 @@ def sweep_cmd(grid, root, jobs, ray, retry_failed, retry_noisy, render, json_pat
                    "folder name>, so two ablations of different captures keep their variants apart).")
 @click.option("--only", default="", metavar="LIST",
               help="Rewrites to try, comma-separated: norm, flatten, embedding, or all (the default).")
+@click.option("--block", "blocks", multiple=True, metavar="NAME",
+              help="Transplant A's blocks of this kind into B (norm, attention, mlp, embedding, any other block "
+                   "role, all for the four, or one block's label as diff prints it: 'attention[3]#0'); repeatable. "
+                   "Without --only and --block: every rewrite and each of the four kinds; with --only alone: no "
+                   "transplant; with --block alone: no rewrite.")
 @click.option("--rounds", type=int, default=3, show_default=True,
               help="Rounds of timing, each in a fresh worker (an interval needs 3 or more).")
+@click.option("--profile", type=int, default=None, metavar="N",
+              help="Also profile N runs of each file per round (after its steady runs) and show, per variant, the "
+                   "kernel time of each block it changed beside B's.")
 @json_option("the table")
 @markdown_option
 @click.option("--html", "html_path", type=click.Path(dir_okay=False, path_type=Path), help="Write HTML here.")
@@ -414,18 +422,22 @@ def sweep_cmd(grid, root, jobs, ray, retry_failed, retry_noisy, render, json_pat
 @limits_options("Seconds per executable for its compile and runs; one still running 10 s later is stopped.",
                 "the checking and timing workers")
 @adapters_option
-def ablate_cmd(file_a, file_b, out_dir, only, rounds, json_path, md_path, html_path, target, timeout, max_memory):
+def ablate_cmd(file_a, file_b, out_dir, only, blocks, rounds, profile, json_path, md_path, html_path, target, timeout,
+               max_memory):
     """What each difference between FILE_A and FILE_B costs: FILE_B's lowering rewritten into
     FILE_A's form, one kind of difference at a time (norm: batch_norm_training/batch_norm_grad
     spelled out; flatten: dot_general on unflattened operands; embedding: position tables as iota,
-    lookups as jnp.take reads them) and all of them at once. Each variant is checked against
-    FILE_B's outputs on the same arguments (a failed one is never timed), then FILE_A, FILE_B and
-    the variants are timed on XLA:CPU, interleaved, in --rounds fresh workers (docs/ablate.md).
+    lookups as jnp.take reads them) and all of them at once; and, for what no rewrite covers,
+    FILE_A's blocks transplanted into FILE_B, one kind at a time (--block). Each variant is checked
+    against FILE_B's outputs on the same arguments (a failed one is never timed), then FILE_A,
+    FILE_B and the variants are timed on XLA:CPU, interleaved, in --rounds fresh workers
+    (docs/ablate.md).
 
     Exit code 0: done (also when nothing can be rewritten); 2: bad input, or a variant that failed
     its check or its rewrite; 130: interrupted.
     """
-    from .ablate import REWRITES, ablate
+    from .ablate import KINDS, REWRITES, ablate, is_label
+    from .diff.blocks import ROLES
     from .errors import StackwarsError
     from .isolate import max_memory as max_memory_of
     from .report.ablation import ablation_html, ablation_markdown, ablation_text
@@ -436,14 +448,26 @@ def ablate_cmd(file_a, file_b, out_dir, only, rounds, json_path, md_path, html_p
     for n in names:
         if n not in known:
             raise StackwarsError(f"--only {n}: no such rewrite", fix=f"one of {', '.join(known)}")
+    kinds = tuple(dict.fromkeys(k for b in blocks for k in (KINDS if b.strip() == "all" else (b.strip(),))))
+    for k in kinds:
+        if not is_label(k) and k not in ROLES:
+            raise StackwarsError(f"--block {k}: no such block role", fix=f"one of {', '.join(ROLES)}, all, or a block's "
+                                                                     "label as diff prints it (attention[0]#0)")
+    # Neither asked: every rewrite and each kind of block; --only alone: no transplant; --block alone: no rewrite.
+    rewrites = (names or None) if only else (() if kinds else None)
+    kinds = kinds or (() if only else KINDS)
+    if profile is not None:
+        from .bench.timing import Asked
+
+        Asked.of(profile=profile)  # --profile 1: one line before anything runs
     if target:
         from .bench.estimate import check_chip
 
         check_chip(target)  # a generation with no cost model, or no libtpu: one line before anything runs
     warn_sidecars([file_a, file_b])
     out_dir = out_dir or Path("out") / "ablate" / (Path(file_b).resolve().parent.name or "root")
-    abl = ablate(file_a, file_b, out_dir, names or None, rounds, timeout, max_memory_of(max_memory, timeout), progress,
-                 target)
+    abl = ablate(file_a, file_b, out_dir, rewrites, rounds, timeout, max_memory_of(max_memory, timeout), progress, target,
+                 kinds, profile or 0)
     from .files import write_atomic
 
     if md_path:

@@ -1,8 +1,9 @@
-"""ablate: each rewrite's IR exactly, every rewrite keeping the outputs of every golden capture it applies to, a wrong rewrite caught, and the command's answers."""
+"""ablate: each rewrite's IR exactly, every rewrite and transplant keeping the outputs of the golden captures it applies to, a wrong one caught, and the command's answers."""
 from __future__ import annotations
 
 import json
 import re
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -86,6 +87,29 @@ EMB_TAKE = """\
 return %1, %5 : tensor<3x4xf32>, tensor<3x4xf32>"""
 
 
+# The other way round (A flattens, B does not): JAX's rank-3 product, its weight gradient and a
+# batched attention product, each merged as torch_xla writes them.
+KEPT = """func.func @main(%x: tensor<2x4x8xf32>, %w: tensor<8x5xf32>, %dy: tensor<2x4x5xf32>, %q: tensor<2x3x4x8xf32>, %k: tensor<2x3x6x8xf32>) -> (tensor<2x4x5xf32>, tensor<8x5xf32>, tensor<2x3x4x6xf32>) {
+  %0 = stablehlo.dot_general %x, %w, contracting_dims = [2] x [0] : (tensor<2x4x8xf32>, tensor<8x5xf32>) -> tensor<2x4x5xf32>
+  %1 = stablehlo.dot_general %x, %dy, contracting_dims = [0, 1] x [0, 1] : (tensor<2x4x8xf32>, tensor<2x4x5xf32>) -> tensor<8x5xf32>
+  %2 = stablehlo.dot_general %q, %k, batching_dims = [0, 1] x [0, 1], contracting_dims = [3] x [3] : (tensor<2x3x4x8xf32>, tensor<2x3x6x8xf32>) -> tensor<2x3x4x6xf32>
+  return %0, %1, %2 : tensor<2x4x5xf32>, tensor<8x5xf32>, tensor<2x3x4x6xf32>
+}
+"""
+KEPT_MERGED = """\
+%0 = stablehlo.reshape %arg0 : (tensor<2x4x8xf32>) -> tensor<8x8xf32>
+%1 = stablehlo.dot_general %0, %arg1, contracting_dims = [1] x [0] : (tensor<8x8xf32>, tensor<8x5xf32>) -> tensor<8x5xf32>
+%2 = stablehlo.reshape %1 : (tensor<8x5xf32>) -> tensor<2x4x5xf32>
+%3 = stablehlo.reshape %arg0 : (tensor<2x4x8xf32>) -> tensor<8x8xf32>
+%4 = stablehlo.reshape %arg2 : (tensor<2x4x5xf32>) -> tensor<8x5xf32>
+%5 = stablehlo.dot_general %3, %4, contracting_dims = [0] x [0] : (tensor<8x8xf32>, tensor<8x5xf32>) -> tensor<8x5xf32>
+%6 = stablehlo.reshape %arg3 : (tensor<2x3x4x8xf32>) -> tensor<6x4x8xf32>
+%7 = stablehlo.reshape %arg4 : (tensor<2x3x6x8xf32>) -> tensor<6x6x8xf32>
+%8 = stablehlo.dot_general %6, %7, batching_dims = [0] x [0], contracting_dims = [2] x [2] : (tensor<6x4x8xf32>, tensor<6x6x8xf32>) -> tensor<6x4x6xf32>
+%9 = stablehlo.reshape %8 : (tensor<6x4x6xf32>) -> tensor<2x3x4x6xf32>
+return %2, %5, %9 : tensor<2x4x5xf32>, tensor<8x5xf32>, tensor<2x3x4x6xf32>"""
+
+
 def _body(text: str) -> str:
     """The entry function's ops, locations dropped, one per line."""
     lines = [re.sub(r"\s*loc\([^()]*(\([^()]*\))?[^()]*\)", "", x).strip() for x in text.splitlines()]
@@ -104,6 +128,25 @@ def test_each_rewrite_writes_the_other_form_exactly(tmp_path, source, rewrite, e
     text, (done,) = rewrite_file(path, (rewrite,))
     assert _body(text) == expected
     assert done.sites >= 1
+
+
+def test_flatten_runs_the_other_way_where_only_a_flattens(tmp_path):
+    """flatten reversed writes torch_xla's form exactly; on GPT-2 (torch_xla as A, JAX as B) the
+    variant keeps B's outputs and the diff's flattening difference shrinks."""
+    from stackwars_ir.ablate import check_variant, make_variants, rewrite_file
+
+    path = tmp_path / "b.mlir"
+    path.write_text(KEPT)
+    text, (done,) = rewrite_file(path, ("flatten",), ("flatten",))
+    assert _body(text) == KEPT_MERGED and done.sites == 3 and done.rewrite == "flatten (reverse)"
+    a, b = golden("gpt2", "torch-torch_xla"), golden("gpt2", "jax")
+    variants, skipped = make_variants(a, b, tmp_path / "v", ("flatten",))
+    (v,) = variants
+    assert list(v.sites) == ["flatten (reverse)"] and v.sites["flatten (reverse)"] >= 10
+    check = check_variant(b, Path(v.path))
+    assert check.ok, check
+    before, after = v.findings["flattening"]
+    assert after < before, v.findings
 
 
 def _pairs():
@@ -149,7 +192,7 @@ def test_a_wrong_rewrite_is_caught_by_the_output_check_and_never_timed(tmp_path,
     from stackwars_ir.ablate import ablate
     from stackwars_ir.ablate import rewrites
 
-    monkeypatch.setattr(rewrites, "_float", lambda attr: 0.0)
+    monkeypatch.setattr(rewrites, "float_of", lambda attr: 0.0)
     a, b = golden("gpt2", "jax"), golden("gpt2", "torch-torch_xla")
     abl = ablate(a, b, tmp_path, only=("norm",), rounds=1)
     (v,) = abl.variants
@@ -163,8 +206,8 @@ def test_ablate_command_reports_each_variant_and_a_saved_result_renders(tmp_path
 
     out = tmp_path / "variants"
     code, stdout, stderr = cli("ablate", golden("ffn", "jax"), golden("ffn", "torch-torch_xla"), "--out", out,
-                               "--rounds", "1", "--json", tmp_path / "a.json", "--markdown", tmp_path / "a.md",
-                               "--html", tmp_path / "a.html")
+                               "--only", "all", "--rounds", "1", "--json", tmp_path / "a.json", "--markdown",
+                               tmp_path / "a.md", "--html", tmp_path / "a.html")
     assert code == 0, stderr
     assert "flatten" in stdout and "1 round: no interval" in stdout
     data = json.loads((tmp_path / "a.json").read_text())
@@ -295,7 +338,7 @@ def test_target_estimates_each_variant_or_refuses_in_one_line(tmp_path, cli):
     import importlib.util
 
     args = ("ablate", golden("ffn", "jax"), golden("ffn", "torch-torch_xla"), "--out", tmp_path / "v", "--rounds", "1",
-            "--target", "tpu-v6e", "--json", tmp_path / "a.json")
+            "--only", "flatten", "--target", "tpu-v6e", "--json", tmp_path / "a.json")
     code, stdout, stderr = cli(*args)
     if importlib.util.find_spec("libtpu") is None:
         assert code == 2 and "libtpu" in stderr and "Traceback" not in stderr
@@ -306,3 +349,139 @@ def test_target_estimates_each_variant_or_refuses_in_one_line(tmp_path, cli):
     assert data["target"] == "tpu-v6e" and data["estimate_a_s"] > 0 and data["estimate_b_s"] > 0
     assert data["variants"][0]["estimate_s"] > 0
     assert "estimated" in stdout and "not measured" in stdout
+
+
+# ---------------------------------------------------------------------------------------------- transplant
+
+
+def _transplanted(tmp_path, a, b, kind):
+    """transplant_file's variant written beside a copy of B's sidecar (as ablate writes it)."""
+    from stackwars_ir.ablate import transplant_file
+
+    text, done = transplant_file(a, b, kind)
+    v = tmp_path / f"{b.stem}.block-{kind}.mlir"
+    v.write_text(text)
+    return v, done
+
+
+def _findings_by_block(a, b) -> dict:
+    from stackwars_ir.diff import diff_files
+
+    return {blk.label: sorted((f.kind, f.side) for f in blk.findings) for blk in diff_files(a, b).result().blocks}
+
+
+@pytest.mark.parametrize("kind", ["norm", "attention", "mlp", "embedding"])
+def test_a_transplant_puts_a_blocks_in_b_and_keeps_b_outputs(tmp_path, kind):
+    """GPT-2's torch_xla forward with JAX's blocks of one kind: every differing block of the kind
+    transplanted, B's outputs kept on B's own weights, the diff of A against the variant finding
+    those blocks the same op for op, and every other block's findings as they were."""
+    from stackwars_ir.ablate import check_variant
+    from stackwars_ir.diff import diff_files
+
+    a, b = golden("gpt2", "jax"), golden("gpt2", "torch-torch_xla")
+    v, done = _transplanted(tmp_path, a, b, kind)
+    assert done.blocks == done.differing >= 1 and done.skipped == (), done
+    check = check_variant(b, v)
+    assert check.ok and "capture" in check.arguments, check
+    moved = Counter()
+    for d in diff_files(a, v).blocks:
+        if d.label in done.labels:  # A's ops, and those reading B's values in A's shapes and types
+            assert all(n > 0 for n in d.delta.values()), (d.label, dict(d.delta))
+            # the one finding left: B's i64 token ids converted to the i32 A's lookup reads
+            assert all(f.kind == "converts" and "stablehlo.convert" in done.adapters for f in d.findings), d.findings
+            moved.update(d.delta)
+    assert dict(moved) == done.adapters
+    assert set(done.adapters) <= {"stablehlo.reshape", "stablehlo.transpose", "stablehlo.convert"}
+    before = _findings_by_block(a, b)
+    got = _findings_by_block(a, v)
+    assert {k: x for k, x in got.items() if k not in done.labels} == \
+        {k: x for k, x in before.items() if k not in done.labels and k in got}
+
+
+def test_a_transplant_of_one_block_and_of_a_training_step(tmp_path):
+    """One block by its label moves that block alone; in a training step the forward blocks move
+    and each backward block that reads what B's forward does not keep is listed with why."""
+    from stackwars_ir.ablate import check_variant
+
+    a, b = golden("gpt2", "jax"), golden("gpt2", "torch-torch_xla")
+    v, done = _transplanted(tmp_path, a, b, "mlp[1]#0")
+    assert done.blocks == done.differing == 1 and done.labels == ("mlp[1]#0",)
+    assert check_variant(b, v).ok
+    a, b = golden("gpt2", "jax-train"), golden("gpt2", "torch-torch_xla-train")
+    v, done = _transplanted(tmp_path, a, b, "mlp")
+    assert done.labels == ("mlp[0]#0", "mlp[1]#0") and done.differing == 4
+    assert [label for label, _ in done.skipped] == ["mlp[1]#0 (backward)", "mlp[0]#0 (backward)"]
+    assert all("no value of B holds" in why for _, why in done.skipped)
+    assert check_variant(b, v).ok
+
+
+def test_a_transplant_that_reads_the_wrong_values_is_caught_by_the_check(tmp_path, monkeypatch):
+    """A transplant that takes any value of the right size for what A's block reads (a deliberate bug:
+    a LayerNorm's scale read from its offset) fails the output check against B."""
+    import numpy as np
+
+    from stackwars_ir.ablate import check_variant, transplant
+
+    def careless(src, want, atol, rtol):
+        return tuple(range(src.ndim)) if src.shape == want.shape and src.dtype == want.dtype else None
+
+    monkeypatch.setattr(transplant, "reading", careless)
+    a, b = golden("gpt2", "jax"), golden("gpt2", "torch-torch_xla")
+    v, done = _transplanted(tmp_path, a, b, "norm")
+    check = check_variant(b, v)
+    assert not check.ok and check.max_abs > check.atol
+    assert np.isfinite(check.max_abs)
+
+
+def test_reading_finds_a_transpose_a_reshape_and_an_integer_convert():
+    import numpy as np
+
+    from stackwars_ir.ablate.transplant import reading
+
+    rng = np.random.default_rng(0)
+    w = rng.normal(size=(3, 4)).astype(np.float32)
+    assert reading(w, w.T.copy(), 1e-4, 1e-3) == (1, 0)  # a weight stored transposed
+    x = rng.normal(size=(2, 3, 4)).astype(np.float32)
+    assert reading(x, x.reshape(6, 4), 1e-4, 1e-3) == (0, 1, 2)  # flattened: a reshape, no transpose
+    assert reading(x, (x + 1e-6).astype(np.float32), 1e-4, 1e-3) == (0, 1, 2)  # within tolerance
+    assert reading(x, x * 1.01, 1e-4, 1e-3) is None  # 1% off: not the same value
+    ids = np.arange(6, dtype=np.int64).reshape(2, 3)
+    assert reading(ids, ids.astype(np.int32), 1e-4, 1e-3) == (0, 1)  # i64 read as i32: a convert
+    assert reading(ids, ids.astype(np.float32), 1e-4, 1e-3) is None  # never between integers and floats
+    assert reading(x, x.astype(np.float64), 1e-4, 1e-3) is None  # nor between float widths
+    mask = np.where(np.tril(np.ones((4, 4))) > 0, 0.0, -np.inf).astype(np.float32)
+    assert reading(mask, mask.copy(), 1e-4, 1e-3) == (0, 1)  # equal infinities are equal
+    assert reading(mask, mask.T.copy(), 1e-4, 1e-3) == (1, 0)
+    assert reading(mask, np.where(mask < 0, -1e9, 0.0).astype(np.float32), 1e-4, 1e-3) is None
+
+
+def test_ablate_block_command_transplants_and_refuses_in_one_line(tmp_path, cli):
+    from stackwars_ir.ablate import Ablation
+
+    a, b = golden("ffn", "jax"), golden("ffn", "torch-torch_xla")
+    code, stdout, stderr = cli("ablate", a, b, "--block", "mlp", "--block", "norm", "--out", tmp_path / "v",
+                               "--rounds", "1", "--profile", "2", "--json", tmp_path / "a.json", "--markdown",
+                               tmp_path / "a.md")
+    assert code == 0, stderr
+    abl = Ablation.from_json(json.loads((tmp_path / "a.json").read_text()))
+    assert Ablation.from_json(abl.as_json()) == abl
+    (v,) = abl.variants  # --block alone: no rewrite
+    assert v.name == "block-mlp" and v.rewrites == ("block mlp",) and v.sites == {"block mlp": 1}
+    assert v.check.ok and v.timed and v.findings["in mlp blocks"][1] == 0
+    assert "no aligned norm block differs" in abl.skipped["block norm"]
+    side = json.loads((tmp_path / "v" / "torch-torch_xla.block-mlp.json").read_text())
+    assert side["ablation"]["rewrites"] == ["block mlp"]
+    assert "block-mlp" in stdout and "block-mlp" in (tmp_path / "a.md").read_text()
+    # --profile: the kernel time of the block it changed, B's beside the variant's
+    assert [label for label, _, _ in v.block_times] == ["mlp#0"] and all(t > 0 for t in v.kernel_s)
+    assert all(tb > 0 and tv > 0 for _, tb, tv in v.block_times)
+    assert "kernel time per run (--profile, ms, B -> V)" in stdout
+    code, _, stderr = cli("ablate", a, b, "--block", "layer", "--out", tmp_path / "w")
+    assert code == 2 and "--block layer" in stderr and "attention" in stderr and "Traceback" not in stderr
+    assert not (tmp_path / "w").exists()
+    # files without their sidecars: no weights both sides share, so no transplant (said, exit 0)
+    for p in (a, b):
+        (tmp_path / p.name).write_bytes(p.read_bytes())
+    code, stdout, stderr = cli("ablate", tmp_path / a.name, tmp_path / b.name, "--block", "mlp", "--out", tmp_path / "x")
+    assert code == 0, stderr
+    assert "nothing to ablate" in stdout and "synthetic" in stdout

@@ -4,6 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 ABLATION_FORMAT = 1
+DEFAULT_ATOL, DEFAULT_RTOL = 1e-4, 1e-3  # capture's parity bound (capture/parity.py) where B's sidecar names none
 
 
 @dataclass(frozen=True)
@@ -76,7 +77,8 @@ class Interval:
 class Variant:
     """B with some of its differences rewritten into A's form.
 
-    rewrites: the rewrites applied (ablate.rewrites names); sites: ops rewritten per rewrite;
+    rewrites: the rewrites applied (ablate.rewrites names), or for a transplant (ablate.transplant)
+    "block KIND"; sites: ops rewritten per rewrite (blocks transplanted);
     added/removed: op names -> count, whole module; findings: the diff findings its rewrites aim at
     (ablate.rewrites.finding_key) -> (count in A against B, count in A against this variant);
     findings_new: findings of other keys that A against the variant has and A against B had not, or
@@ -98,6 +100,9 @@ class Variant:
     share: Interval | None = None
     error: str | None = None  # a rewrite that could not apply: which op stopped it
     estimate_s: float | None = None  # --target: the TPU compiler's estimate of one run, seconds (not measured)
+    blocks_skipped: tuple = ()  # a transplant: "label: why" for each differing block it left as it was
+    block_times: tuple = ()  # --profile: (block label, B's kernel seconds, the variant's) of each block it changed
+    kernel_s: tuple = ()  # --profile: B's and the variant's summed kernel time per run, seconds
 
     @property
     def timed(self) -> bool:
@@ -110,7 +115,10 @@ class Variant:
                 "findings": {k: list(c) for k, c in self.findings.items()}, "findings_new": list(self.findings_new),
                 "steady_s": list(self.steady), "change": self.change.as_json() if self.change else None,
                 "share_of_gap": self.share.as_json() if self.share else None, "error": self.error,
-                **({"estimate_s": self.estimate_s} if self.estimate_s is not None else {})}
+                **({"estimate_s": self.estimate_s} if self.estimate_s is not None else {}),
+                **({"blocks_skipped": list(self.blocks_skipped)} if self.blocks_skipped else {}),
+                **({"kernel_time_by_block": [list(x) for x in self.block_times], "kernel_s": list(self.kernel_s)}
+                   if self.kernel_s else {})}
 
     @classmethod
     def from_json(cls, d: dict) -> "Variant":
@@ -119,7 +127,8 @@ class Variant:
                    {k: tuple(c) for k, c in d.get("findings", {}).items()},
                    tuple(d.get("findings_new", ())), tuple(d.get("steady_s", ())),
                    Interval.from_json(d.get("change")), Interval.from_json(d.get("share_of_gap")), d.get("error"),
-                   d.get("estimate_s"))
+                   d.get("estimate_s"), tuple(d.get("blocks_skipped", ())),
+                   tuple(tuple(x) for x in d.get("kernel_time_by_block", ())), tuple(d.get("kernel_s", ())))
 
 
 @dataclass(frozen=True)

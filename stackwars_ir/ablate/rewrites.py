@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .mlir import At, float_of, head, histogram, int_of, is_float, ops_of, producer, replace, shape_of
+
 
 class CannotApply(Exception):
     """A rewrite met a site it cannot turn into the other form: `op` (its printed form's head) and why."""
@@ -75,149 +77,24 @@ class Applied:
     removed: dict
 
 
-def apply(module, rewrite: Rewrite) -> Applied:
+REVERSIBLE = ("flatten",)  # rewrites that also run the other way round, where A has the form B lacks
+REVERSED = " (reverse)"  # how Applied names a rewrite run the other way round: "flatten (reverse)"
+
+
+def apply(module, rewrite: Rewrite, reverse: bool = False) -> Applied:
     """Rewrite every site of `rewrite` in `module` (an ir.Module of the jaxlib bindings) in place;
     CannotApply where a site cannot be rewritten (the module is then left half-rewritten: the caller
-    parses a fresh copy for each variant)."""
-    before = _histogram(module)
-    sites = {"norm": _norm, "flatten": _flatten, "embedding": _embedding}[rewrite.name](module)
-    after = _histogram(module)
+    parses a fresh copy for each variant). `reverse` (a REVERSIBLE rewrite): the other way round,
+    into the form the rewrite removes (flatten: B's dot_generals flattened as A's are)."""
+    if reverse and rewrite.name not in REVERSIBLE:
+        raise ValueError(f"{rewrite.name} runs one way only")
+    before = histogram(module)
+    sites = {"norm": _norm, "flatten": _merge if reverse else _flatten, "embedding": _embedding}[rewrite.name](module)
+    after = histogram(module)
     added = {k: after.get(k, 0) - before.get(k, 0) for k in after if after.get(k, 0) > before.get(k, 0)}
     removed = {k: before[k] - after.get(k, 0) for k in before if before[k] > after.get(k, 0)}
-    return Applied(rewrite.name, sites, dict(sorted(added.items())), dict(sorted(removed.items())))
-
-
-# ---------------------------------------------------------------------------------------------- walking
-
-
-def _ops(module, name: str | None = None) -> list:
-    """Every operation of the module (nested regions included), in order; those named `name` if given."""
-    out = []
-
-    def visit(op):
-        for region in op.regions:
-            for block in region.blocks:
-                for inner in block.operations:
-                    inner = inner.operation
-                    if name is None or inner.name == name:
-                        out.append(inner)
-                    visit(inner)
-
-    visit(module.operation)
-    return out
-
-
-def _histogram(module) -> dict:
-    from collections import Counter
-
-    return dict(Counter(op.name for op in _ops(module)))
-
-
-def _head(op) -> str:
-    text = op.get_asm(large_elements_limit=4) if hasattr(op, "get_asm") else str(op)
-    return text.strip().splitlines()[0][:160]
-
-
-def _producer(value):
-    """The operation producing `value`, or None for a block argument."""
-    from jaxlib.mlir import ir
-
-    owner = value.owner
-    if isinstance(owner, ir.Block):
-        return None
-    return owner.operation if hasattr(owner, "operation") else owner
-
-
-class _At:
-    """Builds ops right before `anchor`, each with the anchor's location."""
-
-    def __init__(self, anchor):
-        from jaxlib.mlir import ir
-
-        self.ir = ir
-        self.loc = anchor.location
-        self.ip = ir.InsertionPoint(anchor)
-
-    def tensor(self, shape, element):
-        return self.ir.RankedTensorType.get(list(shape), element)
-
-    def splat(self, shape, element, number):
-        ir = self.ir
-        t = self.tensor(shape, element)
-        scalar = ir.FloatAttr.get(element, float(number)) if _is_float(element) else ir.IntegerAttr.get(element, int(number))
-        return self.op("stablehlo.constant", [t], [], {"value": ir.DenseElementsAttr.get_splat(t, scalar)})
-
-    def op(self, name, results, operands, attributes=None):
-        op = self.ir.Operation.create(name, results=results, operands=operands, attributes=attributes or {},
-                                      loc=self.loc, ip=self.ip)
-        return op.results[0] if len(op.results) == 1 else op
-
-    def binary(self, name, a, b):
-        return self.op(f"stablehlo.{name}", [a.type], [a, b])
-
-    def broadcast(self, value, shape, dims):
-        ir = self.ir
-        t = self.tensor(shape, ir.RankedTensorType(value.type).element_type)
-        return self.op("stablehlo.broadcast_in_dim", [t], [value],
-                       {"broadcast_dimensions": ir.DenseI64ArrayAttr.get(list(dims))})
-
-    def reshape(self, value, shape):
-        t = self.tensor(shape, self.ir.RankedTensorType(value.type).element_type)
-        return self.op("stablehlo.reshape", [t], [value])
-
-    def sum(self, value, dims):
-        """reduce(add) of `value` over `dims`, as JAX writes it (an f32 zero, the add in the region)."""
-        ir = self.ir
-        t = ir.RankedTensorType(value.type)
-        element = t.element_type
-        kept = [d for i, d in enumerate(t.shape) if i not in dims]
-        zero = self.splat([], element, 0)
-        red = self.ir.Operation.create("stablehlo.reduce", results=[self.tensor(kept, element)], operands=[value, zero],
-                                       attributes={"dimensions": ir.DenseI64ArrayAttr.get(sorted(dims))},
-                                       regions=1, loc=self.loc, ip=self.ip)
-        scalar = self.tensor([], element)
-        body = red.regions[0].blocks.append(scalar, scalar)
-        with ir.InsertionPoint(body):
-            add = ir.Operation.create("stablehlo.add", results=[scalar], operands=list(body.arguments), loc=self.loc)
-            ir.Operation.create("stablehlo.return", results=[], operands=[add.results[0]], loc=self.loc)
-        return red.results[0]
-
-    def compare(self, a, b, direction: str):
-        ir = self.ir
-        t = self.tensor(ir.RankedTensorType(a.type).shape, ir.IntegerType.get_signless(1))
-        return self.op("stablehlo.compare", [t], [a, b],
-                       {"comparison_direction": ir.Attribute.parse(f"#stablehlo<comparison_direction {direction}>")})
-
-
-def _is_float(element) -> bool:
-    from jaxlib.mlir import ir
-
-    return any(isinstance(element, k) for k in (ir.F32Type, ir.F64Type, ir.F16Type, ir.BF16Type)) or \
-        str(element) in ("f32", "f64", "f16", "bf16")
-
-
-def _shape(value) -> list:
-    from jaxlib.mlir import ir
-
-    return list(ir.RankedTensorType(value.type).shape)
-
-
-def _replace(op, values) -> None:
-    for old, new in zip(op.results, values):
-        old.replace_all_uses_with(new)
-    op.erase()
-
-
-def _int(attr) -> int:
-    from jaxlib.mlir import ir
-
-    return ir.IntegerAttr(attr).value
-
-
-def _float(attr) -> float:
-    from jaxlib.mlir import ir
-
-    return ir.FloatAttr(attr).value
+    return Applied(rewrite.name + (REVERSED if reverse else ""), sites, dict(sorted(added.items())),
+                   dict(sorted(removed.items())))
 
 
 # ---------------------------------------------------------------------------------------------- norm
@@ -233,14 +110,14 @@ def _norm(module) -> int:
       dx = (scale * inv / N) * (N * dy - doffset - xhat * dscale)
     the forms of XLA's BatchNormExpander and of JAX's LayerNorm (variance E[(x - mean)^2])."""
     sites = 0
-    for op in _ops(module, "stablehlo.batch_norm_training") + _ops(module, "stablehlo.batch_norm_grad"):
-        at = _At(op)
-        eps, fi = _float(op.attributes["epsilon"]), _int(op.attributes["feature_index"])
+    for op in ops_of(module, "stablehlo.batch_norm_training") + ops_of(module, "stablehlo.batch_norm_grad"):
+        at = At(op)
+        eps, fi = float_of(op.attributes["epsilon"]), int_of(op.attributes["feature_index"])
         x = op.operands[0]
-        shape = _shape(x)
+        shape = shape_of(x)
         element = at.ir.RankedTensorType(x.type).element_type
-        if not _is_float(element):
-            raise CannotApply(_head(op), f"element type {element} is not a float")
+        if not is_float(element):
+            raise CannotApply(head(op), f"element type {element} is not a float")
         dims = [d for d in range(len(shape)) if d != fi]
         n = 1
         for d in dims:
@@ -255,7 +132,7 @@ def _norm(module) -> int:
             inv = at.op("stablehlo.rsqrt", [var.type], [at.binary("add", var, at.splat(c, element, eps))])
             y = at.binary("add", at.binary("multiply", d, at.broadcast(at.binary("multiply", inv, scale), shape, [fi])),
                           at.broadcast(offset, shape, [fi]))
-            _replace(op, [y, mean, var])
+            replace(op, [y, mean, var])
         else:
             _, scale, mean, var, dy = op.operands
             inv = at.op("stablehlo.rsqrt", [var.type], [at.binary("add", var, at.splat(c, element, eps))])
@@ -268,7 +145,7 @@ def _norm(module) -> int:
                                                     at.broadcast(doffset, shape, [fi])),
                               at.binary("multiply", xhat, at.broadcast(dscale, shape, [fi])))
             dx = at.binary("multiply", at.broadcast(factor, shape, [fi]), inner)
-            _replace(op, [dx, dscale, doffset])
+            replace(op, [dx, dscale, doffset])
         sites += 1
     return sites
 
@@ -307,39 +184,111 @@ def _flatten(module) -> int:
     from jaxlib.mlir import ir
 
     sites = 0
-    for op in _ops(module, "stablehlo.dot_general"):
+    for op in ops_of(module, "stablehlo.dot_general"):
         numbers = op.attributes["dot_dimension_numbers"]
         dn = {k: list(getattr(_dims(numbers), k)) for k in ("lhs_batch", "rhs_batch", "lhs_contract", "rhs_contract")}
         sides, flattening = [], []
         for operand in op.operands[:2]:
-            src = _producer(operand)
-            g = _groups(_shape(src.operands[0]), _shape(operand)) if src is not None and src.name == "stablehlo.reshape" \
+            src = producer(operand)
+            g = _groups(shape_of(src.operands[0]), shape_of(operand)) if src is not None and src.name == "stablehlo.reshape" \
                 else None
-            full = _shape(src.operands[0]) if g else []
+            full = shape_of(src.operands[0]) if g else []
             # a real merge: two or more dimensions longer than 1 in one group (dropping a unit
             # dimension, as both exporters do for a batch of 1, flattens nothing)
             sides.append((src.operands[0], g) if g and any(sum(full[i] > 1 for i in x) > 1 for x in g) else None)
             if sides[-1] is not None and src not in flattening:
                 flattening.append(src)
-        plan = _unflattened(sides, dn, [_shape(v) for v in op.operands[:2]])
+        plan = _unflattened(sides, dn, [shape_of(v) for v in op.operands[:2]])
         if plan is None:
             continue
         reads, new = plan
-        at = _At(op)
-        lhs, rhs = (o if r is None else r[0] if _shape(r[0]) == r[1] else at.reshape(r[0], r[1])
+        at = At(op)
+        lhs, rhs = (o if r is None else r[0] if shape_of(r[0]) == r[1] else at.reshape(r[0], r[1])
                     for r, o in zip(reads, op.operands[:2]))
         result = ir.RankedTensorType(op.results[0].type)
-        out_shape = _product_shape([_shape(lhs), _shape(rhs)], new)
+        out_shape = _product_shape([shape_of(lhs), shape_of(rhs)], new)
         attrs = {name: op.attributes[name] for name in op.attributes}
         attrs["dot_dimension_numbers"] = ir.Attribute.parse(_dims_text(new))
         product = at.ir.Operation.create("stablehlo.dot_general", results=[at.tensor(out_shape, result.element_type)],
                                          operands=[lhs, rhs], attributes=attrs, loc=at.loc, ip=at.ip).results[0]
-        _replace(op, [product if out_shape == list(result.shape) else at.reshape(product, list(result.shape))])
+        replace(op, [product if out_shape == list(result.shape) else at.reshape(product, list(result.shape))])
         for reshape in flattening:  # the flattening reshape, where nothing else reads it
             if not list(reshape.results[0].uses):
                 reshape.erase()
         sites += 1
     return sites
+
+
+def _merge(module) -> int:
+    """The flatten rewrite the other way round, where A flattens and B does not: each dot_general
+    made as torch_xla writes it, every run of two or more dimensions of one kind merged into one by
+    a reshape of its operand: batch dimensions (consecutive on both operands, paired in order),
+    contracting dimensions (likewise), and each operand's free dimensions (consecutive); the product,
+    at the lower rank, reshaped to the result's shape, so every later op reads the same values.
+    `x @ W` over [2,16,64] becomes [32,64] @ W; a weight gradient's contraction over batch and
+    sequence becomes one over their product."""
+    from jaxlib.mlir import ir
+
+    sites = 0
+    for op in ops_of(module, "stablehlo.dot_general"):
+        dn = {k: list(getattr(_dims(op.attributes["dot_dimension_numbers"]), k))
+              for k in ("lhs_batch", "rhs_batch", "lhs_contract", "rhs_contract")}
+        shapes = [shape_of(v) for v in op.operands[:2]]
+        plan = _merged(dn, shapes)
+        if plan is None:
+            continue
+        groups, new = plan
+        at = At(op)
+        operands = []
+        for value, grouped, shape in zip(op.operands[:2], groups, shapes):
+            target = [_product([shape[d] for d in g]) for g in grouped]
+            operands.append(value if target == shape else at.reshape(value, target))
+        result = ir.RankedTensorType(op.results[0].type)
+        out_shape = _product_shape([shape_of(v) for v in operands], new)
+        attrs = {name: op.attributes[name] for name in op.attributes}
+        attrs["dot_dimension_numbers"] = ir.Attribute.parse(_dims_text(new))
+        product = at.ir.Operation.create("stablehlo.dot_general", results=[at.tensor(out_shape, result.element_type)],
+                                         operands=operands, attributes=attrs, loc=at.loc, ip=at.ip).results[0]
+        replace(op, [product if out_shape == list(result.shape) else at.reshape(product, list(result.shape))])
+        sites += 1
+    return sites
+
+
+def _product(xs) -> int:
+    n = 1
+    for x in xs:
+        n *= x
+    return n
+
+
+def _merged(dn: dict, shapes: list):
+    """Which dimensions _merge merges: for each operand, its dimensions grouped (each group
+    consecutive, in order), and the new dimension numbers; None where no run of two or more merges."""
+    def run(ds: list) -> bool:
+        return len(ds) >= 2 and ds == list(range(ds[0], ds[0] + len(ds)))
+
+    free = [[i for i in range(len(s)) if i not in dn[f"{x}_batch"] + dn[f"{x}_contract"]]
+            for x, s in zip(("lhs", "rhs"), shapes)]
+    merge = {"batch": run(dn["lhs_batch"]) and run(dn["rhs_batch"]),
+             "contract": run(dn["lhs_contract"]) and run(dn["rhs_contract"]) and
+             [shapes[0][d] for d in dn["lhs_contract"]] == [shapes[1][d] for d in dn["rhs_contract"]],
+             "free0": run(free[0]), "free1": run(free[1])}
+    if not any(merge.values()):
+        return None
+    groups, index = [], []
+    for n, (x, s) in enumerate(zip(("lhs", "rhs"), shapes)):
+        grouped, at = [], {}
+        for d in range(len(s)):
+            kind = "batch" if d in dn[f"{x}_batch"] else "contract" if d in dn[f"{x}_contract"] else f"free{n}"
+            if merge[kind] and grouped and grouped[-1][0] == kind:
+                grouped[-1][1].append(d)
+            else:
+                grouped.append((kind, [d]))
+            at[d] = len(grouped) - 1
+        groups.append([g for _, g in grouped])
+        index.append(at)
+    new = {k: list(dict.fromkeys(index[0 if k.startswith("lhs") else 1][d] for d in dn[k])) for k in dn}
+    return groups, new
 
 
 def _dims(attr):
@@ -385,7 +334,7 @@ def _unflattened(sides: list, dn: dict, shapes: list):
     maps, full = [], []
     for side, shape in zip(sides, shapes):
         maps.append(side[1] if side else [[i] for i in range(len(shape))])
-        full.append(_shape(side[0]) if side else shape)
+        full.append(shape_of(side[0]) if side else shape)
     split = [[len(g) > 1 for g in m] for m in maps]
     for kl, kr in (("lhs_batch", "rhs_batch"), ("lhs_contract", "rhs_contract")):
         for dl, dr in zip(dn[kl], dn[kr]):
@@ -419,7 +368,7 @@ def _embedding(module) -> int:
     from jaxlib.mlir import ir
 
     sites = 0
-    for op in _ops(module, "stablehlo.constant"):
+    for op in ops_of(module, "stablehlo.constant"):
         t = ir.RankedTensorType(op.results[0].type)
         if t.rank < 1 or not isinstance(t.element_type, ir.IntegerType) or not any(
                 u.owner.name == "stablehlo.gather" for u in op.results[0].uses):
@@ -432,12 +381,12 @@ def _embedding(module) -> int:
                                     values.shape))), None)
         if dim is None:
             continue
-        at = _At(op)
-        _replace(op, [at.op("stablehlo.iota", [t], [], {"iota_dimension": ir.IntegerAttr.get(
+        at = At(op)
+        replace(op, [at.op("stablehlo.iota", [t], [], {"iota_dimension": ir.IntegerAttr.get(
             ir.IntegerType.get_signless(64), dim)})])
         sites += 1
-    for op in _ops(module, "stablehlo.gather"):
-        src = _producer(op.operands[1])
+    for op in ops_of(module, "stablehlo.gather"):
+        src = producer(op.operands[1])
         if src is None or src.name != "stablehlo.convert":
             continue
         wide = src.operands[0]
@@ -449,9 +398,9 @@ def _embedding(module) -> int:
         dims = str(op.attributes["dimension_numbers"])
         if "start_index_map = [0]" not in dims:
             continue
-        rows = _shape(op.operands[0])[0]
-        at = _At(op)
-        shape = _shape(wide)
+        rows = shape_of(op.operands[0])[0]
+        at = At(op)
+        shape = shape_of(wide)
         wrapped = at.op("stablehlo.select", [wide.type], [at.compare(wide, at.splat(shape, before, 0), "LT"),
                                                           at.binary("add", wide, at.splat(shape, before, rows)), wide])
         op.operands[1] = wrapped

@@ -5,17 +5,18 @@ import json
 from collections import Counter
 from pathlib import Path
 
-from .result import Ablation, Check, Interval, Variant
-from .rewrites import REWRITES, CannotApply, apply, by_name, finding_key
+from .result import DEFAULT_ATOL, DEFAULT_RTOL, Ablation, Check, Interval, Variant
+from .rewrites import REVERSIBLE, REWRITES, Applied, CannotApply, apply, by_name, finding_key
+from .transplant import NothingToTransplant, is_label, transplant_file
 
 ALL = "all"  # the variant with every rewrite that applied
-DEFAULT_ATOL, DEFAULT_RTOL = 1e-4, 1e-3  # capture's parity bound (capture/parity.py) where B's sidecar names none
+BLOCK = "block"  # a transplant's variant: block-KIND, its rewrites ("block KIND",)
 
 
-def rewrite_file(b: Path, names: tuple) -> tuple[str, list]:
-    """B's text with the rewrites `names` applied in order, and what each did (rewrites.Applied);
-    CannotApply from the first that cannot. Parsed and printed with the MLIR bindings (locations
-    kept), verified before printing."""
+def rewrite_file(b: Path, names: tuple, reverse: tuple = ()) -> tuple[str, list]:
+    """B's text with the rewrites `names` applied in order (those in `reverse` the other way round:
+    rewrites.apply), and what each did (rewrites.Applied); CannotApply from the first that cannot.
+    Parsed and printed with the MLIR bindings (locations kept), verified before printing."""
     from jaxlib.mlir import ir
 
     from ..errors import StackwarsError
@@ -24,7 +25,7 @@ def rewrite_file(b: Path, names: tuple) -> tuple[str, list]:
     data = Path(b).read_bytes()
     with mlir_context(), ir.Location.unknown():
         module = ir.Module.parse(data if str(b).endswith(".mlirbc") else data.decode())
-        done = [apply(module, by_name(n)) for n in names]
+        done = [apply(module, by_name(n), n in reverse) for n in names]
         if not module.operation.verify():
             raise StackwarsError(f"{b}: the module rewritten by {'+'.join(names)} does not verify",
                                  fix="report it: a rewrite made invalid StableHLO")
@@ -42,6 +43,9 @@ def make_variants(a: Path, b: Path, out: Path, only: tuple | None = None) -> tup
     names = tuple(dict.fromkeys(only or tuple(r.name for r in REWRITES)))
     before = findings_of(a, b)
     named = {f[1] for f in before}
+    # A reversible rewrite runs the other way round where only A has the form it removes (A flattens)
+    reverse = tuple(r.name for r in REWRITES if r.name in REVERSIBLE and
+                    {f[2] for f in before if f[1] in r.finding} == {"a"})
     variants, skipped, applied = [], {}, []
     for name in names:
         if not named & set(by_name(name).finding):
@@ -49,17 +53,18 @@ def make_variants(a: Path, b: Path, out: Path, only: tuple | None = None) -> tup
                              f"(none of: {', '.join(by_name(name).finding)})")
             continue
         try:
-            text, (done,) = rewrite_file(b, (name,))
+            text, (done,) = rewrite_file(b, (name,), reverse)
         except CannotApply as e:
             variants.append(Variant(name, "", (name,), {}, {}, {}, None, error=f"{b}: {e.op}: {e.why}"))
             continue
         if not done.sites:
-            skipped[name] = f"{Path(b).name} has no {by_name(name).site}"
+            skipped[name] = f"{Path(b).name} has no " + ("dot_general with two or more dimensions of one kind to merge as "
+                                                         f"{Path(a).name} does" if name in reverse else by_name(name).site)
             continue
         applied.append(name)
         variants.append(_written(b, out, name, (name,), text, [done]))
     if len(applied) > 1:
-        text, done = rewrite_file(b, tuple(applied))
+        text, done = rewrite_file(b, tuple(applied), reverse)
         variants.append(_written(b, out, ALL, tuple(applied), text, done))
     return [_with_findings(a, before, v) if v.path else v for v in variants], skipped
 
@@ -115,19 +120,32 @@ def findings_of(a: Path, b: Path) -> Counter:
     return found
 
 
-def _with_findings(a: Path, before: Counter, v: Variant) -> Variant:
+def _with_findings(a: Path, before: Counter, v: Variant, blocks: tuple = ()) -> Variant:
     """The variant with the findings its rewrites aim at counted in A against B and in A against it
     (`findings`: key -> (before, after)), and those A against it has that A against B had not, or
-    the reverse ("(gone) ..."): a rewrite must leave them as they were, and any it changes is listed."""
+    the reverse ("(gone) ..."): a rewrite must leave them as they were, and any it changes is listed.
+    A transplant (`blocks`: the labels of the blocks it replaced) aims at every finding of those
+    blocks, counted as "in KIND blocks", and at the whole-module summaries that restate them."""
     import dataclasses
 
     after = findings_of(a, Path(v.path))
-    keys = [k for name in v.rewrites for k in by_name(name).finding]
-    own = set(keys) | {f"summary {by_name(name).topic}" for name in v.rewrites}  # restates its own findings
-    counts = {k: (sum(n for f, n in before.items() if f[1] == k), sum(n for f, n in after.items() if f[1] == k))
-              for k in keys}
-    new = sorted({_said(f) for f in after - before if f[1] not in own})
-    gone = sorted({_said(f) for f in before - after if f[1] not in own})
+    if blocks:
+        kind = v.rewrites[0].split(" ", 1)[1]
+        counts = {f"in {kind} blocks": (sum(n for f, n in before.items() if f[0] in blocks),
+                                        sum(n for f, n in after.items() if f[0] in blocks))}
+
+        def own(f) -> bool:
+            return f[0] in blocks or f[1].startswith("summary ")
+    else:
+        keys = [k for name in v.rewrites for k in by_name(name).finding]
+        mine = set(keys) | {f"summary {by_name(name).topic}" for name in v.rewrites}  # restates its own findings
+        counts = {k: (sum(n for f, n in before.items() if f[1] == k), sum(n for f, n in after.items() if f[1] == k))
+                  for k in keys}
+
+        def own(f) -> bool:
+            return f[1] in mine
+    new = sorted({_said(f) for f in after - before if not own(f)})
+    gone = sorted({_said(f) for f in before - after if not own(f)})
     return dataclasses.replace(v, findings={k: c for k, c in counts.items() if c != (0, 0)},
                                findings_new=tuple(new + [f"(gone) {g}" for g in gone]))
 
@@ -135,6 +153,60 @@ def _with_findings(a: Path, before: Counter, v: Variant) -> Variant:
 def _said(f: tuple) -> str:
     """A finding key as the table lists it: its block and kind, a module-level one with its figures."""
     return f"{f[0]}: {f[1]}" + (f" {f[3]}" if f[0] == "(module)" else "")
+
+
+def transplant_task(a: Path, b: Path, kind: str) -> tuple:
+    """transplant_file in a worker: (text, Transplanted, None, False); ("", None, why, True) where
+    there is nothing to transplant, ("", None, why, False) where it cannot apply."""
+    try:
+        text, done = transplant_file(a, b, kind)
+        return text, done, None, False
+    except NothingToTransplant as e:
+        return "", None, f"{e.op}: {e.why}", True
+    except CannotApply as e:
+        return "", None, f"{e.op}: {e.why}", False
+
+
+def transplant_failed(message: str) -> tuple:
+    """A transplant task's row when its worker did not finish (killed, out of time or memory)."""
+    return "", None, message, False
+
+
+def block_name(kind: str) -> str:
+    """A transplant's variant name: block-attention, block-attention-0-0-backward for one block's label."""
+    import re
+
+    return f"{BLOCK}-" + "-".join(x for x in re.split(r"[^A-Za-z0-9_]+", kind) if x)
+
+
+def transplant_variants(a: Path, b: Path, out: Path, blocks: tuple, before: Counter, worker, timeout,
+                        progress=None) -> tuple[list, dict]:
+    """One variant per entry of `blocks` (a block role, ablate.transplant.KINDS, or one block's
+    label): B with A's blocks of it (ablate.transplant), written as `OUT/<B's stem>.block-KIND.mlir`
+    with its sidecar, the diff's findings of A against it beside those of A against B. Runs in
+    `worker` (the transplant runs both programs). Returns the variants (unchecked, untimed) and
+    skipped: "block KIND" -> why it made no variant."""
+    import dataclasses
+
+    from ..isolate import Task
+
+    variants, skipped = [], {}
+    for kind in blocks:
+        name = f"{BLOCK} {kind}"
+        if progress:
+            progress(f"transplanting {a}'s {kind} block{'' if is_label(kind) else 's'} into {b} ...")
+        text, done, why, nothing = worker.run(Task(transplant_task, (Path(a), Path(b), kind), name, transplant_failed),
+                                              timeout)
+        if nothing:
+            skipped[name] = why
+            continue
+        if why:
+            variants.append(Variant(block_name(kind), "", (name,), {}, {}, {}, None, error=f"{b}: {why}"))
+            continue
+        v = _written(b, out, block_name(kind), (name,), text, [Applied(name, done.blocks, done.added, done.removed)])
+        v = dataclasses.replace(v, blocks_skipped=tuple(f"{label}: {w}" for label, w in done.skipped))
+        variants.append(_with_findings(a, before, v, done.labels))
+    return variants, skipped
 
 
 def check_variant(b: Path, v: Path) -> Check:
@@ -185,14 +257,19 @@ def check_variant(b: Path, v: Path) -> Check:
 
 
 def ablate(a: Path, b: Path, out: Path, only: tuple | None = None, rounds: int = 3, timeout: float | None = None,
-           max_memory: int | None = None, progress=None, target: str | None = None) -> Ablation:
+           max_memory: int | None = None, progress=None, target: str | None = None, blocks: tuple = (),
+           profile: int = 0) -> Ablation:
     """Variants of B with its differences from A rewritten into A's form (ablate.rewrites), each
     checked against B (check_variant; a failed check is never timed), then A, B and every checked
     variant timed on XLA:CPU in `rounds` rounds, each a fresh bench worker where their steady runs
     take turns. Per variant: its steady time against B's (ratio, 95% interval across rounds) and
     the share of B - A it closes (withheld where B / A's interval holds 1). `target` (a TPU
     generation): A, B and each checked variant also compiled for it (libtpu, compile-only) and the
-    compiler's estimate of one run kept beside the times, labelled as an estimate."""
+    compiler's estimate of one run kept beside the times, labelled as an estimate. `blocks`: block
+    roles or labels whose blocks are transplanted from A (transplant_variants), a variant each,
+    checked and timed as the others; `only` = () with blocks: no rewrite, transplants alone.
+    `profile` (2 or more): that many runs of each file profiled in every round, after its steady
+    runs, and per variant the kernel time of each block it changed beside B's (block_times)."""
     import dataclasses
 
     from ..bench.run import bench_files
@@ -209,11 +286,15 @@ def ablate(a: Path, b: Path, out: Path, only: tuple | None = None, rounds: int =
     import hashlib
 
     sha = tuple(hashlib.sha256(Path(p).read_bytes()).hexdigest() for p in (a, b))
-    variants, skipped = make_variants(Path(a), Path(b), Path(out), only)
-    if not variants:  # nothing to ablate: no time is measured for a comparison nobody asked
-        return Ablation(str(a), str(b), (), rounds, skipped=skipped, machine=machine(), platform="cpu", sha256=sha)
+    variants, skipped = make_variants(Path(a), Path(b), Path(out), only) if only != () else ([], {})
     checked = []
     with Isolated(max_memory) as worker:
+        if blocks:
+            more, why = transplant_variants(Path(a), Path(b), Path(out), tuple(dict.fromkeys(blocks)),
+                                            findings_of(a, b), worker, timeout, progress)
+            variants, skipped = variants + more, {**skipped, **why}
+        if not variants:  # nothing to ablate: no time is measured for a comparison nobody asked
+            return Ablation(str(a), str(b), (), rounds, skipped=skipped, machine=machine(), platform="cpu", sha256=sha)
         for v in variants:
             if v.error:
                 checked.append(v)
@@ -225,11 +306,15 @@ def ablate(a: Path, b: Path, out: Path, only: tuple | None = None, rounds: int =
             checked.append(dataclasses.replace(v, check=check))
     timed = [v for v in checked if v.check is not None and v.check.ok]
     paths = [str(a), str(b)] + [v.path for v in timed]
-    per_round, failed_timing = [], {}
+    per_round, failed_timing, profiles = [], {}, {}
+    from ..bench.timing import Asked
+
+    asked = Asked.of(profile=profile) if profile else None
     for r in range(rounds):
         if progress:
             progress(f"round {r + 1} of {rounds}: timing {len(paths)} files, interleaved, in a fresh worker ...")
-        report = bench_files(paths, "cpu", timeout, with_peaks=False, max_memory=max_memory, progress=progress)
+        report = bench_files(paths, "cpu", timeout, with_peaks=False, max_memory=max_memory, progress=progress,
+                             asked=asked)
         rows = {e.label: e for _, e in report.rows}
         bad = [f"{p}: {rows[p].error}" for p in paths[:2] if not rows[p].ok]
         if bad:  # A or B: nothing to compare the variants with
@@ -238,6 +323,9 @@ def ablate(a: Path, b: Path, out: Path, only: tuple | None = None, rounds: int =
             if not rows[p].ok:  # a variant that runs no more: reported, never compared
                 failed_timing.setdefault(p, f"round {r + 1}: {rows[p].error}")
         per_round.append({p: rows[p].timing.steady for p in paths if rows[p].ok})
+        for p in paths:
+            if rows[p].ok and rows[p].profile is not None:
+                profiles.setdefault(p, []).append(rows[p].profile)
     steady_a = tuple(x[str(a)] for x in per_round)
     steady_b = tuple(x[str(b)] for x in per_round)
     gap = ratio_interval([sb / sa for sa, sb in zip(steady_a, steady_b)])
@@ -254,9 +342,32 @@ def ablate(a: Path, b: Path, out: Path, only: tuple | None = None, rounds: int =
         share = None
         if not gap.holds(1.0):
             share = mean_interval([(sb - sv) / (sb - sa) for sa, sb, sv in zip(steady_a, steady_b, steady)])
-        out_variants.append(dataclasses.replace(v, steady=steady, change=change, share=share))
+        times = {}
+        if profile and str(b) in profiles and v.path in profiles:
+            if progress:
+                progress(f"{v.path}: kernel time by block against {b} ...")
+            times = block_times(Path(b), Path(v.path), profiles[str(b)], profiles[v.path])
+        out_variants.append(dataclasses.replace(v, steady=steady, change=change, share=share, **times))
     abl = Ablation(str(a), str(b), tuple(out_variants), rounds, steady_a, steady_b, gap, skipped, machine(), "cpu", sha)
     return estimated(abl, paths, target, timeout, max_memory, progress) if target else abl
+
+
+def block_times(b: Path, v: Path, profiles_b: list, profiles_v: list) -> dict:
+    """The kernel time of each block the variant changed (ops or findings of B against it), B's
+    beside the variant's: bench.profile's kernels (each the mean over rounds of its time in the
+    median profiled run) traced to the blocks of `diff B V` by module path (diff.with_times), as
+    Variant fields: block_times ((label, B seconds, V seconds), in B's order) and kernel_s (B's and
+    the variant's summed kernel time, seconds)."""
+    from ..bench.profile import merged
+    from ..diff import diff_files
+    from ..diff.analysis import with_times
+
+    pb, pv = merged(profiles_b), merged(profiles_v)
+    report = diff_files(b, v)
+    result = with_times(report, report.result(), pb, pv)
+    rows = tuple((blk.label, blk.metrics["time"]["a"], blk.metrics["time"]["b"])
+                 for blk, d in zip(result.blocks, report.blocks) if any(d.delta.values()) or d.findings)
+    return {"block_times": rows, "kernel_s": (pb.kernel_s, pv.kernel_s)}
 
 
 def estimated(abl: Ablation, paths: list, target: str, timeout, max_memory, progress) -> Ablation:

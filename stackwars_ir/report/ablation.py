@@ -54,6 +54,30 @@ def _ops(v, top: int = 3) -> str:
     return f"+{sum(added.values())} -{sum(removed.values())}: " + ", ".join(t for _, t in named[:top]) + more
 
 
+def notes(abl) -> list[str]:
+    """The lines under the table: findings a variant moved that it does not aim at, the blocks a
+    transplant left as they were (and why), and the rewrites that made no variant."""
+    out = []
+    for v in abl.variants:
+        if v.findings_new:
+            out.append(f"{v.name}: findings A against it has that A against B had not: {'; '.join(v.findings_new)}")
+        if v.blocks_skipped:
+            shown = "; ".join(v.blocks_skipped[:4]) + (f"; ... ({len(v.blocks_skipped) - 4} more)"
+                                                        if len(v.blocks_skipped) > 4 else "")
+            out.append(f"{v.name}: {len(v.blocks_skipped)} differing block(s) left as they were: {shown}")
+        if v.kernel_s:
+            changed = sorted(v.block_times, key=lambda x: -abs(x[2] - x[1]))
+            shown = ", ".join(f"{label} {tb * 1e3:.3f}->{tv * 1e3:.3f}" for label, tb, tv in changed[:4])
+            more = f", ... ({len(changed) - 4} more)" if len(changed) > 4 else ""
+            out.append(f"{v.name}: kernel time per run (--profile, ms, B -> V): all kernels {v.kernel_s[0] * 1e3:.3f}->"
+                       f"{v.kernel_s[1] * 1e3:.3f}; in the {len(changed)} block(s) it changed "
+                       f"{sum(x[1] for x in changed) * 1e3:.3f}->{sum(x[2] for x in changed) * 1e3:.3f}"
+                       + (f" ({shown}{more})" if shown else ""))
+    for name, why in abl.skipped.items():
+        out.append(f"{name}: no variant ({why})")
+    return out
+
+
 def _findings(v) -> str:
     """The findings the rewrites aim at, counted in A against B and A against the variant."""
     return ", ".join(f"{k} {b}->{a}" for k, (b, a) in v.findings.items()) or "none named"
@@ -75,7 +99,8 @@ def rows(abl) -> list[list]:
     out = []
     for v in abl.variants:
         if v.error:
-            row = [v.name, "+".join(v.rewrites), "-", f"rewrite failed: {v.error}", "-", "-", "-"]
+            what = "transplant" if v.name.startswith("block-") else "rewrite"
+            row = [v.name, "+".join(v.rewrites), "-", f"{what} failed: {v.error}", "-", "-", "-"]
         else:
             row = [v.name, ", ".join(f"{k} {n}" for k, n in v.sites.items()), _ops(v), _check(v),
                    _findings(v), _ratio(v.change), _share(v, abl.gap)]
@@ -114,7 +139,7 @@ def ablation_text(abl) -> str:
     """The ablation in words and a table (the CLI prints this)."""
     lines = [f"A = {abl.a}", f"B = {abl.b}", ""]
     if not abl.variants:
-        lines.append("nothing to ablate: no rewrite finds a site in B "
+        lines.append("nothing to ablate: no rewrite finds a site in B, no block to transplant "
                      f"({'; '.join(f'{k}: {w}' for k, w in abl.skipped.items()) or 'no rewrites asked'})")
         return "\n".join(lines)
     lines.append(f"steady on {abl.platform}: A {_steady(abl.steady_a)}, B {_steady(abl.steady_b)}; "
@@ -124,11 +149,7 @@ def ablation_text(abl) -> str:
         lines.append(_estimates_line(abl))
     lines.append("")
     lines.append(table(headers(abl), rows(abl)))
-    for v in abl.variants:
-        if v.findings_new:
-            lines.append(f"{v.name}: findings A against it has that A against B had not: {'; '.join(v.findings_new)}")
-    for name, why in abl.skipped.items():
-        lines.append(f"{name}: no variant ({why})")
+    lines.extend(notes(abl))
     lines.append("")
     lines.append(_arguments(abl))
     lines.append("V / B: a variant's steady time over B's, per round, geometric mean and 95% interval across rounds; "
@@ -156,8 +177,7 @@ def ablation_markdown(abl) -> str:
     lines.append("|" + "---|" * len(headers(abl)))
     for r in rows(abl):
         lines.append("| " + " | ".join(cell(c) for c in r) + " |")
-    for name, why in abl.skipped.items():
-        lines.append(f"\n{name}: no variant ({cell(why)})")
+    lines.extend(f"\n{cell(n)}" for n in notes(abl))
     return "\n".join(lines) + "\n"
 
 
@@ -175,7 +195,7 @@ def ablation_html(abl, command: str | None = None) -> str:
     title = f"What each difference costs: {Path(abl.b).name} into {Path(abl.a).name}'s form"
     head = "".join(f"<th>{esc(h)}</th>" for h in headers(abl))
     body = "".join("<tr>" + "".join(f"<td>{esc(c)}</td>" for c in r) + "</tr>" for r in rows(abl))
-    skipped = "".join(f"<li>{esc(k)}: {esc(w)}</li>" for k, w in abl.skipped.items())
+    skipped = "".join(f"<li>{esc(n)}</li>" for n in notes(abl))
     return "\n".join([
         f"<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>{esc(title)}</title>",
         "<style>body{font:14px/1.45 system-ui,sans-serif;margin:24px auto;max-width:1280px;padding:0 16px}"
