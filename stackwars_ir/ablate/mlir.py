@@ -3,7 +3,8 @@ from __future__ import annotations
 
 
 def ops_of(module, name: str | None = None) -> list:
-    """Every operation of the module (nested regions included), in order; those named `name` if given."""
+    """Every operation of the module (or op: those in its regions, nested included), in order; those named
+    `name` if given."""
     out = []
 
     def visit(op):

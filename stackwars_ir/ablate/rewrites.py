@@ -11,6 +11,7 @@ deviations); JAX's `jnp.take` (negative indices wrapped, the lookup in the index
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from .mlir import At, float_of, head, histogram, int_of, is_float, ops_of, producer, replace, shape_of
@@ -241,7 +242,7 @@ def _merge(module) -> int:
         at = At(op)
         operands = []
         for value, grouped, shape in zip(op.operands[:2], groups, shapes):
-            target = [_product([shape[d] for d in g]) for g in grouped]
+            target = [math.prod(shape[d] for d in g) for g in grouped]
             operands.append(value if target == shape else at.reshape(value, target))
         result = ir.RankedTensorType(op.results[0].type)
         out_shape = _product_shape([shape_of(v) for v in operands], new)
@@ -252,13 +253,6 @@ def _merge(module) -> int:
         replace(op, [product if out_shape == list(result.shape) else at.reshape(product, list(result.shape))])
         sites += 1
     return sites
-
-
-def _product(xs) -> int:
-    n = 1
-    for x in xs:
-        n *= x
-    return n
 
 
 def _merged(dn: dict, shapes: list):

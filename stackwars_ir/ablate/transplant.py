@@ -11,11 +11,12 @@ and a convert between integer types. A value found no way stops that block (list
 from __future__ import annotations
 
 import itertools
+import math
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .mlir import At, head, histogram, shape_of
+from .mlir import At, head, histogram, ops_of, shape_of
 from .rewrites import CannotApply
 
 KINDS = ("norm", "attention", "mlp", "embedding")  # the block roles (diff.blocks.ROLES) transplanted by default
@@ -394,12 +395,8 @@ def _reads(side: _Side, ks: list) -> list:
 
 
 def _walk(op) -> list:
-    out = [op]
-    for region in op.regions:
-        for block in region.blocks:
-            for inner in block.operations:
-                out.extend(_walk(inner.operation))
-    return out
+    """`op` and every op in its regions, in order."""
+    return [op] + ops_of(op)
 
 
 def _top(side: _Side, op):
@@ -419,14 +416,10 @@ def _is_constant(op) -> bool:
     return op.name in ("stablehlo.constant", "stablehlo.iota") and not len(op.operands)
 
 
-def _size(value) -> tuple:
+def _size(value) -> int:
     from jaxlib.mlir import ir
 
-    t = ir.RankedTensorType(value.type)
-    n = 1
-    for d in t.shape:
-        n *= d
-    return n
+    return math.prod(ir.RankedTensorType(value.type).shape)
 
 
 def _describe(array) -> str:
