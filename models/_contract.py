@@ -19,6 +19,16 @@ def _where(entry) -> str:
     return entry.path or f"models/{entry.name}.py"
 
 
+def adapter_path(entry) -> str:
+    """The adapter file of a catalogue entry (a built-in model's under models/)."""
+    return _where(entry)
+
+
+def adapter_frames(entry, error: BaseException) -> list:
+    """The traceback frames of `error` in the entry's adapter file, outermost first ([] if none)."""
+    return _adapter_frames(error, _where(entry))
+
+
 def require(entry, module, *names: str, why: str = "") -> None:
     """Each function `names` is defined by the adapter module, or one line saying which and how."""
     signatures = {"torch_model": "torch_model(size)", "inputs": "inputs(size, batch, seq, rng)",

@@ -86,7 +86,8 @@ def capture_cmd(model, batch, seed, attn, force, strict, stack, out_dir, **optio
 
     Exit code 0: written and parity-checked (a SUSPECT line warns: within the bound, but far beyond
     float32's own error against the model in float64; with --strict it exits 1); 1: written, but a
-    capture differs from PyTorch eager; 2: bad input, nothing written; 130: interrupted, nothing written.
+    capture differs from PyTorch eager, or (several --exporter routes) a route was not captured, each
+    said why, the others written; 2: bad input, nothing written; 130: interrupted, nothing written.
     """
     import dataclasses
 
@@ -96,7 +97,26 @@ def capture_cmd(model, batch, seed, attn, force, strict, stack, out_dir, **optio
     req = request(model, options, batch=batch, seed=seed, attn=attn)
     dataclasses.replace(req, abstract=True).validated()  # the cheap checks before any framework loads
     req.frameworks()  # a JAX capture of an adapter without a twin: refused before the model is sized
-    result = run(fitted_request(req), out_dir, force=force, stack=find(stack) if stack else None)
+    from .errors import PartialCapture
+
+    try:
+        result = run(fitted_request(req), out_dir, force=force, stack=find(stack) if stack else None)
+    except PartialCapture as e:  # --exporter all: what was captured shown, then each route that was not
+        _show_captures(e.result)
+        raise
+    _show_captures(result)
+    suspect = [p for p in result.parity if p.suspect]
+    if strict and suspect:
+        from .errors import ParityError
+
+        raise ParityError(f"{req.model}-{req.size}: {', '.join(p.stem for p in suspect)} SUSPECT under --strict "
+                          "(likely another function than PyTorch's); files written for inspection",
+                          fix="the SUSPECT line names the first module whose output diverges")
+
+
+def _show_captures(result) -> None:
+    """capture's lines: each route's parity, routes skipped, warnings, the files written (the routes not
+    captured are in the error that follows)."""
     for line in [p.line() for p in result.parity] + list(result.skipped):
         click.echo(line)
     for line in result.warnings:
@@ -107,13 +127,6 @@ def capture_cmd(model, batch, seed, attn, force, strict, stack, out_dir, **optio
         click.echo(f"parity not checked: {NOT_CHECKED}")
     for f in result.files:
         click.echo(f"wrote {f}")
-    suspect = [p for p in result.parity if p.suspect]
-    if strict and suspect:
-        from .errors import ParityError
-
-        raise ParityError(f"{req.model}-{req.size}: {', '.join(p.stem for p in suspect)} SUSPECT under --strict "
-                          "(likely another function than PyTorch's); files written for inspection",
-                          fix="the SUSPECT line names the first module whose output diverges")
 
 
 @main.command("stats")

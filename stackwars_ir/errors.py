@@ -51,6 +51,17 @@ class ParityError(StackwarsError):
     exit_code = EXIT_DIFFERENT
 
 
+class PartialCapture(CaptureError):
+    """Some routes asked for were captured and written, others were not (each said why): exit code 1.
+    `result` holds what was written (capture.CaptureSet)."""
+
+    exit_code = EXIT_DIFFERENT
+
+    def __init__(self, message: str, result=None, **kw):
+        super().__init__(message, **kw)
+        self.result = result
+
+
 class BenchError(StackwarsError):
     """An executable could not be compiled or run."""
 

@@ -220,9 +220,18 @@ def test_an_export_that_fails_while_a_parity_check_runs_writes_nothing(monkeypat
         raise CaptureError("torchax export failed: injected")
 
     monkeypatch.setattr(tc, "capture_torchax", refuse)
-    code, _, err = cli("capture", "gemm", "--exporter", "all", "--out", tmp_path)
+    # One route asked for: its failure stops the set, though JAX's parity check ran beside it.
+    code, _, err = cli("capture", "gemm", "--framework", "both", "--exporter", "torchax", "--out", tmp_path)
     assert code == 2 and "injected" in err and len(err.strip().splitlines()) == 1, err
     assert not list(tmp_path.rglob("*.*"))
+    # --exporter all tries every route (issue 78): the one that captured is written whole, the other
+    # named, exit 1.
+    code, out, err = cli("capture", "gemm", "--exporter", "all", "--out", tmp_path)
+    assert code == 1 and "torch-torchax: not captured: torchax export failed: injected" in err, err
+    assert len(err.strip().splitlines()) == 1 and "parity torch-torch_xla" in out
+    written = sorted(p.name for p in tmp_path.rglob("*.*"))
+    assert "torch-torch_xla.mlir" in written and "torch-torch_xla.json" in written
+    assert not [n for n in written if "torchax" in n], written
 
 
 def test_a_failed_forward_parity_says_where_the_output_differs_most():

@@ -6,15 +6,17 @@ import hashlib
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 
 from .. import files
-from ..errors import CaptureError, ParityError, StackwarsError
+from ..errors import CaptureError, ParityError, PartialCapture, StackwarsError
 from ..progress import Stages
 from ..routes import PACKAGE, ROUTES, TORCH_SIDE
 from ..workload import CAPTURE_REVISION, Request, argument_values, prepare
 from ..workload.mesh import spec_text
+from ..workload.request import stem
 from . import artifact, parity
 from .artifact import Capture
 from .sanitize import absolute_paths, relativize
@@ -33,6 +35,7 @@ class CaptureSet:
     parity: tuple[parity.Parity, ...]
     skipped: tuple[str, ...] = ()  # routes asked for and not captured, each with why
     warnings: tuple[str, ...] = ()  # what the files hold that a diff will not read as the user expects
+    failed: tuple[str, ...] = ()  # routes `--exporter all` tried and could not capture, each with why
 
     @property
     def ok(self) -> bool:
@@ -150,6 +153,9 @@ def capture_here(req: Request, weights, inputs, reference, buffers, state=None, 
         caps = _capture_train(req, frameworks, adapter, model, state, label, False)
     checked = []
     for cap in caps:
+        if isinstance(cap, NotCaptured):
+            checked.append(cap)
+            continue
         stages = Stages(f"{label} {cap.stem}", show=False)
         with stages.stage("parity (compile + run on XLA CPU)"):
             result = parity.check(cap, weights, inputs, reference, runtime("cpu"), exact) if state is None else \
@@ -220,10 +226,11 @@ def _run(req: Request, out_dir: Path, force: bool, show: bool | None, stack=None
             made = in_stack(req, stack, stack_capture, (weights, inputs, reference,
                                                         frozenset(k for k, _ in model.named_buffers()), state,
                                                         None if req.train else exact))
+            made, failed = _split(made)
             checked = [(dataclasses.replace(cap, extra={**cap.extra, "stack": stack}), result)
                        for cap, result in made]
         checked = _localized(req, adapter, model, weights, inputs, checked, prep)
-        return _write(req, out_dir, checked, stems, weights, inputs, reference, state, frameworks)
+        return _write(req, out_dir, checked, stems, weights, inputs, reference, state, frameworks, failed)
     if state is not None:
         captures = _capture_train(req, frameworks, adapter, model, state, label, show)
     else:
@@ -250,17 +257,21 @@ def _run(req: Request, out_dir: Path, force: bool, show: bool | None, stack=None
     # Each capture's parity check runs in a second thread beside the next capture's export: XLA's
     # compile keeps both cores busy, an export mostly one (GPT-2 base training, docs/benchmarks.md).
     # Every check ends before any write: a failure leaves no partial set behind.
+    failed = []
     with ThreadPoolExecutor(1, thread_name_prefix="parity") as pool:
         pending = []
         try:
             for cap in captures:
+                if isinstance(cap, NotCaptured):
+                    failed.append(cap)
+                    continue
                 pending.append(pool.submit(check, cap))
         except BaseException:
             pool.shutdown(wait=True, cancel_futures=True)
             raise
         checked = sorted((f.result() for f in pending), key=lambda c: stems.index(c[0].stem))
     checked = _localized(req, adapter, model, weights, inputs, checked, prep)
-    return _write(req, out_dir, checked, stems, weights, inputs, reference, state, frameworks)
+    return _write(req, out_dir, checked, stems, weights, inputs, reference, state, frameworks, failed)
 
 
 def _localized(req: Request, adapter, model, weights, inputs, checked, prep: Stages) -> list:
@@ -289,8 +300,14 @@ def contract_blame(req: Request):
     return contract.blame(models.entry(req.model))
 
 
-def _write(req, out_dir, checked, stems, weights, inputs, reference, state, frameworks) -> CaptureSet:
-    """Write every checked capture as one set (none when one has a machine path left in it)."""
+def _write(req, out_dir, checked, stems, weights, inputs, reference, state, frameworks, failed=()) -> CaptureSet:
+    """Write every checked capture as one set (none when one has a machine path left in it). Routes
+    `--exporter all` could not capture (`failed`): the others written, then PartialCapture (exit 1)
+    naming each; none captured at all: CaptureError, nothing written."""
+    if failed and not checked:
+        if len({f.error.one_line() for f in failed}) == 1:  # torch.export's failure: every route's
+            raise failed[0].error
+        raise CaptureError(f"{req.model}-{req.size}: no route captured: " + "; ".join(f.line() for f in failed))
     _refuse_absolute_paths([cap for cap, _ in checked])
     results = [result for _, result in checked]
     routes = {r.stem: r.ok for r in results} if not all(r.ok for r in results) else None
@@ -301,9 +318,13 @@ def _write(req, out_dir, checked, stems, weights, inputs, reference, state, fram
         files.write_set(contents)
     written = [path for path, _ in contents]
     outcome = CaptureSet(req.model, req.size, tuple(written), tuple(results), _skipped(req, frameworks),
-                         scope_warnings(written))
+                         scope_warnings(written), tuple(f.line() for f in failed))
+    missing = "".join(f"; {f.line()}" for f in failed)
     if not outcome.ok:
-        raise ParityError(f"{req.model}-{req.size}: {_verdicts(results)}; files written for inspection")
+        raise ParityError(f"{req.model}-{req.size}: {_verdicts(results)}{missing}; files written for inspection")
+    if failed:
+        raise PartialCapture(f"{req.model}-{req.size}: {len(failed)} of {len(failed) + len(results)} routes not "
+                             f"captured{missing}; the others written", result=outcome)
     return outcome
 
 
@@ -402,23 +423,66 @@ def _capture_all(req, frameworks, adapter, model, weights, inputs, label, show):
         return
     from stackwars_ir import models
 
-    from . import lowerings
     from .torch_capture import capture_torch_xla_lazy, export_program
 
-    entry, ep = models.entry(req.model), None
+    entry, ep, unexported = models.entry(req.model), None, None
     for exporter in req.exporters:
-        if ROUTES[exporter].lazy and (req.scan_layers or req.mesh):  # torch.export traces neither: lazy tensors
-            cap = capture_torch_xla_lazy(model, inputs, Stages(f"{label} torch_xla", show=show), entry.layers,
-                                         scan=req.scan_layers, mesh=req.mesh_spec, tensor_parallel=entry.tensor_parallel)
-            yield _named(cap, req)
+        try:
+            if ROUTES[exporter].lazy and (req.scan_layers or req.mesh):  # torch.export traces neither: lazy tensors
+                cap = capture_torch_xla_lazy(model, inputs, Stages(f"{label} torch_xla", show=show), entry.layers,
+                                             scan=req.scan_layers, mesh=req.mesh_spec,
+                                             tensor_parallel=entry.tensor_parallel)
+            else:
+                if ep is None and unexported is None:
+                    exp = Stages(f"{label} torch", show=show)
+                    try:
+                        ep = export_program(model, inputs, exp, entry)
+                    except CaptureError as e:
+                        unexported = e
+                if unexported is not None:
+                    raise unexported
+                stages = Stages(f"{label} {exporter}", show=show)
+                stages.seconds.update(exp.seconds)
+                cap = _lowered(exporter, ep, inputs, stages, req, entry)
+        except CaptureError as e:
+            if len(req.exporters) == 1:
+                raise
+            yield NotCaptured(stem("torch", exporter, req.step, req.program), e)  # --exporter all: the next route
             continue
-        if ep is None:
-            exp = Stages(f"{label} torch", show=show)
-            ep = export_program(model, inputs, exp)
-        stages = Stages(f"{label} {exporter}", show=show)
-        stages.seconds.update(exp.seconds)
-        cap = lowerings.forward(exporter)(ep, inputs, stages, placement=placement(req))
         yield _named(cap, req)
+
+
+def _lowered(exporter: str, ep, inputs, stages: Stages, req: Request, entry) -> Capture:
+    """`exporter`'s capture of torch.export's program; its failure at the model's line (export_errors)."""
+    from stackwars_ir.models import _contract as contract
+
+    from . import lowerings
+    from .export_errors import route_failure
+    from .lowering import placement
+
+    try:
+        return lowerings.forward(exporter)(ep, inputs, stages, placement=placement(req))
+    except CaptureError as e:
+        cause = e.__cause__
+        if cause is None or isinstance(cause, StackwarsError) or not str(e).startswith(f"{exporter} export failed"):
+            raise
+        raise route_failure(exporter, cause, ep, contract.adapter_path(entry)) from cause
+
+
+class NotCaptured(NamedTuple):
+    """A route `--exporter all` tried and could not capture, with why (the others are still captured)."""
+
+    stem: str
+    error: CaptureError
+
+    def line(self) -> str:
+        return f"{self.stem}: not captured: {self.error.one_line()}"
+
+
+def _split(items) -> tuple[list, list]:
+    """Captures (or checked captures) apart from the routes that were not captured."""
+    items = list(items)
+    return [i for i in items if not isinstance(i, NotCaptured)], [i for i in items if isinstance(i, NotCaptured)]
 
 
 def _capture_train(req, frameworks, adapter, model, state, label, show):

@@ -2,7 +2,9 @@
 from __future__ import annotations
 
 import contextlib
+import io
 import os
+import sys
 
 import numpy as np
 
@@ -16,15 +18,27 @@ from .artifact import Capture
 from .lowering import lower_text
 
 
-def export_program(model, inputs: dict[str, np.ndarray], stages: Stages):
+def export_program(model, inputs: dict[str, np.ndarray], stages: Stages, entry=None):
+    """torch.export's program of `model` on `inputs`; a failure as one line at the model's line (`entry`: the
+    catalogue entry whose adapter file is searched for it)."""
     import torch
 
+    said = io.StringIO()
     with stages.stage("torch.export", hold_ctrl_c=True):
         try:
-            return torch.export.export(model, tuple(torch.from_numpy(v) for v in inputs.values()))
-        except Exception as e:  # torch.export raises many types; all mean the same to the user
-            raise CaptureError(f"torch.export failed: {type(e).__name__}: {str(e).splitlines()[0]}",
-                               fix="check the model options; sdpa attention is not exportable here") from e
+            # torch.export prints the partial FX graph of a failed trace to stderr: kept off the terminal
+            # (the error names the line); what it writes on success is passed on.
+            with contextlib.redirect_stderr(said):
+                ep = torch.export.export(model, tuple(torch.from_numpy(v) for v in inputs.values()))
+        except Exception as e:  # torch.export raises many types; export_errors says which line and why
+            from stackwars_ir.models import _contract as contract
+
+            from .export_errors import torch_export_failure
+
+            raise torch_export_failure(e, contract.adapter_path(entry), contract.adapter_frames(entry, e)) \
+                if entry is not None else torch_export_failure(e, None, []) from e
+    sys.stderr.write(said.getvalue())
+    return ep
 
 
 def spec_kind(spec) -> str:
