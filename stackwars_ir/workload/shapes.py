@@ -29,16 +29,51 @@ def meta_model(req):
 
 
 _WEIGHT_BYTES: dict = {}  # (model, size, dtype) -> bytes: the CLI and the capture both ask, once is enough
+_BUILT_REAL: dict = {}  # (model, size, dtype) -> why its meta twin could not be built
 
 
 def weight_bytes(req) -> int:
-    """What the model's weights would take materialized (parameters and buffers), from its meta twin."""
+    """What the model's weights would take materialized (parameters and buffers), from its meta twin;
+    a model that cannot be built on the meta device (it calibrates, or reads a value with .item(),
+    while being built) is built for real on the CPU instead, and sizing_note says so. Raises the
+    adapter's own error (one line at its line) when neither build works."""
     key = (req.model, req.size, req.dtype)
     if key not in _WEIGHT_BYTES:
-        _, model = meta_model(req)
+        try:
+            _, model = meta_model(req)
+        except StackwarsError as e:
+            model = _built_for_real(req, e)
+            _BUILT_REAL[key] = " ".join(e.message.split())
         tensors = {**dict(model.named_parameters()), **dict(model.named_buffers())}
         _WEIGHT_BYTES[key] = sum(t.numel() * t.element_size() for t in tensors.values())
     return _WEIGHT_BYTES[key]
+
+
+def _built_for_real(req, meta_error: StackwarsError):
+    """The model built on the CPU, when its meta build failed; the meta error raised where this fails too
+    or where the adapter breaks its contract (a missing function: no build would work)."""
+    import torch
+
+    from stackwars_ir import models
+    from stackwars_ir.models import _contract as contract
+
+    entry = models.entry(req.model)
+    adapter = models.adapter(req.model)
+    if not callable(getattr(adapter, "torch_model", None)):
+        raise meta_error
+    with contract.blame(entry):
+        torch.manual_seed(req.seed)
+        with torch.device("cpu"):
+            model = adapter.torch_model(req.size)
+        contract.check_torch_model(entry, model)
+    return model.to(getattr(torch, req.dtype))
+
+
+def sizing_note(req) -> str | None:
+    """Why the model's weights were sized by building it for real (None: its meta twin sized them)."""
+    why = _BUILT_REAL.get((req.model, req.size, req.dtype))
+    return None if why is None else (f"{req.model}-{req.size} cannot be built on the meta device ({why}); "
+                                     "built for real on the CPU to size its weights")
 
 
 def weight_copies(req) -> int:
@@ -81,9 +116,10 @@ def fitted(req: Request, explicit: frozenset | set = frozenset()) -> tuple[Reque
     if req.abstract or req.model not in models.CATALOG or req.size not in models.entry(req.model).sizes:
         return req, None
     # Weights are materialized in float32 (another dtype is captured from shapes only).
-    reason = too_big(dataclasses.replace(req, exporters=req.exporters or WEIGHTLESS[:1], dtype="float32").validated())
+    sized = dataclasses.replace(req, exporters=req.exporters or WEIGHTLESS[:1], dtype="float32").validated()
+    reason = too_big(sized)
     if reason is None:
-        return req, None
+        return req, sizing_note(sized)
     exporters = req.exporters
     _, left = weightless(exporters)
     if "exporters" in explicit and left:
