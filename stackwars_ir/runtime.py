@@ -88,6 +88,97 @@ def initialize_lapack() -> None:
     _lapack.initialize()
 
 
+QUANTIZED = "!quant."  # a module holding quantized types: XLA compiles it once they are integer math
+INTEGER_MATH = "stablehlo-legalize-quant-to-math"  # StableHLO's pass that writes them so
+
+
+def integer_math(text: str, label: str = "module") -> str:
+    """`text` with every quantized op and type (uniform_quantize, a dot_general on !quant.uniform
+    tensors, ...) rewritten to integer and float math by StableHLO's own pass, INTEGER_MATH, which XLA
+    needs (its HLO has no quantized types); a module without any returned as it is. jaxlib's MLIR
+    context has no quant dialect to parse the text with, so it travels through a portable artifact
+    (StableHLO's own parser, then VHLO), whose reading loads the dialect.
+
+    Raises BenchError: the module cannot be serialized or the pass refuses it."""
+    if QUANTIZED not in text:
+        return text
+    _jax()
+    from jax._src.interpreters import mlir as jmlir
+    from jaxlib.mlir import passmanager
+    from jaxlib.mlir.dialects import stablehlo
+
+    try:
+        artifact = stablehlo.serialize_portable_artifact_str(text, stablehlo.get_current_version())
+        with jmlir.make_ir_context() as ctx:
+            stablehlo.register_stablehlo_passes()
+            module = stablehlo.deserialize_portable_artifact(ctx, artifact)
+            passmanager.PassManager.parse(f"builtin.module(func.func({INTEGER_MATH}))").run(module.operation)
+            _explicit_broadcasts(module)
+            passmanager.PassManager.parse("builtin.module(func.func(chlo-legalize-to-stablehlo))").run(module.operation)
+            return module.operation.get_asm(enable_debug_info=True)
+    except Exception as e:
+        first = (str(e).strip().splitlines() or [type(e).__name__])[0][:300]
+        raise BenchError(f"{label}: its quantized ops could not be written as integer math ({INTEGER_MATH}): "
+                         f"{first}", fix="give the program with its quantized ops lowered (stablehlo-opt "
+                                         f"--{INTEGER_MATH})") from e
+
+
+def with_blobs(text: str, label: str) -> str:
+    """`text` with its dense_resource blobs as dense constants (XLA: "Only dense elements attr are
+    supported"); a constant whose blob the file lacks: BenchError naming its line."""
+    from .resources import ELIDED_FIX, elided_words, inline
+
+    done = inline(text)
+    if done.elided:
+        raise BenchError(elided_words(label, done.elided), fix=ELIDED_FIX)
+    return done.text
+
+
+# The elementwise chlo.broadcast_* ops the quantized pass writes, by the StableHLO op each becomes.
+_BROADCAST = ("add", "subtract", "multiply", "divide", "maximum", "minimum", "remainder", "power")
+
+
+def _explicit_broadcasts(module) -> None:
+    """Each static-shaped chlo.broadcast_<op> with `broadcast_dimensions` (a per-axis scale: [0]) as
+    broadcast_in_dim + stablehlo.<op>: chlo-legalize-to-stablehlo refuses broadcast dimensions that
+    are not numpy's trailing ones ("failed to legalize operation 'chlo.broadcast_subtract'", measured
+    with jaxlib 0.12 on a per-axis quantized convolution)."""
+    from jaxlib.mlir import ir
+    from jaxlib.mlir.dialects import stablehlo
+
+    found = []
+
+    def walk(op) -> None:
+        for region in op.regions:
+            for block in region.blocks:
+                for inner in block.operations:
+                    inner = inner.operation
+                    if inner.name in {f"chlo.broadcast_{n}" for n in _BROADCAST} and \
+                            "broadcast_dimensions" in inner.attributes:
+                        found.append(inner)
+                    walk(inner)
+
+    walk(module.operation)
+    for op in found:
+        out = ir.RankedTensorType(op.results[0].type)
+        if not out.has_static_shape:
+            continue
+        dims = list(ir.DenseI64ArrayAttr(op.attributes["broadcast_dimensions"]))
+        with ir.InsertionPoint(op), op.location:
+            operands = []
+            for v in op.operands:
+                t = ir.RankedTensorType(v.type)
+                if t.shape != out.shape:
+                    kept = dims if t.rank < out.rank else list(range(t.rank))
+                    v = stablehlo.BroadcastInDimOp(ir.RankedTensorType.get(out.shape, t.element_type), v,
+                                                   ir.DenseI64ArrayAttr.get(kept)).result
+                operands.append(v)
+            made = ir.Operation.create("stablehlo." + op.name[len("chlo.broadcast_"):], results=[out],
+                                       operands=operands)
+        op.results[0].replace_all_uses_with(made.results[0])
+        op.erase()
+
+
 @dataclass(frozen=True)
 class Runtime:
     """One PJRT client and the device executables run on."""
@@ -103,7 +194,7 @@ class Runtime:
         """An executable of `text`; `quick`: XLA's full HLO pipeline (fusion, layout, buffers) but no
         LLVM optimization, for a module run once (a parity check), not timed. A module sharded over N
         devices (partitions(text) > 1) is partitioned by XLA's SPMD partitioner over N of this client's
-        devices: a Partitioned executable."""
+        devices: a Partitioned executable. Quantized ops are compiled as integer math (integer_math)."""
         _, xc = _jax()
         n = partitions(text)
         devices = self.client.local_devices()[:n]
@@ -113,6 +204,7 @@ class Runtime:
                                                      f"device_count={n} (the CLI sets it for a sharded capture)")
         if self.platform == "cpu" and "@lapack_" in text:
             initialize_lapack()
+        text = integer_math(with_blobs(text, label), label)  # XLA reads neither blobs nor quantized types
         options = partitioned_options(n, devices, shardy(text)) if n > 1 else xc.CompileOptions()
         if quick:
             options.env_option_overrides = list(QUICK.items())

@@ -9,7 +9,7 @@ ROOT = Path(__file__).resolve().parent.parent
 # Each stage's level: a module may import its own stage and any lower level, never a higher one, and
 # never another stage of its own level (so no two stages can import each other).
 LEVELS = {
-    "__init__": 0, "errors": 0,
+    "__init__": 0, "errors": 0, "resources": 0,
     "files": 1, "wire": 1, "textfmt": 1, "progress": 1, "runtime": 1, "runstats": 1, "targets": 1, "routes": 1,
     "hostmem": 1,  # neutral helpers of several stages
     "models": 2,

@@ -682,3 +682,48 @@ def test_a_gap_far_larger_than_the_noise_gets_its_verdict_though_timed_apart():
     assert "ran 13" in big[0].sentence() and "too noisy" not in big[0].sentence()
     small = verdicts([(2, row("x/jax.mlir", loaded)), (2, row("x/torch-torch_xla.mlir", [1.2 * x for x in loaded]))])
     assert small[0].withheld.startswith("too noisy to call: spread 38%")
+
+
+# bugs/11's per-axis quantized weight as an argument of the entry function (qparam_conv.mlir).
+QPARAM_CONV = """module @qparam_conv {
+  func.func @main(%wq: tensor<4x3x3x3x!quant.uniform<i8<-127:127>:f32:0, {2.000000e-02,3.000000e-02,1.000000e-02,2.500000e-02}>>, %x: tensor<1x3x8x8xf32>) -> tensor<1x4x6x6xf32> {
+    %0 = stablehlo.uniform_quantize %x : (tensor<1x3x8x8xf32>) -> tensor<1x3x8x8x!quant.uniform<i8:f32, 5.000000e-02>>
+    %1 = stablehlo.uniform_dequantize %0 : (tensor<1x3x8x8x!quant.uniform<i8:f32, 5.000000e-02>>) -> tensor<1x3x8x8xf32>
+    %3 = stablehlo.uniform_dequantize %wq : (tensor<4x3x3x3x!quant.uniform<i8<-127:127>:f32:0, {2.000000e-02,3.000000e-02,1.000000e-02,2.500000e-02}>>) -> tensor<4x3x3x3xf32>
+    %4 = stablehlo.convolution(%1, %3) dim_numbers = [b, f, 0, 1]x[o, i, 0, 1]->[b, f, 0, 1], window = {stride = [1, 1], pad = [[0, 0], [0, 0]], lhs_dilate = [1, 1], rhs_dilate = [1, 1]} {batch_group_count = 1 : i64, feature_group_count = 1 : i64} : (tensor<1x3x8x8xf32>, tensor<4x3x3x3xf32>) -> tensor<1x4x6x6xf32>
+    return %4 : tensor<1x4x6x6xf32>
+  }
+}
+"""
+
+
+def test_a_quantized_program_runs_as_integer_math(tmp_path):
+    """issue 78: quantized programs stopped at XLA's "'stablehlo.uniform_quantize' op can't be translated"
+    and a quantized argument at "unsupported element type". Now StableHLO's own pass writes them as
+    integer math before XLA compiles (runtime.integer_math), per-axis scales included, and the row says so."""
+    import numpy as np
+
+    from stackwars_ir.runtime import integer_math, runtime
+
+    path = tmp_path / "qparam_conv.mlir"
+    path.write_text(QPARAM_CONV)
+    report = bench_files([path], "cpu", timeout=60, with_peaks=False)
+    (_, e), = report.rows
+    assert e.ok, e.error
+    assert "quantized ops compiled as integer math (StableHLO's stablehlo-legalize-quant-to-math)" in e.arguments
+    assert e.memory["argument_bytes"] == 108 + 768  # the weight in its int8 storage
+    lowered = integer_math(QPARAM_CONV)
+    assert "!quant" not in lowered and "chlo." not in lowered and "tensor<4x3x3x3xi8>" in lowered
+    # the arithmetic: (q - 0) * scale per output channel, against numpy
+    rt = runtime("cpu")
+    rng = np.random.default_rng(0)
+    wq = rng.integers(-127, 128, (4, 3, 3, 3)).astype(np.int8)
+    x = rng.standard_normal((1, 3, 8, 8)).astype(np.float32)
+    (got,) = rt.run(rt.compile(QPARAM_CONV), rt.put([wq, x]))
+    w = wq.astype(np.float32) * np.array([0.02, 0.03, 0.01, 0.025], np.float32)[:, None, None, None]
+    xq = np.clip(np.round(x / np.float32(0.05)), -128, 127) * np.float32(0.05)
+    want = np.zeros((1, 4, 6, 6), np.float32)
+    for i in range(6):
+        for j in range(6):
+            want[0, :, i, j] = np.einsum("oikl,ikl->o", w, xq[0, :, i:i + 3, j:j + 3])
+    np.testing.assert_allclose(np.asarray(got), want, rtol=1e-5, atol=1e-5)

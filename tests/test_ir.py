@@ -553,3 +553,55 @@ def test_an_xla_hlo_dump_is_read_as_a_proto_and_named_as_text(tmp_path, cli):
     code, _, err = cli("stats", hlo_text)
     assert code == 2 and len(err.strip().splitlines()) == 1
     assert "XLA HLO text (HloModule" in err and "hlo.pb" in err and "Traceback" not in err
+
+
+# Weights kept as a resource blob (MLIR's `dense_resource`): the blob is the 4-byte alignment, then 1.0, 2.0.
+RESOURCE = """module @res {
+  func.func @main(%x: tensor<2xf32>) -> tensor<2xf32> {
+    %c = stablehlo.constant dense_resource<w> : tensor<2xf32>
+    %0 = stablehlo.add %x, %c : tensor<2xf32>
+    return %0 : tensor<2xf32>
+  }
+}
+{-#
+  dialect_resources: {
+    builtin: {
+      w: "0x040000000000803F00000040"
+    }
+  }
+#-}
+"""
+
+
+def test_a_resource_blob_is_inlined_and_an_elided_one_named():
+    from stackwars_ir.resources import inline
+
+    done = inline(RESOURCE)
+    assert done.inlined == 1 and done.elided == ()
+    assert 'stablehlo.constant dense<"0x0000803F00000040"> : tensor<2xf32>' in done.text and "{-#" not in done.text
+    elided = inline(RESOURCE.split("{-#")[0])
+    assert elided.inlined == 0 and elided.elided == ((3, "w"),) and elided.text == RESOURCE.split("{-#")[0]
+    assert inline("func.func @f() {}").text == "func.func @f() {}"
+
+
+def test_weights_in_a_resource_blob_diff_by_value_and_run(cli, tmp_path):
+    """issue 78: `dense_resource` constants were refused by bench and memory ("Only dense elements attr
+    are supported") even with the blob in the file, and the diff compared their keys, not their values."""
+    res, plain = tmp_path / "res.mlir", tmp_path / "plain.mlir"
+    res.write_text(RESOURCE)
+    plain.write_text(RESOURCE.split("{-#")[0].replace("dense_resource<w>", "dense<[1.0, 2.0]>"))
+    other = tmp_path / "other.mlir"
+    other.write_text(RESOURCE.replace("00000040", "00004040"))  # 2.0 -> 3.0 under the same key
+    elided = tmp_path / "elided.mlir"
+    elided.write_text(RESOURCE.split("{-#")[0])
+    code, out, err = cli("diff", res, plain)
+    assert code == 0 and "the same program" in out, (out, err)
+    code, out, err = cli("diff", res, other)
+    assert code == 1 and "changed constant" in out, (out, err)
+    code, out, err = cli("diff", elided, res)  # values unknown on one side: never "the same"
+    assert code == 1 and "elided" in out, (out, err)
+    code, out, err = cli("bench", res, "--runs", "5")
+    assert code == 0, err
+    code, out, err = cli("bench", elided)
+    assert code == 2 and "elided.mlir:3: constant dense_resource<w> has no blob in the file" in err, err
+    assert "Traceback" not in err and len([x for x in err.splitlines() if "error:" in x]) == 1

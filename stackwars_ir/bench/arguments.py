@@ -75,6 +75,14 @@ _NUMPY = {"f32": np.float32, "f64": np.float64, "f16": np.float16, "i64": np.int
 
 
 def _synthetic(t, limit: int, rng, where: str):
+    if t.dtype.startswith("!quant."):  # its storage integers, as the program compiled as integer math reads them
+        from ..ir.model import storage_type
+
+        dtype = _NUMPY.get(storage_type(t.dtype))
+        if dtype is None:
+            raise BenchError(f"{where}: unsupported storage type of {t.dtype}", fix="benchmark float or integer modules")
+        info = np.iinfo(dtype)
+        return rng.integers(max(info.min, -127), min(info.max, 127) + 1, t.shape).astype(dtype)
     if t.dtype == "bf16":
         import ml_dtypes
 

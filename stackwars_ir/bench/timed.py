@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import StackwarsError
+from ..runtime import INTEGER_MATH, QUANTIZED
 from .arguments import signature_arguments
 from .executable import Executable
 from .proof import Checker
@@ -109,6 +110,8 @@ def _warm_one(path, text, module, rt, sidecar, timeout, how, seed, staged=None) 
             fed, how_fed = donated_feedback(module)
             if how_fed:
                 origin += f"; {how_fed}"
+            if QUANTIZED in text:
+                origin += f"; quantized ops compiled as integer math (StableHLO's {INTEGER_MATH})"
 
             def run():
                 outs = rt.run(exe, buffers)

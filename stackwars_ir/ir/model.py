@@ -36,6 +36,15 @@ def element_bits(dtype: str) -> int | None:
     return None
 
 
+def storage_type(dtype: str) -> str:
+    """The element type a quantized type is stored in (`!quant.uniform<i8:f32, 0.05>` i8; `u8` as ui8);
+    any other type as it is."""
+    m = _QUANT.match(dtype)
+    if not m:
+        return dtype
+    return "ui" + m.group(1)[1:] if m.group(1).startswith("u") and not m.group(1).startswith("ui") else m.group(1)
+
+
 def _type_bytes(text: str) -> int | None:
     """Bytes of a printed type: `tensor<2x3xf32>` 24, a tuple the sum of its elements, a token 0; None
     for a dynamic shape or an element type of no known size."""

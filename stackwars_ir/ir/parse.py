@@ -9,6 +9,7 @@ import re
 
 from ..errors import ParseError
 from .locations import loc_name, provenance
+from ..resources import inline
 
 BYTECODE_MAGIC = b"ML\xefR"
 SPLIT_MARKER = "// -----"
@@ -206,6 +207,7 @@ def _parse_text(chunk: str, label: str, source: str, first_line: int, part: tupl
     from jaxlib.mlir import ir
 
     _check_strings(chunk, source, first_line)
+    chunk = inline(chunk).text  # dense_resource blobs in the file: compared by their values
     if "!quant." in chunk:
         # Always IREE's: jaxlib's context parses !quant only once a portable artifact's deserialization
         # has loaded the quant dialect into it, so which bindings read a file hung on what the worker
@@ -411,6 +413,7 @@ class _Builder:
         self.attr_values: dict = {}
         self.splats: dict = {}
         self.loc_kinds = tuple(getattr(ir, k, None) for k in ("NameLoc", "CallSiteLoc", "FusedLoc"))
+        self.label = ""  # the file's name, in the text of a constant whose values it lacks
 
     def owned(self) -> bool:
         """Whether what is made now belongs to this part; _Stop past its share."""
@@ -599,7 +602,12 @@ class _Builder:
                 kept.append(("splat", hit[0]))
                 if hit[1] is not None:  # a loop's bounds and steps (ir.loops)
                     kept.append(("int", hit[1]))
-                kept.append(("value", hit[2]))  # the constant itself: a diff compares it
+                value = hit[2]
+                if value.startswith("dense_resource<"):
+                    # a blob the file does not hold (ir.resources inlined the others): its values unknown,
+                    # so equal to no other constant, not even one of the same key elsewhere
+                    value = f"{value} (values not in {self.label}: elided) #{self.unit}"
+                kept.append(("value", value))  # the constant itself: a diff compares it
             else:
                 hit = self.attr_values.get(a)
                 if hit is None:
@@ -705,6 +713,7 @@ def _build(module, label: str, parser: str, ir=None, part: tuple = (0, 1)) -> tu
     j, k = part
     lo, hi = _share(j, k, _units(body)) if k > 1 else (0, float("inf"))
     b = _Builder(ir, lo, hi)
+    b.label = label
     funcs = []
     try:
         for op in body:
