@@ -273,3 +273,58 @@ def test_a_stack_s_worker_plans_with_the_values_staged_for_it(tmp_path):
     plan = plan_file(path, "cpu", True, staged=staged)
     assert plan.error is None and plan.measured is not None, plan
     assert plan_file(path, "cpu", staged=staged).peak_bytes == plan.peak_bytes
+
+
+# Activations offloaded to host memory, as JAX writes `jax.device_put(x, memory_kind="pinned_host")`
+# inside a jit for TPU: a 4 MiB temporary and a 4 MiB result placed in host memory.
+OFFLOAD = """module @offload attributes {mhlo.num_partitions = 1 : i32, mhlo.num_replicas = 1 : i32} {
+  func.func public @main(%arg0: tensor<1024x1024xf32>, %arg1: tensor<1024x1024xf32>) -> (tensor<1024x1024xf32> {mhlo.memory_kind = "device"}, tensor<1024x1024xf32> {mhlo.memory_kind = "pinned_host"}) {
+    %0 = stablehlo.dot_general %arg0, %arg1, contracting_dims = [1] x [0] : (tensor<1024x1024xf32>, tensor<1024x1024xf32>) -> tensor<1024x1024xf32>
+    %1 = stablehlo.tanh %0 : tensor<1024x1024xf32>
+    %h = stablehlo.custom_call @annotate_device_placement(%1) {has_side_effect = true, mhlo.frontend_attributes = {_xla_buffer_placement = "pinned_host"}} : (tensor<1024x1024xf32>) -> tensor<1024x1024xf32>
+    %2 = stablehlo.dot_general %1, %arg1, contracting_dims = [1] x [0] : (tensor<1024x1024xf32>, tensor<1024x1024xf32>) -> tensor<1024x1024xf32>
+    %3 = stablehlo.sine %2 : tensor<1024x1024xf32>
+    %b = stablehlo.custom_call @annotate_device_placement(%h) {has_side_effect = true, mhlo.frontend_attributes = {_xla_buffer_placement = "device"}} : (tensor<1024x1024xf32>) -> tensor<1024x1024xf32>
+    %4 = stablehlo.add %3, %b : tensor<1024x1024xf32>
+    %5 = stablehlo.exponential %4 : tensor<1024x1024xf32>
+    %o = stablehlo.custom_call @annotate_device_placement(%5) {has_side_effect = true, mhlo.frontend_attributes = {_xla_buffer_placement = "pinned_host"}} : (tensor<1024x1024xf32>) -> tensor<1024x1024xf32>
+    return %4, %o : tensor<1024x1024xf32>, tensor<1024x1024xf32>
+  }
+}
+"""
+
+
+@pytest.mark.skipif(not HAS_LIBTPU, reason="needs libtpu (`make setup-tpu`)")
+def test_a_tpu_plan_shows_host_offloaded_memory_apart_from_the_device(cli, tmp_path):
+    """issue 78: a program offloading activations to host memory: libtpu plans those buffers in host
+    memory (host_*_size_in_bytes), which the plan did not show; the device peak and the budgets
+    count device memory alone."""
+    path = tmp_path / "offload.mlir"
+    path.write_text(OFFLOAD)
+    code, out, err = cli("memory", path, "--target", "tpu-v6e", "--budget", "64MiB", "--json", tmp_path / "m.json")
+    assert code == 0, err
+    (plan,) = json.loads((tmp_path / "m.json").read_text())["executables"]
+    mib = 1 << 20
+    assert plan["host"]["output_bytes"] == 4 * mib and plan["host"]["temp_bytes"] == 4 * mib
+    assert plan["host"]["peak_bytes"] == 8 * mib
+    assert plan["output_bytes"] < 5 * mib  # the device holds one result; the other is in host memory
+    assert plan["peak_bytes"] == plan["argument_bytes"] + plan["output_bytes"] + plan["temp_bytes"]
+    assert "host (offloaded)" in out and "8.0 MiB" in out
+
+
+def test_host_memory_is_a_column_of_its_own_in_every_rendering():
+    from stackwars_ir.bench.memory import MemoryPlan, MemoryReport, budgets
+    from stackwars_ir.report import html
+    from stackwars_ir.report.markdown import memory_markdown
+    from stackwars_ir.report.text import memory_text
+
+    mib = 1 << 20
+    plan = MemoryPlan("x/off.mlir", "tpu-v6e", 8 * mib, 4 * mib, 0, 8 * mib, mib, host_output_bytes=4 * mib,
+                      host_temp_bytes=4 * mib)
+    report = MemoryReport("tpu-v6e", (plan, MemoryPlan("x/on.mlir", "tpu-v6e", 8 * mib, 8 * mib, 0, 0, mib)),
+                          budgets("v6e-1"))
+    back = MemoryReport.from_json(json.loads(json.dumps(report.as_json())))
+    assert back.plans[0].host_bytes == 8 * mib and back.plans[0].peak_bytes == 20 * mib
+    for text in (memory_text(back), memory_markdown(back), html._memory(back)):  # noqa: SLF001
+        assert "host (offloaded)" in text and "8.0 MiB" in text, text
+    assert back.plans[0].fits(back.budgets[0])[1] == back.budgets[0].bytes - 21 * mib  # host bytes not counted

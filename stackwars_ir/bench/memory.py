@@ -87,6 +87,17 @@ class MemoryPlan:
     # own figures, "required" (what its buffers need) and "available" (the chip's usable memory).
     refused: dict | None = None
     devices: int = 1  # the devices the module is sharded over: the plan is per device (chip)
+    # Host memory the program offloads to (libtpu's host_* fields: `memory_kind = "pinned_host"`,
+    # annotate_device_placement): counted apart, never in the device peak or the budgets.
+    host_argument_bytes: int = 0
+    host_output_bytes: int = 0
+    host_alias_bytes: int = 0
+    host_temp_bytes: int = 0
+
+    @property
+    def host_bytes(self) -> int:
+        """Host memory the plan holds at its worst point: arguments + outputs - aliased + temporaries there."""
+        return self.host_argument_bytes + self.host_output_bytes - self.host_alias_bytes + self.host_temp_bytes
 
     @property
     def ok(self) -> bool:
@@ -116,7 +127,10 @@ class MemoryPlan:
                "alias_bytes": self.alias_bytes, "temp_bytes": self.temp_bytes, "code_bytes": self.code_bytes,
                "peak_bytes": self.peak_bytes if self.ok else None, "compile_s": self.compile_s,
                "error": self.error, "sha256": self.sha256, "refused_by_compiler": self.refused,
-               "devices": self.devices}
+               "devices": self.devices,
+               "host": {"argument_bytes": self.host_argument_bytes, "output_bytes": self.host_output_bytes,
+                        "alias_bytes": self.host_alias_bytes, "temp_bytes": self.host_temp_bytes,
+                        "peak_bytes": self.host_bytes}}
         if self.measured is not None:
             planned = self.temp_bytes + self.output_bytes - self.alias_bytes
             out["measured"] = {"run_bytes": self.measured.run_bytes, "planned_run_bytes": planned,
@@ -129,10 +143,12 @@ class MemoryPlan:
 
     @classmethod
     def from_json(cls, d: dict) -> "MemoryPlan":
-        m = d.get("measured")
+        m, host = d.get("measured"), d.get("host") or {}
         return cls(d["label"], d["target"], d["argument_bytes"], d["output_bytes"], d["alias_bytes"], d["temp_bytes"],
                    d["code_bytes"], d.get("compile_s"), Measured(m["run_bytes"], m["method"]) if m else None,
-                   d.get("error"), d.get("sha256"), d.get("batch"), d.get("refused_by_compiler"), d.get("devices", 1))
+                   d.get("error"), d.get("sha256"), d.get("batch"), d.get("refused_by_compiler"), d.get("devices", 1),
+                   host.get("argument_bytes", 0), host.get("output_bytes", 0), host.get("alias_bytes", 0),
+                   host.get("temp_bytes", 0))
 
 
 @dataclass(frozen=True)
@@ -220,8 +236,9 @@ class Compiler:
         from jax._src.lib import xla_client as xc
         from jaxlib.mlir import ir
 
-        from ..runtime import partitioned_options, partitions, shardy
+        from ..runtime import integer_math, partitioned_options, partitions, shardy, with_blobs
 
+        text = integer_math(with_blobs(text, label), label)  # as on CPU: XLA reads neither blobs nor quantized types
         n = partitions(text)
         devices = self.devices(n, label)
         options = partitioned_options(n, devices, shardy(text)) if n > 1 else xc.CompileOptions()
@@ -285,7 +302,7 @@ def plan_text(path: Path, text, compiler: Compiler, measure: bool = False, sidec
         m = exe.get_compiled_memory_stats()
         plan = MemoryPlan(label, compiler.target, m.argument_size_in_bytes, m.output_size_in_bytes,
                           m.alias_size_in_bytes, m.temp_size_in_bytes, m.generated_code_size_in_bytes, compile_s,
-                          devices=n)
+                          devices=n, **host_fields(m))
         if measure:
             import dataclasses
 
@@ -298,6 +315,12 @@ def plan_text(path: Path, text, compiler: Compiler, measure: bool = False, sidec
         return MemoryPlan(label, compiler.target, error=e.one_line())
     except Exception as e:
         return MemoryPlan(label, compiler.target, error=f"{label}: {type(e).__name__}: {_first_line(e)}")
+
+
+def host_fields(stats) -> dict:
+    """MemoryPlan's host_* fields from XLA's CompiledMemoryStats (0 where this jaxlib has none)."""
+    return {f"host_{k}_bytes": int(getattr(stats, f"host_{k}_size_in_bytes", 0) or 0)
+            for k in ("argument", "output", "alias", "temp")}
 
 
 _SIZE = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
@@ -471,6 +494,9 @@ def table_rows(report: MemoryReport) -> tuple[list[str], list[list]]:
     headers = ["executable", "batch"] + (["devices"] if sharded else []) + \
         ["arguments", "outputs", "aliased", "temporaries", "code", "peak"]
     measured = any(p.measured for p in report.plans)
+    host = any(p.ok and p.host_bytes for p in report.plans)
+    if host:
+        headers.append("host (offloaded)")
     if measured:
         headers.append("run: measured / planned")
     headers += [f"{b.name} ({human_bytes(b.bytes)})" for b in report.budgets]
@@ -486,6 +512,8 @@ def table_rows(report: MemoryReport) -> tuple[list[str], list[list]]:
         else:
             row = head + [human_bytes(n) for n in (p.argument_bytes, p.output_bytes, p.alias_bytes,
                                                                   p.temp_bytes, p.code_bytes, p.peak_bytes)]
+        if host:
+            row.append(human_bytes(p.host_bytes) if p.host_bytes else "-")
         if measured:
             if p.measured:
                 planned = p.temp_bytes + p.output_bytes - p.alias_bytes
@@ -530,7 +558,9 @@ MAX_BATCH_NOTE = ("largest batch: compiled at the batches a search asked for (a 
 
 NOTES = ("peak: arguments + outputs - aliased + temporaries, as XLA's buffer assignment plans them (code apart; "
          "a budget must hold both); 'refused': the TPU compiler would not build it, and the peak is what it said the "
-         "program requires. Budgets are nominal device memory; the runtime reserves part of it.")
+         "program requires. Budgets are nominal device memory; the runtime reserves part of it. host (offloaded), "
+         "where a program places buffers in host memory (memory_kind pinned_host): arguments + outputs - aliased + "
+         "temporaries there, in neither the device peak nor the budgets.")
 MEASURED_NOTE = ("run: what one execution added to this process's peak resident set (arguments placed "
                  "before), against the plan's temporaries + outputs - aliased")
 

@@ -365,9 +365,10 @@ def _memory(memory) -> str:
     chart = stacked_bars(labels, [(n, [parts(p)[k] for p in plans]) for k, n in enumerate(names)],
                          marks=[(b.name, b.bytes) for b in budgets], fmt=human_bytes,
                          title="planned memory per executable")
+    host = any(p.host_bytes for p in plans)  # offloaded to host memory: apart from the device peak
     head = "".join(f"<th>{esc(h)}</th>" for h in ("executable", "arguments", "outputs", "aliased", "temporaries",
-                                                  "code", "peak", *(f"{b.name} ({human_bytes(b.bytes)})"
-                                                                    for b in budgets)))
+                                                  "code", "peak", *(("host (offloaded)",) if host else ()),
+                                                  *(f"{b.name} ({human_bytes(b.bytes)})" for b in budgets)))
     rows = []
     for lbl, p in zip(labels, plans):
         fits = [("fits, " + human_bytes(room) + " free") if ok else ("OOM, needs " + human_bytes(-room) + " more")
@@ -375,7 +376,8 @@ def _memory(memory) -> str:
         nums = ["-"] * 5 if p.refused else [human_bytes(x) for x in (p.argument_bytes, p.output_bytes, p.alias_bytes,
                                                                      p.temp_bytes, p.code_bytes)]
         peak = human_bytes(p.peak_bytes) + (" (refused)" if p.refused else "")
-        rows.append(f"<tr><td>{esc(lbl)}</td>" + "".join(f"<td class=n>{esc(x)}</td>" for x in (*nums, peak))
+        extra = ((human_bytes(p.host_bytes) if p.host_bytes else "-"),) if host else ()
+        rows.append(f"<tr><td>{esc(lbl)}</td>" + "".join(f"<td class=n>{esc(x)}</td>" for x in (*nums, peak, *extra))
                     + "".join(f"<td>{esc(x)}</td>" for x in fits) + "</tr>")
     note = "".join(f"<p class=muted>Not planned: {esc(p.error)}</p>" for p in memory.failed)
     return (f"<h2 id=\"memory\">Memory</h2><p>Plan of {esc(memory.whose_plan)}: "
