@@ -123,6 +123,24 @@ def integer_math(text: str, label: str = "module") -> str:
                                          f"--{INTEGER_MATH})") from e
 
 
+def compilable(text: str | bytes, label: str = "module") -> str | bytes:
+    """A module (text, or bytecode) as XLA compiles it: resource blobs inlined, quantized ops as integer
+    math (with_blobs, integer_math); bytecode holding either is printed to text first."""
+    if isinstance(text, (bytes, bytearray)):
+        try:
+            from jax._src.interpreters import mlir as jmlir
+            from jaxlib.mlir import ir
+
+            with jmlir.make_ir_context():
+                printed = ir.Module.parse(bytes(text)).operation.get_asm(enable_debug_info=True)
+        except Exception:  # noqa: BLE001 - XLA's own compile reports what is wrong with it
+            return text
+        if "dense_resource<" not in printed and QUANTIZED not in printed:
+            return text
+        text = printed
+    return integer_math(with_blobs(text, label), label)
+
+
 def with_blobs(text: str, label: str) -> str:
     """`text` with its dense_resource blobs as dense constants (XLA: "Only dense elements attr are
     supported"); a constant whose blob the file lacks: BenchError naming its line."""
@@ -194,7 +212,7 @@ class Runtime:
         """An executable of `text`; `quick`: XLA's full HLO pipeline (fusion, layout, buffers) but no
         LLVM optimization, for a module run once (a parity check), not timed. A module sharded over N
         devices (partitions(text) > 1) is partitioned by XLA's SPMD partitioner over N of this client's
-        devices: a Partitioned executable. Quantized ops are compiled as integer math (integer_math)."""
+        devices: a Partitioned executable. Text or bytecode; resource blobs and quantized ops as `compilable` makes them."""
         _, xc = _jax()
         n = partitions(text)
         devices = self.client.local_devices()[:n]
@@ -202,9 +220,9 @@ class Runtime:
             raise BenchError(f"{label}: the module is sharded over {n} devices and this {self.platform} runtime "
                              f"has {len(devices)}", fix=f"on CPU, start with XLA_FLAGS=--xla_force_host_platform_"
                                                      f"device_count={n} (the CLI sets it for a sharded capture)")
-        if self.platform == "cpu" and "@lapack_" in text:
+        text = compilable(text, label)
+        if self.platform == "cpu" and (b"@lapack_" if isinstance(text, bytes) else "@lapack_") in text:
             initialize_lapack()
-        text = integer_math(with_blobs(text, label), label)  # XLA reads neither blobs nor quantized types
         options = partitioned_options(n, devices, shardy(text)) if n > 1 else xc.CompileOptions()
         if quick:
             options.env_option_overrides = list(QUICK.items())

@@ -605,3 +605,26 @@ def test_weights_in_a_resource_blob_diff_by_value_and_run(cli, tmp_path):
     code, out, err = cli("bench", elided)
     assert code == 2 and "elided.mlir:3: constant dense_resource<w> has no blob in the file" in err, err
     assert "Traceback" not in err and len([x for x in err.splitlines() if "error:" in x]) == 1
+
+
+def test_bytecode_with_a_resource_blob_diffs_by_value_and_runs(cli, tmp_path):
+    """The same as text, written as MLIR bytecode (the blob in its resource section). bench of any
+    bytecode file also failed on the CPU ("a bytes-like object is required": the LAPACK check read
+    the bytes as text)."""
+    from jax._src.interpreters import mlir as jmlir
+    from jaxlib.mlir import ir
+
+    paths = {}
+    with jmlir.make_ir_context():
+        for name, text in (("res", RESOURCE), ("other", RESOURCE.replace("00000040", "00004040"))):
+            paths[name] = tmp_path / f"{name}.mlirbc"
+            with open(paths[name], "wb") as f:
+                ir.Module.parse(text).operation.write_bytecode(f)
+    plain = tmp_path / "plain.mlir"
+    plain.write_text(RESOURCE.split("{-#")[0].replace("dense_resource<w>", "dense<[1.0, 2.0]>"))
+    code, out, err = cli("diff", paths["res"], plain)
+    assert code == 0 and "the same program" in out, (out, err)
+    code, out, err = cli("diff", paths["res"], paths["other"])
+    assert code == 1 and "dense<[1.000000e+00, 3.000000e+00]>" in out, (out, err)
+    code, out, err = cli("bench", paths["res"], "--runs", "5")
+    assert code == 0, err

@@ -236,9 +236,9 @@ class Compiler:
         from jax._src.lib import xla_client as xc
         from jaxlib.mlir import ir
 
-        from ..runtime import integer_math, partitioned_options, partitions, shardy, with_blobs
+        from ..runtime import compilable, partitioned_options, partitions, shardy
 
-        text = integer_math(with_blobs(text, label), label)  # as on CPU: XLA reads neither blobs nor quantized types
+        text = compilable(text, label)  # as on CPU: XLA reads neither blobs nor quantized types
         n = partitions(text)
         devices = self.devices(n, label)
         options = partitioned_options(n, devices, shardy(text)) if n > 1 else xc.CompileOptions()

@@ -110,7 +110,7 @@ def _warm_one(path, text, module, rt, sidecar, timeout, how, seed, staged=None) 
             fed, how_fed = donated_feedback(module)
             if how_fed:
                 origin += f"; {how_fed}"
-            if QUANTIZED in text:
+            if QUANTIZED in (text if isinstance(text, str) else ""):
                 origin += f"; quantized ops compiled as integer math (StableHLO's {INTEGER_MATH})"
 
             def run():

@@ -330,9 +330,13 @@ def _parse_bytecode(data: bytes, source: str, part: tuple) -> tuple:
                 module = stablehlo.deserialize_portable_artifact(ctx, data)
             elif any(op.name.startswith("mhlo.") for op in _walk_names(module)):
                 module = _legalized(module, lambda: ir.Module.parse(data))
-            return _build(module, source, "jaxlib", part=part)
+            try:
+                return _build(module, source, "jaxlib", part=part, blobs=False)
+            except _Blob:  # a dense_resource constant: its blob read from the module's text, as a file's is
+                text = module.operation.get_asm(enable_debug_info=True)
     except ir.MLIRError as e:
         raise _diagnostic(e, source, 1) from None
+    return _parse_text(text, source, source, 1, part)
 
 
 def _from_vhlo(ctx, module):
@@ -414,6 +418,7 @@ class _Builder:
         self.splats: dict = {}
         self.loc_kinds = tuple(getattr(ir, k, None) for k in ("NameLoc", "CallSiteLoc", "FusedLoc"))
         self.label = ""  # the file's name, in the text of a constant whose values it lacks
+        self.blobs = True  # False: a dense_resource constant raises _Blob (bytecode: read again from its text)
 
     def owned(self) -> bool:
         """Whether what is made now belongs to this part; _Stop past its share."""
@@ -603,10 +608,12 @@ class _Builder:
                 if hit[1] is not None:  # a loop's bounds and steps (ir.loops)
                     kept.append(("int", hit[1]))
                 value = hit[2]
+                if value.startswith("dense_resource<") and not self.blobs:
+                    raise _Blob
                 if value.startswith("dense_resource<"):
                     # a blob the file does not hold (ir.resources inlined the others): its values unknown,
                     # so equal to no other constant, not even one of the same key elsewhere
-                    value = f"{value} (values not in {self.label}: elided) #{self.unit}"
+                    value = f"{value} (its values are not in {self.label}) #{self.unit}"
                 kept.append(("value", value))  # the constant itself: a diff compares it
             else:
                 hit = self.attr_values.get(a)
@@ -705,15 +712,20 @@ def _is_splat(ir, a) -> bool:
         return False
 
 
-def _build(module, label: str, parser: str, ir=None, part: tuple = (0, 1)) -> tuple:
-    """The wire form of a parsed module, or of part j of k of it: see Module.from_wire."""
+class _Blob(Exception):
+    """A bytecode module holds a dense_resource constant (parse reads it again from its text)."""
+
+
+def _build(module, label: str, parser: str, ir=None, part: tuple = (0, 1), blobs: bool = True) -> tuple:
+    """The wire form of a parsed module, or of part j of k of it: see Module.from_wire. `blobs` False:
+    a dense_resource constant raises _Blob."""
     if ir is None:
         from jaxlib.mlir import ir
     body = [op.operation for op in module.body.operations]  # an OpView's .name is its symbol
     j, k = part
     lo, hi = _share(j, k, _units(body)) if k > 1 else (0, float("inf"))
     b = _Builder(ir, lo, hi)
-    b.label = label
+    b.label, b.blobs = label, blobs
     funcs = []
     try:
         for op in body:
