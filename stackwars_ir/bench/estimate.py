@@ -39,7 +39,7 @@ def estimate_file(path: Path, target: str):
     import time
 
     from ..errors import StackwarsError
-    from ..ir import load
+    from ..ir import compile_form, load
     from .executable import Executable
     from .memory import Compiler
     from ..isolate import started
@@ -48,7 +48,7 @@ def estimate_file(path: Path, target: str):
     if not result.ok:
         return Executable(str(path), "stablehlo", None, None, error=result.error)
     data = Path(path).read_bytes()
-    text = data if str(path).endswith(".mlirbc") else data.decode(errors="replace")
+    text = compile_form(data, str(path))
     started()
     try:
         from ..runtime import partitions

@@ -226,7 +226,7 @@ def compile_kernels(path: Path, backend: str = "cpu") -> Kernels:
     """Compile one StableHLO file on `backend` (nothing is run) and list its kernels (a bench worker
     job: XLA compiles under the worker's time and memory limits)."""
     from ..errors import StackwarsError
-    from ..ir import load
+    from ..ir import compile_form, load
     from ..runtime import runtime
     from ..isolate import started
 
@@ -234,7 +234,7 @@ def compile_kernels(path: Path, backend: str = "cpu") -> Kernels:
     if not result.ok:
         return Kernels(str(path), backend, error=result.error)
     data = Path(path).read_bytes()
-    text = data if str(path).endswith(".mlirbc") else data.decode(errors="replace")
+    text = compile_form(data, str(path))
     started()
     try:
         if is_tpu(backend):  # compile-only for a TPU slice (libtpu), as memory plans it

@@ -411,13 +411,13 @@ def plan_file(path: Path, target: str, measure: bool = False, staged: dict | Non
     import hashlib
 
     from ..files import sidecar_of
-    from ..ir import load
+    from ..ir import compile_form, load
 
     (result,) = load([path])
     if not result.ok:
         return MemoryPlan(str(path), target, error=result.error)
     data = Path(path).read_bytes()
-    text = data if str(path).endswith(".mlirbc") else data.decode(errors="replace")
+    text = compile_form(data, str(path))
     try:
         side, _ = sidecar_of(Path(path))  # one that does not describe its file: warned of by the CLI
         compiler = compiler_for(target)

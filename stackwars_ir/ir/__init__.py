@@ -4,3 +4,6 @@ from .pool import (  # noqa: F401
     DEFAULT_MEMORY, DEFAULT_SECONDS, MAX_SHARES, MEMORY_ENV, RECYCLE_BYTES, SHARE_BYTES, TIMEOUT_ENV, Limits,
     ParseResult, Parser, limits_env, load, load_one, load_single, no_gc, parse_bytes,
 )
+from .parse import (  # noqa: F401
+    compile_form,
+)

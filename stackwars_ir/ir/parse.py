@@ -128,6 +128,30 @@ def _is_utf8(data: bytes) -> bool:
     return True
 
 
+_OLD_ATTR = re.compile(r"\b\w+\s*=\s*dense<[^<>]*>\s*:\s*tensor<\d+xi(?:64|1)>")
+
+
+def compile_form(data: bytes, source: str) -> str | bytes:
+    """A file's module in the form XLA's compile takes, read as the parser reads it: bytecode as it is;
+    an XLA HloModuleProto as StableHLO bytecode (XLA's importer); StableHLO text from before 2024's
+    attribute change rewritten to today's (_parse_older); any other text as it is."""
+    if data.startswith(BYTECODE_MAGIC):
+        return data
+    if b"\x00" in data[:4096] or not _is_utf8(data[:4096]):
+        converted = _from_hlo_proto(data)
+        return converted if converted is not None else data
+    text = data.decode("utf-8", errors="replace")
+    if not _OLD_ATTR.search(text) or SPLIT_MARKER in text:
+        return text
+    from jaxlib.mlir import ir
+
+    try:
+        with CONTEXTS.jaxlib():
+            return _parse_older(ir, text).operation.get_asm(enable_debug_info=True)
+    except Exception:  # noqa: BLE001 - XLA's compile says what is wrong with it
+        return text
+
+
 def _from_hlo_proto(data: bytes) -> bytes | None:
     """StableHLO bytecode of an XLA HloModuleProto (an XLA dump's `*.hlo.pb`, torch_xla's graph protos),
     converted by XLA's own importer in jaxlib; None for bytes that are not one."""
