@@ -301,6 +301,74 @@ def bench_cmd(targets, batches, baselines, backend, target, timeout, max_memory,
     finish(report.failed)
 
 
+@main.command("why")
+@click.argument("targets", nargs=-1, required=True)
+@click.option("--a", "a", default="jax", show_default=True,
+              help="A: the native runtime B is compared against (a bench baseline: jax, torch_xla, torchax, "
+                   "inductor, torch_xla_dynamo; or a row's kind as bench names it).")
+@click.option("--b", "b", default="torch_xla", show_default=True, help="B: the native runtime asked about.")
+@click.option("--rounds", type=int, default=3, show_default=True,
+              help="With MODEL: benches run, each in fresh workers; the intervals are across them.")
+@batches_option("the first batch of the bench")
+@limits_options("Seconds per executable for its compile and runs.", "each bench's workers")
+@json_option("the paragraph")
+@markdown_option
+@click.option("--html", "html_path", type=click.Path(dir_okay=False, path_type=Path),
+              help="Write a self-contained HTML page here.")
+@model_options("why", Path("out") / "captures", shapes=False, step_help="forward, or train (one training step).")
+@adapters_option
+def why_cmd(targets, a, b, rounds, batches, timeout, max_memory, json_path, md_path, html_path, out_dir, **options):
+    """Why B's step differs from A's, in one paragraph: the ratio of their native steady steps, the
+    share the compiled programs explain (both timed on one XLA runtime), the share the host's work per
+    step explains (bench --host's phases), and what is left, each with its 95% interval and source.
+
+    TARGETS: a model (benched --rounds times: `bench MODEL --baselines A,B --host`), or bench --json
+    files of such benches (each file one round).
+
+    Exit code 0: answered; 2: bad input (a bench without both runtimes), nothing written; 130: interrupted.
+    """
+    import json
+
+    from .bench.answer import answer, native_kind
+    from .bench.result import BenchReport
+    from .errors import StackwarsError
+    from .files import read_result, write_atomic
+    from .report.answer import answer_html, answer_markdown, answer_text
+    from .workload import batch_list
+
+    files = [Path(t) for t in targets if t.endswith(".json")]
+    kind_a, kind_b = native_kind(a), native_kind(b)
+    batch = (batch_list(batches) or (None,))[0]
+    if files:
+        if len(files) != len(targets):
+            raise StackwarsError("why takes a model or bench --json files, not both",
+                                 fix="give the bench files alone, or the model alone")
+        reports = [read_result(f, "bench", BenchReport.from_json) for f in files]
+        source = "bench --json files " + ", ".join(str(f) for f in files)
+    else:
+        model = model_or_files(targets, "why", ("batches",), fix="name a model, or give bench --json files")
+        if rounds < 1:
+            raise StackwarsError(f"--rounds {rounds} must be at least 1", fix="e.g. --rounds 3")
+        from .bench.timing import Asked
+        from .isolate import max_memory as max_memory_of
+        from .sweep import bench_model
+
+        req = request(model, options)
+        reports = []
+        for i in range(rounds):
+            progress(f"why: round {i + 1} of {rounds}: bench {model} --baselines {a},{b} --host")
+            reports.append(bench_model(req, batches=(batch,), baselines=(a, b), out_dir=out_dir, timeout=timeout,
+                                       max_memory=max_memory_of(max_memory, timeout), progress=progress,
+                                       asked=Asked.of(host=10)))
+        source = f"stackwars-ir bench {model} --size {req.size} --baselines {a},{b} --host, {rounds} times"
+    ans = answer(reports, kind_a, kind_b, batch, source)
+    if md_path is not None:
+        write_atomic(md_path, answer_markdown(ans))
+    if html_path is not None:
+        write_atomic(html_path, answer_html(ans, " ".join(["stackwars-ir"] + sys.argv[1:])))
+    emit(answer_text(ans), ans.as_json(), json_path, dumps=lambda d: json.dumps(d, indent=1))
+
+
 @main.command("memory")
 @click.argument("targets", nargs=-1, required=True)
 @click.option("--target", "target", default="cpu", show_default=True,

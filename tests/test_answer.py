@@ -1,0 +1,89 @@
+"""One answer to "why is B slower than A": the native step gap split into the program's, the host's and the rest's parts, each with its interval (issue 75, item 1)."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from stackwars_ir.bench import Executable
+from stackwars_ir.bench.answer import answer
+from stackwars_ir.bench.host import HostPhases, Phase
+from stackwars_ir.bench.result import BenchReport
+from stackwars_ir.bench.timing import Timing
+from stackwars_ir.report.answer import answer_html, answer_markdown, answer_text
+
+
+def _timing(samples) -> Timing:
+    s = sorted(samples)
+    return Timing(s[0], s[0], s[len(s) // 2], s[len(s) // 10], s[-len(s) // 10], len(s), 2, {}, tuple(samples))
+
+
+def _report(shift: float = 0.0, host: bool = True) -> BenchReport:
+    """jax.jit at 10 ms a step (0.5 ms of it dispatch), torch_xla lazy at 16 ms (4 ms forward + 1 ms sync);
+    both programs 9.5 and 10 ms on one XLA runtime. Each round moved by `shift`."""
+    jitter = [0.99, 1.0, 1.01] * 7
+
+    def row(label, kind, step, phases=()):
+        h = HostPhases(len(jitter), step, tuple(Phase(n, s, "timer", "", tuple(s * j for j in jitter))
+                                                for n, s in phases)) if host and phases else None
+        return Executable(label, kind, 0.1, _timing([(step + shift) * j for j in jitter]), host=h)
+
+    return BenchReport("cpu", (
+        (2, row("c/jax.mlir", "stablehlo", 9.5e-3)), (2, row("c/torch-torch_xla.mlir", "stablehlo", 10e-3)),
+        (2, row("jax.jit (native)", "jax.jit", 10e-3, (("dispatch", 0.5e-3), ("wait", 9.5e-3)))),
+        (2, row("torch_xla lazy tensors", "torch_xla lazy", 16e-3,
+                (("forward", 4e-3), ("sync", 1e-3), ("wait", 11e-3)))),
+    ), machine={"processor": "test CPU", "cpus": 2})
+
+
+def test_the_gap_splits_into_parts_that_add_up_to_it():
+    one = answer([_report()], source="test")
+    assert one.ratio == pytest.approx(1.6) and one.low < 1.6 < one.high and one.rounds == 1
+    assert one.step.gap_s == pytest.approx(6e-3)
+    assert one.program.gap_s == pytest.approx(0.5e-3) and one.programs == ("jax", "torch-torch_xla")
+    assert one.host.gap_s == pytest.approx(4.5e-3) and one.host.b_s == pytest.approx(5e-3)
+    assert one.rest.gap_s == pytest.approx(1e-3)
+    for p in (one.step, one.program, one.host, one.rest):
+        assert p.low_s <= p.gap_s <= p.high_s
+    rounds = answer([_report(0.0), _report(0.2e-3), _report(-0.1e-3)], source="test")
+    assert rounds.rounds == 3 and rounds.host.gap_s == pytest.approx(4.5e-3)
+    assert rounds.step.gap_s == pytest.approx(rounds.program.gap_s + rounds.host.gap_s + rounds.rest.gap_s)
+    text = answer_text(rounds)
+    assert text.startswith("torch_xla lazy tensors took 1.6")
+    assert "The host's work per step explains +4.50 ms" in text and "75% of the gap" in text
+    assert "3 rounds, each a bench in fresh workers" in text and "test CPU (2 cpus)" in text
+    assert "| host | 0.500 | 5.00 | +4.50 |" in answer_markdown(rounds) and "<h2 id=\"why\">" in answer_html(rounds)
+    assert "<script" not in answer_html(rounds) and "http" not in answer_html(rounds)
+    assert json.loads(json.dumps(rounds.as_json()))["parts"][2]["name"] == "host"
+
+
+def test_what_the_bench_did_not_measure_is_named_with_its_command():
+    ans = answer([_report(host=False)])
+    assert ans.host is None and ans.rest is None
+    assert "Not measured: the host's work per step (add --host to bench)." in answer_text(ans)
+
+
+@pytest.mark.slow  # two benches of GPT-2 tiny with both native runtimes and their host phases
+def test_why_answers_for_gpt2_tiny_from_two_rounds(cli, tmp_path):
+    code, out, err = cli("why", "gpt2", "--size", "tiny", "--rounds", "2", "--out", tmp_path / "c",
+                         "--json", tmp_path / "w.json")
+    assert code == 0, err
+    ans = json.loads((tmp_path / "w.json").read_text())
+    assert ans["rounds"] == 2 and ans["a"] == "jax.jit (native)" and ans["b"] == "torch_xla lazy tensors"
+    parts = {p["name"]: p for p in ans["parts"]}
+    assert set(parts) == {"step", "program", "host", "rest"}
+    # the same programs on one runtime: GPT-2's two captures differ by less than the host's work does
+    assert abs(parts["program"]["gap_s"]) < parts["host"]["gap_s"]
+    assert parts["step"]["gap_s"] == pytest.approx(parts["program"]["gap_s"] + parts["host"]["gap_s"] +
+                                                   parts["rest"]["gap_s"], abs=1e-9)
+    assert "The compiled programs explain" in out and "The host's work per step explains" in out
+    assert "torch_xla lazy tensors took" in out and "stackwars-ir bench gpt2 --size tiny" in out
+
+
+def test_why_refuses_a_bench_without_both_runtimes(cli, tmp_path):
+    bench = tmp_path / "b.json"
+    bench.write_text(json.dumps(_report().as_json()))
+    code, out, err = cli("why", bench, "--b", "torchax")
+    assert code == 2 and "no measured native row 'torchax jit'" in err and len(err.strip().splitlines()) == 1
+    code, out, err = cli("why", bench)
+    assert code == 0 and "torch_xla lazy tensors took 1.6" in out, err
