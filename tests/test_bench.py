@@ -727,3 +727,23 @@ def test_a_quantized_program_runs_as_integer_math(tmp_path):
         for j in range(6):
             want[0, :, i, j] = np.einsum("oikl,ikl->o", w, xq[0, :, i:i + 3, j:j + 3])
     np.testing.assert_allclose(np.asarray(got), want, rtol=1e-5, atol=1e-5)
+
+
+def test_a_noisy_row_is_warned_of_with_the_cause_that_fits_its_scale():
+    """A 12 us program's spread (69-806% at a few runs, bugs/03 and 12) was blamed on other programs
+    competing for the machine; at that scale the clock's and the scheduler's jitter alone do it."""
+    from stackwars_ir.bench import Executable
+    from stackwars_ir.bench.compare import noisy
+    from stackwars_ir.bench.timing import Timing
+
+    def row(label, samples):
+        s = sorted(samples)
+        t = Timing(1, 1, s[len(s) // 2], s[len(s) // 10], s[-len(s) // 10], len(s), 2, {}, tuple(samples), 1, 1)
+        return Executable(label, "stablehlo", 1.0, t)
+
+    loaded = [1.0, 1.2, 1.45] * 14
+    tiny, big = noisy([(None, row("x/tiny.mlir", [12e-6 * x for x in loaded])),
+                       (None, row("x/big.mlir", [0.1 * x for x in loaded]))])
+    assert tiny.startswith("tiny: spread 37% exceeds 10%: at 14 us a run, the clock's and the scheduler's jitter")
+    assert "other programs may be competing" in big and "jitter" not in big
+    assert noisy([(None, row("x/calm.mlir", [0.1] * 20))]) == []
