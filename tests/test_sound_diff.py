@@ -289,3 +289,20 @@ def test_found_by_a_new_user(tmp_path):
     region = _diff(tmp_path, REDUCE.format(op="add"), REDUCE.format(op="add").replace(
         "stablehlo.add %a, %b", "stablehlo.add %b, %a"))
     assert not region.differs  # commutative, inside a region
+
+
+def test_an_attribute_on_one_side_only_is_shown_whole(tmp_path, cli):
+    """bugs/02: a DotAlgorithm added to a dot_general was cut at 60 characters, before its
+    accumulation_type: the change the reader needed was not shown."""
+    head = "func.func @main(%a: tensor<4x8xf16>, %b: tensor<8x4xf16>) -> tensor<4x4xf32> {\n"
+    dot = ("  %0 = stablehlo.dot_general %a, %b, contracting_dims = [1] x [0]{} : (tensor<4x8xf16>, tensor<8x4xf16>) "
+           "-> tensor<4x4xf32>\n  return %0 : tensor<4x4xf32>\n}}\n")
+    algo = (", algorithm = <lhs_precision_type = f16, rhs_precision_type = f16, accumulation_type = f32, "
+            "lhs_component_count = 1, rhs_component_count = 1, num_primitive_operations = 1, "
+            "allow_imprecise_accumulation = false>")
+    a, b = tmp_path / "a.mlir", tmp_path / "b.mlir"
+    a.write_text(head + dot.format(""))
+    b.write_text(head + dot.format(algo))
+    code, out, err = cli("diff", a, b, "--ops")
+    assert code == 1, err
+    assert "accumulation_type = f32" in out

@@ -659,7 +659,10 @@ def _signature_changes(sa: tuple, sb: tuple) -> list:
     for k in sorted(set(attrs_a) | set(attrs_b), key=str):
         va, vb = attrs_a.get(k, "-"), attrs_b.get(k, "-")
         if va != vb:
-            out.append(f"{k} {' -> '.join(_around_difference(_short_form(va), _short_form(vb)))}")
+            # an attribute on one side only is the whole difference: shown whole up to 240 characters
+            # (a DotAlgorithm's accumulation_type was cut off at 60)
+            width = 240 if "-" in (va, vb) else 60
+            out.append(f"{k} {' -> '.join(_around_difference(_short_form(va), _short_form(vb), width))}")
     return out
 
 
