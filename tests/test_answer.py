@@ -87,3 +87,28 @@ def test_why_refuses_a_bench_without_both_runtimes(cli, tmp_path):
     assert code == 2 and "no measured native row 'torchax jit'" in err and len(err.strip().splitlines()) == 1
     code, out, err = cli("why", bench)
     assert code == 0 and "torch_xla lazy tensors took 1.6" in out, err
+
+
+@pytest.mark.slow  # two benches of GPT-2 tiny
+def test_the_fix_diff_bench_prints_runs_and_keeps_the_host_phases(cli, tmp_path):
+    """issue 75, item 6: `diff A B --bench` on a model's bench (--host, no --profile) suggested
+    `bench A.mlir B.mlir --profile`, which has no native rows and so dropped the host phases asked for.
+    The fix printed now is the model's bench with --profile added; run as printed, the diff reads it."""
+    import re
+    import shlex
+
+    caps, first = tmp_path / "caps", tmp_path / "b.json"
+    code, _, err = cli("bench", "gpt2", "--size", "tiny", "--baselines", "jax,torch_xla", "--host", "--out", caps,
+                       "--json", first)
+    assert code == 0, err
+    a, b = caps / "gpt2-tiny" / "jax.mlir", caps / "gpt2-tiny" / "torch-torch_xla.mlir"
+    code, _, err = cli("diff", a, b, "--bench", first)
+    assert code == 2 and "without --profile" in err, err
+    fix = re.search(r"\(fix: (stackwars-ir bench .*)\)$", err.strip())[1]
+    assert "--profile --host" in fix and "--baselines jax,torch_xla" in fix, fix
+    second = tmp_path / "p.json"
+    args = shlex.split(fix.replace("FILE", str(second)))[1:]
+    code, _, err = cli(*args)
+    assert code == 0, err
+    code, out, err = cli("diff", a, b, "--bench", second)
+    assert code == 1 and "host A" in out and "jax.jit (native): step" in out, err

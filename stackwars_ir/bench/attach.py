@@ -25,9 +25,9 @@ def block_times(report, result, bench, where):
     from ..errors import StackwarsError
 
     profiles, names = [], []
+    again = rerun(bench, result)
     for side in (result.a, result.b):
         rows = [e for _, e in bench.rows if e.kind == "stablehlo" and e.sha256 and e.sha256 == side.sha256]
-        again = f"stackwars-ir bench {result.a.source} {result.b.source} --profile --json FILE"
         if not rows:
             raise StackwarsError(f"{where}: timed no file with the contents of {side.source}", fix=again)
         if rows[0].profile is None:
@@ -47,6 +47,40 @@ def block_times(report, result, bench, where):
         return out
     time = dict(out.metrics["time"], verdict=verdict.sentence(), within_noise=verdict.tie or bool(verdict.withheld))
     return dataclasses.replace(out, metrics=dict(out.metrics, time=time))
+
+
+def rerun(bench, result) -> str:
+    """The bench command that profiles the diff's two files and keeps what `bench` measured besides: a
+    model's bench with native rows timed by host phase (bench MODEL --host) is run again as a model's,
+    with --profile added, so its native rows and host phases stay (`bench A B --profile` has neither)."""
+    from pathlib import Path
+
+    from ..errors import StackwarsError
+    from ..files import read_sidecar
+    from .answer import NATIVE_KINDS
+
+    files = f"stackwars-ir bench {result.a.source} {result.b.source} --profile --json FILE"
+    natives = [e for _, e in bench.rows if e.kind != "stablehlo"]
+    if not natives:
+        return files
+    try:
+        car = read_sidecar(Path(result.a.source)) or read_sidecar(Path(result.b.source))
+    except (StackwarsError, OSError, ValueError):
+        return files
+    if car is None or not car.model:
+        return files
+    kinds = {e.kind for e in natives}
+    baselines = [name for name, kind in NATIVE_KINDS.items() if kind in kinds and name != "jax_donate"]
+    words = [f"stackwars-ir bench {car.model} --size {car.size}"]
+    if car.batch is not None:
+        words.append(f"--batch {car.batch}")
+    if baselines:
+        words.append(f"--baselines {','.join(baselines)}")
+    if car.step and car.step != "forward":
+        words.append(f"--step {car.step}")
+    words.append(f"--out {Path(result.a.source).parent.parent}")  # the captures bench MODEL reuses: these files
+    words.append("--profile" + (" --host" if any(e.host is not None for e in natives) else "") + " --json FILE")
+    return " ".join(words)
 
 
 def _native_host(bench, side):
