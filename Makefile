@@ -29,7 +29,7 @@ demo: setup
 	$(BIN)/stackwars-ir capture gpt2 --framework both --exporter all --size tiny --out out/captures --force
 	$(BIN)/stackwars-ir diff out/captures/gpt2-tiny/jax.mlir out/captures/gpt2-tiny/torch-torch_xla.mlir --markdown out/gpt2-diff.md || test $$? -eq 1
 	$(BIN)/stackwars-ir bench out/captures/gpt2-tiny/jax.mlir out/captures/gpt2-tiny/torch-torch_xla.mlir out/captures/gpt2-tiny/torch-torchax.mlir --json out/gpt2-bench.json
-	$(BIN)/stackwars-ir report out/captures/gpt2-tiny/jax.mlir out/captures/gpt2-tiny/torch-torch_xla.mlir --bench out/gpt2-bench.json -o out/gpt2-report.html
+	$(BIN)/stackwars-ir report out/captures/gpt2-tiny/jax.mlir out/captures/gpt2-tiny/torch-torch_xla.mlir --bench out/gpt2-bench.json --html out/gpt2-report.html
 
 # The suite runs `sweep` on a local Ray cluster too (tests/test_sweep.py), so it installs Ray first.
 # It leaves out the tests marked `download`, which make a version stack of gigabytes from the package

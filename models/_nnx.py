@@ -198,3 +198,19 @@ def run_layers(layers, x, *args):
 
     x, _ = jax.lax.scan(jax.checkpoint(body) if _LAYERS["remat"] else body, x, stacked)
     return x
+
+
+class RMSNorm(Scoped):
+    """torch.nn.RMSNorm / transformers' LlamaRMSNorm over the last axis: x * rsqrt(mean(x^2) + eps) * weight,
+    computed in float32 and cast back to x's dtype; weight [D] read from `prefix.weight`."""
+
+    def __init__(self, w: Mapping[str, np.ndarray], prefix: str, scope: str, eps: float):
+        super().__init__(scope)
+        self.weight = param(w, join(prefix, "weight"))
+        self.eps = eps
+
+    def __call__(self, x):
+        with self.scoped():
+            h = x.astype(jnp.float32)
+            h = h * jax.lax.rsqrt(jnp.mean(jnp.square(h), axis=-1, keepdims=True) + self.eps)
+            return self.weight[...] * h.astype(x.dtype)

@@ -6,7 +6,7 @@ import math
 import numpy as np
 
 from . import Entry
-from ._nnx import Embedding, Linear, Scoped, param, run_layers
+from ._nnx import Embedding, Linear, RMSNorm, Scoped, param, run_layers
 
 ENTRY = Entry(
     "llama", "LLaMA decoder (transformers LlamaModel: RMSNorm, llama3 rotary, grouped-query attention, SwiGLU); "
@@ -47,24 +47,6 @@ def inputs(size: str, batch: int, seq: int, rng: np.random.Generator) -> dict[st
     if seq > SIZES[size]["max_position_embeddings"]:
         raise ValueError(f"--seq {seq} exceeds LLaMA {size}'s {SIZES[size]['max_position_embeddings']} positions")
     return {"input_ids": rng.integers(0, SIZES[size]["vocab_size"], (batch, seq), dtype=np.int64)}
-
-
-class RMSNorm(Scoped):
-    """LlamaRMSNorm: x * rsqrt(mean(x^2) + eps), computed in float32, times the weight."""
-
-    def __init__(self, w, prefix, scope, eps):
-        super().__init__(scope)
-        self.weight = param(w, f"{prefix}.weight")
-        self.eps = eps
-
-    def __call__(self, x):
-        import jax
-        import jax.numpy as jnp
-
-        with self.scoped():
-            h = x.astype(jnp.float32)
-            h = h * jax.lax.rsqrt(jnp.mean(jnp.square(h), axis=-1, keepdims=True) + self.eps)
-            return self.weight[...] * h.astype(x.dtype)
 
 
 def _rotate_half(x):

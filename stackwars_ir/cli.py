@@ -561,8 +561,8 @@ def ablate_cmd(file_a, file_b, out_dir, only, blocks, rounds, profile, json_path
 
 @main.command("report")
 @click.argument("files", nargs=-1, type=click.Path(path_type=Path))
-@click.option("-o", "--output", "out", type=click.Path(dir_okay=False, path_type=Path), required=True,
-              help="The HTML file to write.")
+@click.option("--html", "-o", "--output", "out", type=click.Path(dir_okay=False, path_type=Path), required=True,
+              help="The HTML file to write (-o and --output: older spellings of --html, kept).")
 @click.option("--from", "from_path", type=click.Path(dir_okay=False, path_type=Path),
               help="Render a saved `stackwars-ir diff --json` result instead of diffing FILE_A FILE_B (the .mlir "
                    "files are not needed).")

@@ -544,3 +544,23 @@ def test_a_twin_weight_of_another_shape_is_refused_by_name_never_reshaped():
     bias = Argument(0, "parameter", "b", (1, 64), "float32")
     (value,) = argument_values([bias], {}, {"b": np.ones(64, np.float32)}, {}, "jax")
     assert value.shape == (1, 64)
+
+
+def test_the_nnx_rmsnorm_computes_torchs_rmsnorm_under_its_module_path():
+    import jax
+    import numpy as np
+    import torch
+
+    from stackwars_ir.models._nnx import RMSNorm
+
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((2, 3, 8)).astype(np.float32)
+    w = {"norm.weight": rng.standard_normal(8).astype(np.float32)}
+    ref = torch.nn.RMSNorm(8, eps=1e-5)
+    with torch.no_grad():
+        ref.weight.copy_(torch.from_numpy(w["norm.weight"]))
+        want = ref(torch.from_numpy(x)).numpy()
+    norm = RMSNorm(w, "norm", "norm", 1e-5)
+    np.testing.assert_allclose(np.asarray(norm(x)), want, rtol=1e-5, atol=1e-6)
+    text = jax.jit(lambda v: norm(v)).lower(x).as_text(debug_info=True)
+    assert "norm/" in text  # its ops carry the PyTorch module path

@@ -195,6 +195,27 @@ def test_unmatched_blocks_are_reported_not_dropped():
     assert len(report.alignment.pairs) + len(report.alignment.only_a) == total_a
 
 
+_NAMED = """module @jit_f {
+  func.func public @main(%arg0: tensor<4xf32>) -> tensor<4xf32> {
+    %0 = stablehlo.tanh %arg0 : tensor<4xf32> loc(#loc1)
+    %1 = stablehlo.exponential %0 : tensor<4xf32> loc(#loc2)
+    RETURN
+  }
+}
+#loc1 = loc("jit(f)/jit(main)/mlp/tanh"("a.py":1:0))
+#loc2 = loc("jit(f)/jit(main)/mlp/exp"("a.py":2:0))
+"""
+
+
+def test_a_block_whose_ops_name_no_module_is_printed_as_such(cli, tmp_path):
+    (tmp_path / "a.mlir").write_text(_NAMED.replace("RETURN", "return %1 : tensor<4xf32>"))
+    (tmp_path / "b.mlir").write_text(_NAMED.replace("RETURN", "%2 = stablehlo.sine %1 : tensor<4xf32>\n"
+                                                    "    %3 = stablehlo.cosine %2 : tensor<4xf32>\n"
+                                                    "    return %3 : tensor<4xf32>"))
+    code, out, _ = cli("diff", tmp_path / "a.mlir", tmp_path / "b.mlir", "--mode", "provenance")
+    assert code == 1 and "only in B: other#0 (no module path, 2 ops)" in out and "(, " not in out
+
+
 @pytest.mark.parametrize("content", [None, b"", b"not mlir at all\n"])
 def test_bad_input_exit_2(cli, tmp_path, content):
     bad = tmp_path / "bad.mlir"

@@ -25,7 +25,7 @@ def _hostile_capture(tmp_path):
 
 def test_html_is_self_contained(cli, tmp_path):
     out = tmp_path / "r.html"
-    code, stdout, _ = cli("report", golden("gpt2", "jax"), golden("gpt2", "torch-torch_xla"), "-o", out)
+    code, stdout, _ = cli("report", golden("gpt2", "jax"), golden("gpt2", "torch-torch_xla"), "--html", out)
     assert code == 0 and str(out) in stdout
     html = out.read_text()
     assert "<svg" in html and "batch_norm_training" in html
@@ -107,7 +107,7 @@ def test_the_report_states_each_sides_own_inputs_and_its_full_command(cli, tmp_p
     html = out.read_text()
     jax_row, torch_row = re.findall(r"<tr><td>[^<]*</td><td><code>[^<]*</code>.*?</tr>", html)[:2]
     assert "input_ids int32[2, 16]" in jax_row and "input_ids int64[2, 16]" in torch_row
-    assert f"--bench {bench} --mode structure</code>" in html and f"-o {out}" in html
+    assert f"--bench {bench} --mode structure</code>" in html and f"--html {out}" in html
     timings = html[html.index('<h2 id="timings">'):]  # roofline and memory beside the timings
     assert "XLA memory plan" in timings and re.search(r"\d+% of the (memory|compute) bound", timings)
 

@@ -63,7 +63,7 @@ def diff_html(result, bench=None, command: str | None = None, memory=None, ablat
         from .ablation import ablation_section
 
         parts.append(ablation_section(ablation))
-    command = command or f"stackwars-ir report {a.source} {b.source} -o report.html"
+    command = command or f"stackwars-ir report {a.source} {b.source} --html report.html"
     parts.append(f"<p class=\"muted\">Written by stackwars-ir. Regenerate: <code>{esc(command)}</code></p>")
     parts.append(f"<script>{_SCRIPT}{graph.SCRIPT}</script></body></html>\n")
     return "\n".join(parts)

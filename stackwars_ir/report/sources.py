@@ -38,7 +38,7 @@ def pair(files) -> tuple[set, tuple[str, str]]:
     """The two files' sha256 (one that cannot be read: the diff names it in its own words) and names."""
     if len(files) != 2:
         raise StackwarsError(f"report takes two files to diff (got {len(files)})",
-                             fix="stackwars-ir report A.mlir B.mlir -o r.html, or --from DIFF.json")
+                             fix="stackwars-ir report A.mlir B.mlir --html r.html, or --from DIFF.json")
     mine = set()
     for f in files:
         try:
@@ -121,7 +121,7 @@ def command_line(files, out, from_path, bench_path, memory_path, mode: str, kern
                  ablation_path=None) -> str:
     """The command that regenerates the report, as the report prints it."""
     given = ("--from", from_path) if from_path is not None else files
-    return " ".join(shlex.quote(str(x)) for x in ("stackwars-ir", "report", *given, "-o", out,
+    return " ".join(shlex.quote(str(x)) for x in ("stackwars-ir", "report", *given, "--html", out,
                                                    *(("--bench", bench_path) if bench_path else ()),
                                                    *(("--memory", memory_path) if memory_path else ()),
                                                    *(("--ablation", ablation_path) if ablation_path else ()),

@@ -93,7 +93,7 @@ def diff_text(result, excerpts: bool = False, ops: bool = False) -> str:
         out += [f"  {label:18} {f}" for label, f in details]
     for side, blocks in (("A", result.only_a), ("B", result.only_b)):
         if blocks:
-            out += ["", f"only in {side}: " + ", ".join(f"{u.label} ({u.name}, {u.ops} ops)" for u in blocks)]
+            out += ["", f"only in {side}: " + ", ".join(f"{u.label} ({u.name.strip('()')}, {u.ops} ops)" for u in blocks)]
     out += _op_level_text(result, every_block=ops)
     if excerpts:
         for d in result.blocks:
