@@ -353,13 +353,17 @@ def why_cmd(targets, a, b, rounds, batches, timeout, max_memory, json_path, md_p
         from .isolate import max_memory as max_memory_of
         from .sweep import bench_model
 
-        req = request(model, options)
-        reports = []
-        for i in range(rounds):
-            progress(f"why: round {i + 1} of {rounds}: bench {model} --baselines {a},{b} --host")
-            reports.append(bench_model(req, batches=(batch,), baselines=(a, b), out_dir=out_dir, timeout=timeout,
-                                       max_memory=max_memory_of(max_memory, timeout), progress=progress,
-                                       asked=Asked.of(host=10)))
+        from .progress import planned
+        from .sweep import bench_steps
+
+        req, asked = request(model, options), Asked.of(host=10)
+        reports, steps = [], bench_steps(req, batches=(batch,), baselines=(a, b), out_dir=out_dir, asked=asked)
+        with planned(progress, steps + [k for k in steps if k != "capture"] * (rounds - 1)):
+            for i in range(rounds):
+                progress(f"why: round {i + 1} of {rounds}: bench {model} --baselines {a},{b} --host")
+                reports.append(bench_model(req, batches=(batch,), baselines=(a, b), out_dir=out_dir,
+                                           timeout=timeout, max_memory=max_memory_of(max_memory, timeout),
+                                           progress=progress, asked=asked))
         source = f"stackwars-ir bench {model} --size {req.size} --baselines {a},{b} --host, {rounds} times"
     ans = answer(reports, kind_a, kind_b, batch, source)
     if md_path is not None:

@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from .errors import EXIT_BAD_INPUT, EXIT_INTERRUPTED, StackwarsError
+from .progress import Steps
 
 
 class Group(click.Group):
@@ -233,9 +234,13 @@ def warn_sidecars(paths) -> None:
         click.echo(f"stackwars-ir: warning: {warning}", err=True)
 
 
-def progress(message: str) -> None:
-    """Slow steps (capture, compile, first run) said on stderr as they start, terminal or not."""
+def _say(message: str) -> None:
     click.echo(f"stackwars-ir: {message}", err=True)
+
+
+# Slow steps (capture, compile, first run) said on stderr as they start, terminal or not; a long
+# command's steps with their position and the time left (progress.Steps).
+progress = Steps(_say)
 
 
 def emit(text: str | None, data: dict, json_path, dumps=None) -> None:

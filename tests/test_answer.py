@@ -101,6 +101,11 @@ def test_the_fix_diff_bench_prints_runs_and_keeps_the_host_phases(cli, tmp_path)
     code, _, err = cli("bench", "gpt2", "--size", "tiny", "--baselines", "jax,torch_xla", "--host", "--out", caps,
                        "--json", first)
     assert code == 0, err
+    # issue 75, item 9: each step with its position, and from the second on the time left
+    steps = re.findall(r"stackwars-ir: \[step (\d+) of (\d+), [^\]]* so far(, about [^\]]* left)?\] (\S+)", err)
+    assert [(int(k), int(n), what) for k, n, _, what in steps] == \
+        [(1, 4, "capturing"), (2, 4, "2"), (3, 4, "jax:"), (4, 4, "torch_xla:")], err
+    assert not steps[0][2] and all(left for _, _, left, _ in steps[1:])
     a, b = caps / "gpt2-tiny" / "jax.mlir", caps / "gpt2-tiny" / "torch-torch_xla.mlir"
     code, _, err = cli("diff", a, b, "--bench", first)
     assert code == 2 and "without --profile" in err, err
@@ -110,5 +115,35 @@ def test_the_fix_diff_bench_prints_runs_and_keeps_the_host_phases(cli, tmp_path)
     args = shlex.split(fix.replace("FILE", str(second)))[1:]
     code, _, err = cli(*args)
     assert code == 0, err
+    steps = re.findall(r"\[step \d+ of \d+, [^\]]*\] (\S+ \S+)", err)
+    assert "using the captures of gpt2-tiny" in err  # reused, as --out in the fix says: no capture step
+    assert steps == ["2 files,", "jax: compiling", "torch_xla: compiling", "jax.jit (native):", "torch_xla lazy"], err
     code, out, err = cli("diff", a, b, "--bench", second)
     assert code == 1 and "host A" in out and "jax.jit (native): step" in out, err
+
+
+@pytest.mark.parametrize("sweep", [False, True])
+def test_the_printed_fix_reuses_the_captures_where_they_are(tmp_path, sweep):
+    """A bench's captures at the adapter's batch sit in OUT/gpt2-tiny, a sweep's in OUT/b2-s16/gpt2-tiny: the fix
+    names the folder bench MODEL reads them from, with --batch and --seq only for a sweep's (given
+    outside a sweep's folder, --batch would capture the model again elsewhere)."""
+    import shutil
+    from types import SimpleNamespace
+
+    from conftest import golden
+    from stackwars_ir.bench.attach import rerun
+    from stackwars_ir.bench.executable import Executable
+    from stackwars_ir.bench.result import BenchReport
+
+    out = tmp_path / "caps"
+    folder = (out / "b2-s16" if sweep else out) / "gpt2-tiny"
+    folder.mkdir(parents=True)
+    for stem in ("jax", "torch-torch_xla"):
+        for ext in (".mlir", ".json"):
+            shutil.copy(golden("gpt2", stem).with_suffix(ext), folder / f"{stem}{ext}")
+    bench = BenchReport("cpu", ((2, Executable("jax", "jax.jit", 1.0, None)),))
+    result = SimpleNamespace(a=SimpleNamespace(source=str(folder / "jax.mlir")),
+                             b=SimpleNamespace(source=str(folder / "torch-torch_xla.mlir")))
+    batch = "--batch 2 --seq 16 " if sweep else ""
+    assert rerun(bench, result) == (f"stackwars-ir bench gpt2 --size tiny {batch}--baselines jax --out {out} "
+                                    "--profile --json FILE")

@@ -62,6 +62,26 @@ def bench_files(paths, backend: str | None = None, timeout: float | None = None,
     memory limit (2 x timeout + a grace; max_memory bytes resident); the others still run. `asked`:
     the user's sampling (timing.Asked: --warmup, --runs, --profile), given to the workers; `stack`:
     the version stack whose XLA compiles and runs them (None: this environment's)."""
+    from ..progress import planned
+
+    with planned(progress, file_steps(asked)):
+        return _bench_files(paths, backend, timeout, with_peaks, max_memory, progress, asked, stack)
+
+
+def file_steps(asked) -> list[str]:
+    """The steps (progress.Steps kinds) of timing a set of files: one, and one per --rounds round after the first."""
+    return ["files"] + ["files round"] * ((asked.rounds - 1) if asked is not None and asked.profile else 0)
+
+
+def baseline_steps(names, step: str, asked) -> list[str]:
+    """The steps (progress.Steps kinds) of timing native runtimes `names`, then (--profile) profiling each."""
+    from .native import PROFILED
+
+    profiled = asked is not None and asked.profile
+    return [f"baseline {n}" for n in names] + [f"profile {n}" for n in names if profiled and (n, step) in PROFILED]
+
+
+def _bench_files(paths, backend, timeout, with_peaks, max_memory, progress, asked, stack) -> BenchReport:
     from ..files import sidecar_of
     from ..ir import load
     from ..isolate import Isolated
@@ -122,14 +142,16 @@ def _more_rounds(timed: dict, todo: list, platform: str, timeout, asked, max_mem
             break
         if progress:
             progress(f"round {r} of {asked.rounds}: the profile again, in a fresh worker")
+        kind = "files round"
         with Isolated(max_memory, most_partitions(profiled) if platform == "cpu" else 1, stack=stack,
                       stager=staged_values) as worker:
             if len(profiled) > 1:
                 group = _timed(worker, group_task(profiled, platform, timeout, asked),
-                               timeout * len(profiled) if timeout else None, progress)
+                               timeout * len(profiled) if timeout else None, progress, kind)
                 rows = {e.label: e for e in group}
             else:
-                rows = {profiled[0]: _timed(worker, file_task(profiled[0], platform, timeout, asked), timeout, progress)}
+                rows = {profiled[0]: _timed(worker, file_task(profiled[0], platform, timeout, asked), timeout, progress,
+                                            kind)}
         for p in profiled:
             e = rows.get(p)
             if e is None or not e.ok or e.profile is None:
@@ -190,12 +212,13 @@ def _failed_group(paths, message: str) -> list[Executable]:
     return [Executable(path, "stablehlo", None, None, error=message) for path in paths]
 
 
-def _timed(worker, task, timeout, progress) -> Executable:
+def _timed(worker, task, timeout, progress, kind: str = "files") -> Executable:
     import time
 
+    from ..progress import start
+
     label = task.label
-    if progress:
-        progress(f"{label}: compiling and timing ...")
+    start(progress, kind, f"{label}: compiling and timing ...")
     t0 = time.perf_counter()
     row = worker.run(task, timeout)
     if progress:
@@ -220,7 +243,8 @@ def bench_baselines(req, baselines, backend: str | None = None, timeout: float |
     platform = runtime(backend).platform
     with Isolated(max_memory) as worker:
         rows = [_timed(worker, Task(run_baseline, (req, name, timeout, platform, asked), name,
-                                    row(Executable, name, name, None, None), keep_prepared), timeout, progress)
+                                    row(Executable, name, name, None, None), keep_prepared), timeout, progress,
+                       f"baseline {name}")
                 for name in baselines]
     return [_with_profile(row, req, name, platform, timeout, max_memory, progress, asked)
             for row, name in zip(rows, baselines)]
@@ -239,8 +263,9 @@ def _with_profile(row, req, name, platform, timeout, max_memory, progress, asked
     runs = asked.profile if asked is not None else 0
     if not row.ok or not runs or (name, req.step) not in PROFILED:
         return row
-    if progress:
-        progress(f"{row.name}: profiling {runs} steady runs under its runtime's profiler ...")
+    from ..progress import start
+
+    start(progress, f"profile {name}", f"{row.name}: profiling {runs} steady runs under its runtime's profiler ...")
     with Isolated(max_memory) as worker:
         got = worker.run(Task(profile_baseline, (req, name, runs, platform), name, BenchError,
                               keep_prepared), timeout)

@@ -38,7 +38,6 @@ def bench_model(model: str | Request, *, batches=(None,), baselines=("jax", "eag
     `step="train"`: its training step, beside the native runtimes' own training loops. `asked`: the
     user's sampling (bench.timing.Asked)."""
     from ..bench import machine, peaks
-    from ..bench.native import baselines_asked
     from ..bench.run import bench_baselines, bench_files, crossover
     from ..runtime import runtime
 
@@ -47,17 +46,45 @@ def bench_model(model: str | Request, *, batches=(None,), baselines=("jax", "eag
     if todo[0].framework != "both":
         raise StackwarsError(f"bench MODEL times both frameworks; got --framework {todo[0].framework}",
                              fix="use --framework both, or bench the capture files directly")
-    layers = ("-scan" if todo[0].scan_layers else "") + ("-remat" if todo[0].remat else "")
-    baselines = baselines_asked(baselines, todo[0].step, layers, mesh=todo[0].mesh)
+    steps = bench_steps(model, batches=batches, baselines=baselines, out_dir=out_dir, asked=asked, **fields)
+    baselines = _baselines(todo[0], baselines)
     rt = runtime(backend)
     rows = []
-    for req in todo:
-        files = captured(req, out_dir, sweep=_own_folders(model, batches, fields), show=show, progress=progress)
-        report = bench_files(files, backend, timeout, with_peaks=False, max_memory=max_memory, progress=progress,
-                             asked=asked)
-        rows += [(req.batch, e) for _, e in report.rows]
-        rows += [(req.batch, e) for e in bench_baselines(req, baselines, backend, timeout, max_memory, progress, asked)]
+    from ..progress import planned
+
+    sweep = _own_folders(model, batches, fields)
+    with planned(progress, steps):
+        for req in todo:
+            files = captured(req, out_dir, sweep=sweep, show=show, progress=progress)
+            report = bench_files(files, backend, timeout, with_peaks=False, max_memory=max_memory, progress=progress,
+                                 asked=asked)
+            rows += [(req.batch, e) for _, e in report.rows]
+            rows += [(req.batch, e) for e in bench_baselines(req, baselines, backend, timeout, max_memory, progress,
+                                                             asked)]
     return BenchReport(rt.platform, tuple(rows), peaks(rt), machine(), crossover(rows, todo[0].exporters))
+
+
+def bench_steps(model: str | Request, *, batches=(None,), baselines=("jax", "eager"), out_dir: Path = Path("captures"),
+                asked=None, **fields) -> list[str]:
+    """The steps (progress.Steps kinds) bench_model takes with these arguments: at each batch, the
+    capture where its files are not on disk yet, the files' timing (and --rounds), each native
+    runtime's timing (and --profile)."""
+    from ..bench.run import baseline_steps, file_steps
+
+    todo, sweep = requests(model, batches, **fields), _own_folders(model, batches, fields)
+    names, out = _baselines(todo[0], baselines), []
+    for req in todo:
+        out += ["capture"] * _needs_capture(req, _folder(req, out_dir, sweep))
+        out += file_steps(asked) + baseline_steps(names, req.step, asked)
+    return out
+
+
+def _baselines(req, baselines) -> tuple:
+    """The native runtimes asked (bench.native.baselines_asked) for this request's step and layers."""
+    from ..bench.native import baselines_asked
+
+    layers = ("-scan" if req.scan_layers else "") + ("-remat" if req.remat else "")
+    return baselines_asked(baselines, req.step, layers, mesh=req.mesh)
 
 
 def estimate_model(model: str | Request, target: str, *, batches=(None,), out_dir: Path = Path("captures"),
@@ -82,16 +109,26 @@ def captured(req, out_dir: Path, *, sweep: bool, show: bool | None = None, progr
     is on disk already, written by this capture revision; a sweep keeps each batch and sequence
     length in its own folder."""
     from ..capture import run
+    from ..progress import start
 
-    folder = Path(out_dir) / f"b{req.batch}-s{req.seq}" if sweep else Path(out_dir)
+    folder = _folder(req, out_dir, sweep)
     files = [req.paths(folder, s)[0] for s in req.stems()]
-    if not all(f.exists() and _same_request(f, req) for f in files):
-        if progress:
-            progress(f"capturing {req.model}-{req.size} at batch {req.batch} into {folder} ...")
+    if _needs_capture(req, folder):
+        start(progress, "capture", f"capturing {req.model}-{req.size} at batch {req.batch} into {folder} ...")
         run(req, folder, force=True, show=show)
     elif progress:
         progress(f"using the captures of {req.model}-{req.size} at batch {req.batch} in {folder}")
     return files
+
+
+def _folder(req, out_dir: Path, sweep: bool) -> Path:
+    """Where `req`'s captures go: a sweep's batch and sequence length in a folder of their own."""
+    return Path(out_dir) / f"b{req.batch}-s{req.seq}" if sweep else Path(out_dir)
+
+
+def _needs_capture(req, folder: Path) -> bool:
+    """Whether some file of `req` is missing from `folder`, or is not the capture `req` would write."""
+    return not all(f.exists() and _same_request(f, req) for f in (req.paths(folder, s)[0] for s in req.stems()))
 
 
 def _same_request(path: Path, req) -> bool:
