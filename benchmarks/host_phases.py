@@ -131,7 +131,7 @@ def main() -> None:
                 from stackwars_ir.bench.host import layered
 
                 groups = layered(h.modules)[:5]
-                print("    host by module: " + ", ".join(f"{k or '(model)'} {s * 1e3:,.2f}" for k, s, _ in groups)
+                print("    host by module: " + ", ".join(f"{k or '(model)'} {s * 1e3:,.2f}" for k, s, _, _ in groups)
                       + f" (of {h.hooked_wall_s * 1e3:,.2f} ms under the hooks)")
             for note in h.notes:
                 print(f"    note: {note}")

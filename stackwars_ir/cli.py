@@ -304,7 +304,7 @@ def bench_cmd(targets, batches, baselines, backend, target, timeout, max_memory,
 @main.command("why")
 @click.argument("targets", nargs=-1, required=True)
 @click.option("--a", "a", default="jax", show_default=True,
-              help="A: the native runtime B is compared against (a bench baseline: jax, torch_xla, torchax, "
+              help="A: the native runtime B is compared against (a bench baseline: jax, eager, torch_xla, torchax, "
                    "inductor, torch_xla_dynamo; or a row's kind as bench names it).")
 @click.option("--b", "b", default="torch_xla", show_default=True, help="B: the native runtime asked about.")
 @click.option("--rounds", type=int, default=3, show_default=True,

@@ -94,6 +94,20 @@ def round_gaps(totals_a, parts_a: dict, totals_b, parts_b: dict, rounds: tuple) 
     return out
 
 
+def median_ratio(a, b, seed: int = 0) -> tuple[float, float, float]:
+    """(median(b) / median(a), low, high): the ratio of two sets of runs' medians, with the 2.5-97.5
+    percentiles of that ratio over bootstrap resamples of each set on its own (runs of one worker,
+    taken one set after the other: an interval over these runs, not across workers)."""
+    import statistics
+
+    a, b = list(a), list(b)
+    point = statistics.median(b) / statistics.median(a)
+    rng = random.Random(seed)
+    draws = sorted(statistics.median(rng.choices(b, k=len(b))) / statistics.median(rng.choices(a, k=len(a)))
+                   for _ in range(RESAMPLES))
+    return point, draws[int(0.025 * RESAMPLES)], draws[int(0.975 * RESAMPLES) - 1]
+
+
 def spans_zero(low: float, high: float) -> bool:
     """Whether an interval of a difference holds zero (and so no sign can be told)."""
     return low <= 0.0 <= high
@@ -133,3 +147,29 @@ def rounds_mean(values) -> tuple[float, float, float]:
         return mean, -math.inf, math.inf
     half = t975(n - 1) * math.sqrt(sum((x - mean) ** 2 for x in values) / (n - 1)) / math.sqrt(n)
     return mean, mean - half, mean + half
+
+
+def summed_runs(a: tuple, b: tuple) -> tuple:
+    """Two per-run series added run by run (an empty one adds nothing)."""
+    if not a or not b:
+        return tuple(a or b)
+    return tuple(x + y for x, y in zip(a, b))
+
+
+def spread(per_run) -> tuple[float, float] | None:
+    """(p10, p90) of a figure's per-run values (seconds), as bench's spreads are; None under 2 runs."""
+    import statistics
+
+    values = list(per_run)
+    if len(values) < 2:
+        return None
+    q = statistics.quantiles(values, n=10)
+    return q[0], q[-1]
+
+
+def unsteady(seconds: float, per_run) -> bool:
+    """Whether a figure's p10-p90 spread across its runs exceeds the figure itself: a module's host
+    time that moved this much from run to run (4.27 ms in one bench, 0.24 ms in the next: issue 75)
+    does not hold, whatever its median run says."""
+    got = spread(per_run)
+    return got is not None and got[1] - got[0] > seconds

@@ -73,7 +73,7 @@ def test_the_module_clock_gives_each_module_its_self_time_and_layers_group():
 
     model = torch.nn.Sequential(Layer(), Layer())
     x = torch.zeros(2)
-    modules, hooked = modules_of(lambda: model(x), model, 3, phase="forward")
+    modules, hooked, _ = modules_of(lambda: model(x), model, 3, phase="forward")
     got = {m.path: m for m in modules}
     assert set(got) == {"", "0", "0.inner", "1", "1.inner"}
     # Self time: a layer holds its own sleep, not its child's (sleeps are lower bounds; no upper bound
@@ -83,7 +83,7 @@ def test_the_module_clock_gives_each_module_its_self_time_and_layers_group():
     # layer too, the sum would pass the hooked run's wall time).
     assert sum(m.seconds for m in modules) <= hooked and all(m.phase == "forward" and len(m.per_run) == 3
                                                               for m in modules)
-    groups = {path: (s, n) for path, s, n in layered(modules)}
+    groups = {path: (s, n) for path, s, n, _ in layered(modules)}
     assert groups["*.inner"][1] == 2 and groups["*.inner"][0] == pytest.approx(got["0.inner"].seconds
                                                                               + got["1.inner"].seconds)
     assert ModuleHost.from_json(got["0"].as_json()) == got["0"]
@@ -119,7 +119,7 @@ def test_a_training_steps_backward_is_clocked_by_module_apart_from_its_forward()
     def step():
         model(x).sum().backward()
 
-    modules, hooked = modules_of(step, model, 3, phase="forward")
+    modules, hooked, _ = modules_of(step, model, 3, phase="forward")
     back = {m.path: m for m in modules if m.phase == "backward"}
     fwd = {m.path for m in modules if m.phase == "forward"}
     assert fwd == {"", "0", "0.lin", "0.act", "1", "1.lin", "1.act"}
@@ -127,7 +127,7 @@ def test_a_training_steps_backward_is_clocked_by_module_apart_from_its_forward()
     # Each layer's own backward (SlowGrad's sleep, outside its Linear) is its self time, not its child's.
     assert all(back[str(i)].seconds >= 0.003 and back[f"{i}.lin"].seconds < back[str(i)].seconds for i in (0, 1))
     assert sum(m.seconds for m in modules) <= hooked
-    groups = {path for path, _, _ in layered(modules)}
+    groups = {path for path, _, _, _ in layered(modules)}
     assert "* (backward)" in groups and "*" in groups
     # A forward pass (no phase) clocks no backward.
     assert all(m.phase == "" for m in modules_of(lambda: model(x), model, 2)[0])
@@ -245,6 +245,9 @@ def test_diff_bench_shows_the_hosts_time_per_block_beside_the_kernels(cli, tmp_p
     # attention blocks held 1.0-1.2 ms each at GPT-2 tiny, but two runs beside test_bench.py's tests in
     # one xdist worker saw them at 0 (issue 54's note: not yet explained).
     assert all("host_a" not in b["metrics"]["time"] for b in data["blocks"])  # jax.jit runs no module on the host
+    # each block's host time with its spread across the --host runs (issue 75, item 8)
+    spreads = [b["metrics"]["time"]["host_b_p10_p90"] for b in data["blocks"] if b["metrics"]["time"].get("host_b")]
+    assert spreads and all(0.0 <= low <= high for low, high in spreads)
     assert "host A  host B" in out and "torch_xla lazy tensors: step" in out
     # The HTML report stacks each block's host time on its kernel time, side by side.
     html = tmp_path / "r.html"
@@ -274,3 +277,54 @@ def test_a_training_steps_backward_host_time_lands_in_its_backward_blocks():
     assert held == {("attention", (0,), "forward"): pytest.approx(0.002),
                     ("attention", (0,), "backward"): pytest.approx(0.001), ("mlp", (1,), "backward"): pytest.approx(0.004)}
     assert result.metrics["host"]["b"]["untraced_s"] == 0.0
+
+
+def _phased(walls, hooked_walls, modules):
+    from stackwars_ir.bench.host import HostPhases, Phase
+
+    wall = sorted(walls)[len(walls) // 2]
+    return HostPhases(len(walls), wall, (Phase("forward", wall, "timer", "", tuple(walls)),), modules=modules,
+                      hooked_wall_s=sorted(hooked_walls)[len(hooked_walls) // 2], walls=tuple(walls),
+                      hooked_walls=tuple(hooked_walls))
+
+
+def test_a_modules_host_time_that_moves_more_than_itself_is_flagged_and_the_hooks_cost_has_its_interval():
+    """issue 75, item 8: `h.*.mlp` read 4.27 ms in one bench and 0.242 ms in the next, with no spread
+    shown, and one bench put the hooks' cost at -20%."""
+    from stackwars_ir.bench.executable import Executable
+    from stackwars_ir.bench.host import ModuleHost
+    from stackwars_ir.report.text import host_text
+
+    steady = (1e-3, 1.02e-3, 0.98e-3, 1.01e-3, 0.99e-3)  # one layer's mlp: 1 ms, within 2%
+    shaky = (0.2e-3, 4.3e-3, 0.24e-3, 3.9e-3, 0.25e-3)  # the other's: median run 0.24 ms, p10-p90 ~4 ms
+    modules = (ModuleHost("h.0.mlp", 1e-3, steady), ModuleHost("h.1.mlp", 0.24e-3, shaky),
+               ModuleHost("h.0.attn", 2e-3, (2e-3,) * 5))
+    host = _phased([10e-3, 9e-3, 11e-3, 10.5e-3, 9.5e-3], [10.2e-3, 9.1e-3, 11.3e-3, 9.8e-3, 10.4e-3], modules)
+    text = "\n".join(host_text([(2, Executable("torch_xla", "torch_xla lazy", 1.0, None, host=host))]))
+    mlp = next(line for line in text.splitlines() if line.startswith("h.*.mlp"))
+    assert "1.240*" in mlp, text  # h.0's 1 ms + h.1's 0.24 ms, flagged: the spread of their sum is ~4 ms
+    attn = next(line for line in text.splitlines() if line.startswith("h.*.attn"))
+    assert "2.000 " in attn and "2.000*" not in attn and "2.000-2.000" in attn
+    assert "*: 1 of these figures moved more across the runs than their own size" in text
+    assert "(95% interval " in text and "indistinguishable from no cost" in text  # hooked and plain runs overlap
+    # A cost far outside the runs' spread is a finding, with its sign.
+    costly = _phased([10e-3, 9e-3, 11e-3, 10.5e-3, 9.5e-3], [15e-3, 14e-3, 16e-3, 15.5e-3, 14.5e-3], modules)
+    cost, low, high = costly.hooks_cost()
+    assert 0.2 < low <= cost <= high < 0.9 and abs(cost - 0.5) < 1e-9  # excludes no cost
+    said = "\n".join(host_text([(2, Executable("torch_xla", "torch_xla lazy", 1.0, None, host=costly))]))
+    assert "+50% against the phased runs (95% interval +" in said and "indistinguishable" not in said
+
+
+def test_a_bench_from_before_the_hooked_totals_says_its_cost_has_no_interval():
+    from stackwars_ir.bench.host import HostPhases
+    from stackwars_ir.report.text import host_text
+    from stackwars_ir.bench.executable import Executable
+
+    host = _phased([10e-3, 9e-3, 11e-3], [8e-3, 8e-3, 8e-3], ())
+    old = HostPhases.from_json({k: v for k, v in host.as_json().items() if k != "hooked_walls"})
+    assert old.hooks_cost() is None and host.hooks_cost()[2] < 0  # hooked faster: the runs moved more
+    from stackwars_ir.bench.host import ModuleHost
+
+    old = HostPhases.from_json(dict(old.as_json(), modules=[ModuleHost("fc", 1e-3, (1e-3,) * 3).as_json()]))
+    text = "\n".join(host_text([(None, Executable("eager", "torch eager", 1.0, None, host=old))]))
+    assert "-20% against the phased runs (no interval: this bench kept only the median runs)" in text

@@ -13,8 +13,8 @@ from .compare import ratio_interval
 
 WAIT = "wait"  # the top-level host phase in which the host waits for the device (bench.host)
 # bench's baseline names -> the kind of the native row each times (bench.native)
-NATIVE_KINDS = {"jax": "jax.jit", "jax_donate": "jax.jit", "torch_xla": "torch_xla lazy", "torchax": "torchax jit",
-                "inductor": "torch.compile", "torch_xla_dynamo": "torch_xla dynamo"}
+NATIVE_KINDS = {"jax": "jax.jit", "jax_donate": "jax.jit", "eager": "torch eager", "torch_xla": "torch_xla lazy",
+                "torchax": "torchax jit", "inductor": "torch.compile", "torch_xla_dynamo": "torch_xla dynamo"}
 
 
 def native_kind(name: str) -> str:

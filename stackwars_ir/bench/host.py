@@ -74,6 +74,18 @@ class HostPhases:
     profiled_wall_s: float | None = None  # the median step under that profiler (its cost: against wall_s)
     first: tuple[Phase, ...] = ()  # the timed first run (compiles included), marked as the steady ones
     second: tuple[Phase, ...] = ()  # the timed second run
+    hooked_walls: tuple[float, ...] = ()  # each run's total under the module hooks
+
+    def hooks_cost(self) -> tuple[float, float, float] | None:
+        """(cost, low, high): the module hooks' cost, the hooked runs' median total over the phased
+        runs' less 1 (0.05: 5% longer), with the 95% bootstrap interval of that ratio of medians
+        (runstats.median_ratio); None without both runs' totals (a bench from before they were kept)."""
+        if len(self.walls) < 2 or len(self.hooked_walls) < 2:
+            return None
+        from ..runstats import median_ratio
+
+        ratio, low, high = median_ratio(self.walls, self.hooked_walls)
+        return ratio - 1, low - 1, high - 1
 
     @property
     def timed_s(self) -> float:
@@ -108,7 +120,7 @@ class HostPhases:
                 "modules": [m.as_json() for m in self.modules], "hooked_wall_s": self.hooked_wall_s,
                 "walls": list(self.walls), "profiled": [p.as_json() for p in self.profiled],
                 "profiled_wall_s": self.profiled_wall_s, "first": [p.as_json() for p in self.first],
-                "second": [p.as_json() for p in self.second]}
+                "second": [p.as_json() for p in self.second], "hooked_walls": list(self.hooked_walls)}
 
     @classmethod
     def from_json(cls, d: dict) -> "HostPhases":
@@ -117,7 +129,7 @@ class HostPhases:
                    tuple(ModuleHost.from_json(m) for m in d.get("modules") or ()), d.get("hooked_wall_s"),
                    tuple(d.get("walls") or ()), tuple(Phase.from_json(p) for p in d.get("profiled") or ()),
                    d.get("profiled_wall_s"), tuple(Phase.from_json(p) for p in d.get("first") or ()),
-                   tuple(Phase.from_json(p) for p in d.get("second") or ()))
+                   tuple(Phase.from_json(p) for p in d.get("second") or ()), tuple(d.get("hooked_walls") or ()))
 
 
 @dataclass(frozen=True)
@@ -154,10 +166,10 @@ def phases_of(run: Callable, runs: int, meter: Meter, model=None, phase: str = "
                          tuple(step.get((name, parent, source), 0.0) for step in per_run))
                    for name, parent, source in _ordered(per_run))
     notes = meter.notes(counts[middle]) if meter.notes else ()
-    modules, hooked = modules_of(run, model, runs, phase) if model is not None else ((), None)
+    modules, hooked, hooked_walls = modules_of(run, model, runs, phase) if model is not None else ((), None, ())
     profiled, profiled_wall = meter.profiled(run, runs) if meter.profiled else ((), None)
     return HostPhases(runs, walls[middle], phases, devices[middle], counts[middle], tuple(notes), modules, hooked,
-                      tuple(walls), profiled, profiled_wall)
+                      tuple(walls), profiled, profiled_wall, hooked_walls=hooked_walls)
 
 
 def split_run(clock: Clock, meter: Meter) -> tuple:
@@ -430,10 +442,11 @@ class ModuleClock(ModuleHooks):
         return self.forward.take(), back
 
 
-def modules_of(run: Callable, model, runs: int, phase: str = "") -> tuple[tuple[ModuleHost, ...], float]:
+def modules_of(run: Callable, model, runs: int, phase: str = "") -> tuple[tuple[ModuleHost, ...], float, tuple]:
     """`runs` steady runs of `run` with `model`'s modules clocked (ModuleClock): each module path's
-    host self time in the median run (by wall time under the hooks) and in every run, and that wall
-    time. A training step (`phase` "forward") clocks each module's backward too, as phase "backward"."""
+    host self time in the median run (by wall time under the hooks) and in every run, that wall
+    time, and every run's. A training step (`phase` "forward") clocks each module's backward too, as
+    phase "backward"."""
     per_run, walls = [], []
     with ModuleClock(model, backward=phase == "forward") as clock:
         for _ in range(runs):
@@ -447,21 +460,23 @@ def modules_of(run: Callable, model, runs: int, phase: str = "") -> tuple[tuple[
     middle = median_index(walls)
     out = tuple(ModuleHost(p, per_run[middle].get((p, ph), 0.0), tuple(r.get((p, ph), 0.0) for r in per_run), ph)
                 for p, ph in dict.fromkeys(k for r in per_run for k in r))
-    return tuple(sorted(out, key=lambda m: -m.seconds)), walls[middle]
+    return tuple(sorted(out, key=lambda m: -m.seconds)), walls[middle], tuple(walls)
 
 
 def layered(modules) -> list:
-    """(path with each layer's index as `*`, summed seconds, modules summed) per group, longest
-    first: GPT-2's h.0.attn ... h.11.attn as one `h.*.attn`; a training step's backward groups apart,
-    their paths followed by ` (backward)`."""
+    """(path with each layer's index as `*`, summed seconds, modules summed, the group's seconds in
+    every run) per group, longest first: GPT-2's h.0.attn ... h.11.attn as one `h.*.attn`; a
+    training step's backward groups apart, their paths followed by ` (backward)`."""
     import re
+
+    from ..runstats import summed_runs
 
     groups: dict = {}
     for m in modules:
         key = re.sub(r"(^|\.)\d+(?=\.|$)", r"\1*", m.path) + (" (backward)" if m.phase == "backward" else "")
-        seconds, count = groups.get(key, (0.0, 0))
-        groups[key] = (seconds + m.seconds, count + 1)
-    return sorted(((k, s, n) for k, (s, n) in groups.items()), key=lambda g: -g[1])
+        seconds, count, runs = groups.get(key, (0.0, 0, ()))
+        groups[key] = (seconds + m.seconds, count + 1, summed_runs(runs, m.per_run))
+    return sorted(((k, s, n, r) for k, (s, n, r) in groups.items()), key=lambda g: -g[1])
 
 
 # torch eager and torch.compile keep no clock of their own outside torch.profiler: its events on the

@@ -409,7 +409,9 @@ def with_host(report: DiffReport, result: DiffResult, host_a, host_b) -> DiffRes
     time, the host time traced to no block, and what the runtime's own phases say (metrics "host")."""
     from dataclasses import replace
 
-    per, totals = {}, {}
+    from ..runstats import spread, summed_runs
+
+    per, totals, runs = {}, {}, {}
     for side, given in (("a", host_a), ("b", host_b)):
         if given is None:
             continue
@@ -427,12 +429,18 @@ def with_host(report: DiffReport, result: DiffResult, host_a, host_b) -> DiffRes
                 loose += m.seconds
             else:
                 times[block] = times.get(block, 0.0) + m.seconds
+                runs[side, block] = summed_runs(runs.get((side, block), ()), m.per_run)
         per[side] = times
         aligned = {source(getattr(d, side)) for d in report.blocks}
         totals[side].update(untraced_s=loose, unaligned_s=sum(t for label, t in times.items() if label not in aligned))
+    def spread_of(side, d) -> dict:
+        got = spread(runs.get((side, source(getattr(d, side))), ()))
+        share = trip_share(getattr(d, side))
+        return {f"host_{side}_p10_p90": [got[0] * share, got[1] * share]} if got else {}
+
     blocks = [replace(blk, metrics=dict(blk.metrics, time=dict(blk.metrics.get("time") or {}, **{
         f"host_{side}": per[side].get(source(getattr(d, side)), 0.0) * trip_share(getattr(d, side))
-        for side in per})))
+        for side in per}, **{k: v for side in per for k, v in spread_of(side, d).items()})))
         for blk, d in zip(result.blocks, report.blocks)]
     return replace(result, blocks=tuple(blocks), metrics=dict(result.metrics, host=totals))
 

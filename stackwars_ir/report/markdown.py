@@ -110,8 +110,11 @@ def _time_markdown(result) -> list[str]:
               "| block | A ms | B ms | B - A ms | 95% interval ms | share |" + (" host A ms | host B ms |" if host else ""),
               "| --- | ---: | ---: | ---: | ---: | ---: |" + (" ---: | ---: |" if host else "")]
 
+    from .sentences import HOST_UNSTEADY, host_unsteady
+
     def hosted(t: dict) -> str:
-        return "".join(f" {t[f'host_{s}'] * 1e3:.3f} |" if f"host_{s}" in t else " - |" for s in "ab") if host else ""
+        return "".join(f" {t[f'host_{s}'] * 1e3:.3f}{'*' if host_unsteady(t, s) else ''} |" if f"host_{s}" in t
+                       else " - |" for s in "ab") if host else ""
 
     lines += [f"| {d.label} | {t['a'] * 1e3:.3f} | {t['b'] * 1e3:.3f} | {ms(t['b'] - t['a'])} | {interval(t)} | "
               f"{share(split.block_share(d))} |{hosted(t)}" for d in split.blocks[:TIME_ROWS] for t in [d.metrics["time"]]]
@@ -119,6 +122,8 @@ def _time_markdown(result) -> list[str]:
         from .sentences import host_lines
 
         lines += ["", *(f"- {_cell(line)}" for line in host_lines(host))]
+        if any(host_unsteady(d.metrics["time"], side) for d in split.blocks[:TIME_ROWS] for side in "ab"):
+            lines.append(f"- {_cell(HOST_UNSTEADY)}")
     folded = fused_elsewhere(split.blocks[:TIME_ROWS])
     if folded:
         lines += ["", "Computed in another block's kernel (that time is counted in the other block):", ""]

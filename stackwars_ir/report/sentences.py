@@ -370,6 +370,17 @@ def cause_lines(result) -> list[str]:
     return out
 
 
+HOST_UNSTEADY = ("*: the block's host time moved more across the bench's runs than its own size (p10-p90 spread "
+                 "over the median run's figure): it does not hold; bench --host 50 on a quiet machine")
+
+
+def host_unsteady(time: dict, side: str) -> bool:
+    """Whether a block's host time on `side` (diff --bench's time metrics) spread across its runs by
+    more than its own figure (runstats.unsteady)."""
+    got = time.get(f"host_{side}_p10_p90")
+    return bool(got) and got[1] - got[0] > time.get(f"host_{side}", 0.0)
+
+
 def host_lines(host: dict) -> list:
     """diff --bench with a bench --host: what the host columns are and, per side, the native runtime's
     step by its phases (bench.host), or why a side has none."""

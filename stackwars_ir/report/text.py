@@ -1,11 +1,12 @@
 """Terminal text renderings."""
 from __future__ import annotations
 
+import functools
 import textwrap
 
 from ..ir.stats import ModuleStats
 from ..textfmt import human_bytes, table
-from .sentences import delta_text as _delta_text, executed_lines, interface_lines, sharding_lines, verdict_line
+from .sentences import delta_text as _delta_text, executed_lines, host_unsteady, interface_lines, sharding_lines, verdict_line
 
 
 def stats_text(s: ModuleStats, top: int = 15) -> str:
@@ -211,7 +212,8 @@ def time_text(result) -> list:
     host = result.metrics.get("host") or {}
 
     def hosted(t: dict) -> list:
-        return [ms(t[f"host_{side}"]) if f"host_{side}" in t else "-" for side in ("a", "b")] if host else []
+        return [ms(t[f"host_{side}"]) + ("*" if host_unsteady(t, side) else "") if f"host_{side}" in t else "-"
+                for side in ("a", "b")] if host else []
 
     rows = [[d.label, ms(t["a"]), ms(t["b"]), ms(t["b"] - t["a"], True), interval(t), share(split.block_share(d)),
              *hosted(t), _delta_text(d.delta, limit=3) or "same ops"]
@@ -220,9 +222,11 @@ def time_text(result) -> list:
                                           + (["host A", "host B"] if host else []) + ["ops B - A"], rows,
                                           right={1, 2, 3, 4, 5, 6, 7} if host else {1, 2, 3, 4, 5}).splitlines()]
     if host:
-        from .sentences import host_lines
+        from .sentences import HOST_UNSTEADY, host_lines
 
         out += ["  " + line for line in host_lines(host)]
+        if any(host_unsteady(d.metrics["time"], side) for d in split.blocks[:TIME_ROWS] for side in "ab"):
+            out.append("  " + HOST_UNSTEADY)
     folded = fused_elsewhere(split.blocks[:TIME_ROWS])
     if folded:
         out.append("  computed in another block's kernel (that time is counted in the other block):")
@@ -388,25 +392,52 @@ MODULE_ROWS = 10  # module groups shown by host time; the rest summed
 
 def _modules_text(h) -> list:
     """The host's time by module (self time) in the forward, and in a training step's backward, a
-    layer's modules summed over the layers."""
+    layer's modules summed over the layers, each with its p10-p90 spread across the runs (`*` where
+    the spread exceeds the figure: it does not hold), and the hooks' cost with its interval."""
     if not h.modules:
         return []
     from ..bench.host import layered
+    from ..runstats import spread, summed_runs, unsteady
 
     groups = layered(h.modules)
-    total = sum(s for _, s, _ in groups)
-    rows = [[_module_name(path), s * 1e3, f"{s / h.hooked_wall_s:.0%}", n]
-            for path, s, n in groups[:MODULE_ROWS]]
+    total = sum(s for _, s, _, _ in groups)
     rest = groups[MODULE_ROWS:]
+    shown = [(_module_name(path), s, n, runs) for path, s, n, runs in groups[:MODULE_ROWS]]
     if rest:
-        rows.append([f"{len(rest)} more", sum(s for _, s, _ in rest) * 1e3,
-                     f"{sum(s for _, s, _ in rest) / h.hooked_wall_s:.0%}", sum(n for _, _, n in rest)])
-    cost = h.hooked_wall_s / h.wall_s - 1 if h.wall_s else 0.0
+        shown.append((f"{len(rest)} more", sum(s for _, s, _, _ in rest), sum(n for _, _, n, _ in rest),
+                      functools.reduce(summed_runs, (r for _, _, _, r in rest), ())))
+    rows, flagged = [], 0
+    for name, s, n, runs in shown:
+        got, shaky = spread(runs), unsteady(s, runs)
+        flagged += shaky
+        rows.append([name,
+                     f"{s * 1e3:,.3f}" + ("*" if shaky else ""),
+                     f"{got[0] * 1e3:,.3f}-{got[1] * 1e3:,.3f}" if got else "-", f"{s / h.hooked_wall_s:.0%}", n])
     where = "forward and backward" if any(m.phase == "backward" for m in h.modules) else "forward"
-    return [f"host time in the {where} by module (self time: in the module, not in a child; {h.runs} more runs with "
-            f"a hook on each module: step {h.hooked_wall_s * 1e3:,.3f} ms under them, {cost:+.0%} against the phased "
-            f"runs; the modules hold {total * 1e3:,.3f} ms of it)",
-            table(["module (layers summed)", "ms", "of step", "modules"], rows, right={1, 2, 3})]
+    out = [f"host time in the {where} by module (self time: in the module, not in a child; {h.runs} more runs with "
+           f"a hook on each module: step {h.hooked_wall_s * 1e3:,.3f} ms under them, {_hooks_cost(h)}; the modules "
+           f"hold {total * 1e3:,.3f} ms of it; ms: the median run's, p10-p90: across the {h.runs} runs)",
+           table(["module (layers summed)", "ms", "p10-p90 ms", "of step", "modules"], rows, right={1, 2, 3, 4})]
+    if flagged:
+        out.append(f"*: {flagged} of these figures moved more across the runs than their own size (p10-p90 spread "
+                   "over the median run's): they do not hold; time more runs (--host 50) on a quiet machine")
+    return out
+
+
+def _hooks_cost(h) -> str:
+    """The module hooks' cost against the phased runs, with its interval where both runs' totals were kept."""
+    cost = h.hooks_cost()
+    if cost is None:
+        point = h.hooked_wall_s / h.wall_s - 1 if h.wall_s else 0.0
+        return f"{point:+.0%} against the phased runs (no interval: this bench kept only the median runs)"
+    point, low, high = cost
+    said = f"{point:+.0%} against the phased runs (95% interval {low:+.0%} to {high:+.0%}"
+    if low <= 0.0 <= high:
+        return said + ": indistinguishable from no cost)"
+    if high < 0:
+        return said + (": the hooked runs faster; the two sets ran one after the other, and something besides the "
+                       "hooks differed between them, so the hooks' cost is not told)")
+    return said + ")"
 
 
 def _module_name(path: str) -> str:
