@@ -5,9 +5,12 @@ versions pages' ratios, the time-by-block shares) and says where a sentence clai
 numbers: a speed-up whose 95% interval reaches 1, "indistinguishable" of an interval that excludes 1,
 a ratio outside its own interval, a regression whose interval starts at or below zero, a share over
 100% with no word for it, causal wording ("caused by the IR", "equally fast"), a split of a kernel
-gap by block beside a steady gap of the other sign with no word for it. A page that breaks none
-passes; tests/test_page_claims.py runs it over every docs/findings*.md and over pages built to break
-each rule, so a generator change cannot bring an overstatement back.
+gap by block beside a steady gap of the other sign with no word for it, gaps said to "differ in
+sign" where one is 0 or they agree, a ratio of counts over a count of 0 or off its own counts. A
+page (or a generated sentence) that breaks none passes; tests/test_page_claims.py runs it over every
+docs/findings*.md, over the generated docs pages and the sentences the generators write for edge
+cases (gaps within noise, counts of zero), and over pages built to break each rule, so a generator
+change cannot bring an overstatement back.
 
 Usage: .venv/bin/python benchmarks/page_claims.py docs/findings*.md   (exit 1 and one line per claim)
 """
@@ -34,6 +37,12 @@ SHARE = re.compile(rf"\(({NUM})%;")  # time by block: "attention, 12 blocks: -1.
 # across them); a ratio cell there without one ("7.37x (1 round)", "7.37x") is a ratio with no interval.
 BRACKETED = re.compile(r"^([\d,]+(?:\.\d+)?)x \[([\d,]+(?:\.\d+)?)-([\d,]+(?:\.\d+)?)\]$")
 BARE_RATIO = re.compile(r"^[\d,]+(?:\.\d+)?x\b")
+# diff --bench's sentence: "The kernel gap (-0.017 ms) and the steady-state gap (+0.000 ms) differ in sign"
+SIGNS = re.compile(r"kernel gap \(([+-]?\d+(?:\.\d+)?) ms\) and the steady-state gap \(([+-]?\d+(?:\.\d+)?) ms\) "
+                   r"differ in sign")
+# A ratio of counts: "touched 9.0x a steady run's fresh memory (9 page faults against 0)"
+COUNT_RATIO = re.compile(r"(\d+(?:\.\d+)?)x (?:(?!\d+(?:\.\d+)?x )[^()])*\(([\d,]+) [a-z][a-z ]* against "
+                         r"([\d,]+(?:\.\d+)?)\)")  # the ratio nearest the counts
 CAUSAL = ("is caused by the IR", "are caused by the IR", "caused by the ir", "equally fast")
 # Words that say a share over 100% is not an error: blocks that differ both ways (issue 53).
 BOTH_WAYS = ("both ways", "differ both ways", "opposite", "over 100%")
@@ -116,6 +125,16 @@ def claims(text: str, where: str = "page") -> list[str]:
             holds = {"slower": lo > 1.0, "faster": hi < 1.0, "indistinguishable": lo <= 1.0 <= hi}[word]
             if not holds or not lo <= r <= hi:
                 out.append(f"{at}: '{word}' with B/A {r:g} and its 95% interval {lo:g}-{hi:g}")
+        for m in SIGNS.finditer(line):
+            kernel, steady = float(m.group(1)), float(m.group(2))
+            if kernel == 0 or steady == 0 or (kernel > 0) == (steady > 0):
+                out.append(f"{at}: 'differ in sign' said of gaps {kernel:+g} and {steady:+g} ms")
+        for m in COUNT_RATIO.finditer(line):
+            ratio, top, bottom = float(m.group(1)), *(float(g.replace(",", "")) for g in m.groups()[1:])
+            if bottom == 0:
+                out.append(f"{at}: a ratio ({ratio:g}x) over a count of 0 ({top:g} against 0)")
+            elif abs(ratio - top / bottom) > 0.05 * top / bottom + 0.05:
+                out.append(f"{at}: {ratio:g}x said of {top:g} against {bottom:g} ({top / bottom:.2g}x)")
         lowered = line.lower()
         for phrase in CAUSAL:
             if phrase in lowered:

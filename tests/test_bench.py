@@ -569,6 +569,16 @@ def test_bench_notes_a_second_run_slowed_by_fresh_memory_not_by_a_compile():
                            "the allocator warming up")
     text = bench_text(BenchReport("cpu", tuple(rows)))
     assert f"note: {note}" in text.splitlines()
+    # A steady run that touched no fresh memory: counts, never a ratio over 0 (issue 75, item 7).
+    (zero,) = warming([(2, row("quiet-steady.mlir", 2.0, (9, 0, 0)))])
+    assert "touched fresh memory (9 page faults) where a steady run touched none" in zero and "x a steady" not in zero
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    from page_claims import claims
+
+    assert claims(note) == [] and claims(zero) == []
 
 
 def test_findings_read_page_faults_as_an_allocator_warming_up_and_compare_the_donated_loop():

@@ -18,7 +18,8 @@ STALE = {
 }
 
 
-@pytest.mark.parametrize("page", sorted((ROOT / "docs").glob("findings*.md")), ids=lambda p: p.name)
+@pytest.mark.parametrize("page", sorted((ROOT / "docs").glob("findings*.md")) + [ROOT / "docs" / "why.md"],
+                         ids=lambda p: p.name)
 def test_a_committed_pages_claims_hold_against_its_numbers(page):
     found = [c for c in claims(page.read_text(), page.name)
              if int(c.split(":")[1]) not in STALE.get(page.name, ())]
@@ -35,6 +36,12 @@ def test_a_committed_pages_claims_hold_against_its_numbers(page):
     ("a gap between them is caused by the IR", "causal wording"),
     ("a ratio near 1 means equally fast code", "causal wording"),
     ("| gpt2 | forward | torch_xla | attention, 12 blocks: -1.06 (164%; kernels 1 vs 2) |", "share over 100%"),
+    ("The kernel gap (-0.017 ms) and the steady-state gap (+0.000 ms) differ in sign: the kernels do not explain",
+     "'differ in sign' said of gaps -0.017 and +0 ms"),
+    ("The kernel gap (+0.210 ms) and the steady-state gap (+0.300 ms) differ in sign", "'differ in sign'"),
+    ("run 2 took 3.0x the steady state and compiled nothing, but touched 9.0x a steady run's fresh memory (9 page "
+     "faults against 0): the allocator", "over a count of 0"),
+    ("touched 5.0x a steady run's fresh memory (390,000 page faults against 140,000)", "5x said of 390000 against"),
 ])
 def test_a_page_that_claims_more_than_its_numbers_fails(line, says):
     found = claims(f"# A page\n\n{line}\n", "bad.md")
@@ -49,7 +56,10 @@ def test_what_the_generators_write_passes():
             "blocks differ the other way, so these carry more than the whole gap)",
             "| gpt2 | 1.03 (0.98-1.05), indistinguishable | 1.10 (1.02-1.18) |",
             "steady time indistinguishable (B/A 1.07, 95% interval 0.79-1.44)",
-            "steady time the lock's XLA is faster (B/A 0.85, 95% interval 0.80-0.90)"]
+            "steady time the lock's XLA is faster (B/A 0.85, 95% interval 0.80-0.90)",
+            "The kernel gap (-0.210 ms) and the steady-state gap (+0.300 ms) differ in sign",
+            "touched 2.8x a steady run's fresh memory (390,000 page faults against 140,000)",
+            "touched fresh memory (9 page faults) where a steady run touched none"]
     assert claims("\n".join(good)) == []
 
 
@@ -215,3 +225,26 @@ def test_a_host_pages_records_are_dated_by_their_own_entry_not_by_their_file(tmp
     assert made_on(tmp_path) == made_on(data)  # the index is no record: it names no machine
     (tmp_path / "made.json").unlink()
     assert all(d.endswith("(file date)") for d in record_dates(tmp_path))
+
+
+@pytest.mark.parametrize("steady_tie, kernel_interval, said", [
+    (True, (-0.03e-3, -0.004e-3), False),  # the steady gap within the noise: no sign to differ in
+    (False, (-0.04e-3, 0.01e-3), False),  # the kernel gap's interval holds zero
+    (False, (-0.03e-3, -0.004e-3), True),  # both findings, of opposite signs: said
+])
+def test_diff_bench_compares_signs_only_of_gaps_that_are_findings(steady_tie, kernel_interval, said):
+    """issue 75, item 7: "the kernel gap (-0.017 ms) and the steady-state gap (+0.000 ms) differ in sign:
+    the kernels do not explain the wall-clock difference" where there was no wall-clock difference."""
+    from types import SimpleNamespace
+
+    from stackwars_ir.report.sentences import time_terms
+
+    side = {"runs": 10, "kernel_s": 0.2e-3, "steady_s": 0.3e-3}
+    time = {"a": side, "b": dict(side, kernel_s=0.183e-3, steady_s=0.3e-3 + (0.0 if steady_tie else 0.05e-3)),
+            "within_noise": steady_tie}
+    split = SimpleNamespace(gap=-0.017e-3, interval=kernel_interval,
+                            within_noise=kernel_interval[0] <= 0 <= kernel_interval[1], roles=[], blocks=[],
+                            role_interval=lambda role: None, sure_roles=lambda: [], block_share=lambda d: None)
+    text = time_terms(time, split)
+    assert ("differ in sign" in text) == said, text
+    assert claims(text) == []

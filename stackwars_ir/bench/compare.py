@@ -161,9 +161,10 @@ def warming(rows) -> list[str]:
         _, again, _, steady = faults
         if again <= WARMING * max(steady, 1):
             continue
+        touched = (f"{again / steady:.1f}x a steady run's fresh memory ({again:,} page faults against {steady:,.0f})"
+                   if steady else f"fresh memory ({again:,} page faults) where a steady run touched none")
         out.append(f"{e.name}{f' (batch {b})' if b is not None else ''}: run 2 took {t.second / t.steady:.1f}x "
-                   f"the steady state and compiled nothing, but touched {again / max(steady, 1):.1f}x "
-                   f"a steady run's fresh memory ({again:,} page faults against {steady:,.0f}): "
+                   f"the steady state and compiled nothing, but touched {touched}: "
                    "the allocator warming up, not the executable; compare steady states (a training loop "
                    "that donates its state, --baselines jax_donate, has no such warm-up)")
     return out

@@ -189,7 +189,10 @@ def time_terms(time: dict, split) -> str:
         out += (" Kernels run at once on several threads here, so a side's kernel total exceeds its run's wall "
                 "time: the split is of kernel time, not of the wall clock.")
     steady = b["steady_s"] - a["steady_s"]
-    if a["steady_s"] and b["steady_s"] and split.gap * steady < 0:
+    # Signs compared only where both gaps are findings: bench's steady verdict not a tie, and the kernel
+    # gap's interval excluding zero (a gap within the noise has no sign to differ in: issue 75).
+    if a["steady_s"] and b["steady_s"] and split.gap * steady < 0 and time.get("within_noise") is False \
+            and split.interval and not split.within_noise:
         out += (f" The kernel gap ({split.gap * 1e3:+.3f} ms) and the steady-state gap ({steady * 1e3:+.3f} ms) "
                 "differ in sign: the kernels do not explain the wall-clock difference.")
     shares = [split.block_share(d) for d in split.blocks]

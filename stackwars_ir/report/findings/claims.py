@@ -290,8 +290,10 @@ def native_reading(e, lazy_steps) -> str:
     faults = page_faults(t)
     warming = ""
     if faults and n != "1" and faults[1] > WARMING * faults[3]:
-        warming = (f", and step 2 touched {faults[1] / max(faults[3], 1):.1f}x a steady step's fresh memory: its "
-                   "slower steps map memory for the first time (the allocator warming up), not compilation.")
+        touched = (f"{faults[1] / faults[3]:.1f}x a steady step's fresh memory" if faults[3] else
+                   f"fresh memory ({faults[1]:,.0f} page faults) where a steady step touched none")
+        warming = (f", and step 2 touched {touched}: its slower steps map memory for the first time (the allocator "
+                   "warming up), not compilation.")
     graphs = [t.counters.get(k, {}).get("graphs compiled") for k in ("first", "second", "third", "steady")]
     compiles = [t.counters.get(k, {}).get("compiles") for k in ("first", "second", "third", "steady")]
     if graphs[0] is not None:  # torch.compile: dynamo's counters
