@@ -198,6 +198,39 @@ class Sidecar:
             raise StackwarsError(f"{where}: a capture sidecar with a missing or malformed field "
                                  f"({type(e).__name__}: {e})", fix="re-run stackwars-ir capture") from None
 
+    def capture_command(self, mlir_path) -> str:
+        """The capture command that writes this very file again, into the folder it is in (capture
+        writes OUT/<model>-<size>/<stem>.mlir): its model, size, seed, batch, sequence length, step,
+        route, layers, mesh, abstract dtype and version stack, with --force."""
+        words = ["stackwars-ir capture", self.model, "--size", self.size, "--seed", str(self.seed)]
+        words += ["--batch", str(self.batch)] if self.batch is not None else []
+        words += ["--seq", str(self.seq)] if self.seq is not None else []
+        words += ["--step", self.step] if self.step != "forward" else []
+        words += ["--framework", self.framework] + (["--exporter", self.exporter] if self.framework == "torch" else [])
+        program = self.data.get("program") or {}
+        words += ["--scan-layers"] * bool(program.get("scan_layers")) + ["--remat"] * bool(program.get("remat"))
+        axes = (self.data.get("mesh") or {}).get("axes") or {}
+        words += ["--mesh", ",".join(f"{k}={v}" for k, v in axes.items())] if axes else []
+        words += ["--abstract", "--dtype", self.dtype] if self.abstract else []
+        stack = (self.data.get("stack") or {}).get("name")
+        words += ["--stack", stack] if stack else []
+        import shlex
+
+        out = Path(mlir_path).parent.parent
+        return " ".join(words + ["--out", shlex.quote(str(out)), "--force"])
+
+    def model_run(self, mlir_path) -> tuple[list[str], Path]:
+        """The words and --out folder with which `bench MODEL` (or `why MODEL`) reads this capture again
+        rather than capturing anew: a sweep's folder (OUT/b<batch>-s<seq>/<model>-<size>/) needs its
+        --batch and --seq; the adapter's own batch and length (OUT/<model>-<size>/) need none, and a
+        --batch given there would move the captures to a sweep's folder."""
+        import re
+
+        out = Path(mlir_path).parent.parent
+        if re.fullmatch(rf"b{self.batch}-s{self.seq}", out.name):
+            return ["--batch", str(self.batch), "--seq", str(self.seq)], out.parent
+        return [], out
+
     def argument_names(self) -> dict[int, str]:
         """Argument index -> the PyTorch tensor (or input) it holds."""
         return {a["index"]: a["name"] for a in self.arguments}
@@ -313,10 +346,11 @@ def read_values(mlir_path: Path, sidecar: Sidecar, staged: str | None = None) ->
         data = path.read_bytes()
     except OSError as e:
         raise StackwarsError(f"{path}: the capture's recorded values cannot be read: {e.strerror}",
-                             fix="copy the .npz beside its .mlir and .json, or re-run stackwars-ir capture") from None
+                             fix=f"copy the .npz beside its .mlir and .json, or capture it again: "
+                                 f"{sidecar.capture_command(mlir_path)}") from None
     if hashlib.sha256(data).hexdigest() != recorded.get("sha256"):
         raise StackwarsError(f"{path}: not the values its capture recorded (sha256 differs)",
-                             fix="re-run stackwars-ir capture")
+                             fix=sidecar.capture_command(mlir_path))
     import io
 
     with np.load(io.BytesIO(data), allow_pickle=False) as z:

@@ -230,6 +230,8 @@ def test_ablate_command_reports_each_variant_and_a_saved_result_renders(tmp_path
     code, _, stderr = cli("report", golden("gemm", "jax"), golden("gemm", "torch-torch_xla"), "-o",
                           tmp_path / "r2.html", "--ablation", tmp_path / "a.json")
     assert code == 2 and "ablates other files" in stderr and not (tmp_path / "r2.html").exists()
+    assert f"(fix: stackwars-ir ablate {golden('gemm', 'jax')} {golden('gemm', 'torch-torch_xla')} --json FILE " \
+           "(the report's files, in its order), or drop --ablation)" in stderr
     # one file the same, the other not, or the two swapped: still other files
     for pair in ((golden("ffn", "jax"), golden("ffn", "torch-torchax")),
                  (golden("ffn", "torch-torch_xla"), golden("ffn", "jax"))):

@@ -85,6 +85,7 @@ def test_why_refuses_a_bench_without_both_runtimes(cli, tmp_path):
     bench.write_text(json.dumps(_report().as_json()))
     code, out, err = cli("why", bench, "--b", "torchax")
     assert code == 2 and "no measured native row 'torchax jit'" in err and len(err.strip().splitlines()) == 1
+    assert "stackwars-ir why MODEL --a jax --b torchax" in err  # no capture here names its model
     code, out, err = cli("why", bench)
     assert code == 0 and "torch_xla lazy tensors took 1.6" in out, err
 
@@ -147,3 +148,25 @@ def test_the_printed_fix_reuses_the_captures_where_they_are(tmp_path, sweep):
     batch = "--batch 2 --seq 16 " if sweep else ""
     assert rerun(bench, result) == (f"stackwars-ir bench gpt2 --size tiny {batch}--baselines jax --out {out} "
                                     "--profile --json FILE")
+
+
+def test_why_on_a_bench_without_a_runtime_prints_the_why_that_reuses_its_captures(cli, tmp_path):
+    """issue 75, item 6: the fix names the bench's own model, size and captures' folder, by baseline names."""
+    import dataclasses
+    import shutil
+
+    from conftest import golden
+
+    folder = tmp_path / "caps" / "gpt2-tiny"
+    folder.mkdir(parents=True)
+    for stem in ("jax", "torch-torch_xla"):
+        for ext in (".mlir", ".json"):
+            shutil.copy(golden("gpt2", stem).with_suffix(ext), folder / f"{stem}{ext}")
+    report = _report()
+    rows = tuple((bb, dataclasses.replace(e, label=str(folder / e.label.removeprefix("c/")))
+                  if e.kind == "stablehlo" else e) for bb, e in report.rows)
+    bench = tmp_path / "b.json"
+    bench.write_text(json.dumps(dataclasses.replace(report, rows=rows).as_json()))
+    code, _, err = cli("why", bench, "--a", "eager")
+    assert code == 2 and (f"(fix: stackwars-ir why gpt2 --size tiny --a eager --b torch_xla --out {tmp_path / 'caps'} "
+                          "(it benches both runtimes") in err, err

@@ -387,6 +387,18 @@ def test_report_refuses_a_bench_of_other_files(cli, tmp_path):
                        "--bench", bench, "-o", tmp_path / "r.html")
     assert code == 2 and "timed other files (jax.mlir), not jax.mlir or torch-torch_xla.mlir" in err
     assert not (tmp_path / "r.html").exists()
+    # the fix printed is the bench of the report's own files; run as printed, the report takes it (issue 75, item 6)
+    import re
+    import shlex
+
+    fix = re.search(r"\(fix: (stackwars-ir bench .*), or drop --bench\)$", err.strip())[1]
+    own = tmp_path / "own.json"
+    code, _, err = cli(*shlex.split(fix.replace("FILE", str(own)))[1:], "--runs", "2")
+    assert code == 0, err
+    code, _, err = cli("report", golden("resnet50", "jax"), golden("resnet50", "torch-torch_xla"), "--bench", own,
+                       "--html", tmp_path / "r.html")
+    assert code == 0 and (tmp_path / "r.html").exists(), err
+    (tmp_path / "r.html").unlink()
     code, _, _ = cli("report", golden("gpt2", "jax"), golden("gpt2", "torch-torch_xla"), "--bench", bench,
                      "-o", tmp_path / "r.html")
     assert code == 0 and (tmp_path / "r.html").exists()
@@ -757,3 +769,32 @@ def test_a_noisy_row_is_warned_of_with_the_cause_that_fits_its_scale():
     assert tiny.startswith("tiny: spread 37% exceeds 10%: at 14 us a run, the clock's and the scheduler's jitter")
     assert "other programs may be competing" in big and "jitter" not in big
     assert noisy([(None, row("x/calm.mlir", [0.1] * 20))]) == []
+
+
+@pytest.mark.slow  # a capture and two benches of GPT-2 tiny
+def test_a_capture_whose_sidecar_does_not_fit_prints_the_capture_that_writes_it_again_and_it_runs(cli, tmp_path):
+    """issue 75, item 6: "re-run stackwars-ir capture" named no model, size, batch or route; the fix is now
+    the command that writes this very file again, into its own folder, and run as printed it does."""
+    import re
+    import shlex
+    import shutil
+
+    from conftest import golden
+
+    folder = tmp_path / "caps" / "gpt2-tiny"
+    folder.mkdir(parents=True)
+    for ext in (".mlir", ".json"):
+        shutil.copy(golden("gpt2", "torch-torch_xla").with_suffix(ext), folder / f"torch-torch_xla{ext}")
+    side = json.loads((folder / "torch-torch_xla.json").read_text())
+    side["arguments"] = side["arguments"][:-1]  # one argument fewer than the module has
+    (folder / "torch-torch_xla.json").write_text(json.dumps(side))
+    code, _, err = cli("bench", folder / "torch-torch_xla.mlir", "--runs", "2")
+    assert code == 2 and "sidecar lists" in err, err
+    fix = re.search(r"\(fix: (stackwars-ir capture .*)\)$", err.strip().splitlines()[-1])[1]
+    assert fix == (f"stackwars-ir capture gpt2 --size tiny --seed 0 --batch 2 --seq 16 --framework torch "
+                   f"--exporter torch_xla --out {tmp_path / 'caps'} --force")
+    code, _, err = cli(*shlex.split(fix)[1:])
+    assert code == 0, err
+    assert (folder / "torch-torch_xla.mlir").read_text() == golden("gpt2", "torch-torch_xla").read_text()
+    code, _, err = cli("bench", folder / "torch-torch_xla.mlir", "--runs", "2")
+    assert code == 0, err

@@ -118,6 +118,33 @@ def _host(e) -> tuple[float, tuple[float, ...], tuple[tuple[str, float], ...]] |
                                  for p in top)
 
 
+def _why_fix(report, a: str, b: str) -> str:
+    """The command that benches what an answer needs and answers: `why MODEL` with the model, size and
+    batch of the bench's own captures (their sidecars), A and B by baseline name; the bench command in
+    words where no capture names its model."""
+    from pathlib import Path
+
+    from ..errors import StackwarsError
+    from ..files import read_sidecar
+
+    names = {kind: name for name, kind in reversed(NATIVE_KINDS.items())}  # jax.jit -> jax, not jax_donate
+    a, b = names.get(a, a), names.get(b, b)
+    for _, e in report.rows:
+        if e.kind != "stablehlo":
+            continue
+        try:
+            car = read_sidecar(Path(e.label))
+        except (StackwarsError, OSError, ValueError):
+            continue
+        if car is not None and car.model:
+            shape, out = car.model_run(e.label)
+            return " ".join(["stackwars-ir why", car.model, "--size", car.size, *shape, "--a", a, "--b", b, "--out",
+                             str(out), "(it benches both runtimes with --host, 3 rounds, reusing these captures, "
+                             "and answers)"])
+    return (f"bench the model with both runtimes and their host phases: stackwars-ir why MODEL --a {a} --b {b}, or "
+            f"stackwars-ir bench MODEL --baselines {a},{b} --host --json FILE")
+
+
 def answer(reports, a: str = "jax.jit", b: str = "torch_xla lazy", batch=None, source: str = "") -> Answer:
     """`reports` (bench.BenchReport, one per round: bench MODEL --baselines A,B --host) read as one answer.
     `a`, `b`: native rows by kind or name. Raises StackwarsError naming what a report lacks."""
@@ -135,8 +162,7 @@ def answer(reports, a: str = "jax.jit", b: str = "torch_xla lazy", batch=None, s
             raise StackwarsError(f"the bench has no measured native row {a if ra is None else b!r}"
                                  f"{f' at batch {batch}' if batch is not None else ''} (it has: "
                                  f"{', '.join(have) or 'none'})",
-                                 fix="bench the model with both runtimes and their host phases: bench MODEL "
-                                     "--baselines A,B --host (A and B: these two runtimes)")
+                                 fix=_why_fix(r, a, b))
         rows.append((r, ra, rb, _program(r, ra, batch), _program(r, rb, batch)))
     missing = []
     has_programs = all(pa is not None and pb is not None for _, _, _, pa, pb in rows)

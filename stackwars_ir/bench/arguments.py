@@ -28,7 +28,7 @@ def signature_arguments(module, sidecar, rng: np.random.Generator, staged: str |
             arrays, reference = recorded
             if len(arrays) != len(module.entry.args):
                 raise BenchError(f"{module.source}: its recorded values hold {len(arrays)} arguments, the module "
-                                 f"has {len(module.entry.args)}", fix="re-run stackwars-ir capture")
+                                 f"has {len(module.entry.args)}", fix=sidecar.capture_command(module.source))
             return arrays, f"capture's recorded values ({which})", reference
         if sidecar.model in models.catalog():
             arrays, reference = sidecar_arguments(module, sidecar)
@@ -137,5 +137,5 @@ def sidecar_arguments(module, sidecar) -> tuple[list, np.ndarray]:
                  for a in sidecar.arguments)
     if len(args) != len(module.entry.args):
         raise BenchError(f"{module.source}: sidecar lists {len(args)} arguments, the module has "
-                         f"{len(module.entry.args)}", fix="re-run stackwars-ir capture")
+                         f"{len(module.entry.args)}", fix=sidecar.capture_command(module.source))
     return argument_values(args, constants, weights, inputs, str(module.source)), reference

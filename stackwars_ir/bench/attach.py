@@ -53,7 +53,6 @@ def rerun(bench, result) -> str:
     """The bench command that profiles the diff's two files and keeps what `bench` measured besides: a
     model's bench with native rows timed by host phase (bench MODEL --host) is run again as a model's,
     with --profile added, so its native rows and host phases stay (`bench A B --profile` has neither)."""
-    import re
     from pathlib import Path
 
     from ..errors import StackwarsError
@@ -72,12 +71,8 @@ def rerun(bench, result) -> str:
         return files
     kinds = {e.kind for e in natives}
     baselines = [name for name, kind in NATIVE_KINDS.items() if kind in kinds and name != "jax_donate"]
-    words = [f"stackwars-ir bench {car.model} --size {car.size}"]
-    out = Path(result.a.source).parent.parent  # the captures bench MODEL reuses: these files
-    if re.fullmatch(rf"b{car.batch}-s{car.seq}", out.name):  # a sweep's folder: the batch and length given
-        words.append(f"--batch {car.batch} --seq {car.seq}")
-        out = out.parent
-    # else the adapter's batch and length, which a --batch would move to a sweep's folder: captured again
+    shape, out = car.model_run(result.a.source)  # the captures bench MODEL reuses: these files
+    words = [f"stackwars-ir bench {car.model} --size {car.size}", *shape]
     if baselines:
         words.append(f"--baselines {','.join(baselines)}")
     if car.step and car.step != "forward":

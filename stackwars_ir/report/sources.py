@@ -29,9 +29,8 @@ def saved_diff(path: Path, files=(), mode: str = "auto", kernels: bool = False):
 
 
 def sides(result) -> tuple[set, tuple[str, str]]:
-    """The sha256 of each side a saved diff records, and the two files' names."""
-    return {s.sha256 for s in (result.a, result.b) if s.sha256}, \
-        tuple(Path(s.source).name for s in (result.a, result.b))
+    """The sha256 of each side a saved diff records, and the two files as the diff named them."""
+    return {s.sha256 for s in (result.a, result.b) if s.sha256}, tuple(str(s.source) for s in (result.a, result.b))
 
 
 def pair(files) -> tuple[set, tuple[str, str]]:
@@ -45,7 +44,7 @@ def pair(files) -> tuple[set, tuple[str, str]]:
             mine.add(hashlib.sha256(Path(f).read_bytes()).hexdigest())
         except OSError:
             pass
-    return mine, tuple(Path(f).name for f in files)
+    return mine, tuple(str(f) for f in files)
 
 
 def attached(path: Path, command: str, mine: set, shown: tuple):
@@ -60,11 +59,11 @@ def attached(path: Path, command: str, mine: set, shown: tuple):
     what = _VERB[command]
     if not hashes:
         raise StackwarsError(f"{path}: records no file hashes, so nothing shows it {what} these files",
-                             fix=f"re-run stackwars-ir {command} on them with --json")
+                             fix=f"{_on(command, shown)}, or drop --{command}")
     if mine and not set(hashes) & mine:
         labels = ", ".join(sorted({Path(x).name for x in hashes.values()}))
-        raise StackwarsError(f"{path}: {what} other files ({labels}), not {shown[0]} or {shown[1]}",
-                             fix=f"run stackwars-ir {command} on these files with --json, or drop --{command}")
+        raise StackwarsError(f"{path}: {what} other files ({labels}), not {Path(shown[0]).name} or "
+                             f"{Path(shown[1]).name}", fix=f"{_on(command, shown)}, or drop --{command}")
     return report
 
 
@@ -94,6 +93,13 @@ def report_of(files, from_path, bench_path, memory_path, mode: str, kernels: boo
     return result, bench, memory
 
 
+def _on(command: str, files) -> str:
+    """The `COMMAND A B --json FILE` that measures the report's own two files."""
+    import shlex
+
+    return " ".join(["stackwars-ir", command, *(shlex.quote(str(f)) for f in files), "--json FILE"])
+
+
 def ablation_of(path: Path, files, result=None):
     """A `stackwars-ir ablate --json` file (ablate.Ablation) of the report's two files, A and B in that
     order (their sha256, the saved diff's where it renders one)."""
@@ -101,9 +107,10 @@ def ablation_of(path: Path, files, result=None):
     from ..files import read_result
 
     abl = read_result(path, "ablate", Ablation.from_json)
+    own = (result.a.source, result.b.source) if result is not None else tuple(files)
     if not abl.sha256:
         raise StackwarsError(f"{path}: records no file hashes, so nothing shows it ablates these files",
-                             fix="re-run stackwars-ir ablate on them with --json")
+                             fix=f"{_on('ablate', own)}, or drop --ablation")
     if result is not None:
         mine = (result.a.sha256, result.b.sha256)
     else:
@@ -113,7 +120,7 @@ def ablation_of(path: Path, files, result=None):
         raise StackwarsError(f"{path}: ablates other files: its {' and '.join(which)} ({Path(abl.a).name}, "
                              f"{Path(abl.b).name} as it names them) have another sha256 than the report's "
                              f"{' and '.join(which)}",
-                             fix="run stackwars-ir ablate A B --json on the report's files, in its order, or drop --ablation")
+                             fix=f"{_on('ablate', own)} (the report's files, in its order), or drop --ablation")
     return abl
 
 
