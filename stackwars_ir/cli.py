@@ -184,12 +184,17 @@ def stats_cmd(files, json_path, top):
 @click.option("--bench", "bench_path", type=click.Path(dir_okay=False, path_type=Path),
               help="A `bench FILE_A FILE_B --profile --json` file: each block's kernel time on both sides, and "
                    "each block's share of the gap.")
+@click.option("--bench-profile", "device_profiles", nargs=2, type=click.Path(path_type=Path), default=None,
+              metavar="PA PB",
+              help="Device profiles you took of FILE_A's and FILE_B's steps outside stackwars-ir (XProf *.xplane.pb, "
+                   "or jax.profiler.trace's folder; XLA:CPU's, from jax or torch_xla): each block's kernel time on "
+                   "both sides, with its interval across the profiles' steps (docs/own-files.md).")
 @click.option("--explorer", "explorer_dir", type=click.Path(path_type=Path),
               help="Write Model Explorer node-data overlays (op status, block, block op delta) for both files "
                    "into this new folder, with a README saying how to open them.")
 @adapters_option
 def diff_cmd(file_a, file_b, json_path, md_path, html_path, mode, excerpts, ops, kernels, kernels_target, bench_path,
-             explorer_dir):
+             device_profiles, explorer_dir):
     """Align FILE_A and FILE_B block by block and name what differs.
 
     Exit code 0: nothing differs; 1: something differs; 2: bad input; 130: interrupted.
@@ -205,11 +210,19 @@ def diff_cmd(file_a, file_b, json_path, md_path, html_path, mode, excerpts, ops,
 
     if explorer_dir is not None:
         check_target(explorer_dir)  # before the work: a folder in the way, Model Explorer missing
+    if device_profiles and bench_path:
+        from .errors import StackwarsError
+
+        raise StackwarsError("--bench and --bench-profile both give each block's time", fix="give one of them")
     warn_sidecars((file_a, file_b))
     report = diff_files(file_a, file_b, mode)
     result = block_kernels(report, report.result(), (file_a, file_b), progress, kernels_target) if kernels \
         else report.result()
     result = block_times_from(report, result, bench_path) if bench_path else result
+    if device_profiles:
+        from .bench.attach import block_times_from_profiles
+
+        result = block_times_from_profiles(report, result, (file_a, file_b), device_profiles, progress)
     emit(diff_text(result, excerpts=excerpts, ops=ops), diff_json(result), json_path,
          dumps=lambda d: json.dumps(d, indent=2) + "\n")
     for path in write_outputs(result, md_path=md_path, html_path=html_path):

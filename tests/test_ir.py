@@ -556,6 +556,18 @@ def test_an_xla_hlo_dump_is_read_as_a_proto_and_named_as_text(tmp_path, cli):
     for command in ("bench", "memory"):  # compiled as read ("unexpected character": the proto given to MLIR)
         code, _, err = cli(command, proto)
         assert code == 0, err
+    # What --xla_dump_hlo_as_proto writes: an HloProto, the module its field 1 (beside the buffer assignment)
+    module = proto.read_bytes()
+    size, n = bytearray(), len(module)
+    while True:
+        size.append((n & 0x7F) | (0x80 if n > 0x7F else 0))
+        n >>= 7
+        if not n:
+            break
+    wrapped = tmp_path / "module_0001.jit_take.before_optimizations.hlo.pb"
+    wrapped.write_bytes(b"\x0a" + bytes(size) + module)
+    code, wrapped_text, err = cli("stats", wrapped)
+    assert code == 0 and wrapped_text.replace(str(wrapped), "F") == text.replace(str(proto), "F"), err
     hlo_text = tmp_path / "take.hlo.txt"
     hlo_text.write_text(lowered.compiler_ir("hlo").as_hlo_text())
     code, _, err = cli("stats", hlo_text)

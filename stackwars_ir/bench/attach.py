@@ -11,6 +11,27 @@ def block_times_from(report, result, bench_path):
     return block_times(report, result, read_result(bench_path, "bench", BenchReport.from_json), bench_path)
 
 
+def block_times_from_profiles(report, result, files, profiles, progress=None):
+    """The diff result with each block's kernel time on both sides from two device profiles the user
+    took (`profiles`: an XProf *.xplane.pb, or its folder, per file; bench.xplane), each file compiled
+    here on XLA:CPU so the profile's kernel events map to its kernels and their module paths."""
+    import dataclasses
+
+    from ..diff import with_times
+    from ..errors import StackwarsError
+    from .kernels import kernels_of_files
+    from .xplane import profile_of
+
+    read = []
+    for path, compiled in zip(profiles, kernels_of_files(files, "cpu", progress=progress)):
+        if compiled.error:
+            raise StackwarsError(compiled.error, fix="diff without --bench-profile, or fix the file as the error says")
+        read.append(profile_of(path, compiled.path, compiled.kernels))
+    out = with_times(report, result, *read)
+    time = dict(out.metrics["time"], device_profiles=[p.note for p in read])
+    return dataclasses.replace(out, metrics=dict(out.metrics, time=time))
+
+
 def profiled(bench, result) -> bool:
     """Whether `bench` (a BenchReport) profiled both files of the diff `result`."""
     shas = {e.sha256 for _, e in bench.rows if e.profile is not None and e.sha256}

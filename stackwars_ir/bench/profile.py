@@ -14,7 +14,7 @@ PROFILE_RUNS = 10  # profiled runs after the unprofiled steady state (bench --pr
 # build (XLA 5fab705) as the second.
 _RUN_EVENTS = ("CommonPjRtLoadedExecutable::ExecuteHelperOnSingleDevice", "PjRtCpuExecutable::ExecuteHelper")
 _KERNEL_THREADS = ("tf_XLAPjRtCpuClient", "tf_XLAEigen", "tf_XLAExecute")  # the last: jaxlib >= 0.11
-_LOOP_OPCODES = ("while",)  # a kernel whose runtime event holds other kernels' events (bench.kernels)
+LOOP_OPCODES = ("while",)  # a kernel whose runtime event holds other kernels' events (bench.kernels)
 # The runtime's copies between host and device, traced on the kernel threads: not a graph's kernel.
 _TRANSFERS = ("D2H ", "H2D ")
 GPU_PLATFORMS = ("gpu", "cuda", "rocm")
@@ -190,13 +190,13 @@ def profile_turns(runs: list, kernels: list, n: int, steadies: list, labels: lis
 
     order = [(r + j) % len(runs) for r in range(n) for j in range(len(runs))]
     data, walls = _traced_calls([runs[i] for i in order], _jax_start, jax.profiler.stop_trace)
-    loops = {k.name for ks in kernels for k in ks if k.opcode in _LOOP_OPCODES}
-    starts, events = _kernel_events(data, loops)
+    loops = {k.name for ks in kernels for k in ks if k.opcode in LOOP_OPCODES}
+    starts, events = kernel_events(data, loops)
     if len(starts) != len(order):
         raise BenchError(f"the profile holds {len(starts)} executions for {len(order)} calls taken in turns",
                          fix="profile these files one at a time (bench FILE --profile)")
     inner = [{k.inner for k in ks if k.inner} for ks in kernels]
-    executions, spans = _executions(starts, events, [inner[o] for o in order])
+    executions, spans = executions_of(starts, events, [inner[o] for o in order])
     out = []
     for j, ks in enumerate(kernels):
         mine = [i for i, o in enumerate(order) if o == j]
@@ -336,7 +336,7 @@ def _traced_calls(calls: list, start, stop):
         return jax.profiler.ProfileData.from_file(path), walls
 
 
-def _kernel_events(data, loops: set) -> tuple:
+def kernel_events(data, loops: set) -> tuple:
     """(the executions' start times, sorted; the kernel events on XLA:CPU's kernel threads, each
     [start, end, name, nanoseconds of kernels kept inside it]) of a trace. A loop's event (a while
     named in `loops`) holds its body's kernels' events: they are kernels of their own, and the loop's
@@ -365,7 +365,7 @@ def _kernel_events(data, loops: set) -> tuple:
     return starts, events
 
 
-def _executions(starts: list, events: list, inner: list) -> tuple:
+def executions_of(starts: list, events: list, inner: list) -> tuple:
     """(per execution {name: [seconds, calls]}, per execution its events' (begin, end) spans): each
     event in the execution that started last before it; `inner`: per execution, the fusions its
     executable's parallel calls run (their events fall inside the call's own: not counted again)."""
@@ -391,14 +391,14 @@ def _executions(starts: list, events: list, inner: list) -> tuple:
 def _read(data, walls: list, steady_s: float, graphs: list, note: str = "") -> Profile:
     from ..errors import BenchError
 
-    loops = {k.name for ks in graphs for k in ks if k.opcode in _LOOP_OPCODES}
-    starts, events = _kernel_events(data, loops)
+    loops = {k.name for ks in graphs for k in ks if k.opcode in LOOP_OPCODES}
+    starts, events = kernel_events(data, loops)
     if not starts or len(starts) % len(walls) or (len(graphs) == 1 and len(starts) != len(walls)):
         raise BenchError(f"the profile holds {len(starts)} executions for {len(walls)} profiled runs",
                          fix="drop --profile; this runtime's events are not read right yet")
     # A parallel fusion's events on each thread fall inside its kernel's own event (bench.kernels).
     inner = {k.inner for ks in graphs for k in ks if k.inner}
-    executions, spans = _executions(starts, events, [inner] * len(starts))
+    executions, spans = executions_of(starts, events, [inner] * len(starts))
     each = len(starts) // len(walls)
     per_run, covered = [], []
     # A run's graph: its execution with the most kernel time. A host copy's event is not a kernel's:

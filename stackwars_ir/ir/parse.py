@@ -159,10 +159,41 @@ def _from_hlo_proto(data: bytes) -> bytes | None:
         from jaxlib import _jax
     except ImportError:
         return None
+    for module in (data, _hlo_module_of(data)):
+        if module is None:
+            continue
+        try:
+            return _jax.mlir.hlo_to_stablehlo(module)
+        except Exception:  # jaxlib's JaxRuntimeError: "Failed to deserialize HloModuleProto"
+            continue
+    return None
+
+
+def _hlo_module_of(data: bytes) -> bytes | None:
+    """The HloModuleProto inside an XLA HloProto (field 1, `hlo_module`; beside it the buffer
+    assignment), which `--xla_dump_hlo_as_proto` writes as DIR/*.hlo.pb; None for bytes that are not
+    one. Read by protobuf with a two-field descriptor: a message field's bytes are the same on the
+    wire, so XLA's own hlo.proto is not needed."""
+    from google.protobuf import descriptor_pb2, descriptor_pool, message, message_factory
+
+    if _HLO_PROTO[0] is None:
+        pool = descriptor_pool.DescriptorPool()
+        file = descriptor_pb2.FileDescriptorProto(name="stackwars_hlo_proto.proto", package="stackwars")
+        msg = file.message_type.add(name="HloProto")
+        for name, number in (("hlo_module", 1), ("buffer_assignment", 3)):
+            msg.field.add(name=name, number=number, type=descriptor_pb2.FieldDescriptorProto.TYPE_BYTES,
+                          label=descriptor_pb2.FieldDescriptorProto.LABEL_OPTIONAL)
+        pool.Add(file)
+        _HLO_PROTO[0] = message_factory.GetMessageClass(pool.FindMessageTypeByName("stackwars.HloProto"))
+    proto = _HLO_PROTO[0]()
     try:
-        return _jax.mlir.hlo_to_stablehlo(data)
-    except Exception:  # jaxlib's JaxRuntimeError: "Failed to deserialize HloModuleProto"
+        proto.ParseFromString(data)
+    except message.DecodeError:
         return None
+    return proto.hlo_module or None
+
+
+_HLO_PROTO: list = [None]  # the HloProto message class, made once
 
 
 def _split(text: str) -> list[tuple[int, str]]:

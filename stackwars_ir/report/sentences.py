@@ -137,6 +137,11 @@ def time_source(time: dict) -> str:
     if a.get("estimate") or b.get("estimate"):
         targets = sorted({t["estimate"]["target"] for t in (a, b) if t.get("estimate")})
         return f"bench --target: ESTIMATES for the {' and '.join(targets)}, not measurements"
+    if time.get("device_profiles"):
+        return (f"diff --bench-profile: device profiles taken outside stackwars-ir, each side's kernels in its "
+                f"median step by kernel total, of {a['runs']} and {b['runs']} steps; the steady figures are the "
+                f"profiled steps' own (no unprofiled runs). A: {time['device_profiles'][0]}. "
+                f"B: {time['device_profiles'][1]}")
     rounds = time.get("rounds", 1)
     if rounds > 1:
         return (f"bench --profile --rounds {rounds}: each side's kernels in each round's median run by kernel "
