@@ -568,11 +568,40 @@ def test_an_xla_hlo_dump_is_read_as_a_proto_and_named_as_text(tmp_path, cli):
     wrapped.write_bytes(b"\x0a" + bytes(size) + module)
     code, wrapped_text, err = cli("stats", wrapped)
     assert code == 0 and wrapped_text.replace(str(wrapped), "F") == text.replace(str(proto), "F"), err
+    # HLO text (a dump without --xla_dump_hlo_as_proto, compile().as_text()): XLA's own parser in jaxlib
     hlo_text = tmp_path / "take.hlo.txt"
     hlo_text.write_text(lowered.compiler_ir("hlo").as_hlo_text())
-    code, _, err = cli("stats", hlo_text)
-    assert code == 2 and len(err.strip().splitlines()) == 1
-    assert "XLA HLO text (HloModule" in err and "hlo.pb" in err and "Traceback" not in err
+    code, text_read, err = cli("stats", hlo_text)
+    ops = [[line for line in t.splitlines() if line.startswith("stablehlo.")] for t in (text_read, text)]
+    assert code == 0 and ops[0] == ops[1] and ops[0], err  # the same ops (its argument is named `t.1` there)
+    code, same, err = cli("diff", hlo_text, proto)
+    assert code == 0 and "verdict: the same program" in same, same + err
+    broken = tmp_path / "broken.hlo.txt"
+    broken.write_text(lowered.compiler_ir("hlo").as_hlo_text().replace("gather(", "gathr(", 1))
+    code, _, err = cli("stats", broken)
+    assert code == 2 and len(err.strip().splitlines()) == 1 and "XLA's parser refuses" in err and "Traceback" not in err
+
+
+def test_torch_xlas_saved_graphs_are_each_a_module(tmp_path, cli):
+    """XLA_SAVE_TENSORS_FILE with XLA_SAVE_TENSORS_FMT=hlo: several graphs in one file, each between
+    `## BEGIN_GRAPH` and `## END_GRAPH` after its Python frames; each read as a module of its own."""
+    import jax
+    import jax.numpy as jnp
+
+    graphs = [jax.jit(f).lower(jnp.ones((4, 8))).compiler_ir("hlo").as_hlo_text() for f in (jnp.tanh, jnp.sum)]
+    saved = tmp_path / "graphs.txt.0"
+    saved.write_text("".join(f"[ScheduleSyncTensorsGraph]\nTensorsGraphInfo:\n  forward (model.py:12)\n\n"
+                             f"Root Hashes: (abc{k})\n\n## BEGIN_GRAPH\n{g}\nGraph Hash: {k}f00\n\n## END_GRAPH\n\n"
+                             for k, g in enumerate(graphs)))
+    code, out, err = cli("stats", saved)
+    assert code == 0, err
+    assert f"== {saved}#0" in out and f"== {saved}#1" in out and "stablehlo.tanh" in out and "stablehlo.reduce" in out
+    code, _, err = cli("diff", saved, saved)  # which graph: said, with how to pick one
+    assert code == 2 and "holds 2 modules: #0 (" in err and f"give one as {saved}#K" in err, err
+    code, out, err = cli("diff", f"{saved}#0", f"{saved}#1")
+    assert code == 1 and f"A = {saved}#0" in out and "tanh" in out, err
+    code, _, err = cli("diff", f"{saved}#0", f"{saved}#2")
+    assert code == 2 and "there is no #2" in err, err
 
 
 # Weights kept as a resource blob (MLIR's `dense_resource`): the blob is the 4-byte alignment, then 1.0, 2.0.

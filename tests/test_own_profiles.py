@@ -152,6 +152,13 @@ def test_xla_dumps_of_jax_and_torch_xla_are_read_and_the_jax_one_pairs_as_the_ca
     pairs = {b["label"] for b in data["blocks"]}
     assert pairs == {b["label"] for b in json.loads(capture.read_text())["blocks"]}  # the capture's 14 pairs
     assert data["alignment"]["method"] == "key"
-    xla_dump = _dump(tmp_path, "xla", TORCH_XLA_SCRIPT)
+    xla_dump = _dump(tmp_path, "xla", TORCH_XLA_SCRIPT, {"XLA_SAVE_TENSORS_FILE": str(tmp_path / "graphs.txt"),
+                                                          "XLA_SAVE_TENSORS_FMT": "hlo"})
     code, text, err = cli("diff", jax_dump, xla_dump)
     assert code == 1 and "batch_norm_training" in text, err  # torch_xla's LayerNorm, as in its capture
+    # torch_xla's saved graphs (HLO text, several graphs a file): each a module of its own
+    code, text, err = cli("stats", tmp_path / "graphs.txt.0")
+    assert code == 0 and f"graphs.txt.0#1" in text and "batch_norm_training" in text, err
+    # the dump folder itself: its modules listed, the largest named as the one to give
+    code, _, err = cli("stats", jax_dump.parent)
+    assert code == 2 and "an XLA dump folder of" in err and str(jax_dump) in err, err

@@ -99,17 +99,18 @@ def parse_wire(data: bytes, source: str, part: tuple = (0, 1)) -> list[tuple]:
             raise ParseError(f"{source}: binary file that is neither MLIR bytecode nor an XLA HloModuleProto",
                              fix="give StableHLO text (.mlir), MLIR bytecode (.mlirbc) or an XLA dump's "
                                  "*.before_optimizations.hlo.pb")
-    head = data[:4096].lstrip()
-    if head.startswith(b"HloModule "):
-        name = head[10:].split(b",")[0].split()[0].decode("utf-8", "replace")[:80]
-        raise ParseError(f"{source}: XLA HLO text (HloModule {name}), not StableHLO",
-                         fix="give the same dump's HloModuleProto, which stackwars-ir reads (XLA_FLAGS='--xla_dump_to=DIR "
-                             "--xla_dump_hlo_as_proto': DIR/*.before_optimizations.hlo.pb), or the program's StableHLO "
-                             "(jax.jit(f).lower(x).as_text())")
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as e:
         raise ParseError(f"{source}: not UTF-8 text (byte {e.start})", fix="give a StableHLO .mlir file") from e
+    hlo = _hlo_text_modules(text)
+    if hlo:  # XLA HLO text: a dump, compile().as_text(), torch_xla's saved graphs (XLA_SAVE_TENSORS_FMT=hlo)
+        if len(hlo) == 1:
+            return [_parse_bytecode(_from_hlo_text(hlo[0][1], source, hlo[0][0]), source, part)]
+        if part[0] > 0:
+            return []
+        return [_parse_bytecode(_from_hlo_text(chunk, source, line), f"{source}#{k}", (0, 1))
+                for k, (line, chunk) in enumerate(hlo)]
     chunks = _split(text)
     if len(chunks) == 1:
         first_line, chunk = chunks[0]
@@ -167,6 +168,45 @@ def _from_hlo_proto(data: bytes) -> bytes | None:
         except Exception:  # jaxlib's JaxRuntimeError: "Failed to deserialize HloModuleProto"
             continue
     return None
+
+
+_GRAPH = re.compile(r"^## BEGIN_GRAPH\n(.*?)^## END_GRAPH$", re.M | re.S)
+
+
+def _hlo_text_modules(text: str) -> list[tuple[int, str]]:
+    """(first line, HLO text) of each XLA HLO module in `text`: one per `HloModule` header (an XLA dump,
+    `compile().as_text()`), or one per graph of torch_xla's saved graphs (`XLA_SAVE_TENSORS_FILE` with
+    `XLA_SAVE_TENSORS_FMT=hlo`: each between `## BEGIN_GRAPH` and `## END_GRAPH`, its `Graph Hash:`
+    line left out); [] for text that is not HLO."""
+    if text.lstrip().startswith("HloModule "):
+        starts = [m.start() for m in re.finditer(r"^HloModule ", text, re.M)]
+        return [(text.count("\n", 0, a) + 1, text[a:b]) for a, b in zip(starts, starts[1:] + [len(text)])]
+    out = []
+    for m in _GRAPH.finditer(text):
+        body = m.group(1)
+        at = body.find("HloModule ")
+        if at < 0:
+            continue
+        hlo = body[at:].split("\nGraph Hash:")[0]
+        out.append((text.count("\n", 0, m.start(1) + at) + 1, hlo))
+    return out
+
+
+def _from_hlo_text(text: str, source: str, line: int) -> bytes:
+    """StableHLO bytecode of one XLA HLO text module: parsed by XLA's own HLO parser (jaxlib's
+    xla_client), converted by its importer (the path an HloModuleProto takes)."""
+    try:
+        from jaxlib import _jax, xla_client
+    except ImportError as e:
+        raise ParseError(f"{source}:{line}: XLA HLO text, and jaxlib, which reads it, is missing ({e})",
+                         fix="install the lock (make setup)") from None
+    try:
+        module = xla_client.hlo.hlo_module_from_text(text)
+    except Exception as e:  # noqa: BLE001 - XLA's parser: "INVALID_ARGUMENT: Syntax error: ..."
+        said = " ".join(str(e).split())[:300]
+        raise ParseError(f"{source}:{line}: XLA HLO text that XLA's parser refuses: {said}",
+                         fix="give the module as XLA dumped it (XLA_FLAGS='--xla_dump_to=DIR'), whole") from None
+    return _jax.mlir.hlo_to_stablehlo(module.as_serialized_hlo_module_proto())
 
 
 def _hlo_module_of(data: bytes) -> bytes | None:

@@ -152,7 +152,7 @@ class Parser:
             return ("error", f"{label}: no such file (fix: check the path; `stackwars-ir capture MODEL` writes "
                              "captures under out/captures, the golden ones are under captures/)")
         if Path(path).is_dir():
-            return ("error", f"{label}: is a directory, not a StableHLO file (fix: name the .mlir files in it)")
+            return ("error", _folder_error(label, Path(path)))
         if Path(path).suffix == ".json":
             twin = Path(path).with_suffix(".mlir")
             hint = f"did you mean {twin}?" if twin.exists() else "give the .mlir file it describes"
@@ -303,6 +303,25 @@ SHARE_BYTES = 2 << 20
 MAX_SHARES = 4
 
 
+def _folder_error(label: str, folder: Path) -> str:
+    """One line for a folder given as a file: an XLA dump's (`--xla_dump_to=DIR`) modules listed, largest
+    first, the largest's file named as the one to give; else name the .mlir files in it."""
+    import re
+
+    dumped = {}
+    for f in folder.glob("module_*.before_optimizations.*"):
+        m = re.match(r"(module_\d+\..+)\.before_optimizations\.(hlo\.pb|txt)$", f.name)
+        if m and (m.group(1) not in dumped or m.group(2) == "hlo.pb"):
+            dumped[m.group(1)] = f
+    if not dumped:
+        return f"{label}: is a directory, not a StableHLO file (fix: name the .mlir files in it)"
+    order = sorted(dumped.values(), key=lambda f: -f.stat().st_size)
+    shown = ", ".join(f"{f.name.split('.before_optimizations')[0]} ({f.stat().st_size / 1024:,.0f} KiB)"
+                      for f in order[:4]) + (f", and {len(order) - 4} more" if len(order) > 4 else "")
+    return (f"{label}: an XLA dump folder of {len(order)} modules, largest first: {shown} (fix: give one module's "
+            f"file, e.g. {order[0]}, the largest: most often the step's)")
+
+
 def load(paths, jobs: int | None = None) -> list[ParseResult]:
     """Parse every file, in order. Each worker keeps one MLIR context for all its files (a
     context per file costs 10x); several workers (one per core) share the files, and share a
@@ -349,14 +368,29 @@ def _load(paths: list, jobs: int | None) -> list[ParseResult]:
 
 
 def load_single(paths) -> list[Module]:
-    """The one module of each file, parsed side by side; ParseError for the first that fails."""
+    """The one module of each file, parsed side by side; `FILE#K` picks module K of a file of several
+    (split by `// -----`, HLO modules, torch_xla's saved graphs: read as FILE#0, FILE#1, ...);
+    ParseError for the first that fails."""
+    import re
+
+    picks = []
+    for p in map(str, paths):
+        m = re.fullmatch(r"(.+)#(\d+)", p)
+        picks.append((m.group(1), int(m.group(2))) if m and not os.path.exists(p) and os.path.isfile(m.group(1))
+                     else (p, None))
     modules = []
-    for result in load(paths):
+    for result, (path, k) in zip(load([p for p, _ in picks]), picks):
         if not result.ok:
             raise ParseError(result.error)
-        if len(result.modules) != 1:
-            raise ParseError(f"{result.path}: holds {len(result.modules)} modules (split by // -----)",
-                             fix="give a file with one module")
+        if k is not None and k < len(result.modules) and len(result.modules) > 1:
+            modules.append(result.modules[k])
+            continue
+        if len(result.modules) != 1 or k is not None:
+            shown = ", ".join(f"#{j} ({sum(m.histogram().values()):,} ops)" for j, m in enumerate(result.modules[:6]))
+            raise ParseError(f"{result.path}: holds {len(result.modules)} modules: {shown}"
+                             + (", ..." if len(result.modules) > 6 else "")
+                             + (f"; there is no #{k}" if k is not None else ""),
+                             fix=f"give one as {result.path}#K (e.g. {result.path}#{len(result.modules) - 1})")
         modules.append(result.modules[0])
     return modules
 
