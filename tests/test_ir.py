@@ -576,6 +576,9 @@ def test_an_xla_hlo_dump_is_read_as_a_proto_and_named_as_text(tmp_path, cli):
     assert code == 0 and ops[0] == ops[1] and ops[0], err  # the same ops (its argument is named `t.1` there)
     code, same, err = cli("diff", hlo_text, proto)
     assert code == 0 and "verdict: the same program" in same, same + err
+    for command in ("bench", "memory"):  # compiled as read (XLA got the HLO text as MLIR)
+        code, _, err = cli(command, hlo_text)
+        assert code == 0, err
     broken = tmp_path / "broken.hlo.txt"
     broken.write_text(lowered.compiler_ir("hlo").as_hlo_text().replace("gather(", "gathr(", 1))
     code, _, err = cli("stats", broken)
@@ -602,6 +605,8 @@ def test_torch_xlas_saved_graphs_are_each_a_module(tmp_path, cli):
     assert code == 1 and f"A = {saved}#0" in out and "tanh" in out, err
     code, _, err = cli("diff", f"{saved}#0", f"{saved}#2")
     assert code == 2 and "there is no #2" in err, err
+    code, _, err = cli("bench", saved, "--runs", "2")  # compiles one module: says which to give
+    assert code == 2 and "holds 2 HLO modules, and this command compiles one" in err, err
 
 
 # Weights kept as a resource blob (MLIR's `dense_resource`): the blob is the 4-byte alignment, then 1.0, 2.0.

@@ -134,14 +134,21 @@ _OLD_ATTR = re.compile(r"\b\w+\s*=\s*dense<[^<>]*>\s*:\s*tensor<\d+xi(?:64|1)>")
 
 def compile_form(data: bytes, source: str) -> str | bytes:
     """A file's module in the form XLA's compile takes, read as the parser reads it: bytecode as it is;
-    an XLA HloModuleProto as StableHLO bytecode (XLA's importer); StableHLO text from before 2024's
-    attribute change rewritten to today's (_parse_older); any other text as it is."""
+    an XLA HloModuleProto and HLO text as StableHLO bytecode (XLA's parser and importer); StableHLO
+    text from before 2024's attribute change rewritten to today's (_parse_older); any other text as it
+    is. ParseError (one line) for HLO text of several modules or that XLA's parser refuses."""
     if data.startswith(BYTECODE_MAGIC):
         return data
     if b"\x00" in data[:4096] or not _is_utf8(data[:4096]):
         converted = _from_hlo_proto(data)
         return converted if converted is not None else data
     text = data.decode("utf-8", errors="replace")
+    hlo = _hlo_text_modules(text)
+    if hlo:  # XLA HLO text: its module as StableHLO bytecode, as the parser reads it
+        if len(hlo) > 1:
+            raise ParseError(f"{source}: holds {len(hlo)} HLO modules, and this command compiles one",
+                             fix=f"write the one you mean to a file of its own (diff and stats read {source}#K)")
+        return _from_hlo_text(hlo[0][1], source, hlo[0][0])
     if not _OLD_ATTR.search(text) or SPLIT_MARKER in text:
         return text
     from jaxlib.mlir import ir
