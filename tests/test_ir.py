@@ -682,3 +682,29 @@ def test_bytecode_with_a_resource_blob_diffs_by_value_and_runs(cli, tmp_path):
     assert code == 1 and "dense<[1.000000e+00, 3.000000e+00]>" in out, (out, err)
     code, out, err = cli("bench", paths["res"], "--runs", "5")
     assert code == 0, err
+
+
+def test_a_module_xla_optimized_is_told_from_one_it_did_not_and_its_kernels_read_as_dumped(tmp_path):
+    """issue 74, item 2: an after_optimizations module (`is_scheduled=true`) gives its own kernels, with
+    each fusion's module path from its metadata; a module before optimizations gives none."""
+    import jax
+    import jax.numpy as jnp
+
+    from stackwars_ir.bench.kernels import DUMPED, dumped_kernels
+    from stackwars_ir.ir import optimized_hlo_text
+
+    def f(x):
+        with jax.named_scope("mlp"):
+            return jnp.tanh(x @ x.T).sum()
+
+    lowered = jax.jit(f).lower(jnp.ones((8, 8)))
+    before, after = lowered.compiler_ir("hlo").as_hlo_text(), lowered.compile().as_text()
+    assert optimized_hlo_text(before.encode()) is None and optimized_hlo_text(after.encode()) == after
+    assert optimized_hlo_text(lowered.compiler_ir("hlo").as_serialized_hlo_module_proto()) is None
+    dumped = tmp_path / "module_0001.jit_f.cpu_after_optimizations.txt"
+    dumped.write_text(after)
+    kernels = dumped_kernels(dumped)
+    assert kernels.backend == DUMPED and kernels.kernels and any(k.path == "mlp" for k in kernels.kernels)
+    plain = tmp_path / "before.txt"
+    plain.write_text(before)
+    assert dumped_kernels(plain) is None

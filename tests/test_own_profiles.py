@@ -159,6 +159,17 @@ def test_xla_dumps_of_jax_and_torch_xla_are_read_and_the_jax_one_pairs_as_the_ca
     # torch_xla's saved graphs (HLO text, several graphs a file): each a module of its own
     code, text, err = cli("stats", tmp_path / "graphs.txt.0")
     assert code == 0 and f"graphs.txt.0#1" in text and "batch_norm_training" in text, err
+    # the module as XLA optimized it (its dump's after_optimizations proto): its own kernels by block, read
+    # from the file's fusions and their metadata, the same kernels this machine's XLA compiles the capture to
+    after = jax_dump.with_name(jax_dump.name.replace("before_optimizations", "cpu_after_optimizations"))
+    kernels = tmp_path / "k.json"
+    code, text, err = cli("diff", after, golden("gpt2", "jax"), "--kernels", "--json", kernels)
+    assert code == 1 and "as dumped: the file's own optimized HLO" in text, err
+    data = json.loads(kernels.read_text())
+    ka, kb = data["metrics"]["kernels"]["a"], data["metrics"]["kernels"]["b"]
+    assert (ka["kernels"], ka["unattributed"]) == (kb["kernels"], kb["unattributed"]) and ka["kernels"] > 50
+    same = [b for b in data["blocks"] if b["metrics"]["kernels"]["names_a"] == b["metrics"]["kernels"]["names_b"]]
+    assert len(same) >= 0.8 * len(data["blocks"])  # the rest: the optimized module's blocks cut a little otherwise
     # the dump folder itself: its modules listed, the largest named as the one to give
     code, _, err = cli("stats", jax_dump.parent)
     assert code == 2 and "an XLA dump folder of" in err and str(jax_dump) in err, err

@@ -248,10 +248,27 @@ def compile_kernels(path: Path, backend: str = "cpu") -> Kernels:
     return Kernels(str(path), backend, tuple(k for m in exe.hlo_modules() for k in kernels_of(m.to_string())))
 
 
+DUMPED = "as dumped: the file's own optimized HLO"  # Kernels.backend of a module XLA optimized elsewhere
+
+
+def dumped_kernels(path) -> Kernels | None:
+    """The kernels of a module XLA has already optimized (an XLA dump's `*.after_optimizations.hlo.pb`
+    or `.txt`, from the user's machine and backend: a TPU's included), read from the file itself with
+    each fusion's module path from its metadata, nothing compiled here; None for any other file."""
+    from ..ir import optimized_hlo_text
+
+    try:
+        text = optimized_hlo_text(Path(path).read_bytes())
+    except OSError:
+        return None
+    return Kernels(str(path), DUMPED, tuple(kernels_of(text))) if text else None
+
+
 def kernels_of_files(paths, backend: str = "cpu", timeout: float | None = 300, max_memory: int | None = None,
                      progress=None, stack=None) -> list[Kernels]:
     """Kernels of each file, each compiled in a bench worker (killed past its time or memory limit) of
-    `stack`'s environment (its XLA; None, this one's)."""
+    `stack`'s environment (its XLA; None, this one's); a module XLA optimized already (dumped_kernels)
+    read as it is, not compiled again."""
     from ..isolate import Isolated, Task, default_max_memory, row
     from .memory import most_partitions
 
@@ -259,6 +276,10 @@ def kernels_of_files(paths, backend: str = "cpu", timeout: float | None = 300, m
     with Isolated(max_memory or default_max_memory(), most_partitions(paths) if backend == "cpu" else 1,
                   stack=stack) as worker:
         for p in paths:
+            dumped = dumped_kernels(p)
+            if dumped is not None:
+                out.append(dumped)
+                continue
             if progress:
                 progress(f"{p}: compiling for {backend} (nothing runs) to count its kernels ...")
             out.append(worker.run(Task(compile_kernels, (Path(p), backend), str(p), row(Kernels, str(p), backend)),

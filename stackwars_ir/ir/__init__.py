@@ -5,5 +5,5 @@ from .pool import (  # noqa: F401
     ParseResult, Parser, limits_env, load, load_one, load_single, no_gc, parse_bytes,
 )
 from .parse import (  # noqa: F401
-    compile_form,
+    compile_form, optimized_hlo_text,
 )

@@ -160,6 +160,36 @@ def compile_form(data: bytes, source: str) -> str | bytes:
         return text
 
 
+def optimized_hlo_text(data: bytes) -> str | None:
+    """The HLO text of a module XLA has already optimized (its header says `is_scheduled=true`: an XLA
+    dump's `*.after_optimizations.hlo.pb` or `.txt`, `compile().as_text()`), from its text or its proto
+    (HloProto or HloModuleProto, printed by XLA's own HloModule); None for anything else, an
+    unoptimized module included."""
+    if data.startswith(BYTECODE_MAGIC):
+        return None
+    if b"\x00" in data[:4096] or not _is_utf8(data[:4096]):
+        try:
+            from jaxlib import xla_client
+        except ImportError:
+            return None
+        for module in (data, _hlo_module_of(data)):
+            if module is None:
+                continue
+            try:
+                text = xla_client.hlo.HloModule.from_serialized_hlo_module_proto(module).to_string()
+            except Exception:  # noqa: BLE001 - not a module proto
+                continue
+            return text if _scheduled(text) else None
+        return None
+    text = data.decode("utf-8", errors="replace")
+    return text if text.lstrip().startswith("HloModule ") and _scheduled(text) else None
+
+
+def _scheduled(text: str) -> bool:
+    """Whether an HLO module's header says XLA scheduled it: the form it has after its optimizations."""
+    return "is_scheduled=true" in text.lstrip().split("\n", 1)[0]
+
+
 def _from_hlo_proto(data: bytes) -> bytes | None:
     """StableHLO bytecode of an XLA HloModuleProto (an XLA dump's `*.hlo.pb`, torch_xla's graph protos),
     converted by XLA's own importer in jaxlib; None for bytes that are not one."""
