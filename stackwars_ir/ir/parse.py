@@ -172,15 +172,8 @@ def optimized_hlo_text(data: bytes) -> str | None:
             from jaxlib import xla_client
         except ImportError:
             return None
-        for module in (data, _hlo_module_of(data)):
-            if module is None:
-                continue
-            try:
-                text = xla_client.hlo.HloModule.from_serialized_hlo_module_proto(module).to_string()
-            except Exception:  # noqa: BLE001 - not a module proto
-                continue
-            return text if _scheduled(text) else None
-        return None
+        text = _first_module(data, lambda m: xla_client.hlo.HloModule.from_serialized_hlo_module_proto(m).to_string())
+        return text if text is not None and _scheduled(text) else None
     text = data.decode("utf-8", errors="replace")
     return text if text.lstrip().startswith("HloModule ") and _scheduled(text) else None
 
@@ -197,12 +190,18 @@ def _from_hlo_proto(data: bytes) -> bytes | None:
         from jaxlib import _jax
     except ImportError:
         return None
+    return _first_module(data, _jax.mlir.hlo_to_stablehlo)
+
+
+def _first_module(data: bytes, read):
+    """`read` (a function of an HloModuleProto's bytes) of `data` as an HloModuleProto, else of the one
+    inside it as an HloProto; None where neither reads (XLA's "Failed to deserialize HloModuleProto")."""
     for module in (data, _hlo_module_of(data)):
         if module is None:
             continue
         try:
-            return _jax.mlir.hlo_to_stablehlo(module)
-        except Exception:  # jaxlib's JaxRuntimeError: "Failed to deserialize HloModuleProto"
+            return read(module)
+        except Exception:  # noqa: BLE001 - jaxlib's JaxRuntimeError, or nanobind's on bytes of another kind
             continue
     return None
 
