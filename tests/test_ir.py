@@ -708,3 +708,29 @@ def test_a_module_xla_optimized_is_told_from_one_it_did_not_and_its_kernels_read
     plain = tmp_path / "before.txt"
     plain.write_text(before)
     assert dumped_kernels(plain) is None
+
+
+def test_stats_and_diff_say_what_a_file_was_and_how_it_was_read(tmp_path, cli):
+    """issue 74: the JSON says what the file was and how it was converted (VHLO, MHLO, XLA HLO, pre-2024)."""
+    import json
+
+    import jax
+    import jax.numpy as jnp
+
+    lowered = jax.jit(jnp.tanh).lower(jnp.ones((4,)))
+    files = {"hlo.txt": (lowered.compiler_ir("hlo").as_hlo_text(), "XLA HLO text, parsed by XLA's HLO parser"),
+             "mlir": (lowered.as_text(), None)}
+    for suffix, (text, said) in files.items():
+        path = tmp_path / f"f.{suffix}"
+        path.write_text(text)
+        code, _, err = cli("stats", path, "--json", tmp_path / "s.json")
+        assert code == 0, err
+        read = json.loads((tmp_path / "s.json").read_text())["modules"][0]["read_from"]
+        assert read.startswith(said) if said else read == "StableHLO"
+        out = cli("stats", path)[1]
+        assert (f"read from: {said}" in out) if said else ("read from" not in out)
+    code, out, err = cli("diff", tmp_path / "f.hlo.txt", tmp_path / "f.mlir", "--json", tmp_path / "d.json")
+    assert code in (0, 1), err
+    sides = json.loads((tmp_path / "d.json").read_text())
+    assert sides["a"]["read_from"].startswith("XLA HLO text") and sides["b"]["read_from"] == "StableHLO"
+    assert "; read from XLA HLO text" in out.splitlines()[0] and "read from" not in out.splitlines()[1]

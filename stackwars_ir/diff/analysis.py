@@ -150,7 +150,7 @@ def _side_result(side: Side) -> SideResult:
     return SideResult(side.name, m.source, seg.mode, seg.reason, seg.coverage,
                       sum(side.histogram.values()), len(seg.blocks), dict(side.histogram), provenance, note, digest,
                       loops, None if executed is None else dict(executed), sharding.devices(m),
-                      tuple(a._asdict() for a in placed))
+                      tuple(a._asdict() for a in placed), m.form)
 
 
 def _argument_names(source: str) -> dict:

@@ -46,6 +46,7 @@ class SideResult:
     executed: dict | None = field(default=None, repr=False)  # op name -> runs per call, with loops; None: unknown
     devices: int = 1  # the devices the module is sharded over (ir.sharding)
     shardings: tuple = field(default=(), repr=False)  # ir.sharding.ArgSharding of each argument, as dicts
+    form: str = ""  # what the file was, where it was not StableHLO as written (ir.Module.form)
 
     def as_json(self) -> dict:
         return {"name": self.name, "source": self.source, "sha256": self.sha256, "mode": self.mode,
@@ -54,7 +55,8 @@ class SideResult:
                 "histogram": dict(sorted(self.histogram.items())), "provenance": self.provenance,
                 "provenance_note": self.provenance_note, "loops": list(self.loops),
                 "histogram_executed": None if self.executed is None else dict(sorted(self.executed.items())),
-                "devices": self.devices, "shardings": [_listed(a) for a in self.shardings]}
+                "devices": self.devices, "shardings": [_listed(a) for a in self.shardings],
+                "read_from": self.form or "StableHLO"}
 
 
 class TimeGap(NamedTuple):
@@ -325,7 +327,8 @@ def _side(d: dict) -> SideResult:
                       d["blocks"], dict(d["histogram"]), d.get("provenance"), d.get("provenance_note", ""),
                       d.get("sha256"), tuple(d.get("loops", ())), d.get("histogram_executed"), d.get("devices", 1),
                       tuple({**a, "shape": tuple(a["shape"]), "parts": tuple(a["parts"]), "axes": tuple(a["axes"])}
-                            for a in d.get("shardings", ())))
+                            for a in d.get("shardings", ())),
+                      "" if d.get("read_from", "StableHLO") == "StableHLO" else d["read_from"])
 
 
 def _listed(a: dict) -> dict:

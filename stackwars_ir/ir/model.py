@@ -190,6 +190,7 @@ class Module:
     ops: tuple = field(repr=False)
     values: tuple = field(repr=False)
     parser: str = "jaxlib"  # which MLIR bindings parsed it: "jaxlib" or "iree" (quantized types)
+    form: str = ""  # what the file was, where it was not StableHLO as written (parse.FORM_*: MHLO, VHLO, XLA HLO)
 
     def __str__(self) -> str:
         return f"Module({self.source}: {len(self.funcs)} functions, {len(self.ops)} ops)"
@@ -214,7 +215,8 @@ class Module:
             ops += [new(Op, o) for o in part[3]]
             values += [new(Value, (i, tensors[t], p, a, n)) for i, t, p, a, n in part[4]]
         funcs = (new(Func, (*f[:3], tuple(new(Tensor, t) for t in f[3]), *f[4:])) for f in funcs)
-        return cls(source, tuple(funcs), tuple(ops), tuple(values), parser)
+        form = parts[-1][6] if len(parts[-1]) > 6 else ""
+        return cls(source, tuple(funcs), tuple(ops), tuple(values), parser, form)
 
     @cached_property
     def func_by_name(self) -> dict:

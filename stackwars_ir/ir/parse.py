@@ -94,7 +94,7 @@ def parse_wire(data: bytes, source: str, part: tuple = (0, 1)) -> list[tuple]:
     if b"\x00" in data[:4096] or not _is_utf8(data[:4096]):
         converted = _from_hlo_proto(data)  # an XLA dump's HloModuleProto: XLA's own importer reads it
         if converted is not None:
-            return [_parse_bytecode(converted, source, part)]
+            return [_parse_bytecode(converted, source, part, FORM_HLO_PROTO)]
         if b"\x00" in data[:4096]:
             raise ParseError(f"{source}: binary file that is neither MLIR bytecode nor an XLA HloModuleProto",
                              fix="give StableHLO text (.mlir), MLIR bytecode (.mlirbc) or an XLA dump's "
@@ -106,10 +106,10 @@ def parse_wire(data: bytes, source: str, part: tuple = (0, 1)) -> list[tuple]:
     hlo = _hlo_text_modules(text)
     if hlo:  # XLA HLO text: a dump, compile().as_text(), torch_xla's saved graphs (XLA_SAVE_TENSORS_FMT=hlo)
         if len(hlo) == 1:
-            return [_parse_bytecode(_from_hlo_text(hlo[0][1], source, hlo[0][0]), source, part)]
+            return [_parse_bytecode(_from_hlo_text(hlo[0][1], source, hlo[0][0]), source, part, FORM_HLO_TEXT)]
         if part[0] > 0:
             return []
-        return [_parse_bytecode(_from_hlo_text(chunk, source, line), f"{source}#{k}", (0, 1))
+        return [_parse_bytecode(_from_hlo_text(chunk, source, line), f"{source}#{k}", (0, 1), FORM_HLO_TEXT)
                 for k, (line, chunk) in enumerate(hlo)]
     chunks = _split(text)
     if len(chunks) == 1:
@@ -129,6 +129,13 @@ def _is_utf8(data: bytes) -> bool:
     return True
 
 
+# What a file was, where the parser made StableHLO of something else (Module.form; "" for StableHLO as written).
+FORM_HLO_PROTO = "an XLA HLO proto, converted to StableHLO by XLA's importer"
+FORM_HLO_TEXT = "XLA HLO text, parsed by XLA's HLO parser and converted to StableHLO by its importer"
+FORM_MHLO = "MHLO, legalized to StableHLO by MHLO's own pass"
+FORM_VHLO_TEXT = "VHLO text, upgraded to StableHLO as a portable artifact is"
+FORM_VHLO_BYTECODE = "a VHLO portable artifact, upgraded to StableHLO"
+FORM_OLD = "StableHLO from before 2024, its attributes rewritten to today's"
 _OLD_ATTR = re.compile(r"\b\w+\s*=\s*dense<[^<>]*>\s*:\s*tensor<\d+xi(?:64|1)>")
 
 
@@ -353,11 +360,12 @@ def _parse_text(chunk: str, label: str, source: str, first_line: int, part: tupl
                 if isinstance(e, ir.MLIRError):
                     raise
                 raise _beyond_mlir(e, source) from None
+            form = FORM_OLD if _OLD_ATTR.search(chunk) else ""
             if _MHLO_OP.search(chunk):
-                module = _legalized(module, lambda: ir.Module.parse(chunk))
+                module, form = _legalized(module, lambda: ir.Module.parse(chunk)), FORM_MHLO
             elif '"vhlo.' in chunk and any(op.name.startswith("vhlo.") for op in _walk_names(module)):
-                module = _from_vhlo(ctx, module)  # VHLO text: upgraded as its bytecode would be
-            return _build(module, label, "jaxlib", part=part)
+                module, form = _from_vhlo(ctx, module), FORM_VHLO_TEXT  # upgraded as its bytecode would be
+            return _build(module, label, "jaxlib", part=part) + (form,)
     except ir.MLIRError as e:
         raise _diagnostic(e, source, first_line) from None
 
@@ -448,7 +456,9 @@ def _parse_quantized(chunk: str, label: str, source: str, first_line: int, part:
         raise _diagnostic(e, source, first_line) from None
 
 
-def _parse_bytecode(data: bytes, source: str, part: tuple) -> tuple:
+def _parse_bytecode(data: bytes, source: str, part: tuple, form: str = "") -> tuple:
+    """The wire form of an MLIR bytecode module; `form`: how the file became this bytecode (an XLA
+    HLO file converted), else what the bytecode was (a VHLO portable artifact, MHLO)."""
     from jaxlib.mlir import ir
     from jaxlib.mlir.dialects import stablehlo
 
@@ -458,11 +468,13 @@ def _parse_bytecode(data: bytes, source: str, part: tuple) -> tuple:
             module = ir.Module.parse(data)
             if any(op.name.startswith("vhlo.") for op in _walk_names(module)):
                 # A portable artifact: upgrade VHLO to StableHLO, as compilers do.
-                module = stablehlo.deserialize_portable_artifact(ctx, data)
+                module, form = stablehlo.deserialize_portable_artifact(ctx, data), form or FORM_VHLO_BYTECODE
+            elif any(op.name.startswith("mhlo.") for op in _walk_names(module)) and not form:
+                module, form = _legalized(module, lambda: ir.Module.parse(data)), FORM_MHLO
             elif any(op.name.startswith("mhlo.") for op in _walk_names(module)):
                 module = _legalized(module, lambda: ir.Module.parse(data))
             try:
-                return _build(module, source, "jaxlib", part=part, blobs=False)
+                return _build(module, source, "jaxlib", part=part, blobs=False) + (form,)
             except _Blob:  # a dense_resource constant: its blob read from the module's text, as a file's is
                 text = module.operation.get_asm(enable_debug_info=True)
     except ir.MLIRError as e:

@@ -29,6 +29,7 @@ class ModuleStats:
     ops_executed: int | None = None  # inlined ops weighted by how often they run; None: a loop's count unknown
     by_op_executed: tuple = ()  # (op name, executions per run), most frequent first; () without loops
     unsized: tuple = ()  # element types no byte size is known for (their tensors' bytes are None, never a guess)
+    form: str = ""  # what the file was, where it was not StableHLO as written (ir.Module.form)
 
     def as_json(self) -> dict:
         return {
@@ -40,6 +41,7 @@ class ModuleStats:
             "largest_tensors": [{"type": t, "what": w, "bytes": b} for t, w, b in self.largest],
             "loops": list(self.loops), "ops_executed": self.ops_executed,
             "histogram_executed": dict(self.by_op_executed), "unsized_types": list(self.unsized),
+            "read_from": self.form or "StableHLO",
         }
 
     @classmethod
@@ -51,7 +53,8 @@ class ModuleStats:
                    tuple(d["dialects"].items()), d["arguments"], d.get("argument_bytes"),
                    tuple((t["type"], t["what"], t["bytes"]) for t in d["largest_tensors"]), tuple(d.get("loops") or ()),
                    d.get("ops_executed"), tuple((d.get("histogram_executed") or {}).items()),
-                   tuple(d.get("unsized_types") or ()))
+                   tuple(d.get("unsized_types") or ()),
+                   "" if d.get("read_from", "StableHLO") == "StableHLO" else d["read_from"])
 
 
 @dataclass(frozen=True)
@@ -109,6 +112,7 @@ def module_stats(module: Module, top: int = 5, arg_names: dict | None = None) ->
         argument_bytes=None if any(s is None for s in sizes) else sum(sizes),
         largest=_largest(module, top, arg_names or {}),
         unsized=_unsized(module),
+        form=module.form,
         **_executed(module, sum(hist.values())),
     )
 

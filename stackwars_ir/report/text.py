@@ -13,6 +13,7 @@ def stats_text(s: ModuleStats, top: int = 15) -> str:
     funcs = ", ".join(f"@{n}" + ("" if v == "public" else f" ({v})") for n, v, _ in s.functions)
     lines = [
         f"== {s.source}",
+        *([f"read from: {s.form}"] if s.form else []),
         f"functions: {len(s.functions)} ({funcs})" if len(funcs) < 200 else f"functions: {len(s.functions)}",
         f"ops: {s.ops_written} as written, {s.ops_inlined} with calls inlined ({s.calls} calls)",
         *([loops_line(s)] if s.loops else []),
@@ -62,8 +63,8 @@ def diff_text(result, excerpts: bool = False, ops: bool = False) -> str:
 
     a, b = result.a, result.b
     out = [
-        f"A = {a.source}  ({a.mode}, {a.ops} ops, {a.blocks} blocks)",
-        f"B = {b.source}  ({b.mode}, {b.ops} ops, {b.blocks} blocks)",
+        f"A = {a.source}  ({a.mode}, {a.ops} ops, {a.blocks} blocks{f'; read from {a.form}' if a.form else ''})",
+        f"B = {b.source}  ({b.mode}, {b.ops} ops, {b.blocks} blocks{f'; read from {b.form}' if b.form else ''})",
         f"aligned {len(result.blocks)} block pairs by {result.method}"
         f"{f' ({result.pairing_note})' if result.pairing_note else ''}; unmatched: {len(result.only_a)} in A, "
         f"{len(result.only_b)} in B",
