@@ -734,3 +734,16 @@ def test_stats_and_diff_say_what_a_file_was_and_how_it_was_read(tmp_path, cli):
     sides = json.loads((tmp_path / "d.json").read_text())
     assert sides["a"]["read_from"].startswith("XLA HLO text") and sides["b"]["read_from"] == "StableHLO"
     assert "; read from XLA HLO text" in out.splitlines()[0] and "read from" not in out.splitlines()[1]
+
+
+def test_an_xla_modules_deprecated_dot_reads_as_the_dot_general_jax_wrote(tmp_path, cli):
+    """A user's dump diffed against the StableHLO it came from: XLA's importer writes `dot` for a plain
+    matmul, JAX's lowering `dot_general`; the same program must not diff as changed (a new user's trial)."""
+    import jax
+    import jax.numpy as jnp
+
+    lowered = jax.jit(lambda x, w: jnp.tanh(x @ w).sum()).lower(jnp.ones((4, 8)), jnp.ones((8, 8)))
+    (tmp_path / "a.mlir").write_text(lowered.as_text(debug_info=True))
+    (tmp_path / "a.hlo.pb").write_bytes(lowered.compiler_ir("hlo").as_serialized_hlo_module_proto())
+    code, out, err = cli("diff", tmp_path / "a.mlir", tmp_path / "a.hlo.pb", "--ops")
+    assert code == 0 and "verdict: the same program" in out and "dot_general -> dot" not in out, out + err

@@ -75,7 +75,7 @@ def profile_of(path: Path, program: str, kernels) -> "Profile":
                              f"the nearest ran {len(extra)} kernels the program has not ({_some(extra)}) and not "
                              f"{len(never)} of the program's ({_some(never)})",
                              fix=f"give the program the profile ran, as XLA here compiles it (its StableHLO: "
-                                 f"jax.jit(f).lower(x).as_text(), or stackwars-ir capture), or profile {program}")
+                                 f"jax.jit(f).lower(x).as_text(debug_info=True), or stackwars-ir capture), or profile {program}")
     walls = [(max(e for _, e in spans[i]) - starts[i]) / 1e9 for i in mine]
     covered = [union_seconds(spans[i]) for i in mine]
     others = len(starts) - len(mine)

@@ -203,7 +203,8 @@ def _from_hlo_proto(data: bytes) -> bytes | None:
 def _first_module(data: bytes, read):
     """`read` (a function of an HloModuleProto's bytes) of `data` as an HloModuleProto, else of the one
     inside it as an HloProto; None where neither reads (XLA's "Failed to deserialize HloModuleProto")."""
-    for module in (data, _hlo_module_of(data)):
+    inner = _hlo_module_of(data) if _nested_first_field(data) else None
+    for module in ((inner, data) if inner else (data, _hlo_module_of(data))):
         if module is None:
             continue
         try:
@@ -250,6 +251,20 @@ def _from_hlo_text(text: str, source: str, line: int) -> bytes:
         raise ParseError(f"{source}:{line}: XLA HLO text that XLA's parser refuses: {said}",
                          fix="give the module as XLA dumped it (XLA_FLAGS='--xla_dump_to=DIR'), whole") from None
     return _jax.mlir.hlo_to_stablehlo(module.as_serialized_hlo_module_proto())
+
+
+def _nested_first_field(data: bytes) -> bool:
+    """Whether field 1 of a protobuf is itself a message whose first field is 1 (an HloProto's
+    hlo_module, whose name comes first), not a string (an HloModuleProto's name): which to try first,
+    so XLA's parser is not handed the other and logs "invalid UTF-8" on stderr."""
+    if not data.startswith(b"\x0a"):
+        return False
+    i = 1
+    while i < len(data) and i < 11:  # the varint length of field 1
+        if not data[i] & 0x80:
+            return i + 1 < len(data) and data[i + 1] == 0x0A
+        i += 1
+    return False
 
 
 def _hlo_module_of(data: bytes) -> bytes | None:
@@ -412,6 +427,29 @@ def _as_array(text: str, name: str, kind: str) -> str:
 _MHLO_OP = re.compile(r'(?:=\s*|^\s*)mhlo\.\w+\b(?!\s*=)|"mhlo\.\w+"\s*\(', re.MULTILINE)
 
 
+def _undeprecated(module, reparse):
+    """StableHLO's deprecated ops XLA's importer writes (`dot` for a plain matmul, where JAX's lowering
+    writes `dot_general`) rewritten as the ops they are by StableHLO's own
+    stablehlo-legalize-deprecated-ops pass, so an XLA dump diffs like the StableHLO it came from; the
+    module as written where the pass fails (`reparse`)."""
+    from jaxlib.mlir import ir, passmanager
+    from jaxlib.mlir.dialects import stablehlo
+
+    global _STABLEHLO_PASSES
+    if not _STABLEHLO_PASSES:
+        stablehlo.register_stablehlo_passes()
+        _STABLEHLO_PASSES = True
+    try:
+        passmanager.PassManager.parse("builtin.module(func.func(stablehlo-legalize-deprecated-ops))").run(
+            module.operation)
+        return module
+    except ir.MLIRError:
+        return reparse()
+
+
+_STABLEHLO_PASSES = False  # StableHLO's passes registered with MLIR (once per process)
+
+
 def _legalized(module, reparse):
     """MHLO ops rewritten as the StableHLO ops they are (MHLO's own hlo-legalize-to-stablehlo pass), so
     a module in MHLO reads, and diffs, like its StableHLO spelling. An MHLO op with no StableHLO form
@@ -473,6 +511,8 @@ def _parse_bytecode(data: bytes, source: str, part: tuple, form: str = "") -> tu
                 module, form = _legalized(module, lambda: ir.Module.parse(data)), FORM_MHLO
             elif any(op.name.startswith("mhlo.") for op in _walk_names(module)):
                 module = _legalized(module, lambda: ir.Module.parse(data))
+            if form in (FORM_HLO_PROTO, FORM_HLO_TEXT):
+                module = _undeprecated(module, lambda: ir.Module.parse(data))
             try:
                 return _build(module, source, "jaxlib", part=part, blobs=False) + (form,)
             except _Blob:  # a dense_resource constant: its blob read from the module's text, as a file's is
@@ -512,7 +552,7 @@ def _diagnostic(err, source: str, first_line: int) -> ParseError:
     line, col = _line_col(str(d.location))
     where = f"{source}:{line + first_line - 1}:{col}" if line else source
     return ParseError(f"{where}: {d.message.strip().splitlines()[0]}",
-                      fix="give StableHLO MLIR, e.g. jax.jit(f).lower(...).as_text() or stackwars-ir capture")
+                      fix="give StableHLO MLIR, e.g. jax.jit(f).lower(...).as_text(debug_info=True) or stackwars-ir capture")
 
 
 def _line_col(loc: str) -> tuple[int, int]:
@@ -887,7 +927,7 @@ def _build(module, label: str, parser: str, ir=None, part: tuple = (0, 1), blobs
         # An identity function (func ops only) is valid StableHLO; arith/linalg/tosa code is not.
         raise ParseError(f"{label}: MLIR but not StableHLO (no stablehlo/chlo/mhlo op; dialects: "
                          f"{', '.join(foreign)})",
-                         fix="give the StableHLO export of the model (jax.jit(...).lower(...).as_text())")
+                         fix="give the StableHLO export of the model (jax.jit(...).lower(...).as_text(debug_info=True))")
     return (label, parser, funcs, b.ops, b.values, b.tensors)
 
 

@@ -318,8 +318,9 @@ def _folder_error(label: str, folder: Path) -> str:
     order = sorted(dumped.values(), key=lambda f: -f.stat().st_size)
     shown = ", ".join(f"{f.name.split('.before_optimizations')[0]} ({f.stat().st_size / 1024:,.0f} KiB)"
                       for f in order[:4]) + (f", and {len(order) - 4} more" if len(order) > 4 else "")
-    return (f"{label}: an XLA dump folder of {len(order)} modules, largest first: {shown} (fix: give one module's "
-            f"file, e.g. {order[0]}, the largest: most often the step's)")
+    return (f"{label}: an XLA dump folder of {len(order)} modules, largest first: {shown} (fix: give the module of "
+            f"the function you jitted, named after it (jit_NAME), e.g. {order[0]}, the largest; JAX's own helpers "
+            "(jit__normal, jit_convert_element_type, ...) are dumped beside it)")
 
 
 def load(paths, jobs: int | None = None) -> list[ParseResult]:

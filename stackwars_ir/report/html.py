@@ -177,8 +177,9 @@ def _blocks(result) -> str:
     kernels = result.metrics.get("kernels")
     note = ""
     if kernels:
-        note = ("<p>Kernels: what XLA (" + esc(kernels["a"]["backend"]) + ") compiled each side to, traced to blocks "
-                "by module path; " + "; ".join(f"{esc(n)} {k['kernels']} ({k['fusions']} fusions, {k['unattributed']} "
+        from .sentences import kernels_source
+
+        note = ("<p>Kernels: " + esc(kernels_source(kernels)) + ", traced to blocks by module path; " + "; ".join(f"{esc(n)} {k['kernels']} ({k['fusions']} fusions, {k['unattributed']} "
                                                "not traced)" for n, k in ((result.a.name, kernels["a"]),
                                                                          (result.b.name, kernels["b"]))) + ".</p>")
     return ("<h2 id=\"blocks\">Block alignment</h2>" + note + "<table><tr><th>block</th><th>" + esc(result.a.name)

@@ -409,3 +409,11 @@ def host_lines(host: dict) -> list:
                    "; no PyTorch modules run on the host in its step (a compiled call)")
         out.append(f"{side.upper()}: {h['label']}: step {h['wall_s'] * 1e3:,.3f} ms: {phases}{device}{modules}")
     return out
+
+
+def kernels_source(kernels: dict) -> str:
+    """Whose compile each side's kernels are (diff --kernels): one XLA backend for both, or each side's
+    (a module XLA optimized elsewhere read as dumped beside one compiled here)."""
+    a, b = kernels["a"]["backend"], kernels["b"]["backend"]
+    return f"what XLA ({a}) compiled each side to" if a == b else \
+        f"what XLA compiled each side to (A: {a}; B: {b})"

@@ -71,8 +71,13 @@ def diff_text(result, excerpts: bool = False, ops: bool = False) -> str:
         "",
     ]
     causes = cause_lines(result)
-    if causes:
-        out += [f"note: {line}" for line in causes] + [""]
+    # A file of the user's own whose ops name no module: most often written without its locations.
+    unnamed = [f"{side}: no op of {x.source} names a module path, so its blocks are cut by structure and named by "
+               "role (JAX's lower(x).as_text() drops locations: as_text(debug_info=True) keeps them; an XLA dump "
+               "keeps op_name metadata, compiler_ir('hlo').as_hlo_text() does not)"
+               for side, x in (("A", a), ("B", b)) if x.ops and not x.coverage and x.provenance is None]
+    if causes or unnamed:
+        out += [f"note: {line}" for line in causes + unnamed] + [""]
     if result.summary:
         out.append("findings:")
         out += [f"  {topic:13} {text}" for topic, text in summaries(result)]
@@ -84,8 +89,9 @@ def diff_text(result, excerpts: bool = False, ops: bool = False) -> str:
     out.append(table(["block", "A name", "A ops", "B ops"] + (["kernels A/B"] if kernels else [])
                      + ["ops B - A (+: more in B)"], rows, right={2, 3, 4} if kernels else {2, 3}))
     if kernels:
-        out += ["", "kernels: what XLA (" + kernels["a"]["backend"] + ") compiled each side to, traced to blocks by "
-                "module path: " + "; ".join(
+        from .sentences import kernels_source
+
+        out += ["", f"kernels: {kernels_source(kernels)}, traced to blocks by module path: " + "; ".join(
                     f"{side} {k['kernels']} ({k['fusions']} fusions), {k['unattributed']} not traced to a block"
                     for side, k in (("A", kernels["a"]), ("B", kernels["b"])))]
     out += time_text(result)
