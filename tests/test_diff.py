@@ -461,3 +461,12 @@ def test_a_file_without_its_sidecar_is_said_to_lose_what_the_sidecar_held(cli, t
     assert "bench runs it on synthetic arguments" in out
     code, out, _ = cli("diff", golden("gpt2", "jax"), golden("gpt2", "torch-torch_xla"))
     assert "note:" not in out.split("findings:")[0]  # both sidecars, one framework each: nothing to say
+
+
+def test_the_same_file_on_both_sides_is_named_apart():
+    """A new user's `diff A.mlir A.mlir` named both sides `/A` (the folder of a bare name is "")."""
+    from stackwars_ir.diff.analysis import side_names
+
+    assert side_names("A.mlir", "A.mlir") == ("A (A)", "A (B)")
+    assert side_names("x/jax.mlir", "y/jax.mlir") == ("x/jax", "y/jax")
+    assert side_names("x/jax.mlir", "x/torch.mlir") == ("jax", "torch")

@@ -514,11 +514,14 @@ def diff_files(path_a: str | Path, path_b: str | Path, mode: str = "auto") -> Di
 
 
 def side_names(path_a, path_b) -> tuple[str, str]:
-    """Short names for the two sides: the file stems, or the folder too when the stems clash."""
+    """Short names for the two sides: the file stems, or the folder too when the stems clash; the same
+    file on both sides "A" and "B" after its stem (a folder of "" printed as "/A" before)."""
     a, b = Path(path_a), Path(path_b)
     if a.stem != b.stem:
         return a.stem, b.stem
-    return f"{a.parent.name}/{a.stem}", f"{b.parent.name}/{b.stem}"
+    if a.parent.name != b.parent.name:
+        return f"{a.parent.name}/{a.stem}", f"{b.parent.name}/{b.stem}"
+    return f"{a.stem} (A)", f"{b.stem} (B)"
 
 
 # Transcendental functions: in a backward block, each is a forward value computed again or part of a
