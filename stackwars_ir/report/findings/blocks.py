@@ -88,8 +88,8 @@ def noise(t: dict) -> str:
 def signs(split, t: dict) -> str:
     """The words that mark a split whose kernel gap and steady gap disagree in sign; '' where they agree."""
     a, b = t["a"].get("steady_s"), t["b"].get("steady_s")
-    if not (a and b) or (split.gap > 0) == (b - a > 0) or round(split.gap * 1e3, 3) == 0 or round((b - a) * 1e3, 3) == 0:
-        return ""  # a gap printed as 0.000 ms has no sign to disagree with
+    if not (a and b) or (split.gap > 0) == (b - a > 0) or split.gap == 0 or b == a:
+        return ""
     return (f"**kernel gap {ms(split.gap, True)} ms against a steady gap of {ms(b - a, True)} ms: opposite signs, "
             "so this split is not where the step's time goes**; ")
 
