@@ -17,6 +17,11 @@ NATIVE_KINDS = {"jax": "jax.jit", "jax_donate": "jax.jit", "eager": "torch eager
                 "torchax": "torchax jit", "inductor": "torch.compile", "torch_xla_dynamo": "torch_xla dynamo"}
 
 
+def baseline_name(kind: str) -> str:
+    """A native row's kind as the baseline name bench takes (`jax.jit` -> `jax`, not jax_donate); any other as given."""
+    return next((name for name, k in NATIVE_KINDS.items() if k == kind), kind)
+
+
 def native_kind(name: str) -> str:
     """A baseline's row kind (`jax` -> `jax.jit`); any other name as given (a row's kind or name)."""
     return NATIVE_KINDS.get(name, name)
@@ -127,8 +132,7 @@ def _why_fix(report, a: str, b: str) -> str:
     from ..errors import StackwarsError
     from ..files import read_sidecar
 
-    names = {kind: name for name, kind in reversed(NATIVE_KINDS.items())}  # jax.jit -> jax, not jax_donate
-    a, b = names.get(a, a), names.get(b, b)
+    a, b = baseline_name(a), baseline_name(b)
     for _, e in report.rows:
         if e.kind != "stablehlo":
             continue

@@ -1,4 +1,4 @@
-"""A device profile the user took outside stackwars-ir (an XProf `*.xplane.pb`) read as a Profile of one program's kernels, step by step."""
+"""A user's own device profile (an XProf `*.xplane.pb`) read as a Profile of one program's kernels, step by step."""
 from __future__ import annotations
 
 import statistics
