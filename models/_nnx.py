@@ -104,7 +104,8 @@ class Conv2d(Scoped):
 
 
 class BatchNorm2d(Scoped):
-    """torch.nn.BatchNorm2d in inference mode (running statistics)."""
+    """torch.nn.BatchNorm2d on NCHW: by its running statistics (inference mode), or inside training() by
+    the batch's, updating the running ones as torch's train mode does (momentum 0.1, variance unbiased)."""
 
     def __init__(self, w: Mapping[str, np.ndarray], prefix: str, scope: str, eps: float = 1e-5):
         super().__init__(scope)
@@ -117,9 +118,21 @@ class BatchNorm2d(Scoped):
     def __call__(self, x):
         with self.scoped():
             shape = (1, -1, 1, 1)
+            if _TRAIN["on"]:
+                return self.batch_statistics(x, shape)
             scale = self.weight[...] * jax.lax.rsqrt(self.running_var[...] + self.eps)
             shift = self.bias[...] - self.running_mean[...] * scale
             return x * scale.reshape(shape) + shift.reshape(shape)
+
+    def batch_statistics(self, x, shape):
+        mean = jnp.mean(x, axis=(0, 2, 3))
+        var = jnp.mean(jnp.square(x - mean.reshape(shape)), axis=(0, 2, 3))
+        n = x.size // x.shape[1]
+        m = BATCH_NORM_MOMENTUM
+        self.running_mean[...] = (1.0 - m) * self.running_mean[...] + m * mean
+        self.running_var[...] = (1.0 - m) * self.running_var[...] + m * var * (n / (n - 1))
+        scale = self.weight[...] * jax.lax.rsqrt(var + self.eps)
+        return x * scale.reshape(shape) + (self.bias[...] - mean * scale).reshape(shape)
 
 
 def gelu_tanh(x):
@@ -131,8 +144,9 @@ def gelu_erf(x):
     return jax.nn.gelu(x, approximate=False)
 
 
-def attention(q, k, v, heads: int, causal: bool):
-    """Multi-head scaled dot-product attention on [B, T, D] projections, as transformers' eager path."""
+def attention(q, k, v, heads: int, causal: bool, dropout_rate: float = 0.0, dropout_scope: str = "dropout"):
+    """Multi-head scaled dot-product attention on [B, T, D] projections, as transformers' eager path
+    (inside training(), the probabilities dropped out at `dropout_rate` under `dropout_scope`)."""
     b, t, d = q.shape
     hd = d // heads
 
@@ -144,7 +158,7 @@ def attention(q, k, v, heads: int, causal: bool):
     if causal:
         mask = jnp.tril(jnp.ones((t, t), dtype=bool))
         scores = jnp.where(mask, scores, jnp.finfo(scores.dtype).min)
-    probs = jax.nn.softmax(scores, axis=-1)
+    probs = dropout(jax.nn.softmax(scores, axis=-1), dropout_rate, dropout_scope)
     ctx = jnp.matmul(probs, v)
     return ctx.transpose(0, 2, 1, 3).reshape(b, t, d)
 
@@ -214,3 +228,34 @@ class RMSNorm(Scoped):
             h = x.astype(jnp.float32)
             h = h * jax.lax.rsqrt(jnp.mean(jnp.square(h), axis=-1, keepdims=True) + self.eps)
             return self.weight[...] * h.astype(x.dtype)
+
+
+# Train mode, as PyTorch's: set by training() around a trace, read while tracing (process-wide, as _LAYERS).
+# At the end of the file, so the captures' locations above keep their lines.
+_TRAIN = {"on": False, "key": None, "record": None}
+BATCH_NORM_MOMENTUM = 0.1  # torch.nn.BatchNorm2d's default
+
+
+@contextlib.contextmanager
+def training(key=None):
+    """While inside (tracing), the twins run as their PyTorch models in train mode: dropout() zeroes each
+    element with its rate and scales the rest by 1/(1 - rate), drawing from `key` (a JAX PRNG key, folded
+    with the call's index; None: no dropout drawn), and BatchNorm2d normalizes by the batch's statistics
+    and updates its running ones. Yields the record whose `drawn` counts the dropout calls traced."""
+    saved, record = dict(_TRAIN), {"drawn": 0}
+    _TRAIN.update(on=True, key=key, record=record)
+    try:
+        yield record
+    finally:
+        _TRAIN.update(saved)
+
+
+def dropout(x, rate: float, scope: str):
+    """torch.nn.Dropout(rate) under the named scope `scope` inside training(); x itself outside it."""
+    if not _TRAIN["on"] or _TRAIN["key"] is None or not rate:
+        return x
+    with jax.named_scope(scope):
+        key = jax.random.fold_in(_TRAIN["key"], _TRAIN["record"]["drawn"])
+        _TRAIN["record"]["drawn"] += 1
+        keep = jax.random.bernoulli(key, 1.0 - rate, x.shape)
+        return jnp.where(keep, x / (1.0 - rate), jnp.zeros_like(x))

@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import Entry
-from ._nnx import Embedding, LayerNorm, Linear, Scoped, attention, gelu_erf, run_layers
+from ._nnx import Embedding, LayerNorm, Linear, Scoped, attention, dropout, gelu_erf, run_layers
 
 ENTRY = Entry(
     "bert", "BERT encoder (transformers BertModel, no pooler); input token ids [batch, seq]",
@@ -42,8 +42,9 @@ def inputs(size: str, batch: int, seq: int, rng: np.random.Generator) -> dict[st
 
 
 class Embeddings(Scoped):
-    def __init__(self, w, eps):
+    def __init__(self, w, eps, rate):
         super().__init__("embeddings")
+        self.rate = rate
         self.word_embeddings = Embedding(w, "embeddings.word_embeddings", "word_embeddings")
         self.position_embeddings = Embedding(w, "embeddings.position_embeddings", "position_embeddings")
         self.token_type_embeddings = Embedding(w, "embeddings.token_type_embeddings", "token_type_embeddings")
@@ -55,12 +56,13 @@ class Embeddings(Scoped):
         with self.scoped():
             positions = jnp.arange(ids.shape[1])[None, :]
             x = self.word_embeddings(ids) + self.token_type_embeddings(jnp.zeros_like(ids))
-            return self.LayerNorm(x + self.position_embeddings(positions))
+            return dropout(self.LayerNorm(x + self.position_embeddings(positions)), self.rate, "dropout")
 
 
 class SelfAttention(Scoped):
-    def __init__(self, w, prefix, heads):
+    def __init__(self, w, prefix, heads, rate):
         super().__init__("self")
+        self.rate = rate
         self.query = Linear(w, f"{prefix}.query", "query")
         self.key = Linear(w, f"{prefix}.key", "key")
         self.value = Linear(w, f"{prefix}.value", "value")
@@ -68,27 +70,29 @@ class SelfAttention(Scoped):
 
     def __call__(self, x):
         with self.scoped():
-            return attention(self.query(x), self.key(x), self.value(x), self.heads, causal=False)
+            return attention(self.query(x), self.key(x), self.value(x), self.heads, causal=False,
+                             dropout_rate=self.rate)
 
 
 class DenseNorm(Scoped):
     """BertSelfOutput / BertOutput: LayerNorm(dense(x) + residual)."""
 
-    def __init__(self, w, prefix, scope, eps):
+    def __init__(self, w, prefix, scope, eps, rate):
         super().__init__(scope)
+        self.rate = rate
         self.dense = Linear(w, f"{prefix}.dense", "dense")
         self.LayerNorm = LayerNorm(w, f"{prefix}.LayerNorm", "LayerNorm", eps)
 
     def __call__(self, x, residual):
         with self.scoped():
-            return self.LayerNorm(self.dense(x) + residual)
+            return self.LayerNorm(dropout(self.dense(x), self.rate, "dropout") + residual)
 
 
 class Attention(Scoped):
-    def __init__(self, w, prefix, heads, eps):
+    def __init__(self, w, prefix, heads, eps, rates):
         super().__init__("attention")
-        self.self = SelfAttention(w, f"{prefix}.self", heads)
-        self.output = DenseNorm(w, f"{prefix}.output", "output", eps)
+        self.self = SelfAttention(w, f"{prefix}.self", heads, rates[0])
+        self.output = DenseNorm(w, f"{prefix}.output", "output", eps, rates[1])
 
     def __call__(self, x):
         with self.scoped():
@@ -106,12 +110,12 @@ class Intermediate(Scoped):
 
 
 class Layer(Scoped):
-    def __init__(self, w, i, heads, eps):
+    def __init__(self, w, i, heads, eps, rates):
         prefix = f"encoder.layer.{i}"
         super().__init__(f"layer.{i}")
-        self.attention = Attention(w, f"{prefix}.attention", heads, eps)
+        self.attention = Attention(w, f"{prefix}.attention", heads, eps, rates)
         self.intermediate = Intermediate(w, f"{prefix}.intermediate")
-        self.output = DenseNorm(w, f"{prefix}.output", "output", eps)
+        self.output = DenseNorm(w, f"{prefix}.output", "output", eps, rates[1])
 
     def __call__(self, x):
         with self.scoped():
@@ -124,7 +128,8 @@ class Encoder(Scoped):
         from flax import nnx
 
         super().__init__("encoder")
-        self.layer = nnx.List([Layer(w, i, cfg["num_attention_heads"], cfg["layer_norm_eps"])
+        rates = (cfg["attention_probs_dropout_prob"], cfg["hidden_dropout_prob"])
+        self.layer = nnx.List([Layer(w, i, cfg["num_attention_heads"], cfg["layer_norm_eps"], rates)
                                for i in range(cfg["num_hidden_layers"])])
 
     def __call__(self, x):
@@ -136,7 +141,7 @@ class Encoder(Scoped):
 class Bert(Scoped):
     def __init__(self, w, cfg):
         super().__init__("")
-        self.embeddings = Embeddings(w, cfg["layer_norm_eps"])
+        self.embeddings = Embeddings(w, cfg["layer_norm_eps"], cfg["hidden_dropout_prob"])
         self.encoder = Encoder(w, cfg)
 
     def __call__(self, input_ids):
@@ -144,4 +149,6 @@ class Bert(Scoped):
 
 
 def jax_model(size: str, weights: dict[str, np.ndarray]):
-    return Bert(weights, dict(SIZES[size], layer_norm_eps=config(size).layer_norm_eps))
+    c = config(size)
+    return Bert(weights, dict(SIZES[size], layer_norm_eps=c.layer_norm_eps, hidden_dropout_prob=c.hidden_dropout_prob,
+                              attention_probs_dropout_prob=c.attention_probs_dropout_prob))

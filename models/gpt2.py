@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import Entry
-from ._nnx import Conv1D, Embedding, LayerNorm, Scoped, attention, gelu_tanh, run_layers
+from ._nnx import Conv1D, Embedding, LayerNorm, Scoped, attention, dropout, gelu_tanh, run_layers
 
 ENTRY = Entry(
     "gpt2", "GPT-2 decoder (transformers GPT2Model); input token ids [batch, seq]",
@@ -40,16 +40,18 @@ def inputs(size: str, batch: int, seq: int, rng: np.random.Generator) -> dict[st
 
 
 class Attention(Scoped):
-    def __init__(self, w, prefix, heads):
+    def __init__(self, w, prefix, heads, cfg):
         super().__init__("attn")
         self.c_attn = Conv1D(w, f"{prefix}.c_attn", "c_attn")
         self.c_proj = Conv1D(w, f"{prefix}.c_proj", "c_proj")
         self.heads = heads
+        self.rates = (cfg["attn_pdrop"], cfg["resid_pdrop"])  # transformers' attn_dropout, resid_dropout
 
     def __call__(self, x):
         with self.scoped():
             q, k, v = _split3(self.c_attn(x))
-            return self.c_proj(attention(q, k, v, self.heads, causal=True))
+            ctx = attention(q, k, v, self.heads, causal=True, dropout_rate=self.rates[0], dropout_scope="attn_dropout")
+            return dropout(self.c_proj(ctx), self.rates[1], "resid_dropout")
 
 
 def _split3(x):
@@ -58,14 +60,15 @@ def _split3(x):
 
 
 class MLP(Scoped):
-    def __init__(self, w, prefix):
+    def __init__(self, w, prefix, cfg):
         super().__init__("mlp")
         self.c_fc = Conv1D(w, f"{prefix}.c_fc", "c_fc")
         self.c_proj = Conv1D(w, f"{prefix}.c_proj", "c_proj")
+        self.rate = cfg["resid_pdrop"]
 
     def __call__(self, x):
         with self.scoped():
-            return self.c_proj(gelu_tanh(self.c_fc(x)))
+            return dropout(self.c_proj(gelu_tanh(self.c_fc(x))), self.rate, "dropout")
 
 
 class Block(Scoped):
@@ -73,9 +76,9 @@ class Block(Scoped):
         super().__init__(prefix)
         eps = cfg["layer_norm_epsilon"]
         self.ln_1 = LayerNorm(w, f"{prefix}.ln_1", "ln_1", eps)
-        self.attn = Attention(w, f"{prefix}.attn", cfg["n_head"])
+        self.attn = Attention(w, f"{prefix}.attn", cfg["n_head"], cfg)
         self.ln_2 = LayerNorm(w, f"{prefix}.ln_2", "ln_2", eps)
-        self.mlp = MLP(w, f"{prefix}.mlp")
+        self.mlp = MLP(w, f"{prefix}.mlp", cfg)
 
     def __call__(self, x):
         with self.scoped():
@@ -92,18 +95,21 @@ class GPT2(Scoped):
         self.wpe = Embedding(w, "wpe", "wpe")
         self.h = nnx.List([Block(w, f"h.{i}", cfg) for i in range(cfg["n_layer"])])
         self.ln_f = LayerNorm(w, "ln_f", "ln_f", cfg["layer_norm_epsilon"])
+        self.rate = cfg["embd_pdrop"]
 
     def __call__(self, input_ids):
         import jax.numpy as jnp
 
         positions = jnp.arange(input_ids.shape[1])[None, :]
-        x = self.wte(input_ids) + self.wpe(positions)
+        x = dropout(self.wte(input_ids) + self.wpe(positions), self.rate, "drop")
         x = run_layers(self.h, x)
         return self.ln_f(x)
 
 
 def jax_model(size: str, weights: dict[str, np.ndarray]):
-    cfg = dict(SIZES[size], layer_norm_epsilon=config(size).layer_norm_epsilon)
+    c = config(size)
+    cfg = dict(SIZES[size], layer_norm_epsilon=c.layer_norm_epsilon, attn_pdrop=c.attn_pdrop,
+               resid_pdrop=c.resid_pdrop, embd_pdrop=c.embd_pdrop)
     return GPT2(weights, cfg)
 
 

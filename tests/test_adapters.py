@@ -564,3 +564,87 @@ def test_the_nnx_rmsnorm_computes_torchs_rmsnorm_under_its_module_path():
     np.testing.assert_allclose(np.asarray(norm(x)), want, rtol=1e-5, atol=1e-6)
     text = jax.jit(lambda v: norm(v)).lower(x).as_text(debug_info=True)
     assert "norm/" in text  # its ops carry the PyTorch module path
+
+
+@pytest.mark.parametrize("model", ["gpt2", "bert"])
+def test_the_twins_train_mode_drops_out_where_the_pytorch_model_does(model):
+    """models/_nnx.py training(): every dropout site of the twin sits under the module path of a torch
+    nn.Dropout of the PyTorch model, at its rate, and none is missing (the study's train-mode protocol)."""
+    import importlib
+    import re
+
+    import jax
+    import numpy as np
+    import torch
+    from flax import nnx
+
+    from stackwars_ir.models import _nnx
+
+    mod = importlib.import_module(f"stackwars_ir.models.{model}")
+    tm = mod.torch_model("tiny")
+    want = {n: d.p for n, d in tm.named_modules() if isinstance(d, torch.nn.Dropout) and d.p > 0}
+    weights = {k: v.detach().numpy() for k, v in tm.state_dict().items()}
+    graphdef, state = nnx.split(mod.jax_model("tiny", weights))
+
+    def forward(s, key, ids):
+        with _nnx.training(key) as record:
+            out = nnx.merge(graphdef, s)(ids)
+        forward.drawn = record["drawn"]
+        return out
+
+    ids = np.zeros((2, 16), np.int64)
+    text = jax.jit(forward).lower(state, jax.random.key(0), ids).as_text(debug_info=True)
+    got = {p.replace("/", ".") for p in re.findall(r'loc\("jit\(forward\)/([^"]*?drop(?:out)?)/', text)}
+    assert got == set(want)
+    assert forward.drawn == len(want) and set(want.values()) == {0.1}
+    # Outside training() the twin draws nothing: its forward's program holds no random bits.
+    plain = jax.jit(lambda s, ids: nnx.merge(graphdef, s)(ids)).lower(state, ids).as_text()
+    assert "rng_bit_generator" not in plain and "threefry" not in plain
+
+
+def test_the_nnx_dropout_keeps_each_element_at_its_rate_scaled_as_torch_does():
+    import jax
+    import numpy as np
+
+    from stackwars_ir.models import _nnx
+
+    x = np.ones((200, 500), np.float32)
+    with _nnx.training(jax.random.key(1)):
+        y = np.asarray(_nnx.dropout(x, 0.1, "drop"))
+    kept = y != 0
+    assert abs(kept.mean() - 0.9) < 0.005  # 100,000 draws: a standard error of 0.001
+    np.testing.assert_allclose(y[kept], 1 / 0.9, rtol=1e-6)
+    assert _nnx.dropout(x, 0.1, "drop") is x  # outside training(): the input itself
+
+
+def test_the_nnx_batch_norm_in_train_mode_matches_torchs_output_and_running_statistics():
+    import jax
+    import numpy as np
+    import torch
+    from flax import nnx
+
+    from stackwars_ir.bench.protocols import running_statistic
+    from stackwars_ir.models import _nnx
+
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((3, 4, 5, 5)).astype(np.float32) * 2 + 1
+    ref = torch.nn.BatchNorm2d(4)
+    with torch.no_grad():
+        for t in (ref.weight, ref.bias, ref.running_mean):
+            t.copy_(torch.from_numpy(rng.standard_normal(4).astype(np.float32)))
+        ref.running_var.copy_(torch.from_numpy(rng.uniform(0.5, 2, 4).astype(np.float32)))
+    w = {f"bn.{k}": v.detach().numpy().copy() for k, v in ref.state_dict().items() if k != "num_batches_tracked"}
+    graphdef, stats, params = nnx.split(_nnx.BatchNorm2d(w, "bn", "bn"), running_statistic, ...)
+
+    def forward(params, stats, x):
+        m = nnx.merge(graphdef, stats, params)
+        with _nnx.training():
+            out = m(x)
+        return out, nnx.split(m, running_statistic, ...)[1]
+
+    out, new = jax.jit(forward)(params, stats, x)
+    ref.train()
+    want = ref(torch.from_numpy(x)).detach().numpy()
+    np.testing.assert_allclose(np.asarray(out), want, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(np.asarray(new["running_mean"][...]), ref.running_mean.numpy(), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(np.asarray(new["running_var"][...]), ref.running_var.numpy(), rtol=1e-5, atol=1e-6)

@@ -41,6 +41,16 @@ def test_a_protocols_compiles_per_step_in_a_fresh_process(framework, name, compi
     assert got["calibration"]["python loop"] > 0 and got["conditions"]["processor"]
 
 
+def test_jaxs_train_mode_carries_its_key_and_running_statistics_without_compiling_again():
+    """ResNet-50's BatchNorm statistics and the dropout key go in and come back each step; fed back, they
+    have the same types, so steps 2 and 3 compile nothing (a carried value of another type would)."""
+    got = _fresh("resnet50", "jax", "train-mode")
+    assert got["error"] == "" and got["compiles"] == [1, 0, 0]
+    from stackwars_ir.bench.protocols import protocol
+
+    assert protocol("pytorch", "train-mode").partner == "train-mode"
+
+
 def test_an_unknown_protocol_is_refused_by_name():
     from stackwars_ir.bench.protocols import protocol
 

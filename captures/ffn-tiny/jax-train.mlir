@@ -288,7 +288,7 @@ module @jit_step attributes {mhlo.num_partitions = 1 : i32, mhlo.num_replicas = 
 #loc18 = loc("models/_nnx.py":48:16 to :49)
 #loc19 = loc("models/_nnx.py":49:19 to :37)
 #loc20 = loc("jit(step)")
-#loc21 = loc("models/_nnx.py":131:11 to :44)
+#loc21 = loc("models/_nnx.py":144:11 to :44)
 #loc22 = loc("models/ffn.py":38:16 to :37)
 #loc23 = loc("models/ffn.py":39:15 to :26)
 #loc24 = loc("jit(step)/jvp()/sub")

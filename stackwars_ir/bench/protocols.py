@@ -27,7 +27,7 @@ PROTOCOLS = (
     Protocol("eval", "pytorch", "forward in eval mode, the model built on the CPU and moved to the XLA device "
              "(what the tool's adapters do)", "eval"),
     Protocol("train-mode", "pytorch", "forward in train mode: dropout draws random numbers each step, "
-             "BatchNorm updates its running statistics", "eval"),
+             "BatchNorm updates its running statistics", "train-mode"),
     Protocol("built-on-device", "pytorch", "forward in eval mode, the model built under `with torch.device(xla)` "
              "(its parameters' initialization pending into the first step)", "eval"),
     Protocol("fresh-inputs", "pytorch", "forward in eval mode, the inputs drawn anew on the XLA device each step",
@@ -37,6 +37,9 @@ PROTOCOLS = (
     Protocol("adamw", "pytorch", "a training step in train mode: loss, backward, AdamW (the study's own "
              "explanation of PyTorch's two-run warm-up)", "adamw"),
     Protocol("eval", "jax", "forward, parameters passed to the jitted call (initialized outside it)"),
+    Protocol("train-mode", "jax", "forward in train mode, as a Flax training loop runs it: the dropout key an "
+             "argument of the jitted call (split inside it, the next key returned), BatchNorm's running "
+             "statistics passed in and their update returned"),
     Protocol("init-inside", "jax", "forward, parameters initialized inside the jitted call from a key"),
     Protocol("adamw", "jax", "a training step: loss, gradient, optax's AdamW"),
 )
@@ -327,8 +330,11 @@ def _jax(workload: str, size: str, name: str):
     from ..workload import jax_inputs
 
     req, w, inputs = _prepared(workload, size)
-    graphdef, params = nnx.split(w.adapter.jax_model(size, w.weights))
+    model = w.adapter.jax_model(size, w.weights)
     args = [jax.device_put(v, device) for v in jax_inputs(inputs).values()]
+    if name == "train-mode":
+        return _jax_train_mode(model, args, device), counter
+    graphdef, params = nnx.split(model)
     if name == "init-inside":
         shapes = jax.tree.map(lambda v: jax.ShapeDtypeStruct(v.shape, v.dtype), params)
 
@@ -352,3 +358,38 @@ def _jax(workload: str, size: str, name: str):
         return traced, traced, time.perf_counter()
 
     return step, counter
+
+
+def running_statistic(path, value) -> bool:
+    """An nnx filter: BatchNorm's running statistics (their PyTorch buffer names), which train mode updates."""
+    return bool(path) and path[-1] in ("running_mean", "running_var")
+
+
+def _jax_train_mode(model, args: list, device):
+    """JAX's train-mode step (step() as _pytorch's): the twin under models/_nnx.py training(), the key and the
+    running statistics carried from call to call as a Flax loop carries its rng and batch_stats."""
+    import jax
+    from flax import nnx
+
+    from stackwars_ir.models._nnx import training
+
+    graphdef, stats, params = nnx.split(model, running_statistic, ...)
+
+    def forward(params, stats, key, *a):
+        key, drawn = jax.random.split(key)
+        m = nnx.merge(graphdef, stats, params)
+        with training(drawn):
+            out = m(*a)
+        return out, nnx.split(m, running_statistic, ...)[1], key
+
+    jitted = jax.jit(forward)
+    params = jax.device_put(params, device)
+    box = {"stats": jax.device_put(stats, device), "key": jax.device_put(jax.random.key(0), device)}
+
+    def step():
+        out, box["stats"], box["key"] = jitted(params, box["stats"], box["key"], *args)
+        traced = time.perf_counter()
+        out.block_until_ready()
+        return traced, traced, time.perf_counter()
+
+    return step
