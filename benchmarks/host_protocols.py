@@ -148,13 +148,18 @@ def measure_all(workloads, rounds: int, results: Path, kept: Path | None, stack:
                             text=True).stdout.strip()
     with carried(kept, results, lambda m: print(f"host_protocols: {m}", file=sys.stderr, flush=True)):
         todo = [(*j, None) for j in jobs(workloads, rounds)]
-        todo += [(*j, "idle", stack) for j in stack_jobs(stack, rounds)] if stack else []
+        # Each stack job, then the lock's same job right after it (condition beside-STACK): the two sides'
+        # rounds interleaved, so a drift between days or hours does not pass for a version's effect.
+        todo += [t for j in stack_jobs(stack, rounds) for t in ((*j, "idle", stack), (*j, f"beside-{stack}", None))] \
+            if stack else []
         for r, w, size, fw, proto, condition, on in todo:
             path = results / record_name(r, w, size, fw, proto, condition, on)
             if path.exists():
                 continue
             got = run_one(w, size, fw, proto, condition, on)
             got.update(round=r, made={"date": datetime.date.today().isoformat(), "commit": commit})
+            if condition.startswith("beside-"):
+                got["beside"] = condition.removeprefix("beside-")
             write_set([(path, (json.dumps(got, indent=1) + "\n").encode())])
             print(f"host_protocols: {path.name}: {got['compiles']} {got['error'][:120]}", file=sys.stderr, flush=True)
 

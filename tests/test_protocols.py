@@ -148,3 +148,26 @@ def test_an_older_stacks_records_are_compared_with_the_locks_and_kept_apart(tmp_
     assert "### An older stack: torch-old (torch 2.0.0)" in text
     row = next(ln for ln in text.splitlines() if ln.startswith("| GPT-2 small | narrow | pytorch eval |"))
     assert "| the stack slower |" in row and "| 1.9" in row
+    assert "not interleaved" in text
+
+
+def test_an_older_stack_is_compared_with_the_locks_rounds_run_beside_it_when_there_are_some(tmp_path):
+    """benchmarks/host_protocols.py --stack runs the lock's same job right after each of the stack's
+    (records marked `beside`): those rounds, not the lock's of another time, are the ratio's other side."""
+    from stackwars_ir.report.findings.protocols import load_runs, protocols_section
+
+    for r, (lock, beside, old) in enumerate([(0.010, 0.020, 0.020), (0.011, 0.021, 0.021), (0.012, 0.023, 0.023)], 1):
+        _record(tmp_path, "gpt2", "pytorch", "eval", r, lock)
+        _record(tmp_path, "gpt2", "jax", "eval", r, 0.001)
+        d = json.loads((tmp_path / f"gpt2-narrow-pytorch-eval-r{r}.json").read_text())
+        (tmp_path / f"gpt2-narrow-pytorch-eval-r{r}-beside-torch-old.json").write_text(
+            json.dumps(dict(d, beside="torch-old", trace=[beside] * 5)))
+        d.update(stack="torch-old", trace=[old] * 5, conditions=dict(d["conditions"], torch="2.0.0"))
+        (tmp_path / f"gpt2-narrow-pytorch-eval-r{r}-stack-torch-old.json").write_text(json.dumps(d))
+    runs = load_runs(tmp_path)
+    assert len(runs[("gpt2", "narrow", "pytorch", "eval", "idle")]) == 3  # the beside rounds are kept apart
+    assert len(runs[("gpt2", "narrow", "pytorch", "eval", "beside torch-old")]) == 3
+    text = "\n".join(protocols_section(tmp_path, tmp_path / "none", ["gpt2"]))
+    assert "the rounds interleaved" in text
+    row = next(ln for ln in text.splitlines() if ln.startswith("| GPT-2 small | narrow | pytorch eval |"))
+    assert "| indistinguishable |" in row and "| 1.000x" in row  # against the idle rounds it would read 1.9x slower

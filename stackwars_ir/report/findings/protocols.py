@@ -82,7 +82,8 @@ def load_runs(results: Path, stack: str | None = None) -> dict:
         if d.get("ok") is False or d.get("stack") != stack:
             continue
         stem = p.stem.split("-stack-")[0]
-        condition = "loaded" if stem.endswith("-loaded") else "paused" if stem.endswith("-paused") else "idle"
+        condition = "loaded" if stem.endswith("-loaded") else "paused" if stem.endswith("-paused") else \
+            f"beside {d['beside']}" if d.get("beside") else "idle"
         key = (run.workload, run.size, run.framework, run.protocol, condition)
         out.setdefault(key, []).append((d.get("round", 0), run, d.get("made", {})))
     return {k: [r for _, r, _ in sorted(v, key=lambda t: t[0])] for k, v in out.items()}
@@ -439,10 +440,12 @@ def versions_section(results: Path, runs: dict, sub: str) -> list[str]:
     out = []
     for stack in stacks_in(results):
         theirs = load_runs(results, stack)
-        rows = []
+        rows, interleaved = [], True
         for (w, size, fw, proto, loaded), rs in sorted(theirs.items()):
             ok = [r for r in rs if not r.error and r.trace]
-            mine = [r for r in runs.get((w, size, fw, proto, loaded), []) if not r.error and r.trace]
+            beside = [r for r in runs.get((w, size, fw, proto, f"beside {stack}"), []) if not r.error and r.trace]
+            interleaved = interleaved and bool(beside)
+            mine = beside or [r for r in runs.get((w, size, fw, proto, loaded), []) if not r.error and r.trace]
             if not ok or not mine:
                 errors = sorted({r.error for r in rs if r.error})
                 if errors:
@@ -457,10 +460,13 @@ def versions_section(results: Path, runs: dict, sub: str) -> list[str]:
                         f"{ratio.x() if ratio else '-'} | {said} | {comp} |")
         versions = sorted({r.conditions.get("torch", "?") for rs in theirs.values() for r in rs})
         lock = sorted({r.conditions.get("torch", "?") for rs in runs.values() for r in rs})
+        order = ("each of the stack's processes followed at once by the lock's same job: the rounds interleaved"
+                 if interleaved else "the stack's rounds run after the lock's, not interleaved with them, so a "
+                 "drift between the two times passes for the version's effect")
         out += ["", f"{sub} An older stack: {stack} (torch {', '.join(versions)}) against the lock's (torch "
                 f"{', '.join(lock)})", "",
                 "The same protocol in the version stack's own environment (`stackwars-ir stack add`), rounds paired "
-                "with the lock's (the stack's rounds run after the lock's, not interleaved with them): *stack/lock* "
+                f"with the lock's ({order}): *stack/lock* "
                 "above 1 means the older release does more host work per step; *indistinguishable* where its "
                 "interval holds 1.", "",
                 "| workload | size | protocol | host, stack (ms) | host, lock (ms) | stack/lock | verdict | compiles, stack |",
