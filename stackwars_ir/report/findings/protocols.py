@@ -205,7 +205,9 @@ def protocols_section(results: Path, host_results: Path, workloads=WORKLOADS, le
            f"Measured by `make findings-host` (benchmarks/host_protocols.py, stackwars_ir.bench.protocols) on "
            f"**{_machines(runs)}**, records made {', '.join(_made(results)) or 'on no recorded day'}; up to "
            f"{rounds} rounds per cell, each round a fresh process, the rounds of one cell minutes apart. "
-           "Nothing here ran on a TPU.", "",
+           + ("Records from one kind of machine only: no other was available (another's would be compared "
+              "through the calibration below). " if "more than one" not in _machines(runs) else "")
+           + "Nothing here ran on a TPU.", "",
            "- **Where the device costs nothing.** Every protocol runs at the *narrow* size: the base model's "
            "layers, heads and op count with tensors a few elements wide (GPT-2 and BERT: width 24, 12 heads, "
            "12 layers, batch 1, 4 tokens; ResNet-50: its 16 bottlenecks at 4-32 channels, batch 2 at 32x32, since BatchNorm in train mode needs two values per channel). On XLA:CPU the "
