@@ -16,6 +16,7 @@ Run it alone: other work on the two cores is another measurement (the loaded rou
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime
 import json
 import multiprocessing as mp
@@ -86,25 +87,33 @@ def command(w: str, size: str, fw: str, proto: str, stack: str | None, pause_s: 
     return cmd, env
 
 
-def run_one(w: str, size: str, fw: str, proto: str, condition: str = "idle", stack: str | None = None) -> dict:
-    stop = spinners = None
-    if condition == "loaded":
-        ctx = mp.get_context("spawn")
-        stop = ctx.Event()
-        spinners = [ctx.Process(target=_spin, args=(stop,), daemon=True) for _ in range(LOAD)]
-        for s in spinners:
-            s.start()
+@contextlib.contextmanager
+def load(condition: str):
+    """LOAD processes spinning on the cores while inside, for the "loaded" condition; nothing otherwise."""
+    if condition != "loaded":
+        yield
+        return
+    ctx = mp.get_context("spawn")
+    stop = ctx.Event()
+    spinners = [ctx.Process(target=_spin, args=(stop,), daemon=True) for _ in range(LOAD)]
+    for s in spinners:
+        s.start()
     try:
-        cmd, env = command(w, size, fw, proto, stack, PAUSE_S if condition == "paused" else 0.0)
-        done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=900, env=env)
+        yield
+    finally:
+        stop.set()
+        for s in spinners:
+            s.join()
+
+
+def run_one(w: str, size: str, fw: str, proto: str, condition: str = "idle", stack: str | None = None) -> dict:
+    try:
+        with load(condition):
+            cmd, env = command(w, size, fw, proto, stack, PAUSE_S if condition == "paused" else 0.0)
+            done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=900, env=env)
     except subprocess.TimeoutExpired:
         return {"workload": w, "size": size, "framework": fw, "protocol": proto, "compiles": [], "first": [],
                 "trace": [], "launch": [], "wait": [], "error": "timed out after 900 s", "ok": False}
-    finally:
-        if stop is not None:
-            stop.set()
-            for s in spinners:
-                s.join()
     lines = [ln for ln in done.stdout.splitlines() if ln.startswith("{")]
     if done.returncode != 0 or not lines:
         tail = (done.stderr.strip().splitlines() or ["no output"])[-1][:300]
@@ -137,6 +146,36 @@ def main() -> None:
                 a.stack)
 
 
+def previous_name(r: int, condition: str) -> str:
+    return f"{LOADED[0]}-{LOADED[1]}-bench-host-r{r}-{condition}.json"
+
+
+def _rel(path: Path) -> str:
+    """PATH relative to the project where it lies inside it: a kept record names no machine's folder."""
+    path = Path(path).resolve()
+    return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
+
+
+def run_previous(r: int, condition: str, results: Path) -> dict:
+    """The previous page's protocol once, in a fresh process: `stackwars-ir bench gpt2 --size base
+    --baselines jax,torch_xla --host` (host phases timed beside the device's run on the same cores),
+    idle or beside LOAD spinning processes; its JSON report in the record's "bench"."""
+    out = results / f".{previous_name(r, condition)}.bench"
+    cli = [sys.executable, "-m", "stackwars_ir.cli"]
+    with load(condition):
+        done = subprocess.run(cli + ["bench", LOADED[0], "--size", LOADED[1], "--baselines", "jax,torch_xla", "--host",
+                                     "--json", _rel(out), "--out", _rel(results.parent / "captures")],
+                              cwd=ROOT, capture_output=True, text=True, timeout=1800)
+    if done.returncode != 0 or not out.exists():
+        tail = (done.stderr.strip().splitlines() or ["no output"])[-1][:300]
+        return {"protocol": "bench --host", "condition": condition, "error": f"exited {done.returncode}: {tail}",
+                "ok": False}
+    bench = json.loads(out.read_text())
+    out.unlink()
+    return {"protocol": "bench --host", "condition": condition, "spinning processes beside":
+            LOAD if condition == "loaded" else 0, "bench": bench, "error": ""}
+
+
 def measure_all(workloads, rounds: int, results: Path, kept: Path | None, stack: str | None = None) -> None:
     """Every job of `jobs` (and of `stack_jobs` under STACK) that RESULTS lacks, run and written there;
     restored from and kept into KEPT."""
@@ -162,6 +201,18 @@ def measure_all(workloads, rounds: int, results: Path, kept: Path | None, stack:
                 got["beside"] = condition.removeprefix("beside-")
             write_set([(path, (json.dumps(got, indent=1) + "\n").encode())])
             print(f"host_protocols: {path.name}: {got['compiles']} {got['error'][:120]}", file=sys.stderr, flush=True)
+        if LOADED[0] in workloads and not stack:
+            # The previous page's protocol in rounds, idle and loaded interleaved: does its swing between
+            # regenerations (forward 31.6, 22.4, 7.0 ms) follow the load, as the step protocol's does?
+            for r in range(1, rounds + 1):
+                for condition in ("idle", "loaded"):
+                    path = results / previous_name(r, condition)
+                    if path.exists():
+                        continue
+                    got = run_previous(r, condition, results)
+                    got.update(round=r, made={"date": datetime.date.today().isoformat(), "commit": commit})
+                    write_set([(path, (json.dumps(got, indent=1) + "\n").encode())])
+                    print(f"host_protocols: {path.name}: {got['error'][:120] or 'ok'}", file=sys.stderr, flush=True)
 
 if __name__ == "__main__":
     main()

@@ -612,3 +612,6 @@ def report_cmd(files, out, from_path, bench_path, memory_path, ablation_path, mo
 from .cli_stack import register  # noqa: E402  (stack, regress, bisect: commands over stackwars_ir.stacks and sweep)
 
 register(main)
+
+if __name__ == "__main__":  # python -m stackwars_ir.cli (benchmarks/ run it so, with the interpreter they run under)
+    main()

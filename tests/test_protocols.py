@@ -171,3 +171,39 @@ def test_an_older_stack_is_compared_with_the_locks_rounds_run_beside_it_when_the
     assert "the rounds interleaved" in text
     row = next(ln for ln in text.splitlines() if ln.startswith("| GPT-2 small | narrow | pytorch eval |"))
     assert "| indistinguishable |" in row and "| 1.000x" in row  # against the idle rounds it would read 1.9x slower
+
+
+def _bench_host_record(folder: Path, r: int, condition: str, forward: float, sync: float) -> None:
+    """A record of the previous page's protocol (benchmarks/host_protocols.py run_previous): the kept
+    GPT-2 base bench report's shape, torch_xla lazy's steady forward and sync set to the given seconds."""
+    import lzma
+
+    kept = ROOT / "benchmarks" / "records" / "host-protocols" / "gpt2-base-bench-host-r1-idle.json.xz"
+    d = json.loads(lzma.decompress(kept.read_bytes()))
+    row = next(e for e in d["bench"]["results"] if e["kind"] == "torch_xla lazy")
+    for ph in row["host"]["phases"]:
+        if not ph.get("parent"):
+            ph["seconds"] = {"forward": forward, "sync": sync}.get(ph["name"], ph["seconds"])
+    d.update(round=r, condition=condition)
+    (folder / f"gpt2-base-bench-host-r{r}-{condition}.json").write_text(json.dumps(d))
+
+
+def test_the_previous_pages_protocol_in_rounds_is_judged_idle_against_loaded(tmp_path):
+    from stackwars_ir.report.findings.protocols import _previous_lines, previous_rounds
+
+    for r, f in enumerate((0.010, 0.011, 0.012), 1):
+        _bench_host_record(tmp_path, r, "idle", f, 0.002)
+        _bench_host_record(tmp_path, r, "loaded", 2 * f, 0.004)
+    got = previous_rounds(tmp_path)
+    assert [x[1] for x in got["idle"]] == pytest.approx([0.010, 0.011, 0.012])
+    assert len(got["loaded"]) == 3
+    (line,) = _previous_lines(tmp_path, None, 0.0094)
+    assert "the load multiplies it by 2.000x [2.000-2.000] (rounds paired)" in line
+    assert "forward 11.0 [8.746-13.8] + sync 2.000" in line and "lies below that interval, its mean 1.380x the record" in line
+    assert load_runs_of(tmp_path) == {}  # never read as a step protocol's record
+
+
+def load_runs_of(folder):
+    from stackwars_ir.report.findings.protocols import load_runs
+
+    return load_runs(folder)

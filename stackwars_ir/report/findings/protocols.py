@@ -431,7 +431,7 @@ def protocols_section(results: Path, host_results: Path, workloads=WORKLOADS, le
         closest[p.name] = (s, set(within), set(misses))
     out += [""] + _summary(closest, signature, workloads)
 
-    out += base_section(runs, sub, workloads) + load_section(runs, host_results, sub)
+    out += base_section(runs, sub, workloads) + load_section(runs, host_results, sub, results)
     out += versions_section(results, runs, sub) + calibration_section(runs, sub)
     return out
 
@@ -586,9 +586,63 @@ def _old_record(host_results: Path) -> tuple[float, float, str] | None:
     return phases.get("forward", 0.0), phases.get("sync", 0.0), f"{made.get('date', '?')} (commit {made.get('commit', '?')})"
 
 
-def load_section(runs: dict, host_results: Path, sub: str) -> list[str]:
+def previous_rounds(results: Path) -> dict:
+    """{condition: [(round, forward s, sync s), ...] in round order} of the previous page's protocol run
+    again in rounds (benchmarks/host_protocols.py: `bench gpt2 --size base --baselines jax,torch_xla
+    --host`, idle and beside spinning processes): torch_xla lazy's steady host phases."""
+    from ...bench.run import BenchReport
+
+    out: dict = {}
+    for p in sorted(Path(results).glob("*-bench-host-r*.json")):
+        try:
+            d = json.loads(p.read_text())
+            rep = BenchReport.from_json(d["bench"])
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+        row = next((e for _, e in rep.rows if e.kind == "torch_xla lazy" and e.ok and e.host), None)
+        if row is None:
+            continue
+        phases = {ph.name: ph.seconds for ph in row.host.phases if not ph.parent}
+        out.setdefault(d.get("condition", "idle"), []).append((d.get("round", 0), phases.get("forward", 0.0),
+                                                              phases.get("sync", 0.0)))
+    return {k: sorted(v) for k, v in out.items()}
+
+
+def _previous_lines(results: Path, step_idle: "Figure", kept_total: float | None) -> list[str]:
+    """The previous page's protocol in rounds, idle against loaded, and against the step protocol."""
+    got = previous_rounds(results)
+    idle, busy = got.get("idle", []), got.get("loaded", [])
+    if not idle:
+        return []
+    total = Figure.of([f + s for _, f, s in idle])
+    fwd, sync = Figure.of([f for _, f, _ in idle]), Figure.of([s for _, _, s in idle])
+    line = (f"The previous page's protocol run again in {len(idle)} rounds (`bench gpt2 --size base --baselines "
+            f"jax,torch_xla --host`, each a fresh process; host phases timed while the device runs on the same "
+            f"cores): idle, forward {fwd.ms()} + sync {sync.ms()} = {total.ms()} ms")
+    if busy:
+        btotal = Figure.of([f + s for _, f, s in busy])
+        by = dict((r, f + s) for r, f, s in busy)
+        effect = Figure.of([by[r] / (f + s) for r, f, s in idle if r in by])
+        said = ("one round each: no interval" if effect is None or effect.rounds < 2 else
+                f"indistinguishable: loaded/idle {effect.x()} (rounds paired) holds 1" if effect.low <= 1 <= effect.high
+                else f"the load multiplies it by {effect.x()} (rounds paired)")
+        line += f"; beside spinning processes {btotal.ms()} ms, {said}"
+    if step_idle is not None and total is not None and total.rounds > 1 and step_idle.rounds > 1:
+        rel = ("inside the step protocol's idle interval" if step_idle.low <= total.mean <= step_idle.high else
+               f"{_num(total.mean / step_idle.mean)}x the step protocol's idle figure, "
+               f"{'overlapping' if total.overlaps(step_idle) else 'outside'} its interval")
+        line += f"; {rel}"
+    if kept_total and total is not None and total.rounds > 1:
+        where = ("inside that interval" if total.low <= kept_total <= total.high else
+                 f"below that interval, its mean {_num(total.mean / kept_total)}x the record" if kept_total < total.low
+                 else f"above that interval, {_num(kept_total / total.mean)}x its mean")
+        line += f". The previous page's one record by this protocol ({_num(kept_total * 1e3)} ms) lies {where}"
+    return [line + "."]
+
+
+def load_section(runs: dict, host_results: Path, sub: str, results: Path | None = None) -> list[str]:
     """GPT-2 base torch_xla lazy eval host work: idle rounds against rounds beside spinning processes,
-    and against the previous page's one-job record."""
+    against the previous page's one-job record, and the previous page's protocol run again in rounds."""
     idle = [r for r in runs.get(("gpt2", "base", "pytorch", "eval", "idle"), []) if not r.error and r.trace]
     busy = [r for r in runs.get(("gpt2", "base", "pytorch", "eval", "loaded"), []) if not r.error and r.trace]
     if not idle:
@@ -635,6 +689,8 @@ def load_section(runs: dict, host_results: Path, sub: str) -> list[str]:
                    "phases are this page's trace and launch (each step waited for there too), but it is one job "
                    "with no interval and no calibration record: where it lies against the idle and loaded "
                    "intervals is all that can be said of it.")
+    if results is not None:
+        out += _previous_lines(results, hi, sum(old[:2]) if old else None)
     return out
 
 
