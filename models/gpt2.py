@@ -45,7 +45,7 @@ class Attention(Scoped):
         self.c_attn = Conv1D(w, f"{prefix}.c_attn", "c_attn")
         self.c_proj = Conv1D(w, f"{prefix}.c_proj", "c_proj")
         self.heads = heads
-        self.rates = (cfg["attn_pdrop"], cfg["resid_pdrop"])  # transformers' attn_dropout, resid_dropout
+        self.rates = (cfg.get("attn_pdrop", 0.0), cfg.get("resid_pdrop", 0.0))  # attn_dropout, resid_dropout (none: 0)
 
     def __call__(self, x):
         with self.scoped():
@@ -64,7 +64,7 @@ class MLP(Scoped):
         super().__init__("mlp")
         self.c_fc = Conv1D(w, f"{prefix}.c_fc", "c_fc")
         self.c_proj = Conv1D(w, f"{prefix}.c_proj", "c_proj")
-        self.rate = cfg["resid_pdrop"]
+        self.rate = cfg.get("resid_pdrop", 0.0)
 
     def __call__(self, x):
         with self.scoped():
@@ -95,7 +95,7 @@ class GPT2(Scoped):
         self.wpe = Embedding(w, "wpe", "wpe")
         self.h = nnx.List([Block(w, f"h.{i}", cfg) for i in range(cfg["n_layer"])])
         self.ln_f = LayerNorm(w, "ln_f", "ln_f", cfg["layer_norm_epsilon"])
-        self.rate = cfg["embd_pdrop"]
+        self.rate = cfg.get("embd_pdrop", 0.0)
 
     def __call__(self, input_ids):
         import jax.numpy as jnp

@@ -617,7 +617,10 @@ def _merge(fs: list) -> BlockFacts:
     return BlockFacts(hist, (), conv, calls, Counter(), iota, tables, 0, 0)
 
 
-_OP_LINE = re.compile(r'^\s*(?:%[^=]*=\s*)?"?([a-z_][\w]*(?:\.[\w.]+)?)"?[\s(<{]')
+# An op's line (`%3 = stablehlo.add ...`, `"stablehlo.case"(...)`), matched over the whole file (MULTILINE),
+# each match the whole line; a line that names no op (a location, a block label, a closing brace)
+# cannot match: its first character is none of these.
+_OP_LINES = re.compile(r'^[ \t]*(?:%[^=\n]*=[ \t]*)?"?([a-z_]\w*(?:\.[\w.]+)?)"?[ \t(<{\r].*$', re.M)
 _LOC_TAIL = re.compile(r"\s+loc\((?:[^()]|\([^()]*\))*\)\s*$")
 
 
@@ -631,14 +634,16 @@ def source_lines(module: Module) -> dict | None:
     except (OSError, ValueError):
         return None
     candidates = []
-    for n, line in enumerate(text.splitlines(), 1):
-        m = _OP_LINE.match(line)
-        if not m or line.lstrip().startswith(("#", "^", "}", "module", "func.func")):
-            continue
+    n, at = 1, 0
+    for m in _OP_LINES.finditer(text):  # one pass in the regex engine: 110k-op files are read in a blink
         name = m.group(1)
         name = {"return": "func.return", "call": "func.call"}.get(name, name)
-        if "." in name:  # MHLO reads as StableHLO (ir.parse legalizes it)
-            candidates.append((n, "stablehlo." + name[5:] if name.startswith("mhlo.") else name, line))
+        if "." not in name or name == "func.func":
+            continue
+        n += text.count("\n", at, m.start())
+        at = m.start()
+        # MHLO reads as StableHLO (ir.parse legalizes it)
+        candidates.append((n, "stablehlo." + name[5:] if name.startswith("mhlo.") else name, m.group(0)))
     out, j = {}, 0
     for op in module.ops:
         if j < len(candidates) and candidates[j][1] == op.name:

@@ -24,6 +24,7 @@ from __future__ import annotations
 import re
 from collections import Counter, defaultdict
 from dataclasses import dataclass
+from functools import cached_property
 
 from ..ir.model import Module, Op, callees
 from .blocks import top_of
@@ -89,8 +90,14 @@ class OpDiff:
         """Ops of A (of B for only_b) with this status, regions' ops included."""
         if status == "matched":
             return len(self.matched)
-        side = "ops_b" if status == "only_b" else "ops_a"
-        return sum(len(getattr(g, side)) for g in self.groups if g.status == status)
+        return self._counts.get(status, 0)
+
+    @cached_property
+    def _counts(self) -> Counter:
+        counts: Counter = Counter()
+        for g in self.groups:
+            counts[g.status] += len(g.ops_b if g.status == "only_b" else g.ops_a)
+        return counts
 
     def status_of(self) -> tuple[dict, dict]:
         """Op id -> status, for each side."""
