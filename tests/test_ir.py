@@ -606,7 +606,34 @@ def test_torch_xlas_saved_graphs_are_each_a_module(tmp_path, cli):
     code, _, err = cli("diff", f"{saved}#0", f"{saved}#2")
     assert code == 2 and "there is no #2" in err, err
     code, _, err = cli("bench", saved, "--runs", "2")  # compiles one module: says which to give
-    assert code == 2 and "holds 2 HLO modules, and this command compiles one" in err, err
+    assert code == 2 and "holds 2 HLO modules, and this command compiles one" in err and f"{saved}#K" in err, err
+    for command in ("stats", "bench", "memory"):  # FILE#K: that graph alone, compiled as read
+        code, out, err = cli(command, f"{saved}#1", *(("--runs", "2") if command == "bench" else ()))
+        assert code == 0 and f"{saved}#1" in out + err, err
+        if command == "stats":
+            assert "stablehlo.reduce" in out and "stablehlo.tanh" not in out, out
+    code, _, err = cli("bench", f"{saved}#2", "--runs", "2")
+    assert code == 2 and "there is no #2" in err and "Traceback" not in err, err
+
+
+def test_a_split_file_compiles_the_module_picked_and_refuses_to_guess(tmp_path, cli):
+    """A file of modules split by `// -----` (mlir-opt's -split-input-file): FILE#K compiles module K;
+    FILE alone is one line saying how to pick (it compiled the whole text before, which XLA refused)."""
+    two = tmp_path / "two.mlir"
+    two.write_text("func.func @main(%arg0: tensor<4xf32>) -> tensor<4xf32> {\n"
+                   "  %0 = stablehlo.tanh %arg0 : tensor<4xf32>\n  return %0 : tensor<4xf32>\n}\n// -----\n"
+                   "func.func @main(%arg0: tensor<4xf32>) -> tensor<4xf32> {\n"
+                   "  %0 = stablehlo.exponential %arg0 : tensor<4xf32>\n  return %0 : tensor<4xf32>\n}\n")
+    from stackwars_ir.ir import compile_input
+
+    _, text = compile_input(f"{two}#1")
+    assert "exponential" in text and "tanh" not in text
+    code, out, err = cli("bench", f"{two}#1", "--runs", "2")
+    assert code == 0 and "two.mlir#1" in out, err
+    code, _, err = cli("bench", two, "--runs", "2")
+    assert code == 2 and f"give one as {two}#K, K from 0 to 1" in err and len(err.strip().splitlines()) >= 1, err
+    code, _, err = cli("memory", f"{two}#3")
+    assert code == 2 and "there is no #3" in err, err
 
 
 # Weights kept as a resource blob (MLIR's `dense_resource`): the blob is the 4-byte alignment, then 1.0, 2.0.

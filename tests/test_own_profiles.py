@@ -170,6 +170,13 @@ def test_xla_dumps_of_jax_and_torch_xla_are_read_and_the_jax_one_pairs_as_the_ca
     assert (ka["kernels"], ka["unattributed"]) == (kb["kernels"], kb["unattributed"]) and ka["kernels"] > 50
     same = [b for b in data["blocks"] if b["metrics"]["kernels"]["names_a"] == b["metrics"]["kernels"]["names_b"]]
     assert len(same) >= 0.8 * len(data["blocks"])  # the rest: the optimized module's blocks cut a little otherwise
-    # the dump folder itself: its modules listed, the largest named as the one to give
+    # the dump folder itself: its modules listed, the largest named as the one to give, by its name
+    numbered = jax_dump.name.split(".before_optimizations")[0]  # module_0012.jit_forward
+    name = numbered.split(".", 1)[1]
     code, _, err = cli("stats", jax_dump.parent)
-    assert code == 2 and "an XLA dump folder of" in err and str(jax_dump) in err, err
+    assert code == 2 and "an XLA dump folder of" in err and f"{jax_dump.parent}#{name}" in err, err
+    code, by_name, err = cli("stats", f"{jax_dump.parent}#{name}")  # DIR#NAME: that module's file
+    assert code == 0 and cli("stats", jax_dump)[1].split("\n", 1)[1] == by_name.split("\n", 1)[1], err
+    assert cli("stats", f"{jax_dump.parent}#{numbered}")[0] == 0
+    code, _, err = cli("diff", f"{jax_dump.parent}#nonesuch", golden("gpt2", "jax"))
+    assert code == 2 and "holds no module 'nonesuch'" in err and name in err and "Traceback" not in err, err

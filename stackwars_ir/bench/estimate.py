@@ -39,7 +39,7 @@ def estimate_file(path: Path, target: str):
     import time
 
     from ..errors import StackwarsError
-    from ..ir import compile_form, load
+    from ..ir import compile_input, load
     from .executable import Executable
     from .memory import Compiler
     from ..isolate import started
@@ -47,8 +47,7 @@ def estimate_file(path: Path, target: str):
     (result,) = load([path])
     if not result.ok:
         return Executable(str(path), "stablehlo", None, None, error=result.error)
-    data = Path(path).read_bytes()
-    text = compile_form(data, str(path))
+    data, text = compile_input(path)
     started()
     try:
         from ..runtime import partitions

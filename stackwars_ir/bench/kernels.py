@@ -226,15 +226,14 @@ def compile_kernels(path: Path, backend: str = "cpu") -> Kernels:
     """Compile one StableHLO file on `backend` (nothing is run) and list its kernels (a bench worker
     job: XLA compiles under the worker's time and memory limits)."""
     from ..errors import StackwarsError
-    from ..ir import compile_form, load
+    from ..ir import compile_input, load
     from ..runtime import runtime
     from ..isolate import started
 
     (result,) = load([path])
     if not result.ok:
         return Kernels(str(path), backend, error=result.error)
-    data = Path(path).read_bytes()
-    text = compile_form(data, str(path))
+    data, text = compile_input(path)
     started()
     try:
         if is_tpu(backend):  # compile-only for a TPU slice (libtpu), as memory plans it
@@ -255,10 +254,11 @@ def dumped_kernels(path) -> Kernels | None:
     """The kernels of a module XLA has already optimized (an XLA dump's `*.after_optimizations.hlo.pb`
     or `.txt`, from the user's machine and backend: a TPU's included), read from the file itself with
     each fusion's module path from its metadata, nothing compiled here; None for any other file."""
-    from ..ir import optimized_hlo_text
+    from ..ir import optimized_hlo_text, picked
 
+    file, part = picked(path)
     try:
-        text = optimized_hlo_text(Path(path).read_bytes())
+        text = optimized_hlo_text(Path(file).read_bytes(), part)
     except OSError:
         return None
     return Kernels(str(path), DUMPED, tuple(kernels_of(text))) if text else None

@@ -411,13 +411,12 @@ def plan_file(path: Path, target: str, measure: bool = False, staged: dict | Non
     import hashlib
 
     from ..files import sidecar_of
-    from ..ir import compile_form, load
+    from ..ir import compile_input, load
 
     (result,) = load([path])
     if not result.ok:
         return MemoryPlan(str(path), target, error=result.error)
-    data = Path(path).read_bytes()
-    text = compile_form(data, str(path))
+    data, text = compile_input(path)
     try:
         side, _ = sidecar_of(Path(path))  # one that does not describe its file: warned of by the CLI
         compiler = compiler_for(target)

@@ -13,7 +13,7 @@ def bench_one(path: Path, backend: str | None, timeout: float | None, asked=None
     """Compile and time one StableHLO file in this process (the bench worker calls this); `asked`: the
     user's sampling (timing.Asked); `staged`: values a parent built for a stack's worker."""
     from ..files import sidecar_of
-    from ..ir import compile_form, load
+    from ..ir import compile_input, load
     from ..runtime import runtime
 
     (result,) = load([path])
@@ -22,8 +22,7 @@ def bench_one(path: Path, backend: str | None, timeout: float | None, asked=None
     import dataclasses
     import hashlib
 
-    data = Path(path).read_bytes()
-    text = compile_form(data, str(path))
+    data, text = compile_input(path)
     row = time_module(Path(path), text, result.modules[0], runtime(backend), sidecar_of(Path(path))[0], timeout,
                       asked=asked, staged=staged)
     return dataclasses.replace(row, sha256=hashlib.sha256(data).hexdigest())
@@ -36,7 +35,7 @@ def bench_group(paths, backend: str | None, timeout: float | None, asked=None, s
     import hashlib
 
     from ..files import sidecar_of
-    from ..ir import compile_form, load
+    from ..ir import compile_input, load
     from ..runtime import runtime
     from .timed import time_modules
 
@@ -45,8 +44,7 @@ def bench_group(paths, backend: str | None, timeout: float | None, asked=None, s
         if not result.ok:
             items.append(Executable(str(path), "stablehlo", None, None, error=result.error))
             continue
-        data = Path(path).read_bytes()
-        text = compile_form(data, str(path))
+        data, text = compile_input(path)
         items.append((Path(path), text, result.modules[0], sidecar_of(Path(path))[0]))
         digests.append(hashlib.sha256(data).hexdigest())
     timed = iter(time_modules([i for i in items if not isinstance(i, Executable)], runtime(backend), timeout,

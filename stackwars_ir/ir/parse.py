@@ -139,24 +139,39 @@ FORM_OLD = "StableHLO from before 2024, its attributes rewritten to today's"
 _OLD_ATTR = re.compile(r"\b\w+\s*=\s*dense<[^<>]*>\s*:\s*tensor<\d+xi(?:64|1)>")
 
 
-def compile_form(data: bytes, source: str) -> str | bytes:
+def compile_form(data: bytes, source: str, part: int | None = None) -> str | bytes:
     """A file's module in the form XLA's compile takes, read as the parser reads it: bytecode as it is;
     an XLA HloModuleProto and HLO text as StableHLO bytecode (XLA's parser and importer); StableHLO
     text from before 2024's attribute change rewritten to today's (_parse_older); any other text as it
-    is. ParseError (one line) for HLO text of several modules or that XLA's parser refuses."""
-    if data.startswith(BYTECODE_MAGIC):
-        return data
-    if b"\x00" in data[:4096] or not _is_utf8(data[:4096]):
+    is. `part`: module K of a file of several (`FILE#K`: HLO modules, torch_xla's saved graphs, text
+    split by `// -----`). ParseError (one line) for a file of several modules and no part, a part the
+    file does not hold, or HLO text that XLA's parser refuses."""
+    if data.startswith(BYTECODE_MAGIC) or b"\x00" in data[:4096] or not _is_utf8(data[:4096]):
+        if part:
+            raise ParseError(f"{source}: a binary file holds one module, so there is no #{part}",
+                             fix=f"give the file itself, {source.rsplit('#', 1)[0]}")
+        if data.startswith(BYTECODE_MAGIC):
+            return data
         converted = _from_hlo_proto(data)
         return converted if converted is not None else data
     text = data.decode("utf-8", errors="replace")
     hlo = _hlo_text_modules(text)
     if hlo:  # XLA HLO text: its module as StableHLO bytecode, as the parser reads it
-        if len(hlo) > 1:
+        if part is None and len(hlo) > 1:
             raise ParseError(f"{source}: holds {len(hlo)} HLO modules, and this command compiles one",
-                             fix=f"write the one you mean to a file of its own (diff and stats read {source}#K)")
-        return _from_hlo_text(hlo[0][1], source, hlo[0][0])
-    if not _OLD_ATTR.search(text) or SPLIT_MARKER in text:
+                             fix=f"give one as {source}#K, K from 0 to {len(hlo) - 1}")
+        line, chunk = _part(hlo, part or 0, source)
+        return _from_hlo_text(chunk, source, line)
+    if SPLIT_MARKER in text:
+        chunks = _split(text)
+        if part is None and len(chunks) > 1:
+            raise ParseError(f"{source}: holds {len(chunks)} modules split by `{SPLIT_MARKER}`, and this command "
+                             "compiles one", fix=f"give one as {source}#K, K from 0 to {len(chunks) - 1}")
+        text = _part(chunks, part or 0, source)[1]
+    elif part:
+        raise ParseError(f"{source}: the file holds one module, so there is no #{part}",
+                         fix=f"give the file itself, {source.rsplit('#', 1)[0]}")
+    if not _OLD_ATTR.search(text):
         return text
     from jaxlib.mlir import ir
 
@@ -167,11 +182,18 @@ def compile_form(data: bytes, source: str) -> str | bytes:
         return text
 
 
-def optimized_hlo_text(data: bytes) -> str | None:
+def _part(chunks: list, k: int, source: str) -> tuple:
+    if k >= len(chunks):
+        raise ParseError(f"{source}: the file holds {len(chunks)} modules; there is no #{k}",
+                         fix=f"give one as {source.rsplit('#', 1)[0]}#K, K from 0 to {len(chunks) - 1}")
+    return chunks[k]
+
+
+def optimized_hlo_text(data: bytes, part: int | None = None) -> str | None:
     """The HLO text of a module XLA has already optimized (its header says `is_scheduled=true`: an XLA
     dump's `*.after_optimizations.hlo.pb` or `.txt`, `compile().as_text()`), from its text or its proto
     (HloProto or HloModuleProto, printed by XLA's own HloModule); None for anything else, an
-    unoptimized module included."""
+    unoptimized module included. `part`: module K of HLO text holding several (FILE#K)."""
     if data.startswith(BYTECODE_MAGIC):
         return None
     if b"\x00" in data[:4096] or not _is_utf8(data[:4096]):
@@ -182,6 +204,9 @@ def optimized_hlo_text(data: bytes) -> str | None:
         text = _first_module(data, lambda m: xla_client.hlo.HloModule.from_serialized_hlo_module_proto(m).to_string())
         return text if text is not None and _scheduled(text) else None
     text = data.decode("utf-8", errors="replace")
+    if part is not None:
+        modules = _hlo_text_modules(text)
+        text = modules[part][1] if part < len(modules) else ""
     return text if text.lstrip().startswith("HloModule ") and _scheduled(text) else None
 
 

@@ -18,8 +18,8 @@ from pathlib import Path
 from ..errors import ParseError, StackwarsError
 from .model import Func, Module, Op, Tensor, Value
 
-__all__ = ["Func", "Module", "Op", "Tensor", "Value", "Limits", "Parser", "ParseResult", "load", "load_one",
-           "load_single", "parse_bytes"]
+__all__ = ["Func", "Module", "Op", "Tensor", "Value", "Limits", "Parser", "ParseResult", "compile_input", "load",
+           "load_one", "load_single", "parse_bytes", "picked"]
 
 
 @dataclass(frozen=True)
@@ -303,32 +303,108 @@ SHARE_BYTES = 2 << 20
 MAX_SHARES = 4
 
 
-def _folder_error(label: str, folder: Path) -> str:
-    """One line for a folder given as a file: an XLA dump's (`--xla_dump_to=DIR`) modules listed, largest
-    first, the largest's file named as the one to give; else name the .mlir files in it."""
+def _dumped(folder: Path) -> dict:
+    """An XLA dump folder's (`--xla_dump_to=DIR`) modules before optimizations: {module_NNNN.NAME: its
+    file} (the HloModuleProto where both it and the text were dumped)."""
     import re
 
-    dumped = {}
+    dumped: dict = {}
     for f in folder.glob("module_*.before_optimizations.*"):
         m = re.match(r"(module_\d+\..+)\.before_optimizations\.(hlo\.pb|txt)$", f.name)
         if m and (m.group(1) not in dumped or m.group(2) == "hlo.pb"):
             dumped[m.group(1)] = f
+    return dumped
+
+
+def dump_module(folder: Path, name: str) -> Path:
+    """The file of module NAME in an XLA dump folder, before optimizations: NAME as XLA names the module
+    (`jit_forward`, what jax names after the function jitted) or with its number (`module_0003.jit_forward`).
+    ParseError naming the modules there when none or several match."""
+    dumped = _dumped(folder)
+    hits = [f for key, f in dumped.items() if key == name or key.split(".", 1)[1] == name]
+    if len(hits) == 1:
+        return hits[0]
+    names = sorted({key.split(".", 1)[1] for key in dumped})
+    shown = ", ".join(names[:8]) + (f", and {len(names) - 8} more" if len(names) > 8 else "")
+    if not hits:
+        raise ParseError(f"{folder}#{name}: the dump folder holds no module {name!r}"
+                         + (f" (its modules: {shown})" if dumped else " (it holds no module_*.before_optimizations file)"),
+                         fix=f"give {folder}#NAME with one of its modules' names" if dumped else
+                         "dump with XLA_FLAGS=--xla_dump_to=DIR (add --xla_dump_hlo_as_proto for .hlo.pb files)")
+    raise ParseError(f"{folder}#{name}: {len(hits)} modules of the dump are named {name!r}: "
+                     + ", ".join(sorted(h.name.split(".before_optimizations")[0] for h in hits)),
+                     fix=f"give one with its number, e.g. {folder}#{hits[0].name.split('.before_optimizations')[0]}")
+
+
+def _folder_error(label: str, folder: Path) -> str:
+    """One line for a folder given as a file: an XLA dump's (`--xla_dump_to=DIR`) modules listed, largest
+    first, the largest's file named as the one to give; else name the .mlir files in it."""
+    dumped = _dumped(folder)
     if not dumped:
         return f"{label}: is a directory, not a StableHLO file (fix: name the .mlir files in it)"
     order = sorted(dumped.values(), key=lambda f: -f.stat().st_size)
     shown = ", ".join(f"{f.name.split('.before_optimizations')[0]} ({f.stat().st_size / 1024:,.0f} KiB)"
                       for f in order[:4]) + (f", and {len(order) - 4} more" if len(order) > 4 else "")
     return (f"{label}: an XLA dump folder of {len(order)} modules, largest first: {shown} (fix: give the module of "
-            f"the function you jitted, named after it (jit_NAME), e.g. {order[0]}, the largest; JAX's own helpers "
-            "(jit__normal, jit_convert_element_type, ...) are dumped beside it)")
+            f"the function you jitted by its name, {label}#jit_NAME (e.g. {label}#"
+            f"{order[0].name.split('.before_optimizations')[0].split('.', 1)[1]}, the largest), or its file; "
+            "JAX's own helpers (jit__normal, jit_convert_element_type, ...) are dumped beside it)")
+
+
+def picked(path) -> tuple[str, int | None]:
+    """(FILE, K) of `FILE#K` (module K of a file of several) where FILE is a file and PATH is not one;
+    (its file, None) of `DIR#NAME`, module NAME of an XLA dump folder (dump_module: ParseError where
+    none or several match); (PATH, None) otherwise."""
+    import re
+
+    p = str(path)
+    m = re.fullmatch(r"(.+)#(\d+)", p)
+    if m and not os.path.exists(p) and os.path.isfile(m.group(1)):
+        return m.group(1), int(m.group(2))
+    m = re.fullmatch(r"(.+)#([^#/]+)", p)
+    if m and not os.path.exists(p) and os.path.isdir(m.group(1)):  # DIR#NAME: a dump folder's module by name
+        return str(dump_module(Path(m.group(1)), m.group(2))), None
+    return p, None
 
 
 def load(paths, jobs: int | None = None) -> list[ParseResult]:
-    """Parse every file, in order. Each worker keeps one MLIR context for all its files (a
-    context per file costs 10x); several workers (one per core) share the files, and share a
-    big file when there are fewer files than cores."""
+    """Parse every file, in order; `FILE#K` is module K of FILE alone (its source FILE#K). Each worker
+    keeps one MLIR context for all its files (a context per file costs 10x); several workers (one
+    per core) share the files, and share a big file when there are fewer files than cores."""
+    picks, refused = [], {}
+    for i, p in enumerate(paths):
+        try:
+            picks.append(picked(p))
+        except ParseError as e:  # DIR#NAME of a module the dump does not hold
+            picks.append((str(p), None))
+            refused[i] = ParseResult(str(p), error=e.one_line())
     with no_gc():
-        return _load([str(p) for p in paths], jobs)
+        results = _load([f for i, (f, _) in enumerate(picks) if i not in refused], jobs)
+    read = iter(results)
+    return [refused[i] if i in refused else (lambda r: r if k is None else _module_k(r, f"{f}#{k}", k))(next(read))
+            for i, (f, k) in enumerate(picks)]
+
+
+def _module_k(result: ParseResult, label: str, k: int) -> ParseResult:
+    if not result.ok:
+        return result
+    if k < len(result.modules):
+        return ParseResult(label, (result.modules[k],))
+    shown = ", ".join(f"#{j} ({sum(m.histogram().values()):,} ops)" for j, m in enumerate(result.modules[:6]))
+    return ParseResult(label, error=f"{result.path}: holds {len(result.modules)} module"
+                       f"{'s' if len(result.modules) != 1 else ''}: {shown}"
+                       + (", ..." if len(result.modules) > 6 else "") + f"; there is no #{k} (fix: give one as "
+                       f"{result.path}#K, K from 0 to {len(result.modules) - 1})")
+
+
+def compile_input(path) -> tuple[bytes, str | bytes]:
+    """(the file's bytes, its module in the form XLA's compile takes: parse.compile_form) of FILE or
+    FILE#K. OSError for a file that cannot be read; ParseError as compile_form."""
+    from .parse import compile_form
+
+    file, k = picked(path)
+    data = Path(file).read_bytes()
+    return data, compile_form(data, str(path), part=k)
 
 
 def _load(paths: list, jobs: int | None) -> list[ParseResult]:
@@ -372,25 +448,14 @@ def load_single(paths) -> list[Module]:
     """The one module of each file, parsed side by side; `FILE#K` picks module K of a file of several
     (split by `// -----`, HLO modules, torch_xla's saved graphs: read as FILE#0, FILE#1, ...);
     ParseError for the first that fails."""
-    import re
-
-    picks = []
-    for p in map(str, paths):
-        m = re.fullmatch(r"(.+)#(\d+)", p)
-        picks.append((m.group(1), int(m.group(2))) if m and not os.path.exists(p) and os.path.isfile(m.group(1))
-                     else (p, None))
     modules = []
-    for result, (path, k) in zip(load([p for p, _ in picks]), picks):
+    for result in load(paths):
         if not result.ok:
             raise ParseError(result.error)
-        if k is not None and k < len(result.modules) and len(result.modules) > 1:
-            modules.append(result.modules[k])
-            continue
-        if len(result.modules) != 1 or k is not None:
+        if len(result.modules) != 1:
             shown = ", ".join(f"#{j} ({sum(m.histogram().values()):,} ops)" for j, m in enumerate(result.modules[:6]))
             raise ParseError(f"{result.path}: holds {len(result.modules)} modules: {shown}"
-                             + (", ..." if len(result.modules) > 6 else "")
-                             + (f"; there is no #{k}" if k is not None else ""),
+                             + (", ..." if len(result.modules) > 6 else ""),
                              fix=f"give one as {result.path}#K (e.g. {result.path}#{len(result.modules) - 1})")
         modules.append(result.modules[0])
     return modules
