@@ -57,6 +57,7 @@ def bench(model: str, size: str, backend: str, out: Path, batch: int | None = No
 def rows_of(report: dict) -> dict:
     """{kind: (steady s, host s)} of a bench JSON report: each native row's steady step and its host work
     (top-level host phases but the wait), and "xla" for the jax capture's StableHLO (host None)."""
+    from stackwars_ir.bench.predict import host_seconds
     from stackwars_ir.bench.run import BenchReport
 
     out = {}
@@ -69,26 +70,19 @@ def rows_of(report: dict) -> dict:
             if Path(e.label).name == "jax.mlir":
                 out["xla"] = (e.timing.steady, None)
             continue
-        host = sum(p.seconds for p in e.host.phases if not p.parent and p.name != "wait") if e.host else None
-        out[e.kind] = (e.timing.steady, host)
+        out[e.kind] = (e.timing.steady, host_seconds(e.host.phases)[0] if e.host else None)
     return out
 
 
-def figure(values) -> tuple | None:
-    """(geometric mean, low, high, rounds) of per-round values: the 95% interval across rounds."""
-    from stackwars_ir.runstats import rounds_ratio
+def figure(values):
+    """The geometric mean of per-round values with its 95% interval across rounds (None for none)."""
+    from stackwars_ir.report.findings.protocols import Figure
 
-    values = [v for v in values if v and v > 0]
-    if not values:
-        return None
-    return (*rounds_ratio(values), len(values))
+    return Figure.of(values)
 
 
 def ms(f) -> str:
-    if f is None:
-        return "-"
-    mean, low, high, n = f
-    return f"{mean * 1e3:.3f}" + (f" [{low * 1e3:.3f}-{high * 1e3:.3f}]" if n > 1 else " (1 round)")
+    return "-" if f is None else f.ms()
 
 
 def cpu_host(models, rounds: int, size: str, folder: Path) -> None:
@@ -176,10 +170,10 @@ def page(measured: dict, host_folder: Path, host_size: str, backend: str, size: 
             if host is None or kernels is None:
                 lines.append(f"| {model} | {kind} | {ms(host)} | {ms(kernels)} | - | {ms(got)} | no prediction |")
                 continue
-            low, high = max(host[0], kernels[0]), host[0] + kernels[0]
-            verdict = ("inside" if got[1] <= high and got[2] >= low else
-                       f"{got[0] / high:.2f}x the serial prediction" if got[0] > high else
-                       f"{low / got[0]:.2f}x below the overlapped prediction")
+            low, high = max(host.mean, kernels.mean), host.mean + kernels.mean
+            verdict = ("inside" if got.low <= high and got.high >= low else
+                       f"{got.mean / high:.2f}x the serial prediction" if got.mean > high else
+                       f"{low / got.mean:.2f}x below the overlapped prediction")
             lines.append(f"| {model} | {kind} | {ms(host)} | {ms(kernels)} | {low * 1e3:.3f}-{high * 1e3:.3f} | "
                          f"{ms(got)} | {verdict} |")
     lines += ["", "Not run here: the ablations' and the profile import's GPU checks (a profile's GPU planes are "

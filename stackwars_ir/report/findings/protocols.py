@@ -579,11 +579,17 @@ def _old_record(host_results: Path) -> tuple[float, float, str] | None:
         made = json.loads((Path(host_results) / "made.json").read_text()).get("gpt2-bench.json", {})
     except (OSError, ValueError, KeyError):
         return None
+    got = _lazy_phases(rep)
+    return None if got is None else (*got, f"{made.get('date', '?')} (commit {made.get('commit', '?')})")
+
+
+def _lazy_phases(rep) -> tuple[float, float] | None:
+    """(forward s, sync s) of a BenchReport's torch_xla lazy row (its steady host phases), or None."""
     row = next((e for _, e in rep.rows if e.kind == "torch_xla lazy" and e.ok and e.host), None)
     if row is None:
         return None
     phases = {p.name: p.seconds for p in row.host.phases if not p.parent}
-    return phases.get("forward", 0.0), phases.get("sync", 0.0), f"{made.get('date', '?')} (commit {made.get('commit', '?')})"
+    return phases.get("forward", 0.0), phases.get("sync", 0.0)
 
 
 def previous_rounds(results: Path) -> dict:
@@ -599,12 +605,9 @@ def previous_rounds(results: Path) -> dict:
             rep = BenchReport.from_json(d["bench"])
         except (OSError, ValueError, KeyError, TypeError):
             continue
-        row = next((e for _, e in rep.rows if e.kind == "torch_xla lazy" and e.ok and e.host), None)
-        if row is None:
-            continue
-        phases = {ph.name: ph.seconds for ph in row.host.phases if not ph.parent}
-        out.setdefault(d.get("condition", "idle"), []).append((d.get("round", 0), phases.get("forward", 0.0),
-                                                              phases.get("sync", 0.0)))
+        got = _lazy_phases(rep)
+        if got is not None:
+            out.setdefault(d.get("condition", "idle"), []).append((d.get("round", 0), *got))
     return {k: sorted(v) for k, v in out.items()}
 
 
