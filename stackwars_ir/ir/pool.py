@@ -380,9 +380,21 @@ def load(paths, jobs: int | None = None) -> list[ParseResult]:
             refused[i] = ParseResult(str(p), error=e.one_line())
     with no_gc():
         results = _load([f for i, (f, _) in enumerate(picks) if i not in refused], jobs)
-    read = iter(results)
-    return [refused[i] if i in refused else (lambda r: r if k is None else _module_k(r, f"{f}#{k}", k))(next(read))
-            for i, (f, k) in enumerate(picks)]
+    out, read = [], iter(results)
+    for i, (f, k) in enumerate(picks):
+        if i in refused:
+            out.append(refused[i])
+            continue
+        result = next(read)
+        out.append(result if k is None else _module_k(result, f"{f}#{k}", k))
+    return out
+
+
+def _holds(result: ParseResult) -> str:
+    """`F: holds N modules: #0 (12 ops), #1 (3 ops)`: what a file of several modules holds."""
+    n = len(result.modules)
+    shown = ", ".join(f"#{j} ({sum(m.histogram().values()):,} ops)" for j, m in enumerate(result.modules[:6]))
+    return f"{result.path}: holds {n} module{'s' if n != 1 else ''}: {shown}" + (", ..." if n > 6 else "")
 
 
 def _module_k(result: ParseResult, label: str, k: int) -> ParseResult:
@@ -390,11 +402,8 @@ def _module_k(result: ParseResult, label: str, k: int) -> ParseResult:
         return result
     if k < len(result.modules):
         return ParseResult(label, (result.modules[k],))
-    shown = ", ".join(f"#{j} ({sum(m.histogram().values()):,} ops)" for j, m in enumerate(result.modules[:6]))
-    return ParseResult(label, error=f"{result.path}: holds {len(result.modules)} module"
-                       f"{'s' if len(result.modules) != 1 else ''}: {shown}"
-                       + (", ..." if len(result.modules) > 6 else "") + f"; there is no #{k} (fix: give one as "
-                       f"{result.path}#K, K from 0 to {len(result.modules) - 1})")
+    return ParseResult(label, error=f"{_holds(result)}; there is no #{k} (fix: give one as {result.path}#K, K from 0 "
+                       f"to {len(result.modules) - 1})")
 
 
 def compile_input(path) -> tuple[bytes, str | bytes]:
@@ -453,10 +462,7 @@ def load_single(paths) -> list[Module]:
         if not result.ok:
             raise ParseError(result.error)
         if len(result.modules) != 1:
-            shown = ", ".join(f"#{j} ({sum(m.histogram().values()):,} ops)" for j, m in enumerate(result.modules[:6]))
-            raise ParseError(f"{result.path}: holds {len(result.modules)} modules: {shown}"
-                             + (", ..." if len(result.modules) > 6 else ""),
-                             fix=f"give one as {result.path}#K (e.g. {result.path}#{len(result.modules) - 1})")
+            raise ParseError(_holds(result), fix=f"give one as {result.path}#K (e.g. {result.path}#{len(result.modules) - 1})")
         modules.append(result.modules[0])
     return modules
 
