@@ -31,7 +31,7 @@ demo: setup
 	$(BIN)/stackwars-ir bench out/captures/gpt2-tiny/jax.mlir out/captures/gpt2-tiny/torch-torch_xla.mlir out/captures/gpt2-tiny/torch-torchax.mlir --json out/gpt2-bench.json
 	$(BIN)/stackwars-ir report out/captures/gpt2-tiny/jax.mlir out/captures/gpt2-tiny/torch-torch_xla.mlir --bench out/gpt2-bench.json --html out/gpt2-report.html
 
-# The suite runs `sweep` on a local Ray cluster too (tests/test_sweep.py), so it installs Ray first.
+# The suite runs `sweep` on a local Ray cluster too (tests/test_sweep_run.py), so it installs Ray first.
 # It leaves out the tests marked `download`, which make a version stack of gigabytes from the package
 # index (a PyTorch stack is 7.8 GB, torch's CUDA libraries with it): `make test-download` runs those.
 # Two pytest processes, each running whole test files (--dist loadfile: a file's shared fixtures are

@@ -36,7 +36,7 @@ def captures_dir() -> Path:
 
 def machine_line() -> str:
     """The machine a figure was taken on (the findings pages' own line)."""
-    from stackwars_ir.report.findings import machine_line as line
+    from study import machine_line as line
 
     return line()
 

@@ -4,7 +4,7 @@ A sweep of benchmarks/grids/findings.toml into --results (default out/sweeps/fin
 ResNet-50 at base size captured from JAX, torch_xla and torchax, diffed, every capture timed beside the
 native runtimes (each model's in one job, run alone after every untimed job), seed 002's workloads,
 the training steps, and the TPU v6e compiler's estimates; then docs/findings.md from the records
-(stackwars_ir.report.findings renders it). Finished jobs are never recomputed: run again after a kill,
+(study renders it). Finished jobs are never recomputed: run again after a kill,
 or with --render to rebuild the page from the results alone. `make findings-main` writes it (about two
 hours on 2 cores); on a machine with a GPU, `make findings BACKEND=gpu` writes docs/findings-gpu.md (the
 CUDA PJRT plugin: `make setup-gpu`).
@@ -50,8 +50,8 @@ def grid_tables(path: Path, backend: str, size: str | None) -> list[dict]:
 def run(grid: Path, results: Path, backend: str = "cpu", size: str | None = None, render: bool = False, jobs: int = 2,
         retry_failed: bool = False, retry_noisy: bool = False):
     """The sweep (or, with `render`, what the results folder holds), as the page's Results."""
-    from stackwars_ir.report.findings import Results
-    from stackwars_ir.report.findings.page import shown
+    from study import Results
+    from study.page import shown
     from stackwars_ir.sweep.execute import captures_gone, run_sweep
     from stackwars_ir.sweep.grid import grid_of
 
@@ -73,7 +73,7 @@ def run(grid: Path, results: Path, backend: str = "cpu", size: str | None = None
 
 def page(res, grid: Path = GRID, backend: str = "cpu") -> str:
     """docs/findings.md (findings-BACKEND.md) of RES, the page's Results."""
-    from stackwars_ir.report.findings import findings_page
+    from study import findings_page
     from stackwars_ir.sweep.kept import restore
 
     if backend == "cpu":  # section 12's records, kept by `make findings-host` (benchmarks/records/host); 13's

@@ -4,7 +4,7 @@ For GPT-2 and BERT at base size, the forward pass and the training step: each ca
 torch_xla (`stackwars-ir capture M --size base --exporter torch_xla [--step train]`, where the
 capture is missing), then `stackwars-ir ablate JAX TORCH_XLA --rounds 3 --json`, one at a time, with
 nothing else running (its rounds are fresh workers timing JAX, torch_xla and each rewritten variant
-in turns). The page (stackwars_ir.report.findings.ablations) says, for each claim (LayerNorm
+in turns). The page (study.ablations) says, for each claim (LayerNorm
 lowering, flattening, embeddings), what rewriting it changed, and, where libtpu is installed
 (`make setup-tpu`), the TPU v6e compiler's estimate of each variant (compile-only). Finished records are kept under
 --results and in benchmarks/records/ablations (restored before a run, the finished ones added after)
@@ -22,7 +22,7 @@ from pathlib import Path
 
 import _common  # noqa: F401  (the project on sys.path, PJRT_DEVICE=CPU)
 from findings_host import commit_here, made, rel, run_cli
-from stackwars_ir.report.findings.ablations import PAIRS, ablations_page, record_name
+from study.ablations import PAIRS, ablations_page, record_name
 
 ROOT = Path(__file__).resolve().parents[1]
 KEPT = ROOT / "benchmarks" / "records" / "ablations"

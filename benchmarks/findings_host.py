@@ -6,7 +6,7 @@ torch_xla lazy's first, second and steady runs, measured here) and `bench W --si
 tpu-v6e` (the TPU compiler's run estimate and its compile wall time, on this host, compile-only);
 for GPT-2, BERT and ResNet-50 a third, the other PyTorch routes' host work beside them. Each cell is
 predicted by stackwars_ir.bench.predict under the assumptions the page states, and the page rendered
-by stackwars_ir.report.findings.host. Finished runs are kept under --results and never recomputed;
+by study.host. Finished runs are kept under --results and never recomputed;
 --render rebuilds the page from them alone. Each finished record's day and commit go into its
 results' made.json (a restored copy's file date is not its own), and the records are kept in
 benchmarks/records/host (restored before a run, the finished ones added after: they survive a bare
@@ -26,7 +26,7 @@ import sys
 from pathlib import Path
 
 import _common  # noqa: F401  (the project on sys.path, PJRT_DEVICE=CPU)
-from stackwars_ir.report.findings.host import MADE, ROUTE_BASELINES, ROUTES_OF, TARGET, WORKLOADS, host_page
+from study.host import MADE, ROUTE_BASELINES, ROUTES_OF, TARGET, WORKLOADS, host_page
 
 ROOT = Path(__file__).resolve().parents[1]
 KEPT = ROOT / "benchmarks" / "records" / "host"
@@ -44,7 +44,7 @@ def commit_here() -> str:
 
 
 def made(record: Path) -> None:
-    """RECORD's day and commit in its folder's index (stackwars_ir.report.findings.host.record_dates)."""
+    """RECORD's day and commit in its folder's index (study.host.record_dates)."""
     from stackwars_ir.files import write_set
 
     index = record.parent / MADE
@@ -117,7 +117,7 @@ def main() -> None:
 
         (a.results / "protocols").mkdir(exist_ok=True)
         restore(PROTOCOLS_KEPT, a.results / "protocols")
-    from stackwars_ir.report.findings.protocols import protocols_section
+    from study.protocols import protocols_section
 
     protocols = protocols_section(a.results / "protocols", a.results, workloads)
     sys.stdout.write(host_page(workloads, a.results, commit_here(), ROOT, protocols))

@@ -4,7 +4,7 @@ A sweep of benchmarks/grids/findings-memory.toml into --results (default out/swe
 each cell one executable compiled for TPU v6e chips without a TPU (libtpu's compile-only client), from
 an abstract capture (shapes only, bfloat16) or, where the weights fit, a parity-checked one, against
 v6e-1's 32 GiB; then the page from the records
-(stackwars_ir.report.findings.memory renders it). Finished jobs are never recomputed (failed ones are
+(study.memory renders it). Finished jobs are never recomputed (failed ones are
 tried again): run again after a kill, or with --render to rebuild the page from the results alone.
 Needs `make setup-tpu`.
 """
@@ -34,7 +34,7 @@ def run(grid_path: Path, results: Path, jobs: int, render: bool):
 
 
 def main() -> None:
-    from stackwars_ir.report.findings import memory_page
+    from study import memory_page
 
     ap = argparse.ArgumentParser()
     ap.add_argument("--grid", type=Path, default=GRID)

@@ -1,7 +1,7 @@
 """What scanning the layers and rematerializing them cost or save, per framework: docs/findings-programs.md (`make findings-programs`).
 
 A sweep of benchmarks/grids/findings-programs.toml into --results (default out/sweeps/findings-programs),
-then the page from its records (stackwars_ir.report.findings.programs; --render: from the folder alone, computing nothing). Two parts:
+then the page from its records (study.programs; --render: from the folder alone, computing nothing). Two parts:
 - LLaMA-3.1-8B's training step (JAX, abstract bfloat16 captures) compiled for one TPU v6e chip by libtpu,
   no TPU: lowering and compile time, program size, the compiler's memory plan, per program (unrolled,
   --remat, --scan-layers, both). Needs `make setup-tpu`.
@@ -24,7 +24,7 @@ GRID = ROOT / "benchmarks" / "grids" / "findings-programs.toml"
 
 def run(args):
     """The sweep of args.grid into args.results (with args.render, what the folder holds), as the page's Records."""
-    from stackwars_ir.report.findings import Records
+    from study import Records
     from stackwars_ir.sweep.execute import run_sweep
     from stackwars_ir.sweep.grid import read_grid
 
@@ -38,7 +38,7 @@ def run(args):
 
 
 def main() -> None:
-    from stackwars_ir.report.findings import programs_page
+    from study import programs_page
 
     ap = argparse.ArgumentParser()
     ap.add_argument("--grid", type=Path, default=GRID)

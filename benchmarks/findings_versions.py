@@ -5,7 +5,7 @@ about 900 MB and a minute each), then for each model and each stack runs `regres
 --to lock`: the JAX side captured by each stack's jax on the same weights, diffed block by block,
 compiled by each stack's XLA (kernels per block), timed in turns (5 rounds each, time per block
 profiled) and planned. Prints docs/findings-versions.md (rendered by
-stackwars_ir.report.findings.versions); `make findings-versions` writes it.
+study.versions); `make findings-versions` writes it.
 """
 from __future__ import annotations
 
@@ -152,7 +152,7 @@ def run_upgrade(out: Path, models) -> dict:
 
 
 def main() -> None:
-    from stackwars_ir.report.findings import versions_page, versions_torch_page
+    from study import versions_page, versions_torch_page
 
     ap = argparse.ArgumentParser()
     # relative (make runs from the repository's root): the page names the files, never this machine's paths
@@ -167,13 +167,13 @@ def main() -> None:
     args = ap.parse_args()
     releases, models = tuple(args.releases.split(",")), tuple(args.models.split(","))
     if args.upgrade:
-        from stackwars_ir.report.findings import upgrade_page
+        from study import upgrade_page
 
         models = STUDY if args.models == ",".join(MODELS) else models
         print(upgrade_page(run_upgrade(args.out, models), models, PREVIOUS, ROUTES), end="")
         return
     if args.torchax:
-        from stackwars_ir.report.findings import versions_torchax_page
+        from study import versions_torchax_page
 
         models = STUDY if args.models == ",".join(MODELS) else models
         print(versions_torchax_page(run_torchax(args.out, models), models, BUNDLED[0]), end="")

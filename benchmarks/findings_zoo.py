@@ -3,7 +3,7 @@
 A sweep of benchmarks/grids/zoo.toml into --results (default out/sweeps/zoo): captures and diffs on
 --jobs local workers, then every bench alone (the sweep runs timed jobs last, one at a time: no timed
 run shares the machine's cores with another job), then the page from the records
-(stackwars_ir.report.findings.zoo renders it). Finished jobs are never recomputed (failed ones are tried
+(study.zoo renders it). Finished jobs are never recomputed (failed ones are tried
 again): run again after a kill, or with --render to rebuild the page from the results alone. Prints
 docs/findings-zoo.md; `make findings-zoo` writes it (about 35 minutes on 2 cores).
 """
@@ -34,7 +34,7 @@ def run(results: Path, jobs: int, render: bool):
 
 
 def main() -> None:
-    from stackwars_ir.report.findings import zoo_page
+    from study import zoo_page
 
     ap = argparse.ArgumentParser()
     ap.add_argument("--results", type=Path, default=ROOT / "out" / "sweeps" / "zoo")

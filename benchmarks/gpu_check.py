@@ -76,7 +76,7 @@ def rows_of(report: dict) -> dict:
 
 def figure(values):
     """The geometric mean of per-round values with its 95% interval across rounds (None for none)."""
-    from stackwars_ir.report.findings.protocols import Figure
+    from study.protocols import Figure
 
     return Figure.of(values)
 
@@ -204,7 +204,7 @@ def main() -> None:
         if a.dry_run:  # this run's own host records, at the dry run's size (not kept)
             cpu_host(models, a.rounds, host_size, host_folder)
         measured = measure(models, a.rounds, size, backend, a.out, batch, float("inf") if a.dry_run else a.budget)
-        from stackwars_ir.report.findings import machine_line
+        from study import machine_line
 
         (a.out / "prediction.md").write_text(page(measured, host_folder, host_size, backend, size, machine_line()))
     print((a.out / "prediction.md").read_text())

@@ -20,7 +20,7 @@ import sys
 from pathlib import Path
 
 import _common  # noqa: F401  (the project on sys.path)
-from stackwars_ir.report.findings.zoo import SAME
+from study.zoo import SAME
 
 # model | ops | fusions | compile | steady | ratio | ...: the ratio is the sixth cell (later columns vary)
 ROW = re.compile(r"^\| (\w+) \| \d+ / \d+ \| [^|]+ \| [^|]+ \| [^|]+ \| ([0-9.]+) \|")

@@ -1,4 +1,7 @@
-"""The command line of version stacks: stack add/list/remove, regress and bisect (thin, over stackwars_ir.stacks and sweep)."""
+"""The command line of version stacks: stack add/list/check/remove, regress and bisect.
+
+Thin, over stackwars_ir.stacks and stackwars_ir.versions.
+"""
 from __future__ import annotations
 
 import sys

@@ -1,4 +1,7 @@
-"""Files every stage reads and writes: atomic writes and sets, capture sidecars, the host and versions they record."""
+"""Files every stage reads and writes: atomic writes and sets, capture sidecars and what they record.
+
+A sidecar records the host and the versions that made its capture.
+"""
 from __future__ import annotations
 
 import contextlib

@@ -1,4 +1,7 @@
-"""Running elsewhere: a `Task` (a stage's own function and its arguments) in a killable worker process, under a time and a memory limit, in this environment or a version stack's.
+"""Running elsewhere: a `Task` in a killable worker process, under a time and a memory limit.
+
+A `Task` is a stage's own function and its arguments; its worker runs in this environment or a
+version stack's.
 
 Protocol on stdin/stdout: length-prefixed pickles (both ends run the same Python and code). The
 parent sends a `Task`; the worker replies ("started",) when the task says its inputs are ready and

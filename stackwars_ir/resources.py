@@ -1,4 +1,7 @@
-"""Weights kept as `dense_resource` blobs: inlined as dense constants where the file holds the blob, named where it was elided."""
+"""Weights kept as `dense_resource` blobs: inlined as dense constants, or named where elided.
+
+A blob the file holds is inlined; one it lacks is named.
+"""
 from __future__ import annotations
 
 import re

@@ -1,4 +1,7 @@
-"""The routes from a model to StableHLO (jax, torch_xla, torchax, torch_tpu) and the steps they capture: one table every stage reads."""
+"""The routes from a model to StableHLO and the steps they capture: one table every stage reads.
+
+The routes: jax, torch_xla, torchax, torch_tpu.
+"""
 from __future__ import annotations
 
 from dataclasses import dataclass

@@ -1,4 +1,7 @@
-"""Statistics of repeated runs split into parts: the median run, and a part's difference with its bootstrap interval."""
+"""Statistics of repeated runs split into parts: the median run, and a part's gap with its interval.
+
+Within one set of runs the interval is a bootstrap's; across rounds, a 95% t-interval.
+"""
 from __future__ import annotations
 
 import random

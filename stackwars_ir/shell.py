@@ -11,6 +11,16 @@ from .errors import EXIT_BAD_INPUT, EXIT_INTERRUPTED, StackwarsError
 from .progress import Steps
 
 
+def exporter_help() -> str:
+    """--exporter's help, from the route table (routes.ROUTES): the lock's exporters, then those that
+    run in a version stack of their own."""
+    from .routes import EXPORTERS, LOCK_EXPORTERS
+
+    stacked = [e for e in EXPORTERS if e not in LOCK_EXPORTERS]
+    own = f", or {' or '.join(stacked)} in a stack of its own (docs/stacks.md)" if stacked else ""
+    return f"PyTorch exporter: {' or '.join(LOCK_EXPORTERS)}{own}; comma-separated or repeated, or 'all' (the lock's)."
+
+
 class Group(click.Group):
     """Turns every StackwarsError into one line on stderr and exit code 2."""
 
@@ -99,8 +109,7 @@ def model_options(command: str, out_default: Path, step_help: str, shapes: bool 
         click.option("--framework", default="both", show_default=True,
                      help=w("Only 'both' is timed." if command == "bench" else "jax, torch or both.")),
         click.option("--exporter", "exporters", multiple=True, default=("torch_xla",), show_default=True,
-                     help=w("PyTorch exporter: torch_xla or torchax, or torch_tpu in a stack of its own "
-                            "(docs/stacks.md); comma-separated or repeated, or 'all' (the lock's).")),
+                     help=w(exporter_help())),
         click.option("--size", default="tiny", show_default=True,
                      help=w("tiny (tests), or a published size (base; llama: 1b, 8b).")),
         click.option("--seq", type=int, help=w("Sequence length, or image size for resnet50.")),

@@ -1,4 +1,7 @@
-"""Version stacks: cached virtual environments of other jax (and torch, torch_xla, torchax) releases that capture, compile and time."""
+"""Version stacks: cached virtual environments of other jax releases that capture, compile and time.
+
+A stack may hold other torch, torch_xla and torchax releases too.
+"""
 from __future__ import annotations
 
 import contextlib

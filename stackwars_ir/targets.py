@@ -1,4 +1,8 @@
-"""The compile targets (cpu, gpu, each TPU generation: its slices, peaks and one chip's memory): one table the CLI, estimates, memory plans and grids read."""
+"""The compile targets (cpu, gpu, each TPU generation): one table for the CLI, estimates, plans, grids.
+
+A TPU generation's entry holds its slices, peaks and one chip's memory; the CLI, estimates, memory
+plans and grids all read the table.
+"""
 from __future__ import annotations
 
 from dataclasses import dataclass

@@ -1,4 +1,7 @@
-"""Length-prefixed messages on a pipe, between stackwars-ir and its worker processes (parse, bench, sweep jobs), and their end with the caller."""
+"""Length-prefixed pipe messages between stackwars-ir and its workers, and their end with the caller.
+
+The workers: parse, bench and sweep jobs.
+"""
 from __future__ import annotations
 
 import os

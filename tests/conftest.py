@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -10,6 +11,8 @@ os.environ.setdefault("PJRT_DEVICE", "CPU")
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
 ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:  # the study's package (study/) sits beside the library, not installed with it
+    sys.path.insert(0, str(ROOT))
 CAPTURES = ROOT / "captures"
 CORPUS = ROOT.parent / "shared" / "corpus" / "stablehlo-testdata"
 

@@ -308,7 +308,7 @@ def test_the_ablations_page_says_what_the_intervals_support(tmp_path):
     with its interval; the page passes page_claims; --render's page needs nothing but the records."""
     import sys
 
-    from stackwars_ir.report.findings.ablations import ablations_page, ablations_summary, record_name
+    from study.ablations import ablations_page, ablations_summary, record_name
 
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
     from page_claims import claims

@@ -6,7 +6,7 @@ import json
 import pytest
 
 from conftest import golden
-from stackwars_ir.bench.memory import refusal
+from stackwars_ir.bench.planning import refusal
 from stackwars_ir.capture import Request, run
 from stackwars_ir.capture.sanitize import relativize
 

@@ -21,7 +21,7 @@ LEVELS = {
     "sweep": 8, "versions": 8, "ablate": 8,  # model runs and grids; library versions compared; ablations: none imports another
     "report": 9,
     "shell": 10,
-    "cli_stack": 11,
+    "cli_stack": 11, "cli_causes": 11,
     "cli": 12,
     "docs": 13,
 }
@@ -105,8 +105,13 @@ def test_the_check_sees_an_upward_arrow(tmp_path):
 
 
 def _sources():
-    """(path, dotted module, package) of every project module: the library, the adapters and benchmarks/."""
+    """(path, dotted module, package) of every project module: the library, the adapters, the study
+    (study/, a package beside the library) and benchmarks/."""
     yield from _modules()
+    for path in sorted((ROOT / "study").rglob("*.py")):
+        parts = ("study",) + path.relative_to(ROOT / "study").with_suffix("").parts
+        parts = parts[:-1] if parts[-1] == "__init__" else parts
+        yield path, ".".join(parts), parts if path.name == "__init__.py" else parts[:-1]
     for path in sorted((ROOT / "benchmarks").rglob("*.py")):
         parts = path.relative_to(ROOT / "benchmarks").with_suffix("").parts
         yield path, ".".join(parts), parts[:-1]
@@ -204,8 +209,49 @@ def test_package_faces_are_short():
     assert long == {}
 
 
+def test_every_module_says_in_one_short_line_what_it_is_for():
+    # STYLE: a module's docstring says in one line what the module is for (issue 76: under 100
+    # characters, so a listing of first lines reads as the map of the package).
+    missing, long = [], {}
+    for p in sorted((ROOT / "stackwars_ir").rglob("*.py")):
+        doc = ast.get_docstring(ast.parse(p.read_text()), clean=False)
+        if not doc or not doc.strip():
+            missing.append(str(p.relative_to(ROOT)))
+        elif len(first := doc.splitlines()[0]) > 100:
+            long[str(p.relative_to(ROOT))] = len(first)
+    assert missing == [] and long == {}
+
+
+def test_no_library_file_is_over_600_lines():
+    # Issue 76: a file past 600 lines holds several tenants (two segmentation strategies, every native
+    # runtime, a matcher and its words); each gets a room of its own.
+    long = {str(p.relative_to(ROOT)): n for p in (ROOT / "stackwars_ir").rglob("*.py")
+            if (n := len(p.read_text().splitlines())) > 600}
+    assert long == {}
+
+
+def test_a_native_runtime_is_one_module_and_one_row():
+    # Issue 76: each native runtime lives in bench/runtimes/ (one module each) and is listed once,
+    # in bench/native.py's RUNTIMES, the steps it times read from its module.
+    from stackwars_ir.bench import native
+
+    folder = ROOT / "stackwars_ir" / "bench" / "runtimes"
+    modules = {p.stem for p in folder.glob("*.py")} - {"__init__", "shared"}
+    assert {r.code.__name__.rsplit(".", 1)[-1] for r in native.RUNTIMES} == modules
+    for r in native.RUNTIMES:
+        assert r.steps, f"{r.name}: its module has neither forward nor train"
+
+
+def test_the_library_never_imports_the_study():
+    # Issue 76: the study's write-up (study/: the findings pages) sits beside the library and uses its
+    # public API; the library, a user's tool, carries no study (an import inside a function too).
+    into = [f"{path.relative_to(ROOT)}:{line}" for path, module, package in _modules()
+            for line, target in _imports(path, package) if target == "study" or target.startswith("study.")]
+    assert into == []
+
+
 def test_the_findings_scripts_run_grids_and_leave_pages_to_report():
-    # Issue 52: benchmarks/findings*.py run a grid and call report/findings/, which renders every page
+    # Issue 52: benchmarks/findings*.py run a grid and call study/, which renders every page
     # from its records; a heading or a table written in a script is a page rendered outside report/.
     rendered = []
     for path in sorted((ROOT / "benchmarks").glob("findings*.py")):

@@ -95,17 +95,87 @@ def test_an_executable_computing_another_function_is_an_error_not_a_number(tmp_p
 
 def test_a_baseline_that_discards_its_output_is_an_error(monkeypatch):
     from stackwars_ir.bench import native
+    from stackwars_ir.bench.runtimes import torch_eager
     from stackwars_ir.capture import Request
 
-    real = native._eager
+    real = torch_eager.forward
 
     def discarding(*args):
         label, kind, run, counters, done = real(*args)
         return label, kind, lambda: (run(), None)[1], counters, done  # runs the model, drops the result
 
-    monkeypatch.setattr(native, "_eager", discarding)
+    monkeypatch.setattr(torch_eager, "forward", discarding)
     (row,) = native.run_baselines(Request("gemm").validated(), ("eager",), 30)
     assert not row.ok and row.timing is None and "returned no output" in row.error
+
+
+INFERENCE_RUNTIME = '''"""A test runtime: PyTorch eager under torch.inference_mode, a forward pass only (issue 76)."""
+from __future__ import annotations
+
+import copy
+
+from ..host import UNMARKED, torch_meter
+from .shared import Setup, nothing
+
+
+def forward(adapter, req, model, weights, inputs, backend) -> Setup:
+    import torch
+
+    m = copy.deepcopy(model)
+    xs = [torch.from_numpy(v) for v in inputs.values()]
+
+    def run(clock=UNMARKED):
+        with torch.inference_mode():
+            out = m(*xs)
+        clock.mark("forward")
+        return out
+
+    run.meter = torch_meter
+    return Setup("torch eager, inference mode (a test runtime)", "torch inference", run, None, nothing)
+'''
+
+
+def test_a_native_runtime_is_added_by_two_files(tmp_path):
+    """Adding a native runtime touches its module in bench/runtimes and its row in bench/native.py's
+    RUNTIMES, nothing else (issue 76): on a copy of the package with a test runtime so added, `bench
+    MODEL --baselines` times it beside jax.jit with its output proven against PyTorch eager's, its
+    --host phases read, and a training step it has no loop for is refused in one line."""
+    import shutil
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    import stackwars_ir
+    from stackwars_ir import models
+
+    code = tmp_path / "code"
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
+    shutil.copytree(Path(stackwars_ir.__file__).parent, code / "stackwars_ir", ignore=ignore)
+    shutil.rmtree(code / "stackwars_ir" / "models", ignore_errors=True)
+    shutil.copytree(Path(models.__file__).parent, code / "stackwars_ir" / "models", ignore=ignore)
+    native = code / "stackwars_ir" / "bench" / "native.py"
+    text = native.read_text()
+    anchor = "NativeRuntime(TORCHAX_JIT, torchax_jit))"
+    assert anchor in text
+    native.write_text(text.replace(anchor, anchor[:-1] + ',\n            NativeRuntime("eager_inference", '
+                                   '__import__("stackwars_ir.bench.runtimes.eager_inference", fromlist=["forward"])))'))
+    (code / "stackwars_ir" / "bench" / "runtimes" / "eager_inference.py").write_text(INFERENCE_RUNTIME)
+
+    def run(*args):
+        boot = f"import sys; sys.path.insert(0, {str(code)!r}); from stackwars_ir.cli import main; main()"
+        return subprocess.run([sys.executable, "-c", boot, *map(str, args)], capture_output=True, text=True,
+                              timeout=600, cwd=tmp_path)
+
+    done = run("bench", "gemm", "--baselines", "jax,eager_inference", "--host", "--json", "-", "--out", tmp_path / "caps")
+    assert done.returncode == 0, done.stderr[-2000:]
+    rows = {r["kind"]: r for r in json.loads(done.stdout)["results"]}
+    row = rows["torch inference"]
+    assert row["error"] is None and row["proof"]["ok"], row
+    assert row["timing"]["steady_median_s"] > 0 and "forward" in {p["name"] for p in row["host"]["phases"]}, row
+    assert rows["jax.jit"]["error"] is None
+    done = run("bench", "gemm", "--step", "train", "--baselines", "eager_inference", "--out", tmp_path / "caps")
+    assert done.returncode == 2 and "eager_inference" in done.stderr and "forward pass only" in done.stderr
+    assert "Traceback" not in done.stderr, done.stderr[-2000:]
 
 
 @pytest.mark.slow
@@ -492,7 +562,7 @@ def test_bench_reuses_a_capture_only_from_the_same_request_capture_revision_and_
 
 def test_findings_split_a_torch_xla_run_into_compile_execute_and_tracing_by_its_own_clocks():
     from stackwars_ir.bench import Executable
-    from stackwars_ir.report.findings import claims as findings
+    from study import claims as findings
     from stackwars_ir.bench.timing import Timing
 
     def phase(compile_ms, execute_ms, runs=None):
@@ -595,7 +665,7 @@ def test_bench_notes_a_second_run_slowed_by_fresh_memory_not_by_a_compile():
 
 def test_findings_read_page_faults_as_an_allocator_warming_up_and_compare_the_donated_loop():
     from stackwars_ir.bench import Executable
-    from stackwars_ir.report.findings import claims as findings
+    from study import claims as findings
     from stackwars_ir.bench.timing import Timing
 
     def counters(faults, steady_runs=10):

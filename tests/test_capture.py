@@ -339,7 +339,7 @@ ROUTE_ROW = '''
 TWIN = Route("torchax_twin", "torch", "torch.export, then torchax (a test route: issue 52)")
 ROUTES = {r.name: r for r in (JAX, TORCH_XLA, TORCHAX, TORCH_TPU, TWIN)}
 '''
-TWIN_LOWERING = '''"""The test route's lowering: torchax's, under its own name."""
+TWIN_LOWERING = '''"""The test route's lowering: torchax's, under its own name, a forward and a training step."""
 import dataclasses
 
 
@@ -347,14 +347,22 @@ def capture(ep, inputs, stages, placement=None):
     from .torch_capture import capture_torchax
 
     return dataclasses.replace(capture_torchax(ep, inputs, stages, placement), exporter="torchax_twin")
+
+
+def train(model, state, stages, req, entry):
+    from .lowering import placement
+    from .train import capture_torchax_train
+
+    return dataclasses.replace(capture_torchax_train(model, state, stages, placement(req)), exporter="torchax_twin")
 '''
 
 
 def test_a_route_is_added_by_three_files(tmp_path):
-    """Adding a PyTorch route touches routes.py (its row), capture/lowerings.py (one line naming its
-    lowering) and the lowering's own module, nothing else (issue 52): on a copy of the package with a
-    test route so added, `capture --exporter` offers it, writes its file and sidecar, checks its parity,
-    and `diff` reads it against torchax's (the same lowering: op-identical)."""
+    """Adding a PyTorch route touches routes.py (its row), capture/lowerings.py (a line naming its
+    forward's lowering, one its training step's) and the lowering's own module, nothing else (issues 52
+    and 76): on a copy of the package with a test route so added, `capture --exporter` offers it, writes
+    its forward and training step with sidecars, checks their parity, and `diff` reads each against
+    torchax's (the same lowering: op-identical)."""
     import shutil
 
     import stackwars_ir
@@ -376,6 +384,12 @@ def test_a_route_is_added_by_three_files(tmp_path):
     (pkg / "capture" / "lowerings.py").write_text(lowerings.replace(
         anchor, anchor.replace("}[route]", ', "torchax_twin": __import__("stackwars_ir.capture.twin_capture", '
                                            'fromlist=["capture"]).capture}[route]')))
+    anchor = "{TORCH_XLA.name: _torch_xla_train, TORCHAX.name: _torchax_train}[route]"
+    lowerings = (pkg / "capture" / "lowerings.py").read_text()
+    assert anchor in lowerings
+    (pkg / "capture" / "lowerings.py").write_text(lowerings.replace(
+        anchor, anchor.replace("}[route]", ', "torchax_twin": __import__("stackwars_ir.capture.twin_capture", '
+                                           'fromlist=["train"]).train}[route]')))
     (pkg / "capture" / "twin_capture.py").write_text(TWIN_LOWERING)
 
     def run(*args):
@@ -383,6 +397,8 @@ def test_a_route_is_added_by_three_files(tmp_path):
         return subprocess.run([sys.executable, "-c", boot, *map(str, args)], capture_output=True, text=True,
                               timeout=600, cwd=tmp_path)
 
+    done = run("capture", "--help")  # the --exporter help is built from the route table
+    assert "torchax_twin" in " ".join(done.stdout.split()), done.stdout
     done = run("capture", "gemm", "--exporter", "torchax,torchax_twin", "--out", tmp_path / "out")
     assert done.returncode == 0, done.stderr[-2000:]
     folder = tmp_path / "out" / "gemm-tiny"
@@ -390,5 +406,13 @@ def test_a_route_is_added_by_three_files(tmp_path):
     side = json.loads((folder / "torch-torchax_twin.json").read_text())
     assert side["exporter"] == "torchax_twin" and side["parity"]["ok"], side
     done = run("diff", folder / "torch-torchax.mlir", folder / "torch-torchax_twin.mlir", "--json", "-")
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert json.loads(done.stdout)["differs"] is False
+    # and its training step (a route with one: issue 76), lowered by the same module
+    done = run("capture", "gemm", "--exporter", "torchax,torchax_twin", "--step", "train", "--out", tmp_path / "out")
+    assert done.returncode == 0, done.stderr[-2000:]
+    side = json.loads((folder / "torch-torchax_twin-train.json").read_text())
+    assert side["exporter"] == "torchax_twin" and side["parity"]["ok"], side
+    done = run("diff", folder / "torch-torchax-train.mlir", folder / "torch-torchax_twin-train.mlir", "--json", "-")
     assert done.returncode == 0, done.stderr[-2000:]
     assert json.loads(done.stdout)["differs"] is False

@@ -8,7 +8,8 @@ import pytest
 
 from conftest import ROOT, golden
 from stackwars_ir.diff import diff_files, diff_modules
-from stackwars_ir.diff.blocks import classify, segment
+from stackwars_ir.diff.blocks import segment
+from stackwars_ir.diff.provenance import classify
 from stackwars_ir.ir import load_one
 from stackwars_ir.report.sentences import summaries
 
@@ -434,7 +435,8 @@ def test_blocks_of_one_role_pair_by_their_module_names_not_their_print_order():
     """Issue 56: torch_xla printed Whisper's conv2 before conv1, and key pairing paired conv1 with
     conv2. Where both sides name the same modules, those names number the blocks."""
     from stackwars_ir.diff.align import align
-    from stackwars_ir.diff.blocks import Block, Segmentation
+    from stackwars_ir.diff.block import Block
+    from stackwars_ir.diff.blocks import Segmentation
 
     def seg(*names):
         return Segmentation(None, "provenance", tuple(Block("conv", (), k, n, ()) for k, n in enumerate(names)),

@@ -11,7 +11,7 @@ from conftest import golden
 
 HAS_LIBTPU = importlib.util.find_spec("libtpu") is not None
 # The optimized HLO libtpu 0.0.42.1 compiled captures/gpt2-tiny/jax.mlir to for a v6e chip
-# (stackwars_ir.bench.memory.Compiler("tpu-v6e"), hlo_modules()[0].to_string()).
+# (stackwars_ir.bench.planning.Compiler("tpu-v6e"), hlo_modules()[0].to_string()).
 TPU_HLO = Path(__file__).parent / "data" / "gpt2-tiny-jax.tpu-v6e.hlo"
 
 

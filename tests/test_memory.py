@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from conftest import golden, pins
-from stackwars_ir.bench.memory import Budget, budgets, plan_files
+from stackwars_ir.bench.memory import Budget, budgets
+from stackwars_ir.bench.planning import plan_files
 from stackwars_ir.errors import StackwarsError
 
 HAS_LIBTPU = importlib.util.find_spec("libtpu") is not None
@@ -178,7 +179,7 @@ def test_the_search_stops_at_its_limit():
 
 @pytest.mark.slow  # captures and compiles models (issue 52: every such test is marked)
 def test_max_batch_compiles_abstract_captures_on_both_sides_of_the_boundary(cli, tmp_path):
-    from stackwars_ir.bench.memory import plan_files
+    from stackwars_ir.bench.planning import plan_files
 
     code, out, err = cli("memory", "mha", "--max-batch", "--budget", "3M", "--exporter", "torch_xla,torchax",
                          "--out", tmp_path, "--json", tmp_path / "m.json")
@@ -212,7 +213,7 @@ def test_bad_max_batch_requests_are_one_line(cli, tmp_path):
 _ALLOCATOR_PROBE = """
 import resource, sys
 import numpy as np
-from stackwars_ir.bench.memory import ResidentWindow
+from stackwars_ir.bench.planning import ResidentWindow
 faults = []
 with ResidentWindow(fresh_blocks=sys.argv[1] == "1"):
     for _ in range(4):  # 16 MiB written, freed, four times
@@ -264,7 +265,7 @@ def test_a_stack_s_worker_plans_with_the_values_staged_for_it(tmp_path):
     'staged'" for every PyTorch capture before), and a measured run uses them."""
     from pathlib import Path
 
-    from stackwars_ir.bench.memory import plan_file
+    from stackwars_ir.bench.planning import plan_file
     from stackwars_ir.bench.staging import staged_values
 
     path = golden("gemm", "torch-torch_xla")

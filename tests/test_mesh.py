@@ -149,7 +149,7 @@ def test_gspmd_shardings_are_read_as_torch_xla_writes_them(tmp_path):
 
 @pytest.mark.slow
 def test_memory_plans_a_sharded_file_per_device_on_as_many_cpu_devices(sharded):
-    from stackwars_ir.bench.memory import plan_files
+    from stackwars_ir.bench.planning import plan_files
 
     report = plan_files([golden("llama", "jax"), sharded / "jax-fsdp2-tp2.mlir",
                          sharded / "torch-torch_xla-fsdp2-tp2.mlir"], "cpu")
@@ -194,7 +194,7 @@ def test_bench_times_a_sharded_file_on_as_many_cpu_devices_and_refuses_one_devic
 @pytest.mark.skipif(importlib.util.find_spec("libtpu") is None, reason="needs libtpu (`make setup-tpu`)")
 def test_a_sharded_file_is_planned_and_its_collectives_counted_per_chip_of_a_v6e_slice(sharded):
     from stackwars_ir.bench.kernels import kernels_of_files
-    from stackwars_ir.bench.memory import plan_files
+    from stackwars_ir.bench.planning import plan_files
 
     whole, split = plan_files([golden("llama", "jax"), sharded / "jax-fsdp2-tp2.mlir"], "tpu-v6e").plans
     assert (whole.devices, split.devices) == (1, 4) and whole.ok and split.ok

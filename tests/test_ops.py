@@ -8,7 +8,8 @@ import pytest
 
 from conftest import golden
 from stackwars_ir.diff import diff_files
-from stackwars_ir.diff.ops import fold_patterns, match_ops
+from stackwars_ir.diff.matcher import match_ops
+from stackwars_ir.diff.ops import fold_patterns
 from stackwars_ir.diff.result import DiffResult
 from stackwars_ir.report.sentences import op_pattern
 

@@ -81,7 +81,7 @@ def test_a_split_by_block_beside_a_steady_gap_of_the_other_sign_must_say_so():
     # than the steady step's gap (ResNet-50: kernels +29.8 ms, steady -26.3 ms); section 10 says so.
     from types import SimpleNamespace
 
-    from stackwars_ir.report.findings.blocks import against_steady, signs
+    from study.blocks import against_steady, signs
 
     header = ("| model | step | JAX vs | JAX kernels ms (/ steady) | PyTorch kernels ms (/ steady) | kernel gap ms | "
               "steady gap ms | bench's verdict | blocks carrying 80% of the gap |\n| --- | --- | --- | ---: | ---: | "
@@ -109,7 +109,7 @@ def test_the_main_pages_ratios_come_across_rounds_where_the_grid_repeats_its_ben
     worded with its interval across the rounds; one round leaves the caller to word the job's own."""
     from types import SimpleNamespace as NS
 
-    from stackwars_ir.report.findings.page import rounds_ratio_cell
+    from study.page import rounds_ratio_cell
 
     def report(jax, xla):
         rows = [(2, NS(ok=True, name="jax", kind="stablehlo", timing=NS(steady=jax))),
@@ -128,7 +128,7 @@ def test_the_main_pages_ratios_come_across_rounds_where_the_grid_repeats_its_ben
 def test_section_10s_kernel_ratios_come_across_rounds_where_every_round_profiled_both():
     from types import SimpleNamespace as NS
 
-    from stackwars_ir.report.findings.blocks import kernel_ratio_cell
+    from study.blocks import kernel_ratio_cell
 
     def report(ir, native):
         return NS(rows=[(2, NS(ok=True, name="jax", profile=NS(kernel_s=ir))),
@@ -144,7 +144,7 @@ def test_section_10s_kernel_ratios_come_across_rounds_where_every_round_profiled
 def test_section_10_names_the_rows_that_kept_one_rounds_profile():
     from types import SimpleNamespace as NS
 
-    from stackwars_ir.report.findings.blocks import _one_round
+    from study.blocks import _one_round
 
     def rep(*rounds_of_rows):
         return NS(rows=[(2, NS(ok=True, name=n, profile=NS(rounds=r))) for n, r in rounds_of_rows])
@@ -156,12 +156,12 @@ def test_section_10_names_the_rows_that_kept_one_rounds_profile():
 
 
 def test_the_host_pages_cells_say_within_2x_exactly_where_the_study_lies_within_2x():
-    """report/findings/host.py on FFN's records (out/findings-host, 2026-11-28): each cell's "within 2x"
+    """study/host.py on FFN's records (out/findings-host, 2026-11-28): each cell's "within 2x"
     agrees with the study's figure and the predicted range it prints, the summary counts those cells,
     each table names its inputs, and a workload without records says so."""
     import re
 
-    from stackwars_ir.report.findings.host import cell_tables
+    from study.host import cell_tables
 
     lines = cell_tables(["ffn", "gemm"], Path(__file__).parent / "data" / "findings-host")
     text = "\n".join(lines)
@@ -194,7 +194,7 @@ def test_a_host_page_names_the_machine_its_records_were_measured_on_not_the_rend
     import json
     import shutil
 
-    from stackwars_ir.report.findings.host import made_on
+    from study.host import made_on
 
     data = Path(__file__).parent / "data" / "findings-host"
     assert made_on(data) == "Intel(R) Xeon(R) Processor, 2 cpus, Python 3.12.1, Linux"
@@ -214,7 +214,7 @@ def test_a_host_pages_records_are_dated_by_their_own_entry_not_by_their_file(tmp
     import json
     import shutil
 
-    from stackwars_ir.report.findings.host import made_on, record_dates
+    from study.host import made_on, record_dates
 
     data = Path(__file__).parent / "data" / "findings-host"
     for p in data.glob("*.json"):

@@ -438,7 +438,7 @@ def test_a_role_told_from_the_noise_is_named_though_the_whole_gap_is_not():
     """A role's blocks summed run by run can exclude zero where the whole gap does not (GPT-2 base's
     LayerNorms: issue 53); its share stays withheld while the whole gap is within the noise."""
     from stackwars_ir.diff.result import TimeGap
-    from stackwars_ir.report.findings.blocks import sure_roles
+    from study.blocks import sure_roles
 
     roles = (("mlp", 12, -1.78e-3), ("norm", 25, -0.49e-3), ("residual", 12, -0.02e-3))
     noisy = TimeGap(-3.3e-3, roles, (), 0.1e-3, (), (-18.6e-3, 12.3e-3),
@@ -523,7 +523,7 @@ def test_the_findings_page_splits_by_block_from_every_rounds_profile(profiled):
     import dataclasses
 
     from stackwars_ir.bench.run import BenchReport
-    from stackwars_ir.report.findings.blocks import across_rounds
+    from study.blocks import across_rounds
 
     _, _, bench, _, _ = profiled
     rep = BenchReport.from_json(json.loads(bench.read_text()))

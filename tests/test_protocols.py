@@ -1,4 +1,4 @@
-"""The study's timing protocols (bench.protocols): compiles per step in fresh processes, host work with the device idle, and the page that scores them (report.findings.protocols)."""
+"""The study's timing protocols (bench.protocols): compiles per step in fresh processes, host work with the device idle, and the page that scores them (study.protocols)."""
 from __future__ import annotations
 
 import json
@@ -80,7 +80,7 @@ def _record(folder: Path, w: str, fw: str, proto: str, r: int, host: float, wait
 
 
 def test_ratios_pair_rounds_and_carry_their_interval(tmp_path):
-    from stackwars_ir.report.findings.protocols import protocols_section
+    from study.protocols import protocols_section
 
     for r, (pt, jx) in enumerate([(0.010, 0.001), (0.012, 0.001), (0.011, 0.001)], 1):
         _record(tmp_path, "gpt2", "pytorch", "eval", r, pt, compiles=(2, 1, 0))
@@ -112,7 +112,7 @@ def test_a_ratio_table_cell_without_an_interval_fails_page_claims():
 
 
 def test_one_host_factor_is_recovered_from_cells_that_follow_it():
-    from stackwars_ir.report.findings.protocols import fit_factor
+    from study.protocols import fit_factor
 
     cells = [(h, d, 2.0 * h + d) for h, d in ((0.001, 0.0005), (0.02, 0.0001), (0.004, 0.002))]
     f, fit, worst = fit_factor(cells)
@@ -120,7 +120,7 @@ def test_one_host_factor_is_recovered_from_cells_that_follow_it():
 
 
 def test_the_load_section_says_whether_idle_and_loaded_rounds_overlap(tmp_path):
-    from stackwars_ir.report.findings.protocols import protocols_section
+    from study.protocols import protocols_section
 
     for r, (idle, busy) in enumerate([(0.030, 0.060), (0.031, 0.062), (0.029, 0.061)], 1):
         _record(tmp_path, "gpt2", "pytorch", "eval", r, idle, size="base")
@@ -134,7 +134,7 @@ def test_the_load_section_says_whether_idle_and_loaded_rounds_overlap(tmp_path):
 
 
 def test_an_older_stacks_records_are_compared_with_the_locks_and_kept_apart(tmp_path):
-    from stackwars_ir.report.findings.protocols import load_runs, protocols_section
+    from study.protocols import load_runs, protocols_section
 
     for r, (lock, old) in enumerate([(0.010, 0.020), (0.011, 0.021), (0.012, 0.023)], 1):
         _record(tmp_path, "gpt2", "pytorch", "eval", r, lock)
@@ -154,7 +154,7 @@ def test_an_older_stacks_records_are_compared_with_the_locks_and_kept_apart(tmp_
 def test_an_older_stack_is_compared_with_the_locks_rounds_run_beside_it_when_there_are_some(tmp_path):
     """benchmarks/host_protocols.py --stack runs the lock's same job right after each of the stack's
     (records marked `beside`): those rounds, not the lock's of another time, are the ratio's other side."""
-    from stackwars_ir.report.findings.protocols import load_runs, protocols_section
+    from study.protocols import load_runs, protocols_section
 
     for r, (lock, beside, old) in enumerate([(0.010, 0.020, 0.020), (0.011, 0.021, 0.021), (0.012, 0.023, 0.023)], 1):
         _record(tmp_path, "gpt2", "pytorch", "eval", r, lock)
@@ -189,7 +189,7 @@ def _bench_host_record(folder: Path, r: int, condition: str, forward: float, syn
 
 
 def test_the_previous_pages_protocol_in_rounds_is_judged_idle_against_loaded(tmp_path):
-    from stackwars_ir.report.findings.protocols import _previous_lines, previous_rounds
+    from study.protocols import _previous_lines, previous_rounds
 
     for r, f in enumerate((0.010, 0.011, 0.012), 1):
         _bench_host_record(tmp_path, r, "idle", f, 0.002)
@@ -204,6 +204,6 @@ def test_the_previous_pages_protocol_in_rounds_is_judged_idle_against_loaded(tmp
 
 
 def load_runs_of(folder):
-    from stackwars_ir.report.findings.protocols import load_runs
+    from study.protocols import load_runs
 
     return load_runs(folder)

@@ -77,7 +77,8 @@ def test_report_renders_in_headless_chromium(tmp_path):
     from stackwars_ir.report import write_outputs
 
     a, b = golden("gpt2", "jax"), golden("gpt2", "torch-torch_xla")
-    from stackwars_ir.bench.memory import budgets, plan_files
+    from stackwars_ir.bench.memory import budgets
+    from stackwars_ir.bench.planning import plan_files
 
     bench = bench_files([a, b], "cpu", timeout=20, with_peaks=False)
     memory = plan_files([a, b], "cpu", budgets("600K,1M"), timeout=60)

@@ -509,7 +509,7 @@ def test_two_captures_with_the_same_ops_and_other_locations_have_one_ops_digest(
 def test_the_torchax_page_says_what_its_records_show():
     """docs/findings-versions-torchax.md from two regressions: one with the same ops (other locations)
     whose interval holds 1, one whose kernels changed; a failure is named, not dropped."""
-    from stackwars_ir.report.findings import versions_torchax_page
+    from study import versions_torchax_page
     from stackwars_ir.versions.regress import Regression
 
     def side(sha, ops_sha, torchax):
@@ -543,7 +543,7 @@ def test_the_torchax_page_says_what_its_records_show():
 def test_the_pytorch_page_words_each_verdict_by_its_interval():
     """docs/findings-versions-torch.md: an interval holding 1 is indistinguishable, one off 1 names its
     direction as one run's, never a finding (issue 53: the page printed a ratio with no word)."""
-    from stackwars_ir.report.findings import versions_torch_page
+    from study import versions_torch_page
     from stackwars_ir.versions.regress import Regression
 
     def reg(ops_b, kernels_b, time):
@@ -571,7 +571,7 @@ def test_the_pytorch_page_words_each_verdict_by_its_interval():
 def test_the_upgrade_page_words_each_verdict_by_its_interval():
     """docs/findings-upgrade.md: the same ops with an interval off 1 in one run is not called a finding;
     an interval holding 1 is indistinguishable; a failed row is named; each route's row and versions."""
-    from stackwars_ir.report.findings import upgrade_page
+    from study import upgrade_page
     from stackwars_ir.versions.regress import Regression
 
     def reg(sha_b, ops_b, time):

@@ -350,7 +350,7 @@ def test_the_donated_jax_loop_hands_its_state_to_xla_and_computes_the_same_steps
     import jax
     import numpy as np
 
-    from stackwars_ir.bench import native
+    from stackwars_ir.bench.runtimes import jax_jit
     from stackwars_ir.workload import prepare
     from stackwars_ir.workload.train import train_state
 
@@ -360,7 +360,7 @@ def test_the_donated_jax_loop_hands_its_state_to_xla_and_computes_the_same_steps
     state = train_state(req, model, inputs, reference)
     losses = {}
     for donate in (False, True):
-        label, kind, run, _, done = native._jax_train(adapter, req, model, weights, state, "cpu", donate=donate)
+        label, kind, run, _, done = jax_jit.train(adapter, req, model, weights, state, "cpu", donate=donate)
         box = dict(zip(run.__code__.co_freevars, (c.cell_contents for c in run.__closure__)))["box"]
         given = jax.tree_util.tree_leaves((box["params"], box["opt_state"]))
         losses[donate] = [float(run()) for _ in range(3)]

@@ -1,4 +1,4 @@
-"""The MLIR bindings' module as the ablation stage edits it: walking ops, reading shapes, building ops at a site."""
+"""The MLIR bindings' module as ablation edits it: walking ops, reading shapes, building ops at a site."""
 from __future__ import annotations
 
 

@@ -1,4 +1,8 @@
-"""An ablation's typed result: each variant of B, its output check against B, and its time against A and B across rounds."""
+"""An ablation's typed result: B's variants, each checked against B and timed against A and B.
+
+Each variant's output check is against B's outputs; its time is measured once per round, with its
+95% interval across the rounds.
+"""
 from __future__ import annotations
 
 from dataclasses import dataclass, field

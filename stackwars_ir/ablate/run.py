@@ -1,4 +1,7 @@
-"""`ablate A B`: B's variants written, each checked against B's outputs, and A, B and the variants timed in rounds of fresh workers."""
+"""`ablate A B`: B's variants written, each checked against B's outputs, then timed with A and B.
+
+A, B and the variants are timed in rounds of fresh workers.
+"""
 from __future__ import annotations
 
 import json
@@ -360,7 +363,7 @@ def block_times(b: Path, v: Path, profiles_b: list, profiles_v: list) -> dict:
     the variant's summed kernel time, seconds)."""
     from ..bench.profile import merged
     from ..diff import diff_files
-    from ..diff.analysis import with_times
+    from ..diff.measured import with_times
 
     pb, pv = merged(profiles_b), merged(profiles_v)
     report = diff_files(b, v)

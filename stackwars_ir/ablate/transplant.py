@@ -1,4 +1,4 @@
-"""Block transplant: aligned blocks of B replaced by A's, their inputs and outputs found by value and read through reshapes and transposes.
+"""Block transplant: aligned blocks of B replaced by A's, their inputs and outputs found by value.
 
 For the differences no named rewrite covers (ablate.rewrites), the coarser experiment: B with one
 kind of block (norm, attention, MLP, embedding) computed by A's ops instead of its own. The diff
@@ -19,7 +19,7 @@ from pathlib import Path
 from .mlir import At, head, histogram, ops_of, shape_of
 from .rewrites import CannotApply
 
-KINDS = ("norm", "attention", "mlp", "embedding")  # the block roles (diff.blocks.ROLES) transplanted by default
+KINDS = ("norm", "attention", "mlp", "embedding")  # the block roles (diff.block.ROLES) transplanted by default
 # Ops a transplant may remove once nothing reads them: StableHLO's and CHLO's, but those with an
 # effect (or a region that may hold one) only where listed as pure.
 PURE_DIALECT = ("stablehlo.", "chlo.")
@@ -172,7 +172,7 @@ class _Side:
 
     def tops(self, blk) -> list:
         """The block's top-level op indices (an op in a region or a callee counts as the op holding it)."""
-        from ..diff.blocks import top_of
+        from ..diff.block import top_of
 
         entry = self.model.entry.name
         return sorted({self.index[top_of(self.model, op)] for op, _ in blk.ops

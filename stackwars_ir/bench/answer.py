@@ -1,4 +1,7 @@
-"""One answer to "why is B slower than A": the native step gap split into the compiled program's part, the host's part and the rest, each with its interval."""
+"""One answer to "why is B slower than A": the native step gap split into parts, with intervals.
+
+The parts: the compiled program's, the host's and the rest, each with its interval.
+"""
 from __future__ import annotations
 
 import math

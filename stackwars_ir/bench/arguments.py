@@ -1,4 +1,7 @@
-"""A module's argument values: recorded beside its capture, rebuilt from the catalogue's model, or synthetic within the tables they index."""
+"""A module's argument values: recorded beside its capture, rebuilt from its model, or synthetic.
+
+A rebuilt value comes from the catalogue's model; a synthetic one stays within the table it indexes.
+"""
 from __future__ import annotations
 
 from pathlib import Path

@@ -1,4 +1,7 @@
-"""A bench file's measurements joined to a diff's blocks: each block's profiled kernel time and its host time, with the bench's verdict on the pair."""
+"""A bench file's measurements joined to a diff's blocks: per-block kernel and host time, the verdict.
+
+Each block gets its profiled kernel time and its host time; the pair gets the bench's verdict.
+"""
 from __future__ import annotations
 
 

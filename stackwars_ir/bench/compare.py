@@ -1,4 +1,7 @@
-"""Comparison: which executable is faster, by how much, and how sure, from the timed samples (bootstrap)."""
+"""Comparison: which executable is faster, by how much, and how sure, from the timed samples.
+
+How sure: a bootstrap interval over resamples of both sides' samples.
+"""
 from __future__ import annotations
 
 import random

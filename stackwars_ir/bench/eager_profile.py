@@ -1,4 +1,7 @@
-"""PyTorch eager's steady runs under torch.profiler, each op's time traced to the module and phase it ran in: a Profile the diff splits by block."""
+"""PyTorch eager's steady runs under torch.profiler, each op's time traced to its module and phase.
+
+The module and phase are those the op ran in; the result is a Profile the diff splits by block.
+"""
 from __future__ import annotations
 
 import time

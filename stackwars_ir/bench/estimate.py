@@ -1,4 +1,7 @@
-"""Estimate: each kernel's time on a TPU that is not here, from the TPU compiler's own cost model (libtpu, compile-only), marked as such."""
+"""Estimate: each kernel's time on a TPU that is not here, from the TPU compiler's own cost model.
+
+The compiler is libtpu's, compiling only; every figure is marked as an estimate.
+"""
 from __future__ import annotations
 
 import re
@@ -22,7 +25,7 @@ CHIPS = {t.name: t.chip for t in ESTIMATED}  # the generations `bench --target` 
 
 def check_chip(target: str) -> Chip:
     from ..errors import StackwarsError
-    from .memory import check_target
+    from .planning import check_target
 
     if target not in CHIPS:
         raise StackwarsError(f"--target {target}: no estimates for it", fix=f"choose one of: {', '.join(CHIPS)}")
@@ -41,7 +44,7 @@ def estimate_file(path: Path, target: str):
     from ..errors import StackwarsError
     from ..ir import compile_input, load
     from .executable import Executable
-    from .memory import Compiler
+    from .planning import Compiler
     from ..isolate import started
 
     (result,) = load([path])

@@ -1,4 +1,9 @@
-"""An executable compiled from StableHLO and timed on one XLA runtime: its row, its arguments (recorded, rebuilt or synthetic), the device's peaks and the machine."""
+"""A timed executable's row (StableHLO or native): its timings, XLA's analyses, its arguments' source.
+
+The row says where its argument values came from (recorded, rebuilt or synthetic); roofline places
+it against the device's measured peaks, and machine names the machine that ran it. The compiling and
+timing themselves are bench.timed's.
+"""
 from __future__ import annotations
 
 import os
@@ -12,7 +17,7 @@ from .proof import Proof
 from .timing import Timing
 
 BENCH_FORMAT = 1
-# How a row's resident memory is measured (bench.memory.ResidentWindow), said in its JSON.
+# How a row's resident memory is measured (bench.planning.ResidentWindow), said in its JSON.
 RESIDENT_METHOD = ("growth of the process's peak resident set over the row (compile, the row's own weights and "
                    "state placed, every run), against the resident set before it; the allocator as a user's "
                    "process has it")
@@ -34,7 +39,7 @@ class Executable:
     error: str | None = None
     proof: Proof | None = None  # the first run's output against the reference output
     sha256: str | None = None  # of a StableHLO file: which file this row timed (report --bench checks it)
-    resident_bytes: int | None = None  # the row's growth of peak resident memory (bench.memory.ResidentWindow)
+    resident_bytes: int | None = None  # the row's growth of peak resident memory (bench.planning.ResidentWindow)
     profile: Profile | None = None  # bench --profile: each kernel's time in the profiled runs
     host: HostPhases | None = None  # bench --host: a native runtime's steady step by host phase
 

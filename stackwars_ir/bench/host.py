@@ -1,4 +1,4 @@
-"""Host phases of a native runtime's steady step: where each step's wall time goes, from the runtime's own clocks."""
+"""Host phases of a native runtime's steady step: where its wall time goes, from its own clocks."""
 from __future__ import annotations
 
 import time

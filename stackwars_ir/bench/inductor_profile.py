@@ -1,4 +1,8 @@
-"""torch.compile's steady runs under torch.profiler, each inductor kernel traced to the module and phase of the FX nodes it computes: a Profile the diff splits by block."""
+"""torch.compile's steady runs under torch.profiler, each kernel traced to its module and phase.
+
+An inductor kernel's module and phase are those of the FX nodes it computes; the result is a Profile
+the diff splits by block.
+"""
 from __future__ import annotations
 
 import re

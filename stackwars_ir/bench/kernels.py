@@ -1,4 +1,7 @@
-"""What runs: the kernels XLA compiles a module to (its optimized HLO's entry instructions, and its loops' bodies), each traced back to the module path it came from."""
+"""What runs: the kernels XLA compiles a module to, each traced back to the module path it came from.
+
+The kernels are its optimized HLO's entry instructions, and those of its loops' bodies.
+"""
 from __future__ import annotations
 
 import dataclasses
@@ -237,7 +240,7 @@ def compile_kernels(path: Path, backend: str = "cpu") -> Kernels:
     started()
     try:
         if is_tpu(backend):  # compile-only for a TPU slice (libtpu), as memory plans it
-            from .memory import compiler_for
+            from .planning import compiler_for
 
             exe = compiler_for(backend).compile(text, str(path))
         else:
@@ -270,7 +273,7 @@ def kernels_of_files(paths, backend: str = "cpu", timeout: float | None = 300, m
     `stack`'s environment (its XLA; None, this one's); a module XLA optimized already (dumped_kernels)
     read as it is, not compiled again."""
     from ..isolate import Isolated, Task, default_max_memory, row
-    from .memory import most_partitions
+    from .planning import most_partitions
 
     out = []
     with Isolated(max_memory or default_max_memory(), most_partitions(paths) if backend == "cpu" else 1,
@@ -295,7 +298,7 @@ def block_kernels(report, result, files, progress=None, target: str = "cpu"):
     from ..errors import StackwarsError
 
     if target != "cpu":
-        from .memory import check_target
+        from .planning import check_target
 
         check_target(target)
     ka, kb = kernels_of_files(files, target, progress=progress)

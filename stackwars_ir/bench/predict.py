@@ -1,4 +1,8 @@
-"""Predict a step on a device that is not here (a TPU v6e) from host phases measured here and that device's compile-only estimate, under stated assumptions."""
+"""Predict a step on a device that is not here (a TPU v6e) from host phases and a device estimate.
+
+The host phases are measured here, the device's part is its compile-only estimate, and the
+assumptions are stated.
+"""
 from __future__ import annotations
 
 from dataclasses import dataclass

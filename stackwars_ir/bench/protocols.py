@@ -1,4 +1,7 @@
-"""The study's candidate timing protocols, each run step by step in a fresh process: graphs compiled per step and host work timed with the device idle."""
+"""The study's candidate timing protocols, each run step by step in a fresh process.
+
+Each run counts the graphs compiled per step and times the host work with the device idle.
+"""
 from __future__ import annotations
 
 import os
@@ -229,7 +232,7 @@ def _pytorch(workload: str, size: str, name: str):
     import torch_xla.core.xla_model as xm
     import torch_xla.debug.metrics as met
 
-    from .native import on_xla, torch_loop
+    from .runtimes.shared import on_xla, torch_loop
 
     def counter() -> int:
         return met.counter_value("UncachedCompile") or 0
@@ -301,7 +304,7 @@ def _jax(workload: str, size: str, name: str):
     """(step, compile counter) of a JAX protocol under jax.jit; step() as _pytorch's (launch empty)."""
     import jax
 
-    from .native import as_captured, jax_counters
+    from .runtimes.shared import as_captured, jax_counters
 
     jax_counters()
 

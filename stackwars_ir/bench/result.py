@@ -1,4 +1,4 @@
-"""A bench's typed result: executables per batch size, the peaks and the machine, with as_json and from_json."""
+"""A bench's typed result (as_json, from_json): executables per batch size, the peaks, the machine."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field

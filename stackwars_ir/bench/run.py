@@ -97,7 +97,7 @@ def _bench_files(paths, backend, timeout, with_peaks, max_memory, progress, aske
         rows.append(str(path))
         todo.append(str(path))
     timed = {}
-    from .memory import most_partitions
+    from .planning import most_partitions
 
     with Isolated(max_memory, most_partitions(todo) if rt.platform == "cpu" else 1, stack=stack,
                   stager=staged_values) as worker:
@@ -129,7 +129,7 @@ def _more_rounds(timed: dict, todo: list, platform: str, timeout, asked, max_mem
 
     from ..errors import StackwarsError
     from ..isolate import Isolated
-    from .memory import most_partitions
+    from .planning import most_partitions
     from .profile import merged
     from .staging import staged_values
 

@@ -1,4 +1,4 @@
-"""A stack's worker has jax, not torch: the argument values of the catalogue's captures, built here for it."""
+"""Argument values of catalogue captures, built here for a stack's worker (it has jax, not torch)."""
 from __future__ import annotations
 
 from pathlib import Path

@@ -1,4 +1,7 @@
-"""A StableHLO module compiled and timed on one XLA runtime in this process: its first, second and steady runs, cost, memory, kernels and profile; the device's peaks."""
+"""A StableHLO module compiled and timed on one XLA runtime in this process; the device's peaks.
+
+A module's row holds its first, second and steady runs, its cost, memory, kernels and profile.
+"""
 from __future__ import annotations
 
 import time
@@ -99,7 +102,7 @@ def _warm_one(path, text, module, rt, sidecar, timeout, how, seed, staged=None) 
 
         started()  # in a bench worker: the time limit of the compile and runs starts now
         deadline = time.monotonic() + timeout if timeout else None  # the budget covers the compile too
-        from .memory import ResidentWindow
+        from .planning import ResidentWindow
 
         with ResidentWindow() if rt.platform == "cpu" and ResidentWindow.available() else _no_window() as window:
             t0 = time.perf_counter()

@@ -1,4 +1,7 @@
-"""A user's own device profile (an XProf `*.xplane.pb`) read as a Profile of one program's kernels, step by step."""
+"""A user's own device profile (an XProf `*.xplane.pb`) read as a Profile of one program's kernels.
+
+It is read step by step: each step's time per kernel.
+"""
 from __future__ import annotations
 
 import statistics

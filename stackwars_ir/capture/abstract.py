@@ -1,4 +1,7 @@
-"""Abstract capture: a model lowered from shapes and dtypes alone, no weight materialized (JAX and torchax)."""
+"""Abstract capture: a model lowered from shapes and dtypes alone, no weight materialized.
+
+JAX's twin and torchax both capture this way.
+"""
 from __future__ import annotations
 
 import time
@@ -10,7 +13,8 @@ from ..routes import TORCHAX
 from ..workload import Argument
 from ..workload.shapes import meta_model
 from .artifact import Capture
-from .lowering import jax_dtype, placement
+from ..workload.exported import jax_dtype
+from .lowering import placement
 
 NOT_CHECKED = "abstract capture: no weight was materialized, so nothing ran; the adapter's tiny size carries the parity evidence"
 
@@ -113,7 +117,8 @@ def _torchax_abstract(model, inputs, st, placement=None) -> Capture:
     from torchax import export as tx_export
 
     from .lowering import lower_text
-    from .torch_capture import spec_kind, torchax_function, torchax_named
+    from ..workload.exported import torchax_function
+    from .torch_capture import spec_kind, torchax_named
 
     with st.stage("torch.export (meta)", hold_ctrl_c=True):
         try:

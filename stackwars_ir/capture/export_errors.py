@@ -1,4 +1,7 @@
-"""Why a PyTorch export failed, said at the model's own line: data-dependent branches and shapes, ops a route cannot lower."""
+"""Why a PyTorch export failed, said at the model's own line.
+
+The causes: data-dependent branches and shapes, and ops a route cannot lower.
+"""
 from __future__ import annotations
 
 import re

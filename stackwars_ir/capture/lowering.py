@@ -102,11 +102,3 @@ def _placed(args, named, placement: Placement):
         dtype = leaf.dtype if hasattr(leaf, "dtype") else np.asarray(leaf).dtype
         placed.append(jax.ShapeDtypeStruct(shape, dtype, sharding=NamedSharding(abstract, parts)))
     return jax.tree_util.tree_unflatten(tree, placed)
-
-
-def jax_dtype(torch_dtype):
-    """The JAX dtype of a torch dtype (`torch.float32` -> `jnp.float32`), for abstract arguments."""
-    import jax.numpy as jnp
-
-    return {"float32": jnp.float32, "bfloat16": jnp.bfloat16, "int64": jnp.int64, "int32": jnp.int32,
-            "float64": jnp.float64, "bool": jnp.bool_}[str(torch_dtype).replace("torch.", "")]

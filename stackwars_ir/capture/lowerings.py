@@ -1,4 +1,7 @@
-"""Which function lowers each PyTorch route to StableHLO: a forward from torch.export's program, a training step from its state."""
+"""Which function lowers each PyTorch route to StableHLO, for a forward and for a training step.
+
+A forward is lowered from torch.export's program, a training step from the model and its state.
+"""
 from __future__ import annotations
 
 from ..routes import TORCH_TPU, TORCH_XLA, TORCHAX

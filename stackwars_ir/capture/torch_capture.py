@@ -13,6 +13,7 @@ from ..hostmem import release
 from ..progress import Stages
 from ..routes import PACKAGE, TORCHAX
 from ..workload import Argument
+from ..workload.exported import needs_x64, torchax_function
 from ..workload.values import copy_on
 from .artifact import Capture
 from .lowering import lower_text
@@ -163,70 +164,6 @@ def capture_torchax(ep, inputs: dict[str, np.ndarray], stages: Stages, placement
 def torchax_named(names, kinds: dict, inputs: dict) -> list[tuple[str, str]]:
     """(kind, name) of each argument of torchax's function: the program's states, then the inputs."""
     return [(kinds.get(n, "constant"), n) for n in names] + [("input", n) for n in inputs]
-
-
-def needs_x64(inputs) -> bool:
-    return any(v.dtype in (np.int64, np.float64) for v in inputs.values())
-
-
-def _states(program) -> tuple[list, list]:
-    """Names and tensors of the program's non-input placeholders, in the graph's own order.
-
-    torchax's `_extract_states_from_exported_program` (the pinned 0.0.13 and torch_xla 2.9.0's copy,
-    0.0.6, alike: docs/stacks.md) returns parameters, then buffers, then
-    lifted constants' values without their names: where a model makes a tensor inside forward
-    (GPT-Neo's mask value) the names and values no longer line up, and a 128x128 mask buffer was
-    passed where the scalar belonged (measured: "Incompatible shapes for broadcasting"). The graph
-    signature's input_specs give every placeholder's kind and name in call order.
-    """
-    from torch.export.graph_signature import InputKind
-
-    tables = {**program.state_dict, **(getattr(program, "constants", None) or {})}
-    names, values = [], []
-    for spec in program.graph_signature.input_specs:
-        if spec.kind == InputKind.USER_INPUT:
-            continue
-        names.append(spec.target)
-        values.append(tables[spec.target])
-    return names, values
-
-
-def torchax_function(ep, tx_export):
-    """torchax.export.exported_program_to_jax, with a named scope per FX node."""
-    import jax
-    import torchax
-
-    from torch.export import default_decompositions
-
-    # torchax 0.0.13 fills its op table (ops_registry.all_aten_ops) when its environment loads its ops,
-    # no longer when torchax.export is imported (torch_xla's copy, 0.0.6, did): without this, a capture
-    # that makes no environment first (a training step from shapes) fails on its first op
-    # ("AssertionError: aten.embedding.default")
-    torchax.default_env()
-    # torchax runs run_decompositions twice (core ATen's table, then its own), each a full re-trace
-    # through AOT autograd: 93% of exported_program_to_jax's time on GPT-2 base (cProfile), the JAX trace
-    # and lowering after it 0.5 s. One pass with torchax's table over core ATen's gives the same
-    # StableHLO text on every adapter, forward and training, in less than half the time (6.3 -> 2.8 s).
-    table = default_decompositions()
-    table.update(tx_export.decompositions.DECOMPOSITIONS)
-    program = ep.run_decompositions(table)
-    names, states = _states(program)
-    mutations = len(program.graph_signature.buffers_to_mutate)
-
-    class ScopedInterpreter(tx_export.JaxInterpreter):
-        def run_node(self, n):
-            stack = n.meta.get("nn_module_stack") or {}
-            path = list(stack.values())[-1][0] if stack else ""
-            if not path:
-                return super().run_node(n)
-            with jax.named_scope(path):
-                return super().run_node(n)
-
-    def forward(states, inputs):
-        return tuple(ScopedInterpreter(program.graph_module).run(
-            *states, *inputs, enable_io_processing=False)[mutations:])
-
-    return names, states, forward
 
 
 # ---------------------------------------------------------------------------------------------------

@@ -1,4 +1,7 @@
-"""TorchTPU's route: torch.export's program to StableHLO through TorchTPU's MLIR exporter, with XLA's CPU PJRT plugin as its device."""
+"""TorchTPU's route: torch.export's program to StableHLO through TorchTPU's MLIR exporter.
+
+TorchTPU's device is XLA's CPU PJRT plugin.
+"""
 from __future__ import annotations
 
 import contextlib

@@ -1,4 +1,4 @@
-"""Training-step capture: loss, backward and one AdamW update, from JAX, torch_xla and torchax, parity-checked.
+"""Training-step capture: loss, backward and one AdamW update, from JAX, torch_xla and torchax.
 
 The step itself (loss, AdamW, the state it starts from) is workload/train.py's. The captured step is the second one: every route starts from the state PyTorch eager reaches after
 one step on the seeded weights and batch (parameters, AdamW's exp_avg and exp_avg_sq, step 1), so
@@ -9,7 +9,6 @@ PyTorch eager's second step: the loss, the gradients and the AdamW rule (see GRA
 from __future__ import annotations
 
 import contextlib
-import copy
 import dataclasses
 import os
 
@@ -17,12 +16,12 @@ import numpy as np
 
 from ..errors import CaptureError, MissingExtra, StackwarsError
 from ..progress import Stages
-from ..routes import PACKAGE, TORCHAX
+from ..routes import TORCHAX
 from ..runtime import enable_x64
 from ..workload import Argument
+from ..workload.exported import torchax_step
 from ..workload.values import copy_on
-from ..workload.train import (OpNames, TrainState, adamw_state, adamw_step, jax_step, named_leaves, optimizer,
-                              torch_loss)
+from ..workload.train import OpNames, TrainState, jax_step, named_leaves, optimizer, torch_loss
 from .artifact import Capture
 from .lowering import lower_text
 from .torch_capture import hlo_debug, lazy_graph, require_op_names, tensor_id
@@ -80,82 +79,6 @@ def capture_torchax_train(model, state: TrainState, stages: Stages, placement=No
         raise
     except Exception as e:
         raise CaptureError(f"torchax training export failed: {type(e).__name__}: {str(e).splitlines()[0]}") from e
-
-
-def torchax_step(model, state: TrainState, stages: Stages | None = None, parts: bool = False,
-                 weights: dict | None = None):
-    """torchax's training step of `model` and its loss: torch.export of the loss, torchax's interpreter
-    of it under jax.value_and_grad, optax's AdamW; (step, args) with args' params, opt_state, buffers and
-    inputs, from `state` (the captured step 2), or from `weights` with a fresh optimizer state (a user's
-    first step: bench's torchax training loop jits it, as jax_step does JAX's); with `parts` also the
-    lifted constants, whether the inputs need x64 and whether the state is abstract (the capture's)."""
-    try:
-        import jax
-        import torchax
-        from torchax import export as tx_export
-    except Exception as e:
-        raise MissingExtra(PACKAGE[TORCHAX.name], e) from e
-
-    from .torch_capture import needs_x64, torchax_function
-
-    stages = stages or Stages()
-    abstract = any(isinstance(v, jax.ShapeDtypeStruct) for v in state.params.values())
-    with stages.stage("torch.export (loss" + (", meta)" if abstract else ")"), hold_ctrl_c=True):
-        ep = export_loss(model, state, meta=abstract)
-    with stages.stage("torchax decompositions and arguments" + (" (abstract)" if abstract else ""), hold_ctrl_c=True):
-        names, consts, forward = torchax_function(ep, tx_export)
-        wide = needs_x64(state.inputs)
-        values = state.values() if not abstract else {}
-        with enable_x64(wide):
-            if abstract:
-                from .lowering import jax_dtype
-
-                params = {n: state.params[n] for n in names if n in state.params}
-                fixed = {n: jax.ShapeDtypeStruct(tuple(c.shape), jax_dtype(c.dtype))
-                         for n, c in zip(names, consts) if n not in state.params}
-                lifted = {n for n in fixed if n not in state.buffers}
-            else:
-                env = torchax.default_env()
-                start = state.params if weights is None else weights
-                params = {n: jax.numpy.asarray(start[n]) for n in names if n in state.params}
-                fixed = {n: (jax.numpy.asarray(values[n]) if n in values else env.t2j_copy(c))
-                         for n, c in zip(names, consts) if n not in state.params}
-                lifted = {n: np.asarray(fixed[n]) for n in fixed if n not in values}
-            inputs = {k: jax.numpy.asarray(v) for k, v in state.inputs.items()}
-
-        order = list(state.inputs)  # the export's order; a dict through jax.jit comes back key-sorted
-
-        def loss_fn(params, buffers, inputs):
-            args = [params[n] if n in params else buffers[n] for n in names]
-            return forward(args, [inputs[k] for k in order])[0]
-
-        tx, step = adamw_step(loss_fn)
-        opt_state = jax.eval_shape(tx.init, params) if abstract else \
-            adamw_state(tx, state) if weights is None else tx.init(params)
-        args = {"params": params, "opt_state": opt_state, "buffers": fixed, "inputs": inputs}
-    return (step, args, lifted, wide, abstract) if parts else (step, args)
-
-
-def export_loss(model, state: TrainState, meta: bool = False):
-    """torch.export of the model with its loss as forward, parameter names and module paths unchanged
-    (from meta-device example inputs when `meta`)."""
-    import torch
-
-    m = copy.deepcopy(model)
-    loss, base = state.loss, type(m)
-
-    def forward(self, *xs):
-        tensors, target = (xs[:-1], xs[-1]) if loss == "mse" else (xs, None)
-        return torch_loss(self, loss, list(tensors), target, forward=super(sub, self).forward)
-
-    sub = type(base.__name__, (base,), {"forward": forward, "__module__": base.__module__})
-    m.__class__ = sub  # a subclass, not a wrapper: no "model." prefix on names and module paths
-    example = tuple(torch.empty(v.shape, dtype=getattr(torch, str(v.dtype)), device="meta") if meta
-                    else torch.from_numpy(v) for v in state.inputs.values())
-    try:
-        return torch.export.export(m, example)
-    except Exception as e:
-        raise CaptureError(f"torch.export of the loss failed: {type(e).__name__}: {str(e).splitlines()[0]}") from e
 
 
 # ---------------------------------------------------------------------------------------------------

@@ -87,7 +87,7 @@ def unrolled(blocks, other) -> tuple:
     its loop's blocks, which pair with the other's by loop."""
     from dataclasses import replace
 
-    from .blocks import LAYERED
+    from .block import LAYERED
 
     layered = {(b.role, b.phase) for b in other if b.layer and b.loop < 0 and b.role in LAYERED}
     repeat = [blk.loop >= 0 and blk.role in LAYERED and (blk.role, blk.phase) in layered for blk in blocks]

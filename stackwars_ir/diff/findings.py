@@ -6,7 +6,8 @@ from collections import Counter
 from dataclasses import dataclass
 
 from ..ir.model import Module, Op
-from .blocks import REMAT, Block
+from ..ir.scopes import REMAT
+from .block import Block
 
 HIGH_LEVEL = ("stablehlo.batch_norm_training", "stablehlo.batch_norm_grad", "stablehlo.batch_norm_inference",
               "stablehlo.custom_call",

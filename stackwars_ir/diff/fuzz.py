@@ -1,4 +1,7 @@
-"""Fuzzing: seeded byte-level and syntax-aware mutations of StableHLO files, fed through parse and the analyses."""
+"""Fuzzing: seeded mutations of StableHLO files, fed through parse and the analyses.
+
+The mutations are byte-level and syntax-aware.
+"""
 from __future__ import annotations
 
 import random

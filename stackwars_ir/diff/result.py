@@ -1,4 +1,7 @@
-"""The diff's result: one typed, versioned value that every rendering reads (text, JSON, Markdown, HTML), saved and loaded as JSON."""
+"""The diff's result: one typed, versioned value that every rendering reads, saved and loaded as JSON.
+
+The renderings: text, JSON, Markdown, HTML.
+"""
 from __future__ import annotations
 
 from collections import Counter
@@ -243,11 +246,11 @@ class DiffResult:
     # into `blocks`); what the report's graph view draws.
     flow_a: tuple = field(default=(), repr=False)
     flow_b: tuple = field(default=(), repr=False)
-    # What differs in the entry functions' interfaces, in words (diff.ops.interface_changes): an
+    # What differs in the entry functions' interfaces, in words (diff.program.interface_changes): an
     # argument one side alone takes or types otherwise, a result that is another value.
     interface: tuple = ()
     # Whether the two entry functions compute the same thing, whatever their spelling and blocks
-    # (diff.ops.program_print); None in a result saved before format 4.
+    # (diff.program.Program); None in a result saved before format 4.
     same_program: bool | None = None
 
     @property

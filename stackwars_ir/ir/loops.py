@@ -1,4 +1,7 @@
-"""Counted loops: each `while` whose trip count the IR fixes (JAX's scan and fori_loop, torch_xla's scan), and how often each op runs."""
+"""Counted loops: each `while` whose trip count the IR fixes, and how often each op runs.
+
+Such loops are JAX's scan and fori_loop, and torch_xla's scan.
+"""
 from __future__ import annotations
 
 from typing import NamedTuple

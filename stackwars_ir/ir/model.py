@@ -197,7 +197,7 @@ class Module:
 
     @classmethod
     def from_wire(cls, *parts: tuple) -> "Module":
-        """A module from the parse worker's plain-tuple form (see parse.py: _build), which
+        """A module from the parse worker's plain-tuple form (see builder.py: build), which
         marshal sends across the pipe several times faster than pickle sends NamedTuples.
 
         Several parts (a module walked by several workers) are joined in order: their ops and

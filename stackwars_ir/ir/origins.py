@@ -1,4 +1,7 @@
-"""Where a value's data was computed: followed back through the ops that only move it (reshapes, slices, tuples, calls, a loop's stacking)."""
+"""Where a value's data was computed: followed back through the ops that only move it.
+
+Those ops: reshapes, slices, tuples, calls, a loop's stacking.
+"""
 from __future__ import annotations
 
 from collections import defaultdict

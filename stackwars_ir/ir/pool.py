@@ -1,4 +1,7 @@
-"""StableHLO files parsed with the real MLIR bindings in a pool of isolated workers, under a memory and a time limit per file."""
+"""StableHLO files parsed with the real MLIR bindings in a pool of isolated workers.
+
+Each file is parsed under a memory and a time limit.
+"""
 from __future__ import annotations
 
 import atexit

@@ -1,4 +1,7 @@
-"""Shardings read from a module: its mesh and each entry argument's split per dimension, Shardy or GSPMD alike."""
+"""Shardings read from a module, Shardy or GSPMD alike: its mesh and each entry argument's split.
+
+An argument's split is read per dimension.
+"""
 from __future__ import annotations
 
 import re

@@ -1,4 +1,4 @@
-"""Module statistics: op histograms by op and dialect, functions, arguments, parameter bytes, big tensors."""
+"""Module stats: op histograms by op and dialect, functions, arguments, parameter bytes, big tensors."""
 from __future__ import annotations
 
 from collections import Counter

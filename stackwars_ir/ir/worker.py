@@ -1,7 +1,7 @@
 """The parse worker: a child process that parses files, so a crash in MLIR's native code kills only it.
 
 Protocol on stdin/stdout: length-prefixed marshal data (both ends run the same Python).
-Request: (path, j, k, seam): parse the file, or part j of k of it (see parse._Builder); seam is
+Request: (path, j, k, seam): parse the file, or part j of k of it (see builder._Builder); seam is
 None, or a test's "crash" or "hang".
 Reply: ("ok", [wire, ...]), each the plain-tuple form that Module.from_wire reads,
 ("error", one-line message), or ("memory", detail) when the worker's memory limit was hit. marshal writes and reads plain tuples 3x faster than pickle

@@ -1,4 +1,7 @@
-"""Report: one report model (diff.result.DiffResult, with bench and memory results) rendered as text, JSON, Markdown, HTML."""
+"""Report: one report model (diff.result.DiffResult) rendered as text, JSON, Markdown, HTML.
+
+It is rendered with the bench and memory results that belong to it.
+"""
 from __future__ import annotations
 
 import json

@@ -1,4 +1,7 @@
-"""An ablation (ablate.Ablation) rendered: the "what each difference costs" table as text, Markdown and self-contained HTML."""
+"""An ablation (ablate.Ablation) rendered: the "what each difference costs" table.
+
+As text, Markdown and self-contained HTML.
+"""
 from __future__ import annotations
 
 from pathlib import Path

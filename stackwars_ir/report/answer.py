@@ -1,4 +1,7 @@
-"""bench.answer.Answer rendered: one paragraph (text, Markdown, HTML) saying why B's step differs from A's, each clause with its number, interval and source."""
+"""bench.answer.Answer rendered: one paragraph (text, Markdown, HTML) on why B's step differs from A's.
+
+Each clause carries its number, interval and source.
+"""
 from __future__ import annotations
 
 import math

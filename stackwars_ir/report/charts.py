@@ -1,4 +1,7 @@
-"""Inline SVG charts (no library, nothing fetched): grouped and stacked bars, a waterfall, and a heat-map colour scale."""
+"""Inline SVG charts: grouped and stacked bars, a waterfall, and a heat-map colour scale.
+
+No library, nothing fetched.
+"""
 from __future__ import annotations
 
 import math

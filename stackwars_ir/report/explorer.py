@@ -1,4 +1,4 @@
-"""Model Explorer overlays: the diff's blocks and op-level statuses as node data on Model Explorer's own node ids."""
+"""Model Explorer overlays: the diff's blocks and op-level statuses as node data on its own node ids."""
 from __future__ import annotations
 
 import json

@@ -1,4 +1,7 @@
-"""The report's graph view: both sides' block dataflow as inline SVG, aligned blocks side by side, and each block's op-level diff and IR as page data."""
+"""The report's graph view: both sides' block dataflow as inline SVG, aligned blocks side by side.
+
+Each block's op-level diff and IR go in the page as data.
+"""
 from __future__ import annotations
 
 import json

@@ -1,4 +1,7 @@
-"""What a report is made from: a saved diff, or two files, and the bench and memory JSON that belong to them."""
+"""What a report is made from: a saved diff or two files, and the JSON results that belong to them.
+
+Those results: bench and memory JSON, and an ablation's.
+"""
 from __future__ import annotations
 
 import hashlib

@@ -1,4 +1,7 @@
-"""Regress and bisect results in words: each changed block's sentence, a regress's lines, a bisection's lines."""
+"""Regress and bisect results in words: each changed block's sentence, the lines of each result.
+
+A regress's lines and a bisection's lines.
+"""
 from __future__ import annotations
 
 from ..versions.metric import METRICS

@@ -1,4 +1,7 @@
-"""A sweep run: a grid's jobs on local worker processes or a Ray cluster, each finished job a file, resumable."""
+"""A sweep run: a grid's jobs on local worker processes or a Ray cluster, each finished job a file.
+
+A run is resumable: a job whose record is there is not run again.
+"""
 from __future__ import annotations
 
 import json
@@ -13,7 +16,7 @@ from pathlib import Path
 
 from ..errors import StackwarsError
 from ..targets import is_tpu
-from .grid import Grid, Job
+from .grid import CaptureJob, Grid, Job
 from .jobs import Record, noisy_keys, read_record, relative, stack, write_record
 
 GRACE_S = 120.0  # a worker's start (imports) and its capture, past the job's own timeout
@@ -114,8 +117,8 @@ def phases(todo: list) -> list[tuple[list, bool]]:
     the cores a measurement runs on and every timed job sees the same machine; round by round (a
     grid's `rounds`), so each round of every job is taken before any job's next and a drift of the
     machine moves every job's round alike."""
-    captures = [(j, k) for j, k in todo if j.command == "capture"]
-    untimed = [(j, k) for j, k in todo if j.command != "capture" and not j.timed]
+    captures = [(j, k) for j, k in todo if isinstance(j, CaptureJob)]
+    untimed = [(j, k) for j, k in todo if not isinstance(j, CaptureJob) and not j.timed]
     timed = sorted(((j, k) for j, k in todo if j.timed), key=lambda jk: jk[0].round)
     return [(captures, False), (untimed, False), (timed, True)]
 
@@ -126,7 +129,7 @@ def captures_gone(records, root: Path) -> set[str]:
     another machine): a resumed sweep captures them again before any job that reads them, so a resumed
     bench times the same file."""
     return {r.key for r in records
-            if r.ok and r.job.command == "capture" and not (Path(root) / r.value().file).is_file()}
+            if r.ok and isinstance(r.job, CaptureJob) and not (Path(root) / r.value().file).is_file()}
 
 
 def _timed_elsewhere(found: dict) -> set[str]:
@@ -142,7 +145,7 @@ def _timed_elsewhere(found: dict) -> set[str]:
 
 def _check_targets(jobs) -> None:
     """Before any job starts: a TPU target's compiles need libtpu here (a worker's stack is this one's)."""
-    from ..bench.memory import check_target
+    from ..bench.planning import check_target
 
     for target in sorted({j.target for j in jobs if is_tpu(j.target)}):
         check_target(target)
@@ -150,7 +153,7 @@ def _check_targets(jobs) -> None:
 
 def _failed_capture(job: Job, here: dict, root: Path, done: dict) -> str:
     """Why `job` cannot run: a capture it reads failed (its record's error), or ""."""
-    if job.command == "capture":
+    if isinstance(job, CaptureJob):
         return ""
     for cap in job.captures():
         rec = done.get(cap.key(here)) or read_record(root, cap.key(here))

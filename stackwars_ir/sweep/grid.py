@@ -1,4 +1,7 @@
-"""A sweep's grid (GRID.toml): models x sizes x steps x routes x batches x meshes x targets, as typed jobs."""
+"""A sweep's grid (GRID.toml): models x sizes x steps x routes x batches x meshes x targets, as jobs.
+
+Each job is typed: a capture, a memory plan, a bench or a diff.
+"""
 from __future__ import annotations
 
 import dataclasses
@@ -113,12 +116,53 @@ class Job:
         a memory plan for `gpu` compiles on a GPU client (the TPU targets' plans are compile-only)."""
         return ""
 
+    @classmethod
+    def result_type(cls) -> type:
+        """The type of the job's result (with `from_json`): what its record reads back as."""
+        raise NotImplementedError
+
+    def run(self, files: list[Path], root: Path, progress=None) -> tuple:
+        """(result, error or None) of the job on the capture files it reads (`files`, under the results
+        folder `root`): the result of its type, an error where part of it failed."""
+        raise NotImplementedError
+
+
+@dataclass(frozen=True)
+class CaptureRecord:
+    """A capture job's result: the file (relative to the results folder), its sha256 and size, its
+    parity (the sidecar's) and the seconds of each stage."""
+
+    file: str
+    sha256: str | None
+    bytes: int
+    parity: dict | None
+    seconds: dict
+
+    def as_json(self) -> dict:
+        return {"file": self.file, "sha256": self.sha256, "bytes": self.bytes, "parity": self.parity,
+                "seconds": self.seconds}
+
+    @classmethod
+    def from_json(cls, d: dict) -> "CaptureRecord":
+        return cls(d["file"], d.get("sha256"), int(d["bytes"]), d.get("parity"), d.get("seconds") or {})
+
 
 @dataclass(frozen=True)
 class CaptureJob(Job):
     """A capture of one route of the request (shared by the jobs that read it)."""
 
     command: ClassVar[str] = "capture"
+
+    @classmethod
+    def result_type(cls) -> type:
+        return CaptureRecord
+
+    def run(self, files: list[Path], root: Path, progress=None) -> tuple:
+        from ..files import read_sidecar
+
+        data = read_sidecar(files[0]).data
+        return CaptureRecord(str(files[0].relative_to(root)), data.get("sha256"), files[0].stat().st_size,
+                             data.get("parity"), (data.get("run") or {}).get("seconds", {})), None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -135,6 +179,19 @@ class MemoryJob(Job):
     @classmethod
     def from_fields(cls, request: Request, timeout: float, d: dict) -> "MemoryJob":
         return cls(request, timeout, target=d.get("target", ""), budget=d.get("budget", ""))
+
+    @classmethod
+    def result_type(cls) -> type:
+        from ..bench.memory import MemoryReport
+
+        return MemoryReport
+
+    def run(self, files: list[Path], root: Path, progress=None) -> tuple:
+        from ..bench.memory import budgets
+        from ..bench.planning import plan_files
+
+        report = plan_files(files, self.target, budgets(self.budget), timeout=self.timeout, progress=progress)
+        return report, "; ".join(p.error for p in report.failed) or None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -173,6 +230,35 @@ class BenchJob(Job):
         return cls(request, timeout, target=d.get("target", ""), baselines=tuple(d.get("baselines", ())),
                    profile=int(d.get("profile", 0)), round=int(d.get("round", 0)))
 
+    @classmethod
+    def result_type(cls) -> type:
+        from ..bench.result import BenchReport
+
+        return BenchReport
+
+    def run(self, files: list[Path], root: Path, progress=None) -> tuple:
+        """Its captures timed on one runtime (a TPU target: estimated); with baselines, every route's
+        capture and the native runtimes in one job, as `bench MODEL` times them (bench_model), with the
+        peaks; its profiled runs, the grid's `profile`, asked of every worker that times."""
+        from ..bench.timing import Asked
+
+        if is_tpu(self.target):
+            from ..bench.run import estimate_files
+
+            report = estimate_files(files, self.target, self.timeout, progress=progress)
+        elif not self.baselines:
+            from ..bench.run import bench_files
+
+            report = bench_files(files, self.target, self.timeout, with_peaks=False, progress=progress,
+                                 asked=Asked(profile=self.profile))
+        else:
+            from .model_runs import bench_model
+
+            report = bench_model(self.request, batches=(self.request.batch,), baselines=self.baselines,
+                                 out_dir=Path(root) / "captures", backend=self.target, timeout=self.timeout,
+                                 show=False, progress=progress, asked=Asked(profile=self.profile))
+        return report, "; ".join(e.error for e in report.failed) or None
+
 
 @dataclass(frozen=True, kw_only=True)
 class DiffJob(Job):
@@ -188,6 +274,17 @@ class DiffJob(Job):
     @classmethod
     def from_fields(cls, request: Request, timeout: float, d: dict) -> "DiffJob":
         return cls(request, timeout, against=_request_from(d["against"]))
+
+    @classmethod
+    def result_type(cls) -> type:
+        from ..diff.result import DiffResult
+
+        return DiffResult
+
+    def run(self, files: list[Path], root: Path, progress=None) -> tuple:
+        from ..diff import diff_files
+
+        return diff_files(*files).result("first_of_role"), None
 
 
 JOB_TYPES = {kind.command: kind for kind in (CaptureJob, MemoryJob, BenchJob, DiffJob)}
@@ -285,9 +382,9 @@ def grid_of(tables: list[dict], where: str = "grid") -> Grid:
     for n, table in enumerate(tables, 1):
         here = f"{where}: [[grid]] #{n}"
         for job in _expand(table, here, refused):
-            for j in job.captures() + (() if job.command == "capture" else (job,)):
+            for j in job.captures() + (() if isinstance(job, CaptureJob) else (job,)):
                 jobs.setdefault(_identity(j), j)
-    ordered = sorted(jobs.values(), key=lambda j: j.command != "capture")  # stable: captures first
+    ordered = sorted(jobs.values(), key=lambda j: not isinstance(j, CaptureJob))  # stable: captures first
     return Grid(where, tuple(ordered), tuple(refused.items()))
 
 

@@ -1,4 +1,7 @@
-"""One sweep job run to its record (in a fresh process: `python -m stackwars_ir.sweep.jobs`), and the records on disk."""
+"""One sweep job run to its record in a fresh process, and the records on disk.
+
+The process: `python -m stackwars_ir.sweep.jobs`.
+"""
 from __future__ import annotations
 
 import json
@@ -9,7 +12,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import StackwarsError
-from ..targets import is_tpu
 from .grid import Job
 
 RECORD_FORMAT = 1
@@ -29,43 +31,6 @@ def stack() -> dict:
     except metadata.PackageNotFoundError:
         pass
     return {**out, "capture_revision": CAPTURE_REVISION}
-
-
-@dataclass(frozen=True)
-class CaptureRecord:
-    """A capture job's result: the file (relative to the results folder), its sha256 and size, its
-    parity (the sidecar's) and the seconds of each stage."""
-
-    file: str
-    sha256: str | None
-    bytes: int
-    parity: dict | None
-    seconds: dict
-
-    def as_json(self) -> dict:
-        return {"file": self.file, "sha256": self.sha256, "bytes": self.bytes, "parity": self.parity,
-                "seconds": self.seconds}
-
-    @classmethod
-    def from_json(cls, d: dict) -> "CaptureRecord":
-        return cls(d["file"], d.get("sha256"), int(d["bytes"]), d.get("parity"), d.get("seconds") or {})
-
-
-def result_type(command: str):
-    """The typed result of each command a job runs (each with `from_json`)."""
-    if command == "capture":
-        return CaptureRecord
-    if command == "memory":
-        from ..bench.memory import MemoryReport
-
-        return MemoryReport
-    if command == "bench":
-        from ..bench.result import BenchReport
-
-        return BenchReport
-    from ..diff.result import DiffResult
-
-    return DiffResult
 
 
 @dataclass(frozen=True)
@@ -92,7 +57,7 @@ class Record:
         job's BenchReport, a diff job's DiffResult; None where the job left no result (it failed first)."""
         if not self.result:
             return None
-        return result_type(self.job.command).from_json(self.result)
+        return self.job.result_type().from_json(self.result)
 
     def spreads(self) -> list[float]:
         """The steady-state spread of each row the record timed (a bench's executables and baselines)."""
@@ -234,48 +199,9 @@ def capture_files(job: Job, root: Path, progress=None) -> list[Path]:
 
 
 def _run(job: Job, root: Path, progress) -> tuple[dict, str | None]:
-    files = capture_files(job, root, progress)
-    if job.command == "capture":
-        from ..files import read_sidecar
-
-        data = read_sidecar(files[0]).data
-        return CaptureRecord(str(files[0].relative_to(root)), data.get("sha256"), files[0].stat().st_size,
-                             data.get("parity"), (data.get("run") or {}).get("seconds", {})).as_json(), None
-    if job.command == "memory":
-        from ..bench.memory import budgets, plan_files
-
-        report = plan_files(files, job.target, budgets(job.budget), timeout=job.timeout, progress=progress)
-        return relative(report.as_json(), root), "; ".join(p.error for p in report.failed) or None
-    if job.command == "bench":
-        from ..bench.run import estimate_files
-
-        if is_tpu(job.target):
-            report = estimate_files(files, job.target, job.timeout, progress=progress)
-        else:
-            report = _bench(job, files, root, progress)
-        return relative(report.as_json(), root), "; ".join(e.error for e in report.failed) or None
-    from ..diff import diff_files
-
-    report = diff_files(*files)
-    return relative(report.result("first_of_role").as_json(), root), None
-
-
-def _bench(job: Job, files: list, root: Path, progress):
-    """A bench job's report: its captures timed on one runtime; with baselines, every route's capture
-    and the native runtimes in one job, as `bench MODEL` times them (bench_model), with the peaks; its
-    profiled runs, the grid's `profile`, asked of every worker that times."""
-    from ..bench.timing import Asked
-
-    asked = Asked(profile=job.profile)
-    if not job.baselines:
-        from ..bench.run import bench_files
-
-        return bench_files(files, job.target, job.timeout, with_peaks=False, progress=progress, asked=asked)
-    from .model_runs import bench_model
-
-    return bench_model(job.request, batches=(job.request.batch,), baselines=job.baselines,
-                       out_dir=captures_dir(root), backend=job.target, timeout=job.timeout, show=False,
-                       progress=progress, asked=asked)
+    """The job's result as its record holds it (relative to the results folder), and its error."""
+    report, error = job.run(capture_files(job, root, progress), Path(root), progress)
+    return relative(report.as_json(), root), error
 
 
 def relative(data, root: Path):

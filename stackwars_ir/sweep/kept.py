@@ -1,4 +1,7 @@
-"""A page's records kept in the repository, xz-compressed: restored into a results folder before it resumes, new ones added after."""
+"""A page's records kept in the repository, xz-compressed: restored for a sweep, new ones added after.
+
+Restored into a results folder before the sweep resumes there.
+"""
 from __future__ import annotations
 
 import contextlib

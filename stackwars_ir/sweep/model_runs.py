@@ -1,4 +1,7 @@
-"""The model runs: a model captured at each batch (or its captures reused), then timed, estimated or planned; the largest batch that fits; the smallest slice."""
+"""Model runs: a model captured at each batch (or captures reused), then timed, estimated or planned.
+
+Also the largest batch that fits, and the smallest slice.
+"""
 from __future__ import annotations
 
 import dataclasses
@@ -158,7 +161,7 @@ def plan_model(model: str | Request, *, batches=(None,), out_dir: Path = Path("o
                target: str = "cpu", budgets_=(), measure: bool = False, max_memory: int | None = None,
                timeout: float | None = None, show: bool | None = None, progress=None, **fields) -> MemoryReport:
     """MODEL captured (or its captures reused) at each batch size, every capture planned for `target`."""
-    from ..bench.memory import check_target, plan_files
+    from ..bench.planning import check_target, plan_files
 
     todo = requests(model, batches, **fields)
     check_target(target, measure)  # a missing libtpu fails before any capture
@@ -204,7 +207,7 @@ def max_batch_model(model: str | Request, *, budgets_, limit: int = MAX_BATCH_LI
 
     found = search_max_batch(probe, list(probe(1)), budgets_, limit)
     from ..bench import machine
-    from ..bench.memory import target_versions
+    from ..bench.planning import target_versions
 
     # The table shows the plans on either side of each boundary; every compile is in the searches.
     shown = {(m.name, b) for m in found for b in (1, m.largest, (m.largest or 0) + 1) if b}
@@ -218,7 +221,8 @@ def smallest_slice_model(model: str | Request, *, budgets_, target: str, progres
     taking the chips the request's other mesh axes leave) and compiled for it, until every executable's
     per-chip plan fits every budget (default: one chip of the target)."""
     from ..bench import machine
-    from ..bench.memory import Budget, DEVICES, SmallestSlice, target_versions, check_target, slice_chips
+    from ..bench.memory import Budget, DEVICES, SmallestSlice, slice_chips
+    from ..bench.planning import target_versions, check_target
     from ..workload.mesh import Mesh
 
     check_target(target)

@@ -1,1 +1,5 @@
-"""Versions: one program under two library stacks (regress), the first release that changes it (bisect), and the metrics both judge by."""
+"""Versions: one program under two stacks (regress), the first release that changes it (bisect).
+
+The stacks are library stacks (stackwars_ir.stacks); regress and bisect judge by the same metrics
+(versions.metric).
+"""

@@ -1,4 +1,4 @@
-"""Bisect: the first released version between a good and a bad one at which a metric of a model changes."""
+"""Bisect: the first release between a good and a bad one at which a metric of a model changes."""
 from __future__ import annotations
 
 import re

@@ -1,4 +1,9 @@
-"""What a version comparison measures of one program: a `Metric` (steady time, memory plan peak, kernels, fusion kinds) that measures a file under a stack, compares two values with their noise and shows one; regress's thresholds and bisect read the same table."""
+"""What a version comparison measures of one program: a `Metric`, in one table regress and bisect read.
+
+A `Metric` (steady time, memory plan peak, kernels, fusion kinds) measures a file under a stack,
+compares two values with their noise and shows one; regress's thresholds and bisect read the same
+table.
+"""
 from __future__ import annotations
 
 from collections import Counter
@@ -67,7 +72,7 @@ def _fusion_kinds(path, stack, progress) -> tuple:
 
 
 def _peak(path, stack, progress) -> int:
-    from ..bench.memory import plan_files
+    from ..bench.planning import plan_files
 
     plan = plan_files([path], progress=progress, stack=stack).plans[0]
     if plan.error:

@@ -1,4 +1,7 @@
-"""Regress: one program under two stacks (or two files), what changed per block in IR, kernels, time and memory, judged by versions.metric's thresholds."""
+"""Regress: one program under two stacks (or two files), what changed per block, judged by thresholds.
+
+Per block: IR, kernels, time and memory; the thresholds are versions.metric's.
+"""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -122,7 +125,7 @@ def regress_files(file_a: Path, file_b: Path, stack_a: Stack, stack_b: Stack,
     from ..diff import diff_files, with_kernels, with_times
     from ..errors import StackwarsError
     from ..bench.kernels import kernels_of_files
-    from ..bench.memory import plan_files
+    from ..bench.planning import plan_files
 
     report = diff_files(file_a, file_b)
     result = report.result()
@@ -298,7 +301,7 @@ def _block(b) -> BlockChange:
                         if not (g.status == "changed" and g.what and all(w.startswith("callee ") for w in g.what)))
     fusions = (tuple(n for n in k["names_a"] if "fusion" in n), tuple(n for n in k["names_b"] if "fusion" in n)) \
         if k else None
-    from ..diff.blocks import PHASE_LABEL
+    from ..diff.block import PHASE_LABEL
 
     label = b.name_a if b.name_a == b.name_b else f"{b.name_a} / {b.name_b}"
     # A module's backward is a block of its own, named like its forward: its phase is said beside the name.

@@ -1,4 +1,4 @@
-"""A device mesh (`--mesh fsdp=4,tp=2`) and the one rule that places each argument's dimensions on its axes."""
+"""Device mesh (`--mesh fsdp=4,tp=2`) and the one rule placing each argument's dimensions on its axes."""
 from __future__ import annotations
 
 import re

@@ -1,4 +1,7 @@
-"""A request made real: the seeded PyTorch model, its weights, inputs and eager reference (float64 too), and argument values."""
+"""A request made real: the seeded PyTorch model, weights, inputs, eager reference, argument values.
+
+The eager reference is made in float64 too.
+"""
 from __future__ import annotations
 
 from dataclasses import dataclass

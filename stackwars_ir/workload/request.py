@@ -1,4 +1,4 @@
-"""The typed request (a model, its size and shapes, the step and its routes) and the file names it maps to."""
+"""The typed request (a model, its size and shapes, the step and its routes) and its file names."""
 from __future__ import annotations
 
 import dataclasses

@@ -1,4 +1,7 @@
-"""A workload's values between frameworks: float64 copies of a model and its inputs, JAX's inputs, pytree leaf names."""
+"""A workload's values between frameworks: float64 copies, JAX's inputs, pytree leaf names.
+
+The float64 copies are of a model and its inputs.
+"""
 from __future__ import annotations
 
 import numpy as np

@@ -1,4 +1,7 @@
-"""docs/findings-host.md: the study's table predicted for its device (a TPU v6e) from the host phases and the v6e estimates `make findings-host` records."""
+"""docs/findings-host.md: the study's table predicted for its TPU v6e from host phases and estimates.
+
+The host phases and the v6e estimates are the records `make findings-host` makes.
+"""
 from __future__ import annotations
 
 import datetime
@@ -26,8 +29,8 @@ def route_tables(workloads, results: Path, level: str = "##") -> list[str]:
     jax.jit's and torch_xla lazy's (one bench of the four, interleaved in one job), and its steady step
     predicted for the target on the device estimate of torch_xla's capture (the routes' StableHLO lies
     within about 1.1x of each other on the target's cost model: docs/findings.md section 11)."""
-    from ...bench.predict import HOST_FACTOR, host_seconds
-    from ...bench.run import BenchReport
+    from stackwars_ir.bench.predict import HOST_FACTOR, host_seconds
+    from stackwars_ir.bench.run import BenchReport
 
     lo, hi = HOST_FACTOR
     out = [f"{level} What a PyTorch user can do about it: other PyTorch routes' host work per step", "",
@@ -41,7 +44,7 @@ def route_tables(workloads, results: Path, level: str = "##") -> list[str]:
            "| workload | runtime | steady here ms | host work per step here ms | host work / jax.jit's (one job) | "
            f"predicted {TARGET} steady ms | study's PyTorch steady ms |",
            "|---|---|---:|---:|---:|---:|---:|"]
-    from ...bench.predict import STUDY
+    from stackwars_ir.bench.predict import STUDY
 
     rows_shown = 0
     for w in workloads:
@@ -81,8 +84,8 @@ def route_tables(workloads, results: Path, level: str = "##") -> list[str]:
 
 def cells_of(workload: str, results: Path):
     """The predicted cells of WORKLOAD from its two records, or why there are none."""
-    from ...bench.predict import predict, predict_unsynced
-    from ...bench.run import BenchReport
+    from stackwars_ir.bench.predict import predict, predict_unsynced
+    from stackwars_ir.bench.run import BenchReport
 
     try:
         bench = BenchReport.from_json(json.loads((results / f"{workload}-bench.json").read_text()))
@@ -155,7 +158,7 @@ def host_page(workloads, results: Path, commit: str, root: Path, protocols: list
     """docs/findings-host.md from the records in RESULTS (made at COMMIT, named from the project ROOT):
     the study's timing protocols measured (PROTOCOLS: report.findings.protocols.protocols_section's
     lines), then the previous prediction of the study's table from one bench job per workload."""
-    from ...bench.predict import HOST_FACTOR
+    from stackwars_ir.bench.predict import HOST_FACTOR
 
     dates = record_dates(results)
     lo, hi = HOST_FACTOR
@@ -200,7 +203,7 @@ def host_page(workloads, results: Path, commit: str, root: Path, protocols: list
 def cell_tables(workloads, results: Path, level: str = "##") -> list[str]:
     """Each workload's table of predicted cells, then the summary: the cells within 2x and by how much
     the others miss (docs/findings-host.md, and docs/findings.md's section on the study's table)."""
-    from ...bench.predict import HOST_FACTOR
+    from stackwars_ir.bench.predict import HOST_FACTOR
 
     out, total, inside = [], 0, 0
     misses = []

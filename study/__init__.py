@@ -1,4 +1,8 @@
-"""The findings pages (docs/findings*.md), each rendered from its records: the benchmarks scripts run the grids and call these."""
+"""The Stack Wars study's write-up, beside the library: its findings pages (docs/findings*.md).
+
+The benchmarks scripts (benchmarks/findings*.py) run the grids and call these. The study uses the
+library's public API (stackwars_ir); the library never imports it.
+"""
 from .claims import Results, findings_page
 from .host import host_page
 from .memory import memory_page

@@ -1,4 +1,8 @@
-"""What every findings page shares: its text written line by line, the machine line (the records'), the sweep line, each row's record date and paths named without this machine's."""
+"""What every findings page shares: its text, the machine and sweep lines, record dates, paths.
+
+The text is written line by line; the machine line is the records'; each row has its record's date;
+paths are named without this machine's.
+"""
 from __future__ import annotations
 
 import platform
@@ -20,7 +24,7 @@ class Page:
 
 def machine_line() -> str:
     """The machine a page was made on: processor, cpus, Python, system."""
-    from ...files import host
+    from stackwars_ir.files import host
 
     return machine_text(host() | {"python": platform.python_version(), "system": platform.system()})
 
@@ -51,7 +55,7 @@ def records_machine(records) -> str:
 def sweep_line(report) -> str:
     """A findings page's `Sweep: ...` sentence: the sweep's summary line (job counts, executor, noise) and
     the jobs' own time summed, finished before or now."""
-    from ..sweep import summary_line
+    from stackwars_ir.report.sweep import summary_line
 
     return (f"Sweep: {summary_line(report)}; the jobs' own time, summed: "
             f"{sum(r.seconds for r in report.records) / 60:.0f} min")
@@ -98,7 +102,7 @@ def rounds_ratio_cell(reports: list, b: str, a: str, key=lambda e: e.name) -> st
     """B's steady time over A's taken in each round's report (each its own worker: the grid's `rounds`),
     worded with its interval across the rounds (report.sweep.across_rounds); None with fewer than two rounds
     (the caller words the one job's own interval)."""
-    from ..sweep import across_rounds
+    from stackwars_ir.report.sweep import across_rounds
 
     if len(reports) < 2:
         return None

@@ -1,4 +1,7 @@
-"""docs/findings-zoo.md: transformers architectures through both PyTorch routes, rendered from the records of a sweep of benchmarks/grids/zoo.toml."""
+"""docs/findings-zoo.md: transformers architectures through both PyTorch routes, from sweep records.
+
+The sweep is of benchmarks/grids/zoo.toml.
+"""
 from __future__ import annotations
 
 import datetime
@@ -6,7 +9,7 @@ import math
 import statistics
 from types import SimpleNamespace
 
-from ..sweep import MIN_ROUNDS
+from stackwars_ir.report.sweep import MIN_ROUNDS
 from .page import Dates, records_machine, sweep_line
 
 ROUTES = ("torch_xla", "torchax")
@@ -32,7 +35,7 @@ def index_records(report) -> tuple[list, dict]:
 
 def _bench(rec, route: str) -> dict | None:
     """`route`'s executable in a bench record (one route's job, or both routes' timed together)."""
-    from ...sweep.grid import route_of, split_routes
+    from stackwars_ir.sweep.grid import route_of, split_routes
 
     if rec is None or not rec.result.get("results"):
         return None
@@ -112,7 +115,7 @@ def _roles(res) -> str:
 
 
 def _embedding(res) -> str:
-    from ..sentences import summary
+    from stackwars_ir.report.sentences import summary
 
     for s in res.get("summary", ()):
         if s["topic"] == "embedding":
@@ -127,7 +130,7 @@ def _percent(x: float) -> str:
 def interval(r: dict) -> tuple[float, float, float, int]:
     """A row's steady ratio torchax/torch_xla across its rounds: (geometric mean, low, high, rounds), the
     95% interval runstats.rounds_ratio's (infinite below two rounds)."""
-    from ...runstats import rounds_ratio
+    from stackwars_ir.runstats import rounds_ratio
 
     ratios = [x for x in r.get("ratios") or [_ratio(r["bench"][0]["steady"], r["bench"][1]["steady"])] if x == x]
     if not ratios:
@@ -174,15 +177,15 @@ def verdicts(rows: dict) -> list[str]:
 
 def zoo_page(report) -> str:
     """docs/findings-zoo.md from a sweep's records (SweepReport), as text."""
-    from ...files import versions
-    from ...sweep.execute import NOT_RUN
+    from stackwars_ir.files import versions
+    from stackwars_ir.sweep.execute import NOT_RUN
 
     v = versions()  # torchax: the copy that imports (torch_xla's own, files.distribution_version)
 
     order, by = index_records(report)
     rows = {(m, s): row_of(by, m, s) for m, s in order}
     models = list(dict.fromkeys(m for m, _ in order))
-    from ...models import entry
+    from stackwars_ir.models import entry
 
     lm = [m for m in models if entry(m).loss == "lm"]
     lines = ["# Findings: the zoo, transformers architectures through both PyTorch routes", "",

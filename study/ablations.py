@@ -1,4 +1,7 @@
-"""docs/findings-ablations.md: the study's three IR claims, each with what rewriting it changed (ablate.Ablation records)."""
+"""docs/findings-ablations.md: the study's three IR claims, each with what rewriting it changed.
+
+Rendered from ablate.Ablation records.
+"""
 from __future__ import annotations
 
 import json
@@ -25,7 +28,7 @@ def record_name(model: str, step: str) -> str:
 
 def load(results: Path) -> dict:
     """{(model, step): Ablation} of the records in RESULTS (benchmarks/findings_ablations.py writes them)."""
-    from ...ablate import Ablation
+    from stackwars_ir.ablate import Ablation
 
     out = {}
     for model, step in PAIRS:

@@ -1,4 +1,7 @@
-"""docs/findings-memory.md: the study's OOM table recomputed by the TPU v6e compiler, rendered from the records of a sweep of benchmarks/grids/findings-memory.toml."""
+"""docs/findings-memory.md: the study's OOM table recomputed by the TPU v6e compiler.
+
+Rendered from the records of a sweep of benchmarks/grids/findings-memory.toml.
+"""
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
@@ -31,8 +34,8 @@ def _route(req) -> str:
 
 def _plan(rec):
     """The record's plan (a MemoryPlan), or the cell's text where there is none."""
-    from ...bench.memory import MemoryReport
-    from ...sweep.execute import NOT_RUN, OVER_MEMORY
+    from stackwars_ir.bench.memory import MemoryReport
+    from stackwars_ir.sweep.execute import NOT_RUN, OVER_MEMORY
 
     if rec.error == NOT_RUN:
         return "not run yet"
@@ -44,7 +47,7 @@ def _plan(rec):
 
 
 def _cell(plan, budget, abstract: bool) -> Cell:
-    from ...textfmt import human_bytes
+    from stackwars_ir.textfmt import human_bytes
 
     if isinstance(plan, str):
         return Cell(plan, abstract=abstract)
@@ -62,7 +65,7 @@ def tables(report, budget) -> tuple[dict, dict, dict]:
     """The one-chip cells by (title, step, batch, dtype, route), the sliced plans by (title, chips, route)
     (and their dtype under (title, "dtype")), and how each model was captured, by title: its size,
     batches, dtypes, and per route the captures' kinds (abstract or with weights)."""
-    from ...workload.mesh import Mesh
+    from stackwars_ir.workload.mesh import Mesh
 
     cells, sliced, how = {}, {}, {}
     for rec in report.records:
@@ -111,9 +114,9 @@ def _captured(kinds: dict) -> str:
 
 
 def print_page(report, say: Page) -> None:
-    from ...bench.memory import budgets
-    from ...files import host
-    from ...textfmt import human_bytes
+    from stackwars_ir.bench.memory import budgets
+    from stackwars_ir.files import host
+    from stackwars_ir.textfmt import human_bytes
 
     budget = budgets("v6e-1")[0]
     cells, sliced, how = tables(report, budget)
@@ -176,7 +179,7 @@ def short(cell: Cell, notes: dict) -> str:
 
 def print_slices(cells: dict, sliced: dict, budget, say: Page) -> None:
     """The training steps per v6e slice with FSDP, and the smallest slice each route fits on."""
-    from ...textfmt import human_bytes
+    from stackwars_ir.textfmt import human_bytes
 
     plans = {k: p for k, p in sliced.items() if k[1] != "dtype"}
     if not plans:
@@ -228,7 +231,7 @@ def print_slices(cells: dict, sliced: dict, budget, say: Page) -> None:
 def _route_line(title: str, step: str, route: str, cells: dict, batches, dtypes, budget, notes=None) -> tuple[str, set]:
     """One route's plans of one step in words ('float32: fits at batch 1, 8 (largest 29.1 GiB, 2.9 GiB
     to spare); bfloat16: ...'), and the states its dtypes reached ({'fits'}, {'oom'}, both, or none)."""
-    from ...textfmt import human_bytes
+    from stackwars_ir.textfmt import human_bytes
 
     parts, states = [], set()
     for dtype in dtypes:

@@ -1,4 +1,7 @@
-"""docs/findings-host.md's first part: the study's candidate timing protocols as measured here (bench.protocols records), scored against its table."""
+"""docs/findings-host.md's first part: the study's candidate timing protocols measured here, scored.
+
+Measured as bench.protocols records, each protocol scored against the study's table.
+"""
 from __future__ import annotations
 
 import json
@@ -24,7 +27,7 @@ class Figure:
 
     @classmethod
     def of(cls, values) -> "Figure | None":
-        from ...runstats import rounds_ratio
+        from stackwars_ir.runstats import rounds_ratio
 
         values = [v for v in values if v and v > 0]
         if not values:
@@ -70,7 +73,7 @@ def load_runs(results: Path, stack: str | None = None) -> dict:
     """{(workload, size, framework, protocol, condition): [ProtocolRun, ...] in round order} from RESULTS
     (condition: "idle", "loaded" beside spinning processes, "paused" before each steady step):
     the lock's records, or STACK's."""
-    from ...bench.protocols import ProtocolRun
+    from stackwars_ir.bench.protocols import ProtocolRun
 
     out: dict = {}
     for p in sorted(Path(results).glob("*.json")):
@@ -126,7 +129,7 @@ def steady_s(run, sync: str, device_s: float = 0.0, factor: float = 1.0) -> floa
 def device_estimates(host_results: Path) -> dict:
     """{(workload, "jax"|"pytorch"): seconds} of the tpu-v6e compiler's run estimates of the base-size
     forward captures that `make findings-host` keeps (W-tpu-v6e.json); absent where there is none."""
-    from ...bench.run import BenchReport
+    from stackwars_ir.bench.run import BenchReport
 
     out = {}
     for w in WORKLOADS:
@@ -144,14 +147,14 @@ def device_estimates(host_results: Path) -> dict:
 def study_recompiles(workload: str) -> bool:
     """Whether the study's PyTorch second run implies a compile again at step 2: its second run at
     least half its first (a step that only runs is far shorter than one that compiles)."""
-    from ...bench.predict import STUDY
+    from stackwars_ir.bench.predict import STUDY
 
     first, second, _ = STUDY[(workload, "pytorch")]
     return second >= first / 2
 
 
 def study_ratio(workload: str) -> float:
-    from ...bench.predict import STUDY
+    from stackwars_ir.bench.predict import STUDY
 
     return STUDY[(workload, "pytorch")][2] / STUDY[(workload, "jax")][2]
 
@@ -190,8 +193,8 @@ def fit_factor(cells) -> tuple[float, float, float] | None:
 def protocols_section(results: Path, host_results: Path, workloads=WORKLOADS, level: str = "##") -> list[str]:
     """The protocols section of docs/findings-host.md from the records in RESULTS
     (benchmarks/host_protocols.py) and the v6e estimates among HOST_RESULTS; [] where there are none."""
-    from ...bench.predict import STUDY
-    from ...bench.protocols import FIRST_STEPS, PROTOCOLS, STEADY
+    from stackwars_ir.bench.predict import STUDY
+    from stackwars_ir.bench.protocols import FIRST_STEPS, PROTOCOLS, STEADY
 
     runs = load_runs(results)
     if not runs:
@@ -572,7 +575,7 @@ def base_section(runs: dict, sub: str, workloads) -> list[str]:
 def _old_record(host_results: Path) -> tuple[float, float, str] | None:
     """(forward s, sync s, made) of torch_xla lazy's GPT-2 base steady phases in the previous page's
     kept record (W-bench.json of `make findings-host`), or None."""
-    from ...bench.run import BenchReport
+    from stackwars_ir.bench.run import BenchReport
 
     try:
         rep = BenchReport.from_json(json.loads((Path(host_results) / "gpt2-bench.json").read_text()))
@@ -596,7 +599,7 @@ def previous_rounds(results: Path) -> dict:
     """{condition: [(round, forward s, sync s), ...] in round order} of the previous page's protocol run
     again in rounds (benchmarks/host_protocols.py: `bench gpt2 --size base --baselines jax,torch_xla
     --host`, idle and beside spinning processes): torch_xla lazy's steady host phases."""
-    from ...bench.run import BenchReport
+    from stackwars_ir.bench.run import BenchReport
 
     out: dict = {}
     for p in sorted(Path(results).glob("*-bench-host-r*.json")):

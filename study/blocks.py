@@ -1,4 +1,8 @@
-"""Sections 10 and 11 of the main findings page: which blocks carry the time gaps (profiled on this machine), and the TPU v6e compiler's own estimates of the same captures."""
+"""Sections 10 and 11 of the main findings page: which blocks carry the time gaps, and TPU estimates.
+
+The gaps are profiled on this machine; the estimates are the TPU v6e compiler's own, of the same
+captures.
+"""
 from __future__ import annotations
 
 PROFILE_RUNS = 10  # profiled runs per executable (bench --profile)
@@ -97,8 +101,8 @@ def signs(split, t: dict) -> str:
 def one_capture_split(path, profile_a, profile_b):
     """Two profiles of runs of one capture's program (two runtimes, or two XLA builds) split by the
     capture's blocks: the gap's split (diff.result.time_gap) and the per-side totals."""
-    from ...diff import diff_files, with_times
-    from ...diff.result import time_gap
+    from stackwars_ir.diff import diff_files, with_times
+    from stackwars_ir.diff.result import time_gap
 
     report = diff_files(path, path)
     result = with_times(report, report.result(), profile_a, profile_b)
@@ -113,8 +117,8 @@ def across_rounds(rep, reports: list):
     not merge (a native runtime whose kernels differ from round to round), keeps its own."""
     import dataclasses
 
-    from ...bench.profile import merged
-    from ...errors import StackwarsError
+    from stackwars_ir.bench.profile import merged
+    from stackwars_ir.errors import StackwarsError
 
     if len(reports) < 2:
         return rep
@@ -138,10 +142,10 @@ def profiled_gaps(a, benches: dict, train_benches: dict, say) -> None:
     """Section 10: per model, JAX's StableHLO against each PyTorch route's on one XLA runtime, split
     by block from each kernel's profiled time; then torch_xla's own XLA build against jaxlib's on
     the same captured training step."""
-    from ...bench.attach import block_times
-    from ...diff import diff_files
-    from ...diff.result import time_gap
-    from ...errors import StackwarsError
+    from stackwars_ir.bench.attach import block_times
+    from stackwars_ir.diff import diff_files
+    from stackwars_ir.diff.result import time_gap
+    from stackwars_ir.errors import StackwarsError
     from .page import rounds_ratio_cell
 
     rounds = {(model, step): a.res.bench_rounds(model, step) for step, reps in (("forward", benches), ("train", train_benches))
@@ -232,7 +236,7 @@ def kernel_ratio_cell(reports: list, b: str, a: str, fallback: float, unit: str 
     """Row B's kernel total over row A's (by name), taken in each round's report and worded with its
     interval across the rounds (report.sweep.across_rounds); `fallback` (one profile's ratio) where
     fewer than two rounds profiled both."""
-    from ..sweep import across_rounds
+    from stackwars_ir.report.sweep import across_rounds
     from .page import round_ratios
 
     ratios = round_ratios(reports, b, a, lambda e: e.profile.kernel_s if e.profile is not None else None)
@@ -298,11 +302,11 @@ def tpu_estimates(a, say) -> None:
     each kernel's time estimated by its compiler; JAX against each PyTorch route, split by block."""
     import importlib.util
 
-    from ... import models
-    from ...bench.estimate import CHIPS
-    from ...bench.attach import block_times
-    from ...diff import diff_files
-    from ...diff.result import time_gap
+    from stackwars_ir import models
+    from stackwars_ir.bench.estimate import CHIPS
+    from stackwars_ir.bench.attach import block_times
+    from stackwars_ir.diff import diff_files
+    from stackwars_ir.diff.result import time_gap
 
     chip = CHIPS[TPU]
     say("\n## 11. On the study's TPU v6e, without one: the compiler's own estimates\n")
@@ -323,7 +327,7 @@ def tpu_estimates(a, say) -> None:
         "| bounded us | async copies us | run us | run / JAX's | kernels / JAX's | blocks carrying 80% of the "
         "estimated kernel gap |")
     say("| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |")
-    from ...bench.estimate import FLOORS_S, bounded_by_opcode, floored_serial
+    from stackwars_ir.bench.estimate import FLOORS_S, bounded_by_opcode, floored_serial
 
     ratios, kernel_ratios, floored, bounded = [], [], [], []
     for model in TPU_MODELS:

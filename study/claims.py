@@ -1,11 +1,14 @@
-"""The main findings page (docs/findings.md): each claim of the Stack Wars study, rendered from the records of a sweep of benchmarks/grids/findings.toml."""
+"""The main findings page (docs/findings.md): each claim of the Stack Wars study, from sweep records.
+
+The sweep is of benchmarks/grids/findings.toml.
+"""
 from __future__ import annotations
 
 import datetime
 from dataclasses import dataclass
 from pathlib import Path
 
-from ...bench.compare import WARMING
+from stackwars_ir.bench.compare import WARMING
 from .page import Page, records_machine, rounds_ratio_cell, shown, sweep_line
 
 TPU = "tpu-v6e"
@@ -20,7 +23,7 @@ def backend_line(backend: str) -> str:
     """The XLA backend and the versions that ran it (a GPU page may run another jax than the lock's)."""
     import jax
 
-    from ...runtime import runtime
+    from stackwars_ir.runtime import runtime
 
     rt = runtime(backend)
     if backend == "cpu":
@@ -32,13 +35,13 @@ def backend_line(backend: str) -> str:
 
 
 def counters_text(c) -> str:
-    from ..text import counters_text as text
+    from stackwars_ir.report.text import counters_text as text
 
     return text(c)
 
 
 def op_delta(report) -> str:
-    from ...diff import counter_delta
+    from stackwars_ir.diff import counter_delta
 
     if isinstance(report, str):
         return f"failed: {cell(report)}"
@@ -68,7 +71,7 @@ def mib(n) -> str:
 
 def said(r, key: str) -> str:
     """The diff's summary sentence on KEY (normalization, flattening, embedding), a cell; a failed diff's error."""
-    from ..sentences import summaries
+    from stackwars_ir.report.sentences import summaries
 
     return f"failed: {cell(r)}" if isinstance(r, str) else cell(dict(summaries(r)).get(key, "-"))
 
@@ -80,7 +83,7 @@ def cell(text: str) -> str:
 
 def training(a: "Sources", say: Page) -> dict:
     """Section 9: whole training steps (capture --step train), the study's steady-state claim."""
-    from ...files import read_sidecar
+    from stackwars_ir.files import read_sidecar
 
     say("\n## 9. Training steps: steady after one step or two? (the study: JAX after one, PyTorch after two, "
         "\"because PyTorch creates optimizer state lazily during the first step\")\n")
@@ -150,7 +153,7 @@ def training(a: "Sources", say: Page) -> dict:
 def training_ir(a: "Sources", say: Page) -> None:
     """The captured training steps' IR, JAX against each PyTorch route: alignment by phase, and
     the training summary (weight transposes, the backward's transcendental ops, gradient dtypes)."""
-    from ..sentences import summaries
+    from stackwars_ir.report.sentences import summaries
 
     say("\nThe captured steps' IR, JAX against each PyTorch route (`stackwars-ir diff jax-train.mlir "
         "torch-*-train.mlir`): blocks aligned per phase (forward, backward, the optimizer's update) and "
@@ -236,9 +239,15 @@ def lazy_split(e, rows, reports: list = ()) -> str | None:
             if captured.name.endswith("-train") else
             f"The model's torch_xla export ({captured.name}: torch.export, then torch_xla; the same model, not "
             "the lazy trace) runs in ")
+    host = 1 - execute / (t.steady * 1e3)
+    # ExecuteTime's mean over the runs can exceed the median run (a slow run pulls a mean, not a median):
+    # then the two clocks leave tracing and dispatch no measurable share, and a negative one is not said
+    hosted = f"tracing and dispatch take {host:.0%} of the steady run" if host >= 0 else \
+        ("tracing and dispatch take no measurable share of the steady run (ExecuteTime's mean, "
+         f"{n(execute)} ms, exceeds the median run)")
     out += (f". {what}{n(captured.timing.steady * 1e3)} ms on jax's XLA: torch_xla's own XLA "
             f"(torch_xla {_torch_xla_version()}) takes {ratio:.2f}x that from the call to its results "
-            f"(ExecuteTime), and tracing and dispatch take {1 - execute / (t.steady * 1e3):.0%} of the steady run")
+            f"(ExecuteTime), and {hosted}")
     mine, theirs = kernel_sum(e.profile), kernel_sum(captured.profile)
     if mine and theirs:
         from .blocks import kernel_ratio_cell
@@ -349,8 +358,8 @@ class Results:
     capture file, found by model, step, route and batch; a failed job is its one-line error."""
 
     def __init__(self, report):
-        from ...sweep.grid import route_of
-        from ...targets import is_tpu
+        from stackwars_ir.sweep.grid import route_of
+        from stackwars_ir.targets import is_tpu
 
         self.report, self.root = report, Path(report.root)
         self.by: dict = {}  # key -> the record (a timed bench: its first round's)
@@ -391,14 +400,14 @@ class Results:
 
     def bench(self, model: str, step: str = "forward", batch=None):
         """The BenchReport of the model's timed job (captures and native runtimes), its error, or None."""
-        from ...bench.run import BenchReport
+        from stackwars_ir.bench.run import BenchReport
 
         return self._get(("bench", model, step, "", self._batch(model, batch)), BenchReport)
 
     def bench_merged(self, model: str, step: str = "forward"):
         """bench's report with each profiled row's profile merged across the job's rounds (blocks.across_rounds):
         what section 10 and the sentences quoting it read; bench's error or None as bench gives them."""
-        from ...bench.run import BenchReport
+        from stackwars_ir.bench.run import BenchReport
         from .blocks import across_rounds
 
         if (model, step) not in self._merged:
@@ -409,14 +418,14 @@ class Results:
 
     def bench_rounds(self, model: str, step: str = "forward", batch=None) -> list:
         """Every round's BenchReport of the model's timed job (the failed rounds left out)."""
-        from ...bench.run import BenchReport
+        from stackwars_ir.bench.run import BenchReport
 
         recs = self.rounds.get(("bench", model, step, "", self._batch(model, batch)), [])
         return [BenchReport.from_json(rec.result) for rec in recs if rec.result and "results" in rec.result]
 
     def diff(self, model: str, step: str, route: str, batch=None):
         """JAX's capture against ROUTE's (DiffResult), its error, or None where the route has none."""
-        from ...diff.result import DiffResult
+        from stackwars_ir.diff.result import DiffResult
 
         return self._get(("diff", model, step, route, self._batch(model, batch)), DiffResult)
 
@@ -428,7 +437,7 @@ class Results:
     def estimates(self, model: str, step: str):
         """The TPU estimate jobs' rows of MODEL's STEP, JAX's first, as one BenchReport, and each
         row's capture file (None where none was asked); None where no estimate job ran."""
-        from ...bench.run import BenchReport
+        from stackwars_ir.bench.run import BenchReport
 
         rows, files, machine = [], [], {}
         for route in ("jax", "torch_xla", "torchax"):
@@ -441,7 +450,7 @@ class Results:
                 rows += list(got.rows)
                 machine = got.machine
             else:
-                from ...bench import Executable
+                from stackwars_ir.bench import Executable
 
                 rows.append((None, Executable(stem, "stablehlo", None, None, error=rec.error)))
             files.append(self.path(model, step, stem))
@@ -518,8 +527,8 @@ def findings_page(res: "Results", backend: str, grid: Path, root: Path, host_rec
 
 
 def print_page(a: Sources, say: Page) -> None:
-    from ... import models
-    from ...bench.run import BenchReport, crossover
+    from stackwars_ir import models
+    from stackwars_ir.bench.run import BenchReport, crossover
     from .blocks import profiled_gaps, tpu_estimates
 
     res, size = a.res, a.size

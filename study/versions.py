@@ -1,16 +1,20 @@
-"""docs/findings-versions*.md: the same models across JAX releases, PyTorch/XLA releases and torchax copies, rendered from their regressions and bisection."""
+"""docs/findings-versions*.md and findings-upgrade.md: the same models under other library releases.
+
+Across JAX releases, PyTorch/XLA releases and torchax copies, rendered from their regressions and
+bisection; the upgrade page: the previous lock against the lock.
+"""
 from __future__ import annotations
 
 import datetime
 
-from ..versions import bisect_lines, block_sentence
+from stackwars_ir.report.versions import bisect_lines, block_sentence
 from .page import machine_line
 
 
 def versions_page(data: dict, releases, models, bisect: tuple[str, str]) -> str:
     """docs/findings-versions.md from `benchmarks/findings_versions.py`'s regressions (data: results by
     (model, release), failed by what, the bisection of BISECT's good and bad releases), as text."""
-    from ...stacks import lock
+    from stackwars_ir.stacks import lock
 
     here = lock().versions
     lines = ["# Findings: the same models across JAX releases", "",
@@ -112,7 +116,7 @@ def _changes(title: str, r) -> list[str]:
 def versions_torch_page(data: dict, models, stack: tuple[str, tuple]) -> str:
     """docs/findings-versions-torch.md from the regressions of each model's torch_xla side under STACK (its
     name and requirements) against the lock, as text."""
-    from ...stacks import lock
+    from stackwars_ir.stacks import lock
 
     here, s = lock().versions, data["stack"]
     there = s.versions if s else {}
@@ -171,7 +175,7 @@ def versions_torch_page(data: dict, models, stack: tuple[str, tuple]) -> str:
 def versions_torchax_page(data: dict, models, bundled: str) -> str:
     """docs/findings-versions-torchax.md: each model's torchax capture by torch_xla's bundled copy (the
     stack `bundled`) against the lock's pinned release, from `findings_versions.py --torchax`, as text."""
-    from ...stacks import lock
+    from stackwars_ir.stacks import lock
 
     here, s = lock().versions, data["stack"]
     there = s.versions if s else {}
@@ -238,7 +242,7 @@ def upgrade_page(data: dict, models, previous: tuple, routes: tuple = ("jax",)) 
     `findings_versions.py --upgrade`, as text."""
     import platform
 
-    from ...stacks import lock
+    from stackwars_ir.stacks import lock
 
     here, s = lock().versions, data["stack"]
     there = s.versions if s else {}

@@ -1,4 +1,7 @@
-"""docs/findings-programs.md: what scanning the layers and rematerializing them cost or save, per framework, rendered from the records of a sweep of benchmarks/grids/findings-programs.toml."""
+"""docs/findings-programs.md: what scanning and rematerializing the layers cost or save, per framework.
+
+Rendered from the records of a sweep of benchmarks/grids/findings-programs.toml.
+"""
 from __future__ import annotations
 
 from pathlib import Path
@@ -10,8 +13,8 @@ PROGRAMS = (("unrolled", False, False), ("remat", False, True), ("scan", True, F
 
 def _ops(path: Path) -> tuple[int, int]:
     """Static and executed op counts of a capture (the loop's body counted once, then once per trip)."""
-    from ...ir import load_one
-    from ...ir.stats import module_stats
+    from stackwars_ir.ir import load_one
+    from stackwars_ir.ir.stats import module_stats
 
     s = module_stats(load_one(path))
     return s.ops_inlined, s.ops_executed
@@ -45,8 +48,8 @@ def _dated(lines: list, records: list, dates) -> list:
 
 
 def _tpu_rows(res, facts: dict) -> list[str]:
-    from ...bench.memory import MemoryReport, budgets
-    from ...textfmt import human_bytes
+    from stackwars_ir.bench.memory import MemoryReport, budgets
+    from stackwars_ir.textfmt import human_bytes
 
     budget = budgets("v6e-1")[0]
     size = _size(res)
@@ -80,7 +83,7 @@ def _tpu_rows(res, facts: dict) -> list[str]:
 
 def _tpu_findings(f: dict) -> list[str]:
     """What the 8B table says, in sentences computed from it."""
-    from ...textfmt import human_bytes
+    from stackwars_ir.textfmt import human_bytes
 
     u, sc, re_, both = (f.get(k) for k in ("unrolled", "scan", "remat", "scan + remat"))
     out = []
@@ -113,7 +116,7 @@ def cpu_part(res, size: str, facts: dict | None = None, dates=None) -> list[str]
     seconds by round, for the ratios across rounds."""
     from statistics import median
 
-    from ...bench.run import BenchReport
+    from stackwars_ir.bench.run import BenchReport
 
     lines = ["| step | program | route | capture (s) | ops static / executed | compile (s) | first run (ms) | "
              "steady (ms) | rounds |", "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
@@ -162,7 +165,7 @@ def _cpu_findings(f: dict) -> list[str]:
     """What the 1B table says, in sentences computed from it: each ratio across the rounds."""
     from statistics import median
 
-    from ..sweep import across_rounds
+    from stackwars_ir.report.sweep import across_rounds
 
     out = []
     for label in ("JAX", "torch_xla"):
@@ -188,7 +191,7 @@ class Records:
     order, and the capture each read."""
 
     def __init__(self, report):
-        from ...sweep.grid import route_of
+        from stackwars_ir.sweep.grid import route_of
 
         self.report, self.root, self.by, self.files = report, Path(report.root), {}, {}
         for rec in report.records:
@@ -213,7 +216,7 @@ class Records:
 
     def capture(self, rec) -> Path | None:
         """The capture file the job of REC read, or None where its capture failed."""
-        from ...sweep.grid import route_of
+        from stackwars_ir.sweep.grid import route_of
 
         r = rec.job.request
         cap = self.files.get((r.model, r.size, r.step, route_of(r), r.scan_layers, r.remat))
@@ -225,7 +228,7 @@ def _weight_bytes(size: str) -> int:
     import torch
     from transformers import LlamaModel
 
-    from ...models import llama
+    from stackwars_ir.models import llama
 
     with torch.device("meta"):
         model = LlamaModel(llama.config(size))
@@ -246,9 +249,9 @@ def programs_page(res: Records) -> str:
 
 
 def print_page(res: Records, say: Page) -> None:
-    from ...files import host
-    from ..sweep import summary_line
-    from ...textfmt import human_bytes
+    from stackwars_ir.files import host
+    from stackwars_ir.report.sweep import summary_line
+    from stackwars_ir.textfmt import human_bytes
 
     h = host()
     v = next((r.stack for r in res.report.records if r.job.command == "memory" and r.ok), None) or \

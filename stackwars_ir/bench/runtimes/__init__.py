@@ -1,0 +1,1 @@
+"""The native runtimes bench times beside the captures, one module each; bench/native.py lists them."""

@@ -1,0 +1,57 @@
+"""torchax's native runtime: the module as a JAX function, or its training step, under jax.jit.
+
+The module becomes a JAX function through `torchax.extract_jax`.
+"""
+from __future__ import annotations
+
+import copy
+
+from ...routes import TORCHAX
+from ..host import UNMARKED, jax_meter
+from .shared import Setup, jax_counters, jitted_loop, nothing, require_torchax
+
+
+def forward(adapter, req, model, weights, inputs, backend) -> Setup:
+    """torchax's jitted call: `torchax.extract_jax(model)` makes the module a JAX function of its
+    weights and inputs, which jax.jit compiles; each call dispatches it, as jax.jit's row does."""
+    require_torchax()
+    import jax
+    import torchax
+
+    from ...runtime import runtime
+    from ...workload import jax_inputs
+
+    device = runtime(backend).device
+    jax_counters()
+    state, fn = torchax.extract_jax(copy.deepcopy(model))
+    jitted = jax.jit(fn)  # new: its first call compiles
+    state = jax.device_put(state, device)
+    args = tuple(jax.device_put(v, device) for v in jax_inputs(inputs).values())
+
+    def run(clock=UNMARKED):
+        out = jitted(state, args)
+        clock.mark("dispatch")
+        out = jax.block_until_ready(out)
+        clock.mark("wait")
+        return out
+
+    run.hlo, run.meter = lambda: jitted.lower(state, args).compile().as_text(), jax_meter
+    return Setup("torchax jitted call (jax.jit of torchax.extract_jax)", TORCHAX.native, run, jax_counters, nothing)
+
+
+def train(adapter, req, model, weights, state, backend) -> Setup:
+    """torchax's jitted training step: the model and its loss exported (torch.export), run by torchax's
+    interpreter under jax.value_and_grad with optax's AdamW (workload.exported's torchax step, the
+    function the torchax capture lowers), under jax.jit in a loop: each step's parameters and AdamW
+    state are the last step's results; its host time per step is a jax.jit dispatch."""
+    require_torchax()
+    import jax
+
+    from ...runtime import runtime
+    from ...workload.exported import torchax_step
+
+    device = runtime(backend).device
+    jax_counters()
+    step, args = torchax_step(model, state, weights=weights)
+    run = jitted_loop(jax.jit(step), args, device)
+    return Setup("torchax jitted training step (jax.jit, optax AdamW)", TORCHAX.native, run, jax_counters, nothing)
