@@ -264,3 +264,29 @@ def test_a_data_entrys_key_follows_its_own_table_not_the_other_models_of_its_fil
     changed = {label for label in before if before[label] != after[label]}
     assert changed and all(label.split()[1].startswith("two-") for label in changed), changed
     assert any(label.split()[1].startswith("one-") for label in before)
+
+
+def test_kept_records_read_back_typed_and_round_trip():
+    """Issue 76: a record holds its job's typed result, read once as the job's own type
+    (Job.result_type()), and what it writes reads back the same: on the findings page's kept records
+    (benchmarks/records/findings), the smallest finished one of each command."""
+    import json
+    import lzma
+
+    from stackwars_ir.sweep.jobs import Record
+
+    kept = Path(__file__).resolve().parents[1] / "benchmarks" / "records" / "findings"
+    smallest: dict = {}
+    for path in sorted(kept.glob("*.json.xz")):
+        d = json.loads(lzma.decompress(path.read_bytes()))
+        size = len(json.dumps(d.get("result") or {}))
+        if d.get("ok") and size < smallest.get(d["job"]["command"], (float("inf"),))[0]:
+            smallest[d["job"]["command"]] = (size, d)
+    assert {"capture", "bench", "diff"} <= set(smallest), sorted(smallest)
+    for _, d in smallest.values():
+        rec = Record.from_json(d)
+        value = rec.value()
+        assert isinstance(value, rec.job.result_type()), (rec.job.command, type(value))
+        assert Record.from_json(json.loads(json.dumps(rec.as_json()))) == rec
+        again = type(value).from_json(json.loads(json.dumps(value.as_json())))
+        assert again.as_json() == value.as_json(), rec.job.command
