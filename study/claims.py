@@ -358,7 +358,7 @@ class Results:
     capture file, found by model, step, route and batch; a failed job is its one-line error."""
 
     def __init__(self, report):
-        from stackwars_ir.sweep.grid import route_of
+        from stackwars_ir.sweep.job_types import BenchJob, route_of
         from stackwars_ir.targets import is_tpu
 
         self.report, self.root = report, Path(report.root)
@@ -367,7 +367,7 @@ class Results:
         self._merged: dict = {}  # (model, step) -> bench_merged's report
         for rec in sorted(report.records, key=lambda rec: rec.job.round):
             r, job = rec.job.request, rec.job
-            if job.command == "bench":
+            if isinstance(job, BenchJob):
                 what = "estimate" if is_tpu(job.target) else "bench"
                 key = (what, r.model, r.step, route_of(r) if what == "estimate" else "", r.batch)
             else:
@@ -375,12 +375,12 @@ class Results:
             self.by.setdefault(key, rec)
             self.rounds.setdefault(key, []).append(rec)
 
-    def _get(self, key, cls):
+    def _get(self, key):
         rec = self.by.get(key)
         if rec is None:
             return None
-        if rec.result and ("results" in rec.result or "blocks" in rec.result):
-            return cls.from_json(rec.result)  # a bench with a failed row still has the others
+        if rec.result is not None:
+            return rec.result  # a bench with a failed row still has the others
         return rec.error or "no result"
 
     def _batch(self, model: str, batch) -> int | None:
@@ -400,9 +400,7 @@ class Results:
 
     def bench(self, model: str, step: str = "forward", batch=None):
         """The BenchReport of the model's timed job (captures and native runtimes), its error, or None."""
-        from stackwars_ir.bench.run import BenchReport
-
-        return self._get(("bench", model, step, "", self._batch(model, batch)), BenchReport)
+        return self._get(("bench", model, step, "", self._batch(model, batch)))
 
     def bench_merged(self, model: str, step: str = "forward"):
         """bench's report with each profiled row's profile merged across the job's rounds (blocks.across_rounds):
@@ -418,21 +416,17 @@ class Results:
 
     def bench_rounds(self, model: str, step: str = "forward", batch=None) -> list:
         """Every round's BenchReport of the model's timed job (the failed rounds left out)."""
-        from stackwars_ir.bench.run import BenchReport
-
         recs = self.rounds.get(("bench", model, step, "", self._batch(model, batch)), [])
-        return [BenchReport.from_json(rec.result) for rec in recs if rec.result and "results" in rec.result]
+        return [rec.result for rec in recs if rec.result is not None]
 
     def diff(self, model: str, step: str, route: str, batch=None):
         """JAX's capture against ROUTE's (DiffResult), its error, or None where the route has none."""
-        from stackwars_ir.diff.result import DiffResult
-
-        return self._get(("diff", model, step, route, self._batch(model, batch)), DiffResult)
+        return self._get(("diff", model, step, route, self._batch(model, batch)))
 
     def path(self, model: str, step: str, stem: str, batch=None) -> Path | None:
         """The capture file of STEM (jax, torch-torch_xla, torch-torchax), or None where it failed or none was asked."""
         rec = self.by.get(("capture", model, step, stem.removeprefix("torch-"), self._batch(model, batch)))
-        return self.root / rec.result["file"] if rec is not None and rec.ok else None
+        return self.root / rec.result.file if rec is not None and rec.ok else None
 
     def estimates(self, model: str, step: str):
         """The TPU estimate jobs' rows of MODEL's STEP, JAX's first, as one BenchReport, and each
@@ -445,8 +439,8 @@ class Results:
             if rec is None:
                 continue
             stem = "jax" if route == "jax" else f"torch-{route}"
-            if rec.result.get("results"):
-                got = BenchReport.from_json(rec.result)
+            if rec.bench_rows():
+                got = rec.result
                 rows += list(got.rows)
                 machine = got.machine
             else:

@@ -34,13 +34,12 @@ def _route(req) -> str:
 
 def _plan(rec):
     """The record's plan (a MemoryPlan), or the cell's text where there is none."""
-    from stackwars_ir.bench.memory import MemoryReport
     from stackwars_ir.sweep.execute import NOT_RUN, OVER_MEMORY
 
     if rec.error == NOT_RUN:
         return "not run yet"
-    if rec.result.get("executables"):
-        return MemoryReport.from_json(rec.result).plans[0]
+    if rec.result is not None and rec.result.plans:
+        return rec.result.plans[0]
     if OVER_MEMORY in rec.error:  # refused before it started, or its capture was
         return OVER_MEMORY + rec.error.split(OVER_MEMORY, 1)[1]
     return f"failed: {rec.error}"

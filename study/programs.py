@@ -48,7 +48,7 @@ def _dated(lines: list, records: list, dates) -> list:
 
 
 def _tpu_rows(res, facts: dict) -> list[str]:
-    from stackwars_ir.bench.memory import MemoryReport, budgets
+    from stackwars_ir.bench.memory import budgets
     from stackwars_ir.textfmt import human_bytes
 
     budget = budgets("v6e-1")[0]
@@ -58,10 +58,10 @@ def _tpu_rows(res, facts: dict) -> list[str]:
     for name, scan, remat in PROGRAMS:
         rec = res.get(("memory", size, "train", "jax", scan, remat))
         path = res.capture(rec) if rec is not None else None
-        if rec is None or not rec.result.get("executables") or path is None:
+        if rec is None or rec.result is None or not rec.result.plans or path is None:
             lines.append(f"| {name} | | | | | | | | {'not run yet' if rec is None else 'failed: ' + rec.error} |")
             continue
-        (plan,) = MemoryReport.from_json(rec.result).plans
+        (plan,) = rec.result.plans
         static, executed = _ops(path)
         lower = _seconds(path, "jax.jit lower")
         facts[name] = {"lower": lower, "static": static, "executed": executed, "compile": plan.compile_s,
@@ -116,8 +116,6 @@ def cpu_part(res, size: str, facts: dict | None = None, dates=None) -> list[str]
     seconds by round, for the ratios across rounds."""
     from statistics import median
 
-    from stackwars_ir.bench.run import BenchReport
-
     lines = ["| step | program | route | capture (s) | ops static / executed | compile (s) | first run (ms) | "
              "steady (ms) | rounds |", "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
     rows_of: list = []  # each row's records, for its record column
@@ -138,7 +136,7 @@ def cpu_part(res, size: str, facts: dict | None = None, dates=None) -> list[str]
                     next(k for k in ("torch_xla training loop (3 steps)", "torch_xla lazy forward (scan_layers)",
                                      "torch_xla to StableHLO") if k in _stages(path))
                 static, executed = _ops(path)
-                rows = {r.job.round: BenchReport.from_json(r.result).rows[0][1] for r in recs if r.result.get("results")}
+                rows = {r.job.round: r.bench_rows()[0] for r in recs if r.bench_rows()}
                 ok = {k: e for k, e in rows.items() if e.ok}
                 if not ok:
                     why = next((e.error for e in rows.values()), None) or rec.error
@@ -191,7 +189,7 @@ class Records:
     order, and the capture each read."""
 
     def __init__(self, report):
-        from stackwars_ir.sweep.grid import route_of
+        from stackwars_ir.sweep.job_types import route_of
 
         self.report, self.root, self.by, self.files = report, Path(report.root), {}, {}
         for rec in report.records:
@@ -216,11 +214,11 @@ class Records:
 
     def capture(self, rec) -> Path | None:
         """The capture file the job of REC read, or None where its capture failed."""
-        from stackwars_ir.sweep.grid import route_of
+        from stackwars_ir.sweep.job_types import route_of
 
         r = rec.job.request
         cap = self.files.get((r.model, r.size, r.step, route_of(r), r.scan_layers, r.remat))
-        return self.root / cap.result["file"] if cap is not None and cap.ok else None
+        return self.root / cap.result.file if cap is not None and cap.ok else None
 
 
 def _weight_bytes(size: str) -> int:

@@ -7,7 +7,6 @@ from __future__ import annotations
 import datetime
 import math
 import statistics
-from types import SimpleNamespace
 
 from stackwars_ir.report.sweep import MIN_ROUNDS
 from .page import Dates, records_machine, sweep_line
@@ -35,17 +34,17 @@ def index_records(report) -> tuple[list, dict]:
 
 def _bench(rec, route: str) -> dict | None:
     """`route`'s executable in a bench record (one route's job, or both routes' timed together)."""
-    from stackwars_ir.sweep.grid import route_of, split_routes
+    from stackwars_ir.sweep.job_types import route_of, split_routes
 
-    if rec is None or not rec.result.get("results"):
+    if rec is None or not rec.bench_rows():
         return None
     stems = {route_of(r): r.stems()[0] for r in split_routes(rec.job.request)}
-    e = next((e for e in rec.result["results"] if len(stems) == 1 or e.get("name") == stems.get(route)), None)
-    if e is None or e.get("error"):
+    e = next((e for e in rec.bench_rows() if len(stems) == 1 or e.name == stems.get(route)), None)
+    if e is None or not e.ok:
         return None
-    return {"compile": e.get("compile_s"), "steady": (e.get("timing") or {}).get("steady_median_s"),
-            "fusions": (e.get("optimized_hlo") or {}).get("fusions"),
-            "together": (e.get("timing") or {}).get("interleaved_with", 0) > 0}
+    t = e.timing
+    return {"compile": e.compile_s, "steady": t.steady if t else None, "fusions": e.hlo.get("fusions"),
+            "together": t is not None and t.interleaved > 1}
 
 
 def row_of(by, model, step) -> dict | None:
@@ -66,12 +65,11 @@ def row_of(by, model, step) -> dict | None:
                 "steady": statistics.median(rd[i]["steady"] for rd in rounds),
                 "fusions": rounds[0][i]["fusions"], "together": all(rd[i]["together"] for rd in rounds)}
                for i in range(len(ROUTES))]
-    res = diffs[0].result
-    al = res.get("alignment") or {}
+    res = diffs[0].result  # a DiffResult
     records = diffs + list(both or [rec for r in ROUTES for rec in by.get((model, step, "bench", r)) or []])
-    return {"ops": (res["a"]["ops"], res["b"]["ops"]), "bench": benches,
+    return {"ops": (res.a.ops, res.b.ops), "bench": benches,
             "ratios": [_ratio(a["steady"], b["steady"]) for a, b in rounds],
-            "aligned": f"{al.get('pairs', 0)} ({al.get('coverage', 0):.0%})", "diff": res, "records": records}
+            "aligned": f"{len(res.blocks)} ({round(res.coverage, 4):.0%})", "diff": res, "records": records}
 
 
 def how_timed(rows: dict, step: str) -> str:
@@ -105,11 +103,11 @@ def _geomean(xs) -> float:
 
 def _roles(res) -> str:
     """Where the two captures' op counts differ most, by block role: `attention +212, mlp +40`
-    (torchax's count minus torch_xla's, summed over the role's aligned blocks)."""
+    (torchax's count minus torch_xla's, summed over the role's aligned blocks; `res` a DiffResult)."""
     delta: dict = {}
-    for b in res.get("blocks", ()):
-        d = (b.get("ops_b") or 0) - (b.get("ops_a") or 0)
-        delta[b["role"]] = delta.get(b["role"], 0) + d
+    for b in res.blocks:
+        d = sum(b.histogram_b.values()) - sum(b.histogram_a.values())
+        delta[b.role] = delta.get(b.role, 0) + d
     top = sorted(((r, d) for r, d in delta.items() if d), key=lambda x: -abs(x[1]))[:3]
     return ", ".join(f"{r} {d:+d}" for r, d in top) or "none"
 
@@ -117,9 +115,9 @@ def _roles(res) -> str:
 def _embedding(res) -> str:
     from stackwars_ir.report.sentences import summary
 
-    for s in res.get("summary", ()):
-        if s["topic"] == "embedding":
-            return summary(SimpleNamespace(topic=s["topic"], numbers=s["numbers"]), ROUTES)
+    for s in res.summary:
+        if s.topic == "embedding":
+            return summary(s, ROUTES)
     return "-"
 
 

@@ -89,7 +89,7 @@ def test_a_grid_names_adapter_folders_beside_it_and_their_text_is_part_of_each_j
 def test_a_job_is_kept_off_the_accelerators_it_does_not_use():
     """Captures and CPU or TPU-target jobs see jax's CPU client alone (a GPU node's memory, a TPU VM's
     chips stay for the job that times them); a GPU plan preallocates nothing; a GPU bench is left as is."""
-    from stackwars_ir.sweep.grid import BenchJob, CaptureJob, MemoryJob
+    from stackwars_ir.sweep.job_types import BenchJob, CaptureJob, MemoryJob
     from stackwars_ir.sweep.jobs import pin_platform
     from stackwars_ir.workload import Request
 
@@ -191,7 +191,8 @@ def test_rounds_time_each_bench_job_again_in_fresh_workers_round_by_round():
     key the job had before rounds existed (records made then are reused)."""
     from stackwars_ir.errors import StackwarsError
     from stackwars_ir.sweep.execute import phases
-    from stackwars_ir.sweep.grid import Job, grid_of
+    from stackwars_ir.sweep.grid import grid_of
+    from stackwars_ir.sweep.job_types import Job
 
     table = {"commands": ["bench"], "models": ["ffn"], "routes": ["jax", "torch_xla"], "targets": ["cpu", "tpu-v6e"]}
     once, thrice = grid_of([table]), grid_of([dict(table, rounds=3)])
@@ -219,7 +220,9 @@ def test_each_command_is_a_job_type_of_its_own_whose_record_reads_back_as_that_t
 
     import pytest
 
-    from stackwars_ir.sweep.grid import BenchJob, CaptureJob, DiffJob, Job, MemoryJob, grid_of
+    from stackwars_ir.sweep.grid import grid_of
+
+    from stackwars_ir.sweep.job_types import BenchJob, CaptureJob, DiffJob, Job, MemoryJob
 
     grid = grid_of([{"commands": ["capture", "memory", "bench", "diff"], "models": ["ffn"], "budgets": ["v6e-1"],
                      "profile": 2}])
@@ -283,10 +286,16 @@ def test_kept_records_read_back_typed_and_round_trip():
         if d.get("ok") and size < smallest.get(d["job"]["command"], (float("inf"),))[0]:
             smallest[d["job"]["command"]] = (size, d)
     assert {"capture", "bench", "diff"} <= set(smallest), sorted(smallest)
+    same = set()
     for _, d in smallest.values():
         rec = Record.from_json(d)
-        value = rec.value()
+        value = rec.result  # parsed once, as the job's own type
         assert isinstance(value, rec.job.result_type()), (rec.job.command, type(value))
+        written = rec.as_json()
+        if written["result"].get("format") == d["result"].get("format"):  # an older format's is upgraded
+            assert written == d, rec.job.command  # written back as it was read
+            same.add(rec.job.command)
         assert Record.from_json(json.loads(json.dumps(rec.as_json()))) == rec
         again = type(value).from_json(json.loads(json.dumps(value.as_json())))
         assert again.as_json() == value.as_json(), rec.job.command
+    assert {"capture", "bench"} <= same, same

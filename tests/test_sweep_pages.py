@@ -9,6 +9,7 @@ import pytest
 from click.testing import CliRunner
 
 from stackwars_ir.cli import main
+from stackwars_ir.sweep.job_types import BenchJob
 from test_sweep_run import SMALL
 
 
@@ -237,17 +238,15 @@ def test_a_sweeps_tables_put_a_repeated_jobs_rounds_together_with_their_interval
     from types import SimpleNamespace
 
     from stackwars_ir.report.sweep import sweep_tables
-    from stackwars_ir.sweep.grid import BenchJob
+    from stackwars_ir.sweep.job_types import BenchJob
     from stackwars_ir.sweep.jobs import Record
     from stackwars_ir.workload import Request
 
     req = Request("ffn", framework="both").validated()
 
     def record(rnd, jax_s, xla_s):
-        rows = [{"name": "jax", "compile_s": 0.1, "timing": {"steady_median_s": jax_s}},
-                {"name": "torch-torch_xla", "compile_s": 0.1,
-                 **({"timing": {"steady_median_s": xla_s}} if xla_s else {"error": "failed"})}]
-        return Record(f"k{rnd}", BenchJob(req, target="cpu", round=rnd), {}, True, "", {"results": rows}, 1.0, {})
+        rows = [_row("jax.mlir", jax_s), _row("torch-torch_xla.mlir", xla_s)]
+        return Record(f"k{rnd}", BenchJob(req, target="cpu", round=rnd), {}, True, "", _bench(rows), 1.0, {})
 
     recs = [record(0, 1.0e-3, 1.5e-3), record(1, 1.0e-3, 1.52e-3), record(2, 1.1e-3, 1.6e-3), record(3, 1e-3, None)]
     tables = {t[0]: t for t in sweep_tables(SimpleNamespace(records=recs))}
@@ -289,14 +288,14 @@ def test_the_noise_each_timed_job_measured_first_is_summed_up_and_a_noisy_run_na
     from stackwars_ir.report.sweep import noise_line
 
     job = grid_of([{"commands": ["capture"], "models": ["ffn"], "routes": ["jax"]}]).jobs[0]
-    rec = [Record(f"k{i}", job, {}, True, "", {}, 1.0, {"cpus": 2, **({"noise": n} if n is not None else {})})
+    rec = [Record(f"k{i}", job, {}, True, "", None, 1.0, {"cpus": 2, **({"noise": n} if n is not None else {})})
            for i, n in enumerate((0.21, None, 0.72))]
     assert noise_line(rec[:2]) == "machine noise before the 1 timed job: 21% (quiet under 50%)"
     assert noise_line(rec) == ("machine noise before the 2 timed jobs: 21%-72% (quiet under 50%); 1 timed on a noisy "
                                "machine: their times are not comparable with a quiet run's (sweep --retry-noisy "
                                "runs them again): ffn-tiny forward jax b2")  # issue 53: the noisy rows named
     assert noise_line(rec[1:2]) == ""
-    timed = [Record(f"k{i}", job, {}, True, "", {}, 1.0, {"noise": 0.2, "probe_ms": ms}) for i, ms in enumerate((31.5, 36.2))]
+    timed = [Record(f"k{i}", job, {}, True, "", None, 1.0, {"noise": 0.2, "probe_ms": ms}) for i, ms in enumerate((31.5, 36.2))]
     assert noise_line(timed) == ("machine noise before the 2 timed jobs: 20% (quiet under 50%); the probe's chain "
                                  "32-36 ms (the slowest 1.15x the fastest)")
     assert machine_noise(0.2) >= 0
@@ -310,11 +309,11 @@ def test_a_timed_record_is_noisy_by_its_probe_or_by_its_own_rows_spread():
     from stackwars_ir.report.sweep import noise_line
 
     jobs = grid_of([{"commands": ["bench"], "models": ["ffn"], "routes": ["jax"]}]).jobs
-    bench = next(j for j in jobs if j.command == "bench")
-    capture = next(j for j in jobs if j.command == "capture")
+    bench = next(j for j in jobs if isinstance(j, BenchJob))
+    capture = next(j for j in jobs if not isinstance(j, BenchJob))
 
     def rec(job, noise, *spreads):
-        rows = {"results": [{"timing": {"spread": s}} for s in spreads]}
+        rows = _bench([_row(f"{i}.mlir", 1e-3, s) for i, s in enumerate(spreads)]) if isinstance(job, BenchJob) else None
         return Record("k", job, {}, True, "", rows, 1.0, {"noise": noise})
 
     assert not rec(bench, 0.21, 0.05, 0.08).noisy  # an idle machine's probe reads 6-44% (docs/sweep.md)
@@ -343,18 +342,18 @@ def test_a_timed_record_whose_probe_chain_ran_slow_against_the_same_processors_f
     # fastest 31 ms on the EPYC: 42 ms is idle (1.35x), 56 ms slowed (1.81x); the Xeon's 80 ms is
     # 1.33x its own fastest (60 ms), not 2.58x the EPYC's.
     hosts = [cpu | {"probe_ms": 31.0}, cpu | {"probe_ms": 42.0}, cpu | {"probe_ms": 56.0}, other | {"probe_ms": 60.0}]
-    records = [Record(k, j, here, True, "", {}, 1.0, h | {"noise": 0.2}) for (j, k), h in zip(benches, hosts)]
-    records.append(Record("x", benches[0][0], here, True, "", {}, 1.0, other | {"noise": 0.2, "probe_ms": 80.0}))
+    records = [Record(k, j, here, True, "", None, 1.0, h | {"noise": 0.2}) for (j, k), h in zip(benches, hosts)]
+    records.append(Record("x", benches[0][0], here, True, "", None, 1.0, other | {"noise": 0.2, "probe_ms": 80.0}))
     assert [r.key for r in slowed(records)] == [benches[2][1]]
     assert noisy_keys(records) == {benches[2][1]}
     assert noise_line(records).endswith(
         "; 1 more on a slowed machine (the chain 1.5x the fastest or more) (sweep --retry-noisy runs them again): "
         "ffn-tiny forward jax b4")  # the slowed record, named
-    assert not slowed(records[:2] + [Record("c", grid.jobs[0], here, True, "", {}, 1.0, cpu | {"probe_ms": 99.0})])
+    assert not slowed(records[:2] + [Record("c", grid.jobs[0], here, True, "", None, 1.0, cpu | {"probe_ms": 99.0})])
     for rec in records[:4]:
         write_record(tmp_path, rec)
     for job, key in ((j, j.key(here)) for j in grid.jobs if j.command == "capture"):
-        write_record(tmp_path, Record(key, job, here, True, "", {}, 1.0, cpu))
+        write_record(tmp_path, Record(key, job, here, True, "", None, 1.0, cpu))
     assert not run_sweep(grid, tmp_path, render_only=True).pending
     again = run_sweep(grid, tmp_path, render_only=True, retry_noisy=True)
     assert [r.key for r in again.pending] == [benches[2][1]]
@@ -370,11 +369,29 @@ def test_a_pages_records_say_when_and_by_which_code_they_were_made():
     job = grid_of([{"commands": ["capture"], "models": ["ffn"], "routes": ["jax"]}]).jobs[0]
 
     def rec(i, host):
-        return Record(f"k{i}", job, {}, True, "", {}, 1.0, host)
+        return Record(f"k{i}", job, {}, True, "", None, 1.0, host)
 
     recs = [rec(0, {"finished": "2026-11-20T10:00:00Z", "commit": "aaaaaaaaaaaa"}),
             rec(1, {"finished": "2026-11-27T06:00:00Z", "commit": "bbbbbbbbbbbb"}), rec(2, {})]
     assert dated_line(recs) == ("records finished 2026-11-20 to 2026-11-27 by commits aaaaaaaaaaaa, bbbbbbbbbbbb; "
                                 "1 undated (made before records kept their date)")
     assert dated_line(recs[1:2]) == "records finished 2026-11-27 by commit bbbbbbbbbbbb"
-    assert dated_line([Record("x", job, {}, False, "not run", {}, 0.0, {})]) == ""
+    assert dated_line([Record("x", job, {}, False, "not run", None, 0.0, {})]) == ""
+
+
+def _row(file: str, steady: float | None, spread: float = 0.0):
+    """A bench row of the StableHLO file `file` timed at `steady` seconds (None: failed) whose steady
+    runs spread `spread` ((p90 - p10) / median)."""
+    from stackwars_ir.bench.executable import Executable
+    from stackwars_ir.bench.timing import Timing
+
+    if steady is None:
+        return Executable(file, "stablehlo", 0.1, None, error="failed")
+    return Executable(file, "stablehlo", 0.1, Timing(steady, steady, steady, steady, steady * (1 + spread), 10, 2))
+
+
+def _bench(rows: list):
+    """A bench job's result holding `rows` (bench.executable.Executable) on the CPU."""
+    from stackwars_ir.bench.result import BenchReport
+
+    return BenchReport("cpu", tuple((None, e) for e in rows))

@@ -13,6 +13,7 @@ import pytest
 from click.testing import CliRunner
 
 from stackwars_ir.cli import main
+from stackwars_ir.sweep.job_types import CaptureJob, DiffJob, MemoryJob
 
 
 # Two routes of a tiny model: 2 captures, 2 memory plans on the CPU, 1 diff.
@@ -20,12 +21,12 @@ SMALL = '[[grid]]\ncommands = ["memory", "diff"]\nmodels = ["ffn"]\nroutes = ["j
 
 
 def _sha(root: Path, records) -> dict:
-    return {r.job.label: r.result["sha256"] for r in records if r.job.command == "capture"}
+    return {r.job.label: r.result.sha256 for r in records if isinstance(r.job, CaptureJob)}
 
 
 def _plans(records) -> dict:
-    return {r.job.label: [(p["argument_bytes"], p["temp_bytes"], p["peak_bytes"]) for p in r.result["executables"]]
-            for r in records if r.job.command == "memory"}
+    return {r.job.label: [(p.argument_bytes, p.temp_bytes, p.peak_bytes) for p in r.result.plans]
+            for r in records if isinstance(r.job, MemoryJob)}
 
 
 @pytest.mark.slow
@@ -76,7 +77,8 @@ def test_local_workers_and_a_local_ray_cluster_give_the_same_results(tmp_path):
     assert [r.key for r in local.records] == [r.key for r in on_ray.records]
     assert _sha(tmp_path / "local", local.records) == _sha(tmp_path / "ray", on_ray.records)
     assert _plans(local.records) == _plans(on_ray.records)
-    (d1,), (d2,) = ([r.result["alignment"] for r in rep.records if r.job.command == "diff"] for rep in (local, on_ray))
+    (d1,), (d2,) = ([r.result.as_json()["alignment"] for r in rep.records if isinstance(r.job, DiffJob)]
+                    for rep in (local, on_ray))
     assert d1 == d2 and d1["pairs"] >= 1
     for root, n in ((tmp_path / "local", 5), (tmp_path / "ray", 8)):  # the refused GPU and TPU jobs' records too
         assert len(records(root)) == n
@@ -135,9 +137,9 @@ def test_a_sweep_killed_halfway_resumes_without_recomputing_a_finished_job(tmp_p
     from stackwars_ir.bench.memory import MemoryReport
     from stackwars_ir.diff.result import DiffResult
     from stackwars_ir.sweep.execute import SweepReport
-    from stackwars_ir.sweep.grid import CaptureRecord
+    from stackwars_ir.sweep.job_types import CaptureRecord
 
-    typed = {r.job.command: type(r.value()) for r in SweepReport.from_json(summary).records}
+    typed = {r.job.command: type(r.result) for r in SweepReport.from_json(summary).records}
     assert typed == {"capture": CaptureRecord, "memory": MemoryReport, "diff": DiffResult}, typed
     for name, mtime in finished.items():
         assert (results / "jobs" / name).stat().st_mtime_ns == mtime  # not written again
@@ -155,7 +157,7 @@ def test_a_results_folder_kept_without_its_captures_captures_them_again_the_same
     results = tmp_path / "r"
     first = run_sweep(read_grid(grid), results, jobs=1)
     assert first.ran == 5 and not first.failed
-    shas = {r.key: r.value().sha256 for r in first.records if r.job.command == "capture"}
+    shas = {r.key: r.result.sha256 for r in first.records if r.job.command == "capture"}
     others = {p.name: p.stat().st_mtime_ns for p in (results / "jobs").glob("*.json") if p.stem not in shas}
     assert len(shas) == 2 and len(others) == 3
     for f in (results / "captures").rglob("*"):
@@ -165,8 +167,8 @@ def test_a_results_folder_kept_without_its_captures_captures_them_again_the_same
     assert rendered.ran == 0 and rendered.reused == 5
     again = run_sweep(read_grid(grid), results, jobs=1)
     assert (again.reused, again.ran) == (3, 2) and not again.failed
-    assert {r.key: r.value().sha256 for r in again.records if r.job.command == "capture"} == shas
-    assert all((results / r.value().file).is_file() for r in again.records if r.job.command == "capture")
+    assert {r.key: r.result.sha256 for r in again.records if r.job.command == "capture"} == shas
+    assert all((results / r.result.file).is_file() for r in again.records if r.job.command == "capture")
     assert {p.name: p.stat().st_mtime_ns for p in (results / "jobs").glob("*.json") if p.stem not in shas} == others
 
 
@@ -300,14 +302,15 @@ def test_a_bench_with_baselines_times_every_route_and_the_native_runtimes_in_one
     report = run_sweep(grid, tmp_path, jobs=2)
     assert not report.failed, [r.error for r in report.failed]
     bench = next(r for r in report.records if r.job.command == "bench")
-    rep = BenchReport.from_json(bench.result)
+    rep = bench.result
+    assert isinstance(rep, BenchReport)
     rows = {e.name if e.kind == "stablehlo" else e.kind: e for _, e in rep.rows}
     assert set(rows) == {"jax", "torch-torchax", "jax.jit", "torch eager"}, set(rows)
     assert all(e.ok and e.timing.steady > 0 for e in rows.values())
     assert rows["jax"].profile is not None and rows["torch-torchax"].profile is not None
     assert rep.peaks["flops_per_s"] > 0
     # The captures it timed are the capture jobs' (shared with the diff), not captured again.
-    caps = {r.result["sha256"] for r in report.records if r.job.command == "capture"}
+    caps = {r.result.sha256 for r in report.records if isinstance(r.job, CaptureJob)}
     assert {rows["jax"].sha256, rows["torch-torchax"].sha256} == caps
     # The timed job measured how steady the machine was before it timed anything; the summary says so.
     assert [r.job.command for r in report.records if "noise" in r.host] == ["bench"]
@@ -330,11 +333,11 @@ def test_a_bench_together_times_both_pytorch_routes_interleaved_in_one_job_and_t
     report = run_sweep(grid, tmp_path, jobs=2)
     assert not report.failed, [r.error for r in report.failed]
     (bench,) = [r for r in report.records if r.job.command == "bench"]
-    results = bench.result["results"]
-    assert [e["name"] for e in results] == ["torch-torch_xla", "torch-torchax"]
-    assert all(e["timing"]["interleaved_with"] == 1 and e["timing"]["steady_median_s"] > 0 for e in results)
-    caps = {r.result["sha256"] for r in report.records if r.job.command == "capture"}
-    assert {e["sha256"] for e in results} == caps
+    results = bench.bench_rows()
+    assert [e.name for e in results] == ["torch-torch_xla", "torch-torchax"]
+    assert all(e.timing.interleaved == 2 and e.timing.steady > 0 for e in results)
+    caps = {r.result.sha256 for r in report.records if isinstance(r.job, CaptureJob)}
+    assert {e.sha256 for e in results} == caps
     (title, _, headers, rows), = [t for t in sweep_tables(report) if t[0].startswith("Timings")]
     assert [row[headers.index("route")] for row in rows] == ["torch-torch_xla", "torch-torchax"]
     # issue 53: the page shows the verdict its record holds, and how quiet the machine was for it
@@ -344,7 +347,7 @@ def test_a_bench_together_times_both_pytorch_routes_interleaved_in_one_job_and_t
     assert verdict[vh.index("machine")].startswith("noise ")
     _, by = zoo.index_records(report)
     row = zoo.row_of(by, "ffn", "forward")
-    assert [b["steady"] for b in row["bench"]] == [e["timing"]["steady_median_s"] for e in results]
+    assert [b["steady"] for b in row["bench"]] == [e.timing.steady for e in results]
     assert all(b["together"] for b in row["bench"])
     assert zoo.how_timed({("ffn", "forward"): row}, "forward").startswith(
         "The two routes' executables were timed in one process, their steady runs taking turns")

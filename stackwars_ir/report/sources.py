@@ -56,8 +56,8 @@ def attached(path: Path, command: str, mine: set, shown: tuple):
     from ..bench.memory import MemoryReport
     from ..bench.run import BenchReport
 
-    report = read_result(path, command, (BenchReport if command == "bench" else MemoryReport).from_json)
-    rows = [e for _, e in report.rows if e.kind == "stablehlo"] if command == "bench" else report.plans
+    report = read_result(path, command, {"bench": BenchReport, "memory": MemoryReport}[command].from_json)
+    rows = report.plans if isinstance(report, MemoryReport) else [e for _, e in report.rows if e.kind == "stablehlo"]
     hashes = {r.sha256: r.label for r in rows if r.sha256}
     what = _VERB[command]
     if not hashes:

@@ -1,11 +1,15 @@
 """A sweep's records as tables, one per command (the rows every rendering of a sweep shows)."""
 from __future__ import annotations
 
+from ..bench.compare import Verdict
+from ..bench.memory import MemoryReport
+from ..bench.result import BenchReport
+from ..diff.result import DiffResult
+from ..sweep.execute import NOT_RUN
+from ..sweep.job_types import BenchJob, CaptureJob, CaptureRecord, DiffJob, MemoryJob, route_of
+from ..sweep.jobs import Record, slowed
 from ..targets import is_tpu
 from ..textfmt import human_bytes
-from ..sweep.execute import NOT_RUN
-from ..sweep.grid import route_of
-from ..sweep.jobs import slowed
 
 TITLES = {"capture": "Captures", "memory": "Memory plans", "bench": "Timings on one XLA runtime", "diff": "IR diffs"}
 NOTES = {
@@ -31,52 +35,51 @@ def _ms(seconds) -> str:
     return "-" if seconds is None else f"{seconds * 1e3:.3g} ms"
 
 
-def _capture_row(rec) -> list:
-    res = rec.result
-    parity = (res.get("parity") or {}).get("max_abs_error")
-    took = sum((res.get("seconds") or {}).values())
-    return [human_bytes(res.get("bytes")), "-" if parity is None else f"{parity:.2g}", f"{took:.1f} s"]
+def _capture_row(rec: Record) -> list:
+    res: CaptureRecord = rec.result
+    parity = (res.parity or {}).get("max_abs_error")
+    took = sum(res.seconds.values())
+    return [human_bytes(res.bytes), "-" if parity is None else f"{parity:.2g}", f"{took:.1f} s"]
 
 
-def _memory_rows(rec) -> list:
+def _memory_rows(rec: Record) -> list:
     rows = []
-    for p in rec.result.get("executables", ()):
-        if p.get("error"):
-            rows.append([rec.job.target, p.get("devices", 1), "failed: " + p["error"], "-"])
+    report: MemoryReport = rec.result
+    for p in report.plans if report is not None else ():
+        if p.error:
+            rows.append([rec.job.target, p.devices, "failed: " + p.error, "-"])
             continue
-        need = p["peak_bytes"] + p["code_bytes"]
-        fits = ", ".join(f"{b}: {'fits' if v.get('fits') else 'OOM'}" for b, v in (p.get("budgets") or {}).items())
-        rows.append([rec.job.target, p.get("devices", 1), human_bytes(need), fits or "-"])
+        fits = ", ".join(f"{b.name}: {'fits' if p.fits(b)[0] else 'OOM'}" for b in report.budgets)
+        rows.append([rec.job.target, p.devices, human_bytes(p.peak_bytes + p.code_bytes), fits or "-"])
     return rows
 
 
-def _bench_rows(rec) -> list:
+def _bench_rows(rec: Record) -> list:
     """Each timed executable's row; a job that times several (baselines, `together`) names each (its
     captures' stems, the native runtimes)."""
     rows = []
     several = bool(rec.job.baselines) or "+" in rec.job.route
-    for e in rec.result.get("results", ()):
-        t = e.get("timing") or {}
-        what = _what(rec, e.get("name") if several else None)
+    for e in rec.bench_rows():
+        t = e.timing
+        what = _what(rec, e.name if several else None)
         if rec.job.round:  # the grid's `rounds`: the same job again in a fresh worker
             what[2] += f" (round {rec.job.round + 1})"
         if is_tpu(rec.job.target):
-            est = (e.get("profile") or {}).get("wall_s")
-            rows.append(what + [rec.job.target, f"{e.get('compile_s') or 0:.2f} s", "-", "-", f"{_ms(est)} (estimate)"])
-        elif e.get("error"):
-            rows.append(what + [rec.job.target, "failed: " + e["error"], "", "", ""])
+            est = e.profile.wall_s if e.profile is not None else None
+            rows.append(what + [rec.job.target, f"{e.compile_s or 0:.2f} s", "-", "-", f"{_ms(est)} (estimate)"])
+        elif e.error:
+            rows.append(what + [rec.job.target, "failed: " + e.error, "", "", ""])
         else:
-            rows.append(what + [rec.job.target, f"{e.get('compile_s') or 0:.2f} s", _ms(t.get("first_s")),
-                                _ms(t.get("second_s")), _ms(t.get("steady_median_s"))])
+            rows.append(what + [rec.job.target, f"{e.compile_s or 0:.2f} s", _ms(t and t.first),
+                                _ms(t and t.second), _ms(t and t.steady)])
     return rows
 
 
-def _diff_row(rec) -> list:
-    res = rec.result
-    al = res.get("alignment") or {}
-    differing = sum(1 for b in res.get("blocks", ()) if b.get("delta"))
-    return [f"vs {route_of(rec.job.against)}", f"{al.get('pairs', 0)} ({al.get('method')}, {al.get('coverage', 0):.0%})",
-            f"{(res.get('a') or {}).get('ops')} / {(res.get('b') or {}).get('ops')}", differing]
+def _diff_row(rec: Record) -> list:
+    res: DiffResult = rec.result
+    differing = sum(1 for b in res.blocks if b.delta)
+    return [f"vs {route_of(rec.job.against)}", f"{len(res.blocks)} ({res.method}, {round(res.coverage, 4):.0%})",
+            f"{res.a.ops} / {res.b.ops}", differing]
 
 
 HEADERS = {"capture": ["IR", "parity", "capture"], "memory": ["target", "devices", "per device", "budgets"],
@@ -84,29 +87,31 @@ HEADERS = {"capture": ["IR", "parity", "capture"], "memory": ["target", "devices
            "diff": ["against", "blocks aligned", "ops A / B", "differing blocks"]}
 
 
+# Each job type's table: its command (the title, note and headers) and its rows (model ... mesh first).
+TABLES = {CaptureJob: ("capture", lambda rec: [_what(rec) + _capture_row(rec)]),
+          MemoryJob: ("memory", lambda rec: [_what(rec) + r for r in _memory_rows(rec)]),
+          BenchJob: ("bench", _bench_rows), DiffJob: ("diff", lambda rec: [_what(rec) + _diff_row(rec)])}
+
+
 def sweep_tables(report) -> list[tuple[str, str, list, list]]:
     """(title, note, headers, rows) for each command the sweep ran, its finished jobs' rows in the
     grid's order; a failed job's row says why."""
     out = []
-    for command in ("capture", "memory", "bench", "diff"):
-        recs = [r for r in report.records if r.job.command == command]
+    for kind, (command, rows_of) in TABLES.items():
+        recs = [r for r in report.records if isinstance(r.job, kind)]
         if not recs:
             continue
         rows = []
         for rec in recs:
-            if not rec.ok and not (command == "bench" and rec.result.get("results")):  # a failed row: its own
+            if not rec.ok and not rec.bench_rows():  # a failed job: its own row (a bench's failed row: its rows)
                 rows.append(_what(rec) + [("" if rec.error == NOT_RUN else "failed: ") + rec.error] + [""] * (len(HEADERS[command]) - 1))
-            elif command == "capture":
-                rows.append(_what(rec) + _capture_row(rec))
-            elif command == "diff":
-                rows.append(_what(rec) + _diff_row(rec))
             else:
-                rows += [_what(rec) + r for r in _memory_rows(rec)] if command == "memory" else _bench_rows(rec)
+                rows += rows_of(rec)
         out.append((TITLES[command], NOTES[command], WHAT + HEADERS[command], rows))
-    verdicts = [_what(rec, "-")[:2] + [v.get("batch") if v.get("batch") is not None else rec.job.request.batch,
+    verdicts = [_what(rec, "-")[:2] + [v.batch if v.batch is not None else rec.job.request.batch,
                                        (f"round {rec.job.round + 1}: " if rec.job.round else "") + _verdict_words(v),
                                        _timed_how(rec)]
-                for rec in report.records if rec.job.command == "bench" for v in rec.result.get("verdicts", ())]
+                for rec in report.records if isinstance(rec.result, BenchReport) for v in rec.result.verdicts]
     across = _across_rows(report.records)
     if across:
         out.append(("Across rounds", "A bench job the grid repeats (`rounds`: each round in a fresh worker): each pair "
@@ -131,16 +136,15 @@ def _across_rows(records) -> list:
 
     rounds: dict = {}
     for rec in records:
-        if rec.job.command == "bench" and not is_tpu(rec.job.target) and rec.result.get("results"):
+        if isinstance(rec.job, BenchJob) and not is_tpu(rec.job.target) and rec.bench_rows():
             rounds.setdefault(dataclasses.replace(rec.job, round=0), []).append(rec)
     rows = []
     for job, recs in rounds.items():
         if len(recs) < 2:
             continue
         recs = sorted(recs, key=lambda r: r.job.round)
-        steady = [{e.get("name"): (e.get("timing") or {}).get("steady_median_s")
-                   for e in r.result["results"] if not e.get("error")} for r in recs]
-        names = list(dict.fromkeys(e.get("name") for r in recs for e in r.result["results"]))
+        steady = [{e.name: e.timing.steady if e.timing else None for e in r.bench_rows() if e.ok} for r in recs]
+        names = list(dict.fromkeys(e.name for r in recs for e in r.bench_rows()))
         for a, b in combinations(names, 2):
             ratios = [s[b] / s[a] for s in steady if s.get(a) and s.get(b)]
             rows.append([f"{job.request.model}-{job.request.size}", job.request.step, job.request.batch, f"{b} / {a}",
@@ -148,16 +152,15 @@ def _across_rows(records) -> list:
     return rows
 
 
-def _verdict_words(v: dict) -> str:
-    """A bench verdict's JSON (bench.compare.Verdict.as_json) in words."""
-    fast, slow = v["faster"], v["slower"]
-    if v.get("withheld"):
-        return f"{fast} / {slow}: {v['withheld'].split(';')[0]}"
-    low, high = v["interval_95"]
-    how = "paired" if v.get("paired") else "unpaired"
-    if v.get("indistinguishable"):
-        return f"{fast} / {slow}: indistinguishable ({v['ratio']:.2f}, {low:.2f}-{high:.2f}, {how})"
-    return f"{fast} {v['ratio']:.2f}x as fast as {slow} ({low:.2f}-{high:.2f}, {how})"
+def _verdict_words(v: Verdict) -> str:
+    """A bench verdict (bench.compare.Verdict) in words."""
+    fast, slow = v.faster, v.slower
+    if v.withheld:
+        return f"{fast} / {slow}: {v.withheld.split(';')[0]}"
+    how = "paired" if v.paired else "unpaired"
+    if v.tie:
+        return f"{fast} / {slow}: indistinguishable ({v.ratio:.2f}, {v.low:.2f}-{v.high:.2f}, {how})"
+    return f"{fast} {v.ratio:.2f}x as fast as {slow} ({v.low:.2f}-{v.high:.2f}, {how})"
 
 
 def _timed_how(rec) -> str:

@@ -16,7 +16,8 @@ from pathlib import Path
 
 from ..errors import StackwarsError
 from ..targets import is_tpu
-from .grid import CaptureJob, Grid, Job
+from .grid import Grid
+from .job_types import CaptureJob, Job
 from .jobs import Record, noisy_keys, read_record, relative, stack, write_record
 
 GRACE_S = 120.0  # a worker's start (imports) and its capture, past the job's own timeout
@@ -55,7 +56,7 @@ class SweepReport:
 
     @classmethod
     def from_json(cls, d: dict, root: str = "") -> "SweepReport":
-        """A `sweep --json` file's report, each record typed (Record.value); `root`: its results folder."""
+        """A `sweep --json` file's report, each record typed (Record.result); `root`: its results folder."""
         if d.get("format") != 1:
             raise ValueError(f"format {d.get('format')!r}, this version reads 1")
         return cls(d["grid"], root, d["executor"], tuple(Record.from_json(r) for r in d["records"]), int(d["reused"]),
@@ -94,7 +95,7 @@ def run_sweep(grid: Grid, root: Path, *, jobs: int | None = None, ray: str | Non
                 for job, key in batch:
                     blocked = _failed_capture(job, here, root, done)
                     if blocked:
-                        rec = write_record(root, Record(key, job, here, False, blocked, {}, 0.0, {}))
+                        rec = write_record(root, Record(key, job, here, False, blocked, None, 0.0, {}))
                         done[key] = rec
                         clock.finished(rec)
                     else:
@@ -106,7 +107,7 @@ def run_sweep(grid: Grid, root: Path, *, jobs: int | None = None, ray: str | Non
         finally:
             pool.close()
         ran = clock.ran
-    records = tuple(done.get(k) or Record(k, j, here, False, NOT_RUN, {}, 0.0, {}) for j, k in zip(grid.jobs, keys))
+    records = tuple(done.get(k) or Record(k, j, here, False, NOT_RUN, None, 0.0, {}) for j, k in zip(grid.jobs, keys))
     return SweepReport(grid.path, str(root), executor, records, len(keys) - len(todo), ran, grid.refused,
                        time.perf_counter() - t0)
 
@@ -129,7 +130,7 @@ def captures_gone(records, root: Path) -> set[str]:
     another machine): a resumed sweep captures them again before any job that reads them, so a resumed
     bench times the same file."""
     return {r.key for r in records
-            if r.ok and isinstance(r.job, CaptureJob) and not (Path(root) / r.value().file).is_file()}
+            if r.ok and isinstance(r.job, CaptureJob) and not (Path(root) / r.result.file).is_file()}
 
 
 def _timed_elsewhere(found: dict) -> set[str]:
@@ -273,7 +274,7 @@ class _Local:
             if not why and self.memory and needs[key] > self.memory:
                 why, needs[key] = over_memory(needs[key], self.memory), None
             if why:
-                yield Record(key, job, here, False, why, {}, 0.0, {})
+                yield Record(key, job, here, False, why, None, 0.0, {})
         with ThreadPoolExecutor(1 if alone else self.width) as ex:
             futures = {ex.submit(self._one, job, key, root, here, needs[key]) for job, key in todo
                        if needs[key] is not None}
@@ -314,7 +315,7 @@ def _in_worker(job: Job, key: str, root: Path, here: dict) -> Record:
             proc.kill()
             proc.communicate()
             return Record(key, job, here, False, f"ran past its timeout ({job.timeout:.0f} s + {GRACE_S:.0f} s to "
-                          "start); raise `timeout` in the grid", {}, time.perf_counter() - t0, {})
+                          "start); raise `timeout` in the grid", None, time.perf_counter() - t0, {})
     try:
         return Record.from_json(json.loads(out))
     except (ValueError, KeyError, TypeError):
@@ -323,7 +324,7 @@ def _in_worker(job: Job, key: str, root: Path, here: dict) -> Record:
         if proc.returncode == -9:  # nothing here sends SIGKILL but a timeout, handled above, and the kernel
             how += ", killed: most likely out of memory"
         return Record(key, job, here, False, f"its worker died ({how}){': ' + tail if tail else ''} "
-                      f"(log: logs/{key}.log)", {}, time.perf_counter() - t0, {})
+                      f"(log: logs/{key}.log)", None, time.perf_counter() - t0, {})
 
 
 def _last_line(path: Path) -> str:
@@ -396,7 +397,7 @@ class _Ray:
         for job, key in todo:
             opts, why = self._options(job)
             if why:
-                yield Record(key, job, here, False, why, {}, 0.0, {})
+                yield Record(key, job, here, False, why, None, 0.0, {})
                 continue
             payload = {"job": job.as_json(), "root": str(Path(root).resolve()), "key": key, "stack": here}
             pending[self.remote.options(**opts).remote(payload)] = (job, key)
@@ -408,7 +409,7 @@ class _Ray:
                 rec = Record.from_json(data)
             except Exception as e:  # the task's worker died: the job failed, the sweep goes on
                 rec = Record(key, job, here, False, f"its Ray task failed: {type(e).__name__}: "
-                             f"{' '.join(str(e).split())[:200]}", {}, 0.0, {})
+                             f"{' '.join(str(e).split())[:200]}", None, 0.0, {})
                 lines = ""
             log = Path(root) / "logs" / f"{key}.log"
             log.parent.mkdir(parents=True, exist_ok=True)

@@ -11,8 +11,12 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..bench.executable import Executable
+from ..bench.memory import MemoryReport
+from ..bench.result import BenchReport
+from ..diff.result import DiffResult
 from ..errors import StackwarsError
-from .grid import Job
+from .job_types import CaptureRecord, Job
 
 RECORD_FORMAT = 1
 
@@ -36,34 +40,32 @@ def stack() -> dict:
 @dataclass(frozen=True)
 class Record:
     """A finished job as its result file holds it: the job, its stack, whether it succeeded, its
-    one-line error, the command's JSON result and how long it took."""
+    one-line error, the command's result (typed: the job's `result_type()`, parsed once when the
+    record is read; None where the job left none) and how long it took (seconds)."""
 
     key: str
     job: Job
     stack: dict
     ok: bool
     error: str
-    result: dict
+    result: CaptureRecord | MemoryReport | BenchReport | DiffResult | None
     seconds: float
     host: dict
 
     def as_json(self) -> dict:
         return {"format": RECORD_FORMAT, "key": self.key, "job": self.job.as_json(), "stack": self.stack,
-                "ok": self.ok, "error": self.error, "result": self.result, "seconds": round(self.seconds, 3),
-                "host": self.host}
+                "ok": self.ok, "error": self.error, "result": {} if self.result is None else self.result.as_json(),
+                "seconds": round(self.seconds, 3), "host": self.host}
 
-    def value(self):
-        """The command's result, typed: a capture job's CaptureRecord, a memory job's MemoryReport, a bench
-        job's BenchReport, a diff job's DiffResult; None where the job left no result (it failed first)."""
-        if not self.result:
-            return None
-        return self.job.result_type().from_json(self.result)
+    def bench_rows(self) -> list[Executable]:
+        """The rows a bench record timed (its executables and baselines, a failed one's too); [] for
+        another job or a bench that left no result."""
+        return [e for _, e in self.result.rows] if isinstance(self.result, BenchReport) else []
 
     def spreads(self) -> list[float]:
-        """The steady-state spread of each row the record timed (a bench's executables and baselines)."""
-        rows = self.result.get("results") if self.job.timed else None
-        return [t["spread"] for row in rows or () if isinstance(row, dict)
-                for t in (row.get("timing") or {},) if t.get("spread") is not None]
+        """The steady-state spread of each row the record timed (a bench's executables and baselines),
+        as its JSON keeps it (4 decimals)."""
+        return [round(e.timing.spread, 4) for e in self.bench_rows() if e.timing is not None] if self.job.timed else []
 
     @property
     def noisy(self) -> bool:
@@ -83,8 +85,10 @@ class Record:
     def from_json(cls, d: dict) -> "Record":
         if d.get("format") != RECORD_FORMAT:
             raise ValueError(f"format {d.get('format')!r}, this version reads {RECORD_FORMAT}")
-        return cls(d["key"], Job.from_json(d["job"]), d["stack"], bool(d["ok"]), d.get("error") or "",
-                   d.get("result") or {}, float(d["seconds"]), d.get("host") or {})
+        job = Job.from_json(d["job"])
+        result = job.result_type().from_json(d["result"]) if d.get("result") else None
+        return cls(d["key"], job, d["stack"], bool(d["ok"]), d.get("error") or "", result, float(d["seconds"]),
+                   d.get("host") or {})
 
 
 def slowed(records) -> list[Record]:
@@ -163,9 +167,9 @@ def run_job(job: Job, root: Path, key: str, stack_: dict, progress=None) -> Reco
             noise = {"noise": round(spread, 4), "probe_ms": round(median * 1e3, 3)}
         result, error = _run(job, Path(root), progress)
     except StackwarsError as e:
-        result, error = {}, e.one_line()
+        result, error = None, e.one_line()
     except Exception as e:  # the job's, whatever it is: recorded, the sweep goes on
-        result, error = {}, f"{type(e).__name__}: {' '.join(str(e).split())[:300]}"
+        result, error = None, f"{type(e).__name__}: {' '.join(str(e).split())[:300]}"
     # When and by which code: a page rendered from records names their dates and commits (issue 53).
     finished = {"finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "commit": code_commit()}
     return Record(key, job, stack_, not error, relative(error or "", Path(root)), result, time.perf_counter() - t0,
@@ -198,10 +202,11 @@ def capture_files(job: Job, root: Path, progress=None) -> list[Path]:
     return [f for r in reqs for f in captured(r, captures_dir(root), sweep=True, progress=progress)]
 
 
-def _run(job: Job, root: Path, progress) -> tuple[dict, str | None]:
-    """The job's result as its record holds it (relative to the results folder), and its error."""
+def _run(job: Job, root: Path, progress):
+    """The job's result as its record holds it (its paths relative to the results folder: read back
+    from that JSON, so a record run here and one read from disk are the same value), and its error."""
     report, error = job.run(capture_files(job, root, progress), Path(root), progress)
-    return relative(report.as_json(), root), error
+    return job.result_type().from_json(relative(report.as_json(), root)), error
 
 
 def relative(data, root: Path):
