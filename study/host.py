@@ -44,7 +44,7 @@ def route_tables(workloads, results: Path, level: str = "##") -> list[str]:
            "| workload | runtime | steady here ms | host work per step here ms | host work / jax.jit's (one job) | "
            f"predicted {TARGET} steady ms | study's PyTorch steady ms |",
            "|---|---|---:|---:|---:|---:|---:|"]
-    from stackwars_ir.bench.predict import STUDY
+    from .table import STUDY
 
     rows_shown = 0
     for w in workloads:
@@ -203,6 +203,7 @@ def host_page(workloads, results: Path, commit: str, root: Path, protocols: list
 def cell_tables(workloads, results: Path, level: str = "##") -> list[str]:
     """Each workload's table of predicted cells, then the summary: the cells within 2x and by how much
     the others miss (docs/findings-host.md, and docs/findings.md's section on the study's table)."""
+    from .table import factor_needed, study_s, within
     from stackwars_ir.bench.predict import HOST_FACTOR
 
     out, total, inside = [], 0, 0
@@ -216,8 +217,8 @@ def cell_tables(workloads, results: Path, level: str = "##") -> list[str]:
         out += ["| framework | run | study ms | predicted ms | within 2x | parts (ms: host here, device estimated) |",
                 "|---|---|---:|---:|---|---|"]
         for c in cells:
-            s = c.study_s
-            ok = c.within()
+            s = study_s(c)
+            ok = within(c)
             total += ok is not None
             inside += bool(ok)
             if ok is False:
@@ -228,7 +229,7 @@ def cell_tables(workloads, results: Path, level: str = "##") -> list[str]:
                 if s > c.high_s and compile_s and compile_s * HOST_FACTOR[0] / 2 <= s <= compile_s * HOST_FACTOR[1] * 2:
                     hint = (f": of the order of a compile for the target ({ms(compile_s)} ms here), which this run of "
                            "the prediction does not hold (the runtime compiled nothing in it here)")
-                need = c.factor_needed()
+                need = factor_needed(c)
                 fails = ("; no host factor reaches it: the device's estimate alone is above it" if need is None else
                          f"; the host factor it takes: {need:,.0f}" if need >= 10 else
                          f"; the host factor it takes: {need:.2g}")

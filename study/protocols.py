@@ -147,14 +147,14 @@ def device_estimates(host_results: Path) -> dict:
 def study_recompiles(workload: str) -> bool:
     """Whether the study's PyTorch second run implies a compile again at step 2: its second run at
     least half its first (a step that only runs is far shorter than one that compiles)."""
-    from stackwars_ir.bench.predict import STUDY
+    from .table import STUDY
 
     first, second, _ = STUDY[(workload, "pytorch")]
     return second >= first / 2
 
 
 def study_ratio(workload: str) -> float:
-    from stackwars_ir.bench.predict import STUDY
+    from .table import STUDY
 
     return STUDY[(workload, "pytorch")][2] / STUDY[(workload, "jax")][2]
 
@@ -193,7 +193,7 @@ def fit_factor(cells) -> tuple[float, float, float] | None:
 def protocols_section(results: Path, host_results: Path, workloads=WORKLOADS, level: str = "##") -> list[str]:
     """The protocols section of docs/findings-host.md from the records in RESULTS
     (benchmarks/host_protocols.py) and the v6e estimates among HOST_RESULTS; [] where there are none."""
-    from stackwars_ir.bench.predict import STUDY
+    from .table import STUDY
     from stackwars_ir.bench.protocols import FIRST_STEPS, PROTOCOLS, STEADY
 
     runs = load_runs(results)

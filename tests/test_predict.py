@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from study.table import factor_needed, study_s, within
+
 
 def _phases(*rows):
     from stackwars_ir.bench.host import Phase
@@ -40,19 +42,19 @@ def test_a_steady_cell_spans_overlapped_to_serial_at_the_host_factor():
     h1 = 0.130 + 2.200 - 2.190
     assert first.low_s == pytest.approx((h1 + 3.0) * 0.5 + 0.0005) and first.high_s == pytest.approx(h1 + 3.0 + 0.0005)
     assert ("compile for the target x1", 3.0) in first.parts and not any("compile" in n for n, _ in second.parts)
-    assert steady.study_s == pytest.approx(0.027896) and steady.within() is True  # 27.9 ms within 2x of 16-33 ms
-    assert first.within() is True and second.within() is False  # the study's second run compiled: 3.3 s
+    assert study_s(steady) == pytest.approx(0.027896) and within(steady) is True  # 27.9 ms within 2x of 16-33 ms
+    assert within(first) is True and within(second) is False  # the study's second run compiled: 3.3 s
 
 
 def test_the_unsynced_protocol_keeps_the_tracing_alone_and_cells_read_back():
     from stackwars_ir.bench.predict import UNSYNCED, Cell, predict_unsynced
 
     first, second, steady = predict_unsynced("gemm", _torch_xla_host(), factor=(0.5, 1.0))
-    assert steady.framework == UNSYNCED and steady.study_s == pytest.approx(0.055e-3)
+    assert steady.framework == UNSYNCED and study_s(steady) == pytest.approx(0.055e-3)
     assert steady.low_s == pytest.approx((0.030 - 0.001) * 0.5) and steady.high_s == pytest.approx(0.030 - 0.001)
     assert first.high_s == pytest.approx(0.130) and [n for n, _ in first.parts] == ["forward"]
     assert Cell.from_json(steady.as_json()) == steady
-    assert Cell("nope", "jax", "steady", 1.0, 2.0, ()).within() is None  # no study cell: no verdict
+    assert within(Cell("nope", "jax", "steady", 1.0, 2.0, ())) is None  # no study cell: no verdict
 
 
 def test_a_cell_outside_2x_names_the_host_factor_that_would_reach_the_study():
@@ -65,9 +67,9 @@ def test_a_cell_outside_2x_names_the_host_factor_that_would_reach_the_study():
     first, second, steady = predict("gpt2", "pytorch", host, device_s=0.0005, compile_s=3.0,
                                     compiles={"first": 1, "second": 0}, factor=(0.5, 1.0))
     for cell in (first, second, steady) + predict_unsynced("gpt2", host, factor=(0.5, 1.0)):
-        need = cell.factor_needed((0.5, 1.0))
+        need = factor_needed(cell, (0.5, 1.0))
         device = sum(v for n, v in cell.parts if n == "device (estimate)")
-        assert need * (cell.high_s - device) + device == pytest.approx(cell.study_s), cell
-    assert second.factor_needed((0.5, 1.0)) > 100  # the study's second run compiled: no host is that slow
+        assert need * (cell.high_s - device) + device == pytest.approx(study_s(cell)), cell
+    assert factor_needed(second, (0.5, 1.0)) > 100  # the study's second run compiled: no host is that slow
     slow_device = Cell("gemm", "jax", "steady", 0.001, 0.0011, (("dispatch", 0.0001), ("device (estimate)", 0.001)))
-    assert slow_device.factor_needed() is None  # 1 ms of device alone is above the study's 0.192 ms
+    assert factor_needed(slow_device) is None  # 1 ms of device alone is above the study's 0.192 ms

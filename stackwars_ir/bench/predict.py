@@ -7,17 +7,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-# The study's table (seed 001, a v6e-1 TPU): (workload, framework) -> (first, second, steady), in ms.
-STUDY = {
-    ("gemm", "jax"): (41.243, 0.451, 0.192), ("gemm", "pytorch"): (0.198, 0.086, 0.055),
-    ("ffn", "jax"): (1081.837, 0.474, 0.225), ("ffn", "pytorch"): (256.368, 2.729, 0.347),
-    ("mha", "jax"): (1118.373, 0.619, 0.363), ("mha", "pytorch"): (987.797, 15.758, 0.946),
-    ("resnet50", "jax"): (7328.458, 1.442, 0.931), ("resnet50", "pytorch"): (7659.820, 7271.575, 10.562),
-    ("bert", "jax"): (9103.082, 1.351, 0.913), ("bert", "pytorch"): (4098.641, 3774.402, 21.723),
-    ("gpt2", "jax"): (2128.444, 1.061, 0.708), ("gpt2", "pytorch"): (3545.754, 3256.955, 27.896),
-}
-RUNS = ("first", "second", "steady")
-
 # How long a TPU host takes for the host work this machine's CPU does: an assumption, not a measurement
 # (the study names no host CPU; a v6e VM's cores are of a recent server generation, this host's an AMD
 # EPYC under a hypervisor): between half and the same time.
@@ -26,8 +15,9 @@ HOST_FACTOR = (0.5, 1.0)
 
 @dataclass(frozen=True)
 class Cell:
-    """One predicted cell of the study's table: its range (seconds) under the stated model, and the
-    parts it is built from (name, seconds at a factor of 1), so a reader sees where it comes from."""
+    """One predicted cell of a table of first, second and steady runs: its range (seconds) under the
+    stated model, and the parts it is built from (name, seconds at a factor of 1), so a reader sees
+    where it comes from."""
 
     workload: str
     framework: str  # "jax" | "pytorch"
@@ -36,32 +26,9 @@ class Cell:
     high_s: float
     parts: tuple  # (name, seconds): host parts as measured here, device parts as estimated for the target
 
-    @property
-    def study_s(self) -> float | None:
-        got = STUDY.get((self.workload, "pytorch" if self.framework == UNSYNCED else self.framework))
-        return got[RUNS.index(self.run)] / 1e3 if got else None
-
-    def within(self, factor: float = 2.0) -> bool | None:
-        """Whether the study's cell lies within `factor` of the predicted range (None: no cell)."""
-        s = self.study_s
-        return None if s is None else self.low_s / factor <= s <= self.high_s * factor
-
-    def factor_needed(self, factor: tuple = HOST_FACTOR) -> float | None:
-        """The host factor at which this cell's serial prediction (its high end) equals the study's
-        cell, every other input as measured and estimated: (study - device) / the host work at a factor
-        of 1 (a compile for the target included: it is scaled alike). None where there is no study
-        cell or no host work, or the device's estimate alone is at least the study's cell (then no host
-        factor reaches it)."""
-        s = self.study_s
-        device = sum(v for n, v in self.parts if n == "device (estimate)")
-        host = (self.high_s - device) / factor[1]
-        if s is None or host <= 0 or s <= device:
-            return None
-        return (s - device) / host
-
     def as_json(self) -> dict:
         return {"workload": self.workload, "framework": self.framework, "run": self.run, "low_s": self.low_s,
-                "high_s": self.high_s, "parts": [list(p) for p in self.parts], "study_s": self.study_s}
+                "high_s": self.high_s, "parts": [list(p) for p in self.parts]}
 
     @classmethod
     def from_json(cls, d: dict) -> "Cell":
