@@ -101,7 +101,7 @@ setup-tpu: setup
 BACKEND ?= cpu
 FINDINGS := docs/findings$(if $(filter cpu,$(BACKEND)),,-$(BACKEND)).md
 docs: setup
-	$(BIN)/python -m stackwars_ir.docs > docs/cli.md.tmp && mv docs/cli.md.tmp docs/cli.md
+	$(BIN)/python -m stackwars_ir.cli.reference > docs/cli.md.tmp && mv docs/cli.md.tmp docs/cli.md
 findings: findings-main $(if $(filter cpu,$(BACKEND)),findings-memory findings-programs findings-zoo findings-host)
 # A sweep of benchmarks/grids/findings.toml into out/sweeps/findings (killed, it resumes; timed jobs run
 # last, one at a time), then the page from its records (`benchmarks/findings.py --render`: without recomputing).

@@ -49,7 +49,7 @@ def ramp(runs: int, drift: float, turns: bool) -> tuple[list, list]:
 
 def flagged(args, scale, slow: float, scale_a=1.0, paired: bool = False) -> tuple[float, float]:
     """(share of the null blocks flagged, share of profiles that flag block 0)."""
-    from stackwars_ir.runstats import part_gaps
+    from stackwars_ir.common.runstats import part_gaps
 
     null, first = 0, 0
     for seed in range(args.profiles):
@@ -68,7 +68,7 @@ def worker_shifts(args, rounds: int, shift: float, slow: float = 0.0) -> tuple[f
     each block of each side by a factor of its own (normal, sd `shift`) for all of that worker's runs:
     profiled in one worker (rounds=1: part_gaps resamples its runs) or in `rounds` fresh workers (part_gaps'
     rounds: the t-interval across them; bench --rounds)."""
-    from stackwars_ir.runstats import part_gaps
+    from stackwars_ir.common.runstats import part_gaps
 
     null, first = 0, 0
     for seed in range(args.profiles):

@@ -31,7 +31,7 @@ def grid_tables(path: Path, backend: str, size: str | None) -> list[dict]:
     lazy loop in training, which has no CUDA route here); `size` for every model (a quick check)."""
     import tomllib
 
-    from stackwars_ir.targets import is_tpu
+    from stackwars_ir.common.targets import is_tpu
 
     out = []
     for t in tomllib.loads(path.read_text())["grid"]:

@@ -59,7 +59,7 @@ def estimate(model: str, step: str, results: Path) -> None:
 
     from stackwars_ir.ablate import Ablation
     from stackwars_ir.ablate.run import estimated
-    from stackwars_ir.files import write_atomic
+    from stackwars_ir.common.files import write_atomic
 
     record = results / record_name(model, step)
     if not record.exists() or importlib.util.find_spec("libtpu") is None:

@@ -45,7 +45,7 @@ def commit_here() -> str:
 
 def made(record: Path) -> None:
     """RECORD's day and commit in its folder's index (study.host.record_dates)."""
-    from stackwars_ir.files import write_set
+    from stackwars_ir.common.files import write_set
 
     index = record.parent / MADE
     known = json.loads(index.read_text()) if index.exists() else {}

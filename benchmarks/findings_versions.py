@@ -35,7 +35,7 @@ BISECT = ("0.10.2", "0.12.0.1")  # stackwars-ir bisect gpt2 --good jax==0.10.2 -
 
 
 def run(out: Path, releases, models) -> dict:
-    from stackwars_ir import stacks as stack
+    from stackwars_ir.isolate import stacks as stack
     from stackwars_ir.versions.regress import Thresholds, regress_model
     from stackwars_ir.workload import Request
 
@@ -67,7 +67,7 @@ def run(out: Path, releases, models) -> dict:
             failed[f"gpt2 base {v}"] = " ".join(str(e).split())[:300]
     found = None
     try:  # the first release whose XLA fuses GPT-2 differently: stacks reused, the lock for its own version
-        from stackwars_ir.versions.bisect import bisect_model
+        from stackwars_ir.versions.bisection import bisect_model
 
         found = bisect_model(Request("gpt2", "tiny", "jax"), BISECT[0], BISECT[1], "fusions", out / "bisect",
                              progress=progress)
@@ -78,7 +78,7 @@ def run(out: Path, releases, models) -> dict:
 
 def run_pytorch(out: Path, models) -> dict:
     """Each model's torch_xla side under the PyTorch stack and the lock (regress --exporter torch_xla)."""
-    from stackwars_ir import stacks as stack
+    from stackwars_ir.isolate import stacks as stack
     from stackwars_ir.versions.regress import Thresholds, regress_model
     from stackwars_ir.workload import Request
 
@@ -100,7 +100,7 @@ def run_pytorch(out: Path, models) -> dict:
 def run_torchax(out: Path, models) -> dict:
     """Each model's torchax side under torch_xla's bundled copy (the stack BUNDLED) and the lock's
     pinned release (regress --exporter torchax); the location names only one side's captures hold."""
-    from stackwars_ir import stacks as stack
+    from stackwars_ir.isolate import stacks as stack
     from stackwars_ir.ir.locations import name_changes
     from stackwars_ir.versions.regress import Thresholds, regress_model
     from stackwars_ir.workload import Request
@@ -128,7 +128,7 @@ def run_torchax(out: Path, models) -> dict:
 def run_upgrade(out: Path, models) -> dict:
     """Each model's JAX side and torchax route under the previous lock (the stack PREVIOUS) and the lock
     (regress --from PREVIOUS --to lock), forward and training step."""
-    from stackwars_ir import stacks as stack
+    from stackwars_ir.isolate import stacks as stack
     from stackwars_ir.versions.regress import Thresholds, regress_model
     from stackwars_ir.workload import Request
 

@@ -25,7 +25,7 @@ def one(model: str, size: str, step: str, name: str, runs: int) -> dict:
     os.environ.setdefault("PJRT_DEVICE", "CPU")
     from stackwars_ir.bench.host import Clock, ModuleClock, one_run, phases_of, timer_meter
     from stackwars_ir.bench.native import setup_of
-    from stackwars_ir.runstats import rounds_ratio
+    from stackwars_ir.common.runstats import rounds_ratio
     from stackwars_ir.workload import Request, prepare
 
     req = Request(model, size, step=step).validated()

@@ -75,10 +75,10 @@ def stack_jobs(stack: str, rounds: int):
 
 def command(w: str, size: str, fw: str, proto: str, stack: str | None, pause_s: float = 0.0) -> tuple[list, dict | None]:
     """The fresh process's command line (and environment): this project's Python, or a version stack's
-    worker with this project's code copied in (stackwars_ir.stacks.worker_command)."""
+    worker with this project's code copied in (stackwars_ir.isolate.stacks.worker_command)."""
     if not stack:
         return [sys.executable, __file__, "--one", w, size, fw, proto, "--pause", str(pause_s)], None
-    from stackwars_ir.stacks import find, worker_command
+    from stackwars_ir.isolate.stacks import find, worker_command
 
     boot = ("import json; from stackwars_ir.bench.protocols import measure; "
             f"print(json.dumps(measure({w!r}, {size!r}, {fw!r}, {proto!r}, pause_s={pause_s!r}).as_json()), flush=True)")
@@ -179,7 +179,7 @@ def run_previous(r: int, condition: str, results: Path) -> dict:
 def measure_all(workloads, rounds: int, results: Path, kept: Path | None, stack: str | None = None) -> None:
     """Every job of `jobs` (and of `stack_jobs` under STACK) that RESULTS lacks, run and written there;
     restored from and kept into KEPT."""
-    from stackwars_ir.files import write_set
+    from stackwars_ir.common.files import write_set
     from stackwars_ir.sweep.kept import carried
 
     results.mkdir(parents=True, exist_ok=True)

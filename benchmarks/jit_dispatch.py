@@ -25,7 +25,7 @@ def main() -> None:
     from stackwars_ir.bench.timing import measure
     from stackwars_ir.workload import Request, prepare
     from stackwars_ir.workload import jax_inputs
-    from stackwars_ir.runtime import runtime
+    from stackwars_ir.common.runtime import runtime
 
     rt = runtime(a.backend)
     print(f"machine: {machine_line()}; backend {rt.platform} ({rt.device.device_kind}), jax {jax.__version__}\n")

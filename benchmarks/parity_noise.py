@@ -16,7 +16,7 @@ def main() -> None:
     from stackwars_ir import models
     from stackwars_ir.capture import run
     from stackwars_ir.capture.parity import NOISE_MULTIPLE
-    from stackwars_ir.errors import StackwarsError
+    from stackwars_ir.common.errors import StackwarsError
     from stackwars_ir.workload import Request
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from _common import ROOT, machine_line
 
-CLI = [sys.executable, "-c", "from stackwars_ir.cli import main; main()"]
+CLI = [sys.executable, "-c", "from stackwars_ir.cli.commands import main; main()"]
 
 
 def regress(args: list[str]) -> tuple[int, dict, float]:

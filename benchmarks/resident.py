@@ -20,8 +20,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 def main() -> None:
     from stackwars_ir.sweep import bench_model
-    from stackwars_ir.files import host
-    from stackwars_ir.textfmt import human_bytes
+    from stackwars_ir.common.files import host
+    from stackwars_ir.common.textfmt import human_bytes
 
     ap = argparse.ArgumentParser()
     ap.add_argument("--model", default="gpt2")

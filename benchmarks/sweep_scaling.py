@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 
 def main() -> None:
-    from stackwars_ir.files import host
+    from stackwars_ir.common.files import host
     from stackwars_ir.sweep.execute import run_sweep
     from stackwars_ir.sweep.grid import read_grid
 

@@ -27,7 +27,7 @@ def bench_once(files, code: Path | None) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "b.json"
         env = dict(os.environ, PYTHONPATH=str(code)) if code else dict(os.environ)
-        boot = "from stackwars_ir.cli import main; main()"
+        boot = "from stackwars_ir.cli.commands import main; main()"
         # Run from the checkout's root: `python -c` puts the working folder first on the path.
         done = subprocess.run([sys.executable, "-c", boot, "bench", *(str(f.resolve()) for f in files), "--json",
                                str(out)], env=env, cwd=code or ROOT, stdout=subprocess.DEVNULL,

@@ -36,7 +36,7 @@ def pool(paths, jobs=None) -> float:
 
 def bench_worker(paths) -> float:
     from stackwars_ir.ir.worker import handle
-    from stackwars_ir.isolate import Isolated, Task
+    from stackwars_ir.isolate.task import Isolated, Task
 
     t0 = time.perf_counter()
     with Isolated(3 << 30, stack=None) as w:
@@ -53,7 +53,7 @@ def main() -> None:
     a = ap.parse_args()
     paths = files(a.files)
     size = sum(p.stat().st_size for p in paths)
-    from stackwars_ir.files import host
+    from stackwars_ir.common.files import host
 
     h = host()
     print(f"machine: {h.get('processor')} ({h.get('cpus')} cpus); {len(paths)} files ({size / 2**20:.1f} MiB: "

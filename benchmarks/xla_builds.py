@@ -84,9 +84,9 @@ def jax_side(path: Path, scratch: Path, rounds: int) -> dict:
     import numpy as np
 
     from stackwars_ir.bench import signature_arguments
-    from stackwars_ir.files import read_sidecar
+    from stackwars_ir.common.files import read_sidecar
     from stackwars_ir.ir import load_one
-    from stackwars_ir.runtime import Runtime, runtime
+    from stackwars_ir.common.runtime import Runtime, runtime
 
     text = path.read_text()
     arrays, _, _ = signature_arguments(load_one(path), read_sidecar(path), np.random.default_rng(0))

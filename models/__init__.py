@@ -62,7 +62,7 @@ _ENTRY_NAMES = {"Entry": Entry, "dict": dict, "list": list, "tuple": tuple, "Tru
 def read_entry(path: Path) -> Entry:
     """The `ENTRY = Entry(...)` of one adapter file, evaluated alone (literals, dict/list/tuple and
     Entry only), so the catalogue imports no framework. A file that is not an adapter: one line."""
-    from stackwars_ir.errors import StackwarsError
+    from stackwars_ir.common.errors import StackwarsError
 
     fix = "an adapter file assigns ENTRY = Entry(name, description, sizes, shapes, ...) with literals (docs/adapters.md)"
     try:
@@ -113,7 +113,7 @@ def read_data_entries(path: Path) -> list[Entry]:
     import dataclasses
     import tomllib
 
-    from stackwars_ir.errors import StackwarsError
+    from stackwars_ir.common.errors import StackwarsError
 
     fix = "write each model as [name] with type, inputs, description, its sizes' configurations and shapes (docs/adapters.md)"
     try:
@@ -166,7 +166,7 @@ def _data_adapter(e: Entry) -> ModuleType:
 def _adapter_files(in_folders: set | None = None) -> list[Path]:
     """Every adapter file: this package's, then each STACKWARS_IR_ADAPTERS item's (a file, or a folder's
     .py and .toml files); `in_folders` collects the resolved files found by listing a folder."""
-    from stackwars_ir.errors import StackwarsError
+    from stackwars_ir.common.errors import StackwarsError
 
     files = sorted(p for p in HERE.glob("*.py") if not p.name.startswith("_"))
     for item in filter(None, os.environ.get(ADAPTERS_ENV, "").split(os.pathsep)):
@@ -191,7 +191,7 @@ _SKIPPED: dict = {}  # STACKWARS_IR_ADAPTERS value -> ((file, why), ...): folder
 def adapters_env(paths) -> str:
     """STACKWARS_IR_ADAPTERS with `paths` (--adapters) added after what it holds, each checked here
     and made absolute (workers may run elsewhere)."""
-    from stackwars_ir.errors import StackwarsError
+    from stackwars_ir.common.errors import StackwarsError
 
     for a in paths:
         p = Path(a).expanduser()
@@ -207,7 +207,7 @@ def catalog() -> dict[str, Entry]:
     """Every adapter's entry, by name: this folder's, then STACKWARS_IR_ADAPTERS' (read once per value)."""
     key = os.environ.get(ADAPTERS_ENV, "")
     if key not in _CACHE:
-        from stackwars_ir.errors import StackwarsError
+        from stackwars_ir.common.errors import StackwarsError
 
         found: dict[str, Entry] = {}
         skipped = []
@@ -253,7 +253,7 @@ SIZE_NAMES = ("tiny", "base")  # most adapters'; an entry's own sizes are its `s
 
 
 def entry(name: str) -> Entry:
-    from stackwars_ir.errors import StackwarsError
+    from stackwars_ir.common.errors import StackwarsError
 
     known = catalog()
     if name not in known:

@@ -5,7 +5,7 @@ import contextlib
 import traceback
 from pathlib import Path
 
-from stackwars_ir.errors import StackwarsError
+from stackwars_ir.common.errors import StackwarsError
 
 DOCS = "docs/adapters.md"
 NOTES = ("nearest PyTorch names", "no PyTorch name is near")  # what stackwars-ir adds to an adapter's exception

@@ -117,8 +117,8 @@ def across_rounds(rep, reports: list):
     not merge (a native runtime whose kernels differ from round to round), keeps its own."""
     import dataclasses
 
-    from stackwars_ir.bench.profile import merged
-    from stackwars_ir.errors import StackwarsError
+    from stackwars_ir.bench.xla_profile import merged
+    from stackwars_ir.common.errors import StackwarsError
 
     if len(reports) < 2:
         return rep
@@ -145,7 +145,7 @@ def profiled_gaps(a, benches: dict, train_benches: dict, say) -> None:
     from stackwars_ir.bench.attach import block_times
     from stackwars_ir.diff import diff_files
     from stackwars_ir.diff.result import time_gap
-    from stackwars_ir.errors import StackwarsError
+    from stackwars_ir.common.errors import StackwarsError
     from .page import rounds_ratio_cell
 
     rounds = {(model, step): a.res.bench_rounds(model, step) for step, reps in (("forward", benches), ("train", train_benches))

@@ -23,7 +23,7 @@ def backend_line(backend: str) -> str:
     """The XLA backend and the versions that ran it (a GPU page may run another jax than the lock's)."""
     import jax
 
-    from stackwars_ir.runtime import runtime
+    from stackwars_ir.common.runtime import runtime
 
     rt = runtime(backend)
     if backend == "cpu":
@@ -83,7 +83,7 @@ def cell(text: str) -> str:
 
 def training(a: "Sources", say: Page) -> dict:
     """Section 9: whole training steps (capture --step train), the study's steady-state claim."""
-    from stackwars_ir.files import read_sidecar
+    from stackwars_ir.common.files import read_sidecar
 
     say("\n## 9. Training steps: steady after one step or two? (the study: JAX after one, PyTorch after two, "
         "\"because PyTorch creates optimizer state lazily during the first step\")\n")
@@ -359,7 +359,7 @@ class Results:
 
     def __init__(self, report):
         from stackwars_ir.sweep.job_types import BenchJob, route_of
-        from stackwars_ir.targets import is_tpu
+        from stackwars_ir.common.targets import is_tpu
 
         self.report, self.root = report, Path(report.root)
         self.by: dict = {}  # key -> the record (a timed bench: its first round's)

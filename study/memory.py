@@ -46,7 +46,7 @@ def _plan(rec):
 
 
 def _cell(plan, budget, abstract: bool) -> Cell:
-    from stackwars_ir.textfmt import human_bytes
+    from stackwars_ir.common.textfmt import human_bytes
 
     if isinstance(plan, str):
         return Cell(plan, abstract=abstract)
@@ -114,8 +114,8 @@ def _captured(kinds: dict) -> str:
 
 def print_page(report, say: Page) -> None:
     from stackwars_ir.bench.memory import budgets
-    from stackwars_ir.files import host
-    from stackwars_ir.textfmt import human_bytes
+    from stackwars_ir.common.files import host
+    from stackwars_ir.common.textfmt import human_bytes
 
     budget = budgets("v6e-1")[0]
     cells, sliced, how = tables(report, budget)
@@ -178,7 +178,7 @@ def short(cell: Cell, notes: dict) -> str:
 
 def print_slices(cells: dict, sliced: dict, budget, say: Page) -> None:
     """The training steps per v6e slice with FSDP, and the smallest slice each route fits on."""
-    from stackwars_ir.textfmt import human_bytes
+    from stackwars_ir.common.textfmt import human_bytes
 
     plans = {k: p for k, p in sliced.items() if k[1] != "dtype"}
     if not plans:
@@ -230,7 +230,7 @@ def print_slices(cells: dict, sliced: dict, budget, say: Page) -> None:
 def _route_line(title: str, step: str, route: str, cells: dict, batches, dtypes, budget, notes=None) -> tuple[str, set]:
     """One route's plans of one step in words ('float32: fits at batch 1, 8 (largest 29.1 GiB, 2.9 GiB
     to spare); bfloat16: ...'), and the states its dtypes reached ({'fits'}, {'oom'}, both, or none)."""
-    from stackwars_ir.textfmt import human_bytes
+    from stackwars_ir.common.textfmt import human_bytes
 
     parts, states = [], set()
     for dtype in dtypes:

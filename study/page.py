@@ -24,7 +24,7 @@ class Page:
 
 def machine_line() -> str:
     """The machine a page was made on: processor, cpus, Python, system."""
-    from stackwars_ir.files import host
+    from stackwars_ir.common.files import host
 
     return machine_text(host() | {"python": platform.python_version(), "system": platform.system()})
 

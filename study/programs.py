@@ -49,7 +49,7 @@ def _dated(lines: list, records: list, dates) -> list:
 
 def _tpu_rows(res, facts: dict) -> list[str]:
     from stackwars_ir.bench.memory import budgets
-    from stackwars_ir.textfmt import human_bytes
+    from stackwars_ir.common.textfmt import human_bytes
 
     budget = budgets("v6e-1")[0]
     size = _size(res)
@@ -83,7 +83,7 @@ def _tpu_rows(res, facts: dict) -> list[str]:
 
 def _tpu_findings(f: dict) -> list[str]:
     """What the 8B table says, in sentences computed from it."""
-    from stackwars_ir.textfmt import human_bytes
+    from stackwars_ir.common.textfmt import human_bytes
 
     u, sc, re_, both = (f.get(k) for k in ("unrolled", "scan", "remat", "scan + remat"))
     out = []
@@ -247,9 +247,9 @@ def programs_page(res: Records) -> str:
 
 
 def print_page(res: Records, say: Page) -> None:
-    from stackwars_ir.files import host
+    from stackwars_ir.common.files import host
     from stackwars_ir.report.sweep import summary_line
-    from stackwars_ir.textfmt import human_bytes
+    from stackwars_ir.common.textfmt import human_bytes
 
     h = host()
     v = next((r.stack for r in res.report.records if r.job.command == "memory" and r.ok), None) or \

@@ -27,7 +27,7 @@ class Figure:
 
     @classmethod
     def of(cls, values) -> "Figure | None":
-        from stackwars_ir.runstats import rounds_ratio
+        from stackwars_ir.common.runstats import rounds_ratio
 
         values = [v for v in values if v and v > 0]
         if not values:

@@ -14,7 +14,7 @@ from .page import machine_line
 def versions_page(data: dict, releases, models, bisect: tuple[str, str]) -> str:
     """docs/findings-versions.md from `benchmarks/findings_versions.py`'s regressions (data: results by
     (model, release), failed by what, the bisection of BISECT's good and bad releases), as text."""
-    from stackwars_ir.stacks import lock
+    from stackwars_ir.isolate.stacks import lock
 
     here = lock().versions
     lines = ["# Findings: the same models across JAX releases", "",
@@ -116,7 +116,7 @@ def _changes(title: str, r) -> list[str]:
 def versions_torch_page(data: dict, models, stack: tuple[str, tuple]) -> str:
     """docs/findings-versions-torch.md from the regressions of each model's torch_xla side under STACK (its
     name and requirements) against the lock, as text."""
-    from stackwars_ir.stacks import lock
+    from stackwars_ir.isolate.stacks import lock
 
     here, s = lock().versions, data["stack"]
     there = s.versions if s else {}
@@ -175,7 +175,7 @@ def versions_torch_page(data: dict, models, stack: tuple[str, tuple]) -> str:
 def versions_torchax_page(data: dict, models, bundled: str) -> str:
     """docs/findings-versions-torchax.md: each model's torchax capture by torch_xla's bundled copy (the
     stack `bundled`) against the lock's pinned release, from `findings_versions.py --torchax`, as text."""
-    from stackwars_ir.stacks import lock
+    from stackwars_ir.isolate.stacks import lock
 
     here, s = lock().versions, data["stack"]
     there = s.versions if s else {}
@@ -242,7 +242,7 @@ def upgrade_page(data: dict, models, previous: tuple, routes: tuple = ("jax",)) 
     `findings_versions.py --upgrade`, as text."""
     import platform
 
-    from stackwars_ir.stacks import lock
+    from stackwars_ir.isolate.stacks import lock
 
     here, s = lock().versions, data["stack"]
     there = s.versions if s else {}

@@ -128,7 +128,7 @@ def _percent(x: float) -> str:
 def interval(r: dict) -> tuple[float, float, float, int]:
     """A row's steady ratio torchax/torch_xla across its rounds: (geometric mean, low, high, rounds), the
     95% interval runstats.rounds_ratio's (infinite below two rounds)."""
-    from stackwars_ir.runstats import rounds_ratio
+    from stackwars_ir.common.runstats import rounds_ratio
 
     ratios = [x for x in r.get("ratios") or [_ratio(r["bench"][0]["steady"], r["bench"][1]["steady"])] if x == x]
     if not ratios:
@@ -175,7 +175,7 @@ def verdicts(rows: dict) -> list[str]:
 
 def zoo_page(report) -> str:
     """docs/findings-zoo.md from a sweep's records (SweepReport), as text."""
-    from stackwars_ir.files import versions
+    from stackwars_ir.common.files import versions
     from stackwars_ir.sweep.execute import NOT_RUN
 
     v = versions()  # torchax: the copy that imports (torch_xla's own, files.distribution_version)

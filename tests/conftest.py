@@ -41,7 +41,7 @@ def cli():
     test's `--parse-timeout 2` cannot stop a later test's parse on a loaded machine."""
     from click.testing import CliRunner
 
-    from stackwars_ir.cli import main
+    from stackwars_ir.cli.commands import main
 
     def run(*args):
         result = CliRunner().invoke(main, [str(a) for a in args])

@@ -213,7 +213,7 @@ def opt_captures(tmp_path_factory):
     """OPT, a model outside the catalogue, captured through its user adapter on all three routes."""
     from click.testing import CliRunner
 
-    from stackwars_ir.cli import main
+    from stackwars_ir.cli.commands import main
 
     root = tmp_path_factory.mktemp("opt")
     folder = root / "mine"
@@ -330,7 +330,7 @@ def test_recorded_values_keep_a_scalar_reference_a_scalar(tmp_path):
     every bench of a user model's training step failed its proof on the shape."""
     import numpy as np
 
-    from stackwars_ir import files
+    from stackwars_ir.common import files
 
     data = files.values_bytes([("arg0", np.arange(6, dtype=np.float32).reshape(2, 3)),
                                ("reference", np.asarray(1.5, dtype=np.float32))])
@@ -526,7 +526,7 @@ def test_a_twin_weight_of_another_shape_is_refused_by_name_never_reshaped():
     fit, scrambling it; a fused one of the wrong size failed with numpy's words, blaming the tool."""
     import numpy as np
 
-    from stackwars_ir.errors import CaptureError
+    from stackwars_ir.common.errors import CaptureError
     from stackwars_ir.workload import argument_values
     from stackwars_ir.workload.prepared import Argument
 

@@ -9,21 +9,24 @@ ROOT = Path(__file__).resolve().parent.parent
 # Each stage's level: a module may import its own stage and any lower level, never a higher one, and
 # never another stage of its own level (so no two stages can import each other).
 LEVELS = {
-    "__init__": 0, "errors": 0, "resources": 0,
-    "files": 1, "wire": 1, "textfmt": 1, "progress": 1, "runtime": 1, "runstats": 1, "targets": 1, "routes": 1,
-    "hostmem": 1,  # neutral helpers of several stages
+    "__init__": 0,
+    "common": 1,  # what every stage uses: errors, files, progress, the route and target tables, the runtime
     "models": 2,
-    "ir": 3, "stacks": 3,
-    "isolate": 4,  # running elsewhere: a task in a killable worker, in this environment or a stack's
+    "ir": 3,
+    "isolate": 4,  # running elsewhere: a task in a killable worker, in this environment or a version stack's
     "workload": 5,
     "capture": 6, "diff": 6,
     "bench": 7,
     "sweep": 8, "versions": 8, "ablate": 8,  # model runs and grids; library versions compared; ablations: none imports another
     "report": 9,
-    "shell": 10,
-    "cli_stack": 11, "cli_causes": 11,
-    "cli": 12,
-    "docs": 13,
+    "cli": 10,
+}
+# Inside the stages that gather several tenants, each module's level, under the same rule.
+INNER = {
+    "common": {"errors": 0, "resources": 0, "files": 1, "wire": 1, "textfmt": 1, "progress": 1, "runtime": 1,
+               "runstats": 1, "targets": 1, "routes": 1, "hostmem": 1},
+    "isolate": {"stacks": 0, "task": 1},
+    "cli": {"shell": 0, "stack": 1, "causes": 1, "commands": 2, "reference": 3, "__main__": 4},
 }
 
 
@@ -92,6 +95,23 @@ def test_every_stage_has_a_level():
 def test_arrows_point_down_only():
     wrong = [f"{f}:{line}: {a} (level {LEVELS[a]}) imports {b} (level {LEVELS[b]})"
              for f, line, a, b in arrows() if LEVELS[b] >= LEVELS[a]]
+    assert wrong == []
+
+
+def test_arrows_inside_a_gathered_stage_point_down_only():
+    wrong, unknown = [], set()
+    for path, module, package in _modules():
+        here = _stage(module)
+        if here not in INNER or path.name == "__init__.py":
+            continue
+        me = module.split(".")[2]
+        unknown |= {me} - set(INNER[here])
+        for line, target in _imports(path, package):
+            parts = target.split(".")
+            if _stage(target) == here and len(parts) > 2 and parts[2] in INNER[here] and parts[2] != me \
+                    and INNER[here][parts[2]] >= INNER[here].get(me, 0):
+                wrong.append(f"{path.relative_to(ROOT)}:{line}: {me} imports {parts[2]}")
+    assert unknown == set(), "a new module in a gathered stage: give it a level in INNER"
     assert wrong == []
 
 

@@ -162,7 +162,7 @@ def test_a_native_runtime_is_added_by_two_files(tmp_path):
     (code / "stackwars_ir" / "bench" / "runtimes" / "eager_inference.py").write_text(INFERENCE_RUNTIME)
 
     def run(*args):
-        boot = f"import sys; sys.path.insert(0, {str(code)!r}); from stackwars_ir.cli import main; main()"
+        boot = f"import sys; sys.path.insert(0, {str(code)!r}); from stackwars_ir.cli.commands import main; main()"
         return subprocess.run([sys.executable, "-c", boot, *map(str, args)], capture_output=True, text=True,
                               timeout=600, cwd=tmp_path)
 
@@ -207,7 +207,7 @@ def test_every_baseline_proves_its_output_and_torch_xla_compiles_then_executes_e
 
 def test_measure_inspects_the_first_output_and_reads_counters_around_runs():
     from stackwars_ir.bench.proof import Checker
-    from stackwars_ir.errors import BenchError
+    from stackwars_ir.common.errors import BenchError
 
     import numpy as np
 
@@ -249,7 +249,7 @@ def test_measure_counts_the_page_faults_of_each_run():
 
 
 def test_gpu_backend_without_a_gpu_says_how_to_install_it(cli, tmp_path):
-    from stackwars_ir.runtime import runtime
+    from stackwars_ir.common.runtime import runtime
 
     try:
         runtime("gpu")
@@ -482,7 +482,7 @@ def test_a_sidecar_given_as_ir_gets_a_did_you_mean(cli):
 def test_every_command_documents_its_exit_codes():
     import click
 
-    from stackwars_ir.cli import main
+    from stackwars_ir.cli.commands import main
 
     for name in ("capture", "stats", "diff", "bench", "report"):
         assert "Exit code 0" in main.get_command(click.Context(main), name).help, name
@@ -550,7 +550,7 @@ def test_bench_reuses_a_capture_only_from_the_same_request_capture_revision_and_
     side.write_text(_json.dumps(data))
     captured(req, tmp_path, sweep=False, show=False, progress=said.append)
     assert said[-1].startswith("capturing")
-    from stackwars_ir.files import versions
+    from stackwars_ir.common.files import versions
     assert _json.loads(side.read_text())["versions"]["jax"] == versions()["jax"]
     # One whose parity failed (its files kept for inspection): captured again, never planned or timed.
     data = _json.loads(side.read_text())
@@ -588,7 +588,7 @@ def test_findings_split_a_torch_xla_run_into_compile_execute_and_tracing_by_its_
     import dataclasses
     from types import SimpleNamespace
 
-    from stackwars_ir.bench.profile import Profile
+    from stackwars_ir.bench.xla_profile import Profile
 
     def prof(seconds):
         return Profile(2, seconds, seconds, seconds, seconds, (SimpleNamespace(seconds=seconds * 0.9),),
@@ -613,7 +613,7 @@ def test_the_bandwidth_probe_writes_into_its_argument_run_after_run():
     import numpy as np
 
     from stackwars_ir.bench import add_in_place
-    from stackwars_ir.runtime import runtime
+    from stackwars_ir.common.runtime import runtime
 
     rt = runtime("cpu")
     exe = rt.compile(add_in_place(1024), "probe")
@@ -795,7 +795,7 @@ def test_a_quantized_program_runs_as_integer_math(tmp_path):
     integer math before XLA compiles (runtime.integer_math), per-axis scales included, and the row says so."""
     import numpy as np
 
-    from stackwars_ir.runtime import integer_math, runtime
+    from stackwars_ir.common.runtime import integer_math, runtime
 
     path = tmp_path / "qparam_conv.mlir"
     path.write_text(QPARAM_CONV)

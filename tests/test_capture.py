@@ -11,7 +11,7 @@ import pytest
 from conftest import CAPTURES, golden, pins
 from stackwars_ir import models
 from stackwars_ir.capture import Request, run
-from stackwars_ir.routes import LOCK_EXPORTERS as EXPORTERS  # the routes the lock runs (torch_tpu: a stack of its own)
+from stackwars_ir.common.routes import LOCK_EXPORTERS as EXPORTERS  # the routes the lock runs (torch_tpu: a stack of its own)
 from stackwars_ir.capture.sanitize import absolute_paths
 from stackwars_ir.ir import load_one
 
@@ -140,7 +140,7 @@ def test_missing_torch_xla_gives_install_hint(monkeypatch, cli, tmp_path):
 
 
 def test_atomic_write_leaves_nothing_behind_on_failure(tmp_path):
-    from stackwars_ir.files import write_atomic
+    from stackwars_ir.common.files import write_atomic
 
 
     with pytest.raises(TypeError):
@@ -172,7 +172,7 @@ def test_seed_002_workloads_lower_to_their_op_in_every_capture(model, op):
 def test_an_argument_without_a_value_is_one_line_not_a_traceback():
     # torch.export lifts tensors a model makes inside forward (GPT-Neo's mask value, measured): a
     # capture whose argument has no known value must say so, not raise KeyError.
-    from stackwars_ir.errors import CaptureError
+    from stackwars_ir.common.errors import CaptureError
     from stackwars_ir.workload import Argument, argument_values
 
     args = (Argument(0, "constant", "h.1.attn.lifted_tensor_1", (), "float32"),)
@@ -214,7 +214,7 @@ def test_a_parity_run_that_fails_in_its_thread_stops_the_set_and_writes_nothing(
 
 def test_an_export_that_fails_while_a_parity_check_runs_writes_nothing(monkeypatch, cli, tmp_path):
     import stackwars_ir.capture.torch_capture as tc
-    from stackwars_ir.errors import CaptureError
+    from stackwars_ir.common.errors import CaptureError
 
     def refuse(*a, **k):
         raise CaptureError("torchax export failed: injected")
@@ -393,7 +393,7 @@ def test_a_route_is_added_by_three_files(tmp_path):
     (pkg / "capture" / "twin_capture.py").write_text(TWIN_LOWERING)
 
     def run(*args):
-        boot = f"import sys; sys.path.insert(0, {str(code)!r}); from stackwars_ir.cli import main; main()"
+        boot = f"import sys; sys.path.insert(0, {str(code)!r}); from stackwars_ir.cli.commands import main; main()"
         return subprocess.run([sys.executable, "-c", boot, *map(str, args)], capture_output=True, text=True,
                               timeout=600, cwd=tmp_path)
 

@@ -296,7 +296,7 @@ def test_kernels_per_block_account_for_every_kernel_xla_compiled(cli, tmp_path):
     from stackwars_ir.bench import hlo_stats
     from stackwars_ir.bench.kernels import kernels_of_files
     from stackwars_ir.diff import with_kernels
-    from stackwars_ir.runtime import runtime
+    from stackwars_ir.common.runtime import runtime
 
     a, b = golden("gpt2", "jax"), golden("gpt2", "torch-torch_xla")
     report = diff_files(a, b)
@@ -368,7 +368,7 @@ def test_a_training_steps_optimizer_kernels_are_traced_to_its_update_block():
     ka, kb = kernels_of_files([a, b])
     result = with_kernels(report, report.result(), ka, kb)
     update = next(d for d in result.blocks if d.phase == "update")
-    from stackwars_ir.files import read_sidecar
+    from stackwars_ir.common.files import read_sidecar
 
     params = sum(1 for x in read_sidecar(a).arguments if x["kind"] == "parameter")
     for side in ("a", "b"):

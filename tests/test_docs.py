@@ -5,8 +5,8 @@ import click
 import pytest
 
 from conftest import ROOT
-from stackwars_ir.cli import main
-from stackwars_ir.docs import cli_reference
+from stackwars_ir.cli.commands import main
+from stackwars_ir.cli.reference import cli_reference
 
 COMMANDS = main.list_commands(click.Context(main))
 
@@ -37,7 +37,7 @@ def test_help_is_instant_without_frameworks():
     import subprocess
     import sys
 
-    code = ("import sys, stackwars_ir.cli as c\n"
+    code = ("import sys, stackwars_ir.cli.commands as c\n"
             "from click.testing import CliRunner\n"
             "CliRunner().invoke(c.main, ['--help'])\n"
             "bad = [m for m in ('jax', 'torch', 'flax', 'transformers') if m in sys.modules]\n"

@@ -95,7 +95,7 @@ def test_overlay_folder_in_the_way_or_explorer_missing_is_one_line(cli, tmp_path
     code, _, err = cli("diff", a, b, "--explorer", busy / "keep.txt")  # a file, not a folder
     assert code == 2 and err.count("\n") == 1 and "exists and is not an empty folder" in err
     # Model Explorer not importable: the same one line, with the install hint, and nothing written.
-    hidden = ("import sys; sys.modules['model_explorer'] = None; from stackwars_ir.cli import main; "
+    hidden = ("import sys; sys.modules['model_explorer'] = None; from stackwars_ir.cli.commands import main; "
               "sys.argv = ['stackwars-ir', 'diff', sys.argv[1], sys.argv[2], '--explorer', sys.argv[3]]; main()")
     r = subprocess.run([sys.executable, "-c", hidden, str(a), str(b), str(tmp_path / "new")],
                        capture_output=True, text=True, timeout=120)

@@ -35,7 +35,7 @@ def command_mistakes(fixes) -> list[str]:
     option that command does not take."""
     import click
 
-    from stackwars_ir.cli import main
+    from stackwars_ir.cli.commands import main
 
     ctx, bad = click.Context(main), []
     names = list(main.list_commands(ctx))

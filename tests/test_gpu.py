@@ -8,8 +8,8 @@ from conftest import golden
 
 @pytest.fixture(scope="module")
 def gpu():
-    from stackwars_ir.errors import StackwarsError
-    from stackwars_ir.runtime import runtime
+    from stackwars_ir.common.errors import StackwarsError
+    from stackwars_ir.common.runtime import runtime
 
     try:
         return runtime("gpu")

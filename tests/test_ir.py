@@ -655,7 +655,7 @@ RESOURCE = """module @res {
 
 
 def test_a_resource_blob_is_inlined_and_an_elided_one_named():
-    from stackwars_ir.resources import inline
+    from stackwars_ir.common.resources import inline
 
     done = inline(RESOURCE)
     assert done.inlined == 1 and done.elided == ()

@@ -166,7 +166,7 @@ def test_a_scanned_maxtext_llama_aligns_every_layer_with_the_unrolled_torch_capt
     assert "loops: A 1 loop (x2); B no loop" in text and "executed per run: A " in text
     assert result.as_json()["a"]["histogram_executed"] == result.a.executed
     from stackwars_ir.diff.result import DiffResult
-    from stackwars_ir.report.html import diff_html
+    from stackwars_ir.report.html_report import diff_html
     from stackwars_ir.report.markdown import diff_markdown
 
     saved = DiffResult.from_json(result.as_json())  # a saved diff renders the same loops

@@ -10,7 +10,7 @@ import pytest
 from conftest import golden, pins
 from stackwars_ir.bench.memory import Budget, budgets
 from stackwars_ir.bench.planning import plan_files
-from stackwars_ir.errors import StackwarsError
+from stackwars_ir.common.errors import StackwarsError
 
 HAS_LIBTPU = importlib.util.find_spec("libtpu") is not None
 ITEMSIZE = {"float32": 4, "int32": 4, "int64": 8, "float64": 8, "bool": 1}
@@ -128,7 +128,7 @@ def test_a_tpu_target_without_libtpu_says_how_to_install_it(cli):
 
 def test_the_libtpu_the_errors_name_is_the_one_setup_tpu_installs():
     from stackwars_ir.bench.memory import LIBTPU
-    from stackwars_ir.runtime import _INSTALL
+    from stackwars_ir.common.runtime import _INSTALL
 
     version = pins("requirements-tpu.lock")["libtpu"]
     assert LIBTPU == f"libtpu=={version}" and f"libtpu {version}" in _INSTALL["tpu"]
@@ -249,7 +249,7 @@ def test_one_target_table_feeds_the_plans_the_estimates_and_the_help():
     """issue 52: the TPU generations were listed in CLI help three times, in CHIPS and in SLICES/TARGETS."""
     from stackwars_ir.bench.estimate import CHIPS
     from stackwars_ir.bench.memory import DEVICES, SLICES, TARGETS, TOPOLOGIES
-    from stackwars_ir.targets import TABLE, TPUS, is_tpu, names
+    from stackwars_ir.common.targets import TABLE, TPUS, is_tpu, names
 
     assert TARGETS == tuple(TABLE) and TARGETS[:2] == ("cpu", "gpu")
     assert set(SLICES) == set(TOPOLOGIES) == {t.name for t in TPUS} and TOPOLOGIES["tpu-v6e"] == "v6e:2x2"
@@ -315,7 +315,7 @@ def test_a_tpu_plan_shows_host_offloaded_memory_apart_from_the_device(cli, tmp_p
 
 def test_host_memory_is_a_column_of_its_own_in_every_rendering():
     from stackwars_ir.bench.memory import MemoryPlan, MemoryReport, budgets
-    from stackwars_ir.report import html
+    from stackwars_ir.report import html_report as html
     from stackwars_ir.report.markdown import memory_markdown
     from stackwars_ir.report.text import memory_text
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from conftest import golden
-from stackwars_ir.errors import StackwarsError
+from stackwars_ir.common.errors import StackwarsError
 from stackwars_ir.workload.mesh import Mesh, spec_text
 
 LLAMA_TP = {"q_proj.weight": 0, "k_proj.weight": 0, "v_proj.weight": 0, "o_proj.weight": 1,

@@ -12,7 +12,7 @@ def profiled(tmp_path_factory):
     """GPT-2 tiny's JAX and torch_xla captures timed with --profile (3 profiled runs), and their diff."""
     from click.testing import CliRunner
 
-    from stackwars_ir.cli import main
+    from stackwars_ir.cli.commands import main
 
     folder = tmp_path_factory.mktemp("profile")
     a, b = golden("gpt2", "jax"), golden("gpt2", "torch-torch_xla")
@@ -27,7 +27,7 @@ def profiled(tmp_path_factory):
 def test_every_kernel_of_the_optimized_hlo_is_timed_and_what_is_outside_kernels_is_said(profiled):
     from stackwars_ir.bench.kernels import kernels_of
     from stackwars_ir.bench.run import BenchReport
-    from stackwars_ir.runtime import runtime
+    from stackwars_ir.common.runtime import runtime
 
     a, b, bench, _, _ = profiled
     data = json.loads(bench.read_text())
@@ -111,7 +111,7 @@ def test_diff_bench_refuses_a_bench_of_other_files_or_without_profile(cli, tmp_p
 
 
 def test_busy_time_counts_overlapping_kernels_once():
-    from stackwars_ir.bench.profile import union_seconds
+    from stackwars_ir.bench.xla_profile import union_seconds
 
     assert union_seconds([]) == 0
     assert union_seconds([(0, 10), (5, 20), (30, 40), (32, 35)]) == pytest.approx(30e-9)
@@ -296,7 +296,7 @@ def test_a_host_copy_is_a_transfer_wherever_its_event_falls():
     from types import SimpleNamespace as Event
 
     from stackwars_ir.bench.kernels import Kernel
-    from stackwars_ir.bench.profile import _read
+    from stackwars_ir.bench.xla_profile import _read
 
     def ev(name, start, end):
         return Event(name=name, start_ns=start, end_ns=end)
@@ -319,7 +319,7 @@ def test_a_slow_host_copy_does_not_make_the_host_read_the_steps_graph():
     from types import SimpleNamespace as Event
 
     from stackwars_ir.bench.kernels import Kernel
-    from stackwars_ir.bench.profile import _read
+    from stackwars_ir.bench.xla_profile import _read
 
     def ev(name, start, end):
         return Event(name=name, start_ns=start, end_ns=end)
@@ -345,7 +345,7 @@ def _gpu_profile(side: str):
     import jax
 
     from stackwars_ir.bench.kernels import kernels_of
-    from stackwars_ir.bench.profile import _read_gpu
+    from stackwars_ir.bench.xla_profile import _read_gpu
 
     folder = Path(__file__).parent / "data" / "gpu-h200"
     data = jax.profiler.ProfileData.from_serialized_xspace(
@@ -454,7 +454,7 @@ def test_a_role_told_from_the_noise_is_named_though_the_whole_gap_is_not():
 def test_gaps_across_rounds_are_the_t_interval_of_each_rounds_median_run_gap():
     import math
 
-    from stackwars_ir.runstats import part_gaps, round_gaps, t975
+    from stackwars_ir.common.runstats import part_gaps, round_gaps, t975
 
     # Three rounds of three runs a side; in each round the median run by total is the middle one.
     totals_a = [1.0, 2.0, 3.0, 1.0, 2.0, 3.0, 1.0, 2.0, 3.0]
@@ -471,8 +471,8 @@ def test_gaps_across_rounds_are_the_t_interval_of_each_rounds_median_run_gap():
 
 
 def test_profiles_of_several_rounds_merge_into_one_whose_kernels_add_up_to_its_total():
-    from stackwars_ir.bench.profile import KernelTime, Profile, merged
-    from stackwars_ir.errors import BenchError
+    from stackwars_ir.bench.xla_profile import KernelTime, Profile, merged
+    from stackwars_ir.common.errors import BenchError
 
     def profile(k1, k2, untraced):  # three runs; the median run by total is run 1
         per = [k1, k2]

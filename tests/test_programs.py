@@ -151,7 +151,7 @@ def test_a_model_without_a_layer_list_refuses_scan(cli, tmp_path):
 
 def test_native_baselines_with_a_layers_program_are_jax_alone():
     from stackwars_ir.bench.native import baselines_asked
-    from stackwars_ir.errors import StackwarsError
+    from stackwars_ir.common.errors import StackwarsError
 
     assert baselines_asked(("jax", "jax_donate"), "train", "-scan-remat") == ("jax", "jax_donate")
     with pytest.raises(StackwarsError, match="baseline 'eager' cannot run the layers"):
@@ -188,7 +188,7 @@ def test_a_scanned_programs_kernels_and_time_go_to_its_layers(made, tmp_path):
 
     from stackwars_ir.bench.kernels import block_kernels, kernels_of_files
     from stackwars_ir.bench.attach import block_times_from
-    from stackwars_ir.cli import main
+    from stackwars_ir.cli.commands import main
     from stackwars_ir.diff import diff_files
 
     folder, _ = made

@@ -1,5 +1,5 @@
 """A long command's steps: position, time so far and time left at the pace so far (issue 75, item 9)."""
-from stackwars_ir.progress import Steps, planned, seconds_words, start
+from stackwars_ir.common.progress import Steps, planned, seconds_words, start
 
 
 def _steps():

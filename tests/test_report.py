@@ -148,7 +148,7 @@ def test_the_report_charts_a_memory_plan_of_its_own_files(cli, tmp_path):
 
 
 def human(n):
-    from stackwars_ir.textfmt import human_bytes
+    from stackwars_ir.common.textfmt import human_bytes
 
     return human_bytes(n)
 
@@ -283,7 +283,7 @@ def test_graph_view_too_large_says_so_and_keeps_the_table():
 
     from stackwars_ir.diff import diff_files
     from stackwars_ir.report.graph import GRAPH_LIMIT, graph_view
-    from stackwars_ir.report.html import diff_html
+    from stackwars_ir.report.html_report import diff_html
 
     result = diff_files(golden("gpt2", "jax"), golden("gpt2", "torch-torch_xla")).result()
     big = replace(result, blocks=result.blocks * (GRAPH_LIMIT // len(result.blocks) + 1), flow_a=(), flow_b=())

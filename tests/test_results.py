@@ -31,7 +31,7 @@ def test_stats_read_back_as_written():
 
 def test_a_verdict_and_a_stack_read_back_as_written():
     from stackwars_ir.bench.compare import Verdict
-    from stackwars_ir.stacks import lock, Stack
+    from stackwars_ir.isolate.stacks import lock, Stack
 
     for v in (Verdict(2, "jax", "torch-torchax", 1.31, 1.2, 1.4, paired=True),
               Verdict(None, "a", "b", 1.0, 0.9, 1.1, withheld="too noisy to call")):

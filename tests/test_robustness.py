@@ -13,7 +13,7 @@ import pytest
 
 from conftest import golden
 
-CLI = [sys.executable, "-c", "from stackwars_ir.cli import main; main()"]
+CLI = [sys.executable, "-c", "from stackwars_ir.cli.commands import main; main()"]
 
 
 def _copy_capture(tmp_path, model="gemm", stem="jax"):
@@ -70,7 +70,7 @@ def _interrupt_after(args, seconds, cwd):
     # runner's non-interactive shell) inherits SIGINT ignored, and Python keeps it so (measured: the
     # children then ran to completion through the Ctrl-C and exited 0).
     foreground = [sys.executable, "-c", "import signal; signal.signal(signal.SIGINT, signal.default_int_handler); "
-                  "from stackwars_ir.cli import main; main()"]
+                  "from stackwars_ir.cli.commands import main; main()"]
     proc = subprocess.Popen([*foreground, *args], cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             start_new_session=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
     time.sleep(seconds)
@@ -99,7 +99,7 @@ def test_ctrl_c_during_a_bench_exits_130_and_writes_no_json(tmp_path):
 
 @pytest.mark.slow
 def test_two_captures_into_one_folder_at_once_leave_a_consistent_pair(tmp_path):
-    from stackwars_ir.files import read_sidecar
+    from stackwars_ir.common.files import read_sidecar
 
     procs = [subprocess.Popen([*CLI, "capture", "gemm", "--framework", "jax", "--batch", str(b), "--out",
                                str(tmp_path), "--force"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
@@ -120,7 +120,7 @@ def test_a_ctrl_c_inside_a_gc_callback_is_not_lost_and_prints_no_traceback():
     # the signal arrives inside a gc callback.
     script = """
 import gc, signal, sys, time
-from stackwars_ir.errors import on_sigint, on_unraisable
+from stackwars_ir.common.errors import on_sigint, on_unraisable
 signal.signal(signal.SIGINT, on_sigint)
 sys.unraisablehook = on_unraisable
 def cb(phase, info):
@@ -153,7 +153,7 @@ def test_a_ctrl_c_in_a_held_stage_waits_for_its_end(handler, presses, expected):
     # stage holds the Ctrl-C to its end (errors.held_interrupts).
     script = f"""
 import os, signal, time
-from stackwars_ir.errors import INTERRUPTED, held_interrupts, on_sigint
+from stackwars_ir.common.errors import INTERRUPTED, held_interrupts, on_sigint
 signal.signal(signal.SIGINT, {{"default": signal.default_int_handler, "cli": on_sigint,
                                "ignored": signal.SIG_IGN, "failing": signal.default_int_handler}}["{handler}"])
 done = []
@@ -179,7 +179,7 @@ except KeyboardInterrupt:
 def test_atomic_writes_leave_files_and_folders_as_open_and_mkdir_would(tmp_path):
     import stat
 
-    from stackwars_ir.files import write_folder, write_set
+    from stackwars_ir.common.files import write_folder, write_set
 
     old = os.umask(0o022)
     try:
@@ -201,7 +201,7 @@ def _running(pid: int) -> bool:
         return False
 
 
-@pytest.mark.parametrize("worker", ["stackwars_ir.isolate", "stackwars_ir.ir.worker"])
+@pytest.mark.parametrize("worker", ["stackwars_ir.isolate.task", "stackwars_ir.ir.worker"])
 def test_a_worker_ends_when_the_process_that_started_it_is_killed(worker):
     """A bench or parse worker whose caller is killed outright ends too, though no EOF reaches it
     (here this test holds its stdin open, as a busy worker never reads it): a killed sweep's bench

@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from stackwars_ir import stacks as stack
-from stackwars_ir.errors import StackwarsError
-from stackwars_ir.versions.bisect import changed, released_between, search
+from stackwars_ir.isolate import stacks as stack
+from stackwars_ir.common.errors import StackwarsError
+from stackwars_ir.versions.bisection import changed, released_between, search
 
 ROOT = Path(__file__).resolve().parents[1]
-CLI = [sys.executable, "-c", "from stackwars_ir.cli import main; main()"]
+CLI = [sys.executable, "-c", "from stackwars_ir.cli.commands import main; main()"]
 
 
 def cli(*args, env=None, timeout=600):
@@ -57,7 +57,7 @@ def test_stack_list_names_the_lock_with_this_process_versions(tmp_path):
     done = cli("stack", "list", "--json", "-", env={stack.HOME_ENV: str(tmp_path)})
     assert done.returncode == 0, done.stderr
     (only,) = json.loads(done.stdout)["stacks"]
-    from stackwars_ir.files import versions
+    from stackwars_ir.common.files import versions
 
     assert only["name"] == "lock" and only["versions"] == versions()
 
@@ -136,7 +136,7 @@ def _fake_distribution(site: Path, name: str, version: str, files: dict) -> None
 def test_a_torchax_overwritten_by_torch_xla_is_recorded_as_the_copy_that_runs(tmp_path, monkeypatch):
     """torch_xla's wheels carry a torchax of their own; installed after torchax, its files win. The
     recorded version is then the copy's, named after its owner, not the torchax distribution's."""
-    from stackwars_ir.files import distribution_version
+    from stackwars_ir.common.files import distribution_version
 
     own, copy = b'__version__ = "0.0.13"\n', b'__version__ = "0.0.6"\n'
     _fake_distribution(tmp_path, "torchax", "0.0.13", {"torchax/__init__.py": own})
@@ -171,7 +171,7 @@ def test_torch_xla_s_copy_without_a_torchax_distribution_is_recorded(tmp_path):
     _fake_distribution(tmp_path, "torch_xla", "2.9.0", {"torchax/__init__.py": copy})
     (tmp_path / "torchax").mkdir()
     probe = ("import sys; sys.path[:] = [sys.argv[1]] + [p for p in sys.path if 'site-packages' not in p] + "
-             "[sys.argv[2]]; from stackwars_ir.files import distribution_version; print(distribution_version('torchax'))")
+             "[sys.argv[2]]; from stackwars_ir.common.files import distribution_version; print(distribution_version('torchax'))")
 
     def recorded() -> str:
         done = subprocess.run([sys.executable, "-c", probe, str(tmp_path), str(ROOT)], capture_output=True,
@@ -218,7 +218,7 @@ def test_the_lock_imports_at_its_pins(tmp_path):
 def test_the_recorded_torchax_is_the_one_that_imports():
     """In this process's environment (whichever order pip installed it in): the version recorded for
     torchax is the `__version__` of the code `import torchax` runs."""
-    from stackwars_ir.files import versions
+    from stackwars_ir.common.files import versions
 
     done = subprocess.run([sys.executable, "-c", "import os; os.environ.setdefault('PJRT_DEVICE', 'CPU'); "
                            "import torchax; print(torchax.__version__)"], capture_output=True, text=True, timeout=300)
@@ -443,7 +443,7 @@ def test_regress_and_bisect_results_read_back_from_their_json():
     import json
 
     from stackwars_ir.report.versions import regress_lines
-    from stackwars_ir.versions.bisect import Bisection
+    from stackwars_ir.versions.bisection import Bisection
     from stackwars_ir.versions.regress import BlockChange, Regression, Thresholds, _judged
 
     side = {"stack": "lock", "file": "a.mlir", "versions": {"jax": "0.10.2"}, "sha256": "1"}
@@ -464,7 +464,7 @@ def test_a_ratio_interval_across_rounds_is_as_wide_as_the_rounds_disagree():
     """regress's B/A interval comes from the rounds (each a fresh process), not from the pooled samples."""
     import math
 
-    from stackwars_ir.runstats import rounds_ratio, t975
+    from stackwars_ir.common.runstats import rounds_ratio, t975
 
     ratio, low, high = rounds_ratio([1.03] * 5)
     assert ratio == pytest.approx(1.03) and low == pytest.approx(1.03) and high == pytest.approx(1.03)

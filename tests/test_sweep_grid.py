@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from stackwars_ir.cli import main
+from stackwars_ir.cli.commands import main
 
 
 def test_a_grid_is_its_product_each_job_once_captures_first_and_what_cannot_be_captured_named():
@@ -125,7 +125,7 @@ def test_the_grids_shipped_in_benchmarks_read(monkeypatch):
 def test_a_sweep_with_a_tpu_target_and_no_libtpu_stops_before_any_job(tmp_path, monkeypatch):
     import importlib.util
 
-    from stackwars_ir.errors import StackwarsError
+    from stackwars_ir.common.errors import StackwarsError
     from stackwars_ir.sweep.execute import run_sweep
     from stackwars_ir.sweep.grid import grid_of
 
@@ -138,7 +138,7 @@ def test_a_sweep_with_a_tpu_target_and_no_libtpu_stops_before_any_job(tmp_path, 
 
 
 def test_baselines_in_a_grid_are_checked_and_what_cannot_take_them_named():
-    from stackwars_ir.errors import StackwarsError
+    from stackwars_ir.common.errors import StackwarsError
     from stackwars_ir.sweep.grid import grid_of
 
     with pytest.raises(StackwarsError, match="unknown baseline 'jaxx'"):
@@ -160,7 +160,7 @@ def test_together_makes_one_bench_job_of_a_tables_routes_that_reads_their_own_ca
     """`together = true`: one bench job per request and timed target holding every route (framework
     "torch" for the PyTorch routes alone, "both" with JAX); its captures are the per-route capture
     jobs (shared, not captured again); a TPU estimate times nothing and stays one job per route."""
-    from stackwars_ir.errors import StackwarsError
+    from stackwars_ir.common.errors import StackwarsError
     from stackwars_ir.sweep.grid import grid_of
 
     grid = grid_of([{"commands": ["capture", "bench"], "models": ["ffn"], "routes": ["torch_xla", "torchax"],
@@ -189,7 +189,7 @@ def test_rounds_time_each_bench_job_again_in_fresh_workers_round_by_round():
     """`rounds = 3`: each timed bench job three times, each its own job (its own key and record, so its
     own worker), run round by round; a TPU estimate is computed once; the first round's key is the
     key the job had before rounds existed (records made then are reused)."""
-    from stackwars_ir.errors import StackwarsError
+    from stackwars_ir.common.errors import StackwarsError
     from stackwars_ir.sweep.execute import phases
     from stackwars_ir.sweep.grid import grid_of
     from stackwars_ir.sweep.job_types import Job

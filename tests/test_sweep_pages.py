@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from stackwars_ir.cli import main
+from stackwars_ir.cli.commands import main
 from stackwars_ir.sweep.job_types import BenchJob
 from test_sweep_run import SMALL
 

@@ -14,7 +14,7 @@ def test_torch_tpu_ops_are_named_by_the_module_they_came_from(tmp_path):
     layers share one); with module_frames' mark on each node's frame, named_by_module gives every op
     its module path, as JAX's captures carry it: the three Linear layers' matmuls in three modules,
     each LayerNorm's reduce in its own block, and nothing named after a frame or the mark."""
-    from stackwars_ir.capture.torch_tpu import MARK, named_by_module
+    from stackwars_ir.capture.torchtpu_route import MARK, named_by_module
     from stackwars_ir.ir.pool import load_one
 
     raw = FIXTURE.read_text()
@@ -36,7 +36,7 @@ def test_torch_tpus_layernorm_is_named_as_its_own_variance_form(tmp_path):
     """TorchTPU lowers LayerNorm to one variadic reduce of x and x*x, then E[x^2] - mean^2 clamped at 0;
     JAX's twins (and torchax, torch_xla's spelled-out forms) take the mean of the squared deviations.
     The diff names each block's form, so the two lowerings are told apart in its findings."""
-    from stackwars_ir.capture.torch_tpu import named_by_module
+    from stackwars_ir.capture.torchtpu_route import named_by_module
     from stackwars_ir.diff.findings import CENTERED, MEAN_SQUARE, ONE_REDUCE, facts
     from stackwars_ir.diff import diff_files
 
@@ -56,8 +56,8 @@ def test_torch_tpu_is_refused_where_it_cannot_run():
     """Its training step, --abstract and the lock's environment (torch 2.9): one line each, with the fix."""
     from stackwars_ir.capture import Request
     from stackwars_ir.capture.pipeline import run
-    from stackwars_ir.errors import StackwarsError
-    from stackwars_ir.files import distribution_version
+    from stackwars_ir.common.errors import StackwarsError
+    from stackwars_ir.common.files import distribution_version
 
     with pytest.raises(StackwarsError, match="--step train cannot be captured through torch_tpu"):
         Request("gpt2", framework="torch", exporters=("torch_tpu",), step="train").validated()
@@ -70,7 +70,7 @@ def test_torch_tpu_is_refused_where_it_cannot_run():
 
 
 def test_all_exporters_means_those_the_lock_runs():
-    from stackwars_ir.routes import EXPORTERS, LOCK_EXPORTERS
+    from stackwars_ir.common.routes import EXPORTERS, LOCK_EXPORTERS
     from stackwars_ir.workload.shapes import exporters_asked
 
     assert "torch_tpu" in EXPORTERS and "torch_tpu" not in LOCK_EXPORTERS
@@ -83,7 +83,7 @@ def test_the_tensors_the_program_makes_move_to_torch_tpus_device_while_it_lowers
     and gives the program back as it was."""
     import torch
 
-    from stackwars_ir.capture.torch_tpu import on_device
+    from stackwars_ir.capture.torchtpu_route import on_device
 
     class Positions(torch.nn.Module):
         def forward(self, x):
@@ -105,7 +105,7 @@ def test_the_tensors_the_program_makes_move_to_torch_tpus_device_while_it_lowers
 def test_a_sweep_takes_the_locks_routes_only():
     """A grid's default routes are the lock's (a sweep's workers run the lock's packages); a grid that
     names torch_tpu is refused in one line that says where it runs."""
-    from stackwars_ir.errors import StackwarsError
+    from stackwars_ir.common.errors import StackwarsError
     from stackwars_ir.sweep.grid import grid_of
 
     grid = grid_of([{"commands": ["capture"], "models": ["ffn"]}])

@@ -9,7 +9,7 @@ import pytest
 from conftest import golden
 from stackwars_ir import models
 from stackwars_ir.capture import Request, run
-from stackwars_ir.routes import LOCK_EXPORTERS as EXPORTERS  # the routes the lock runs (torch_tpu: a stack of its own)
+from stackwars_ir.common.routes import LOCK_EXPORTERS as EXPORTERS  # the routes the lock runs (torch_tpu: a stack of its own)
 from stackwars_ir.workload.train import register_torch_xla
 from stackwars_ir.ir import load_one
 

@@ -168,7 +168,7 @@ class Ablation:
 
     @classmethod
     def from_json(cls, d: dict) -> "Ablation":
-        from ..errors import StackwarsError
+        from ..common.errors import StackwarsError
 
         if d.get("format") != ABLATION_FORMAT:
             raise StackwarsError(f"an ablation JSON of format {d.get('format')!r}, not {ABLATION_FORMAT}",

@@ -22,7 +22,7 @@ def rewrite_file(b: Path, names: tuple, reverse: tuple = ()) -> tuple[str, list]
     Parsed and printed with the MLIR bindings (locations kept), verified before printing."""
     from jaxlib.mlir import ir
 
-    from ..errors import StackwarsError
+    from ..common.errors import StackwarsError
     from ..ir.parse import mlir_context
 
     data = Path(b).read_bytes()
@@ -75,7 +75,7 @@ def make_variants(a: Path, b: Path, out: Path, only: tuple | None = None) -> tup
 def _written(b: Path, out: Path, name: str, rewrites: tuple, text: str, done: list) -> Variant:
     import hashlib
 
-    from ..files import write_set
+    from ..common.files import write_set
 
     out.mkdir(parents=True, exist_ok=True)
     path = out / f"{Path(b).stem}.{name}.mlir"
@@ -191,7 +191,7 @@ def transplant_variants(a: Path, b: Path, out: Path, blocks: tuple, before: Coun
     skipped: "block KIND" -> why it made no variant."""
     import dataclasses
 
-    from ..isolate import Task
+    from ..isolate.task import Task
 
     variants, skipped = [], {}
     for kind in blocks:
@@ -219,9 +219,9 @@ def check_variant(b: Path, v: Path) -> Check:
     import numpy as np
 
     from ..bench.arguments import signature_arguments
-    from ..files import sidecar_of
+    from ..common.files import sidecar_of
     from ..ir import load
-    from ..runtime import runtime
+    from ..common.runtime import runtime
 
     rb, rv = load([b, v])
     for r, p in ((rb, b), (rv, v)):
@@ -277,9 +277,9 @@ def ablate(a: Path, b: Path, out: Path, only: tuple | None = None, rounds: int =
 
     from ..bench.run import bench_files
     from ..bench.executable import machine
-    from ..errors import StackwarsError
+    from ..common.errors import StackwarsError
     from ..ir import load_single
-    from ..isolate import Isolated, Task, row
+    from ..isolate.task import Isolated, Task, row
 
     load_single([a, b])  # ParseError, one line, for a file that is not one StableHLO module
     if rounds < 1:
@@ -361,7 +361,7 @@ def block_times(b: Path, v: Path, profiles_b: list, profiles_v: list) -> dict:
     median profiled run) traced to the blocks of `diff B V` by module path (diff.with_times), as
     Variant fields: block_times ((label, B seconds, V seconds), in B's order) and kernel_s (B's and
     the variant's summed kernel time, seconds)."""
-    from ..bench.profile import merged
+    from ..bench.xla_profile import merged
     from ..diff import diff_files
     from ..diff.measured import with_times
 
@@ -394,7 +394,7 @@ def estimated(abl: Ablation, paths: list, target: str, timeout, max_memory, prog
 
 def ratio_interval(ratios) -> Interval:
     """Ratios measured once per round: geometric mean and 95% t-interval (runstats.rounds_ratio)."""
-    from ..runstats import rounds_ratio
+    from ..common.runstats import rounds_ratio
 
     value, low, high = rounds_ratio(list(ratios))
     return Interval(value, low, high, len(ratios))
@@ -402,7 +402,7 @@ def ratio_interval(ratios) -> Interval:
 
 def mean_interval(xs) -> Interval:
     """Figures measured once per round: mean and 95% t-interval (runstats.rounds_mean)."""
-    from ..runstats import rounds_mean
+    from ..common.runstats import rounds_mean
 
     xs = list(xs)
     return Interval(*rounds_mean(xs), len(xs))

@@ -71,7 +71,7 @@ def transplant_file(a: Path, b: Path, kind: str) -> tuple[str, Transplanted]:
     from jaxlib.mlir import ir
 
     from ..diff import diff_files
-    from ..errors import StackwarsError
+    from ..common.errors import StackwarsError
     from ..ir.parse import mlir_context
 
     report = diff_files(a, b)
@@ -123,7 +123,7 @@ def _arguments(a: Path, b: Path, ma, mb) -> tuple:
     import numpy as np
 
     from ..bench.arguments import signature_arguments
-    from ..files import sidecar_of
+    from ..common.files import sidecar_of
     from .result import DEFAULT_ATOL, DEFAULT_RTOL
 
     out = []
@@ -199,7 +199,7 @@ class _Side:
         import numpy as np
         from jaxlib.mlir import ir
 
-        from ..runtime import runtime
+        from ..common.runtime import runtime
 
         if not keys:
             return {}

@@ -9,9 +9,9 @@ import random
 import statistics
 from dataclasses import dataclass
 
-from ..errors import StackwarsError
-from ..routes import ROUTES
-from ..runstats import RESAMPLES, rounds_mean, rounds_ratio, spans_zero
+from ..common.errors import StackwarsError
+from ..common.routes import ROUTES
+from ..common.runstats import RESAMPLES, rounds_mean, rounds_ratio, spans_zero
 from .compare import ratio_interval
 
 WAIT = "wait"  # the top-level host phase in which the host waits for the device (bench.host)
@@ -132,8 +132,8 @@ def _why_fix(report, a: str, b: str) -> str:
     words where no capture names its model."""
     from pathlib import Path
 
-    from ..errors import StackwarsError
-    from ..files import read_sidecar
+    from ..common.errors import StackwarsError
+    from ..common.files import read_sidecar
 
     a, b = baseline_name(a), baseline_name(b)
     for _, e in report.rows:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import BenchError
+from ..common.errors import BenchError
 
 
 def signature_arguments(module, sidecar, rng: np.random.Generator, staged: str | None = None
@@ -21,9 +21,9 @@ def signature_arguments(module, sidecar, rng: np.random.Generator, staged: str |
         sidecar = None  # captured from shapes alone: there are no weights to rebuild
     why = "synthetic (normal floats, integers within the indexed table)"
     if sidecar is not None:
-        from stackwars_ir import models
+        from .. import models
 
-        from ..files import read_values
+        from ..common.files import read_values
 
         which = f"{sidecar.model}-{sidecar.size}, seed {sidecar.seed}"
         recorded = read_values(Path(module.source), sidecar, staged)

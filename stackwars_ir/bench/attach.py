@@ -8,7 +8,7 @@ from __future__ import annotations
 def block_times_from(report, result, bench_path):
     """The diff result (diff.DiffReport's) with each block's profiled time on both sides, from a
     `bench A B --profile --json` file whose rows timed these two files (matched by sha256)."""
-    from ..files import read_result
+    from ..common.files import read_result
     from .result import BenchReport
 
     return block_times(report, result, read_result(bench_path, "bench", BenchReport.from_json), bench_path)
@@ -21,7 +21,7 @@ def block_times_from_profiles(report, result, files, profiles, progress=None):
     import dataclasses
 
     from ..diff import with_times
-    from ..errors import StackwarsError
+    from ..common.errors import StackwarsError
     from .kernels import kernels_of_files
     from .xplane import profile_of
 
@@ -46,7 +46,7 @@ def block_times(report, result, bench, where):
     import dataclasses
 
     from ..diff import with_times as attach
-    from ..errors import StackwarsError
+    from ..common.errors import StackwarsError
 
     profiles, names = [], []
     again = rerun(bench, result)
@@ -79,8 +79,8 @@ def rerun(bench, result) -> str:
     with --profile added, so its native rows and host phases stay (`bench A B --profile` has neither)."""
     from pathlib import Path
 
-    from ..errors import StackwarsError
-    from ..files import read_sidecar
+    from ..common.errors import StackwarsError
+    from ..common.files import read_sidecar
     from .answer import NATIVE_KINDS
 
     files = f"stackwars-ir bench {result.a.source} {result.b.source} --profile --json FILE"
@@ -111,9 +111,9 @@ def _native_host(bench, side):
     from the same bench's rows with host phases (bench --host) at the capture's batch; None if none."""
     from pathlib import Path
 
-    from ..errors import StackwarsError
-    from ..files import read_sidecar
-    from ..routes import ROUTES
+    from ..common.errors import StackwarsError
+    from ..common.files import read_sidecar
+    from ..common.routes import ROUTES
 
     try:
         car = read_sidecar(Path(side.source))

@@ -8,7 +8,7 @@ import random
 import statistics
 from dataclasses import dataclass
 
-from ..runstats import RESAMPLES
+from ..common.runstats import RESAMPLES
 
 SPREAD_TARGET = 0.1  # (p90 - p10) / median above this: the measurement is noisy
 

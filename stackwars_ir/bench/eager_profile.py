@@ -49,7 +49,7 @@ def profile_eager_runs(run, model, runs: int, train: bool, note: str = ""):
     capture's blocks have it."""
     from torch.profiler import ProfilerActivity, profile
 
-    from .profile import union_seconds
+    from .xla_profile import union_seconds
 
     per_run, walls, busy = [], [], []
     with ModuleRanges(model):
@@ -70,7 +70,7 @@ def ops_profile(per_run: list, walls: list, busy: list, note: str):
     """The Profile of profiled runs, each {(op, module path, phase): [seconds, calls]} with its wall
     and busy time: each op's time in the median run(s) by total (bench.profile.runs_profile), so the
     ops add up to the median run's total; zero in a run it did not run in."""
-    from .profile import KernelTime, runs_profile
+    from .xla_profile import KernelTime, runs_profile
 
     keys = sorted({k for r in per_run for k in r}, key=lambda k: (k[2], k[1], k[0]))
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from ..targets import ESTIMATED, Chip
+from ..common.targets import ESTIMATED, Chip
 
 # Async moves the TPU compiler schedules beside the compute (HBM <-> VMEM): their transfer overlaps
 # the kernels between start and done, so their bound is reported apart, not added to the total.
@@ -24,7 +24,7 @@ CHIPS = {t.name: t.chip for t in ESTIMATED}  # the generations `bench --target` 
 
 
 def check_chip(target: str) -> Chip:
-    from ..errors import StackwarsError
+    from ..common.errors import StackwarsError
     from .planning import check_target
 
     if target not in CHIPS:
@@ -41,11 +41,11 @@ def estimate_file(path: Path, target: str):
     import hashlib
     import time
 
-    from ..errors import StackwarsError
+    from ..common.errors import StackwarsError
     from ..ir import compile_input, load
     from .executable import Executable
     from .planning import Compiler
-    from ..isolate import started
+    from ..isolate.task import started
 
     (result,) = load([path])
     if not result.ok:
@@ -53,7 +53,7 @@ def estimate_file(path: Path, target: str):
     data, text = compile_input(path)
     started()
     try:
-        from ..runtime import partitions
+        from ..common.runtime import partitions
 
         compiler = Compiler(target)
         if isinstance(text, str):
@@ -74,7 +74,7 @@ def estimate_hlo(hlo_text: str, chip: Chip):
     memory bound, its operands' and result's bytes at the HBM bandwidth ("bound"); async copies'
     bounds are kept apart (they overlap the kernels), bitcasts cost nothing."""
     from .kernels import kernels_of
-    from .profile import KernelTime, Profile
+    from .xla_profile import KernelTime, Profile
 
     lines, sizes = {}, {}  # every instruction's (names are unique in a module): loop bodies' kernels too
     for line in hlo_text.splitlines():

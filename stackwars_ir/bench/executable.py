@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .host import HostPhases
-from .profile import Profile
+from .xla_profile import Profile
 from .proof import Proof
 from .timing import Timing
 
@@ -91,7 +91,7 @@ def roofline(flops: float, nbytes: float | None, seconds: float, peaks: dict) ->
 def machine(stack=None) -> dict:
     """This machine and its XLA's setting, and the version stack that compiled and ran (None: this
     environment's)."""
-    from ..files import host
+    from ..common.files import host
 
     info = host()
     info["xla_flags"] = os.environ.get("XLA_FLAGS", "")

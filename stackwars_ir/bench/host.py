@@ -82,7 +82,7 @@ class HostPhases:
         (runstats.median_ratio); None without both runs' totals (a bench from before they were kept)."""
         if len(self.walls) < 2 or len(self.hooked_walls) < 2:
             return None
-        from ..runstats import median_ratio
+        from ..common.runstats import median_ratio
 
         ratio, low, high = median_ratio(self.walls, self.hooked_walls)
         return ratio - 1, low - 1, high - 1
@@ -469,7 +469,7 @@ def layered(modules) -> list:
     training step's backward groups apart, their paths followed by ` (backward)`."""
     import re
 
-    from ..runstats import summed_runs
+    from ..common.runstats import summed_runs
 
     groups: dict = {}
     for m in modules:

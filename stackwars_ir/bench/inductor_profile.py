@@ -129,7 +129,7 @@ def profile_compiled_runs(run, origins: KernelOrigins, runs: int, train: bool):
     from torch.profiler import ProfilerActivity, profile
 
     from .eager_profile import run_ops, ops_profile
-    from .profile import union_seconds
+    from .xla_profile import union_seconds
 
     per_run, walls, busy = [], [], []
     for _ in range(runs):

@@ -9,7 +9,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..targets import is_tpu
+from ..common.targets import is_tpu
 
 # Entry instructions that move or name data rather than compute: not kernels.
 _NOT_KERNELS = {"parameter", "constant", "tuple", "get-tuple-element", "bitcast"}
@@ -228,10 +228,10 @@ class Kernels:
 def compile_kernels(path: Path, backend: str = "cpu") -> Kernels:
     """Compile one StableHLO file on `backend` (nothing is run) and list its kernels (a bench worker
     job: XLA compiles under the worker's time and memory limits)."""
-    from ..errors import StackwarsError
+    from ..common.errors import StackwarsError
     from ..ir import compile_input, load
-    from ..runtime import runtime
-    from ..isolate import started
+    from ..common.runtime import runtime
+    from ..isolate.task import started
 
     (result,) = load([path])
     if not result.ok:
@@ -272,7 +272,7 @@ def kernels_of_files(paths, backend: str = "cpu", timeout: float | None = 300, m
     """Kernels of each file, each compiled in a bench worker (killed past its time or memory limit) of
     `stack`'s environment (its XLA; None, this one's); a module XLA optimized already (dumped_kernels)
     read as it is, not compiled again."""
-    from ..isolate import Isolated, Task, default_max_memory, row
+    from ..isolate.task import Isolated, Task, default_max_memory, row
     from .planning import most_partitions
 
     out = []
@@ -295,7 +295,7 @@ def block_kernels(report, result, files, progress=None, target: str = "cpu"):
     in a worker for `target`: XLA's CPU backend, or a TPU generation through libtpu (compile-only); a
     file that does not compile is one line."""
     from ..diff import with_kernels as attach
-    from ..errors import StackwarsError
+    from ..common.errors import StackwarsError
 
     if target != "cpu":
         from .planning import check_target

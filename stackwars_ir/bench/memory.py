@@ -9,8 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..errors import StackwarsError
-from ..targets import TABLE, TPUS
+from ..common.errors import StackwarsError
+from ..common.targets import TABLE, TPUS
 
 # Nominal memory of the devices users ask about, in GiB (2^30 bytes) as their vendors count it; a
 # runtime reserves some of it (CUDA context, TPU runtime), so a plan within a few percent of a
@@ -204,7 +204,7 @@ def whose_plan(target: str) -> str:
 
 def table_rows(report: MemoryReport) -> tuple[list[str], list[list]]:
     """The memory table's headers and rows, shared by the text and Markdown renderings."""
-    from ..textfmt import human_bytes
+    from ..common.textfmt import human_bytes
 
     sharded = any(p.devices > 1 for p in report.plans)
     headers = ["executable", "batch"] + (["devices"] if sharded else []) + \
@@ -250,7 +250,7 @@ def table_rows(report: MemoryReport) -> tuple[list[str], list[list]]:
 def max_batch_rows(report: MemoryReport) -> tuple[list[str], list[list]]:
     """The --max-batch table: per executable and budget, the largest batch that fits and the plans
     on either side of the boundary."""
-    from ..textfmt import human_bytes
+    from ..common.textfmt import human_bytes
 
     headers = ["executable", "budget", "largest batch that fits", "needs at it", "needs at the next", "compiles"]
     rows = []
@@ -398,7 +398,7 @@ class SmallestSlice:
 
 def slice_rows(report: MemoryReport) -> tuple[list[str], list[list]]:
     """The --chips table: per executable and budget, the smallest slice that fits and the need per chip there."""
-    from ..textfmt import human_bytes
+    from ..common.textfmt import human_bytes
 
     headers = ["executable", "budget per chip", "smallest slice that fits", "needs per chip there",
                "on the slice before"]

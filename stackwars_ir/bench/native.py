@@ -22,8 +22,8 @@ from types import ModuleType
 
 import numpy as np
 
-from ..errors import StackwarsError
-from ..routes import STEPS, TORCHAX
+from ..common.errors import StackwarsError
+from ..common.routes import STEPS, TORCHAX
 from .executable import Executable
 from .host import Clock, one_run, phases_of, timer_meter
 from .proof import Checker
@@ -113,7 +113,7 @@ def run_baselines(req, which, deadline_s: float | None, backend: str = "cpu", as
     if train and backend in (None, "cpu"):
         # Before any backward of this worker, whichever baseline it runs first (see register_torch_xla).
         from ..workload.train import register_torch_xla
-        from ..errors import MissingExtra
+        from ..common.errors import MissingExtra
 
         try:
             register_torch_xla()
@@ -147,13 +147,13 @@ def run_baselines(req, which, deadline_s: float | None, backend: str = "cpu", as
         try:
             label, kind, run, counters, done = fn(adapter, req, model, weights, inputs, backend)
         except Exception as e:  # a baseline that cannot start is reported, the others still run
-            from stackwars_ir import models
-            from stackwars_ir.models._contract import explain
+            from .. import models
+            from ..models._contract import explain
 
             out.append(_failed(name, explain(models.entry(req.model), e)))  # the adapter's line, if it raised
             continue
         try:
-            from ..isolate import started
+            from ..isolate.task import started
 
             started()  # in a bench worker: the time limit of the compile and runs starts now
             checker = Checker(label, reference, backend, what)
@@ -208,8 +208,8 @@ def profile_baseline(req, name: str, runs: int, backend: str = "cpu"):
     runs), each kernel or op traced to the module path and phase the captures' blocks carry, by the
     runtime module's own `profile` (jax.jit's by jax's profiler, torch eager's and torch.compile's by
     torch.profiler, torch_xla's by its own). Run in a fresh process (a worker of its own)."""
-    from ..errors import BenchError
-    from .profile import GPU_PLATFORMS, cpu_only
+    from ..common.errors import BenchError
+    from .xla_profile import GPU_PLATFORMS, cpu_only
 
     if not (name == "jax" and backend in GPU_PLATFORMS):  # jax.jit's kernels are read on a GPU too
         cpu_only(backend or "cpu")

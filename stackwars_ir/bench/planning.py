@@ -2,8 +2,8 @@
 from __future__ import annotations
 
 from pathlib import Path
-from ..errors import BenchError, StackwarsError
-from ..hostmem import trim
+from ..common.errors import BenchError, StackwarsError
+from ..common.hostmem import trim
 from .executable import RESIDENT_METHOD
 from .memory import LIBTPU, SLICES, TARGETS, TOPOLOGIES, Measured, MemoryPlan, MemoryReport
 
@@ -37,7 +37,7 @@ class Compiler:
     def compile(self, text, label: str):
         if self.target in ("cpu", "gpu"):
             if self._runtime is None:
-                from ..runtime import runtime
+                from ..common.runtime import runtime
 
                 self._runtime = runtime(self.target)
             return self._runtime.compile(text, label)
@@ -45,7 +45,7 @@ class Compiler:
         from jax._src.lib import xla_client as xc
         from jaxlib.mlir import ir
 
-        from ..runtime import compilable, partitioned_options, partitions, shardy
+        from ..common.runtime import compilable, partitioned_options, partitions, shardy
 
         text = compilable(text, label)  # as on CPU: XLA reads neither blobs nor quantized types
         n = partitions(text)
@@ -61,7 +61,7 @@ class Compiler:
     def devices(self, n: int, label: str = "module") -> tuple:
         """The first `n` devices of the smallest slice of the target that has them."""
         if n not in self._slices:
-            from ..runtime import quiet_libtpu
+            from ..common.runtime import quiet_libtpu
 
             quiet_libtpu()
             from jax.experimental import topologies
@@ -96,13 +96,13 @@ def plan_text(path: Path, text, compiler: Compiler, measure: bool = False, sidec
     .npz of argument values a parent built for a stack's worker)."""
     import time
 
-    from ..runtime import partitions
+    from ..common.runtime import partitions
 
     label = str(path)
     n = partitions(text)
     t0 = time.perf_counter()
     try:
-        from ..isolate import started
+        from ..isolate.task import started
 
         started()
         t0 = time.perf_counter()
@@ -219,7 +219,7 @@ def plan_file(path: Path, target: str, measure: bool = False, staged: dict | Non
     import dataclasses
     import hashlib
 
-    from ..files import sidecar_of
+    from ..common.files import sidecar_of
     from ..ir import compile_input, load
 
     (result,) = load([path])
@@ -249,7 +249,7 @@ def plan_files(paths, target: str = "cpu", budgets_=(), measure: bool = False, m
                timeout: float | None = None, progress=None, stack=None) -> MemoryReport:
     """Every file compiled for `target` in a worker killed past its time or memory limit (of `stack`'s
     environment: its XLA; None, this one's); the others are still planned."""
-    from ..isolate import Isolated, Task, row
+    from ..isolate.task import Isolated, Task, row
     from ..workload import keep_prepared
     from .executable import machine
     from .staging import staged_values
@@ -269,7 +269,7 @@ def plan_files(paths, target: str = "cpu", budgets_=(), measure: bool = False, m
 
 def most_partitions(paths) -> int:
     """The most devices any of the files is sharded over (a CPU compile needs as many host devices)."""
-    from ..runtime import partitions
+    from ..common.runtime import partitions
 
     most = 1
     for path in paths:
@@ -283,7 +283,7 @@ def most_partitions(paths) -> int:
 
 def target_versions(target: str, stack=None) -> dict:
     """The versions that made the plan (`stack`'s, or this environment's), and libtpu's when it did."""
-    from ..files import versions
+    from ..common.files import versions
 
     here = versions()
     found = {k: v for k, v in stack.versions.items() if k in here} if stack is not None and not stack.is_lock else here

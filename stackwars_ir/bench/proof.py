@@ -5,7 +5,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import BenchError
+from ..common.errors import BenchError
 
 # Norm-wise: max |output - reference| <= ATOL + RTOL * max |reference|. On the CPU this is the
 # capture's parity tolerance; XLA's and cuBLAS's GPU matmuls run float32 in TF32 by default

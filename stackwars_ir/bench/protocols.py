@@ -151,7 +151,7 @@ def conditions() -> dict:
 
     import torch
 
-    from ..files import host
+    from ..common.files import host
 
     return {"load average": os.getloadavg()[0], "torch threads": torch.get_num_threads(), "cpus": os.cpu_count(),
             "python": platform.python_version(), "processor": host().get("processor"), "system": platform.system(),
@@ -374,7 +374,7 @@ def _jax_train_mode(model, args: list, device):
     import jax
     from flax import nnx
 
-    from stackwars_ir.models._nnx import training
+    from ..models._nnx import training
 
     graphdef, stats, params = nnx.split(model, running_statistic, ...)
 

@@ -12,9 +12,9 @@ from .result import BenchReport
 def bench_one(path: Path, backend: str | None, timeout: float | None, asked=None, staged=None) -> Executable:
     """Compile and time one StableHLO file in this process (the bench worker calls this); `asked`: the
     user's sampling (timing.Asked); `staged`: values a parent built for a stack's worker."""
-    from ..files import sidecar_of
+    from ..common.files import sidecar_of
     from ..ir import compile_input, load
-    from ..runtime import runtime
+    from ..common.runtime import runtime
 
     (result,) = load([path])
     if not result.ok:
@@ -34,9 +34,9 @@ def bench_group(paths, backend: str | None, timeout: float | None, asked=None, s
     import dataclasses
     import hashlib
 
-    from ..files import sidecar_of
+    from ..common.files import sidecar_of
     from ..ir import compile_input, load
-    from ..runtime import runtime
+    from ..common.runtime import runtime
     from .timed import time_modules
 
     items, digests = [], []
@@ -60,7 +60,7 @@ def bench_files(paths, backend: str | None = None, timeout: float | None = None,
     memory limit (2 x timeout + a grace; max_memory bytes resident); the others still run. `asked`:
     the user's sampling (timing.Asked: --warmup, --runs, --profile), given to the workers; `stack`:
     the version stack whose XLA compiles and runs them (None: this environment's)."""
-    from ..progress import planned
+    from ..common.progress import planned
 
     with planned(progress, file_steps(asked)):
         return _bench_files(paths, backend, timeout, with_peaks, max_memory, progress, asked, stack)
@@ -80,10 +80,10 @@ def baseline_steps(names, step: str, asked) -> list[str]:
 
 
 def _bench_files(paths, backend, timeout, with_peaks, max_memory, progress, asked, stack) -> BenchReport:
-    from ..files import sidecar_of
+    from ..common.files import sidecar_of
     from ..ir import load
-    from ..isolate import Isolated
-    from ..runtime import runtime
+    from ..isolate.task import Isolated
+    from ..common.runtime import runtime
     from .staging import staged_values
 
     rt = runtime(backend)
@@ -127,10 +127,10 @@ def _more_rounds(timed: dict, todo: list, platform: str, timeout, asked, max_mem
     timing. A round that fails a row: that row's error, naming the round."""
     import dataclasses
 
-    from ..errors import StackwarsError
-    from ..isolate import Isolated
+    from ..common.errors import StackwarsError
+    from ..isolate.task import Isolated
     from .planning import most_partitions
-    from .profile import merged
+    from .xla_profile import merged
     from .staging import staged_values
 
     profiled = [p for p in todo if timed[p].ok and timed[p].profile is not None]
@@ -172,7 +172,7 @@ def estimate_files(paths, target: str, timeout: float | None = None, max_memory:
     """Every file compiled for a TPU generation that is not here (libtpu, compile-only) in a bench
     worker, each kernel's time estimated from the compiler's cost model (bench.estimate): a report
     of estimates, not measurements, that `diff --bench` splits by block as it does a profile."""
-    from ..isolate import Isolated, Task, row
+    from ..isolate.task import Isolated, Task, row
     from .estimate import check_chip, estimate_file
 
     check_chip(target)
@@ -188,7 +188,7 @@ def estimate_files(paths, target: str, timeout: float | None = None, max_memory:
 
 def file_task(path, platform: str, timeout: float | None, asked=None):
     """The worker's task that times one file (bench_one)."""
-    from ..isolate import Task, row
+    from ..isolate.task import Task, row
     from ..workload import keep_prepared
 
     return Task(bench_one, (Path(path), platform, timeout, asked), str(path), row(Executable, str(path), "stablehlo", None, None),
@@ -197,7 +197,7 @@ def file_task(path, platform: str, timeout: float | None, asked=None):
 
 def group_task(paths, platform: str, timeout: float | None, asked=None):
     """The worker's task that times files side by side, their steady-state runs taking turns (bench_group)."""
-    from ..isolate import Task
+    from ..isolate.task import Task
     from ..workload import keep_prepared
 
     paths = tuple(str(p) for p in paths)
@@ -213,7 +213,7 @@ def _failed_group(paths, message: str) -> list[Executable]:
 def _timed(worker, task, timeout, progress, kind: str = "files") -> Executable:
     import time
 
-    from ..progress import start
+    from ..common.progress import start
 
     label = task.label
     start(progress, kind, f"{label}: compiling and timing ...")
@@ -233,8 +233,8 @@ def bench_baselines(req, baselines, backend: str | None = None, timeout: float |
                     max_memory: int | None = None, progress=None, asked=None) -> list[Executable]:
     """The request's native runtimes (jax, eager, ...: bench.native), timed in one worker, so the
     weights are built once; `asked`: the user's sampling (timing.Asked)."""
-    from ..isolate import Isolated, Task, row
-    from ..runtime import runtime
+    from ..isolate.task import Isolated, Task, row
+    from ..common.runtime import runtime
     from ..workload import keep_prepared
     from .native import run_baseline
 
@@ -253,15 +253,15 @@ def _with_profile(row, req, name, platform, timeout, max_memory, progress, asked
     runtime), from a worker of its own; a profile that fails is the row's error."""
     import dataclasses
 
-    from ..errors import BenchError
-    from ..isolate import Isolated, Task
+    from ..common.errors import BenchError
+    from ..isolate.task import Isolated, Task
     from ..workload import keep_prepared
     from .native import PROFILED, profile_baseline
 
     runs = asked.profile if asked is not None else 0
     if not row.ok or not runs or (name, req.step) not in PROFILED:
         return row
-    from ..progress import start
+    from ..common.progress import start
 
     start(progress, f"profile {name}", f"{row.name}: profiling {runs} steady runs under its runtime's profiler ...")
     with Isolated(max_memory) as worker:

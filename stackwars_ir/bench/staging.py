@@ -8,10 +8,10 @@ def staged_values(paths, folder: Path) -> tuple:
     """(path, .npz) for each capture of a catalogue model that recorded no values of its own: its
     weights, inputs and PyTorch eager's reference rebuilt here, where torch is, for a stack's worker
     (isolate passes them to the task as `staged`; files.read_values reads them there)."""
-    from stackwars_ir import models
+    from .. import models
 
     from .arguments import sidecar_arguments
-    from ..files import sidecar_of, values_bytes
+    from ..common.files import sidecar_of, values_bytes
     from ..ir import load
 
     out = []

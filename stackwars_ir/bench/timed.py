@@ -11,8 +11,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import StackwarsError
-from ..runtime import INTEGER_MATH, QUANTIZED
+from ..common.errors import StackwarsError
+from ..common.runtime import INTEGER_MATH, QUANTIZED
 from .arguments import signature_arguments
 from .executable import Executable
 from .proof import Checker
@@ -98,7 +98,7 @@ def _warm_one(path, text, module, rt, sidecar, timeout, how, seed, staged=None) 
     label = str(path)
     try:
         arrays, origin, reference = signature_arguments(module, sidecar, np.random.default_rng(seed), staged)
-        from ..isolate import started
+        from ..isolate.task import started
 
         started()  # in a bench worker: the time limit of the compile and runs starts now
         deadline = time.monotonic() + timeout if timeout else None  # the budget covers the compile too
@@ -162,7 +162,7 @@ def _profiled(row: Executable, w: "_Warmed", runs: int, rt) -> Executable:
     steady state, each kernel's time read back (bench.profile)."""
     import dataclasses
 
-    from .profile import profile_runs
+    from .xla_profile import profile_runs
 
     if not row.ok:
         return row
@@ -180,7 +180,7 @@ def _profiled_turns(rows: dict, live: list, runs: int, rt) -> dict:
     are profiled one at a time."""
     import dataclasses
 
-    from .profile import profile_turns
+    from .xla_profile import profile_turns
 
     ok = [w for w in live if rows[id(w)].ok]
     if len(ok) > 1 and rt.platform == "cpu":

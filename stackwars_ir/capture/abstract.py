@@ -8,8 +8,8 @@ import time
 
 import numpy as np
 
-from ..errors import CaptureError
-from ..routes import TORCHAX
+from ..common.errors import CaptureError
+from ..common.routes import TORCHAX
 from ..workload import Argument
 from ..workload.shapes import meta_model
 from .artifact import Capture
@@ -61,14 +61,14 @@ def abstract_parts(req, adapter, model) -> tuple:
 def stack_abstract_jax(req, *parts):
     """A stack's worker's task: abstract_jax from abstract_parts' plain values, its time limit started
     once they are here."""
-    from ..isolate import started
+    from ..isolate.task import started
 
     started()
     return abstract_jax(req, *parts, _quiet)
 
 
 def _quiet(what: str):
-    from ..progress import Stages
+    from ..common.progress import Stages
 
     return Stages(what, show=False)
 
@@ -76,7 +76,7 @@ def _quiet(what: str):
 def abstract_jax(req, specs, inputs, buffers, trainable, stages_for) -> Capture:
     """The JAX twin's forward or training step lowered from shapes (this process's jax: a stack's
     worker calls this with its parent's abstract_parts)."""
-    from stackwars_ir import models
+    from .. import models
 
     adapter = models.adapter(req.model)
     if req.train:

@@ -4,7 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..errors import StackwarsError
+from ..common.errors import StackwarsError
 from ..workload import Argument
 
 @dataclass(frozen=True)
@@ -23,7 +23,7 @@ class Capture:
 
     @property
     def stem(self) -> str:
-        from ..routes import ROUTES
+        from ..common.routes import ROUTES
 
         return ROUTES["jax" if self.framework == "jax" else self.exporter].stem() + self.stem_suffix
 

@@ -8,7 +8,7 @@ import re
 from pathlib import Path
 from typing import NamedTuple
 
-from ..errors import CaptureError
+from ..common.errors import CaptureError
 
 FIXED = ("compute at a size fixed before the data is seen (a mixture of experts: every expert on every token "
          "weighted by its gate, or a fixed capacity per expert; docs/adapters.md, data-dependent shapes)")

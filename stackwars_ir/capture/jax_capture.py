@@ -7,8 +7,8 @@ from types import ModuleType
 
 import numpy as np
 
-from ..progress import Stages
-from ..errors import CaptureError
+from ..common.progress import Stages
+from ..common.errors import CaptureError
 from ..workload import Argument, jax_inputs, leaf_name
 from .artifact import Capture
 from .lowering import lower_text
@@ -27,7 +27,7 @@ def capture_jax(adapter: ModuleType, size: str, weights: dict[str, np.ndarray],
         except KeyError as e:  # a weight name the twin built wrong: the PyTorch names nearest it
             key = e.args[0] if e.args else None
             if isinstance(key, str) and key not in weights:
-                from stackwars_ir.models._contract import nearest
+                from ..models._contract import nearest
 
                 near = nearest(key, weights)
                 e.add_note(f"nearest PyTorch names: {', '.join(near)}" if near else "no PyTorch name is near it")
@@ -41,7 +41,7 @@ def capture_jax(adapter: ModuleType, size: str, weights: dict[str, np.ndarray],
     arguments = twin_arguments(state, inputs, buffers)
     unknown = [a.name for a in arguments if a.kind != "input" and a.name not in weights]
     if unknown:
-        from stackwars_ir.models._contract import unknown_parameter
+        from ..models._contract import unknown_parameter
 
         raise unknown_parameter(adapter, unknown[0], weights)
     with stages.stage("jax.jit lower"), layer_program(adapter, scan, remat):
@@ -66,7 +66,7 @@ def twin_arguments(state, inputs: dict, buffers=frozenset()) -> tuple[Argument, 
 def layer_program(adapter: ModuleType, scan: bool, remat: bool):
     """While inside, the twin's run_layers scans and/or rematerializes its layers; a twin that runs
     none through it, asked to, is one line (models/_nnx.py)."""
-    from stackwars_ir.models import _nnx
+    from ..models import _nnx
 
     with _nnx.layers_as(scan=scan, remat=remat) as record:
         yield

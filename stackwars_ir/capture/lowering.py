@@ -6,8 +6,8 @@ import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..errors import CaptureError
-from ..runtime import enable_x64
+from ..common.errors import CaptureError
+from ..common.runtime import enable_x64
 
 
 @dataclass(frozen=True)
@@ -23,7 +23,7 @@ def placement(req) -> Placement | None:
     """The placement of a request's lowerings: None without --mesh (one device)."""
     if not req.mesh:
         return None
-    from stackwars_ir import models
+    from .. import models
 
     return Placement(req.mesh_spec, models.entry(req.model).tensor_parallel or {})
 

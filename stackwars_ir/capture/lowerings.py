@@ -4,7 +4,7 @@ A forward is lowered from torch.export's program, a training step from the model
 """
 from __future__ import annotations
 
-from ..routes import TORCH_TPU, TORCH_XLA, TORCHAX
+from ..common.routes import TORCH_TPU, TORCH_XLA, TORCHAX
 
 
 def _torch_xla_train(model, state, stages, req, entry):
@@ -25,7 +25,7 @@ def forward(route: str):
     """`fn(exported_program, inputs, stages, placement=None) -> Capture`: how `route` lowers a forward that
     torch.export traced (a route's other path, `Route.lazy`, is capture.torch_capture's lazy capture)."""
     from .torch_capture import capture_torch_xla, capture_torchax
-    from .torch_tpu import capture_torch_tpu
+    from .torchtpu_route import capture_torch_tpu
 
     return {TORCH_XLA.name: capture_torch_xla, TORCHAX.name: capture_torchax, TORCH_TPU.name: capture_torch_tpu}[route]
 

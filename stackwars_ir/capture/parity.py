@@ -193,7 +193,7 @@ def check(capture: Capture, weights: dict[str, np.ndarray], inputs: dict[str, np
           reference: np.ndarray, rt=None, exact=None) -> Parity:
     """Run the capture on XLA CPU against eager's `reference` (and `exact`, a workload.Exact: the
     float64 output, or why there is none)."""
-    from ..runtime import runtime
+    from ..common.runtime import runtime
 
     rt = rt or runtime("cpu")
     exe = rt.compile(capture.text, capture.stem, quick=True)
@@ -204,7 +204,7 @@ def check(capture: Capture, weights: dict[str, np.ndarray], inputs: dict[str, np
 
 def check_train(capture: Capture, state, rt=None) -> Parity:
     """Run a captured training step from `state` and compare its loss and new parameters with eager's."""
-    from ..runtime import runtime
+    from ..common.runtime import runtime
 
     rt = rt or runtime("cpu")
     exe = rt.compile(capture.text, capture.stem, quick=True)

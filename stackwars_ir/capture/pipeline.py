@@ -12,10 +12,10 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .. import files
-from ..errors import CaptureError, ParityError, PartialCapture, StackwarsError
-from ..progress import Stages
-from ..routes import PACKAGE, ROUTES
+from ..common import files
+from ..common.errors import CaptureError, ParityError, PartialCapture, StackwarsError
+from ..common.progress import Stages
+from ..common.routes import PACKAGE, ROUTES
 from ..workload import Request, prepare
 from ..workload.request import stem
 from . import artifact, parity
@@ -47,8 +47,8 @@ def run(req: Request, out_dir: Path, *, force: bool = False, show: bool | None =
     lowered (and parity-checked) by that stack's packages (its jax; its torch, torch_xla and torchax
     where it holds them), in a worker of that stack's environment (isolate), from the weights,
     inputs, reference and training state built here."""
-    from stackwars_ir import models
-    from stackwars_ir.models import _contract as contract
+    from .. import models
+    from ..models import _contract as contract
 
     req = req.validated()
     entry = models.entry(req.model)
@@ -60,7 +60,7 @@ def run(req: Request, out_dir: Path, *, force: bool = False, show: bool | None =
     with contract.blame(entry):  # the adapter's own exceptions: one line, its file and line
         if not req.mesh:
             return _run(req, out_dir, force, show, stack)
-        from ..runtime import host_devices
+        from ..common.runtime import host_devices
 
         if not req.abstract:
             host_devices(req.mesh_spec.devices)  # the parity run: the mesh on this host's CPU devices
@@ -74,7 +74,7 @@ def run(req: Request, out_dir: Path, *, force: bool = False, show: bool | None =
 def in_stack(req: Request, stack, task, args):
     """`task(req, *args)` run by a worker of `stack`'s environment (its jax, torch, torch_xla, torchax):
     what it returns, or its CaptureError raised here."""
-    from ..isolate import Isolated, Task
+    from ..isolate.task import Isolated, Task
     from ..workload import keep_prepared
 
     sides = "jax" if req.framework == "jax" else " + ".join(req.stems(req.frameworks()))
@@ -88,7 +88,7 @@ def in_stack(req: Request, stack, task, args):
 
 def stack_capture(req: Request, weights, inputs, reference, buffers, state=None, exact=None) -> list:
     """A stack's worker's task: capture_here, its time limit started once its inputs are here."""
-    from ..isolate import started
+    from ..isolate.task import started
 
     started()
     return capture_here(req, weights, inputs, reference, buffers, state, exact)
@@ -97,7 +97,7 @@ def stack_capture(req: Request, weights, inputs, reference, buffers, state=None,
 def _check_here(req: Request) -> None:
     """A route that runs in a version stack of its own (TorchTPU: its torch is not the lock's) is
     refused in one line where this process cannot import its package."""
-    from ..files import distribution_version
+    from ..common.files import distribution_version
 
     for e in req.exporters if req.framework != "jax" else ():
         route = ROUTES[e]
@@ -135,9 +135,9 @@ def capture_here(req: Request, weights, inputs, reference, buffers, state=None, 
     """Each capture the request names and its parity, made in this process (a stack's worker calls
     this with the weights, inputs, reference or training state its parent built with its torch): the
     PyTorch side's model is built here, by this process's torch, and given those weights."""
-    from stackwars_ir import models
+    from .. import models
 
-    from ..runtime import runtime
+    from ..common.runtime import runtime
 
     adapter, label = models.adapter(req.model), f"{req.model}-{req.size}"
     frameworks = req.frameworks()
@@ -235,7 +235,7 @@ def _run(req: Request, out_dir: Path, force: bool, show: bool | None, stack=None
     else:
         captures = _capture_all(req, frameworks, adapter, model, weights, inputs, label, show)
 
-    from ..runtime import runtime
+    from ..common.runtime import runtime
 
     rt = runtime("cpu")
 
@@ -293,8 +293,8 @@ def _localized(req: Request, adapter, model, weights, inputs, checked, prep: Sta
 
 def contract_blame(req: Request):
     """The adapter's own exceptions as one line naming its file and line (models/_contract.py)."""
-    from stackwars_ir import models
-    from stackwars_ir.models import _contract as contract
+    from .. import models
+    from ..models import _contract as contract
 
     return contract.blame(models.entry(req.model))
 
@@ -363,7 +363,7 @@ def _verdicts(results) -> str:
 
 def _skipped(req: Request, frameworks) -> tuple[str, ...]:
     if req.framework == "both" and "jax" not in frameworks:
-        from stackwars_ir import models
+        from .. import models
 
         e = models.entry(req.model)
         if e.data is not None:
@@ -420,7 +420,7 @@ def _capture_all(req, frameworks, adapter, model, weights, inputs, label, show):
         yield _named(cap, req)
     if "torch" not in frameworks:
         return
-    from stackwars_ir import models
+    from .. import models
 
     from .torch_capture import capture_torch_xla_lazy, export_program
 
@@ -453,7 +453,7 @@ def _capture_all(req, frameworks, adapter, model, weights, inputs, label, show):
 
 def _lowered(exporter: str, ep, inputs, stages: Stages, req: Request, entry) -> Capture:
     """`exporter`'s capture of torch.export's program; its failure at the model's line (export_errors)."""
-    from stackwars_ir.models import _contract as contract
+    from ..models import _contract as contract
 
     from . import lowerings
     from .export_errors import route_failure
@@ -495,7 +495,7 @@ def _capture_train(req, frameworks, adapter, model, state, label, show):
                                       scan=req.scan_layers, remat=req.remat, placement=placement(req))
         yield _named(cap, req)
     if "torch" in frameworks:
-        from stackwars_ir import models
+        from .. import models
 
         entry = models.entry(req.model)
         for exporter in sorted(req.exporters, key=lambda e: bool(ROUTES[e].lazy)):  # the lazy step's Python last

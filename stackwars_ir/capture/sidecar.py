@@ -6,8 +6,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .. import files
-from ..routes import TORCH_SIDE
+from ..common import files
+from ..common.routes import TORCH_SIDE
 from ..workload import CAPTURE_REVISION, Request, argument_values
 from ..workload.mesh import spec_text
 from . import parity
@@ -46,7 +46,7 @@ def recorded_values_of(cap: Capture, req: Request, weights, inputs, reference, s
     """The arrays a capture of a user's model is called with, and the output they must give, to be
     recorded beside it: its readers (bench, memory --measure) may not have the adapter. A built-in
     model's are rebuilt from its adapter, which every reader has."""
-    from stackwars_ir import models
+    from .. import models
 
     if Path(models.entry(req.model).path).parent == models.HERE:
         return None
@@ -74,7 +74,7 @@ def _recorded(values: list | None, mlir_path: Path) -> tuple[dict | None, list]:
 
 def sidecar_contents(cap: Capture, req: Request, inputs, result: parity.Parity | None, out_dir: Path,
               state=None, values: list | None = None, routes: dict | None = None) -> list[tuple[Path, str | bytes]]:
-    from stackwars_ir import models
+    from .. import models
 
     mlir_path, json_path = req.paths(out_dir, cap.stem)
     entry = models.entry(req.model)

@@ -8,10 +8,10 @@ import sys
 
 import numpy as np
 
-from ..errors import CaptureError, MissingExtra, StackwarsError
-from ..hostmem import release
-from ..progress import Stages
-from ..routes import PACKAGE, TORCHAX
+from ..common.errors import CaptureError, MissingExtra, StackwarsError
+from ..common.hostmem import release
+from ..common.progress import Stages
+from ..common.routes import PACKAGE, TORCHAX
 from ..workload import Argument
 from ..workload.exported import needs_x64, torchax_function
 from ..workload.values import copy_on
@@ -32,7 +32,7 @@ def export_program(model, inputs: dict[str, np.ndarray], stages: Stages, entry=N
             with contextlib.redirect_stderr(said):
                 ep = torch.export.export(model, tuple(torch.from_numpy(v) for v in inputs.values()))
         except Exception as e:  # torch.export raises many types; export_errors says which line and why
-            from stackwars_ir.models import _contract as contract
+            from ..models import _contract as contract
 
             from .export_errors import torch_export_failure
 
@@ -77,7 +77,7 @@ def _warm_up_torch_xla(convert, options) -> None:
         return
     import torch
 
-    from stackwars_ir.errors import held_interrupts
+    from ..common.errors import held_interrupts
 
     with held_interrupts("torch_xla's first export"):
         ep = torch.export.export(torch.nn.Linear(2, 2).eval(), (torch.zeros(1, 2),))
@@ -207,7 +207,7 @@ def capture_torch_xla_lazy(model, inputs: dict[str, np.ndarray], stages: Stages,
         import torch_xla
     except Exception as e:
         raise MissingExtra("torch_xla", e) from e
-    from stackwars_ir.models._torch import layers_as
+    from ..models._torch import layers_as
 
     from ..workload.train import OpNames
 

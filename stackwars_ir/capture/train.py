@@ -14,10 +14,10 @@ import os
 
 import numpy as np
 
-from ..errors import CaptureError, MissingExtra, StackwarsError
-from ..progress import Stages
-from ..routes import TORCHAX
-from ..runtime import enable_x64
+from ..common.errors import CaptureError, MissingExtra, StackwarsError
+from ..common.progress import Stages
+from ..common.routes import TORCHAX
+from ..common.runtime import enable_x64
 from ..workload import Argument
 from ..workload.exported import torchax_step
 from ..workload.values import copy_on
@@ -113,7 +113,7 @@ def capture_torch_xla_train(model, state: TrainState, stages: Stages, layers: st
     opt = optimizer(list(params.values()))
     xs = [torch.from_numpy(v).to(dev) for k, v in state.inputs.items() if k != "target"]
     target = torch.from_numpy(state.inputs["target"]).to(dev) if "target" in state.inputs else None
-    from stackwars_ir.models._torch import layers_as
+    from ..models._torch import layers_as
 
     from .torch_capture import mark_shardings
 

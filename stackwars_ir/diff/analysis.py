@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..ir.model import Module
-from ..routes import SHOWN_VERSIONS
+from ..common.routes import SHOWN_VERSIONS
 from .align import Alignment, align
 from .block import Block
 from .blocks import Segmentation, segment
@@ -161,7 +161,7 @@ def _side_result(side: Side) -> SideResult:
 
 def _argument_names(source: str) -> dict:
     """index -> name of each argument, as the capture's sidecar names them ({} without one)."""
-    from ..files import read_sidecar
+    from ..common.files import read_sidecar
 
     try:
         sc = read_sidecar(Path(source))
@@ -189,7 +189,7 @@ def argument_identities(a: Module, b: Module) -> tuple[dict, dict]:
 
 def _provenance(source: str) -> tuple[dict | None, str]:
     """What the capture's sidecar says of a file: model, exporter, this side's own inputs, versions, host."""
-    from ..files import read_sidecar
+    from ..common.files import read_sidecar
 
     try:
         sc = read_sidecar(Path(source))
@@ -200,7 +200,7 @@ def _provenance(source: str) -> tuple[dict | None, str]:
     v = sc.data.get("versions", {})
     # This side's own function inputs (a JAX capture takes int32 ids where PyTorch takes int64).
     own = [x for x in sc.arguments if x.get("kind") == "input"] or list(sc.inputs)
-    from ..routes import ROUTES
+    from ..common.routes import ROUTES
 
     data = sc.data
     way = ROUTES.get("jax" if data.get("framework") == "jax" else sc.exporter)
@@ -234,10 +234,10 @@ def adapter_roles(module: Module) -> tuple:
     """The path-to-role words of the adapter that captured `module`: as its sidecar recorded them, so
     a capture of a user's model diffs the same without the adapter file; for an older sidecar, the
     catalogue's entry of the model it names; none for a file without a sidecar."""
-    from stackwars_ir import models
+    from .. import models
 
-    from ..files import read_sidecar
-    from ..errors import StackwarsError
+    from ..common.files import read_sidecar
+    from ..common.errors import StackwarsError
 
     try:
         side = read_sidecar(Path(module.source))

@@ -190,7 +190,7 @@ def with_host(report: DiffReport, result: DiffResult, host_a, host_b) -> DiffRes
     time, the host time traced to no block, and what the runtime's own phases say (metrics "host")."""
     from dataclasses import replace
 
-    from ..runstats import spread, summed_runs
+    from ..common.runstats import spread, summed_runs
 
     per, totals, runs = {}, {}, {}
     for side, given in (("a", host_a), ("b", host_b)):
@@ -233,7 +233,7 @@ def _gaps(report: DiffReport, series: dict, roles: list) -> dict:
     times (an estimate, or a file written before they were kept). `roles`: each aligned block's role.
     A role's many small blocks that differ the same way (GPT-2 base's 25 LayerNorms, each a few
     hundredths of a millisecond) are told apart from the noise together where one block alone is not."""
-    from ..runstats import part_gaps
+    from ..common.runstats import part_gaps
 
     (runs_a, by_a, rounds_a), (runs_b, by_b, rounds_b) = series["a"], series["b"]
     if not runs_a or not runs_b:

@@ -300,7 +300,7 @@ class DiffResult:
     @classmethod
     def from_json(cls, data: dict, source: str = "diff JSON") -> "DiffResult":
         """A saved result; anything that is not one gets one line naming what is wrong."""
-        from ..errors import StackwarsError
+        from ..common.errors import StackwarsError
 
         fix = "write one with: stackwars-ir diff A.mlir B.mlir --json FILE"
         if not isinstance(data, dict) or "blocks" not in data or "alignment" not in data:

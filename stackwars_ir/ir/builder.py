@@ -1,7 +1,7 @@
 """The IR model built from MLIR's op tree: the walk over a parsed module, in a parse worker."""
 from __future__ import annotations
 
-from ..errors import ParseError
+from ..common.errors import ParseError
 from .locations import loc_name, provenance
 
 

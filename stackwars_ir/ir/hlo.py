@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import re
 
-from ..errors import ParseError
+from ..common.errors import ParseError
 
 
 # What a file was, where the parser made StableHLO of something else (Module.form; "" for StableHLO as written).

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import re
 
-from ..errors import ParseError
-from ..resources import inline
+from ..common.errors import ParseError
+from ..common.resources import inline
 from .builder import Blob, build
 from .hlo import FORM_HLO_PROTO, FORM_HLO_TEXT, first_module, from_hlo_proto, from_hlo_text, hlo_text_modules, scheduled
 

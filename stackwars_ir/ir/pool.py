@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import ParseError, StackwarsError
+from ..common.errors import ParseError, StackwarsError
 from .model import Func, Module, Op, Tensor, Value
 
 __all__ = ["Func", "Module", "Op", "Tensor", "Value", "Limits", "Parser", "ParseResult", "compile_input", "load",
@@ -230,7 +230,7 @@ class Parser:
 
     def close(self) -> None:
         if self.proc is not None:
-            from ..wire import end_worker
+            from ..common.wire import end_worker
 
             end_worker(self.proc, 5)
             self.proc = None

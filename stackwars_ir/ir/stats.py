@@ -82,7 +82,7 @@ class StatsReport:
 def stats_files(paths) -> StatsReport:
     """Parse every file (in workers, under the parse limits) and take each module's stats, naming
     arguments from a capture's sidecar."""
-    from ..files import argument_names
+    from ..common.files import argument_names
     from .pool import load
 
     results = load(paths)

@@ -14,7 +14,7 @@ import os
 import signal
 import sys
 
-from ..wire import die_with_parent, receive_bytes, send_bytes
+from ..common.wire import die_with_parent, receive_bytes, send_bytes
 
 
 def send(stream, obj) -> None:
@@ -26,7 +26,7 @@ def receive(stream):
 
 
 def handle(request):
-    from ..errors import StackwarsError
+    from ..common.errors import StackwarsError
     from .parse import parse_wire
 
     path, j, k, seam = request

@@ -32,7 +32,7 @@ def write_outputs(result, *, json_path: Path | None = None, md_path: Path | None
     "what each difference costs" table."""
     from ..bench.memory import MemoryReport
     from ..bench.run import BenchReport
-    from ..files import write_atomic
+    from ..common.files import write_atomic
 
     metrics = dict(result.metrics, **({"bench": bench.as_json()} if bench else {}),
                    **({"memory": memory.as_json()} if memory else {}))
@@ -49,7 +49,7 @@ def write_outputs(result, *, json_path: Path | None = None, md_path: Path | None
         write_atomic(Path(md_path), diff_markdown(result))
         written.append(Path(md_path))
     if html_path:
-        from .html import diff_html
+        from .html_report import diff_html
 
         write_atomic(Path(html_path), diff_html(result, bench, command, memory, ablation))
         written.append(Path(html_path))

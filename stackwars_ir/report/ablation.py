@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..textfmt import table
+from ..common.textfmt import table
 from .escape import esc
 
 HEADERS = ["variant", "rewritten (sites)", "ops +/-", "max |V - B| (bound)", "findings (B -> V)", "V / B steady",

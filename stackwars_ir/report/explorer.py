@@ -4,8 +4,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ..errors import StackwarsError
-from ..files import write_folder
+from ..common.errors import StackwarsError
+from ..common.files import write_folder
 
 INSTALL_HINT = "pip install ai-edge-model-explorer==0.1.34 (it is in requirements.lock: make setup)"
 # Node colors by op-level status (Model Explorer takes any CSS color per node).

@@ -308,7 +308,7 @@ def sharding_lines(result) -> list:
 def collective_lines(result) -> list:
     """With --kernels on a sharded side: the collectives XLA's SPMD partitioner inserted, each side's
     total and per block (kind x count, bytes per device); [] without them."""
-    from ..textfmt import human_bytes
+    from ..common.textfmt import human_bytes
 
     totals = result.metrics.get("kernels") or {}
     if not any((totals.get(side) or {}).get("collectives") for side in ("a", "b")):

@@ -8,9 +8,9 @@ import hashlib
 import shlex
 from pathlib import Path
 
-from ..errors import StackwarsError
+from ..common.errors import StackwarsError
 
-from ..files import read_json_of, read_result
+from ..common.files import read_json_of, read_result
 
 _VERB = {"bench": "timed", "memory": "planned"}
 
@@ -107,7 +107,7 @@ def ablation_of(path: Path, files, result=None):
     """A `stackwars-ir ablate --json` file (ablate.Ablation) of the report's two files, A and B in that
     order (their sha256, the saved diff's where it renders one)."""
     from ..ablate import Ablation
-    from ..files import read_result
+    from ..common.files import read_result
 
     abl = read_result(path, "ablate", Ablation.from_json)
     own = (result.a.source, result.b.source) if result is not None else tuple(files)

@@ -8,8 +8,8 @@ from ..diff.result import DiffResult
 from ..sweep.execute import NOT_RUN
 from ..sweep.job_types import BenchJob, CaptureJob, CaptureRecord, DiffJob, MemoryJob, route_of
 from ..sweep.jobs import Record, slowed
-from ..targets import is_tpu
-from ..textfmt import human_bytes
+from ..common.targets import is_tpu
+from ..common.textfmt import human_bytes
 
 TITLES = {"capture": "Captures", "memory": "Memory plans", "bench": "Timings on one XLA runtime", "diff": "IR diffs"}
 NOTES = {
@@ -249,7 +249,7 @@ def across_rounds(ratios, what: str = "") -> str:
     1.10-1.38 across 3 rounds)`, `indistinguishable from 1 (1.02x, 0.95-1.10 across 3 rounds)` where the
     interval holds 1, and with fewer than MIN_ROUNDS rounds the figure alone, said to be no finding.
     The interval is runstats.rounds_ratio's: a t-interval of the rounds' logarithms (regress's)."""
-    from ..runstats import rounds_ratio
+    from ..common.runstats import rounds_ratio
 
     ratios = [r for r in ratios if r and r > 0]
     if not ratios:

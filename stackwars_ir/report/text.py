@@ -5,7 +5,7 @@ import functools
 import textwrap
 
 from ..ir.stats import ModuleStats
-from ..textfmt import human_bytes, table
+from ..common.textfmt import human_bytes, table
 from .sentences import delta_text as _delta_text, executed_lines, host_unsteady, interface_lines, sharding_lines, verdict_line
 
 
@@ -404,7 +404,7 @@ def _modules_text(h) -> list:
     if not h.modules:
         return []
     from ..bench.host import layered
-    from ..runstats import spread, summed_runs, unsteady
+    from ..common.runstats import spread, summed_runs, unsteady
 
     groups = layered(h.modules)
     total = sum(s for _, s, _, _ in groups)

@@ -10,9 +10,9 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import StackwarsError
-from ..routes import LOCK_EXPORTERS
-from ..routes import ROUTES as ALL_ROUTES
+from ..common.errors import StackwarsError
+from ..common.routes import LOCK_EXPORTERS
+from ..common.routes import ROUTES as ALL_ROUTES
 from ..workload import Request
 from .job_types import JOB_TIMEOUT, JOB_TYPES, CaptureJob, Cell, Job
 
@@ -63,7 +63,7 @@ def _use_adapters(paths, grid: Path) -> None:
     if paths:
         import os
 
-        from stackwars_ir import models
+        from .. import models
 
         try:
             os.environ[models.ADAPTERS_ENV] = models.adapters_env([grid.parent / p for p in paths])
@@ -176,7 +176,7 @@ def _baselines(table: dict, commands: list, here: str) -> tuple[str, ...]:
 def _check_models(axes: dict, here: str) -> None:
     """Every model in the catalogue and every size one of each model's: a typo is the grid's error,
     not a job."""
-    from stackwars_ir import models
+    from .. import models
 
     for m in axes["models"]:
         try:
@@ -192,7 +192,7 @@ def _check_targets(axes: dict, commands: list, here: str) -> None:
     """Every target a compile target (cpu, gpu, tpu-v6e ...), or `tpu` (a bench timing the TPU it runs
     on: memory plans name a TPU generation instead), and every budget one `memory --budget` reads."""
     from ..bench.memory import TARGETS, TOPOLOGIES, budgets
-    from ..runtime import BACKENDS
+    from ..common.runtime import BACKENDS
 
     known = TARGETS if "memory" in commands else (*BACKENDS, *TOPOLOGIES)
     for t in axes["targets"]:

@@ -8,9 +8,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar, Iterator, NamedTuple
 
-from ..errors import StackwarsError
-from ..routes import EXPORTERS
-from ..targets import is_tpu
+from ..common.errors import StackwarsError
+from ..common.routes import EXPORTERS
+from ..common.targets import is_tpu
 from ..workload import Request
 
 JOB_TIMEOUT = 1800.0  # seconds a job may run unless its grid says `timeout`
@@ -151,7 +151,7 @@ class CaptureJob(Job):
         return (cls(req, cell.timeout) for req in cell.reqs.values())
 
     def run(self, files: list[Path], root: Path, progress=None) -> tuple:
-        from ..files import read_sidecar
+        from ..common.files import read_sidecar
 
         data = read_sidecar(files[0]).data
         return CaptureRecord(str(files[0].relative_to(root)), data.get("sha256"), files[0].stat().st_size,
@@ -328,7 +328,7 @@ def _adapter_hashes(names) -> dict:
     ones, not every model's of the file)."""
     import tomllib
 
-    from stackwars_ir import models
+    from .. import models
 
     out = {}
     for n in sorted(set(names)):

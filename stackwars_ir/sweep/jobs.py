@@ -15,7 +15,7 @@ from ..bench.executable import Executable
 from ..bench.memory import MemoryReport
 from ..bench.result import BenchReport
 from ..diff.result import DiffResult
-from ..errors import StackwarsError
+from ..common.errors import StackwarsError
 from .job_types import CaptureRecord, Job
 
 RECORD_FORMAT = 1
@@ -26,7 +26,7 @@ def stack() -> dict:
     the capture revision. A job keyed by another stack is another job."""
     from importlib import metadata
 
-    from ..files import versions
+    from ..common.files import versions
     from ..workload import CAPTURE_REVISION
 
     out = {k: v for k, v in versions().items() if v}
@@ -126,7 +126,7 @@ def read_record(root: Path, key: str) -> Record | None:
 def write_record(root: Path, record: Record) -> Record:
     """Write RECORD under ROOT; the record as it reads back (its keys in the file's order, so a page
     rendered now and one rendered later from the folder are the same)."""
-    from ..files import dump_json, write_atomic
+    from ..common.files import dump_json, write_atomic
 
     path = record_path(root, record.key)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -149,7 +149,7 @@ def records(root: Path) -> list[Record]:
 def run_job(job: Job, root: Path, key: str, stack_: dict, progress=None) -> Record:
     """Run `job` in this process; its captures go under root/captures. A failure is a record with
     the one-line error, never an exception."""
-    from ..files import code_commit, host
+    from ..common.files import code_commit, host
 
     t0 = time.perf_counter()
     noise = {}
@@ -232,7 +232,7 @@ def ray_job(payload: dict) -> tuple[dict, str]:
 def main() -> None:
     """A worker process: a job's JSON on stdin, its record's JSON on the real stdout; everything the
     frameworks print goes to stderr (the job's log)."""
-    from ..wire import die_with_parent
+    from ..common.wire import die_with_parent
 
     die_with_parent()  # a killed sweep's jobs are run again on resume
     out = os.fdopen(os.dup(1), "w")

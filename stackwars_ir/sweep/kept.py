@@ -9,7 +9,7 @@ import json
 import lzma
 from pathlib import Path
 
-from ..files import write_set
+from ..common.files import write_set
 
 XZ = ".xz"  # NAME.json kept as NAME.json.xz; each written whole or not at all (files.write_set)
 

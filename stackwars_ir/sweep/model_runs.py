@@ -9,9 +9,9 @@ from pathlib import Path
 
 from ..bench.memory import MAX_BATCH_LIMIT, MemoryReport
 from ..bench.run import BenchReport
-from ..errors import StackwarsError
-from ..routes import WEIGHTLESS, weightless
-from ..targets import TPUS, is_tpu, names
+from ..common.errors import StackwarsError
+from ..common.routes import WEIGHTLESS, weightless
+from ..common.targets import TPUS, is_tpu, names
 from ..workload import CAPTURE_REVISION, Request
 
 
@@ -42,7 +42,7 @@ def bench_model(model: str | Request, *, batches=(None,), baselines=("jax", "eag
     user's sampling (bench.timing.Asked)."""
     from ..bench import machine, peaks
     from ..bench.run import bench_baselines, bench_files, crossover
-    from ..runtime import runtime
+    from ..common.runtime import runtime
 
     # Every request checked, and a missing backend found, before any capture: each fails in one line.
     todo = requests(model, batches, **fields)
@@ -53,7 +53,7 @@ def bench_model(model: str | Request, *, batches=(None,), baselines=("jax", "eag
     baselines = _baselines(todo[0], baselines)
     rt = runtime(backend)
     rows = []
-    from ..progress import planned
+    from ..common.progress import planned
 
     sweep = _own_folders(model, batches, fields)
     with planned(progress, steps):
@@ -112,7 +112,7 @@ def captured(req, out_dir: Path, *, sweep: bool, show: bool | None = None, progr
     is on disk already, written by this capture revision; a sweep keeps each batch and sequence
     length in its own folder."""
     from ..capture import run
-    from ..progress import start
+    from ..common.progress import start
 
     folder = _folder(req, out_dir, sweep)
     files = [req.paths(folder, s)[0] for s in req.stems()]
@@ -141,7 +141,7 @@ def _same_request(path: Path, req) -> bool:
     sweep keyed by this stack must not compile it under this stack's name), and its parity did not
     fail (a failed capture's files are kept for inspection: reused, a retried job would plan a
     computation parity refused)."""
-    from ..files import read_sidecar, versions
+    from ..common.files import read_sidecar, versions
 
     try:
         side = read_sidecar(path)

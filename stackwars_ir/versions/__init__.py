@@ -1,5 +1,5 @@
 """Versions: one program under two stacks (regress), the first release that changes it (bisect).
 
-The stacks are library stacks (stackwars_ir.stacks); regress and bisect judge by the same metrics
+The stacks are library stacks (stackwars_ir.isolate.stacks); regress and bisect judge by the same metrics
 (versions.metric).
 """

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from ..errors import StackwarsError
+from ..common.errors import StackwarsError
 
 
 @dataclass(frozen=True)

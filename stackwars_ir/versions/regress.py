@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..stacks import Stack
+from ..isolate.stacks import Stack
 
 
 @dataclass(frozen=True)
@@ -123,7 +123,7 @@ def regress_files(file_a: Path, file_b: Path, stack_a: Stack, stack_b: Stack,
     `calibrate` (CI mode): A is first timed against a copy of itself, the way A and B are timed (in one
     worker, or taking turns), and the time threshold is widened by the noise that A/A shows."""
     from ..diff import diff_files, with_kernels, with_times
-    from ..errors import StackwarsError
+    from ..common.errors import StackwarsError
     from ..bench.kernels import kernels_of_files
     from ..bench.planning import plan_files
 
@@ -205,7 +205,7 @@ def _timed_pair(side_a, side_b, progress, together: bool | None = None) -> tuple
     from ..bench.run import file_task, group_task
     from ..bench.staging import staged_values
     from ..bench.timing import Asked
-    from ..isolate import Isolated, default_max_memory
+    from ..isolate.task import Isolated, default_max_memory
 
     got = [[], []]
     together = same_xla(side_a[1], side_b[1]) if together is None else together
@@ -249,7 +249,7 @@ def _calibration(path: Path, stack: Stack, together: bool, progress) -> dict:
         *rows, rounds = _timed_pair((path, stack), (again, stack), progress, together=together)
     t = _time(rows, rounds)
     if "error" in t:
-        from ..errors import StackwarsError
+        from ..common.errors import StackwarsError
 
         raise StackwarsError(f"CI mode: timing {path} against itself failed: {t['error']}")
     return {"ratio": t["ratio"], "low": t["low"], "high": t["high"], "rounds": t["rounds"],
@@ -275,7 +275,7 @@ def _pooled(rows):
 def _time(rows, rounds) -> dict:
     """B/A: the geometric mean of the rounds' ratios (each round's steady medians, B over A) and its 95%
     interval across the rounds (runstats.rounds_ratio); each side's steady median over its pooled samples."""
-    from ..runstats import rounds_ratio
+    from ..common.runstats import rounds_ratio
 
     a, b = rows
     if not (a.ok and b.ok):

@@ -1,5 +1,5 @@
 """Workload: a model made real (the typed request, its file names, weights, inputs, argument values)."""
-from ..routes import EXPORTERS, ROUTES, STEPS, Step  # noqa: F401 (workload's API)
+from ..common.routes import EXPORTERS, ROUTES, STEPS, Step  # noqa: F401 (workload's API)
 from .prepared import (  # noqa: F401
     Argument, Exact, Workload, argument_values, float64_output, keep_prepared, perturb, prepare,
 )

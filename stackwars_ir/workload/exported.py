@@ -8,10 +8,10 @@ import copy
 
 import numpy as np
 
-from ..errors import CaptureError, MissingExtra
-from ..progress import Stages
-from ..routes import PACKAGE, TORCHAX
-from ..runtime import enable_x64
+from ..common.errors import CaptureError, MissingExtra
+from ..common.progress import Stages
+from ..common.routes import PACKAGE, TORCHAX
+from ..common.runtime import enable_x64
 from .train import TrainState, adamw_state, adamw_step, torch_loss
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from ..errors import StackwarsError
+from ..common.errors import StackwarsError
 
 # The axes a mesh may name, and what each shards (MaxText's names; torchtitan's FSDP and TP alike):
 #   dp   data parallel: the inputs' batch dimension; parameters and optimizer state replicated.

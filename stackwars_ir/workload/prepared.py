@@ -9,7 +9,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..errors import CaptureError, MissingExtra
+from ..common.errors import CaptureError, MissingExtra
 from .request import Request
 from .values import as_float64, float64_copy
 
@@ -48,8 +48,8 @@ def prepare(req: Request) -> Workload:
 
 
 def _prepare(req: Request) -> Workload:
-    from stackwars_ir import models
-    from stackwars_ir.models import _contract as contract
+    from .. import models
+    from ..models import _contract as contract
 
     try:
         import torch

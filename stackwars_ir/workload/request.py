@@ -5,8 +5,8 @@ import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..routes import EXPORTERS, ROUTES, STEPS, Step  # noqa: F401 (workload's API)
-from ..errors import StackwarsError
+from ..common.routes import EXPORTERS, ROUTES, STEPS, Step  # noqa: F401 (workload's API)
+from ..common.errors import StackwarsError
 
 FRAMEWORKS = ("jax", "torch", "both")
 DTYPES = ("float32", "bfloat16")
@@ -43,7 +43,7 @@ class Request:
     mesh: str = ""
 
     def validated(self) -> "Request":
-        from stackwars_ir import models
+        from .. import models
 
         entry = models.entry(self.model)
         _choose("size", self.size, tuple(entry.sizes))
@@ -152,8 +152,8 @@ class Request:
 
     def frameworks(self) -> tuple[str, ...]:
         """The frameworks to capture: `both` is the PyTorch routes alone for an adapter without a JAX twin."""
-        from stackwars_ir import models
-        from stackwars_ir.models import _contract as contract
+        from .. import models
+        from ..models import _contract as contract
 
         entry = models.entry(self.model)
         with contract.blame(entry):  # its import fails: one line naming its file and line
@@ -180,7 +180,7 @@ def model_named(targets) -> str | None:
     """The model a command's TARGETS name (one catalogue name that is not a file), or None for
     StableHLO files; an unknown name is one line with a did-you-mean. `gpt3` is a mistyped model,
     `x.mlir` or `dir/x` a missing file (the parser says so)."""
-    from stackwars_ir.models import entry
+    from ..models import entry
 
     name = targets[0] if len(targets) == 1 else ""
     if not name or Path(name).exists() or "/" in name or "." in name:
@@ -206,7 +206,7 @@ def stem(framework: str, exporter: str, step: str = "forward", program: str = ""
 
 
 def _layered() -> list[str]:
-    from stackwars_ir import models
+    from .. import models
 
     return [n for n, e in models.catalog().items() if e.layers]
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..errors import CaptureError, MissingExtra, StackwarsError
+from ..common.errors import CaptureError, MissingExtra, StackwarsError
 
 # The same AdamW on every side: torch.optim.AdamW's defaults but the learning rate, optax.adamw's names.
 ADAMW = {"lr": 1e-3, "b1": 0.9, "b2": 0.999, "eps": 1e-8, "weight_decay": 0.01}
@@ -33,7 +33,7 @@ RULE_ATOL = 1e-3 * ADAMW["lr"]
 
 def loss_of(model_name: str) -> str:
     """The adapter's training loss ("lm" or "mse"); a one-line error for one without parameters."""
-    from stackwars_ir import models
+    from .. import models
 
     loss = models.entry(model_name).loss
     if loss is None:
@@ -280,7 +280,7 @@ def jax_step(adapter, size: str, state: TrainState, weights: dict | None = None)
     tx, step = adamw_step(loss_fn)
     missing = [n for n in names if n not in state.params and n not in state.buffers]
     if missing:
-        from stackwars_ir.models._contract import unknown_parameter
+        from ..models._contract import unknown_parameter
 
         raise unknown_parameter(adapter, missing[0], [*state.params, *state.buffers])
     if abstract:  # a fresh AdamW state's shapes: the step is the same whichever step it is

@@ -11,7 +11,7 @@ def forward(adapter, req, model, weights, inputs, backend) -> Setup:
     import jax
     from flax import nnx
 
-    from ...runtime import runtime
+    from ...common.runtime import runtime
     from ...workload import jax_inputs
 
     device = runtime(backend).device
@@ -39,7 +39,7 @@ def train(adapter, req, model, weights, state, backend, donate: bool = False) ->
     the old ones; `donate`: the step writes its results into the buffers it was given."""
     import jax
 
-    from ...runtime import runtime
+    from ...common.runtime import runtime
     from ...workload.train import jax_step
 
     device = runtime(backend).device

@@ -9,8 +9,8 @@ from __future__ import annotations
 import os
 from typing import Callable, NamedTuple
 
-from ...errors import BenchError, MissingExtra
-from ...routes import TORCHAX
+from ...common.errors import BenchError, MissingExtra
+from ...common.routes import TORCHAX
 from ...workload.values import copy_on
 from ..host import UNMARKED, jax_meter
 
@@ -127,7 +127,7 @@ def as_captured(fn, req):
     """`fn`, tracing the twin's layers as the request's program runs them (models/_nnx.py run_layers)."""
     if not (req.scan_layers or req.remat):
         return fn
-    from stackwars_ir.models import _nnx
+    from ...models import _nnx
 
     def traced(*args):
         with _nnx.layers_as(scan=req.scan_layers, remat=req.remat):
@@ -262,7 +262,7 @@ def jitted_profile(setup, req, runs: int, backend: str = "cpu"):
     """bench.profile.Profile of a jitted runtime's steady runs (`setup`: its forward or train), its
     kernels read from the executable's optimized HLO (`run.hlo()`), after WARM_STEPS runs."""
     from ..kernels import kernels_of
-    from ..profile import profile_runs
+    from ..xla_profile import profile_runs
 
     adapter, model, weights, inputs = prepared(req)
     run = setup(adapter, req, model, weights, inputs, backend).run

@@ -58,9 +58,9 @@ def profile(req, runs: int, backend: str = "cpu"):
     torch_xla's XLA keeps in the kernels' op_name), so each kernel of its XLA build traces to a block
     of the captured StableHLO. Needs a fresh process: torch_xla reads XLA_HLO_DEBUG and its XLA reads
     XLA_FLAGS once, at their first graph."""
-    from ...errors import BenchError
+    from ...common.errors import BenchError
     from ..kernels import kernels_of
-    from ..profile import profile_lazy_runs
+    from ..xla_profile import profile_lazy_runs
 
     with tempfile.TemporaryDirectory(prefix="stackwars-torch_xla-hlo-") as folder:
         # Its post-optimization HLO names the kernels its profiler's events carry; dumped as XLA

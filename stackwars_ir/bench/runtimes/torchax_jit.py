@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import copy
 
-from ...routes import TORCHAX
+from ...common.routes import TORCHAX
 from ..host import UNMARKED, jax_meter
 from .shared import Setup, jax_counters, jitted_loop, nothing, require_torchax
 
@@ -18,7 +18,7 @@ def forward(adapter, req, model, weights, inputs, backend) -> Setup:
     import jax
     import torchax
 
-    from ...runtime import runtime
+    from ...common.runtime import runtime
     from ...workload import jax_inputs
 
     device = runtime(backend).device
@@ -47,7 +47,7 @@ def train(adapter, req, model, weights, state, backend) -> Setup:
     require_torchax()
     import jax
 
-    from ...runtime import runtime
+    from ...common.runtime import runtime
     from ...workload.exported import torchax_step
 
     device = runtime(backend).device

@@ -12,7 +12,7 @@ sys.path.insert(0, str(ROOT))
 
 import torch  # noqa: E402  (TorchTPU autoloads here, on the plugin TPU_LIBRARY_PATH names)
 
-from stackwars_ir.capture import torch_tpu as tt  # noqa: E402
+from stackwars_ir.capture import torchtpu_route as tt  # noqa: E402
 
 
 class Block(torch.nn.Module):

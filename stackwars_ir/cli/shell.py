@@ -7,14 +7,14 @@ from pathlib import Path
 
 import click
 
-from .errors import EXIT_BAD_INPUT, EXIT_INTERRUPTED, StackwarsError
-from .progress import Steps
+from ..common.errors import EXIT_BAD_INPUT, EXIT_INTERRUPTED, StackwarsError
+from ..common.progress import Steps
 
 
 def exporter_help() -> str:
     """--exporter's help, from the route table (routes.ROUTES): the lock's exporters, then those that
     run in a version stack of their own."""
-    from .routes import EXPORTERS, LOCK_EXPORTERS
+    from ..common.routes import EXPORTERS, LOCK_EXPORTERS
 
     stacked = [e for e in EXPORTERS if e not in LOCK_EXPORTERS]
     own = f", or {' or '.join(stacked)} in a stack of its own (docs/stacks.md)" if stacked else ""
@@ -27,7 +27,7 @@ class Group(click.Group):
     def invoke(self, ctx):
         import signal
 
-        from .errors import INTERRUPTED, on_sigint, on_unraisable
+        from ..common.errors import INTERRUPTED, on_sigint, on_unraisable
 
         if signal.getsignal(signal.SIGINT) is signal.default_int_handler:  # not when the shell ignores it
             signal.signal(signal.SIGINT, on_sigint)
@@ -72,7 +72,7 @@ def use_adapters(adapters) -> None:
     file fails here, in one line, before any work."""
     import os
 
-    from stackwars_ir.models import ADAPTERS_ENV, adapters_env, catalog, skipped
+    from ..models import ADAPTERS_ENV, adapters_env, catalog, skipped
 
     if adapters:
         set_env_for_command(ADAPTERS_ENV, adapters_env(adapters))
@@ -151,7 +151,7 @@ def request(model: str, options: dict, **more):
     """The Request the model options ask for ('all' exporters expanded, notes on stderr)."""
     import dataclasses
 
-    from .workload import Request
+    from ..workload import Request
 
     fields = {f.name for f in dataclasses.fields(Request)}
     given = {k: v for k, v in options.items() if k in fields}
@@ -162,7 +162,7 @@ def request(model: str, options: dict, **more):
 def model_or_files(targets, command: str, more: tuple, fix: str) -> str | None:
     """The model TARGETS name (workload.model_named), or None for StableHLO files, whose command then
     refuses every model option given and warns of sidecars that no longer match."""
-    from .workload import model_named
+    from ..workload import model_named
 
     name = model_named(targets)
     if name:
@@ -214,7 +214,7 @@ def set_env_for_command(name: str, value: str) -> None:
 
 def fitted_request(req):
     """workload.shapes.fitted, told which of --dtype and --exporter the user gave; its note on stderr."""
-    from .workload.shapes import fitted
+    from ..workload.shapes import fitted
 
     ctx = click.get_current_context()
     explicit = {n for n in ("dtype", "exporters") if ctx.get_parameter_source(n) == click.core.ParameterSource.COMMANDLINE}
@@ -226,7 +226,7 @@ def fitted_request(req):
 
 def usable_exporters(model: str, given, step: str = "forward") -> tuple:
     """workload.shapes.exporters_asked, its notes on stderr."""
-    from .workload.shapes import exporters_asked
+    from ..workload.shapes import exporters_asked
 
     usable, notes = exporters_asked(model, given, step)
     for note in notes:
@@ -237,7 +237,7 @@ def usable_exporters(model: str, given, step: str = "forward") -> tuple:
 def warn_sidecars(paths) -> None:
     """The one warning every command gives for a file whose sidecar no longer describes it (an
     edited .mlir): the command goes on, reading it as a file without a sidecar."""
-    from .files import sidecar_warnings
+    from ..common.files import sidecar_warnings
 
     for warning in sidecar_warnings(paths):
         click.echo(f"stackwars-ir: warning: {warning}", err=True)
@@ -255,7 +255,7 @@ progress = Steps(_say)
 def emit(text: str | None, data: dict, json_path, dumps=None) -> None:
     """The human text on stdout, and the JSON to a file; with `--json -` the JSON takes stdout and
     the text goes to stderr, so `... --json - | jq` reads clean JSON."""
-    from .files import dump_json, write_atomic
+    from ..common.files import dump_json, write_atomic
 
     dumps, to_stdout = dumps or dump_json, json_path is not None and str(json_path) == "-"
     if text is not None:
@@ -322,8 +322,8 @@ def stack_option(command):
     def run(*args, stack=None, **kw):
         if stack is None:
             return command(*args, stack=None, **kw)
-        from .errors import StackwarsError
-        from .stacks import find
+        from ..common.errors import StackwarsError
+        from ..isolate.stacks import find
 
         chosen = find(stack)
         model = next((t for t in kw.get("targets", ()) if not str(t).endswith((".mlir", ".mlirbc"))), None)

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from ..errors import StackwarsError
+from ..common.errors import StackwarsError
 from .metric import metric as metric_named
 
 _RELEASE = re.compile(r"^\d+(\.\d+)*$")  # final releases only: no rc, dev or post
@@ -111,7 +111,7 @@ def bisect_model(req, good: str, bad: str, metric: str, out_dir: Path, *, availa
     then regress the two versions at the boundary block by block."""
     import dataclasses
 
-    from ..stacks import add, find, home, lock
+    from ..isolate.stacks import add, find, home, lock
     from .regress import regress_files
 
     measured_by = metric_named(metric)

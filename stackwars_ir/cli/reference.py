@@ -2,11 +2,11 @@
 from __future__ import annotations
 
 def cli_reference() -> str:
-    from .cli import main
+    from .commands import main
 
     # make_context applies the group's context_settings (-h as well as --help), as a real run does.
     ctx = main.make_context("stackwars-ir", [], resilient_parsing=True, terminal_width=80, max_content_width=80)
-    out = ["# CLI reference", "", "Generated from `--help` by `make docs` (`python -m stackwars_ir.docs`).", "",
+    out = ["# CLI reference", "", "Generated from `--help` by `make docs` (`python -m stackwars_ir.cli.reference`).", "",
            "```", main.get_help(ctx), "```", ""]
     for name in main.list_commands(ctx):
         cmd = main.get_command(ctx, name)

@@ -11,9 +11,9 @@ import warnings
 
 import numpy as np
 
-from ..errors import CaptureError, MissingExtra, StackwarsError
-from ..progress import Stages
-from ..routes import PACKAGE, TORCH_TPU
+from ..common.errors import CaptureError, MissingExtra, StackwarsError
+from ..common.progress import Stages
+from ..common.routes import PACKAGE, TORCH_TPU
 from ..workload import Argument
 from .artifact import Capture
 

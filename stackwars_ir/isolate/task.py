@@ -28,11 +28,11 @@ import time
 from dataclasses import dataclass
 from typing import Callable
 
-from .wire import die_with_parent, end_worker, receive_bytes, send_bytes
+from ..common.wire import die_with_parent, end_worker, receive_bytes, send_bytes
 
 SETUP_S = 300.0  # imports, building the model's weights and reference (a base model: seconds)
 GRACE_S = 10.0  # beyond --timeout: the run in flight when the budget ends, and the reply
-BOOT = "from stackwars_ir.isolate import main; main()"
+BOOT = "from stackwars_ir.isolate.task import main; main()"
 _NOTIFY = None  # in a worker: tells the parent the task's inputs are ready (set by main)
 
 
@@ -87,7 +87,7 @@ class Task:
 
 
 def _one_line(task: Task, e: BaseException) -> str:
-    from .errors import StackwarsError
+    from ..common.errors import StackwarsError
 
     return e.one_line() if isinstance(e, StackwarsError) else \
         f"{task.label}: {type(e).__name__}: {' '.join(str(e).split())[:200]}"
@@ -111,7 +111,7 @@ def main() -> None:
     # Ctrl-C reaches the whole process group: the caller handles it and ends this worker.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     die_with_parent()
-    from .runtime import quiet_libtpu
+    from ..common.runtime import quiet_libtpu
 
     quiet_libtpu()  # a worker started by a script, not the CLI, would print libtpu's start-up errors
     stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
@@ -145,14 +145,14 @@ def _rss(pid: int) -> int:
 def check_timeout(timeout: float | None) -> None:
     """--timeout: a positive number of seconds, or none."""
     if timeout is not None and not timeout > 0:
-        from .errors import StackwarsError
+        from ..common.errors import StackwarsError
 
         raise StackwarsError(f"--timeout {timeout:g} must be a positive number of seconds", fix="e.g. --timeout 60")
 
 
 def max_memory(text: str | None, timeout: float | None = None) -> int | None:
     """--max-memory in bytes (default: 3/4 of this machine's), after checking --timeout."""
-    from .ir import parse_bytes
+    from ..ir import parse_bytes
 
     check_timeout(timeout)
     return parse_bytes(text, "--max-memory") if text else default_max_memory()
@@ -160,7 +160,7 @@ def max_memory(text: str | None, timeout: float | None = None) -> int | None:
 
 def default_max_memory() -> int | None:
     """Three quarters of this machine's memory: a runaway compile fails alone, the machine stays up."""
-    from .files import host_memory
+    from ..common.files import host_memory
 
     total = host_memory()
     return total * 3 // 4 if total else None
@@ -211,7 +211,7 @@ class Isolated:
 
     def _reply(self, task: Task, timeout: float | None):
         if self.stack is not None and task.stage and self.stager is not None:
-            from .errors import StackwarsError
+            from ..common.errors import StackwarsError
 
             try:
                 task = self._staged(task)

@@ -11,7 +11,7 @@ import click
 
 from .shell import (adapters_option, batches_option, emit, finish, json_option, limits_options, markdown_option,
                     model_options, model_or_files, progress, request, warn_sidecars)
-from .targets import ESTIMATED, names
+from ..common.targets import ESTIMATED, names
 
 
 def register(main) -> None:
@@ -47,12 +47,12 @@ def why_cmd(targets, a, b, rounds, batches, timeout, max_memory, json_path, md_p
     """
     import json
 
-    from .bench.answer import answer, native_kind
-    from .bench.result import BenchReport
-    from .errors import StackwarsError
-    from .files import read_result, write_atomic
-    from .report.answer import answer_html, answer_markdown, answer_text
-    from .workload import batch_list
+    from ..bench.answer import answer, native_kind
+    from ..bench.result import BenchReport
+    from ..common.errors import StackwarsError
+    from ..common.files import read_result, write_atomic
+    from ..report.answer import answer_html, answer_markdown, answer_text
+    from ..workload import batch_list
 
     files = [Path(t) for t in targets if t.endswith(".json")]
     kind_a, kind_b = native_kind(a), native_kind(b)
@@ -67,12 +67,12 @@ def why_cmd(targets, a, b, rounds, batches, timeout, max_memory, json_path, md_p
         model = model_or_files(targets, "why", ("batches",), fix="name a model, or give bench --json files")
         if rounds < 1:
             raise StackwarsError(f"--rounds {rounds} must be at least 1", fix="e.g. --rounds 3")
-        from .bench.timing import Asked
-        from .isolate import max_memory as max_memory_of
-        from .sweep import bench_model
+        from ..bench.timing import Asked
+        from ..isolate.task import max_memory as max_memory_of
+        from ..sweep import bench_model
 
-        from .progress import planned
-        from .sweep import bench_steps
+        from ..common.progress import planned
+        from ..sweep import bench_steps
 
         req, asked = request(model, options), Asked.of(host=10)
         reports, steps = [], bench_steps(req, batches=(batch,), baselines=(a, b), out_dir=out_dir, asked=asked)
@@ -133,11 +133,11 @@ def ablate_cmd(file_a, file_b, out_dir, only, blocks, rounds, profile, json_path
     Exit code 0: done (also when nothing can be rewritten); 2: bad input, or a variant that failed
     its check or its rewrite; 130: interrupted.
     """
-    from .ablate import KINDS, REWRITES, ablate, is_label
-    from .diff.block import ROLES
-    from .errors import StackwarsError
-    from .isolate import max_memory as max_memory_of
-    from .report.ablation import ablation_html, ablation_markdown, ablation_text
+    from ..ablate import KINDS, REWRITES, ablate, is_label
+    from ..diff.block import ROLES
+    from ..common.errors import StackwarsError
+    from ..isolate.task import max_memory as max_memory_of
+    from ..report.ablation import ablation_html, ablation_markdown, ablation_text
 
     names = tuple(dict.fromkeys(n.strip() for n in only.split(",") if n.strip()))
     known = [r.name for r in REWRITES]
@@ -154,18 +154,18 @@ def ablate_cmd(file_a, file_b, out_dir, only, blocks, rounds, profile, json_path
     rewrites = (names or None) if only else (() if kinds else None)
     kinds = kinds or (() if only else KINDS)
     if profile is not None:
-        from .bench.timing import Asked
+        from ..bench.timing import Asked
 
         Asked.of(profile=profile)  # --profile 1: one line before anything runs
     if target:
-        from .bench.estimate import check_chip
+        from ..bench.estimate import check_chip
 
         check_chip(target)  # a generation with no cost model, or no libtpu: one line before anything runs
     warn_sidecars([file_a, file_b])
     out_dir = out_dir or Path("out") / "ablate" / (Path(file_b).resolve().parent.name or "root")
     abl = ablate(file_a, file_b, out_dir, rewrites, rounds, timeout, max_memory_of(max_memory, timeout), progress, target,
                  kinds, profile or 0)
-    from .files import write_atomic
+    from ..common.files import write_atomic
 
     if md_path:
         write_atomic(md_path, ablation_markdown(abl))

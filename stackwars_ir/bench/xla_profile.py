@@ -5,7 +5,7 @@ import statistics
 import time
 from dataclasses import dataclass, field
 
-from ..runstats import at, median_runs
+from ..common.runstats import at, median_runs
 
 PROFILE_RUNS = 10  # profiled runs after the unprofiled steady state (bench --profile N to change)
 # XLA:CPU's profiler events of its runtime rather than of one kernel (thread-pool bookkeeping, the
@@ -137,7 +137,7 @@ def merged(rounds: list) -> Profile:
     median of the rounds'. A round whose executable has other kernels than the first's: BenchError."""
     from dataclasses import replace
 
-    from ..errors import BenchError
+    from ..common.errors import BenchError
 
     if len(rounds) == 1:
         return rounds[0]
@@ -186,7 +186,7 @@ def profile_turns(runs: list, kernels: list, n: int, steadies: list, labels: lis
     statistic is each side's median run, not a pair's (benchmarks/block_intervals.py)."""
     import jax
 
-    from ..errors import BenchError
+    from ..common.errors import BenchError
 
     order = [(r + j) % len(runs) for r in range(n) for j in range(len(runs))]
     data, walls = _traced_calls([runs[i] for i in order], _jax_start, jax.profiler.stop_trace)
@@ -229,7 +229,7 @@ def profile_lazy_runs(step, graphs: list, runs: int, steady_s: float, note: str 
 
 
 def cpu_only(platform: str) -> None:
-    from ..errors import BenchError
+    from ..common.errors import BenchError
 
     if platform != "cpu":
         raise BenchError(f"--profile reads XLA:CPU's kernel events here; the {platform} backend's are not read yet",
@@ -247,7 +247,7 @@ def _read_gpu(data, walls: list, steady_s: float, kernels: list) -> Profile:
     to the current kernel where that is not a fusion (a custom call), else to the last such kernel."""
     import re
 
-    from ..errors import BenchError
+    from ..common.errors import BenchError
 
     names = [re.sub(r"[^A-Za-z0-9_]", "_", k.name) for k in kernels]
     first = {}
@@ -389,7 +389,7 @@ def executions_of(starts: list, events: list, inner: list) -> tuple:
 
 
 def _read(data, walls: list, steady_s: float, graphs: list, note: str = "") -> Profile:
-    from ..errors import BenchError
+    from ..common.errors import BenchError
 
     loops = {k.name for ks in graphs for k in ks if k.opcode in LOOP_OPCODES}
     starts, events = kernel_events(data, loops)

@@ -16,8 +16,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .errors import StackwarsError
-from .routes import PACKAGE, TORCH_SIDE, TORCHAX
+from ..common.errors import StackwarsError
+from ..common.routes import PACKAGE, TORCH_SIDE, TORCHAX
 
 LOCK = "lock"  # the project's own stack: requirements.lock, this process
 HOME_ENV = "STACKWARS_IR_STACKS"
@@ -78,7 +78,7 @@ def home() -> Path:
 
 
 def lock() -> Stack:
-    from .files import versions
+    from ..common.files import versions
 
     return Stack(LOCK, None, (), versions())
 
@@ -271,7 +271,7 @@ def _versions(python: Path) -> dict:
     import stackwars_ir
 
     here = str(Path(stackwars_ir.__file__).parent.parent)
-    code = (f"import json, sys; sys.path.insert(0, {here!r}); from stackwars_ir.files import distribution_version as v; "
+    code = (f"import json, sys; sys.path.insert(0, {here!r}); from stackwars_ir.common.files import distribution_version as v; "
             f"print(json.dumps({{p: v(p) for p in {list(RECORDED)!r}}}))")
     done = subprocess.run([str(python), "-c", code], capture_output=True, text=True, check=True)
     return json.loads(done.stdout)
@@ -289,7 +289,7 @@ def remove(name: str) -> Path:
 def code_dir(stack: Stack) -> Path:
     """The stack's copy of stackwars_ir (its `models` adapters included), the same as this process's."""
     import stackwars_ir
-    from stackwars_ir import models
+    from .. import models
 
     src, adapters = Path(stackwars_ir.__file__).parent, Path(models.__file__).parent
     digest = _tree_digest([src, adapters])

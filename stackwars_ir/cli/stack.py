@@ -1,6 +1,6 @@
 """The command line of version stacks: stack add/list/check/remove, regress and bisect.
 
-Thin, over stackwars_ir.stacks and stackwars_ir.versions.
+Thin, over stackwars_ir.isolate.stacks and stackwars_ir.versions.
 """
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from pathlib import Path
 
 import click
 
-from .routes import EXPORTERS
-from .versions.metric import METRICS
+from ..common.routes import EXPORTERS
+from ..versions.metric import METRICS
 from .shell import emit, json_option, markdown_option, progress
 
 
@@ -39,7 +39,7 @@ def stack_add(name, requirements, index_url, python):
 
     Exit code 0: made or reused; 2: bad input, or pip could not install the pins (nothing left behind).
     """
-    from .stacks import add
+    from ..isolate.stacks import add
 
     made = add(name, requirements, index_url=index_url, python=python, progress=progress)
     click.echo(made.line())
@@ -49,7 +49,7 @@ def stack_add(name, requirements, index_url, python):
 @json_option("the list")
 def stack_list(json_path):
     """The stacks made here, and the lock's, with their versions."""
-    from .stacks import list_stacks, lock
+    from ..isolate.stacks import list_stacks, lock
 
     stacks = [lock(), *list_stacks()]
     emit("\n".join(s.line() for s in stacks), {"stacks": [s.as_json() for s in stacks]}, json_path)
@@ -64,7 +64,7 @@ def stack_check(lock_path):
 
     Exit code 0: every pin imports; 2: one does not (the line names it and the fix).
     """
-    from .stacks import check_lock
+    from ..isolate.stacks import check_lock
 
     got = check_lock(lock_path)
     click.echo(f"{lock_path}: imports at the pinned versions: " + ", ".join(f"{k} {v}" for k, v in got.items()))
@@ -74,14 +74,14 @@ def stack_check(lock_path):
 @click.argument("name")
 def stack_remove(name):
     """Delete stack NAME's environment."""
-    from .stacks import remove
+    from ..isolate.stacks import remove
 
     click.echo(f"removed {remove(name)}")
 
 
 def _thresholds(time_pct, memory_pct, kernels):
-    from .errors import StackwarsError
-    from .versions.regress import Thresholds
+    from ..common.errors import StackwarsError
+    from ..versions.regress import Thresholds
 
     for what, v in (("--time", time_pct), ("--memory", memory_pct), ("--kernels", kernels)):
         if v < 0:
@@ -121,10 +121,10 @@ def regress_cmd(targets, from_stack, to_stack, size, step, out_dir, time_pct, me
 
     Exit code 0: no threshold passed; 1: a regression (each named); 2: bad input; 130: interrupted.
     """
-    from .errors import StackwarsError
-    from .stacks import find
-    from .versions.regress import regress_files, regress_model
-    from .workload import Request
+    from ..common.errors import StackwarsError
+    from ..isolate.stacks import find
+    from ..versions.regress import regress_files, regress_model
+    from ..workload import Request
 
     limits, a, b = _thresholds(time_pct, memory_pct, kernels), find(from_stack), find(to_stack)
     if len(targets) == 2:
@@ -137,12 +137,12 @@ def regress_cmd(targets, from_stack, to_stack, size, step, out_dir, time_pct, me
     else:
         raise StackwarsError(f"regress {' '.join(targets)}: give a MODEL or two files", fix="e.g. regress gpt2 "
                              "--from jax-0.9.2, or regress A.mlir B.mlir")
-    from .report.versions import regress_lines
+    from ..report.versions import regress_lines
 
     emit("\n".join(regress_lines(result)), result.as_json(), json_path)
     if md_path is not None:
-        from .files import write_atomic
-        from .report.markdown import regress_markdown
+        from ..common.files import write_atomic
+        from ..report.markdown import regress_markdown
 
         write_atomic(md_path, regress_markdown(result))
         click.echo(f"wrote {md_path}", err=True)
@@ -170,19 +170,19 @@ def bisect_cmd(model, good, bad, metric, size, step, out_dir, json_path):
     Exit code 0: a first bad version found; 1: the metric does not change between the ends; 2: bad
     input; 130: interrupted.
     """
-    from .versions.bisect import bisect_model
-    from .workload import Request
+    from ..versions.bisection import bisect_model
+    from ..workload import Request
 
     found = bisect_model(Request(model, size, "jax", step=step), _pin(good, "--good"), _pin(bad, "--bad"), metric,
                          out_dir, progress=progress)
-    from .report.versions import bisect_lines
+    from ..report.versions import bisect_lines
 
     emit("\n".join(bisect_lines(found)), found.as_json(), json_path)
     sys.exit(0 if found.first_bad else 1)
 
 
 def _pin(text: str, option: str) -> str:
-    from .errors import StackwarsError
+    from ..common.errors import StackwarsError
 
     name, _, version = text.partition("==")
     if name.strip().lower() != "jax" or not version:

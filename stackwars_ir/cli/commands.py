@@ -6,9 +6,9 @@ from pathlib import Path
 
 import click
 
-from . import __version__
-from .errors import EXIT_DIFFERENT
-from .targets import ESTIMATED, TPUS, names
+from .. import __version__
+from ..common.errors import EXIT_DIFFERENT
+from ..common.targets import ESTIMATED, TPUS, names
 from .shell import (Group, adapters_option, batches_option, emit, estimate_options, finish, fitted_request, has,
                     json_option, limits_options, markdown_option, mode_option, model_options, model_or_files, progress,
                     request, set_env_for_command, stack_option, use_adapters, warn_sidecars)
@@ -31,8 +31,8 @@ def main(parse_memory, parse_timeout, adapters):
     """
     import os
 
-    from .ir import Limits, limits_env
-    from .runtime import quiet_libtpu, quiet_third_parties
+    from ..ir import Limits, limits_env
+    from ..common.runtime import quiet_libtpu, quiet_third_parties
 
     quiet_third_parties()
     quiet_libtpu()  # before any jax backend starts, in this process and in every worker it starts
@@ -48,7 +48,7 @@ def models_cmd():
     holds no adapter, and each file there that could not be read (skipped, the others usable)."""
     import os
 
-    from stackwars_ir import models
+    from .. import models
 
     width = max(map(len, models.CATALOG)) + 1
     for entry in models.CATALOG.values():
@@ -91,13 +91,13 @@ def capture_cmd(model, batch, seed, attn, force, strict, stack, out_dir, **optio
     """
     import dataclasses
 
-    from .capture import run
-    from .stacks import find
+    from ..capture import run
+    from ..isolate.stacks import find
 
     req = request(model, options, batch=batch, seed=seed, attn=attn)
     dataclasses.replace(req, abstract=True).validated()  # the cheap checks before any framework loads
     req.frameworks()  # a JAX capture of an adapter without a twin: refused before the model is sized
-    from .errors import PartialCapture
+    from ..common.errors import PartialCapture
 
     try:
         result = run(fitted_request(req), out_dir, force=force, stack=find(stack) if stack else None)
@@ -107,7 +107,7 @@ def capture_cmd(model, batch, seed, attn, force, strict, stack, out_dir, **optio
     _show_captures(result)
     suspect = [p for p in result.parity if p.suspect]
     if strict and suspect:
-        from .errors import ParityError
+        from ..common.errors import ParityError
 
         raise ParityError(f"{req.model}-{req.size}: {', '.join(p.stem for p in suspect)} SUSPECT under --strict "
                           "(likely another function than PyTorch's); files written for inspection",
@@ -122,7 +122,7 @@ def _show_captures(result) -> None:
     for line in result.warnings:
         click.echo(f"warning: {line}", err=True)
     if not result.parity:
-        from .capture.abstract import NOT_CHECKED
+        from ..capture.abstract import NOT_CHECKED
 
         click.echo(f"parity not checked: {NOT_CHECKED}")
     for f in result.files:
@@ -143,8 +143,8 @@ def stats_cmd(files, json_path, top):
     """
     import json
 
-    from .ir.stats import stats_files
-    from .report.text import stats_rich, stats_text
+    from ..ir.stats import stats_files
+    from ..report.text import stats_rich, stats_text
 
     if json_path is not None and json_path.suffix in (".mlir", ".mlirbc"):
         # `stats --json a.mlir b.mlir`: click took the first input as the JSON path; it is an input.
@@ -201,17 +201,17 @@ def diff_cmd(file_a, file_b, json_path, md_path, html_path, mode, excerpts, ops,
     """
     import json
 
-    from .bench.kernels import block_kernels
-    from .bench.attach import block_times_from
-    from .diff import diff_files
-    from .report import diff_json, write_outputs
-    from .report.explorer import check_target, write_explorer
-    from .report.text import diff_text
+    from ..bench.kernels import block_kernels
+    from ..bench.attach import block_times_from
+    from ..diff import diff_files
+    from ..report import diff_json, write_outputs
+    from ..report.explorer import check_target, write_explorer
+    from ..report.text import diff_text
 
     if explorer_dir is not None:
         check_target(explorer_dir)  # before the work: a folder in the way, Model Explorer missing
     if device_profiles and bench_path:
-        from .errors import StackwarsError
+        from ..common.errors import StackwarsError
 
         raise StackwarsError("--bench and --bench-profile both give each block's time", fix="give one of them")
     warn_sidecars((file_a, file_b))
@@ -220,7 +220,7 @@ def diff_cmd(file_a, file_b, json_path, md_path, html_path, mode, excerpts, ops,
         else report.result()
     result = block_times_from(report, result, bench_path) if bench_path else result
     if device_profiles:
-        from .bench.attach import block_times_from_profiles
+        from ..bench.attach import block_times_from_profiles
 
         result = block_times_from_profiles(report, result, (file_a, file_b), device_profiles, progress)
     emit(diff_text(result, excerpts=excerpts, ops=ops), diff_json(result), json_path,
@@ -289,12 +289,12 @@ def bench_cmd(targets, batches, baselines, backend, target, timeout, max_memory,
     Exit code 0: every row measured; 2: bad input, or a row failed (the others are still measured);
     130: interrupted.
     """
-    from .bench.run import bench_files, estimate_files
-    from .bench.timing import Asked
-    from .isolate import max_memory as max_memory_of
-    from .report.text import bench_text
-    from .sweep import bench_model, estimate_model
-    from .workload import batch_list
+    from ..bench.run import bench_files, estimate_files
+    from ..bench.timing import Asked
+    from ..isolate.task import max_memory as max_memory_of
+    from ..report.text import bench_text
+    from ..sweep import bench_model, estimate_model
+    from ..workload import batch_list
 
     memory, asked = max_memory_of(max_memory, timeout), Asked.of(warmup, runs, profile, host, rounds)
     model = model_or_files(targets, "bench", ("batches", "baselines"), fix="bench a model by name")
@@ -346,14 +346,14 @@ def memory_cmd(targets, target, budget, measure, batches, timeout, max_memory, j
     Exit code 0: every executable planned (fitting or not); 2: bad input, or one failed to compile
     (the others are still planned); 130: interrupted.
     """
-    from .bench.memory import budgets as parse_budgets
-    from .bench.planning import plan_files
-    from .isolate import max_memory as max_memory_of
-    from .files import write_atomic
-    from .report.markdown import memory_markdown
-    from .report.text import memory_text
-    from .sweep import max_batch_model, plan_model, smallest_slice_model
-    from .workload import batch_list
+    from ..bench.memory import budgets as parse_budgets
+    from ..bench.planning import plan_files
+    from ..isolate.task import max_memory as max_memory_of
+    from ..common.files import write_atomic
+    from ..report.markdown import memory_markdown
+    from ..report.text import memory_text
+    from ..sweep import max_batch_model, plan_model, smallest_slice_model
+    from ..workload import batch_list
 
     limits, memory = parse_budgets(budget), max_memory_of(max_memory, timeout)
     model = model_or_files(targets, "memory", ("batches", "max_batch", "chips"), fix="name a model")
@@ -402,12 +402,12 @@ def sweep_cmd(grid, root, jobs, ray, retry_failed, retry_noisy, render, json_pat
     """
     import os
 
-    from .files import write_atomic
-    from .models import ADAPTERS_ENV
-    from .report.markdown import sweep_markdown
-    from .report.text import sweep_text
-    from .sweep.execute import run_sweep
-    from .sweep.grid import read_grid
+    from ..common.files import write_atomic
+    from ..models import ADAPTERS_ENV
+    from ..report.markdown import sweep_markdown
+    from ..report.text import sweep_text
+    from ..sweep.execute import run_sweep
+    from ..sweep.grid import read_grid
 
     set_env_for_command(ADAPTERS_ENV, os.environ.get(ADAPTERS_ENV, ""))  # the grid's `adapters`: this command's
     plan = read_grid(grid)
@@ -443,7 +443,7 @@ def report_cmd(files, out, from_path, bench_path, memory_path, ablation_path, mo
 
     Exit code 0: written; 2: bad input, nothing written; 130: interrupted, nothing written.
     """
-    from .report import sources, write_outputs
+    from ..report import sources, write_outputs
 
     if from_path is None:
         warn_sidecars(files)
@@ -454,11 +454,8 @@ def report_cmd(files, out, from_path, bench_path, memory_path, ablation_path, mo
     click.echo(f"wrote {out}")
 
 
-from .cli_causes import register as register_causes  # noqa: E402  (why, ablate)
-from .cli_stack import register  # noqa: E402  (stack, regress, bisect: over stackwars_ir.stacks and versions)
+from .causes import register as register_causes  # noqa: E402  (why, ablate)
+from .stack import register  # noqa: E402  (stack, regress, bisect: over stackwars_ir.isolate.stacks and versions)
 
 register_causes(main)
 register(main)
-
-if __name__ == "__main__":  # python -m stackwars_ir.cli (benchmarks/ run it so, with the interpreter they run under)
-    main()

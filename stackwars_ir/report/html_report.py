@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections import Counter
 from pathlib import Path
 
-from ..routes import SHOWN_VERSIONS
+from ..common.routes import SHOWN_VERSIONS
 from . import graph
 from .charts import grouped_bars, heat, stacked_bars, waterfall
 from .escape import esc, highlight
@@ -328,7 +328,7 @@ def _roofline(e, peaks: dict) -> str:
 
 
 def _plan(e) -> str:
-    from ..textfmt import human_bytes
+    from ..common.textfmt import human_bytes
 
     m = e.memory
     if not m:
@@ -337,7 +337,7 @@ def _plan(e) -> str:
 
 
 def _resident(e) -> str:
-    from ..textfmt import human_bytes
+    from ..common.textfmt import human_bytes
 
     return "-" if e.resident_bytes is None else human_bytes(e.resident_bytes)
 
@@ -352,7 +352,7 @@ def _gf(x) -> str:
 
 def _memory(memory) -> str:
     """A bench.memory.MemoryReport: its table and a stacked bar per executable against the budgets."""
-    from ..textfmt import human_bytes
+    from ..common.textfmt import human_bytes
 
     plans, budgets = [p for p in memory.plans if p.ok], memory.budgets
     labels = [Path(p.label).name + (f" (batch {p.batch})" if p.batch is not None else "") for p in plans]

@@ -1,0 +1,1 @@
+"""Running elsewhere: a task in a killable worker, in this environment or a version stack's."""
