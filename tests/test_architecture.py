@@ -280,3 +280,42 @@ def test_the_findings_scripts_run_grids_and_leave_pages_to_report():
                     (node.value.lstrip("\n").startswith("#") or "| ---" in node.value or "|---" in node.value):
                 rendered.append(f"{path.relative_to(ROOT)}:{node.lineno}: {node.value[:40]!r}")
     assert rendered == []
+
+
+# The modules `stackwars-ir --help` imports: their project imports stay inside the functions that use
+# them, so --help loads no stage it does not show (tests/test_docs.py keeps the frameworks out).
+HELP_PATH = {"stackwars_ir/common/errors.py", "stackwars_ir/common/progress.py", "stackwars_ir/common/routes.py",
+             "stackwars_ir/common/targets.py", "stackwars_ir/versions/__init__.py", "stackwars_ir/versions/metric.py"}
+
+
+def test_a_library_modules_project_imports_are_at_its_top():
+    # Issue 76: a module's neighbours show in its first lines. Inside a function only in the command
+    # line (cli/) and the modules its --help imports (HELP_PATH), and for the model catalogue
+    # (`models`: its adapters import torch and jax at their top, which no stage may load by importing).
+    inside = []
+    for path, module, package in _modules():
+        rel = str(path.relative_to(ROOT))
+        if _stage(module) in ("cli", "models") or rel in HELP_PATH:
+            continue
+        for fn in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            for node in ast.walk(fn):
+                if isinstance(node, ast.ImportFrom) and node is not fn:
+                    base = list(package[:len(package) - node.level + 1]) if node.level else []
+                    target = ".".join(base + ([node.module] if node.module else []))
+                    names = {f"{target}.{a.name}" for a in node.names}
+                    if _stage(target) not in (None, "models") and not any(_stage(n) == "models" for n in names):
+                        inside.append(f"{rel}:{node.lineno}: {target}")
+    assert inside == []
+    # and what --help imports is that list (and common/'s face, which holds no code)
+    import subprocess
+    import sys
+
+    code = ("import sys, stackwars_ir.cli\n"
+            "print(' '.join(sorted(m for m in sys.modules if m.startswith('stackwars_ir.'))))")
+    got = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    files = {m: (ROOT / m.replace(".", "/") / "__init__.py") if (ROOT / m.replace(".", "/")).is_dir()
+             else ROOT / (m.replace(".", "/") + ".py") for m in got}
+    assert {str(f.relative_to(ROOT)) for m, f in files.items()
+            if _stage(m) != "cli" and m != "stackwars_ir.common"} == HELP_PATH

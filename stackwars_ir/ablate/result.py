@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ..common.errors import StackwarsError
+
 ABLATION_FORMAT = 1
 DEFAULT_ATOL, DEFAULT_RTOL = 1e-4, 1e-3  # capture's parity bound (capture/parity.py) where B's sidecar names none
 
@@ -168,8 +170,6 @@ class Ablation:
 
     @classmethod
     def from_json(cls, d: dict) -> "Ablation":
-        from ..common.errors import StackwarsError
-
         if d.get("format") != ABLATION_FORMAT:
             raise StackwarsError(f"an ablation JSON of format {d.get('format')!r}, not {ABLATION_FORMAT}",
                                  fix="re-run stackwars-ir ablate")

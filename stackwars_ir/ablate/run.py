@@ -8,6 +8,20 @@ import json
 from collections import Counter
 from pathlib import Path
 
+from ..bench.arguments import signature_arguments
+from ..bench.executable import machine
+from ..bench.run import bench_files, estimate_files
+from ..bench.timing import Asked
+from ..bench.xla_profile import merged
+from ..common.errors import StackwarsError
+from ..common.files import sidecar_of, write_set
+from ..common.runstats import rounds_mean, rounds_ratio
+from ..common.runtime import runtime
+from ..diff import diff_files
+from ..diff.measured import with_times
+from ..ir import load, load_single
+from ..ir.parse import mlir_context
+from ..isolate.task import Isolated, Task, row
 from .result import DEFAULT_ATOL, DEFAULT_RTOL, Ablation, Check, Interval, Variant
 from .rewrites import REVERSIBLE, REWRITES, Applied, CannotApply, apply, by_name, finding_key
 from .transplant import NothingToTransplant, is_label, transplant_file
@@ -21,9 +35,6 @@ def rewrite_file(b: Path, names: tuple, reverse: tuple = ()) -> tuple[str, list]
     rewrites.apply), and what each did (rewrites.Applied); CannotApply from the first that cannot.
     Parsed and printed with the MLIR bindings (locations kept), verified before printing."""
     from jaxlib.mlir import ir
-
-    from ..common.errors import StackwarsError
-    from ..ir.parse import mlir_context
 
     data = Path(b).read_bytes()
     with mlir_context(), ir.Location.unknown():
@@ -75,8 +86,6 @@ def make_variants(a: Path, b: Path, out: Path, only: tuple | None = None) -> tup
 def _written(b: Path, out: Path, name: str, rewrites: tuple, text: str, done: list) -> Variant:
     import hashlib
 
-    from ..common.files import write_set
-
     out.mkdir(parents=True, exist_ok=True)
     path = out / f"{Path(b).stem}.{name}.mlir"
     files = [(path, text)]
@@ -110,8 +119,6 @@ def findings_of(a: Path, b: Path) -> Counter:
     whole module's (the summaries, the entry function's interface) under the label "(module)", their
     line numbers dropped (a rewrite moves every line)."""
     import re
-
-    from ..diff import diff_files
 
     result = diff_files(a, b).result()
     found = Counter((blk.label, finding_key(f.kind, f.numbers), f.side, json.dumps(f.numbers, sort_keys=True))
@@ -191,8 +198,6 @@ def transplant_variants(a: Path, b: Path, out: Path, blocks: tuple, before: Coun
     skipped: "block KIND" -> why it made no variant."""
     import dataclasses
 
-    from ..isolate.task import Task
-
     variants, skipped = [], {}
     for kind in blocks:
         name = f"{BLOCK} {kind}"
@@ -217,11 +222,6 @@ def check_variant(b: Path, v: Path) -> Check:
     synthetic ones), both compiled and run on this process's XLA:CPU: elementwise |V - B| <= atol +
     rtol * |B| with B's parity tolerance. Runs in a worker (isolate)."""
     import numpy as np
-
-    from ..bench.arguments import signature_arguments
-    from ..common.files import sidecar_of
-    from ..ir import load
-    from ..common.runtime import runtime
 
     rb, rv = load([b, v])
     for r, p in ((rb, b), (rv, v)):
@@ -275,12 +275,6 @@ def ablate(a: Path, b: Path, out: Path, only: tuple | None = None, rounds: int =
     runs, and per variant the kernel time of each block it changed beside B's (block_times)."""
     import dataclasses
 
-    from ..bench.run import bench_files
-    from ..bench.executable import machine
-    from ..common.errors import StackwarsError
-    from ..ir import load_single
-    from ..isolate.task import Isolated, Task, row
-
     load_single([a, b])  # ParseError, one line, for a file that is not one StableHLO module
     if rounds < 1:
         raise StackwarsError(f"--rounds {rounds} must be at least 1", fix="e.g. --rounds 3")
@@ -310,7 +304,6 @@ def ablate(a: Path, b: Path, out: Path, only: tuple | None = None, rounds: int =
     timed = [v for v in checked if v.check is not None and v.check.ok]
     paths = [str(a), str(b)] + [v.path for v in timed]
     per_round, failed_timing, profiles = [], {}, {}
-    from ..bench.timing import Asked
 
     asked = Asked.of(profile=profile) if profile else None
     for r in range(rounds):
@@ -361,9 +354,6 @@ def block_times(b: Path, v: Path, profiles_b: list, profiles_v: list) -> dict:
     median profiled run) traced to the blocks of `diff B V` by module path (diff.with_times), as
     Variant fields: block_times ((label, B seconds, V seconds), in B's order) and kernel_s (B's and
     the variant's summed kernel time, seconds)."""
-    from ..bench.xla_profile import merged
-    from ..diff import diff_files
-    from ..diff.measured import with_times
 
     pb, pv = merged(profiles_b), merged(profiles_v)
     report = diff_files(b, v)
@@ -377,8 +367,6 @@ def estimated(abl: Ablation, paths: list, target: str, timeout, max_memory, prog
     """The ablation with the TPU compiler's estimate of one run of A, B and each variant in `paths`
     (bench.run.estimate_files: compile-only, no TPU needed, libtpu installed)."""
     import dataclasses
-
-    from ..bench.run import estimate_files
 
     report = estimate_files([Path(p) for p in paths], target, timeout, max_memory, progress)
     got, errors = {}, {}
@@ -394,7 +382,6 @@ def estimated(abl: Ablation, paths: list, target: str, timeout, max_memory, prog
 
 def ratio_interval(ratios) -> Interval:
     """Ratios measured once per round: geometric mean and 95% t-interval (runstats.rounds_ratio)."""
-    from ..common.runstats import rounds_ratio
 
     value, low, high = rounds_ratio(list(ratios))
     return Interval(value, low, high, len(ratios))
@@ -402,7 +389,6 @@ def ratio_interval(ratios) -> Interval:
 
 def mean_interval(xs) -> Interval:
     """Figures measured once per round: mean and 95% t-interval (runstats.rounds_mean)."""
-    from ..common.runstats import rounds_mean
 
     xs = list(xs)
     return Interval(*rounds_mean(xs), len(xs))

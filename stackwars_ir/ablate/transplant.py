@@ -16,7 +16,15 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..bench.arguments import signature_arguments
+from ..common.errors import StackwarsError
+from ..common.files import sidecar_of
+from ..common.runtime import runtime
+from ..diff import diff_files
+from ..diff.block import top_of
+from ..ir.parse import mlir_context
 from .mlir import At, head, histogram, ops_of, shape_of
+from .result import DEFAULT_ATOL, DEFAULT_RTOL
 from .rewrites import CannotApply
 
 KINDS = ("norm", "attention", "mlp", "embedding")  # the block roles (diff.block.ROLES) transplanted by default
@@ -70,10 +78,6 @@ def transplant_file(a: Path, b: Path, kind: str) -> tuple[str, Transplanted]:
     CannotApply where no block could be transplanted, saying why for the first."""
     from jaxlib.mlir import ir
 
-    from ..diff import diff_files
-    from ..common.errors import StackwarsError
-    from ..ir.parse import mlir_context
-
     report = diff_files(a, b)
     pairs = [(d.a, d.b) for d in report.blocks if selects(kind, d.label, d.a.role) and (d.findings or any(d.delta.values()))]
     if not pairs:
@@ -122,10 +126,6 @@ def _arguments(a: Path, b: Path, ma, mb) -> tuple:
     capture's real values (synthetic ones on each side would hold unrelated weights)."""
     import numpy as np
 
-    from ..bench.arguments import signature_arguments
-    from ..common.files import sidecar_of
-    from .result import DEFAULT_ATOL, DEFAULT_RTOL
-
     out = []
     for path, m in ((a, ma), (b, mb)):
         side, _ = sidecar_of(path)
@@ -172,7 +172,6 @@ class _Side:
 
     def tops(self, blk) -> list:
         """The block's top-level op indices (an op in a region or a callee counts as the op holding it)."""
-        from ..diff.block import top_of
 
         entry = self.model.entry.name
         return sorted({self.index[top_of(self.model, op)] for op, _ in blk.ops
@@ -198,8 +197,6 @@ class _Side:
         """key -> the value's array, the module compiled on XLA:CPU with those values as extra results."""
         import numpy as np
         from jaxlib.mlir import ir
-
-        from ..common.runtime import runtime
 
         if not keys:
             return {}

@@ -10,6 +10,7 @@ import statistics
 from dataclasses import dataclass
 
 from ..common.errors import StackwarsError
+from ..common.files import read_sidecar
 from ..common.routes import ROUTES
 from ..common.runstats import RESAMPLES, rounds_mean, rounds_ratio, spans_zero
 from .compare import ratio_interval
@@ -131,9 +132,6 @@ def _why_fix(report, a: str, b: str) -> str:
     batch of the bench's own captures (their sidecars), A and B by baseline name; the bench command in
     words where no capture names its model."""
     from pathlib import Path
-
-    from ..common.errors import StackwarsError
-    from ..common.files import read_sidecar
 
     a, b = baseline_name(a), baseline_name(b)
     for _, e in report.rows:

@@ -8,7 +8,12 @@ from pathlib import Path
 
 import numpy as np
 
+from .. import models
 from ..common.errors import BenchError
+from ..common.files import read_values
+from ..ir.model import storage_type
+from ..workload import Argument, Request, argument_values, prepare
+from ..workload.train import train_state
 
 
 def signature_arguments(module, sidecar, rng: np.random.Generator, staged: str | None = None
@@ -21,10 +26,6 @@ def signature_arguments(module, sidecar, rng: np.random.Generator, staged: str |
         sidecar = None  # captured from shapes alone: there are no weights to rebuild
     why = "synthetic (normal floats, integers within the indexed table)"
     if sidecar is not None:
-        from .. import models
-
-        from ..common.files import read_values
-
         which = f"{sidecar.model}-{sidecar.size}, seed {sidecar.seed}"
         recorded = read_values(Path(module.source), sidecar, staged)
         if recorded is not None:
@@ -79,7 +80,6 @@ _NUMPY = {"f32": np.float32, "f64": np.float64, "f16": np.float16, "i64": np.int
 
 def _synthetic(t, limit: int, rng, where: str):
     if t.dtype.startswith("!quant."):  # its storage integers, as the program compiled as integer math reads them
-        from ..ir.model import storage_type
 
         dtype = _NUMPY.get(storage_type(t.dtype))
         if dtype is None:
@@ -122,15 +122,12 @@ def _index_limit(module, vid: int) -> int:
 
 
 def sidecar_arguments(module, sidecar) -> tuple[list, np.ndarray]:
-    from ..workload import Argument, Request, argument_values, prepare
-
     # Only the weights and inputs are rebuilt: no exporter runs (fft has no torch_xla route).
     req = Request(sidecar.model, sidecar.size, "torch", exporters=(), batch=sidecar.batch, seq=sidecar.seq,
                   seed=sidecar.seed, step=sidecar.step).validated()
     w = prepare(req)
     model, weights, inputs, reference = w.model, w.weights, w.inputs, w.reference
     if req.train:  # the captured step 2 runs from eager's state after step 1; its loss is the proof
-        from ..workload.train import train_state
 
         state = train_state(req, model, inputs, reference)
         weights, inputs, reference = state.values(), state.inputs, np.asarray(state.ref_loss, dtype=np.float32)

@@ -4,12 +4,19 @@ Each block gets its profiled kernel time and its host time; the pair gets the be
 """
 from __future__ import annotations
 
+from ..common.errors import StackwarsError
+from ..common.files import read_result, read_sidecar
+from ..common.routes import ROUTES
+from ..diff import with_host, with_times, with_times as attach
+from .answer import NATIVE_KINDS
+from .kernels import kernels_of_files
+from .result import BenchReport
+from .xplane import profile_of
+
 
 def block_times_from(report, result, bench_path):
     """The diff result (diff.DiffReport's) with each block's profiled time on both sides, from a
     `bench A B --profile --json` file whose rows timed these two files (matched by sha256)."""
-    from ..common.files import read_result
-    from .result import BenchReport
 
     return block_times(report, result, read_result(bench_path, "bench", BenchReport.from_json), bench_path)
 
@@ -19,11 +26,6 @@ def block_times_from_profiles(report, result, files, profiles, progress=None):
     took (`profiles`: an XProf *.xplane.pb, or its folder, per file; bench.xplane), each file compiled
     here on XLA:CPU so the profile's kernel events map to its kernels and their module paths."""
     import dataclasses
-
-    from ..diff import with_times
-    from ..common.errors import StackwarsError
-    from .kernels import kernels_of_files
-    from .xplane import profile_of
 
     read = []
     for path, compiled in zip(profiles, kernels_of_files(files, "cpu", progress=progress)):
@@ -45,9 +47,6 @@ def block_times(report, result, bench, where):
     """block_times_from, with the BenchReport read from `where` already."""
     import dataclasses
 
-    from ..diff import with_times as attach
-    from ..common.errors import StackwarsError
-
     profiles, names = [], []
     again = rerun(bench, result)
     for side in (result.a, result.b):
@@ -62,8 +61,6 @@ def block_times(report, result, bench, where):
     out = attach(report, result, *profiles)
     hosts = [_native_host(bench, side) for side in (result.a, result.b)]
     if any(h is not None for h in hosts):
-        from ..diff import with_host
-
         out = with_host(report, out, *hosts)
     # Whether the whole gap is more than the noise: the bench's own verdict on the two rows.
     verdict = next((v for v in bench.verdicts if {v.faster, v.slower} == set(names)), None)
@@ -78,10 +75,6 @@ def rerun(bench, result) -> str:
     model's bench with native rows timed by host phase (bench MODEL --host) is run again as a model's,
     with --profile added, so its native rows and host phases stay (`bench A B --profile` has neither)."""
     from pathlib import Path
-
-    from ..common.errors import StackwarsError
-    from ..common.files import read_sidecar
-    from .answer import NATIVE_KINDS
 
     files = f"stackwars-ir bench {result.a.source} {result.b.source} --profile --json FILE"
     natives = [e for _, e in bench.rows if e.kind != "stablehlo"]
@@ -110,10 +103,6 @@ def _native_host(bench, side):
     """(label, HostPhases) of the native runtime a user of `side`'s route runs (routes.Route.native),
     from the same bench's rows with host phases (bench --host) at the capture's batch; None if none."""
     from pathlib import Path
-
-    from ..common.errors import StackwarsError
-    from ..common.files import read_sidecar
-    from ..common.routes import ROUTES
 
     try:
         car = read_sidecar(Path(side.source))

@@ -7,6 +7,7 @@ from __future__ import annotations
 import time
 
 from .host import ModuleHooks
+from .xla_profile import KernelTime, runs_profile, union_seconds
 
 _RANGE = "stackwars::"  # the record_function range each module's forward runs in
 _BACKWARD = "autograd::engine::evaluate_function: "
@@ -49,8 +50,6 @@ def profile_eager_runs(run, model, runs: int, train: bool, note: str = ""):
     capture's blocks have it."""
     from torch.profiler import ProfilerActivity, profile
 
-    from .xla_profile import union_seconds
-
     per_run, walls, busy = [], [], []
     with ModuleRanges(model):
         for _ in range(runs):
@@ -70,7 +69,6 @@ def ops_profile(per_run: list, walls: list, busy: list, note: str):
     """The Profile of profiled runs, each {(op, module path, phase): [seconds, calls]} with its wall
     and busy time: each op's time in the median run(s) by total (bench.profile.runs_profile), so the
     ops add up to the median run's total; zero in a run it did not run in."""
-    from .xla_profile import KernelTime, runs_profile
 
     keys = sorted({k for r in per_run for k in r}, key=lambda k: (k[2], k[1], k[0]))
 

@@ -7,7 +7,15 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from ..common.errors import StackwarsError
+from ..common.runtime import partitions
 from ..common.targets import ESTIMATED, Chip
+from ..ir import compile_input, load
+from ..isolate.task import started
+from .executable import Executable
+from .kernels import kernels_of
+from .planning import Compiler, check_target
+from .xla_profile import KernelTime, Profile
 
 # Async moves the TPU compiler schedules beside the compute (HBM <-> VMEM): their transfer overlaps
 # the kernels between start and done, so their bound is reported apart, not added to the total.
@@ -24,9 +32,6 @@ CHIPS = {t.name: t.chip for t in ESTIMATED}  # the generations `bench --target` 
 
 
 def check_chip(target: str) -> Chip:
-    from ..common.errors import StackwarsError
-    from .planning import check_target
-
     if target not in CHIPS:
         raise StackwarsError(f"--target {target}: no estimates for it", fix=f"choose one of: {', '.join(CHIPS)}")
     check_target(target)  # libtpu installed
@@ -41,20 +46,12 @@ def estimate_file(path: Path, target: str):
     import hashlib
     import time
 
-    from ..common.errors import StackwarsError
-    from ..ir import compile_input, load
-    from .executable import Executable
-    from .planning import Compiler
-    from ..isolate.task import started
-
     (result,) = load([path])
     if not result.ok:
         return Executable(str(path), "stablehlo", None, None, error=result.error)
     data, text = compile_input(path)
     started()
     try:
-        from ..common.runtime import partitions
-
         compiler = Compiler(target)
         if isinstance(text, str):
             compiler.devices(partitions(text), str(path))  # libtpu's start-up, outside the compile's clock
@@ -73,8 +70,6 @@ def estimate_hlo(hlo_text: str, chip: Chip):
     its `estimated_cycles` at the chip's clock where the compiler wrote them ("estimate"), else a
     memory bound, its operands' and result's bytes at the HBM bandwidth ("bound"); async copies'
     bounds are kept apart (they overlap the kernels), bitcasts cost nothing."""
-    from .kernels import kernels_of
-    from .xla_profile import KernelTime, Profile
 
     lines, sizes = {}, {}  # every instruction's (names are unique in a module): loop bodies' kernels too
     for line in hlo_text.splitlines():

@@ -11,10 +11,11 @@ import platform
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..common.files import host
 from .host import HostPhases
-from .xla_profile import Profile
 from .proof import Proof
 from .timing import Timing
+from .xla_profile import Profile
 
 BENCH_FORMAT = 1
 # How a row's resident memory is measured (bench.planning.ResidentWindow), said in its JSON.
@@ -91,7 +92,6 @@ def roofline(flops: float, nbytes: float | None, seconds: float, peaks: dict) ->
 def machine(stack=None) -> dict:
     """This machine and its XLA's setting, and the version stack that compiled and ran (None: this
     environment's)."""
-    from ..common.files import host
 
     info = host()
     info["xla_flags"] = os.environ.get("XLA_FLAGS", "")

@@ -5,6 +5,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable
 
+from ..common.runstats import median_ratio, summed_runs
+
 HOST_RUNS = 10  # phased runs after the steady state (bench --host N to change)
 
 
@@ -82,7 +84,6 @@ class HostPhases:
         (runstats.median_ratio); None without both runs' totals (a bench from before they were kept)."""
         if len(self.walls) < 2 or len(self.hooked_walls) < 2:
             return None
-        from ..common.runstats import median_ratio
 
         ratio, low, high = median_ratio(self.walls, self.hooked_walls)
         return ratio - 1, low - 1, high - 1
@@ -468,8 +469,6 @@ def layered(modules) -> list:
     every run) per group, longest first: GPT-2's h.0.attn ... h.11.attn as one `h.*.attn`; a
     training step's backward groups apart, their paths followed by ` (backward)`."""
     import re
-
-    from ..common.runstats import summed_runs
 
     groups: dict = {}
     for m in modules:

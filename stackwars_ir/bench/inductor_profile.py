@@ -9,6 +9,9 @@ import re
 import time
 from dataclasses import dataclass, field
 
+from .eager_profile import ops_profile, run_ops
+from .xla_profile import union_seconds
+
 _CALL = "## Call CompiledFxGraph "  # the range inductor runs each compiled graph in
 _KERNEL_PREFIX = re.compile(r"^graph_\d+_")  # cpp kernels' profiler names: graph_<id>_<kernel>
 
@@ -127,9 +130,6 @@ def profile_compiled_runs(run, origins: KernelOrigins, runs: int, train: bool):
     profile names them. A compiled graph's kernels are recognized by name; its extern calls by their
     order among the graph's calls of the same op; a call inductor did not list is counted in no block."""
     from torch.profiler import ProfilerActivity, profile
-
-    from .eager_profile import run_ops, ops_profile
-    from .xla_profile import union_seconds
 
     per_run, walls, busy = [], [], []
     for _ in range(runs):

@@ -9,7 +9,14 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..common.errors import StackwarsError
+from ..common.runtime import runtime
 from ..common.targets import is_tpu
+from ..diff import with_kernels as attach
+from ..ir import compile_input, load, optimized_hlo_text, picked
+from ..ir.locations import provenance
+from ..isolate.task import Isolated, Task, default_max_memory, row, started
+from .planning import check_target, compiler_for, most_partitions
 
 # Entry instructions that move or name data rather than compute: not kernels.
 _NOT_KERNELS = {"parameter", "constant", "tuple", "get-tuple-element", "bitcast"}
@@ -171,7 +178,6 @@ def _kernel(line: str, opcode: str) -> Kernel:
 
 def _origin(line: str) -> tuple[str, str]:
     """(module path, phase) an instruction's metadata op_name names; ("", "") without one."""
-    from ..ir.locations import provenance
 
     meta = re.search(r'op_name="((?:[^"\\]|\\.)*)"', line)
     if not meta:
@@ -228,10 +234,6 @@ class Kernels:
 def compile_kernels(path: Path, backend: str = "cpu") -> Kernels:
     """Compile one StableHLO file on `backend` (nothing is run) and list its kernels (a bench worker
     job: XLA compiles under the worker's time and memory limits)."""
-    from ..common.errors import StackwarsError
-    from ..ir import compile_input, load
-    from ..common.runtime import runtime
-    from ..isolate.task import started
 
     (result,) = load([path])
     if not result.ok:
@@ -240,7 +242,6 @@ def compile_kernels(path: Path, backend: str = "cpu") -> Kernels:
     started()
     try:
         if is_tpu(backend):  # compile-only for a TPU slice (libtpu), as memory plans it
-            from .planning import compiler_for
 
             exe = compiler_for(backend).compile(text, str(path))
         else:
@@ -257,7 +258,6 @@ def dumped_kernels(path) -> Kernels | None:
     """The kernels of a module XLA has already optimized (an XLA dump's `*.after_optimizations.hlo.pb`
     or `.txt`, from the user's machine and backend: a TPU's included), read from the file itself with
     each fusion's module path from its metadata, nothing compiled here; None for any other file."""
-    from ..ir import optimized_hlo_text, picked
 
     file, part = picked(path)
     try:
@@ -272,8 +272,6 @@ def kernels_of_files(paths, backend: str = "cpu", timeout: float | None = 300, m
     """Kernels of each file, each compiled in a bench worker (killed past its time or memory limit) of
     `stack`'s environment (its XLA; None, this one's); a module XLA optimized already (dumped_kernels)
     read as it is, not compiled again."""
-    from ..isolate.task import Isolated, Task, default_max_memory, row
-    from .planning import most_partitions
 
     out = []
     with Isolated(max_memory or default_max_memory(), most_partitions(paths) if backend == "cpu" else 1,
@@ -294,12 +292,8 @@ def block_kernels(report, result, files, progress=None, target: str = "cpu"):
     """The diff result with each block's kernel counts (and, sharded, collectives), both files compiled
     in a worker for `target`: XLA's CPU backend, or a TPU generation through libtpu (compile-only); a
     file that does not compile is one line."""
-    from ..diff import with_kernels as attach
-    from ..common.errors import StackwarsError
 
     if target != "cpu":
-        from .planning import check_target
-
         check_target(target)
     ka, kb = kernels_of_files(files, target, progress=progress)
     for k in (ka, kb):

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from ..common.errors import StackwarsError
 from ..common.targets import TABLE, TPUS
+from ..common.textfmt import human_bytes
 
 # Nominal memory of the devices users ask about, in GiB (2^30 bytes) as their vendors count it; a
 # runtime reserves some of it (CUDA context, TPU runtime), so a plan within a few percent of a
@@ -204,7 +205,6 @@ def whose_plan(target: str) -> str:
 
 def table_rows(report: MemoryReport) -> tuple[list[str], list[list]]:
     """The memory table's headers and rows, shared by the text and Markdown renderings."""
-    from ..common.textfmt import human_bytes
 
     sharded = any(p.devices > 1 for p in report.plans)
     headers = ["executable", "batch"] + (["devices"] if sharded else []) + \
@@ -250,7 +250,6 @@ def table_rows(report: MemoryReport) -> tuple[list[str], list[list]]:
 def max_batch_rows(report: MemoryReport) -> tuple[list[str], list[list]]:
     """The --max-batch table: per executable and budget, the largest batch that fits and the plans
     on either side of the boundary."""
-    from ..common.textfmt import human_bytes
 
     headers = ["executable", "budget", "largest batch that fits", "needs at it", "needs at the next", "compiles"]
     rows = []
@@ -398,7 +397,6 @@ class SmallestSlice:
 
 def slice_rows(report: MemoryReport) -> tuple[list[str], list[list]]:
     """The --chips table: per executable and budget, the smallest slice that fits and the need per chip there."""
-    from ..common.textfmt import human_bytes
 
     headers = ["executable", "budget per chip", "smallest slice that fits", "needs per chip there",
                "on the slice before"]

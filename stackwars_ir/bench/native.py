@@ -22,13 +22,19 @@ from types import ModuleType
 
 import numpy as np
 
-from ..common.errors import StackwarsError
+from .. import models
+from ..common.errors import BenchError, MissingExtra, StackwarsError
 from ..common.routes import STEPS, TORCHAX
+from ..isolate.task import started
+from ..workload import prepare
+from ..workload.train import register_torch_xla, train_state
 from .executable import Executable
 from .host import Clock, one_run, phases_of, timer_meter
+from .planning import ResidentWindow
 from .proof import Checker
 from .runtimes import inductor, jax_donated, jax_jit, torch_eager, torch_xla_dynamo, torch_xla_lazy, torchax_jit
 from .timing import Sampling, Timeout, measure
+from .xla_profile import GPU_PLATFORMS, cpu_only
 
 
 @dataclass(frozen=True)
@@ -107,13 +113,9 @@ def run_baseline(req, name: str, deadline_s: float | None, backend: str = "cpu",
 
 
 def run_baselines(req, which, deadline_s: float | None, backend: str = "cpu", asked=None) -> list[Executable]:
-    from ..workload import prepare
-
     train = req.train
     if train and backend in (None, "cpu"):
         # Before any backward of this worker, whichever baseline it runs first (see register_torch_xla).
-        from ..workload.train import register_torch_xla
-        from ..common.errors import MissingExtra
 
         try:
             register_torch_xla()
@@ -123,8 +125,6 @@ def run_baselines(req, which, deadline_s: float | None, backend: str = "cpu", as
     adapter, model, weights, inputs, reference = w.adapter, w.model, w.weights, w.inputs, w.reference
     what = REFERENCE
     if train:
-        from ..workload.train import train_state
-
         # Each timed run is the next step of a user's loop from the seeded weights: run 1 is step 1.
         inputs = train_state(req, model, inputs, reference)
         reference, what = np.asarray(inputs.first_loss, dtype=np.float32), TRAIN_REFERENCE
@@ -138,7 +138,6 @@ def run_baselines(req, which, deadline_s: float | None, backend: str = "cpu", as
         if fn is None:
             out.append(_failed(name, ValueError(f"no {name} baseline (choose from {', '.join(BASELINES)})")))
             continue
-        from .planning import ResidentWindow
 
         # The row's resident growth: its own copy of the weights and state, compile and every run.
         window = ResidentWindow() if backend == "cpu" and ResidentWindow.available() else None
@@ -147,14 +146,11 @@ def run_baselines(req, which, deadline_s: float | None, backend: str = "cpu", as
         try:
             label, kind, run, counters, done = fn(adapter, req, model, weights, inputs, backend)
         except Exception as e:  # a baseline that cannot start is reported, the others still run
-            from .. import models
             from ..models._contract import explain
 
             out.append(_failed(name, explain(models.entry(req.model), e)))  # the adapter's line, if it raised
             continue
         try:
-            from ..isolate.task import started
-
             started()  # in a bench worker: the time limit of the compile and runs starts now
             checker = Checker(label, reference, backend, what)
             phased = Sampling.of(asked).host  # bench --host: more steady runs, each split into its phases
@@ -208,8 +204,6 @@ def profile_baseline(req, name: str, runs: int, backend: str = "cpu"):
     runs), each kernel or op traced to the module path and phase the captures' blocks carry, by the
     runtime module's own `profile` (jax.jit's by jax's profiler, torch eager's and torch.compile's by
     torch.profiler, torch_xla's by its own). Run in a fresh process (a worker of its own)."""
-    from ..common.errors import BenchError
-    from .xla_profile import GPU_PLATFORMS, cpu_only
 
     if not (name == "jax" and backend in GPU_PLATFORMS):  # jax.jit's kernels are read on a GPU too
         cpu_only(backend or "cpu")

@@ -3,9 +3,16 @@ from __future__ import annotations
 
 from pathlib import Path
 from ..common.errors import BenchError, StackwarsError
+from ..common.files import sidecar_of, versions
 from ..common.hostmem import trim
-from .executable import RESIDENT_METHOD
+from ..common.runtime import compilable, partitioned_options, partitions, quiet_libtpu, runtime, shardy
+from ..ir import compile_input, load
+from ..isolate.task import Isolated, Task, row, started
+from ..workload import keep_prepared
+from .arguments import signature_arguments
+from .executable import RESIDENT_METHOD, machine
 from .memory import LIBTPU, SLICES, TARGETS, TOPOLOGIES, Measured, MemoryPlan, MemoryReport
+from .staging import staged_values
 
 
 def check_target(target: str, measure: bool = False) -> str:
@@ -37,15 +44,11 @@ class Compiler:
     def compile(self, text, label: str):
         if self.target in ("cpu", "gpu"):
             if self._runtime is None:
-                from ..common.runtime import runtime
-
                 self._runtime = runtime(self.target)
             return self._runtime.compile(text, label)
         from jax._src.interpreters import mlir as jmlir
         from jax._src.lib import xla_client as xc
         from jaxlib.mlir import ir
-
-        from ..common.runtime import compilable, partitioned_options, partitions, shardy
 
         text = compilable(text, label)  # as on CPU: XLA reads neither blobs nor quantized types
         n = partitions(text)
@@ -61,8 +64,6 @@ class Compiler:
     def devices(self, n: int, label: str = "module") -> tuple:
         """The first `n` devices of the smallest slice of the target that has them."""
         if n not in self._slices:
-            from ..common.runtime import quiet_libtpu
-
             quiet_libtpu()
             from jax.experimental import topologies
 
@@ -96,14 +97,10 @@ def plan_text(path: Path, text, compiler: Compiler, measure: bool = False, sidec
     .npz of argument values a parent built for a stack's worker)."""
     import time
 
-    from ..common.runtime import partitions
-
     label = str(path)
     n = partitions(text)
     t0 = time.perf_counter()
     try:
-        from ..isolate.task import started
-
         started()
         t0 = time.perf_counter()
         exe = compiler.compile(text, label)
@@ -154,8 +151,6 @@ def measure_run(exe, compiler: Compiler, module, sidecar, staged: str | None = N
     peak (VmHWM) when 5 is written to /proc/self/clear_refs: the peak read after the run is the
     run's own (its temporaries and outputs), the arguments being placed before the reset."""
     import numpy as np
-
-    from .arguments import signature_arguments
 
     check_target(compiler.target, measure=True)
     arrays, _, _ = signature_arguments(module, sidecar, np.random.default_rng(0), staged)
@@ -219,9 +214,6 @@ def plan_file(path: Path, target: str, measure: bool = False, staged: dict | Non
     import dataclasses
     import hashlib
 
-    from ..common.files import sidecar_of
-    from ..ir import compile_input, load
-
     (result,) = load([path])
     if not result.ok:
         return MemoryPlan(str(path), target, error=result.error)
@@ -249,10 +241,6 @@ def plan_files(paths, target: str = "cpu", budgets_=(), measure: bool = False, m
                timeout: float | None = None, progress=None, stack=None) -> MemoryReport:
     """Every file compiled for `target` in a worker killed past its time or memory limit (of `stack`'s
     environment: its XLA; None, this one's); the others are still planned."""
-    from ..isolate.task import Isolated, Task, row
-    from ..workload import keep_prepared
-    from .executable import machine
-    from .staging import staged_values
 
     check_target(target, measure)
     plans = []
@@ -269,7 +257,6 @@ def plan_files(paths, target: str = "cpu", budgets_=(), measure: bool = False, m
 
 def most_partitions(paths) -> int:
     """The most devices any of the files is sharded over (a CPU compile needs as many host devices)."""
-    from ..common.runtime import partitions
 
     most = 1
     for path in paths:
@@ -283,7 +270,6 @@ def most_partitions(paths) -> int:
 
 def target_versions(target: str, stack=None) -> dict:
     """The versions that made the plan (`stack`'s, or this environment's), and libtpu's when it did."""
-    from ..common.files import versions
 
     here = versions()
     found = {k: v for k, v in stack.versions.items() if k in here} if stack is not None and not stack.is_lock else here

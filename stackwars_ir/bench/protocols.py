@@ -9,6 +9,11 @@ import statistics
 import time
 from dataclasses import dataclass, field
 
+from ..common.files import host
+from ..workload import Request, jax_inputs, prepare
+from ..workload.train import jax_step, register_torch_xla, train_state
+from .runtimes.shared import as_captured, jax_counters, on_xla, torch_loop
+
 # Steps timed one by one from the process's first (the study's first and second runs, and a third: does a
 # protocol compile again at step 2, or at 3?), then STEADY steps for the steady state.
 FIRST_STEPS = 3
@@ -151,8 +156,6 @@ def conditions() -> dict:
 
     import torch
 
-    from ..common.files import host
-
     return {"load average": os.getloadavg()[0], "torch threads": torch.get_num_threads(), "cpus": os.cpu_count(),
             "python": platform.python_version(), "processor": host().get("processor"), "system": platform.system(),
             "torch": torch.__version__}
@@ -204,22 +207,16 @@ def _why(e: Exception) -> str:
 
 
 def _prepared(workload: str, size: str, train: bool = False):
-    from ..workload import Request, prepare
-
     # The training step runs on torch_xla's lazy tensors here, in train mode, not through an exporter: the
     # request names the exporter that captures every model's step (torch_xla's capture of ResNet-50's is
     # refused for a failure in eval mode), so that validation does not refuse what this protocol can run.
     req = Request(workload, size, step="train" if train else "forward",
                   exporters=("torchax",) if train else ("torch_xla",)).validated()
     if train:
-        from ..workload.train import register_torch_xla
-
         register_torch_xla()
     w = prepare(req)
     inputs = w.inputs
     if train:
-        from ..workload.train import train_state
-
         inputs = train_state(req, w.model, w.inputs, w.reference)
     return req, w, inputs
 
@@ -231,8 +228,6 @@ def _pytorch(workload: str, size: str, name: str):
     import torch_xla
     import torch_xla.core.xla_model as xm
     import torch_xla.debug.metrics as met
-
-    from .runtimes.shared import on_xla, torch_loop
 
     def counter() -> int:
         return met.counter_value("UncachedCompile") or 0
@@ -304,8 +299,6 @@ def _jax(workload: str, size: str, name: str):
     """(step, compile counter) of a JAX protocol under jax.jit; step() as _pytorch's (launch empty)."""
     import jax
 
-    from .runtimes.shared import as_captured, jax_counters
-
     jax_counters()
 
     def counter() -> int:
@@ -313,8 +306,6 @@ def _jax(workload: str, size: str, name: str):
 
     device = jax.devices("cpu")[0]
     if name == "adamw":
-        from ..workload.train import jax_step
-
         req, w, state = _prepared(workload, size, train=True)
         fn, args = jax_step(w.adapter, size, state, w.weights)
         jitted = jax.jit(as_captured(fn, req))
@@ -329,8 +320,6 @@ def _jax(workload: str, size: str, name: str):
 
         return step, counter
     from flax import nnx
-
-    from ..workload import jax_inputs
 
     req, w, inputs = _prepared(workload, size)
     model = w.adapter.jax_model(size, w.weights)

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from .compare import verdicts
 from .executable import BENCH_FORMAT, Executable
 
 
@@ -22,8 +23,6 @@ class BenchReport:
 
     @property
     def verdicts(self) -> list:
-        from .compare import verdicts
-
         return verdicts(self.rows)
 
     def as_json(self) -> dict:

@@ -4,17 +4,26 @@ from __future__ import annotations
 import functools
 from pathlib import Path
 
+from ..common.errors import BenchError, StackwarsError
+from ..common.files import sidecar_of
+from ..common.progress import planned, start
+from ..common.runtime import runtime
+from ..ir import compile_input, load
+from ..isolate.task import Isolated, Task, row
+from ..workload import keep_prepared
+from .estimate import check_chip, estimate_file
 from .executable import Executable, machine
-from .timed import peaks, time_module
+from .native import PROFILED, profile_baseline, run_baseline
+from .planning import most_partitions
 from .result import BenchReport
+from .staging import staged_values
+from .timed import peaks, time_module, time_modules
+from .xla_profile import merged
 
 
 def bench_one(path: Path, backend: str | None, timeout: float | None, asked=None, staged=None) -> Executable:
     """Compile and time one StableHLO file in this process (the bench worker calls this); `asked`: the
     user's sampling (timing.Asked); `staged`: values a parent built for a stack's worker."""
-    from ..common.files import sidecar_of
-    from ..ir import compile_input, load
-    from ..common.runtime import runtime
 
     (result,) = load([path])
     if not result.ok:
@@ -33,11 +42,6 @@ def bench_group(paths, backend: str | None, timeout: float | None, asked=None, s
     (bench.time_modules; the bench worker calls this)."""
     import dataclasses
     import hashlib
-
-    from ..common.files import sidecar_of
-    from ..ir import compile_input, load
-    from ..common.runtime import runtime
-    from .timed import time_modules
 
     items, digests = [], []
     for result, path in zip(load(paths), paths):
@@ -60,7 +64,6 @@ def bench_files(paths, backend: str | None = None, timeout: float | None = None,
     memory limit (2 x timeout + a grace; max_memory bytes resident); the others still run. `asked`:
     the user's sampling (timing.Asked: --warmup, --runs, --profile), given to the workers; `stack`:
     the version stack whose XLA compiles and runs them (None: this environment's)."""
-    from ..common.progress import planned
 
     with planned(progress, file_steps(asked)):
         return _bench_files(paths, backend, timeout, with_peaks, max_memory, progress, asked, stack)
@@ -73,19 +76,12 @@ def file_steps(asked) -> list[str]:
 
 def baseline_steps(names, step: str, asked) -> list[str]:
     """The steps (progress.Steps kinds) of timing native runtimes `names`, then (--profile) profiling each."""
-    from .native import PROFILED
 
     profiled = asked is not None and asked.profile
     return [f"baseline {n}" for n in names] + [f"profile {n}" for n in names if profiled and (n, step) in PROFILED]
 
 
 def _bench_files(paths, backend, timeout, with_peaks, max_memory, progress, asked, stack) -> BenchReport:
-    from ..common.files import sidecar_of
-    from ..ir import load
-    from ..isolate.task import Isolated
-    from ..common.runtime import runtime
-    from .staging import staged_values
-
     rt = runtime(backend)
     rows, batches, todo = [], {}, []
     for result, path in zip(load(paths), paths):
@@ -97,7 +93,6 @@ def _bench_files(paths, backend, timeout, with_peaks, max_memory, progress, aske
         rows.append(str(path))
         todo.append(str(path))
     timed = {}
-    from .planning import most_partitions
 
     with Isolated(max_memory, most_partitions(todo) if rt.platform == "cpu" else 1, stack=stack,
                   stager=staged_values) as worker:
@@ -126,12 +121,6 @@ def _more_rounds(timed: dict, todo: list, platform: str, timeout, asked, max_mem
     fresh worker's shift moves, where one worker's runs are not. The rows keep the first round's
     timing. A round that fails a row: that row's error, naming the round."""
     import dataclasses
-
-    from ..common.errors import StackwarsError
-    from ..isolate.task import Isolated
-    from .planning import most_partitions
-    from .xla_profile import merged
-    from .staging import staged_values
 
     profiled = [p for p in todo if timed[p].ok and timed[p].profile is not None]
     got, failed = {p: [timed[p].profile] for p in profiled}, {}
@@ -172,8 +161,6 @@ def estimate_files(paths, target: str, timeout: float | None = None, max_memory:
     """Every file compiled for a TPU generation that is not here (libtpu, compile-only) in a bench
     worker, each kernel's time estimated from the compiler's cost model (bench.estimate): a report
     of estimates, not measurements, that `diff --bench` splits by block as it does a profile."""
-    from ..isolate.task import Isolated, Task, row
-    from .estimate import check_chip, estimate_file
 
     check_chip(target)
     with Isolated(max_memory) as worker:
@@ -188,8 +175,6 @@ def estimate_files(paths, target: str, timeout: float | None = None, max_memory:
 
 def file_task(path, platform: str, timeout: float | None, asked=None):
     """The worker's task that times one file (bench_one)."""
-    from ..isolate.task import Task, row
-    from ..workload import keep_prepared
 
     return Task(bench_one, (Path(path), platform, timeout, asked), str(path), row(Executable, str(path), "stablehlo", None, None),
                 keep_prepared, stage=(str(path),))
@@ -197,8 +182,6 @@ def file_task(path, platform: str, timeout: float | None, asked=None):
 
 def group_task(paths, platform: str, timeout: float | None, asked=None):
     """The worker's task that times files side by side, their steady-state runs taking turns (bench_group)."""
-    from ..isolate.task import Task
-    from ..workload import keep_prepared
 
     paths = tuple(str(p) for p in paths)
     return Task(bench_group, ([Path(p) for p in paths], platform, timeout, asked), f"{len(paths)} files, interleaved",
@@ -212,8 +195,6 @@ def _failed_group(paths, message: str) -> list[Executable]:
 
 def _timed(worker, task, timeout, progress, kind: str = "files") -> Executable:
     import time
-
-    from ..common.progress import start
 
     label = task.label
     start(progress, kind, f"{label}: compiling and timing ...")
@@ -233,10 +214,6 @@ def bench_baselines(req, baselines, backend: str | None = None, timeout: float |
                     max_memory: int | None = None, progress=None, asked=None) -> list[Executable]:
     """The request's native runtimes (jax, eager, ...: bench.native), timed in one worker, so the
     weights are built once; `asked`: the user's sampling (timing.Asked)."""
-    from ..isolate.task import Isolated, Task, row
-    from ..common.runtime import runtime
-    from ..workload import keep_prepared
-    from .native import run_baseline
 
     platform = runtime(backend).platform
     with Isolated(max_memory) as worker:
@@ -253,15 +230,9 @@ def _with_profile(row, req, name, platform, timeout, max_memory, progress, asked
     runtime), from a worker of its own; a profile that fails is the row's error."""
     import dataclasses
 
-    from ..common.errors import BenchError
-    from ..isolate.task import Isolated, Task
-    from ..workload import keep_prepared
-    from .native import PROFILED, profile_baseline
-
     runs = asked.profile if asked is not None else 0
     if not row.ok or not runs or (name, req.step) not in PROFILED:
         return row
-    from ..common.progress import start
 
     start(progress, f"profile {name}", f"{row.name}: profiling {runs} steady runs under its runtime's profiler ...")
     with Isolated(max_memory) as worker:

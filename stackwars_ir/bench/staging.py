@@ -3,16 +3,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from .. import models
+from ..common.files import sidecar_of, values_bytes
+from ..ir import load
+from .arguments import sidecar_arguments
+
 
 def staged_values(paths, folder: Path) -> tuple:
     """(path, .npz) for each capture of a catalogue model that recorded no values of its own: its
     weights, inputs and PyTorch eager's reference rebuilt here, where torch is, for a stack's worker
     (isolate passes them to the task as `staged`; files.read_values reads them there)."""
-    from .. import models
-
-    from .arguments import sidecar_arguments
-    from ..common.files import sidecar_of, values_bytes
-    from ..ir import load
 
     out = []
     for path in paths:

@@ -13,17 +13,20 @@ import numpy as np
 
 from ..common.errors import StackwarsError
 from ..common.runtime import INTEGER_MATH, QUANTIZED
+from ..isolate.task import started
 from .arguments import signature_arguments
 from .executable import Executable
+from .kernels import entry_instructions, kernels_of
+from .planning import ResidentWindow
 from .proof import Checker
-from .timing import Timeout, measure
+from .timing import Sampling, Timeout, measure, steady_state, timing_of, warm_up
+from .xla_profile import profile_runs, profile_turns
 
 _WARMED_RUNTIMES: set = set()
 
 
 def hlo_stats(executable) -> dict:
     """Kernels of XLA's optimized HLO: the entry computation's op histogram and its fusions."""
-    from .kernels import entry_instructions
 
     hist = Counter()
     for module in executable.hlo_modules():
@@ -58,7 +61,6 @@ def time_modules(items: list, rt, timeout: float | None, seed: int = 0, asked=No
     its compile and first runs, and its share of the steady phase; failures come back as rows with
     `error`, the others still measured. `asked`: the user's sampling (timing.Asked); `staged`: argument
     values the parent built for a capture (path -> .npz; bench.staging), read before the capture's own."""
-    from .timing import Sampling, steady_state, timing_of
 
     how = Sampling.of(asked)
     _warm_runtime(rt, items[0][1] if items else None)
@@ -93,16 +95,12 @@ class _Warmed:
 
 
 def _warm_one(path, text, module, rt, sidecar, timeout, how, seed, staged=None) -> _Warmed | Executable:
-    from .timing import warm_up
-
     label = str(path)
     try:
         arrays, origin, reference = signature_arguments(module, sidecar, np.random.default_rng(seed), staged)
-        from ..isolate.task import started
 
         started()  # in a bench worker: the time limit of the compile and runs starts now
         deadline = time.monotonic() + timeout if timeout else None  # the budget covers the compile too
-        from .planning import ResidentWindow
 
         with ResidentWindow() if rt.platform == "cpu" and ResidentWindow.available() else _no_window() as window:
             t0 = time.perf_counter()
@@ -162,8 +160,6 @@ def _profiled(row: Executable, w: "_Warmed", runs: int, rt) -> Executable:
     steady state, each kernel's time read back (bench.profile)."""
     import dataclasses
 
-    from .xla_profile import profile_runs
-
     if not row.ok:
         return row
     try:
@@ -180,8 +176,6 @@ def _profiled_turns(rows: dict, live: list, runs: int, rt) -> dict:
     are profiled one at a time."""
     import dataclasses
 
-    from .xla_profile import profile_turns
-
     ok = [w for w in live if rows[id(w)].ok]
     if len(ok) > 1 and rt.platform == "cpu":
         try:
@@ -195,7 +189,6 @@ def _profiled_turns(rows: dict, live: list, runs: int, rt) -> dict:
 
 def _kernels(w: "_Warmed") -> list:
     """The kernels of a warmed module's optimized HLO (bench.kernels.Kernel), whose names its profile's events carry."""
-    from .kernels import kernels_of
 
     return [k for m in w.exe.hlo_modules() for k in kernels_of(m.to_string())]
 

@@ -6,6 +6,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from ..common.errors import StackwarsError
+
 
 @dataclass(frozen=True)
 class Timing:
@@ -74,7 +76,6 @@ class Asked:
     def of(cls, warmup: int | None = None, runs: int | None = None, profile: int | None = None,
            host: int | None = None, rounds: int | None = None) -> "Asked":
         """bench's options, checked (StackwarsError, one line, on a value that cannot be sampled)."""
-        from ..common.errors import StackwarsError
 
         if warmup is not None and warmup < 0:
             raise StackwarsError(f"--warmup {warmup} must be 0 or more runs", fix="e.g. --warmup 2")

@@ -5,6 +5,7 @@ import statistics
 import time
 from dataclasses import dataclass, field
 
+from ..common.errors import BenchError
 from ..common.runstats import at, median_runs
 
 PROFILE_RUNS = 10  # profiled runs after the unprofiled steady state (bench --profile N to change)
@@ -137,8 +138,6 @@ def merged(rounds: list) -> Profile:
     median of the rounds'. A round whose executable has other kernels than the first's: BenchError."""
     from dataclasses import replace
 
-    from ..common.errors import BenchError
-
     if len(rounds) == 1:
         return rounds[0]
     first, n = rounds[0], len(rounds)
@@ -186,8 +185,6 @@ def profile_turns(runs: list, kernels: list, n: int, steadies: list, labels: lis
     statistic is each side's median run, not a pair's (benchmarks/block_intervals.py)."""
     import jax
 
-    from ..common.errors import BenchError
-
     order = [(r + j) % len(runs) for r in range(n) for j in range(len(runs))]
     data, walls = _traced_calls([runs[i] for i in order], _jax_start, jax.profiler.stop_trace)
     loops = {k.name for ks in kernels for k in ks if k.opcode in LOOP_OPCODES}
@@ -229,8 +226,6 @@ def profile_lazy_runs(step, graphs: list, runs: int, steady_s: float, note: str 
 
 
 def cpu_only(platform: str) -> None:
-    from ..common.errors import BenchError
-
     if platform != "cpu":
         raise BenchError(f"--profile reads XLA:CPU's kernel events here; the {platform} backend's are not read yet",
                          fix="bench --backend cpu --profile, or drop --profile")
@@ -246,8 +241,6 @@ def _read_gpu(data, walls: list, steady_s: float, kernels: list) -> Profile:
     (they launched nothing); one named after no kernel (a library's: cuBLAS, cuDNN, a memset) belongs
     to the current kernel where that is not a fusion (a custom call), else to the last such kernel."""
     import re
-
-    from ..common.errors import BenchError
 
     names = [re.sub(r"[^A-Za-z0-9_]", "_", k.name) for k in kernels]
     first = {}
@@ -389,8 +382,6 @@ def executions_of(starts: list, events: list, inner: list) -> tuple:
 
 
 def _read(data, walls: list, steady_s: float, graphs: list, note: str = "") -> Profile:
-    from ..common.errors import BenchError
-
     loops = {k.name for ks in graphs for k in ks if k.opcode in LOOP_OPCODES}
     starts, events = kernel_events(data, loops)
     if not starts or len(starts) % len(walls) or (len(graphs) == 1 and len(starts) != len(walls)):

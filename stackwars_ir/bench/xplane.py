@@ -8,6 +8,7 @@ import statistics
 from pathlib import Path
 
 from ..common.errors import StackwarsError
+from .xla_profile import LOOP_OPCODES, executions_of, kernel_events, runs_profile, union_seconds
 
 # An execution is the program's when every kernel it ran is one the program compiled to and it ran at
 # least this share of them: kernel names are generic (BERT tiny's 74 and GPT-2 tiny's 69 share 67),
@@ -53,7 +54,6 @@ def profile_of(path: Path, program: str, kernels) -> "Profile":
     unprofiled runs: steady_s is its median too). Executions of other programs are left out and
     counted in the note. StackwarsError (one line): not a profile, a TPU's or GPU's device planes
     (not read yet), no execution of this program."""
-    from .xla_profile import LOOP_OPCODES, executions_of, kernel_events, runs_profile, union_seconds
 
     data, path = read_xspace(path)
     devices = sorted({p.name for p in data.planes if p.name.startswith(("/device:TPU", "/device:GPU"))})

@@ -8,13 +8,20 @@ import time
 
 import numpy as np
 
+from .. import models
 from ..common.errors import CaptureError
+from ..common.progress import Stages
 from ..common.routes import TORCHAX
-from ..workload import Argument
+from ..isolate.task import started
+from ..workload import Argument, jax_inputs
+from ..workload.exported import jax_dtype, torchax_function
 from ..workload.shapes import meta_model
+from ..workload.train import TrainState, loss_of
 from .artifact import Capture
-from ..workload.exported import jax_dtype
-from .lowering import placement
+from .jax_capture import layer_program, twin_arguments
+from .lowering import lower_text, placement
+from .torch_capture import spec_kind, torchax_named
+from .train import capture_jax_train, capture_torchax_train
 
 NOT_CHECKED = "abstract capture: no weight was materialized, so nothing ran; the adapter's tiny size carries the parity evidence"
 
@@ -36,8 +43,6 @@ def capture_abstract(req, frameworks, stages_for, elsewhere=None) -> tuple[list[
     if "torch" in frameworks:
         req.check_weightless()
         if req.train:
-            from .train import capture_torchax_train
-
             captures.append(capture_torchax_train(model, _abstract_state(req, *parts), stages_for("torchax train"),
                                                   placement(req)))
         else:
@@ -61,34 +66,26 @@ def abstract_parts(req, adapter, model) -> tuple:
 def stack_abstract_jax(req, *parts):
     """A stack's worker's task: abstract_jax from abstract_parts' plain values, its time limit started
     once they are here."""
-    from ..isolate.task import started
 
     started()
     return abstract_jax(req, *parts, _quiet)
 
 
 def _quiet(what: str):
-    from ..common.progress import Stages
-
     return Stages(what, show=False)
 
 
 def abstract_jax(req, specs, inputs, buffers, trainable, stages_for) -> Capture:
     """The JAX twin's forward or training step lowered from shapes (this process's jax: a stack's
     worker calls this with its parent's abstract_parts)."""
-    from .. import models
 
     adapter = models.adapter(req.model)
     if req.train:
-        from .train import capture_jax_train
-
         return capture_jax_train(adapter, req.size, _abstract_state(req, specs, inputs, buffers, trainable),
                                  stages_for("jax train"), scan=req.scan_layers, remat=req.remat,
                                  placement=placement(req))
     import jax
     from flax import nnx
-
-    from ..workload import jax_inputs
 
     st = stages_for("jax")
     with st.stage("build jax (abstract)"):
@@ -100,9 +97,6 @@ def abstract_jax(req, specs, inputs, buffers, trainable, stages_for) -> Capture:
         return nnx.merge(graphdef, state)(*args)
 
     args = [jax.ShapeDtypeStruct(v.shape, v.dtype) for v in jax_inputs(inputs).values()]
-    from .lowering import lower_text
-
-    from .jax_capture import layer_program, twin_arguments
 
     arguments = twin_arguments(state, inputs, buffers)
     with st.stage("jax.jit lower"), layer_program(adapter, req.scan_layers, req.remat):
@@ -115,10 +109,6 @@ def _torchax_abstract(model, inputs, st, placement=None) -> Capture:
     import jax
     import torch
     from torchax import export as tx_export
-
-    from .lowering import lower_text
-    from ..workload.exported import torchax_function
-    from .torch_capture import spec_kind, torchax_named
 
     with st.stage("torch.export (meta)", hold_ctrl_c=True):
         try:
@@ -160,8 +150,6 @@ def _with_target(req, model, inputs: dict) -> dict:
     workload.train.train_state). Its values are zeros: nothing runs."""
     import torch
 
-    from ..workload.train import loss_of
-
     if loss_of(req.model) != "mse":
         return inputs
     with torch.no_grad():  # every input as a meta tensor of its shape and dtype (numpy's names are torch's)
@@ -179,8 +167,6 @@ def numpy_dtype(name: str):
 def _abstract_state(req, specs, inputs, buffers, trainable):
     """A TrainState of shapes: parameters and buffers as ShapeDtypeStructs, no moments yet."""
     import jax
-
-    from ..workload.train import TrainState, loss_of
 
     sds = {k: jax.ShapeDtypeStruct(s, jax_dtype(d)) for k, (s, d) in specs.items()}
     return TrainState(loss_of(req.model), {k: v for k, v in sds.items() if k in trainable},

@@ -5,6 +5,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..common.errors import StackwarsError
+from ..common.routes import ROUTES
 from ..workload import Argument
 
 @dataclass(frozen=True)
@@ -23,8 +24,6 @@ class Capture:
 
     @property
     def stem(self) -> str:
-        from ..common.routes import ROUTES
-
         return ROUTES["jax" if self.framework == "jax" else self.exporter].stem() + self.stem_suffix
 
     def __str__(self) -> str:

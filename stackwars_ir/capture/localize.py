@@ -6,6 +6,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from ..workload import as_float64, float64_copy, jax_inputs
 from .parity import FLOOR, normwise
 
 
@@ -27,8 +28,6 @@ def first_divergence(adapter, size: str, model, weights: dict, inputs: dict, lim
     outside every module both sides name alike). Twin modules are known by their PyTorch path: a
     models._nnx.Scoped chain of scopes, or the NNX attribute path."""
     import torch
-
-    from ..workload import as_float64, float64_copy, jax_inputs
 
     m64, _ = float64_copy(model)
     if m64 is None:

@@ -6,6 +6,7 @@ import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .. import models
 from ..common.errors import CaptureError
 from ..common.runtime import enable_x64
 
@@ -23,7 +24,6 @@ def placement(req) -> Placement | None:
     """The placement of a request's lowerings: None without --mesh (one device)."""
     if not req.mesh:
         return None
-    from .. import models
 
     return Placement(req.mesh_spec, models.entry(req.model).tensor_parallel or {})
 

@@ -4,28 +4,25 @@ A forward is lowered from torch.export's program, a training step from the model
 """
 from __future__ import annotations
 
-from ..common.routes import TORCH_TPU, TORCH_XLA, TORCHAX
+from ..common.routes import TORCHAX, TORCH_TPU, TORCH_XLA
+from .lowering import placement
+from .torch_capture import capture_torch_xla, capture_torchax
+from .torchtpu_route import capture_torch_tpu
+from .train import capture_torch_xla_train, capture_torchax_train
 
 
 def _torch_xla_train(model, state, stages, req, entry):
-    from .train import capture_torch_xla_train
-
     return capture_torch_xla_train(model, state, stages, entry.layers, scan=req.scan_layers, remat=req.remat,
                                    mesh=req.mesh_spec, tensor_parallel=entry.tensor_parallel)
 
 
 def _torchax_train(model, state, stages, req, entry):
-    from .lowering import placement
-    from .train import capture_torchax_train
-
     return capture_torchax_train(model, state, stages, placement(req))
 
 
 def forward(route: str):
     """`fn(exported_program, inputs, stages, placement=None) -> Capture`: how `route` lowers a forward that
     torch.export traced (a route's other path, `Route.lazy`, is capture.torch_capture's lazy capture)."""
-    from .torch_capture import capture_torch_xla, capture_torchax
-    from .torchtpu_route import capture_torch_tpu
 
     return {TORCH_XLA.name: capture_torch_xla, TORCHAX.name: capture_torchax, TORCH_TPU.name: capture_torch_tpu}[route]
 

@@ -5,7 +5,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..common.runtime import runtime
 from ..workload import argument_values
+from ..workload.train import ADAMW, GRAD_RTOL, RULE_ATOL
 from .artifact import Capture
 
 # The hard bound: |captured - eager| <= ATOL + RTOL * |eager|, elementwise, in float32 (docs/capture.md).
@@ -97,8 +99,6 @@ class Parity:
         elif self.unmeasured:
             out["float64"] = {"measured": False, "why": self.unmeasured}
         if self.grad_rel is not None:
-            from ..workload.train import GRAD_RTOL, RULE_ATOL
-
             out.update({"reference": "torch eager's second AdamW step (float32, CPU), from its first step's state",
                         "compared": "the loss (max_abs_error, within atol + rtol*|loss|); the gradients, read "
                                     "from the new exp_avg, norm-wise over all parameters (gradient_rel_error, "
@@ -146,7 +146,6 @@ class Parity:
             return (f"parity {self.stem:22} max abs error {self.max_abs:.3g}  "
                     f"{self.verdict.upper() if self.verdict != 'ok' else 'ok'} (tolerance |x - eager| <= "
                     f"{ATOL:g} + {RTOL:g} * |eager|{beyond}){where}{self.noise_words()}")
-        from ..workload.train import GRAD_RTOL, RULE_ATOL
 
         where = f"; {self.where()}" if self.worst else ""
         return (f"parity {self.stem:22} {self.verdict.upper() if self.verdict != 'ok' else 'ok'}: loss {self.max_abs:.2g} (tolerance "
@@ -193,7 +192,6 @@ def check(capture: Capture, weights: dict[str, np.ndarray], inputs: dict[str, np
           reference: np.ndarray, rt=None, exact=None) -> Parity:
     """Run the capture on XLA CPU against eager's `reference` (and `exact`, a workload.Exact: the
     float64 output, or why there is none)."""
-    from ..common.runtime import runtime
 
     rt = rt or runtime("cpu")
     exe = rt.compile(capture.text, capture.stem, quick=True)
@@ -204,7 +202,6 @@ def check(capture: Capture, weights: dict[str, np.ndarray], inputs: dict[str, np
 
 def check_train(capture: Capture, state, rt=None) -> Parity:
     """Run a captured training step from `state` and compare its loss and new parameters with eager's."""
-    from ..common.runtime import runtime
 
     rt = rt or runtime("cpu")
     exe = rt.compile(capture.text, capture.stem, quick=True)
@@ -218,7 +215,6 @@ def check_train(capture: Capture, state, rt=None) -> Parity:
         inf = float("inf")
         return Parity(capture.stem, inf, inf, False, inf, inf, inf)
     loss = compare(capture.stem, got["loss"].reshape(()), np.asarray(state.ref_loss))
-    from ..workload.train import GRAD_RTOL, RULE_ATOL
 
     grad_rel, rule, param = step_errors(got, state, names)
     ok = loss.ok and grad_rel <= GRAD_RTOL and rule <= RULE_ATOL
@@ -230,7 +226,6 @@ def check_train(capture: Capture, state, rt=None) -> Parity:
 def gradient_errors(got: dict, state, names: list[str]) -> dict:
     """The capture's and float32 eager's gradients (read back from the new exp_avg) against the
     float64 model's at the same state, norm-wise over all parameters, a chunk at a time."""
-    from ..workload.train import ADAMW
 
     b1 = ADAMW["b1"]
     cap = eager = ref = 0.0
@@ -250,7 +245,6 @@ def worst_gradients(got: dict, state, names: list[str], top: int = 3) -> tuple[d
     """The parameters whose gradients lie furthest from eager's, by their share of the norm-wise
     error (up to `top`, each over 1% of it): name, own norm-wise error, largest element difference
     and where (a failed check only: whole-array float64, one parameter at a time)."""
-    from ..workload.train import ADAMW
 
     b1, rows = ADAMW["b1"], []
     for n in names:
@@ -277,7 +271,6 @@ def step_errors(got: dict, state, names: list[str]) -> tuple[float, float, float
     Whole-array float64 temporaries (GPT-2 base: 124M parameters, three arrays each) cost the parity
     stage about 10 s per capture in conversions and page faults (measured); chunks cost about 1.5 s.
     """
-    from ..workload.train import ADAMW
 
     a, t = ADAMW, state.step + 1
     b1, eps = a["b1"], a["eps"]

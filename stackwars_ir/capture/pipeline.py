@@ -12,16 +12,30 @@ from typing import NamedTuple
 
 import numpy as np
 
+from .. import models
 from ..common import files
 from ..common.errors import CaptureError, ParityError, PartialCapture, StackwarsError
+from ..common.files import distribution_version
 from ..common.progress import Stages
 from ..common.routes import PACKAGE, ROUTES
-from ..workload import Request, prepare
+from ..common.runtime import host_devices, runtime
+from ..ir import load_single
+from ..ir.scopes import AUTO_PROVENANCE, named_alike, path_coverage
+from ..isolate.task import Isolated, Task, started
+from ..workload import Request, float64_output, keep_prepared, prepare
 from ..workload.request import stem
-from . import artifact, parity
+from ..workload.shapes import check_fits
+from ..workload.train import register_torch_xla, train_state
+from . import artifact, lowerings, parity, train
+from .abstract import capture_abstract, stack_abstract_jax
 from .artifact import Capture
+from .export_errors import route_failure
+from .jax_capture import capture_jax
+from .localize import first_divergence
+from .lowering import placement
 from .sanitize import absolute_paths, relativize
 from .sidecar import recorded_values_of, sidecar_contents
+from .torch_capture import capture_torch_xla_lazy, export_program, spmd
 
 
 @dataclass(frozen=True)
@@ -47,7 +61,6 @@ def run(req: Request, out_dir: Path, *, force: bool = False, show: bool | None =
     lowered (and parity-checked) by that stack's packages (its jax; its torch, torch_xla and torchax
     where it holds them), in a worker of that stack's environment (isolate), from the weights,
     inputs, reference and training state built here."""
-    from .. import models
     from ..models import _contract as contract
 
     req = req.validated()
@@ -60,13 +73,10 @@ def run(req: Request, out_dir: Path, *, force: bool = False, show: bool | None =
     with contract.blame(entry):  # the adapter's own exceptions: one line, its file and line
         if not req.mesh:
             return _run(req, out_dir, force, show, stack)
-        from ..common.runtime import host_devices
 
         if not req.abstract:
             host_devices(req.mesh_spec.devices)  # the parity run: the mesh on this host's CPU devices
         if req.framework != "jax" and "torch_xla" in req.exporters:
-            from .torch_capture import spmd
-
             spmd(req.mesh_spec.devices)
         return _run(req, out_dir, force, show)  # each lowering places its arguments (lowering.placement)
 
@@ -74,8 +84,6 @@ def run(req: Request, out_dir: Path, *, force: bool = False, show: bool | None =
 def in_stack(req: Request, stack, task, args):
     """`task(req, *args)` run by a worker of `stack`'s environment (its jax, torch, torch_xla, torchax):
     what it returns, or its CaptureError raised here."""
-    from ..isolate.task import Isolated, Task
-    from ..workload import keep_prepared
 
     sides = "jax" if req.framework == "jax" else " + ".join(req.stems(req.frameworks()))
     label = f"{req.model}-{req.size} {sides} (stack {stack.name})"
@@ -88,7 +96,6 @@ def in_stack(req: Request, stack, task, args):
 
 def stack_capture(req: Request, weights, inputs, reference, buffers, state=None, exact=None) -> list:
     """A stack's worker's task: capture_here, its time limit started once its inputs are here."""
-    from ..isolate.task import started
 
     started()
     return capture_here(req, weights, inputs, reference, buffers, state, exact)
@@ -97,7 +104,6 @@ def stack_capture(req: Request, weights, inputs, reference, buffers, state=None,
 def _check_here(req: Request) -> None:
     """A route that runs in a version stack of its own (TorchTPU: its torch is not the lock's) is
     refused in one line where this process cannot import its package."""
-    from ..common.files import distribution_version
 
     for e in req.exporters if req.framework != "jax" else ():
         route = ROUTES[e]
@@ -135,9 +141,6 @@ def capture_here(req: Request, weights, inputs, reference, buffers, state=None, 
     """Each capture the request names and its parity, made in this process (a stack's worker calls
     this with the weights, inputs, reference or training state its parent built with its torch): the
     PyTorch side's model is built here, by this process's torch, and given those weights."""
-    from .. import models
-
-    from ..common.runtime import runtime
 
     adapter, label = models.adapter(req.model), f"{req.model}-{req.size}"
     frameworks = req.frameworks()
@@ -146,8 +149,6 @@ def capture_here(req: Request, weights, inputs, reference, buffers, state=None, 
         caps = _capture_all(req, frameworks, adapter, model, weights, inputs, label, False)
     else:
         if "torch" in frameworks and "torch_xla" in req.exporters:
-            from ..workload.train import register_torch_xla
-
             register_torch_xla()
         caps = _capture_train(req, frameworks, adapter, model, state, label, False)
     checked = []
@@ -200,7 +201,6 @@ def _run(req: Request, out_dir: Path, force: bool, show: bool | None, stack=None
     label = f"{req.model}-{req.size}"
     if req.abstract:
         return _run_abstract(req, frameworks, out_dir, label, show, stack)
-    from ..workload.shapes import check_fits
 
     check_fits(req)  # an 8B model's weights, materialized three times, do not fit: say --abstract
     prep = Stages(label, show=show)
@@ -209,15 +209,11 @@ def _run(req: Request, out_dir: Path, force: bool, show: bool | None, stack=None
         adapter, model, weights, inputs, reference = w.adapter, w.model, w.weights, w.inputs, w.reference
     state = exact = None
     if req.train:
-        from ..workload.train import register_torch_xla, train_state
-
         if "torch" in frameworks and "torch_xla" in req.exporters:
             register_torch_xla()  # before the eager steps' backward
         with prep.stage("two torch eager training steps"):
             state = train_state(req, model, inputs, reference)
     else:
-        from ..workload import float64_output
-
         with prep.stage("torch eager in float64"):
             exact = float64_output(model, inputs)
     if stack is not None:
@@ -234,8 +230,6 @@ def _run(req: Request, out_dir: Path, force: bool, show: bool | None, stack=None
         captures = _capture_train(req, frameworks, adapter, model, state, label, show)
     else:
         captures = _capture_all(req, frameworks, adapter, model, weights, inputs, label, show)
-
-    from ..common.runtime import runtime
 
     rt = runtime("cpu")
 
@@ -277,7 +271,6 @@ def _localized(req: Request, adapter, model, weights, inputs, checked, prep: Sta
     """Each suspect or differing JAX twin with the first module whose output leaves the model's
     (localize.py: the twin run eagerly beside PyTorch, module by module). The PyTorch routes run the
     model itself: what differs there is the route's lowering, not a module's code."""
-    from .localize import first_divergence
 
     out = []
     for cap, result in checked:
@@ -293,7 +286,6 @@ def _localized(req: Request, adapter, model, weights, inputs, checked, prep: Sta
 
 def contract_blame(req: Request):
     """The adapter's own exceptions as one line naming its file and line (models/_contract.py)."""
-    from .. import models
     from ..models import _contract as contract
 
     return contract.blame(models.entry(req.model))
@@ -331,8 +323,6 @@ def scope_warnings(written) -> tuple[str, ...]:
     """A JAX twin whose ops name the PyTorch side's modules far less often than the PyTorch side's
     own ops carry paths (under half as often): its diff pairs fewer blocks, or pairs them by
     structure, and shows no module names; the fix is in the twin."""
-    from ..ir import load_single
-    from ..ir.scopes import AUTO_PROVENANCE, named_alike, path_coverage
 
     mlir = [Path(p) for p in written if str(p).endswith(".mlir")]
     jax = [p for p in mlir if p.name.startswith("jax")]
@@ -363,8 +353,6 @@ def _verdicts(results) -> str:
 
 def _skipped(req: Request, frameworks) -> tuple[str, ...]:
     if req.framework == "both" and "jax" not in frameworks:
-        from .. import models
-
         e = models.entry(req.model)
         if e.data is not None:
             return (f"jax: not captured: {req.model} is a model of {Path(e.path).name}, data for the PyTorch routes "
@@ -384,7 +372,6 @@ def _refuse_absolute_paths(captures) -> None:
 
 def _abstract_in(stack, req, label: str, show):
     """capture_abstract's `elsewhere`: the JAX side from shapes, made in a version stack's worker."""
-    from .abstract import stack_abstract_jax
 
     def made(parts):
         with Stages(label, show=show).stage(f"jax capture (abstract) in stack {stack.name}"):
@@ -396,7 +383,6 @@ def _abstract_in(stack, req, label: str, show):
 
 def _run_abstract(req, frameworks, out_dir: Path, label: str, show, stack=None) -> CaptureSet:
     """Captures from shapes alone, written with a sidecar that says parity was not checked."""
-    from .abstract import capture_abstract
 
     captures, inputs = capture_abstract(req, frameworks, lambda what: Stages(f"{label} {what}", show=show),
                                         _abstract_in(stack, req, label, show) if stack is not None else None)
@@ -410,8 +396,6 @@ def _run_abstract(req, frameworks, out_dir: Path, label: str, show, stack=None) 
 
 def _capture_all(req, frameworks, adapter, model, weights, inputs, label, show):
     """Each forward capture, as soon as it is made."""
-    from .jax_capture import capture_jax
-    from .lowering import placement
 
     if "jax" in frameworks:
         cap = capture_jax(adapter, req.size, weights, inputs, Stages(f"{label} jax", show=show),
@@ -420,9 +404,6 @@ def _capture_all(req, frameworks, adapter, model, weights, inputs, label, show):
         yield _named(cap, req)
     if "torch" not in frameworks:
         return
-    from .. import models
-
-    from .torch_capture import capture_torch_xla_lazy, export_program
 
     entry, ep, unexported = models.entry(req.model), None, None
     for exporter in req.exporters:
@@ -455,10 +436,6 @@ def _lowered(exporter: str, ep, inputs, stages: Stages, req: Request, entry) -> 
     """`exporter`'s capture of torch.export's program; its failure at the model's line (export_errors)."""
     from ..models import _contract as contract
 
-    from . import lowerings
-    from .export_errors import route_failure
-    from .lowering import placement
-
     try:
         return lowerings.forward(exporter)(ep, inputs, stages, placement=placement(req))
     except CaptureError as e:
@@ -487,16 +464,12 @@ def _split(items) -> tuple[list, list]:
 def _capture_train(req, frameworks, adapter, model, state, label, show):
     """Each training capture, as soon as it is made: JAX's, torchax's, then torch_xla's, so that
     the exports that run Python on one core (JAX's, torchax's) overlap a parity compile on two."""
-    from . import lowerings, train
-    from .lowering import placement
 
     if "jax" in frameworks:
         cap = train.capture_jax_train(adapter, req.size, state, Stages(f"{label} jax train", show=show),
                                       scan=req.scan_layers, remat=req.remat, placement=placement(req))
         yield _named(cap, req)
     if "torch" in frameworks:
-        from .. import models
-
         entry = models.entry(req.model)
         for exporter in sorted(req.exporters, key=lambda e: bool(ROUTES[e].lazy)):  # the lazy step's Python last
             stages = Stages(f"{label} {exporter} train", show=show)

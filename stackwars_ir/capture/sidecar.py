@@ -6,11 +6,14 @@ from pathlib import Path
 
 import numpy as np
 
+from .. import models
 from ..common import files
 from ..common.routes import TORCH_SIDE
 from ..workload import CAPTURE_REVISION, Request, argument_values
 from ..workload.mesh import spec_text
+from ..workload.train import ADAMW
 from . import parity
+from .abstract import NOT_CHECKED
 from .artifact import Capture
 
 # The sidecar's words for workload/mesh.py's rule.
@@ -34,8 +37,6 @@ def _versions(cap: Capture) -> dict:
 
 
 def _not_checked() -> str:
-    from .abstract import NOT_CHECKED
-
     return NOT_CHECKED
 
 
@@ -46,7 +47,6 @@ def recorded_values_of(cap: Capture, req: Request, weights, inputs, reference, s
     """The arrays a capture of a user's model is called with, and the output they must give, to be
     recorded beside it: its readers (bench, memory --measure) may not have the adapter. A built-in
     model's are rebuilt from its adapter, which every reader has."""
-    from .. import models
 
     if Path(models.entry(req.model).path).parent == models.HERE:
         return None
@@ -74,8 +74,6 @@ def _recorded(values: list | None, mlir_path: Path) -> tuple[dict | None, list]:
 
 def sidecar_contents(cap: Capture, req: Request, inputs, result: parity.Parity | None, out_dir: Path,
               state=None, values: list | None = None, routes: dict | None = None) -> list[tuple[Path, str | bytes]]:
-    from .. import models
-
     mlir_path, json_path = req.paths(out_dir, cap.stem)
     entry = models.entry(req.model)
     recorded, extra_files = _recorded(values, mlir_path)
@@ -110,8 +108,6 @@ def sidecar_contents(cap: Capture, req: Request, inputs, result: parity.Parity |
         sidecar["abstract"] = True
         sidecar["dtype"] = req.dtype
     if state is not None:
-        from ..workload.train import ADAMW
-
         sidecar["step"] = "train"
         sidecar["train"] = {
             "loss": state.loss, "optimizer": {"name": "AdamW", **ADAMW},

@@ -8,14 +8,16 @@ import sys
 
 import numpy as np
 
-from ..common.errors import CaptureError, MissingExtra, StackwarsError
+from ..common.errors import CaptureError, MissingExtra, StackwarsError, held_interrupts
 from ..common.hostmem import release
 from ..common.progress import Stages
 from ..common.routes import PACKAGE, TORCHAX
 from ..workload import Argument
 from ..workload.exported import needs_x64, torchax_function
+from ..workload.train import OpNames
 from ..workload.values import copy_on
 from .artifact import Capture
+from .export_errors import torch_export_failure
 from .lowering import lower_text
 
 
@@ -33,8 +35,6 @@ def export_program(model, inputs: dict[str, np.ndarray], stages: Stages, entry=N
                 ep = torch.export.export(model, tuple(torch.from_numpy(v) for v in inputs.values()))
         except Exception as e:  # torch.export raises many types; export_errors says which line and why
             from ..models import _contract as contract
-
-            from .export_errors import torch_export_failure
 
             raise torch_export_failure(e, contract.adapter_path(entry), contract.adapter_frames(entry, e)) \
                 if entry is not None else torch_export_failure(e, None, []) from e
@@ -76,8 +76,6 @@ def _warm_up_torch_xla(convert, options) -> None:
     if _WARM:
         return
     import torch
-
-    from ..common.errors import held_interrupts
 
     with held_interrupts("torch_xla's first export"):
         ep = torch.export.export(torch.nn.Linear(2, 2).eval(), (torch.zeros(1, 2),))
@@ -208,8 +206,6 @@ def capture_torch_xla_lazy(model, inputs: dict[str, np.ndarray], stages: Stages,
     except Exception as e:
         raise MissingExtra("torch_xla", e) from e
     from ..models._torch import layers_as
-
-    from ..workload.train import OpNames
 
     dev = torch_xla.device()
     m = copy_on(model, dev)

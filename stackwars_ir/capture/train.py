@@ -20,11 +20,13 @@ from ..common.routes import TORCHAX
 from ..common.runtime import enable_x64
 from ..workload import Argument
 from ..workload.exported import torchax_step
-from ..workload.values import copy_on
 from ..workload.train import OpNames, TrainState, jax_step, named_leaves, optimizer, torch_loss
+from ..workload.values import copy_on
 from .artifact import Capture
+from .jax_capture import layer_program
 from .lowering import lower_text
-from .torch_capture import hlo_debug, lazy_graph, require_op_names, tensor_id
+from .sanitize import relativize
+from .torch_capture import hlo_debug, lazy_graph, mark_shardings, require_op_names, tensor_id
 
 STEPS_OBSERVED = 3  # torch_xla's graphs are counted over this many steps
 
@@ -53,8 +55,6 @@ def _lower_step(exporter: str, step, args: dict, stages: Stages, x64: bool, cons
 
 def capture_jax_train(adapter, size: str, state: TrainState, stages: Stages, scan: bool = False,
                       remat: bool = False, placement=None) -> Capture:
-    from .jax_capture import layer_program
-
     with stages.stage("build jax"):
         step, args = jax_step(adapter, size, state)
     with layer_program(adapter, scan, remat):
@@ -114,8 +114,6 @@ def capture_torch_xla_train(model, state: TrainState, stages: Stages, layers: st
     xs = [torch.from_numpy(v).to(dev) for k, v in state.inputs.items() if k != "target"]
     target = torch.from_numpy(state.inputs["target"]).to(dev) if "target" in state.inputs else None
     from ..models._torch import layers_as
-
-    from .torch_capture import mark_shardings
 
     def place(moments: bool) -> None:  # on the mesh: the model and batch, then (after step 1) AdamW's state
         if mesh is None:
@@ -243,8 +241,6 @@ class _HostReads:
     @classmethod
     def _where(cls) -> str:
         import sys
-
-        from .sanitize import relativize
 
         frame = sys._getframe(2)
         while frame is not None and any(s in frame.f_code.co_filename for s in cls.SKIP):

@@ -13,7 +13,7 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .errors import StackwarsError
+from .errors import StackwarsError, check_interrupted
 
 SIDECAR_FORMAT = 1
 VERSIONED_PACKAGES = ("jax", "jaxlib", "flax", "torch", "torch_xla", "torchax", "transformers", "numpy")
@@ -381,8 +381,6 @@ def write_set(files: list[tuple[Path, str | bytes]]) -> None:
             _share(tmp, 0o666)
         old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
         try:
-            from .errors import check_interrupted
-
             check_interrupted()  # a Ctrl-C some callback swallowed earlier: publish nothing
             for tmp, path in staged:
                 os.replace(tmp, path)

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .errors import BenchError, MissingExtra
+from .resources import ELIDED_FIX, elided_words, inline
 
 
 def quiet_third_parties() -> None:
@@ -144,7 +145,6 @@ def compilable(text: str | bytes, label: str = "module") -> str | bytes:
 def with_blobs(text: str, label: str) -> str:
     """`text` with its dense_resource blobs as dense constants (XLA: "Only dense elements attr are
     supported"); a constant whose blob the file lacks: BenchError naming its line."""
-    from .resources import ELIDED_FIX, elided_words, inline
 
     done = inline(text)
     if done.elided:

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .block import LAYERED
 from .blocks import Segmentation
 
 
@@ -86,8 +87,6 @@ def unrolled(blocks, other) -> tuple:
     scanned, and pairs with the other side's layer of that number. A side that scans too keeps
     its loop's blocks, which pair with the other's by loop."""
     from dataclasses import replace
-
-    from .block import LAYERED
 
     layered = {(b.role, b.phase) for b in other if b.layer and b.loop < 0 and b.role in LAYERED}
     repeat = [blk.loop >= 0 and blk.role in LAYERED and (blk.role, blk.phase) in layered for blk in blocks]

@@ -10,8 +10,12 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .. import models
+from ..common.errors import StackwarsError
+from ..common.files import read_sidecar
+from ..common.routes import ROUTES, SHOWN_VERSIONS
+from ..ir import load_single, no_gc, sharding
 from ..ir.model import Module
-from ..common.routes import SHOWN_VERSIONS
 from .align import Alignment, align
 from .block import Block
 from .blocks import Segmentation, segment
@@ -150,7 +154,6 @@ def _side_result(side: Side) -> SideResult:
     m = side.module
     loops = m.loop_trips
     executed = m.executed_histogram() if loops else None
-    from ..ir import sharding
 
     placed = sharding.argument_shardings(m, _argument_names(m.source)) if m.entry.arg_shardings else ()
     return SideResult(side.name, m.source, seg.mode, seg.reason, seg.coverage,
@@ -161,7 +164,6 @@ def _side_result(side: Side) -> SideResult:
 
 def _argument_names(source: str) -> dict:
     """index -> name of each argument, as the capture's sidecar names them ({} without one)."""
-    from ..common.files import read_sidecar
 
     try:
         sc = read_sidecar(Path(source))
@@ -189,7 +191,6 @@ def argument_identities(a: Module, b: Module) -> tuple[dict, dict]:
 
 def _provenance(source: str) -> tuple[dict | None, str]:
     """What the capture's sidecar says of a file: model, exporter, this side's own inputs, versions, host."""
-    from ..common.files import read_sidecar
 
     try:
         sc = read_sidecar(Path(source))
@@ -200,7 +201,6 @@ def _provenance(source: str) -> tuple[dict | None, str]:
     v = sc.data.get("versions", {})
     # This side's own function inputs (a JAX capture takes int32 ids where PyTorch takes int64).
     own = [x for x in sc.arguments if x.get("kind") == "input"] or list(sc.inputs)
-    from ..common.routes import ROUTES
 
     data = sc.data
     way = ROUTES.get("jax" if data.get("framework") == "jax" else sc.exporter)
@@ -214,8 +214,6 @@ def _provenance(source: str) -> tuple[dict | None, str]:
 
 
 def diff_modules(a: Module, b: Module, names: tuple[str, str] = ("A", "B"), mode: str = "auto") -> DiffReport:
-    from ..ir import no_gc
-
     with no_gc():
         return _diff_modules(a, b, names, mode)
 
@@ -234,10 +232,6 @@ def adapter_roles(module: Module) -> tuple:
     """The path-to-role words of the adapter that captured `module`: as its sidecar recorded them, so
     a capture of a user's model diffs the same without the adapter file; for an older sidecar, the
     catalogue's entry of the model it names; none for a file without a sidecar."""
-    from .. import models
-
-    from ..common.files import read_sidecar
-    from ..common.errors import StackwarsError
 
     try:
         side = read_sidecar(Path(module.source))
@@ -267,8 +261,6 @@ def _diff_modules(a: Module, b: Module, names: tuple[str, str], mode: str) -> Di
 
 
 def diff_files(path_a: str | Path, path_b: str | Path, mode: str = "auto") -> DiffReport:
-    from ..ir import load_single
-
     a, b = load_single([path_a, path_b])
     return diff_modules(a, b, side_names(path_a, path_b), mode)
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 
+from ..ir.loops import loop_context
 from ..ir.model import Module
-from ..ir.scopes import AUTO_PROVENANCE, path_coverage
-from ..ir.scopes import phases as find_phases
+from ..ir.scopes import AUTO_PROVENANCE, path_coverage, phases as find_phases
 from .block import Block
 from .provenance import backward_by_saved, by_provenance, split_coarse, split_shared
 from .structure import by_structure, loops_by_structure, scans_layers
@@ -54,7 +54,6 @@ def _loops(module: Module) -> dict:
     """id(op) -> (k, trips) of the counted loop whose body runs it (ir.loops.loop_context)."""
     if not any(loop.counted for loop in module.loops.values()):
         return {}
-    from ..ir.loops import loop_context
 
     return {id(op): ctx for (op, _), ctx in zip(module.inlined, loop_context(module)) if ctx is not None}
 

@@ -14,6 +14,10 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..ir import Parser, no_gc
+from ..ir.stats import module_stats
+from .blocks import segment
+
 # Numbers that break assumptions: zero, negatives, int32/int64 edges, sizes no machine holds.
 INTERESTING = (0, 1, -1, 2, 7, 255, 65535, 2**31 - 1, 2**31, 2**32, 2**62, 2**63 - 1, 10**12, 1073741000)
 ELEMENT_TYPES = ("f32", "f16", "bf16", "f64", "i1", "i8", "i32", "i64", "ui32", "f8E4M3FN", "complex<f32>",
@@ -171,9 +175,6 @@ def _check_message(error: str, label: str) -> str | None:
 
 def run(sources: list[Path], count: int, seed: int = 0, keep: Path | None = None, progress=None) -> FuzzReport:
     """Feed `count` mutated inputs through parse, stats and segmentation, one at a time."""
-    from ..ir import Parser, no_gc
-    from ..ir.stats import module_stats
-    from .blocks import segment
 
     report = FuzzReport()
     t_start = time.perf_counter()

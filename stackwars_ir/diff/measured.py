@@ -1,8 +1,10 @@
 """Measured kernels, times and host time joined to a diff's blocks: each block's share, its interval."""
 from __future__ import annotations
 
-from .result import DiffResult
+from ..common.runstats import part_gaps, spread, summed_runs
+from ..ir.scopes import CALL_WORDS, LOOP_WORDS
 from .analysis import DiffReport, source
+from .result import DiffResult
 
 
 def kernel_blocks(report: DiffReport, side: str):
@@ -58,7 +60,6 @@ def trip_share(b) -> float:
 
 def unlooped(path: str) -> str:
     """A module path without the scopes JAX gives a loop (`while.body.closed_call.layers.mlp` -> `layers.mlp`)."""
-    from ..ir.scopes import CALL_WORDS, LOOP_WORDS
 
     return ".".join(w for w in path.split(".") if w not in LOOP_WORDS and w not in CALL_WORDS)
 
@@ -190,8 +191,6 @@ def with_host(report: DiffReport, result: DiffResult, host_a, host_b) -> DiffRes
     time, the host time traced to no block, and what the runtime's own phases say (metrics "host")."""
     from dataclasses import replace
 
-    from ..common.runstats import spread, summed_runs
-
     per, totals, runs = {}, {}, {}
     for side, given in (("a", host_a), ("b", host_b)):
         if given is None:
@@ -233,7 +232,6 @@ def _gaps(report: DiffReport, series: dict, roles: list) -> dict:
     times (an estimate, or a file written before they were kept). `roles`: each aligned block's role.
     A role's many small blocks that differ the same way (GPT-2 base's 25 LayerNorms, each a few
     hundredths of a millisecond) are told apart from the noise together where one block alone is not."""
-    from ..common.runstats import part_gaps
 
     (runs_a, by_a, rounds_a), (runs_b, by_b, rounds_b) = series["a"], series["b"]
     if not runs_a or not runs_b:

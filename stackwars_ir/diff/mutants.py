@@ -4,6 +4,8 @@ from __future__ import annotations
 import random
 import re
 
+from ..ir import parse
+
 COMMUTATIVE = frozenset({"stablehlo.add", "stablehlo.multiply", "stablehlo.maximum", "stablehlo.minimum",
                          "stablehlo.and", "stablehlo.or", "stablehlo.xor"})
 
@@ -397,8 +399,6 @@ def _commutative(module, ops, rng):
 def _mhlo(module, ops, rng):
     from jaxlib.mlir import passmanager
     from jaxlib.mlir.dialects import mhlo
-
-    from ..ir import parse
 
     if not parse._MHLO_PASSES:
         mhlo.register_mhlo_passes()

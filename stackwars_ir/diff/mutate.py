@@ -14,6 +14,9 @@ import io
 import random
 from dataclasses import dataclass, field
 
+from ..ir.model import Module
+from ..ir.parse import CONTEXTS, parse_wire
+from .analysis import diff_modules
 from .mutants import MEANING_CHANGES, SPELLING_CHANGES, renamed_ssa
 
 # Mutants that change what the program computes: the diff must say so (exit 1), in the block of the op.
@@ -61,8 +64,6 @@ def mutants(text: str, source: str, rng: random.Random, kinds=MEANING + SPELLING
 
 def _make(text: str, source: str, kind: str, rng: random.Random) -> Mutant | None:
     from jaxlib.mlir import ir
-
-    from ..ir.parse import CONTEXTS
 
     if "!quant." in text:
         # jaxlib's bindings read !quant types only once a portable artifact has loaded the dialect into
@@ -139,9 +140,6 @@ def judge(original: bytes, mutant: Mutant) -> Verdict:
     """Diff the original against the mutant as `stackwars-ir diff` does and say whether the answer is
     right: a meaning-changing mutant differs, and the block of the op changed says so (or that
     op's block is one side's alone); a spelling variant is identical."""
-    from ..ir.model import Module
-    from ..ir.parse import parse_wire
-    from .analysis import diff_modules
 
     a = Module.from_wire(*parse_wire(original, mutant.source)[:1])
     b = Module.from_wire(*parse_wire(mutant.data, mutant.source + "~")[:1])

@@ -10,10 +10,12 @@ import re
 from collections import Counter, defaultdict
 
 from ..ir.model import Module
+from ..ir.origins import Origins, moves_data
 from ..ir.scopes import CALL_WORDS, LOOP_WORDS, REMAT_WORDS
 from .block import PHASES, Block, common_prefix, merge_same_key, top_of
-from .structure import (anchor_kind, by_structure, dataflow_graph, dataflow_neighbours, divided_by, nearest_anchor,
-                        with_nested)
+from .structure import (
+    anchor_kind, by_structure, dataflow_graph, dataflow_neighbours, divided_by, nearest_anchor, with_nested,
+)
 
 _NUMBER = re.compile(r"^(?:[A-Za-z_]*?_)?(\d+)$")  # "3", "h_3", "layers_12"
 
@@ -399,7 +401,6 @@ def backward_by_saved(module: Module, blocks: list) -> list:
     forward loop's body computed (through the loops' stacking, tuples and calls: ir.origins) anchors
     the gradient of that block, and every other op goes to its nearest anchor, as in structure mode.
     What anchors nothing (the loop's slicing of what it saved) stays the layer's residual."""
-    from ..ir.origins import Origins, moves_data
 
     forward = [b for b in blocks if b.phase == "forward" and b.loop >= 0 and b.role in ("norm", "attention", "mlp")]
     roles_of = defaultdict(set)

@@ -8,6 +8,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
+from ..common.errors import StackwarsError
+from ..ir.sharding import split_text
 from .findings import Finding
 from .ops import OpDiff
 
@@ -300,7 +302,6 @@ class DiffResult:
     @classmethod
     def from_json(cls, data: dict, source: str = "diff JSON") -> "DiffResult":
         """A saved result; anything that is not one gets one line naming what is wrong."""
-        from ..common.errors import StackwarsError
 
         fix = "write one with: stackwars-ir diff A.mlir B.mlir --json FILE"
         if not isinstance(data, dict) or "blocks" not in data or "alignment" not in data:
@@ -356,8 +357,6 @@ def sharding_changes(a: SideResult, b: SideResult) -> tuple:
     both sides name their arguments alike (captures' sidecars), else by position."""
     if not a.shardings and not b.shardings:
         return ()
-
-    from ..ir.sharding import split_text
 
     def split(x: dict) -> str:
         return split_text(x["parts"], x["axes"])

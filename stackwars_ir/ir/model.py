@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import NamedTuple
 
+from .loops import executions, loops_of
+
 # Bits per element of the types MLIR spells plainly; the others are read from their spelling
 # (element_bits): quantized types by their storage type, complex by twice their part's.
 _BITS = {"f64": 64, "f32": 32, "tf32": 32, "bf16": 16, "f16": 16, "index": 64, "i1": 8}
@@ -371,7 +373,6 @@ class Module:
     @cached_property
     def loops(self) -> dict:
         """while op id -> ir.loops.Loop: its regions and, for a counted loop, its trip count."""
-        from .loops import loops_of
 
         return loops_of(self)
 
@@ -386,7 +387,6 @@ class Module:
     def executions(self) -> tuple:
         """How often each item of `inlined` runs per call (ir.loops.executions); None inside a
         loop whose trip count the IR does not fix."""
-        from .loops import executions
 
         return executions(self)
 

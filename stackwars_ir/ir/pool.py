@@ -19,7 +19,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..common.errors import ParseError, StackwarsError
+from ..common.wire import end_worker
 from .model import Func, Module, Op, Tensor, Value
+from .parse import compile_form
+from .worker import receive, send
 
 __all__ = ["Func", "Module", "Op", "Tensor", "Value", "Limits", "Parser", "ParseResult", "compile_input", "load",
            "load_one", "load_single", "parse_bytes", "picked"]
@@ -148,7 +151,6 @@ class Parser:
     def request(self, path: str | Path, part: tuple = (0, 1)) -> tuple:
         """The worker's reply for one file, or part j of k of it: ("ok", [wire, ...]) or
         ("error", one line)."""
-        from .worker import receive, send
 
         label = str(path)
         if not Path(path).exists():
@@ -230,8 +232,6 @@ class Parser:
 
     def close(self) -> None:
         if self.proc is not None:
-            from ..common.wire import end_worker
-
             end_worker(self.proc, 5)
             self.proc = None
         if self.stderr is not None:
@@ -412,7 +412,6 @@ def _module_k(result: ParseResult, label: str, k: int) -> ParseResult:
 def compile_input(path) -> tuple[bytes, str | bytes]:
     """(the file's bytes, its module in the form XLA's compile takes: parse.compile_form) of FILE or
     FILE#K. OSError for a file that cannot be read; ParseError as compile_form."""
-    from .parse import compile_form
 
     file, k = picked(path)
     data = Path(file).read_bytes()

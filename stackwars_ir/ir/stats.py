@@ -4,7 +4,9 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 
+from ..common.files import argument_names
 from .model import Module
+from .pool import load
 
 STATS_FORMAT = 1
 
@@ -82,8 +84,6 @@ class StatsReport:
 def stats_files(paths) -> StatsReport:
     """Parse every file (in workers, under the parse limits) and take each module's stats, naming
     arguments from a capture's sidecar."""
-    from ..common.files import argument_names
-    from .pool import load
 
     results = load(paths)
     return StatsReport(len(results), tuple(module_stats(m, arg_names=argument_names(r.path))

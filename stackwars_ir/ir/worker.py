@@ -14,7 +14,9 @@ import os
 import signal
 import sys
 
+from ..common.errors import StackwarsError
 from ..common.wire import die_with_parent, receive_bytes, send_bytes
+from .parse import parse_wire
 
 
 def send(stream, obj) -> None:
@@ -26,9 +28,6 @@ def receive(stream):
 
 
 def handle(request):
-    from ..common.errors import StackwarsError
-    from .parse import parse_wire
-
     path, j, k, seam = request
     if seam == "crash":  # the parent's test seams: die as MLIR's native parser does on some files
         os.kill(os.getpid(), signal.SIGSEGV)

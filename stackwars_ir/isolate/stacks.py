@@ -16,8 +16,10 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .. import models
 from ..common.errors import StackwarsError
-from ..common.routes import PACKAGE, TORCH_SIDE, TORCHAX
+from ..common.files import versions
+from ..common.routes import PACKAGE, TORCHAX, TORCH_SIDE
 
 LOCK = "lock"  # the project's own stack: requirements.lock, this process
 HOME_ENV = "STACKWARS_IR_STACKS"
@@ -78,8 +80,6 @@ def home() -> Path:
 
 
 def lock() -> Stack:
-    from ..common.files import versions
-
     return Stack(LOCK, None, (), versions())
 
 
@@ -289,7 +289,6 @@ def remove(name: str) -> Path:
 def code_dir(stack: Stack) -> Path:
     """The stack's copy of stackwars_ir (its `models` adapters included), the same as this process's."""
     import stackwars_ir
-    from .. import models
 
     src, adapters = Path(stackwars_ir.__file__).parent, Path(models.__file__).parent
     digest = _tree_digest([src, adapters])

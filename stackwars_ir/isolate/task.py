@@ -28,7 +28,12 @@ import time
 from dataclasses import dataclass
 from typing import Callable
 
+from ..common.errors import StackwarsError
+from ..common.files import host_memory
+from ..common.runtime import quiet_libtpu
 from ..common.wire import die_with_parent, end_worker, receive_bytes, send_bytes
+from ..ir import parse_bytes
+from .stacks import worker_command
 
 SETUP_S = 300.0  # imports, building the model's weights and reference (a base model: seconds)
 GRACE_S = 10.0  # beyond --timeout: the run in flight when the budget ends, and the reply
@@ -87,8 +92,6 @@ class Task:
 
 
 def _one_line(task: Task, e: BaseException) -> str:
-    from ..common.errors import StackwarsError
-
     return e.one_line() if isinstance(e, StackwarsError) else \
         f"{task.label}: {type(e).__name__}: {' '.join(str(e).split())[:200]}"
 
@@ -111,7 +114,6 @@ def main() -> None:
     # Ctrl-C reaches the whole process group: the caller handles it and ends this worker.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     die_with_parent()
-    from ..common.runtime import quiet_libtpu
 
     quiet_libtpu()  # a worker started by a script, not the CLI, would print libtpu's start-up errors
     stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
@@ -145,14 +147,11 @@ def _rss(pid: int) -> int:
 def check_timeout(timeout: float | None) -> None:
     """--timeout: a positive number of seconds, or none."""
     if timeout is not None and not timeout > 0:
-        from ..common.errors import StackwarsError
-
         raise StackwarsError(f"--timeout {timeout:g} must be a positive number of seconds", fix="e.g. --timeout 60")
 
 
 def max_memory(text: str | None, timeout: float | None = None) -> int | None:
     """--max-memory in bytes (default: 3/4 of this machine's), after checking --timeout."""
-    from ..ir import parse_bytes
 
     check_timeout(timeout)
     return parse_bytes(text, "--max-memory") if text else default_max_memory()
@@ -160,7 +159,6 @@ def max_memory(text: str | None, timeout: float | None = None) -> int | None:
 
 def default_max_memory() -> int | None:
     """Three quarters of this machine's memory: a runaway compile fails alone, the machine stays up."""
-    from ..common.files import host_memory
 
     total = host_memory()
     return total * 3 // 4 if total else None
@@ -193,7 +191,6 @@ class Isolated:
         cmd = [sys.executable, "-c", f"import sys; sys.path[:] = {[p for p in sys.path if p]!r}; {BOOT}"]
         env = dict(os.environ)
         if self.stack is not None:  # its own interpreter and packages, this project's code copied in
-            from .stacks import worker_command
 
             cmd, env = worker_command(self.stack, BOOT)
         if self.host_devices > 1 and "xla_force_host_platform_device_count" not in env.get("XLA_FLAGS", ""):
@@ -211,8 +208,6 @@ class Isolated:
 
     def _reply(self, task: Task, timeout: float | None):
         if self.stack is not None and task.stage and self.stager is not None:
-            from ..common.errors import StackwarsError
-
             try:
                 task = self._staged(task)
             except StackwarsError as e:

@@ -8,10 +8,16 @@ import json
 from dataclasses import replace
 from pathlib import Path
 
+from ..bench.memory import MemoryReport
+from ..bench.run import BenchReport
+from ..common.files import write_atomic
+from .html_report import diff_html
+from .markdown import diff_markdown
+from .sentences import finding, summary
+
 
 def diff_json(result) -> dict:
     """A DiffResult as the diff JSON file holds it: its data, each summary and finding with its words."""
-    from .sentences import finding, summary
 
     data, names = result.as_json(), result.names
     for s, out in zip(result.summary, data["summary"]):
@@ -30,9 +36,6 @@ def write_outputs(result, *, json_path: Path | None = None, md_path: Path | None
     bench.memory.MemoryReport that measured its files ride in its metrics (as their JSON), and the
     HTML charts them, or those a saved result carries; an ablate.Ablation of its files adds the HTML's
     "what each difference costs" table."""
-    from ..bench.memory import MemoryReport
-    from ..bench.run import BenchReport
-    from ..common.files import write_atomic
 
     metrics = dict(result.metrics, **({"bench": bench.as_json()} if bench else {}),
                    **({"memory": memory.as_json()} if memory else {}))
@@ -44,13 +47,9 @@ def write_outputs(result, *, json_path: Path | None = None, md_path: Path | None
         write_atomic(Path(json_path), json.dumps(diff_json(result), indent=2, sort_keys=False) + "\n")
         written.append(Path(json_path))
     if md_path:
-        from .markdown import diff_markdown
-
         write_atomic(Path(md_path), diff_markdown(result))
         written.append(Path(md_path))
     if html_path:
-        from .html_report import diff_html
-
         write_atomic(Path(html_path), diff_html(result, bench, command, memory, ablation))
         written.append(Path(html_path))
     return written

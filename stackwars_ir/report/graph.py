@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import json
 
+from ..diff.ops import op_totals
 from .escape import esc
+from .sentences import line_ranges, op_group, op_totals_text
 
 GRAPH_LIMIT = 600  # block pairs; past this the view would be a wall: the page says so and keeps the table
 _ROW, _BOX_W, _BOX_H = 24, 250, 18
@@ -43,8 +45,6 @@ def graph_view(result) -> str:
                 f"{GRAPH_LIMIT}); the block table below lists them all.</p>")
     if not n and not (result.only_a or result.only_b):
         return ""
-    from ..diff.ops import op_totals
-    from .sentences import op_totals_text
 
     totals = op_totals(result.blocks)
     line = f"<p>{esc(op_totals_text(totals))}.</p>" if totals else ""
@@ -102,7 +102,6 @@ def _box(x: int, y: int, color: str, text: str) -> str:
 def _data(result) -> str:
     """Per block: label, names, counts, op-level groups in words with their lines, IR excerpts. JSON
     in a script element: the page reads it with JSON.parse and writes it with textContent only."""
-    from .sentences import line_ranges, op_group
 
     a, b = result.names
     out = []

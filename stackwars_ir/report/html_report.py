@@ -8,10 +8,20 @@ from __future__ import annotations
 from collections import Counter
 from pathlib import Path
 
+from ..bench import roofline
 from ..common.routes import SHOWN_VERSIONS
+from ..common.textfmt import human_bytes
+from ..diff.result import first_of_each_role, time_gap
 from . import graph
+from .ablation import ablation_section
 from .charts import grouped_bars, heat, stacked_bars, waterfall
 from .escape import esc, highlight
+from .markdown import excerpt_lines
+from .sentences import (
+    cause_lines, executed_lines, finding, fused_elsewhere, host_lines, interface_lines, kernels_source,
+    sharding_lines, summaries, time_side, time_source, time_terms,
+)
+from .text import TIME_ROWS
 
 TOP_OPS = 30
 HEAT_OPS = 12
@@ -60,8 +70,6 @@ def diff_html(result, bench=None, command: str | None = None, memory=None, ablat
     if memory:
         parts.append(_memory(memory))
     if ablation:
-        from .ablation import ablation_section
-
         parts.append(ablation_section(ablation))
     command = command or f"stackwars-ir report {a.source} {b.source} --html report.html"
     parts.append(f"<p class=\"muted\">Written by stackwars-ir. Regenerate: <code>{esc(command)}</code></p>")
@@ -70,8 +78,6 @@ def diff_html(result, bench=None, command: str | None = None, memory=None, ablat
 
 
 def _inputs(result) -> str:
-    from .sentences import cause_lines
-
     rows = []
     for side in (result.a, result.b):
         p = side.provenance
@@ -95,8 +101,6 @@ def _inputs(result) -> str:
 
 
 def _findings(result) -> str:
-    from .sentences import summaries
-
     if not result.summary:
         return ""
     rows = "".join(f"<tr><th>{esc(t)}</th><td>{esc(s)}</td></tr>" for t, s in summaries(result))
@@ -111,7 +115,6 @@ def _histogram(result) -> str:
     linear = grouped_bars(cats, series, title="op histogram (linear)")
     log = grouped_bars(cats, series, log=True, title="op histogram (log scale)")
     more = len(set(ha) | set(hb)) - len(ops)
-    from .sentences import executed_lines, interface_lines, sharding_lines
 
     loops = "".join(f"<p>{esc(line)}</p>" for line in executed_lines(result.a, result.b) + interface_lines(result)
                     + sharding_lines(result))
@@ -144,7 +147,6 @@ def _heatmap(result) -> str:
 
 def _excerpted(result) -> list:
     """The blocks whose IR the page shows side by side: the first of each role (not `other`)."""
-    from ..diff.result import first_of_each_role
 
     return [result.blocks[i] for i in first_of_each_role(d.role for d in result.blocks)]
 
@@ -154,8 +156,6 @@ def _anchor(label: str) -> str:
 
 
 def _blocks(result) -> str:
-    from .sentences import finding
-
     linked = {d.label for d in _excerpted(result)}
     rows = []
     for d in result.blocks:
@@ -177,8 +177,6 @@ def _blocks(result) -> str:
     kernels = result.metrics.get("kernels")
     note = ""
     if kernels:
-        from .sentences import kernels_source
-
         note = ("<p>Kernels: " + esc(kernels_source(kernels)) + ", traced to blocks by module path; " + "; ".join(f"{esc(n)} {k['kernels']} ({k['fusions']} fusions, {k['unattributed']} "
                                                "not traced)" for n, k in ((result.a.name, kernels["a"]),
                                                                          (result.b.name, kernels["b"]))) + ".</p>")
@@ -189,8 +187,6 @@ def _blocks(result) -> str:
 
 
 def _excerpts(result) -> str:
-    from .markdown import excerpt_lines
-
     out = []
     for d in _excerpted(result):
         left = "\n".join(highlight(x) for x in excerpt_lines(d.excerpt_a, len(d.ops_a), 30))
@@ -204,9 +200,6 @@ def _excerpts(result) -> str:
 
 def _time_by_block(result) -> str:
     """diff --bench / report --bench of a profiled bench: the gap by role and by block, bars side by side."""
-    from ..diff.result import time_gap
-    from .sentences import fused_elsewhere, time_side, time_source, time_terms
-    from .text import TIME_ROWS
 
     split = time_gap(result)
     if split is None:
@@ -258,8 +251,6 @@ def _time_by_block(result) -> str:
 def _host_by_block(result, top, names) -> str:
     """diff --bench of a bench --host: per block, the host's time (the native runtime's modules) stacked
     on the device's kernel time, each side its own bar, and each side's phases."""
-    from .charts import stacked_bars
-    from .sentences import host_lines
 
     host = result.metrics.get("host") or {}
     if not host:
@@ -319,8 +310,6 @@ def _sweep(rows) -> str:
 
 
 def _roofline(e, peaks: dict) -> str:
-    from ..bench import roofline
-
     if not (e.flops and peaks):
         return "-"
     r = roofline(e.flops, e.bytes_accessed, e.timing.steady, peaks)
@@ -328,8 +317,6 @@ def _roofline(e, peaks: dict) -> str:
 
 
 def _plan(e) -> str:
-    from ..common.textfmt import human_bytes
-
     m = e.memory
     if not m:
         return "-"
@@ -337,8 +324,6 @@ def _plan(e) -> str:
 
 
 def _resident(e) -> str:
-    from ..common.textfmt import human_bytes
-
     return "-" if e.resident_bytes is None else human_bytes(e.resident_bytes)
 
 
@@ -352,7 +337,6 @@ def _gf(x) -> str:
 
 def _memory(memory) -> str:
     """A bench.memory.MemoryReport: its table and a stacked bar per executable against the budgets."""
-    from ..common.textfmt import human_bytes
 
     plans, budgets = [p for p in memory.plans if p.ok], memory.budgets
     labels = [Path(p.label).name + (f" (batch {p.batch})" if p.batch is not None else "") for p in plans]

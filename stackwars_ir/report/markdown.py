@@ -1,6 +1,17 @@
 """Markdown renderings of the diff and memory reports."""
 from __future__ import annotations
 
+from ..bench.memory import MAX_BATCH_NOTE, MEASURED_NOTE, NOTES, SLICE_NOTE, max_batch_rows, slice_rows, table_rows
+from ..diff.ops import fold_patterns, op_totals
+from ..diff.result import first_of_each_role, time_gap
+from .sentences import (
+    HOST_UNSTEADY, cause_lines, executed_lines, finding, fused_elsewhere, host_lines, host_unsteady, interface_lines,
+    op_pattern, op_totals_text, sharding_lines, summaries, time_side, time_source, time_terms,
+)
+from .sweep import summary_line, sweep_tables
+from .text import OP_PATTERN_LINES, TIME_ROWS
+from .versions import block_sentence, regress_lines
+
 
 def _cell(text) -> str:
     return str(text).replace("|", "\\|").replace("\n", " ")
@@ -9,8 +20,6 @@ def _cell(text) -> str:
 def diff_markdown(result) -> str:
     """The diff (a diff.result.DiffResult) as Markdown."""
     from collections import Counter
-
-    from .sentences import finding, summaries
 
     a, b = result.a, result.b
     ha, hb = Counter(a.histogram), Counter(b.histogram)
@@ -23,7 +32,6 @@ def diff_markdown(result) -> str:
         f"{len(result.only_b)} in B",
         "",
     ]
-    from .sentences import cause_lines
 
     lines += [f"> note: {_cell(line)}" for line in cause_lines(result)]
     if lines[-1] != "":
@@ -41,9 +49,6 @@ def diff_markdown(result) -> str:
         if blocks:
             lines += ["", f"Only in {side}: " + ", ".join(f"`{u.label}`" for u in blocks)]
     lines += _time_markdown(result)
-    from ..diff.ops import fold_patterns, op_totals
-    from .sentences import op_pattern, op_totals_text
-    from .text import OP_PATTERN_LINES
 
     totals = op_totals(result.blocks)
     if totals:
@@ -55,16 +60,13 @@ def diff_markdown(result) -> str:
     lines += ["", "## Op histogram", "", "| op | A | B |", "| --- | ---: | ---: |"]
     for op in sorted(set(ha) | set(hb), key=lambda k: (-(ha[k] + hb[k]), k)):  # ties by name: deterministic
         lines.append(f"| `{op}` | {ha[op]} | {hb[op]} |")
-    from .sentences import executed_lines
 
     lines += [""] + [f"- {_cell(line)}" for line in executed_lines(a, b)] if a.loops or b.loops else []
-    from .sentences import interface_lines, sharding_lines
 
     changed = interface_lines(result)
     lines += ["", "## Entry function", ""] + [f"- {_cell(line)}" for line in changed] if changed else []
     placed = sharding_lines(result)
     lines += ["", "## Shardings", ""] + [f"- {_cell(line)}" for line in placed] if placed else []
-    from ..diff.result import first_of_each_role
 
     # One excerpt per role: the first layer shows the pattern.
     for d in (result.blocks[i] for i in first_of_each_role(b.role for b in result.blocks)):
@@ -76,9 +78,6 @@ def diff_markdown(result) -> str:
 
 def _time_markdown(result) -> list[str]:
     """diff --bench: the kernel-time gap by role and the blocks with the largest share of it."""
-    from ..diff.result import time_gap
-    from .sentences import fused_elsewhere, time_side, time_source, time_terms
-    from .text import TIME_ROWS
 
     split = time_gap(result)
     if split is None:
@@ -110,8 +109,6 @@ def _time_markdown(result) -> list[str]:
               "| block | A ms | B ms | B - A ms | 95% interval ms | share |" + (" host A ms | host B ms |" if host else ""),
               "| --- | ---: | ---: | ---: | ---: | ---: |" + (" ---: | ---: |" if host else "")]
 
-    from .sentences import HOST_UNSTEADY, host_unsteady
-
     def hosted(t: dict) -> str:
         return "".join(f" {t[f'host_{s}'] * 1e3:.3f}{'*' if host_unsteady(t, s) else ''} |" if f"host_{s}" in t
                        else " - |" for s in "ab") if host else ""
@@ -119,8 +116,6 @@ def _time_markdown(result) -> list[str]:
     lines += [f"| {d.label} | {t['a'] * 1e3:.3f} | {t['b'] * 1e3:.3f} | {ms(t['b'] - t['a'])} | {interval(t)} | "
               f"{share(split.block_share(d))} |{hosted(t)}" for d in split.blocks[:TIME_ROWS] for t in [d.metrics["time"]]]
     if host:
-        from .sentences import host_lines
-
         lines += ["", *(f"- {_cell(line)}" for line in host_lines(host))]
         if any(host_unsteady(d.metrics["time"], side) for d in split.blocks[:TIME_ROWS] for side in "ab"):
             lines.append(f"- {_cell(HOST_UNSTEADY)}")
@@ -139,7 +134,6 @@ def excerpt_lines(lines, ops: int, limit: int) -> list[str]:
 
 def memory_markdown(report) -> str:
     """The memory plans as a Markdown table (the same rows as the text table)."""
-    from ..bench.memory import MEASURED_NOTE, NOTES, table_rows
 
     headers, rows = table_rows(report)
     lines = [f"# Memory plan: {_cell(report.target)}", "", f"Plan of {_cell(report.whose_plan)}.", "",
@@ -150,16 +144,12 @@ def memory_markdown(report) -> str:
     if any(p.measured for p in report.plans):
         lines.append(MEASURED_NOTE)
     if report.max_batch:
-        from ..bench.memory import MAX_BATCH_NOTE, max_batch_rows
-
         headers, rows = max_batch_rows(report)
         lines += ["", "## Largest batch that fits", "", "| " + " | ".join(_cell(h) for h in headers) + " |",
                   "| " + " | ".join("---" if i < 2 else "---:" for i in range(len(headers))) + " |"]
         lines += ["| " + " | ".join(_cell(str(c)) for c in r) + " |" for r in rows]
         lines += ["", MAX_BATCH_NOTE]
     if report.slices:
-        from ..bench.memory import SLICE_NOTE, slice_rows
-
         headers, rows = slice_rows(report)
         lines += ["", "## Smallest slice that fits", "", "| " + " | ".join(_cell(h) for h in headers) + " |",
                   "| " + " | ".join("---" for _ in headers) + " |"]
@@ -170,7 +160,6 @@ def memory_markdown(report) -> str:
 
 def sweep_markdown(report) -> str:
     """A sweep's page: what ran where, then a table per command and the failed jobs with their errors."""
-    from .sweep import summary_line, sweep_tables
 
     stack = report.records[0].stack if report.records else {}
     host = next((r.host for r in report.records if r.host), {})
@@ -193,7 +182,6 @@ def sweep_markdown(report) -> str:
 def regress_markdown(r) -> str:
     """A regress result (versions.regress.Regression) as a page: the two sides, a table of the blocks that
     changed, time, memory and the thresholds passed."""
-    from .versions import block_sentence, regress_lines
 
     def side(s: dict) -> str:
         v = s["versions"]

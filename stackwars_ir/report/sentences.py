@@ -1,6 +1,10 @@
 """Sentences: the diff's finding and summary records worded for people (every rendering uses these)."""
 from __future__ import annotations
 
+from ..common.textfmt import human_bytes
+from ..diff.ops import op_totals
+from ..diff.result import counter_delta
+
 
 def shape_text(t: str) -> str:
     """ "2x16x64xf32" -> "[2,16,64]" (the study's notation)."""
@@ -237,8 +241,6 @@ def executed_lines(a, b) -> list:
     static one; [] without loops."""
     from collections import Counter
 
-    from ..diff.result import counter_delta
-
     if not (a.loops or b.loops):
         return []
     out = [f"loops: A {loops_of(a)}; B {loops_of(b)}"]
@@ -268,7 +270,6 @@ def verdict_line(result) -> str:
         return f"verdict: the same program (exit 0); only its spelling differs: {how}"
     if not result.differs:
         return "verdict: nothing differs (exit 0)"
-    from ..diff.ops import op_totals
 
     totals = op_totals(result.blocks)
     parts = [f"{totals[k]} op{'s' if totals[k] != 1 else ''} {w}" for k, w in (
@@ -308,7 +309,6 @@ def sharding_lines(result) -> list:
 def collective_lines(result) -> list:
     """With --kernels on a sharded side: the collectives XLA's SPMD partitioner inserted, each side's
     total and per block (kind x count, bytes per device); [] without them."""
-    from ..common.textfmt import human_bytes
 
     totals = result.metrics.get("kernels") or {}
     if not any((totals.get(side) or {}).get("collectives") for side in ("a", "b")):

@@ -8,16 +8,22 @@ import hashlib
 import shlex
 from pathlib import Path
 
+from ..ablate import Ablation
+from ..bench.attach import block_times, profiled
+from ..bench.kernels import block_kernels
+from ..bench.memory import MemoryReport
+from ..bench.run import BenchReport
 from ..common.errors import StackwarsError
-
 from ..common.files import read_json_of, read_result
+from ..diff import diff_files
+from ..diff.result import DiffResult
+
 
 _VERB = {"bench": "timed", "memory": "planned"}
 
 
 def saved_diff(path: Path, files=(), mode: str = "auto", kernels: bool = False):
     """The DiffResult saved at `path` (report --from), refusing what only applies to diffing files."""
-    from ..diff.result import DiffResult
 
     if kernels:
         raise StackwarsError("--kernels compiles the files, and --from renders a saved result without them",
@@ -53,8 +59,6 @@ def pair(files) -> tuple[set, tuple[str, str]]:
 def attached(path: Path, command: str, mine: set, shown: tuple):
     """The bench.run.BenchReport or bench.memory.MemoryReport of a `COMMAND --json` file to chart in the
     report; it must have measured one of the report's files (`mine`: their sha256; `shown`: their names)."""
-    from ..bench.memory import MemoryReport
-    from ..bench.run import BenchReport
 
     report = read_result(path, command, {"bench": BenchReport, "memory": MemoryReport}[command].from_json)
     rows = report.plans if isinstance(report, MemoryReport) else [e for _, e in report.rows if e.kind == "stablehlo"]
@@ -81,15 +85,10 @@ def report_of(files, from_path, bench_path, memory_path, mode: str, kernels: boo
     bench = attached(bench_path, "bench", mine, shown) if bench_path else None
     memory = attached(memory_path, "memory", mine, shown) if memory_path else None
     if from_path is None:
-        from ..diff import diff_files
-
         report = diff_files(files[0], files[1], mode)
         result = report.result(excerpts="all")
         if kernels:
-            from ..bench.kernels import block_kernels
-
             result = block_kernels(report, result, files, progress)
-        from ..bench.attach import block_times, profiled
 
         if bench is not None and profiled(bench, result):  # a bench --profile of these files: time by block
             result = block_times(report, result, bench, bench_path)
@@ -106,8 +105,6 @@ def _on(command: str, files) -> str:
 def ablation_of(path: Path, files, result=None):
     """A `stackwars-ir ablate --json` file (ablate.Ablation) of the report's two files, A and B in that
     order (their sha256, the saved diff's where it renders one)."""
-    from ..ablate import Ablation
-    from ..common.files import read_result
 
     abl = read_result(path, "ablate", Ablation.from_json)
     own = (result.a.source, result.b.source) if result is not None else tuple(files)

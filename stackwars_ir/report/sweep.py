@@ -1,15 +1,17 @@
 """A sweep's records as tables, one per command (the rows every rendering of a sweep shows)."""
 from __future__ import annotations
 
-from ..bench.compare import Verdict
+from ..bench.compare import SPREAD_TARGET, Verdict
 from ..bench.memory import MemoryReport
 from ..bench.result import BenchReport
+from ..bench.timing import QUIET, SLOWED
+from ..common.runstats import rounds_ratio
+from ..common.targets import is_tpu
+from ..common.textfmt import human_bytes
 from ..diff.result import DiffResult
 from ..sweep.execute import NOT_RUN
 from ..sweep.job_types import BenchJob, CaptureJob, CaptureRecord, DiffJob, MemoryJob, route_of
 from ..sweep.jobs import Record, slowed
-from ..common.targets import is_tpu
-from ..common.textfmt import human_bytes
 
 TITLES = {"capture": "Captures", "memory": "Memory plans", "bench": "Timings on one XLA runtime", "diff": "IR diffs"}
 NOTES = {
@@ -165,7 +167,6 @@ def _verdict_words(v: Verdict) -> str:
 
 def _timed_how(rec) -> str:
     """How quiet the machine was for a timed record: its probe's noise, and noisy where it was."""
-    from ..bench.timing import QUIET
 
     n = rec.host.get("noise")
     if n is None:
@@ -206,8 +207,6 @@ def noise_line(records) -> str:
     (bench.timing.machine_noise); "" without timed jobs. A chain much slower than the sweep's fastest
     (beside a load: 1.75x or more where idle read up to 1.37x, docs/sweep.md) is a slowed machine too:
     those at SLOWED or more are counted (jobs.slowed)."""
-    from ..bench.compare import SPREAD_TARGET
-    from ..bench.timing import QUIET, SLOWED
 
     noise = sorted(r.host["noise"] for r in records if r.host.get("noise") is not None)
     if not noise:
@@ -249,7 +248,6 @@ def across_rounds(ratios, what: str = "") -> str:
     1.10-1.38 across 3 rounds)`, `indistinguishable from 1 (1.02x, 0.95-1.10 across 3 rounds)` where the
     interval holds 1, and with fewer than MIN_ROUNDS rounds the figure alone, said to be no finding.
     The interval is runstats.rounds_ratio's: a t-interval of the rounds' logarithms (regress's)."""
-    from ..common.runstats import rounds_ratio
 
     ratios = [r for r in ratios if r and r > 0]
     if not ratios:

@@ -4,9 +4,22 @@ from __future__ import annotations
 import functools
 import textwrap
 
-from ..ir.stats import ModuleStats
+from ..bench import roofline
+from ..bench.compare import noisy, warming
+from ..bench.estimate import FLOORS_S, bounded_by_opcode, floored_serial
+from ..bench.host import layered
+from ..bench.memory import MAX_BATCH_NOTE, MEASURED_NOTE, NOTES, SLICE_NOTE, max_batch_rows, slice_rows, table_rows
+from ..common.runstats import spread, summed_runs, unsteady
 from ..common.textfmt import human_bytes, table
-from .sentences import delta_text as _delta_text, executed_lines, host_unsteady, interface_lines, sharding_lines, verdict_line
+from ..diff.ops import STATUSES, fold_patterns, op_totals
+from ..diff.result import counter_delta, time_gap
+from ..ir.stats import ModuleStats
+from .sentences import (
+    HOST_UNSTEADY, cause_lines, delta_text as _delta_text, executed_lines, finding, fused_elsewhere, host_lines,
+    host_unsteady, interface_lines, kernels_source, line_ranges, op_group, op_pattern, op_totals_text,
+    sharding_lines, status_counts, summaries, time_side, time_source, time_terms, verdict_line,
+)
+from .sweep import summary_line, sweep_tables
 
 
 def stats_text(s: ModuleStats, top: int = 15) -> str:
@@ -58,9 +71,6 @@ def diff_text(result, excerpts: bool = False, ops: bool = False) -> str:
     block table, extras."""
     from collections import Counter
 
-    from ..diff.result import counter_delta
-    from .sentences import cause_lines, finding, summaries
-
     a, b = result.a, result.b
     out = [
         f"A = {a.source}  ({a.mode}, {a.ops} ops, {a.blocks} blocks{f'; read from {a.form}' if a.form else ''})",
@@ -89,8 +99,6 @@ def diff_text(result, excerpts: bool = False, ops: bool = False) -> str:
     out.append(table(["block", "A name", "A ops", "B ops"] + (["kernels A/B"] if kernels else [])
                      + ["ops B - A (+: more in B)"], rows, right={2, 3, 4} if kernels else {2, 3}))
     if kernels:
-        from .sentences import kernels_source
-
         out += ["", f"kernels: {kernels_source(kernels)}, traced to blocks by module path: " + "; ".join(
                     f"{side} {k['kernels']} ({k['fusions']} fusions), {k['unattributed']} not traced to a block"
                     for side, k in (("A", kernels["a"]), ("B", kernels["b"])))]
@@ -122,7 +130,6 @@ TIME_ROWS = 12  # blocks shown by their share of the gap; the roles sum every bl
 def estimate_text(report) -> str:
     """bench --target: each file's estimated run on a TPU generation that is not here, and where the
     estimate comes from; ratios against the first row of each batch."""
-    from ..bench.estimate import FLOORS_S, bounded_by_opcode, floored_serial
 
     rows, first, clock, floors, groups = [], {}, "", [], []
     for batch, e in report.rows:
@@ -177,8 +184,6 @@ def _short(label: str) -> str:
 def time_text(result) -> list:
     """diff --bench: each side's profiled kernel time, where it goes by block, and each block's and
     each role's share of the gap (B - A, summed kernel medians)."""
-    from ..diff.result import time_gap
-    from .sentences import fused_elsewhere, time_side, time_source, time_terms
 
     split = time_gap(result)
     if split is None:
@@ -229,8 +234,6 @@ def time_text(result) -> list:
                                           + (["host A", "host B"] if host else []) + ["ops B - A"], rows,
                                           right={1, 2, 3, 4, 5, 6, 7} if host else {1, 2, 3, 4, 5}).splitlines()]
     if host:
-        from .sentences import HOST_UNSTEADY, host_lines
-
         out += ["  " + line for line in host_lines(host)]
         if any(host_unsteady(d.metrics["time"], side) for d in split.blocks[:TIME_ROWS] for side in "ab"):
             out.append("  " + HOST_UNSTEADY)
@@ -244,8 +247,6 @@ def time_text(result) -> list:
 def _op_level_text(result, every_block: bool) -> list:
     """The op-level diff: totals, each change folded over the layers that share it, and with
     every_block each block's groups with their lines in the files."""
-    from ..diff.ops import STATUSES, fold_patterns, op_totals
-    from .sentences import line_ranges, op_group, op_pattern, op_totals_text, status_counts
 
     diffs = [d for d in result.blocks if d.op_diff is not None]
     if not diffs:
@@ -320,7 +321,6 @@ def bench_text(report) -> str:
         out += ["plan: XLA's buffer assignment (memory for the full table and budgets); resident: what the row took; "
                 "bound: the roofline of the measured peaks at the executable's intensity (XLA's cost analysis)"]
     out += host_text(report.rows)
-    from ..bench.compare import noisy, warming
 
     warnings = noisy(report.rows)
     if warnings:
@@ -403,8 +403,6 @@ def _modules_text(h) -> list:
     the spread exceeds the figure: it does not hold), and the hooks' cost with its interval."""
     if not h.modules:
         return []
-    from ..bench.host import layered
-    from ..common.runstats import spread, summed_runs, unsteady
 
     groups = layered(h.modules)
     total = sum(s for _, s, _, _ in groups)
@@ -459,7 +457,6 @@ def _module_name(path: str) -> str:
 def _memory_and_roofline_rows(report) -> list:
     """Per StableHLO row: XLA's memory plan, the resident memory measured, and where the steady run sits
     on the roofline of this machine's measured peaks."""
-    from ..bench import roofline
 
     rows = []
     for batch, e in report.rows:
@@ -522,7 +519,6 @@ def escape_markup(text: str) -> str:
 
 def memory_text(report) -> str:
     """The memory plans as a table: one row per executable, one column per budget."""
-    from ..bench.memory import MEASURED_NOTE, NOTES, table_rows
 
     headers, rows = table_rows(report)
     out = [f"memory plan of {report.whose_plan}; nothing was run"
@@ -531,13 +527,9 @@ def memory_text(report) -> str:
     if any(p.measured for p in report.plans):
         out.append(MEASURED_NOTE)
     if report.max_batch:
-        from ..bench.memory import MAX_BATCH_NOTE, max_batch_rows
-
         headers, rows = max_batch_rows(report)
         out += ["", table(headers, rows, right={3, 4, 5}), "", MAX_BATCH_NOTE]
     if report.slices:
-        from ..bench.memory import SLICE_NOTE, slice_rows
-
         headers, rows = slice_rows(report)
         out += ["", table(headers, rows), "", SLICE_NOTE]
     return "\n".join(out)
@@ -545,7 +537,6 @@ def memory_text(report) -> str:
 
 def sweep_text(report) -> str:
     """A sweep's tables, one per command, then its summary line and what the grid could not ask for."""
-    from .sweep import summary_line, sweep_tables
 
     out = []
     for title, _, headers, rows in sweep_tables(report):

@@ -14,11 +14,14 @@ from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..bench.planning import check_target
 from ..common.errors import StackwarsError
+from ..common.files import host, host_memory
 from ..common.targets import is_tpu
+from ..common.textfmt import human_bytes
 from .grid import Grid
 from .job_types import CaptureJob, Job
-from .jobs import Record, noisy_keys, read_record, relative, stack, write_record
+from .jobs import Record, noisy_keys, ray_job, read_record, relative, stack, write_record
 
 GRACE_S = 120.0  # a worker's start (imports) and its capture, past the job's own timeout
 NOT_RUN = "not run yet (run the sweep without --render)"
@@ -137,7 +140,6 @@ def _timed_elsewhere(found: dict) -> set[str]:
     """The finished timed jobs measured on another kind of machine than this one (records restored from
     the repository, sweep.kept, or a results folder carried over): a time is a measurement of the machine
     it ran on, so they are timed again here, and a page's rounds never mix two kinds of processor."""
-    from ..common.files import host
 
     h = host()
     here = (h.get("processor"), h.get("cpus"), h.get("machine"))
@@ -146,7 +148,6 @@ def _timed_elsewhere(found: dict) -> set[str]:
 
 def _check_targets(jobs) -> None:
     """Before any job starts: a TPU target's compiles need libtpu here (a worker's stack is this one's)."""
-    from ..bench.planning import check_target
 
     for target in sorted({j.target for j in jobs if is_tpu(j.target)}):
         check_target(target)
@@ -222,7 +223,6 @@ def _duration(seconds: float) -> str:
 def default_jobs() -> int:
     """Local workers: one per core, no more than the memory holds at 4 GiB each (a worker with jax
     and torch imported and a tiny capture)."""
-    from ..common.files import host_memory
 
     mem = host_memory() or (8 << 30)
     return max(1, min(os.cpu_count() or 1, mem // (4 << 30)))
@@ -243,7 +243,6 @@ OVER_MEMORY = "not run here: "
 def over_memory(need: int, memory: int) -> str:
     """Why a job that asks for more memory than this machine has is not started (it would be killed
     part-way, or take the machine down with it)."""
-    from ..common.textfmt import human_bytes
 
     return (f"{OVER_MEMORY}it asks for {human_bytes(need)} of host memory (a worker with jax and torch, and a "
             f"capture's weights three times over, six for a training step's gradients and moments), more than "
@@ -257,8 +256,6 @@ class _Local:
     and its own pass this machine's."""
 
     def __init__(self, jobs: int | None):
-        from ..common.files import host_memory
-
         self.width = jobs or default_jobs()
         if self.width < 1:
             raise StackwarsError(f"--jobs {jobs}: needs at least one worker", fix="e.g. --jobs 2")
@@ -422,7 +419,5 @@ class _Ray:
 
 
 def _ray_entry(payload: dict):
-    from .jobs import ray_job
-
     return ray_job(payload)
 

@@ -10,9 +10,12 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from .. import models
+from ..bench.memory import TARGETS, TOPOLOGIES, budgets
+from ..bench.native import BASELINES
 from ..common.errors import StackwarsError
-from ..common.routes import LOCK_EXPORTERS
-from ..common.routes import ROUTES as ALL_ROUTES
+from ..common.routes import LOCK_EXPORTERS, ROUTES as ALL_ROUTES
+from ..common.runtime import BACKENDS
 from ..workload import Request
 from .job_types import JOB_TIMEOUT, JOB_TYPES, CaptureJob, Cell, Job
 
@@ -62,8 +65,6 @@ def _use_adapters(paths, grid: Path) -> None:
         raise StackwarsError(f"{grid}: `adapters` must be a list of paths", fix='e.g. adapters = ["../zoo"]')
     if paths:
         import os
-
-        from .. import models
 
         try:
             os.environ[models.ADAPTERS_ENV] = models.adapters_env([grid.parent / p for p in paths])
@@ -159,7 +160,6 @@ def _expand(table: dict, here: str, refused: dict):
 
 def _baselines(table: dict, commands: list, here: str) -> tuple[str, ...]:
     """The table's `baselines` (native runtimes timed with the captures), each name checked."""
-    from ..bench.native import BASELINES
 
     given = table.get("baselines", [])
     if not isinstance(given, list) or not all(isinstance(b, str) for b in given):
@@ -176,7 +176,6 @@ def _baselines(table: dict, commands: list, here: str) -> tuple[str, ...]:
 def _check_models(axes: dict, here: str) -> None:
     """Every model in the catalogue and every size one of each model's: a typo is the grid's error,
     not a job."""
-    from .. import models
 
     for m in axes["models"]:
         try:
@@ -191,8 +190,6 @@ def _check_models(axes: dict, here: str) -> None:
 def _check_targets(axes: dict, commands: list, here: str) -> None:
     """Every target a compile target (cpu, gpu, tpu-v6e ...), or `tpu` (a bench timing the TPU it runs
     on: memory plans name a TPU generation instead), and every budget one `memory --budget` reads."""
-    from ..bench.memory import TARGETS, TOPOLOGIES, budgets
-    from ..common.runtime import BACKENDS
 
     known = TARGETS if "memory" in commands else (*BACKENDS, *TOPOLOGIES)
     for t in axes["targets"]:

@@ -8,10 +8,22 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar, Iterator, NamedTuple
 
+from .. import models
+from ..bench.memory import MemoryReport, budgets
+from ..bench.native import baselines_asked
+from ..bench.planning import plan_files
+from ..bench.result import BenchReport
+from ..bench.run import bench_files, estimate_files
+from ..bench.timing import Asked
 from ..common.errors import StackwarsError
+from ..common.files import read_sidecar
 from ..common.routes import EXPORTERS
 from ..common.targets import is_tpu
+from ..diff import diff_files
+from ..diff.result import DiffResult
 from ..workload import Request
+from ..workload.shapes import weight_bytes, weight_copies
+from .model_runs import bench_model
 
 JOB_TIMEOUT = 1800.0  # seconds a job may run unless its grid says `timeout`
 
@@ -90,7 +102,6 @@ class Job:
         base = 3 << 30
         if self.request.abstract:
             return base
-        from ..workload.shapes import weight_bytes, weight_copies
 
         weights = max(weight_bytes(r) for r in (self.request, self.against) if r is not None)
         return base + weights * weight_copies(self.request)
@@ -151,8 +162,6 @@ class CaptureJob(Job):
         return (cls(req, cell.timeout) for req in cell.reqs.values())
 
     def run(self, files: list[Path], root: Path, progress=None) -> tuple:
-        from ..common.files import read_sidecar
-
         data = read_sidecar(files[0]).data
         return CaptureRecord(str(files[0].relative_to(root)), data.get("sha256"), files[0].stat().st_size,
                              data.get("parity"), (data.get("run") or {}).get("seconds", {})), None
@@ -175,8 +184,6 @@ class MemoryJob(Job):
 
     @classmethod
     def result_type(cls) -> type:
-        from ..bench.memory import MemoryReport
-
         return MemoryReport
 
     @classmethod
@@ -185,9 +192,6 @@ class MemoryJob(Job):
                 for t in cell.axes["targets"] for b in cell.axes["budgets"])
 
     def run(self, files: list[Path], root: Path, progress=None) -> tuple:
-        from ..bench.memory import budgets
-        from ..bench.planning import plan_files
-
         report = plan_files(files, self.target, budgets(self.budget), timeout=self.timeout, progress=progress)
         return report, "; ".join(p.error for p in report.failed) or None
 
@@ -230,8 +234,6 @@ class BenchJob(Job):
 
     @classmethod
     def result_type(cls) -> type:
-        from ..bench.result import BenchReport
-
         return BenchReport
 
     @classmethod
@@ -255,20 +257,13 @@ class BenchJob(Job):
         """Its captures timed on one runtime (a TPU target: estimated); with baselines, every route's
         capture and the native runtimes in one job, as `bench MODEL` times them (bench_model), with the
         peaks; its profiled runs, the grid's `profile`, asked of every worker that times."""
-        from ..bench.timing import Asked
 
         if is_tpu(self.target):
-            from ..bench.run import estimate_files
-
             report = estimate_files(files, self.target, self.timeout, progress=progress)
         elif not self.baselines:
-            from ..bench.run import bench_files
-
             report = bench_files(files, self.target, self.timeout, with_peaks=False, progress=progress,
                                  asked=Asked(profile=self.profile))
         else:
-            from .model_runs import bench_model
-
             report = bench_model(self.request, batches=(self.request.batch,), baselines=self.baselines,
                                  out_dir=Path(root) / "captures", backend=self.target, timeout=self.timeout,
                                  show=False, progress=progress, asked=Asked(profile=self.profile))
@@ -292,8 +287,6 @@ class DiffJob(Job):
 
     @classmethod
     def result_type(cls) -> type:
-        from ..diff.result import DiffResult
-
         return DiffResult
 
     @classmethod
@@ -301,8 +294,6 @@ class DiffJob(Job):
         return (cls(a, cell.timeout, against=b) for a, b in _pairs(cell.reqs))
 
     def run(self, files: list[Path], root: Path, progress=None) -> tuple:
-        from ..diff import diff_files
-
         return diff_files(*files).result("first_of_role"), None
 
 
@@ -327,8 +318,6 @@ def _adapter_hashes(names) -> dict:
     of its .toml file (a file of many models: editing one model's table makes that model's jobs new
     ones, not every model's of the file)."""
     import tomllib
-
-    from .. import models
 
     out = {}
     for n in sorted(set(names)):
@@ -375,7 +364,6 @@ def _rounds(jobs, rounds: int):
 def _bench_together(reqs: dict, targets: list, timing: dict, timeout: float, refused: dict):
     """With `baselines`: one bench job per target timing JAX's capture, each PyTorch route's and the
     native runtimes in one worker (as `bench MODEL` does), so their ratios come from one run."""
-    from ..bench.native import baselines_asked
 
     jax, torch = reqs.get("jax"), [e for e in EXPORTERS if e in reqs]
     if not reqs:

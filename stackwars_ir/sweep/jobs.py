@@ -11,12 +11,18 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..bench.compare import SPREAD_TARGET
 from ..bench.executable import Executable
 from ..bench.memory import MemoryReport
 from ..bench.result import BenchReport
-from ..diff.result import DiffResult
+from ..bench.timing import QUIET, SLOWED, machine_probe
 from ..common.errors import StackwarsError
+from ..common.files import code_commit, dump_json, host, versions, write_atomic
+from ..common.wire import die_with_parent
+from ..diff.result import DiffResult
+from ..workload import CAPTURE_REVISION
 from .job_types import CaptureRecord, Job
+from .model_runs import captured
 
 RECORD_FORMAT = 1
 
@@ -25,9 +31,6 @@ def stack() -> dict:
     """What computes a job besides its request: the packages' versions (libtpu's where installed) and
     the capture revision. A job keyed by another stack is another job."""
     from importlib import metadata
-
-    from ..common.files import versions
-    from ..workload import CAPTURE_REVISION
 
     out = {k: v for k, v in versions().items() if v}
     try:
@@ -71,8 +74,6 @@ class Record:
     def noisy(self) -> bool:
         """A timed record not taken on a quiet machine: the probe before it read QUIET or more
         (bench.timing.machine_noise), or one of its rows spread more than the bench's target."""
-        from ..bench.compare import SPREAD_TARGET
-        from ..bench.timing import QUIET
 
         return self.ok and self.job.timed and ((self.host.get("noise") or 0) >= QUIET or
                                                any(s > SPREAD_TARGET for s in self.spreads()))
@@ -96,7 +97,6 @@ def slowed(records) -> list[Record]:
     records from the same kind of processor: a load that slows every core evenly (all of them busy)
     leaves the probe's spread quiet and shows only here. Against the sweep's own fastest, so a sweep
     timed wholly under one even load is not caught (its figures are still comparable with each other)."""
-    from ..bench.timing import SLOWED
 
     timed = [r for r in records if r.ok and r.job.timed and r.host.get("probe_ms")]
     fastest: dict = {}
@@ -126,7 +126,6 @@ def read_record(root: Path, key: str) -> Record | None:
 def write_record(root: Path, record: Record) -> Record:
     """Write RECORD under ROOT; the record as it reads back (its keys in the file's order, so a page
     rendered now and one rendered later from the folder are the same)."""
-    from ..common.files import dump_json, write_atomic
 
     path = record_path(root, record.key)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -149,7 +148,6 @@ def records(root: Path) -> list[Record]:
 def run_job(job: Job, root: Path, key: str, stack_: dict, progress=None) -> Record:
     """Run `job` in this process; its captures go under root/captures. A failure is a record with
     the one-line error, never an exception."""
-    from ..common.files import code_commit, host
 
     t0 = time.perf_counter()
     noise = {}
@@ -161,7 +159,6 @@ def run_job(job: Job, root: Path, key: str, stack_: dict, progress=None) -> Reco
             raise StackwarsError(f"this worker's stack differs from the sweep's in {', '.join(changed)}",
                                  fix="install the same lock on every node (make setup, make setup-ray)")
         if job.timed:  # how steady the machine was right before it timed anything (bench.timing)
-            from ..bench.timing import machine_probe
 
             spread, median = machine_probe()  # the chain's median too, to compare runs by
             noise = {"noise": round(spread, 4), "probe_ms": round(median * 1e3, 3)}
@@ -196,7 +193,6 @@ def captures_dir(root: Path) -> Path:
 
 def capture_files(job: Job, root: Path, progress=None) -> list[Path]:
     """The capture files `job` reads (captured now unless the same request is on disk: sweep.captured)."""
-    from .model_runs import captured
 
     reqs = [job.request] + ([job.against] if job.against is not None else [])
     return [f for r in reqs for f in captured(r, captures_dir(root), sweep=True, progress=progress)]
@@ -232,7 +228,6 @@ def ray_job(payload: dict) -> tuple[dict, str]:
 def main() -> None:
     """A worker process: a job's JSON on stdin, its record's JSON on the real stdout; everything the
     frameworks print goes to stderr (the job's log)."""
-    from ..common.wire import die_with_parent
 
     die_with_parent()  # a killed sweep's jobs are run again on resume
     out = os.fdopen(os.dup(1), "w")

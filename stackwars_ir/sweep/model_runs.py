@@ -7,12 +7,21 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from ..bench.memory import MAX_BATCH_LIMIT, MemoryReport
-from ..bench.run import BenchReport
+from ..bench import machine, peaks
+from ..bench.estimate import check_chip
+from ..bench.memory import DEVICES, MAX_BATCH_LIMIT, Budget, MemoryReport, SmallestSlice, search_max_batch, slice_chips
+from ..bench.native import baselines_asked
+from ..bench.planning import check_target, plan_files, target_versions
+from ..bench.run import BenchReport, baseline_steps, bench_baselines, bench_files, crossover, estimate_files, file_steps
+from ..capture import run
 from ..common.errors import StackwarsError
+from ..common.files import read_sidecar, versions
+from ..common.progress import planned, start
 from ..common.routes import WEIGHTLESS, weightless
+from ..common.runtime import runtime
 from ..common.targets import TPUS, is_tpu, names
 from ..workload import CAPTURE_REVISION, Request
+from ..workload.mesh import Mesh
 
 
 def _own_folders(model, batches, fields) -> bool:
@@ -40,9 +49,6 @@ def bench_model(model: str | Request, *, batches=(None,), baselines=("jax", "eag
     """Capture MODEL (reusing captures already on disk) at each batch size and time everything;
     `step="train"`: its training step, beside the native runtimes' own training loops. `asked`: the
     user's sampling (bench.timing.Asked)."""
-    from ..bench import machine, peaks
-    from ..bench.run import bench_baselines, bench_files, crossover
-    from ..common.runtime import runtime
 
     # Every request checked, and a missing backend found, before any capture: each fails in one line.
     todo = requests(model, batches, **fields)
@@ -53,7 +59,6 @@ def bench_model(model: str | Request, *, batches=(None,), baselines=("jax", "eag
     baselines = _baselines(todo[0], baselines)
     rt = runtime(backend)
     rows = []
-    from ..common.progress import planned
 
     sweep = _own_folders(model, batches, fields)
     with planned(progress, steps):
@@ -72,7 +77,6 @@ def bench_steps(model: str | Request, *, batches=(None,), baselines=("jax", "eag
     """The steps (progress.Steps kinds) bench_model takes with these arguments: at each batch, the
     capture where its files are not on disk yet, the files' timing (and --rounds), each native
     runtime's timing (and --profile)."""
-    from ..bench.run import baseline_steps, file_steps
 
     todo, sweep = requests(model, batches, **fields), _own_folders(model, batches, fields)
     names, out = _baselines(todo[0], baselines), []
@@ -84,7 +88,6 @@ def bench_steps(model: str | Request, *, batches=(None,), baselines=("jax", "eag
 
 def _baselines(req, baselines) -> tuple:
     """The native runtimes asked (bench.native.baselines_asked) for this request's step and layers."""
-    from ..bench.native import baselines_asked
 
     layers = ("-scan" if req.scan_layers else "") + ("-remat" if req.remat else "")
     return baselines_asked(baselines, req.step, layers, mesh=req.mesh)
@@ -95,8 +98,6 @@ def estimate_model(model: str | Request, target: str, *, batches=(None,), out_di
                    progress=None, **fields) -> BenchReport:
     """MODEL captured (or its captures reused) at each batch size, every capture compiled for a TPU
     generation (`target`) and its kernels' time estimated (bench.run.estimate_files): no run."""
-    from ..bench.estimate import check_chip
-    from ..bench.run import estimate_files
 
     check_chip(target)
     todo = requests(model, batches, **fields)
@@ -111,8 +112,6 @@ def captured(req, out_dir: Path, *, sweep: bool, show: bool | None = None, progr
     """The capture files of `req` (JAX's, then each exporter's), captured unless the same request
     is on disk already, written by this capture revision; a sweep keeps each batch and sequence
     length in its own folder."""
-    from ..capture import run
-    from ..common.progress import start
 
     folder = _folder(req, out_dir, sweep)
     files = [req.paths(folder, s)[0] for s in req.stems()]
@@ -141,7 +140,6 @@ def _same_request(path: Path, req) -> bool:
     sweep keyed by this stack must not compile it under this stack's name), and its parity did not
     fail (a failed capture's files are kept for inspection: reused, a retried job would plan a
     computation parity refused)."""
-    from ..common.files import read_sidecar, versions
 
     try:
         side = read_sidecar(path)
@@ -161,7 +159,6 @@ def plan_model(model: str | Request, *, batches=(None,), out_dir: Path = Path("o
                target: str = "cpu", budgets_=(), measure: bool = False, max_memory: int | None = None,
                timeout: float | None = None, show: bool | None = None, progress=None, **fields) -> MemoryReport:
     """MODEL captured (or its captures reused) at each batch size, every capture planned for `target`."""
-    from ..bench.planning import check_target, plan_files
 
     todo = requests(model, batches, **fields)
     check_target(target, measure)  # a missing libtpu fails before any capture
@@ -176,7 +173,6 @@ def max_batch_model(model: str | Request, *, budgets_, limit: int = MAX_BATCH_LI
     """--max-batch: MODEL's executables compiled at the batches the search asks for, from abstract
     captures (shapes only: the IR is the one a capture with weights gives, and no batch is run), so
     torch_xla, which has no route without weights, is left out (torchax by default)."""
-    from ..bench.memory import search_max_batch
 
     if batches or measure:
         raise StackwarsError("--max-batch chooses the batches itself and runs nothing", fix="drop --batch and --measure")
@@ -206,8 +202,6 @@ def max_batch_model(model: str | Request, *, budgets_, limit: int = MAX_BATCH_LI
         return plans[batch]
 
     found = search_max_batch(probe, list(probe(1)), budgets_, limit)
-    from ..bench import machine
-    from ..bench.planning import target_versions
 
     # The table shows the plans on either side of each boundary; every compile is in the searches.
     shown = {(m.name, b) for m in found for b in (1, m.largest, (m.largest or 0) + 1) if b}
@@ -220,10 +214,6 @@ def smallest_slice_model(model: str | Request, *, budgets_, target: str, progres
     """--chips: MODEL captured abstractly on a mesh of each slice size of `target` in turn (the fsdp axis
     taking the chips the request's other mesh axes leave) and compiled for it, until every executable's
     per-chip plan fits every budget (default: one chip of the target)."""
-    from ..bench import machine
-    from ..bench.memory import Budget, DEVICES, SmallestSlice, slice_chips
-    from ..bench.planning import target_versions, check_target
-    from ..workload.mesh import Mesh
 
     check_target(target)
     if not is_tpu(target):

@@ -8,8 +8,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+from ..capture import run
 from ..common.errors import StackwarsError
+from ..isolate.stacks import add, find, home, lock
 from .metric import metric as metric_named
+from .regress import Regression, regress_files
 
 _RELEASE = re.compile(r"^\d+(\.\d+)*$")  # final releases only: no rc, dev or post
 
@@ -73,8 +76,6 @@ class Bisection:
 
     @classmethod
     def from_json(cls, d: dict) -> "Bisection":
-        from .regress import Regression
-
         return cls(d["metric"], tuple(d["versions"]), dict(d["measured"]), d.get("first_bad"), d.get("last_good"),
                    int(d["probes"]), d.get("note") or "",
                    Regression.from_json(d["boundary"]) if d.get("boundary") else None)
@@ -111,9 +112,6 @@ def bisect_model(req, good: str, bad: str, metric: str, out_dir: Path, *, availa
     then regress the two versions at the boundary block by block."""
     import dataclasses
 
-    from ..isolate.stacks import add, find, home, lock
-    from .regress import regress_files
-
     measured_by = metric_named(metric)
     if available is None:
         available = sorted(set(available_versions("jax")) & set(available_versions("jaxlib")), key=version_key)
@@ -132,8 +130,6 @@ def bisect_model(req, good: str, bad: str, metric: str, out_dir: Path, *, availa
         return find(name)
 
     def probe(v: str):
-        from ..capture import run
-
         made = run(req, Path(out_dir) / f"jax-{v}", force=True, show=show, stack=stack_of(v))
         path = next(p for p in made.files if p.suffix == ".mlir")
         files[v] = path

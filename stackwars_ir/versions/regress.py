@@ -7,7 +7,20 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..bench.kernels import fusion_kind, kernels_of_files
+from ..bench.planning import plan_files
+from ..bench.run import file_task, group_task
+from ..bench.staging import staged_values
+from ..bench.timing import Asked
+from ..capture import run
+from ..common.errors import StackwarsError
+from ..common.runstats import rounds_ratio
+from ..diff import diff_files, with_kernels, with_times
+from ..diff.block import PHASE_LABEL
+from ..ir.parse import mlir_context
 from ..isolate.stacks import Stack
+from ..isolate.task import Isolated, default_max_memory
+from .metric import KERNELS, MEMORY, STEADY, Change
 
 
 @dataclass(frozen=True)
@@ -122,10 +135,6 @@ def regress_files(file_a: Path, file_b: Path, stack_a: Stack, stack_b: Stack,
     """A compiled, timed and planned by stack_a's XLA, B by stack_b's; their IR diffed block by block.
     `calibrate` (CI mode): A is first timed against a copy of itself, the way A and B are timed (in one
     worker, or taking turns), and the time threshold is widened by the noise that A/A shows."""
-    from ..diff import diff_files, with_kernels, with_times
-    from ..common.errors import StackwarsError
-    from ..bench.kernels import kernels_of_files
-    from ..bench.planning import plan_files
 
     report = diff_files(file_a, file_b)
     result = report.result()
@@ -169,8 +178,6 @@ def ops_digest(path: Path) -> str | None:
     whose ops, types and attributes are the same whatever their `loc(...)` say (None: no parse here)."""
     import hashlib
 
-    from ..ir.parse import mlir_context
-
     try:
         with mlir_context() as ctx:
             ctx.allow_unregistered_dialects = True
@@ -202,10 +209,6 @@ def _timed_pair(side_a, side_b, progress, together: bool | None = None) -> tuple
     process, and their workers take turns (measured: op-identical programs then read 0.99-1.24x apart
     on a 2-core machine, docs/stacks.md); `together` overrides that choice (an A/A calibration is timed
     the way its A/B is). Returns (A's Executable, B's, each round's steady medians (A, B))."""
-    from ..bench.run import file_task, group_task
-    from ..bench.staging import staged_values
-    from ..bench.timing import Asked
-    from ..isolate.task import Isolated, default_max_memory
 
     got = [[], []]
     together = same_xla(side_a[1], side_b[1]) if together is None else together
@@ -249,8 +252,6 @@ def _calibration(path: Path, stack: Stack, together: bool, progress) -> dict:
         *rows, rounds = _timed_pair((path, stack), (again, stack), progress, together=together)
     t = _time(rows, rounds)
     if "error" in t:
-        from ..common.errors import StackwarsError
-
         raise StackwarsError(f"CI mode: timing {path} against itself failed: {t['error']}")
     return {"ratio": t["ratio"], "low": t["low"], "high": t["high"], "rounds": t["rounds"],
             "noise": max(t["high"] - 1, 1 - t["low"], 0.0), "how": "together" if together else "taking turns"}
@@ -275,7 +276,6 @@ def _pooled(rows):
 def _time(rows, rounds) -> dict:
     """B/A: the geometric mean of the rounds' ratios (each round's steady medians, B over A) and its 95%
     interval across the rounds (runstats.rounds_ratio); each side's steady median over its pooled samples."""
-    from ..common.runstats import rounds_ratio
 
     a, b = rows
     if not (a.ok and b.ok):
@@ -301,7 +301,6 @@ def _block(b) -> BlockChange:
                         if not (g.status == "changed" and g.what and all(w.startswith("callee ") for w in g.what)))
     fusions = (tuple(n for n in k["names_a"] if "fusion" in n), tuple(n for n in k["names_b"] if "fusion" in n)) \
         if k else None
-    from ..diff.block import PHASE_LABEL
 
     label = b.name_a if b.name_a == b.name_b else f"{b.name_a} / {b.name_b}"
     # A module's backward is a block of its own, named like its forward: its phase is said beside the name.
@@ -313,8 +312,6 @@ def _block(b) -> BlockChange:
 
 
 def _fusion_kinds(fusions):
-    from ..bench.kernels import fusion_kind
-
     if fusions is None:
         return None
     return tuple(tuple(sorted(fusion_kind(n) for n in side)) for side in fusions)
@@ -332,8 +329,6 @@ def _group_words(g) -> str:
 
 def _judged(r: Regression) -> Regression:
     import dataclasses
-
-    from .metric import KERNELS, MEMORY, STEADY, Change
 
     t, breaches = r.thresholds, []
     noise = (r.time or {}).get("calibration", {}).get("noise", 0.0)  # CI mode: the A/A run's
@@ -355,7 +350,6 @@ def regress_model(req, stack_a: Stack, stack_b: Stack, out_dir: Path, thresholds
                   timing: bool = True, calibrate: bool = False, progress=None, show=None) -> Regression:
     """Capture `req` (one side: JAX's, or one PyTorch exporter's) under both stacks into out_dir/STACK/,
     then regress_files."""
-    from ..capture import run
 
     paths = []
     for s in (stack_a, stack_b):  # captured anew each time: a stack may have been made again since

@@ -9,9 +9,11 @@ from typing import NamedTuple
 
 import numpy as np
 
+from .. import models
 from ..common.errors import CaptureError, MissingExtra
 from .request import Request
-from .values import as_float64, float64_copy
+from .train import loss_of
+from .values import FLOAT64_BYTES, as_float64, float64_copy
 
 
 @dataclass(frozen=True)
@@ -48,7 +50,6 @@ def prepare(req: Request) -> Workload:
 
 
 def _prepare(req: Request) -> Workload:
-    from .. import models
     from ..models import _contract as contract
 
     try:
@@ -63,8 +64,6 @@ def _prepare(req: Request) -> Workload:
         model = adapter.torch_model(req.size)
         contract.check_torch_model(entry, model)
         if req.step == "train":
-            from .train import loss_of
-
             contract.check_loss(entry, adapter, model, loss_of(req.model))
         perturb(model, req.seed)
         # Buffers too, persistent or not: torch.export lifts them all into arguments.
@@ -120,8 +119,6 @@ def float64_streamed(model, inputs: dict):
     beyond the model is about one layer's float64 tensors. None where one module's own tensors pass
     the limit."""
     import torch
-
-    from .values import FLOAT64_BYTES
 
     def floating(tensors):
         return [t for t in tensors if t.is_floating_point()]

@@ -6,7 +6,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..common.routes import EXPORTERS, ROUTES, STEPS, Step  # noqa: F401 (workload's API)
+from .. import models
 from ..common.errors import StackwarsError
+from .mesh import Mesh
+from .train import loss_of
 
 FRAMEWORKS = ("jax", "torch", "both")
 DTYPES = ("float32", "bfloat16")
@@ -43,15 +46,11 @@ class Request:
     mesh: str = ""
 
     def validated(self) -> "Request":
-        from .. import models
-
         entry = models.entry(self.model)
         _choose("size", self.size, tuple(entry.sizes))
         _choose("framework", self.framework, FRAMEWORKS)
         _choose("step", self.step, STEPS)
         if self.step == "train":
-            from .train import loss_of
-
             loss_of(self.model)
         for e in self.exporters:
             _choose("exporter", e, EXPORTERS)
@@ -95,7 +94,6 @@ class Request:
 
     def _check_mesh(self, entry):
         """--mesh: parsed, and a tp axis only where the adapter names its tensor-parallel dimensions."""
-        from .mesh import Mesh
 
         if not self.mesh:
             return None
@@ -109,7 +107,6 @@ class Request:
     @property
     def mesh_spec(self):
         """The Mesh of --mesh, or None."""
-        from .mesh import Mesh
 
         return Mesh.parse(self.mesh) if self.mesh else None
 
@@ -152,7 +149,6 @@ class Request:
 
     def frameworks(self) -> tuple[str, ...]:
         """The frameworks to capture: `both` is the PyTorch routes alone for an adapter without a JAX twin."""
-        from .. import models
         from ..models import _contract as contract
 
         entry = models.entry(self.model)
@@ -206,8 +202,6 @@ def stem(framework: str, exporter: str, step: str = "forward", program: str = ""
 
 
 def _layered() -> list[str]:
-    from .. import models
-
     return [n for n, e in models.catalog().items() if e.layers]
 
 

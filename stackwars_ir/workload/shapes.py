@@ -4,17 +4,16 @@ from __future__ import annotations
 
 import dataclasses
 
+from .. import models
 from ..common.errors import StackwarsError
-from ..common.routes import WEIGHTLESS, weightless
-from ..common.routes import LOCK_EXPORTERS
+from ..common.files import host_memory
+from ..common.routes import LOCK_EXPORTERS, WEIGHTLESS, weightless
 from .request import Request
 
 
 def meta_model(req):
     """The PyTorch model on the meta device, in the request's dtype: shapes, no storage."""
     import torch
-
-    from .. import models
 
     from ..models import _contract as contract
 
@@ -54,7 +53,6 @@ def _built_for_real(req, meta_error: StackwarsError):
     or where the adapter breaks its contract (a missing function: no build would work)."""
     import torch
 
-    from .. import models
     from ..models import _contract as contract
 
     entry = models.entry(req.model)
@@ -85,7 +83,6 @@ def weight_copies(req) -> int:
 
 def too_big(req) -> str | None:
     """Why a capture with weights of `req` would not fit this machine, or None where it fits."""
-    from ..common.files import host_memory
 
     ram = host_memory() or 0
     need = weight_bytes(req)
@@ -111,7 +108,6 @@ def fitted(req: Request, explicit: frozenset | set = frozenset()) -> tuple[Reque
     `dtype` is in `explicit`, through the exporters that have a route without weights; with the note
     that says so. What was asked for explicitly (`explicit`: "dtype", "exporters") is kept, and
     refused in one line where it cannot be done."""
-    from .. import models
 
     if req.abstract or req.model not in models.CATALOG or req.size not in models.entry(req.model).sizes:
         return req, None
@@ -138,7 +134,6 @@ def fitted(req: Request, explicit: frozenset | set = frozenset()) -> tuple[Reque
 def exporters_asked(model: str, given, step: str = "forward") -> tuple[tuple[str, ...], list[str]]:
     """The exporters asked for (repeated, or comma-separated) and notes; 'all' means every exporter
     that can export this model, a note naming each of the others and why."""
-    from .. import models
 
     given = tuple(x.strip() for g in given for x in g.split(",") if x.strip())
     if "all" not in given:

@@ -14,7 +14,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .. import models
 from ..common.errors import CaptureError, MissingExtra, StackwarsError
+from .values import as_float64, float64_copy, jax_inputs, leaf_name
 
 # The same AdamW on every side: torch.optim.AdamW's defaults but the learning rate, optax.adamw's names.
 ADAMW = {"lr": 1e-3, "b1": 0.9, "b2": 0.999, "eps": 1e-8, "weight_decay": 0.01}
@@ -33,7 +35,6 @@ RULE_ATOL = 1e-3 * ADAMW["lr"]
 
 def loss_of(model_name: str) -> str:
     """The adapter's training loss ("lm" or "mse"); a one-line error for one without parameters."""
-    from .. import models
 
     loss = models.entry(model_name).loss
     if loss is None:
@@ -153,8 +154,6 @@ def float64_gradients(model, loss: str, inputs: dict, trainable: dict) -> tuple[
     measure of float32's own rounding in a step), or why there are none."""
     import torch
 
-    from .values import as_float64, float64_copy
-
     m64, why = float64_copy(model)
     if m64 is None:
         return None, why
@@ -254,8 +253,6 @@ def jax_step(adapter, size: str, state: TrainState, weights: dict | None = None)
     import jax
     import jax.numpy as jnp
     from flax import nnx
-
-    from .values import jax_inputs, leaf_name
 
     abstract = any(isinstance(v, jax.ShapeDtypeStruct) for v in state.params.values())
     if abstract:  # shapes only (capture/abstract.py): the twin is built under nnx.eval_shape

@@ -8,8 +8,10 @@ import copy
 
 from ...workload.values import copy_on
 from ..host import UNMARKED, torch_meter
-from .shared import WARM_STEPS, Setup, dynamo_counters, no_grad_step, nothing, prepared, synchronizer, \
-    torch_device, torch_loop
+from ..inductor_profile import KernelOrigins, profile_compiled_runs
+from .shared import (
+    WARM_STEPS, Setup, dynamo_counters, no_grad_step, nothing, prepared, synchronizer, torch_device, torch_loop,
+)
 
 
 def forward(adapter, req, model, weights, inputs, backend) -> Setup:
@@ -59,8 +61,6 @@ def profile(req, runs: int, backend: str = "cpu"):
     """torch.profiler over the steady runs, the graphs compiled here with inductor's provenance on
     (inductor_profile.KernelOrigins): the forward as `forward` runs it, or the user's loop."""
     import torch
-
-    from ..inductor_profile import KernelOrigins, profile_compiled_runs
 
     _, model, _, inputs = prepared(req)
     torch._dynamo.reset()

@@ -1,6 +1,9 @@
 """jax.jit's native runtime: the JAX twin's forward, or its training step in a loop, under jax.jit."""
 from __future__ import annotations
 
+from ...common.runtime import runtime
+from ...workload import jax_inputs
+from ...workload.train import jax_step
 from ..host import UNMARKED, jax_meter
 from .shared import Setup, as_captured, jax_counters, jitted_loop, jitted_profile, nothing
 
@@ -10,9 +13,6 @@ def forward(adapter, req, model, weights, inputs, backend) -> Setup:
     first call traces, lowers and compiles (arguments are placed before it)."""
     import jax
     from flax import nnx
-
-    from ...common.runtime import runtime
-    from ...workload import jax_inputs
 
     device = runtime(backend).device
     jax_counters()
@@ -38,9 +38,6 @@ def train(adapter, req, model, weights, state, backend, donate: bool = False) ->
     state are the last step's results. Undonated, as captured: every step returns new buffers beside
     the old ones; `donate`: the step writes its results into the buffers it was given."""
     import jax
-
-    from ...common.runtime import runtime
-    from ...workload.train import jax_step
 
     device = runtime(backend).device
     jax_counters()

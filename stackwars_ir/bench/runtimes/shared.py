@@ -11,8 +11,12 @@ from typing import Callable, NamedTuple
 
 from ...common.errors import BenchError, MissingExtra
 from ...common.routes import TORCHAX
+from ...workload import prepare
+from ...workload.train import OpNames, optimizer, torch_loss, train_state
 from ...workload.values import copy_on
 from ..host import UNMARKED, jax_meter
+from ..kernels import kernels_of
+from ..xla_profile import profile_runs
 
 
 class Setup(NamedTuple):
@@ -190,8 +194,6 @@ def torch_loop(model, state, device, compile_model: bool = False, op_names: bool
 
     import torch
 
-    from ...workload.train import optimizer, torch_loss
-
     m = copy_on(model, device) if copy_model else model.to(device)
     opt = optimizer(list(m.parameters()))
     xs = [torch.from_numpy(v).to(device) for k, v in state.inputs.items() if k != "target"]
@@ -199,8 +201,6 @@ def torch_loop(model, state, device, compile_model: bool = False, op_names: bool
     forward = torch.compile(m, backend=compile_backend) if compile_model else None
 
     if op_names:
-        from ...workload.train import OpNames
-
         names = lambda: OpNames(m)  # noqa: E731
     else:
         names = contextlib.nullcontext
@@ -247,13 +247,10 @@ WARM_STEPS = 3  # before a profile's runs: torch_xla compiles step 1's graph and
 def prepared(req):
     """(adapter, model, weights, inputs) of `req`'s workload; for a training step, the inputs are its
     TrainState (workload.train.train_state)."""
-    from ...workload import prepare
 
     w = prepare(req)
     inputs = w.inputs
     if req.train:
-        from ...workload.train import train_state
-
         inputs = train_state(req, w.model, w.inputs, w.reference)
     return w.adapter, w.model, w.weights, inputs
 
@@ -261,8 +258,6 @@ def prepared(req):
 def jitted_profile(setup, req, runs: int, backend: str = "cpu"):
     """bench.profile.Profile of a jitted runtime's steady runs (`setup`: its forward or train), its
     kernels read from the executable's optimized HLO (`run.hlo()`), after WARM_STEPS runs."""
-    from ..kernels import kernels_of
-    from ..xla_profile import profile_runs
 
     adapter, model, weights, inputs = prepared(req)
     run = setup(adapter, req, model, weights, inputs, backend).run

@@ -4,9 +4,11 @@ from __future__ import annotations
 import copy
 
 from ...workload.values import copy_on
+from ..eager_profile import profile_eager_runs
 from ..host import UNMARKED, torch_meter
-from .shared import WARM_STEPS, Setup, no_grad_step, nothing, prepared, synchronizer, torch_device, torch_loop, \
-    torch_where
+from .shared import (
+    WARM_STEPS, Setup, no_grad_step, nothing, prepared, synchronizer, torch_device, torch_loop, torch_where,
+)
 
 
 def forward(adapter, req, model, weights, inputs, backend) -> Setup:
@@ -47,7 +49,6 @@ def train(adapter, req, model, weights, state, backend) -> Setup:
 
 def profile(req, runs: int, backend: str = "cpu"):
     """torch.profiler over the steady runs, each op traced to its module (bench.eager_profile)."""
-    from ..eager_profile import profile_eager_runs
 
     _, model, _, inputs = prepared(req)
     m = copy.deepcopy(model)  # the copy the loop runs is the one whose modules get ranges

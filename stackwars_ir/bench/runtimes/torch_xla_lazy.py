@@ -10,8 +10,13 @@ import os
 import tempfile
 from pathlib import Path
 
+from ...common.errors import BenchError
+from ...workload import prepare
+from ...workload.train import OpNames, register_torch_xla, train_state
 from ...workload.values import copy_on
 from ..host import UNMARKED, xla_meter
+from ..kernels import kernels_of
+from ..xla_profile import profile_lazy_runs
 from .shared import WARM_STEPS, Setup, lazy_cpu_only, lazy_loop, nothing, on_xla, torch_loop, xla_counters
 
 
@@ -58,9 +63,6 @@ def profile(req, runs: int, backend: str = "cpu"):
     torch_xla's XLA keeps in the kernels' op_name), so each kernel of its XLA build traces to a block
     of the captured StableHLO. Needs a fresh process: torch_xla reads XLA_HLO_DEBUG and its XLA reads
     XLA_FLAGS once, at their first graph."""
-    from ...common.errors import BenchError
-    from ..kernels import kernels_of
-    from ..xla_profile import profile_lazy_runs
 
     with tempfile.TemporaryDirectory(prefix="stackwars-torch_xla-hlo-") as folder:
         # Its post-optimization HLO names the kernels its profiler's events carry; dumped as XLA
@@ -69,8 +71,6 @@ def profile(req, runs: int, backend: str = "cpu"):
         os.environ.update(PJRT_DEVICE="CPU", XLA_HLO_DEBUG="1", XLA_FLAGS=(
             f"{os.environ.get('XLA_FLAGS', '')} --xla_dump_to={folder} --xla_dump_hlo_as_text "
             "--xla_dump_hlo_module_re=SyncTensorsGraph").strip())
-        from ...workload import prepare
-        from ...workload.train import register_torch_xla, train_state
 
         register_torch_xla()
         import torch_xla
@@ -105,8 +105,6 @@ def profile(req, runs: int, backend: str = "cpu"):
 def _named_forward(model, inputs, device):
     """torch_xla lazy's forward pass on its own copy of `model`, each op named after its module."""
     import torch
-
-    from ...workload.train import OpNames
 
     m = copy_on(model, device)
     xs = [torch.from_numpy(v).to(device) for v in inputs.values()]

@@ -7,6 +7,9 @@ from __future__ import annotations
 import copy
 
 from ...common.routes import TORCHAX
+from ...common.runtime import runtime
+from ...workload import jax_inputs
+from ...workload.exported import torchax_step
 from ..host import UNMARKED, jax_meter
 from .shared import Setup, jax_counters, jitted_loop, nothing, require_torchax
 
@@ -17,9 +20,6 @@ def forward(adapter, req, model, weights, inputs, backend) -> Setup:
     require_torchax()
     import jax
     import torchax
-
-    from ...common.runtime import runtime
-    from ...workload import jax_inputs
 
     device = runtime(backend).device
     jax_counters()
@@ -46,9 +46,6 @@ def train(adapter, req, model, weights, state, backend) -> Setup:
     state are the last step's results; its host time per step is a jax.jit dispatch."""
     require_torchax()
     import jax
-
-    from ...common.runtime import runtime
-    from ...workload.exported import torchax_step
 
     device = runtime(backend).device
     jax_counters()
