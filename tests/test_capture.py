@@ -203,7 +203,7 @@ def test_a_parity_run_that_fails_in_its_thread_stops_the_set_and_writes_nothing(
     # as one line, exit 2, and the captures made beside it are not written either.
     import dataclasses
 
-    import stackwars_ir.capture.torch_capture as tc
+    import stackwars_ir.capture.lowerings as tc  # where the route table reads the exporters
 
     real = tc.capture_torch_xla
     monkeypatch.setattr(tc, "capture_torch_xla", lambda *a, **k: dataclasses.replace(real(*a, **k), text="module {"))
@@ -213,7 +213,7 @@ def test_a_parity_run_that_fails_in_its_thread_stops_the_set_and_writes_nothing(
 
 
 def test_an_export_that_fails_while_a_parity_check_runs_writes_nothing(monkeypatch, cli, tmp_path):
-    import stackwars_ir.capture.torch_capture as tc
+    import stackwars_ir.capture.lowerings as tc  # where the route table reads the exporters
     from stackwars_ir.common.errors import CaptureError
 
     def refuse(*a, **k):
@@ -283,6 +283,7 @@ def test_a_model_too_large_to_copy_in_float64_runs_in_float64_layer_by_layer(mon
     import numpy as np
     import torch
 
+    import stackwars_ir.workload.prepared as prepared
     import stackwars_ir.workload.values as values
     from stackwars_ir.capture import Request
     from stackwars_ir.workload import prepare
@@ -297,12 +298,14 @@ def test_a_model_too_large_to_copy_in_float64_runs_in_float64_layer_by_layer(mon
     biggest = max(8 * sum(t.numel() for t in (*m.parameters(recurse=False), *m.buffers(recurse=False))
                           if t.is_floating_point()) for m in w.model.modules())
     monkeypatch.setattr(values, "FLOAT64_BYTES", biggest)
+    monkeypatch.setattr(prepared, "FLOAT64_BYTES", biggest)
     assert values.float64_copy(w.model)[0] is None
     streamed = float64_output(w.model, w.inputs)
     assert streamed.why == "" and np.allclose(streamed.value, copied.value, rtol=1e-12, atol=1e-14)  # float64 rounding
     after = w.model.state_dict()
     assert all(after[k].dtype == v.dtype and torch.equal(after[k], v) for k, v in before.items())
-    monkeypatch.setattr(values, "FLOAT64_BYTES", biggest - 8)  # one module's own tensors pass it
+    monkeypatch.setattr(values, "FLOAT64_BYTES", biggest - 8)
+    monkeypatch.setattr(prepared, "FLOAT64_BYTES", biggest - 8)  # one module's own tensors pass it
     assert float64_streamed(w.model, w.inputs) is None
     assert "a float64 copy would take" in float64_output(w.model, w.inputs).why
 
@@ -358,7 +361,7 @@ def train(model, state, stages, req, entry):
 
 
 def test_a_route_is_added_by_three_files(tmp_path):
-    """Adding a PyTorch route touches routes.py (its row), capture/lowerings.py (a line naming its
+    """Adding a PyTorch route touches common/routes.py (its row), capture/lowerings.py (a line naming its
     forward's lowering, one its training step's) and the lowering's own module, nothing else (issues 52
     and 76): on a copy of the package with a test route so added, `capture --exporter` offers it, writes
     its forward and training step with sidecars, checks their parity, and `diff` reads each against
@@ -374,10 +377,10 @@ def test_a_route_is_added_by_three_files(tmp_path):
     shutil.rmtree(code / "stackwars_ir" / "models", ignore_errors=True)
     shutil.copytree(Path(models.__file__).parent, code / "stackwars_ir" / "models", ignore=ignore)
     pkg = code / "stackwars_ir"
-    routes = (pkg / "routes.py").read_text()
+    routes = (pkg / "common" / "routes.py").read_text()
     anchor = "ROUTES = {r.name: r for r in (JAX, TORCH_XLA, TORCHAX, TORCH_TPU)}\n"
     assert anchor in routes
-    (pkg / "routes.py").write_text(routes.replace(anchor, ROUTE_ROW.lstrip("\n")))
+    (pkg / "common" / "routes.py").write_text(routes.replace(anchor, ROUTE_ROW.lstrip("\n")))
     lowerings = (pkg / "capture" / "lowerings.py").read_text()
     anchor = "{TORCH_XLA.name: capture_torch_xla, TORCHAX.name: capture_torchax, TORCH_TPU.name: capture_torch_tpu}[route]"
     assert anchor in lowerings

@@ -268,11 +268,11 @@ def test_a_failed_job_is_recorded_with_its_error_its_dependents_say_so_and_the_r
 def test_a_job_that_asks_for_more_memory_than_the_machine_has_is_not_started(tmp_path, monkeypatch):
     """A job whose memory request passes this machine's memory is a record that says so, and no worker
     is started for it (one would be killed part-way, or take the machine down)."""
-    import stackwars_ir.common.files
+    import stackwars_ir.sweep.execute as execute
     from stackwars_ir.sweep.execute import run_sweep
     from stackwars_ir.sweep.grid import grid_of
 
-    monkeypatch.setattr(stackwars_ir.common.files, "host_memory", lambda: 1 << 30)
+    monkeypatch.setattr(execute, "host_memory", lambda: 1 << 30)  # the machine's memory as the sweep reads it
     grid = grid_of([{"commands": ["memory"], "models": ["ffn"], "routes": ["jax"], "targets": ["cpu"]}])
     started = time.perf_counter()
     report = run_sweep(grid, tmp_path / "r", jobs=1)
