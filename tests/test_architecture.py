@@ -52,9 +52,23 @@ def _modules():
         yield path, ".".join(parts), package
 
 
-def _imports(path: Path, package: tuple[str, ...]):
-    """(line, imported module) for every import in the file, relative ones resolved, nested ones too."""
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+def _typing_only(tree: ast.AST) -> set[int]:
+    """The ids of the nodes under `if TYPE_CHECKING:` (imports for annotations alone)."""
+    out = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            out |= {id(n) for st in node.body for n in ast.walk(st)}
+    return out
+
+
+def _imports(path: Path, package: tuple[str, ...], typing: bool = True):
+    """(line, imported module) for every import in the file, relative ones resolved, nested ones too;
+    `typing=False`: not those made for annotations alone (under `if TYPE_CHECKING:`)."""
+    tree = ast.parse(path.read_text(), str(path))
+    skip = set() if typing else _typing_only(tree)
+    for node in ast.walk(tree):
+        if id(node) in skip:
+            continue
         if isinstance(node, ast.Import):
             for alias in node.names:
                 yield node.lineno, alias.name
@@ -178,7 +192,9 @@ def _face_sources() -> dict[str, str]:
 
 def circles() -> list[list[str]]:
     """The circles of imports between a stage's own modules (the ones inside functions too): a module
-    that imports a name from its package's face counts as importing the module the face takes it from."""
+    that imports a name from its package's face counts as importing the module the face takes it from.
+    An import for annotations alone (under `if TYPE_CHECKING:`) runs never, so it closes no circle;
+    it still counts as an arrow between stages (arrows())."""
     import networkx as nx
 
     known = {module for _, module, _ in _modules()}
@@ -186,7 +202,7 @@ def circles() -> list[list[str]]:
     graph = nx.DiGraph()
     for path, module, package in _modules():
         graph.add_node(module)
-        for _, target in _imports(path, package):
+        for _, target in _imports(path, package, typing=False):
             target = faces.get(target, target)
             if target in known and target != module and _stage(target) == _stage(module) \
                     and not target.endswith(".__init__"):
@@ -319,3 +335,30 @@ def test_a_library_modules_project_imports_are_at_its_top():
              else ROOT / (m.replace(".", "/") + ".py") for m in got}
     assert {str(f.relative_to(ROOT)) for m, f in files.items()
             if _stage(m) != "cli" and m != "stackwars_ir.common"} == HELP_PATH
+
+
+def test_every_public_signature_is_annotated():
+    # STYLE: types on every public signature (issue 76 found 332 public functions with an unannotated
+    # parameter). A public function or method (no leading underscore; __init__ and __call__ too):
+    # every parameter but self and cls annotated.
+    bare = []
+    for path, _, _ in _modules():
+        if path.parts[-2] == "models" or "stackwars_ir" not in path.parts:
+            continue
+
+        def visit(node: ast.AST, in_class: bool) -> None:
+            for ch in ast.iter_child_nodes(node):
+                if isinstance(ch, ast.ClassDef) and not ch.name.startswith("_"):
+                    visit(ch, True)
+                elif isinstance(ch, (ast.FunctionDef, ast.AsyncFunctionDef)) and \
+                        (not ch.name.startswith("_") or ch.name in ("__init__", "__call__")):
+                    a = ch.args
+                    params = a.posonlyargs + a.args + a.kwonlyargs + [p for p in (a.vararg, a.kwarg) if p]
+                    if in_class and params and params[0].arg in ("self", "cls"):
+                        params = params[1:]
+                    missing = [p.arg for p in params if p.annotation is None]
+                    if missing:
+                        bare.append(f"{path.relative_to(ROOT)}:{ch.lineno}: {ch.name}({', '.join(missing)})")
+
+        visit(ast.parse(path.read_text()), False)
+    assert bare == []

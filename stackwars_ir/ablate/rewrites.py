@@ -13,14 +13,18 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from .mlir import At, float_of, head, histogram, int_of, is_float, ops_of, producer, replace, shape_of
+
+if TYPE_CHECKING:
+    from jaxlib.mlir import ir
 
 
 class CannotApply(Exception):
     """A rewrite met a site it cannot turn into the other form: `op` (its printed form's head) and why."""
 
-    def __init__(self, op: str, why: str):
+    def __init__(self, op: str, why: str) -> None:
         super().__init__(f"{op}: {why}")
         self.op, self.why = op, why
 
@@ -82,7 +86,7 @@ REVERSIBLE = ("flatten",)  # rewrites that also run the other way round, where A
 REVERSED = " (reverse)"  # how Applied names a rewrite run the other way round: "flatten (reverse)"
 
 
-def apply(module, rewrite: Rewrite, reverse: bool = False) -> Applied:
+def apply(module: ir.Module, rewrite: Rewrite, reverse: bool = False) -> Applied:
     """Rewrite every site of `rewrite` in `module` (an ir.Module of the jaxlib bindings) in place;
     CannotApply where a site cannot be rewritten (the module is then left half-rewritten: the caller
     parses a fresh copy for each variant). `reverse` (a REVERSIBLE rewrite): the other way round,

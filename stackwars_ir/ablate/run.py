@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
 from ..bench.arguments import signature_arguments
@@ -189,8 +190,8 @@ def block_name(kind: str) -> str:
     return f"{BLOCK}-" + "-".join(x for x in re.split(r"[^A-Za-z0-9_]+", kind) if x)
 
 
-def transplant_variants(a: Path, b: Path, out: Path, blocks: tuple, before: Counter, worker, timeout,
-                        progress=None) -> tuple[list, dict]:
+def transplant_variants(a: Path, b: Path, out: Path, blocks: tuple, before: Counter, worker: Isolated,
+                        timeout: float | None, progress: Callable[[str], object] | None = None) -> tuple[list, dict]:
     """One variant per entry of `blocks` (a block role, ablate.transplant.KINDS, or one block's
     label): B with A's blocks of it (ablate.transplant), written as `OUT/<B's stem>.block-KIND.mlir`
     with its sidecar, the diff's findings of A against it beside those of A against B. Runs in
@@ -260,8 +261,8 @@ def check_variant(b: Path, v: Path) -> Check:
 
 
 def ablate(a: Path, b: Path, out: Path, only: tuple | None = None, rounds: int = 3, timeout: float | None = None,
-           max_memory: int | None = None, progress=None, target: str | None = None, blocks: tuple = (),
-           profile: int = 0) -> Ablation:
+           max_memory: int | None = None, progress: Callable[[str], object] | None = None, target: str | None = None,
+           blocks: tuple = (), profile: int = 0) -> Ablation:
     """Variants of B with its differences from A rewritten into A's form (ablate.rewrites), each
     checked against B (check_variant; a failed check is never timed), then A, B and every checked
     variant timed on XLA:CPU in `rounds` rounds, each a fresh bench worker where their steady runs
@@ -363,7 +364,8 @@ def block_times(b: Path, v: Path, profiles_b: list, profiles_v: list) -> dict:
     return {"block_times": rows, "kernel_s": (pb.kernel_s, pv.kernel_s)}
 
 
-def estimated(abl: Ablation, paths: list, target: str, timeout, max_memory, progress) -> Ablation:
+def estimated(abl: Ablation, paths: list, target: str, timeout: float | None, max_memory: int | None,
+              progress: Callable[[str], object] | None) -> Ablation:
     """The ablation with the TPU compiler's estimate of one run of A, B and each variant in `paths`
     (bench.run.estimate_files: compile-only, no TPU needed, libtpu installed)."""
     import dataclasses
@@ -380,14 +382,14 @@ def estimated(abl: Ablation, paths: list, target: str, timeout, max_memory, prog
                                estimate_b=got.get(str(abl.b)), estimate_errors=errors)
 
 
-def ratio_interval(ratios) -> Interval:
+def ratio_interval(ratios: Sequence[float]) -> Interval:
     """Ratios measured once per round: geometric mean and 95% t-interval (runstats.rounds_ratio)."""
 
     value, low, high = rounds_ratio(list(ratios))
     return Interval(value, low, high, len(ratios))
 
 
-def mean_interval(xs) -> Interval:
+def mean_interval(xs: Iterable[float]) -> Interval:
     """Figures measured once per round: mean and 95% t-interval (runstats.rounds_mean)."""
 
     xs = list(xs)

@@ -15,6 +15,7 @@ import math
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..bench.arguments import signature_arguments
 from ..common.errors import StackwarsError
@@ -26,6 +27,10 @@ from ..ir.parse import mlir_context
 from .mlir import At, head, histogram, ops_of, shape_of
 from .result import DEFAULT_ATOL, DEFAULT_RTOL
 from .rewrites import CannotApply
+
+if TYPE_CHECKING:
+    import numpy as np
+    from jaxlib.mlir import ir
 
 KINDS = ("norm", "attention", "mlp", "embedding")  # the block roles (diff.block.ROLES) transplanted by default
 # Ops a transplant may remove once nothing reads them: StableHLO's and CHLO's, but those with an
@@ -423,7 +428,7 @@ def _describe(array) -> str:
     return f"{array.dtype}[{','.join(map(str, array.shape))}]"
 
 
-def reading(src, want, atol: float, rtol: float):
+def reading(src: np.ndarray, want: np.ndarray, atol: float, rtol: float) -> tuple[int, ...] | None:
     """How `src` (an array) is read to give `want`: a permutation of its dimensions (the identity
     where it only needs a reshape) after which its elements in order equal want's, within atol +
     rtol * |want| (an infinity or NaN only where want has the same; integers and booleans exactly,
@@ -469,7 +474,7 @@ def reading(src, want, atol: float, rtol: float):
     return None
 
 
-def read_as(at: At, value, perm: tuple, want, made=None):
+def read_as(at: At, value: ir.Value, perm: tuple, want: np.ndarray, made: Counter[str] | None = None) -> ir.Value:
     """`value` read through transpose(perm), a reshape to want's shape and a convert to its type;
     `made` (a Counter), if given, counts the ops added."""
     from jaxlib.mlir import ir

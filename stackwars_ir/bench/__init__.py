@@ -2,6 +2,8 @@
 
 Or a workload's native runtimes, timed the same way beside its captures.
 """
+from __future__ import annotations
+
 from .arguments import sidecar_arguments, signature_arguments  # noqa: F401
 from .executable import BENCH_FORMAT, RESIDENT_METHOD, Executable, machine, roofline  # noqa: F401
 from .timed import add_in_place, hlo_stats, peaks, time_module, time_modules  # noqa: F401

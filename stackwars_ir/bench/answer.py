@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 import random
 import statistics
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from ..common.errors import StackwarsError
@@ -14,6 +15,7 @@ from ..common.files import read_sidecar
 from ..common.routes import ROUTES
 from ..common.runstats import RESAMPLES, rounds_mean, rounds_ratio, spans_zero
 from .compare import ratio_interval
+from .result import BenchReport
 
 WAIT = "wait"  # the top-level host phase in which the host waits for the device (bench.host)
 # bench's baseline names -> the kind of the native row each times (bench.native)
@@ -150,7 +152,8 @@ def _why_fix(report, a: str, b: str) -> str:
             f"stackwars-ir bench MODEL --baselines {a},{b} --host --json FILE")
 
 
-def answer(reports, a: str = "jax.jit", b: str = "torch_xla lazy", batch=None, source: str = "") -> Answer:
+def answer(reports: Iterable[BenchReport], a: str = "jax.jit", b: str = "torch_xla lazy", batch: int | None = None,
+           source: str = "") -> Answer:
     """`reports` (bench.BenchReport, one per round: bench MODEL --baselines A,B --host) read as one answer.
     `a`, `b`: native rows by kind or name. Raises StackwarsError naming what a report lacks."""
     reports = list(reports)

@@ -10,13 +10,13 @@ import numpy as np
 
 from .. import models
 from ..common.errors import BenchError
-from ..common.files import read_values
-from ..ir.model import storage_type
+from ..common.files import Sidecar, read_values
+from ..ir.model import Module, storage_type
 from ..workload import Argument, Request, argument_values, prepare
 from ..workload.train import train_state
 
 
-def signature_arguments(module, sidecar, rng: np.random.Generator, staged: str | None = None
+def signature_arguments(module: Module, sidecar: Sidecar | None, rng: np.random.Generator, staged: str | None = None
                         ) -> tuple[list, str, np.ndarray | None]:
     """Argument arrays for the entry function and the output they must give: the capture's real
     weights and inputs and PyTorch eager's output when its sidecar is there (`staged`: the .npz of them
@@ -121,7 +121,7 @@ def _index_limit(module, vid: int) -> int:
     return 2
 
 
-def sidecar_arguments(module, sidecar) -> tuple[list, np.ndarray]:
+def sidecar_arguments(module: Module, sidecar: Sidecar) -> tuple[list, np.ndarray]:
     # Only the weights and inputs are rebuilt: no exporter runs (fft has no torch_xla route).
     req = Request(sidecar.model, sidecar.size, "torch", exporters=(), batch=sidecar.batch, seq=sidecar.seq,
                   seed=sidecar.seed, step=sidecar.step).validated()

@@ -4,24 +4,29 @@ Each block gets its profiled kernel time and its host time; the pair gets the be
 """
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+
 from ..common.errors import StackwarsError
 from ..common.files import read_result, read_sidecar
 from ..common.routes import ROUTES
-from ..diff import with_host, with_times, with_times as attach
+from ..diff import DiffReport, with_host, with_times, with_times as attach
+from ..diff.result import DiffResult
 from .answer import NATIVE_KINDS
 from .kernels import kernels_of_files
 from .result import BenchReport
 from .xplane import profile_of
 
 
-def block_times_from(report, result, bench_path):
+def block_times_from(report: DiffReport, result: DiffResult, bench_path: Path) -> DiffResult:
     """The diff result (diff.DiffReport's) with each block's profiled time on both sides, from a
     `bench A B --profile --json` file whose rows timed these two files (matched by sha256)."""
 
     return block_times(report, result, read_result(bench_path, "bench", BenchReport.from_json), bench_path)
 
 
-def block_times_from_profiles(report, result, files, profiles, progress=None):
+def block_times_from_profiles(report: DiffReport, result: DiffResult, files: Sequence[str | Path],
+                              profiles: Iterable[Path], progress: Callable[[str], object] | None = None) -> DiffResult:
     """The diff result with each block's kernel time on both sides from two device profiles the user
     took (`profiles`: an XProf *.xplane.pb, or its folder, per file; bench.xplane), each file compiled
     here on XLA:CPU so the profile's kernel events map to its kernels and their module paths."""
@@ -37,13 +42,13 @@ def block_times_from_profiles(report, result, files, profiles, progress=None):
     return dataclasses.replace(out, metrics=dict(out.metrics, time=time))
 
 
-def profiled(bench, result) -> bool:
+def profiled(bench: BenchReport, result: DiffResult) -> bool:
     """Whether `bench` (a BenchReport) profiled both files of the diff `result`."""
     shas = {e.sha256 for _, e in bench.rows if e.profile is not None and e.sha256}
     return bool(result.a.sha256 in shas and result.b.sha256 in shas)
 
 
-def block_times(report, result, bench, where):
+def block_times(report: DiffReport, result: DiffResult, bench: BenchReport, where: str | Path) -> DiffResult:
     """block_times_from, with the BenchReport read from `where` already."""
     import dataclasses
 
@@ -70,7 +75,7 @@ def block_times(report, result, bench, where):
     return dataclasses.replace(out, metrics=dict(out.metrics, time=time))
 
 
-def rerun(bench, result) -> str:
+def rerun(bench: BenchReport, result: DiffResult) -> str:
     """The bench command that profiles the diff's two files and keeps what `bench` measured besides: a
     model's bench with native rows timed by host phase (bench MODEL --host) is run again as a model's,
     with --profile added, so its native rows and host phases stay (`bench A B --profile` has neither)."""

@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import random
 import statistics
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from ..common.runstats import RESAMPLES
+from .executable import Executable
 
 SPREAD_TARGET = 0.1  # (p90 - p10) / median above this: the measurement is noisy
 
@@ -79,7 +81,7 @@ def ratio_interval(fast: tuple, slow: tuple, seed: int = 0, paired: bool = False
     return point, ratios[int(0.025 * RESAMPLES)], ratios[int(0.975 * RESAMPLES) - 1]
 
 
-def verdicts(rows) -> list[Verdict]:
+def verdicts(rows: Iterable[tuple[int | None, Executable]]) -> list[Verdict]:
     """Every pair of measured rows that a user compares: rows of one batch size, each against each
     other (not only against the fastest: a jax-vs-torchax diff --bench needs its own pair). A row of
     unknown batch (a file without a sidecar, batch None) is compared with the rows of every batch, as
@@ -128,7 +130,7 @@ def _too_noisy(a, b, paired: bool, low: float = 1.0, high: float = 1.0) -> str:
 MICRO_S = 100e-6  # a steady run shorter than this: the clock's and the scheduler's jitter alone move it by tens of %
 
 
-def noisy(rows) -> list[str]:
+def noisy(rows: Iterable[tuple[int | None, Executable]]) -> list[str]:
     """A warning for each row whose spread exceeds the target, with what to do about it. The cause is
     not measured, so it is said as what may be: other programs on the machine, or, for a run under
     MICRO_S, the jitter of the clock and the scheduler (bugs/03's 12 us program: spreads of 69-806%)."""
@@ -150,7 +152,7 @@ def noisy(rows) -> list[str]:
 WARMING = 1.5  # run 2 over this many times the steady state: not yet steady
 
 
-def warming(rows) -> list[str]:
+def warming(rows: Iterable[tuple[int | None, Executable]]) -> list[str]:
     """A note for each row whose second run was slow with nothing compiled in it but much fresh memory
     touched (page faults): the allocator warming up, which a reader could take for the executable's."""
     out = []

@@ -5,9 +5,15 @@ The module and phase are those the op ran in; the result is a Profile the diff s
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING
 
 from .host import ModuleHooks
-from .xla_profile import KernelTime, runs_profile, union_seconds
+from .xla_profile import KernelTime, Profile, runs_profile, union_seconds
+
+if TYPE_CHECKING:
+    import torch
+    from torch.autograd.profiler_util import FunctionEvent
 
 _RANGE = "stackwars::"  # the record_function range each module's forward runs in
 _BACKWARD = "autograd::engine::evaluate_function: "
@@ -19,7 +25,7 @@ class ModuleRanges(ModuleHooks):
     (forward hooks), so every op torch.profiler records sits inside the ranges of the modules that
     ran it; a context manager."""
 
-    def __init__(self, model):
+    def __init__(self, model: torch.nn.Module) -> None:
         super().__init__(model)
         self.open = []
 
@@ -40,7 +46,8 @@ class ModuleRanges(ModuleHooks):
             self.open.pop().__exit__(None, None, None)
 
 
-def profile_eager_runs(run, model, runs: int, train: bool, note: str = ""):
+def profile_eager_runs(run: Callable[[], object], model: torch.nn.Module, runs: int, train: bool,
+                       note: str = "") -> Profile:
     """`runs` calls of `run` (eager PyTorch on the CPU) under torch.profiler, inside ModuleRanges of
     `model`: a bench.profile.Profile whose kernels are the ops that ran, per (op, module path, phase),
     with their self time summed per run (median over runs). A forward op's module is the innermost
@@ -65,7 +72,7 @@ def profile_eager_runs(run, model, runs: int, train: bool, note: str = ""):
         "traced to the module whose forward ran it"))
 
 
-def ops_profile(per_run: list, walls: list, busy: list, note: str):
+def ops_profile(per_run: list, walls: list, busy: list, note: str) -> Profile:
     """The Profile of profiled runs, each {(op, module path, phase): [seconds, calls]} with its wall
     and busy time: each op's time in the median run(s) by total (bench.profile.runs_profile), so the
     ops add up to the median run's total; zero in a run it did not run in."""
@@ -76,7 +83,7 @@ def ops_profile(per_run: list, walls: list, busy: list, note: str):
     return runs_profile(per_run, walls, busy, 0.0, ops, note, keys)
 
 
-def run_ops(events, train: bool) -> tuple[dict, list]:
+def run_ops(events: Iterable[FunctionEvent], train: bool) -> tuple[dict, list]:
     """{(op, module path, phase): [seconds, calls]} of one profiled run, and the top-level ops' spans
     (nanoseconds) for the time some op ran."""
     forward_phase = "forward" if train else ""

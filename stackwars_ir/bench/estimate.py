@@ -38,7 +38,7 @@ def check_chip(target: str) -> Chip:
     return CHIPS[target]
 
 
-def estimate_file(path: Path, target: str):
+def estimate_file(path: Path, target: str) -> Executable:
     """One StableHLO file compiled for `target` (libtpu, compile-only: no TPU), its kernels'
     estimates read from the optimized HLO: a bench Executable with no timing and an estimate as its
     profile. A bench worker job: the compile runs under the worker's limits."""
@@ -65,7 +65,7 @@ def estimate_file(path: Path, target: str):
     return dataclasses.replace(row, sha256=hashlib.sha256(data).hexdigest())
 
 
-def estimate_hlo(hlo_text: str, chip: Chip):
+def estimate_hlo(hlo_text: str, chip: Chip) -> Profile:
     """bench.profile.Profile of an optimized TPU module, every figure an estimate: a kernel's seconds are
     its `estimated_cycles` at the chip's clock where the compiler wrote them ("estimate"), else a
     memory bound, its operands' and result's bytes at the HBM bandwidth ("bound"); async copies'
@@ -153,13 +153,13 @@ def _target(line: str) -> str:
 FLOORS_S = (1e-6, 5e-6)  # bench --target's sensitivity line: a floor per bounded kernel, in seconds
 
 
-def floored_serial(profile, floor_s: float) -> float:
+def floored_serial(profile: Profile, floor_s: float) -> float:
     """The kernels' sum of a TPU estimate were each bounded kernel (no compiler estimate, a memory lower
     bound alone) at least `floor_s`: how far the bounds could move the estimate."""
     return sum(max(k.seconds, floor_s) if k.how == "bound" else k.seconds for k in profile.kernels)
 
 
-def bounded_by_opcode(profile) -> list:
+def bounded_by_opcode(profile: Profile) -> list:
     """(opcode, kernels, seconds of their bounds, bytes moved) of the kernels without the compiler's
     estimate, most time first."""
     rate = profile.estimate["hbm_bytes_per_s"]

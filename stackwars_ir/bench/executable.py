@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..common.files import host
+from ..isolate.stacks import Stack
 from .host import HostPhases
 from .proof import Proof
 from .timing import Timing
@@ -89,7 +90,7 @@ def roofline(flops: float, nbytes: float | None, seconds: float, peaks: dict) ->
             "fraction_of_bound": (flops / seconds) / bound if bound else None}
 
 
-def machine(stack=None) -> dict:
+def machine(stack: Stack | None = None) -> dict:
     """This machine and its XLA's setting, and the version stack that compiled and ran (None: this
     environment's)."""
 

@@ -2,10 +2,14 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from ..common.runstats import median_ratio, summed_runs
+
+if TYPE_CHECKING:
+    import torch
 
 HOST_RUNS = 10  # phased runs after the steady state (bench --host N to change)
 
@@ -14,7 +18,7 @@ class Clock:
     """The marks a phased run leaves at the runtime's API boundaries (`mark("sync")` when the
     step's sync returns): the time, and the runtime's own clocks read there (`read`)."""
 
-    def __init__(self, read: Callable[[], dict] | None = None):
+    def __init__(self, read: Callable[[], dict] | None = None) -> None:
         self.read = read
         self.marks: list = []
         self.start()
@@ -147,7 +151,8 @@ class Meter:
     profiled: Callable[[Callable, int], tuple] | None = None  # (phases, wall) of runs under the runtime's profiler
 
 
-def phases_of(run: Callable, runs: int, meter: Meter, model=None, phase: str = "") -> HostPhases:
+def phases_of(run: Callable, runs: int, meter: Meter, model: torch.nn.Module | None = None,
+              phase: str = "") -> HostPhases:
     """`runs` phased runs of `run(clock)` (a steady step that marks its API boundaries), each
     split by `meter`. The figures are the median run's (the run whose wall time is the median), so
     the parts add up to their phase and the phases to the step exactly; each phase keeps every
@@ -313,7 +318,7 @@ class ModuleHooks:
     """A forward pre-hook and hook (`_pre`, `_post`, defined by a subclass) on every module of
     `model` while entered; `paths` maps each module to its path."""
 
-    def __init__(self, model):
+    def __init__(self, model: torch.nn.Module) -> None:
         self.paths = {mod: name for name, mod in model.named_modules()}
         self.hooks: list = []
 
@@ -385,7 +390,7 @@ class ModuleClock(ModuleHooks):
     into leaves are in no module. Node hooks rather than autograd's module backward hooks: those wrap
     a module's output, which an in-place op after it (torchvision's ReLU(inplace=True)) refuses."""
 
-    def __init__(self, model, backward: bool = False):
+    def __init__(self, model: torch.nn.Module, backward: bool = False) -> None:
         super().__init__(model)
         self.backward = backward
         self.forward, self.back = _SelfTimes(), {}
@@ -443,7 +448,8 @@ class ModuleClock(ModuleHooks):
         return self.forward.take(), back
 
 
-def modules_of(run: Callable, model, runs: int, phase: str = "") -> tuple[tuple[ModuleHost, ...], float, tuple]:
+def modules_of(run: Callable, model: torch.nn.Module, runs: int,
+               phase: str = "") -> tuple[tuple[ModuleHost, ...], float, tuple]:
     """`runs` steady runs of `run` with `model`'s modules clocked (ModuleClock): each module path's
     host self time in the median run (by wall time under the hooks) and in every run, that wall
     time, and every run's. A training step (`phase` "forward") clocks each module's backward too, as
@@ -464,7 +470,7 @@ def modules_of(run: Callable, model, runs: int, phase: str = "") -> tuple[tuple[
     return tuple(sorted(out, key=lambda m: -m.seconds)), walls[middle], tuple(walls)
 
 
-def layered(modules) -> list:
+def layered(modules: Iterable[ModuleHost]) -> list:
     """(path with each layer's index as `*`, summed seconds, modules summed, the group's seconds in
     every run) per group, longest first: GPT-2's h.0.attn ... h.11.attn as one `h.*.attn`; a
     training step's backward groups apart, their paths followed by ` (backward)`."""

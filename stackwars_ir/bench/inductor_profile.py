@@ -7,10 +7,15 @@ from __future__ import annotations
 
 import re
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from .eager_profile import ops_profile, run_ops
-from .xla_profile import union_seconds
+from .xla_profile import Profile, union_seconds
+
+if TYPE_CHECKING:
+    import torch
 
 _CALL = "## Call CompiledFxGraph "  # the range inductor runs each compiled graph in
 _KERNEL_PREFIX = re.compile(r"^graph_\d+_")  # cpp kernels' profiler names: graph_<id>_<kernel>
@@ -33,7 +38,7 @@ class KernelOrigins:
     the graph among those it computes (nn_module_stack; a backward node's forward module from
     fwd_nn_module_stack). `graphs` holds one CompiledGraph per compiled graph."""
 
-    def __init__(self, train: bool):
+    def __init__(self, train: bool) -> None:
         self.train = train
         self.graphs: list[CompiledGraph] = []
         self._patch = None
@@ -49,7 +54,7 @@ class KernelOrigins:
     def __exit__(self, *exc) -> None:
         self._patch.__exit__(*exc)
 
-    def backend(self, gm, example_inputs):
+    def backend(self, gm: torch.fx.GraphModule, example_inputs: list[torch.Tensor]):
         import functools
 
         from torch._inductor.compile_fx import compile_fx
@@ -122,7 +127,7 @@ def module_path(source: str) -> str:
     return s.strip(".")
 
 
-def profile_compiled_runs(run, origins: KernelOrigins, runs: int, train: bool):
+def profile_compiled_runs(run: Callable[[], object], origins: KernelOrigins, runs: int, train: bool) -> Profile:
     """`runs` calls of `run` (a torch.compile'd step, compiled inside `origins`) under torch.profiler:
     a bench.profile.Profile whose kernels are inductor's cpp kernels and its extern calls (each
     call's whole time, its callees' included), traced to modules as KernelOrigins says, and the ops

@@ -6,15 +6,18 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..common.errors import StackwarsError
 from ..common.runtime import runtime
 from ..common.targets import is_tpu
-from ..diff import with_kernels as attach
+from ..diff import DiffReport, with_kernels as attach
+from ..diff.result import DiffResult
 from ..ir import compile_input, load, optimized_hlo_text, picked
 from ..ir.locations import provenance
+from ..isolate.stacks import Stack
 from ..isolate.task import Isolated, Task, default_max_memory, row, started
 from .planning import check_target, compiler_for, most_partitions
 
@@ -96,7 +99,7 @@ def _entry(hlo_text: str) -> str:
     return hlo_text[hlo_text.index("\nENTRY "):] if "\nENTRY " in hlo_text else ""
 
 
-def entry_instructions(hlo_text: str):
+def entry_instructions(hlo_text: str) -> Iterator[tuple[str, str]]:
     """(line, opcode) of each instruction of an optimized HLO module's entry computation, in order."""
     return _instructions(_entry(hlo_text))
 
@@ -254,7 +257,7 @@ def compile_kernels(path: Path, backend: str = "cpu") -> Kernels:
 DUMPED = "as dumped: the file's own optimized HLO"  # Kernels.backend of a module XLA optimized elsewhere
 
 
-def dumped_kernels(path) -> Kernels | None:
+def dumped_kernels(path: str | Path) -> Kernels | None:
     """The kernels of a module XLA has already optimized (an XLA dump's `*.after_optimizations.hlo.pb`
     or `.txt`, from the user's machine and backend: a TPU's included), read from the file itself with
     each fusion's module path from its metadata, nothing compiled here; None for any other file."""
@@ -267,8 +270,9 @@ def dumped_kernels(path) -> Kernels | None:
     return Kernels(str(path), DUMPED, tuple(kernels_of(text))) if text else None
 
 
-def kernels_of_files(paths, backend: str = "cpu", timeout: float | None = 300, max_memory: int | None = None,
-                     progress=None, stack=None) -> list[Kernels]:
+def kernels_of_files(paths: Sequence[str | Path], backend: str = "cpu", timeout: float | None = 300,
+                     max_memory: int | None = None, progress: Callable[[str], object] | None = None,
+                     stack: Stack | None = None) -> list[Kernels]:
     """Kernels of each file, each compiled in a bench worker (killed past its time or memory limit) of
     `stack`'s environment (its XLA; None, this one's); a module XLA optimized already (dumped_kernels)
     read as it is, not compiled again."""
@@ -288,7 +292,8 @@ def kernels_of_files(paths, backend: str = "cpu", timeout: float | None = 300, m
     return out
 
 
-def block_kernels(report, result, files, progress=None, target: str = "cpu"):
+def block_kernels(report: DiffReport, result: DiffResult, files: Sequence[str | Path],
+                  progress: Callable[[str], object] | None = None, target: str = "cpu") -> DiffResult:
     """The diff result with each block's kernel counts (and, sharded, collectives), both files compiled
     in a worker for `target`: XLA's CPU backend, or a TPU generation through libtpu (compile-only); a
     file that does not compile is one line."""

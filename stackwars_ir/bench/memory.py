@@ -6,6 +6,7 @@ that fits a budget (--max-batch) and the smallest slice that does (--chips).
 """
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -125,7 +126,7 @@ class MemoryPlan:
         headroom = budget.bytes - self.peak_bytes - self.code_bytes
         return headroom >= 0, headroom
 
-    def as_json(self, budgets_=()) -> dict:
+    def as_json(self, budgets_: Iterable[Budget] = ()) -> dict:
         out = {"label": self.label, "name": self.name, "target": self.target, "batch": self.batch,
                "argument_bytes": self.argument_bytes, "output_bytes": self.output_bytes,
                "alias_bytes": self.alias_bytes, "temp_bytes": self.temp_bytes, "code_bytes": self.code_bytes,
@@ -342,7 +343,8 @@ def next_batch(points: dict, budget: int, limit: int) -> int | None:
     return max(lo + 1, min(guess, top - 1, limit))
 
 
-def search_max_batch(probe, names, budgets_, limit: int = MAX_BATCH_LIMIT) -> tuple[MaxBatch, ...]:
+def search_max_batch(probe: Callable[[int], Mapping[str, MemoryPlan]], names: Iterable[str], budgets_: Sequence[Budget],
+                     limit: int = MAX_BATCH_LIMIT) -> tuple[MaxBatch, ...]:
     """For each executable name and budget, the largest batch that fits. `probe(batch)` compiles every
     executable at that batch and returns name -> MemoryPlan (it caches: one compile per batch)."""
     out = []

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from types import ModuleType
 
@@ -26,15 +27,16 @@ from .. import models
 from ..common.errors import BenchError, MissingExtra, StackwarsError
 from ..common.routes import STEPS, TORCHAX
 from ..isolate.task import started
-from ..workload import prepare
+from ..workload import Request, prepare
 from ..workload.train import register_torch_xla, train_state
 from .executable import Executable
 from .host import Clock, one_run, phases_of, timer_meter
 from .planning import ResidentWindow
 from .proof import Checker
 from .runtimes import inductor, jax_donated, jax_jit, torch_eager, torch_xla_dynamo, torch_xla_lazy, torchax_jit
-from .timing import Sampling, Timeout, measure
-from .xla_profile import GPU_PLATFORMS, cpu_only
+from .runtimes.shared import Setup
+from .timing import Asked, Sampling, Timeout, measure
+from .xla_profile import GPU_PLATFORMS, Profile, cpu_only
 
 
 @dataclass(frozen=True)
@@ -51,7 +53,7 @@ class NativeRuntime:
         """The steps it times: "forward", "train", or both."""
         return tuple(s for s in STEPS if hasattr(self.code, "forward" if s == "forward" else "train"))
 
-    def setup(self, train: bool):
+    def setup(self, train: bool) -> Callable[..., Setup] | None:
         """Its setup for a forward pass or a training loop (shared.Setup's maker), None if it has none;
         looked up at each call, so a test can replace one."""
         return getattr(self.code, "train" if train else "forward", None)
@@ -78,7 +80,7 @@ REFERENCE = "PyTorch eager on the CPU, same weights and inputs"
 TRAIN_REFERENCE = "PyTorch eager's first training step on the CPU (its loss), same weights and batch"
 
 
-def baselines_asked(given, step: str, program: str = "", mesh: str = "") -> tuple[str, ...]:
+def baselines_asked(given: str | Sequence[str], step: str, program: str = "", mesh: str = "") -> tuple[str, ...]:
     """The native runtimes asked for ("jax,eager", a tuple of names, or "none"), each one checked;
     with a layers' program (--scan-layers, --remat), jax alone runs the same program natively."""
     if isinstance(given, str):
@@ -106,13 +108,15 @@ def baselines_asked(given, step: str, program: str = "", mesh: str = "") -> tupl
     return tuple(given)
 
 
-def run_baseline(req, name: str, deadline_s: float | None, backend: str = "cpu", asked=None) -> Executable:
+def run_baseline(req: Request, name: str, deadline_s: float | None, backend: str = "cpu",
+                 asked: Asked | None = None) -> Executable:
     """Native runtime `name`'s row for `req` (a worker's task: bench.run.bench_baselines); `asked`: the
     user's sampling (timing.Asked)."""
     return run_baselines(req, (name,), deadline_s, backend, asked)[0]
 
 
-def run_baselines(req, which, deadline_s: float | None, backend: str = "cpu", asked=None) -> list[Executable]:
+def run_baselines(req: Request, which: Iterable[str], deadline_s: float | None, backend: str = "cpu",
+                  asked: Asked | None = None) -> list[Executable]:
     train = req.train
     if train and backend in (None, "cpu"):
         # Before any backward of this worker, whichever baseline it runs first (see register_torch_xla).
@@ -199,7 +203,7 @@ def _deadline(s):
     return time.monotonic() + s if s else None
 
 
-def profile_baseline(req, name: str, runs: int, backend: str = "cpu"):
+def profile_baseline(req: Request, name: str, runs: int, backend: str = "cpu") -> Profile:
     """bench.profile.Profile of native runtime `name`'s steady runs for `req` (after shared.WARM_STEPS
     runs), each kernel or op traced to the module path and phase the captures' blocks carry, by the
     runtime module's own `profile` (jax.jit's by jax's profiler, torch eager's and torch.compile's by
@@ -213,7 +217,7 @@ def profile_baseline(req, name: str, runs: int, backend: str = "cpu"):
     return BY_NAME[name].code.profile(req, runs, backend or "cpu")
 
 
-def setup_of(name: str, train: bool):
+def setup_of(name: str, train: bool) -> Callable[..., Setup] | None:
     """Baseline NAME's setup (its training loop's when `train`), or None: (adapter, req, model,
     weights, inputs or TrainState, backend) -> runtimes.shared.Setup. Looked up at each call, so a
     test can replace one. benchmarks/page_faults.py runs the training loops with it too."""

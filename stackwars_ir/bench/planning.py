@@ -1,18 +1,28 @@
 """Memory plans made: XLA (or libtpu) compiles each file for its target, and a run measures its peak."""
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 from ..common.errors import BenchError, StackwarsError
-from ..common.files import sidecar_of, versions
+from ..common.files import Sidecar, sidecar_of, versions
 from ..common.hostmem import trim
-from ..common.runtime import compilable, partitioned_options, partitions, quiet_libtpu, runtime, shardy
+from ..common.runtime import (
+    Partitioned, Runtime, compilable, partitioned_options, partitions, quiet_libtpu, runtime, shardy,
+)
 from ..ir import compile_input, load
+from ..ir.model import Module
+from ..isolate.stacks import Stack
 from ..isolate.task import Isolated, Task, row, started
 from ..workload import keep_prepared
 from .arguments import signature_arguments
 from .executable import RESIDENT_METHOD, machine
-from .memory import LIBTPU, SLICES, TARGETS, TOPOLOGIES, Measured, MemoryPlan, MemoryReport
+from .memory import LIBTPU, SLICES, TARGETS, TOPOLOGIES, Budget, Measured, MemoryPlan, MemoryReport
 from .staging import staged_values
+
+if TYPE_CHECKING:
+    from jaxlib._jax import CompiledMemoryStats
+    from jaxlib.xla_client import LoadedExecutable
 
 
 def check_target(target: str, measure: bool = False) -> str:
@@ -36,12 +46,12 @@ def check_target(target: str, measure: bool = False) -> str:
 class Compiler:
     """Compiles StableHLO for one target without running it (a loaded executable on cpu/gpu)."""
 
-    def __init__(self, target: str):
+    def __init__(self, target: str) -> None:
         self.target = check_target(target)
         self._slices: dict = {}  # devices wanted -> the slice's devices
         self._runtime = None
 
-    def compile(self, text, label: str):
+    def compile(self, text: str | bytes, label: str):
         if self.target in ("cpu", "gpu"):
             if self._runtime is None:
                 self._runtime = runtime(self.target)
@@ -82,7 +92,7 @@ class Compiler:
         return self._slices[n]
 
     @property
-    def runtime(self):
+    def runtime(self) -> Runtime | None:
         return self._runtime
 
 
@@ -91,8 +101,8 @@ def _first_line(e: Exception) -> str:
     return s.splitlines()[0][:300] if s else type(e).__name__
 
 
-def plan_text(path: Path, text, compiler: Compiler, measure: bool = False, sidecar=None,
-              module=None, staged: str | None = None) -> MemoryPlan:
+def plan_text(path: Path, text: str | bytes, compiler: Compiler, measure: bool = False, sidecar: Sidecar | None = None,
+              module: Module | None = None, staged: str | None = None) -> MemoryPlan:
     """XLA's plan for one module; with `measure` (cpu only) also one run's measured peak (`staged`: the
     .npz of argument values a parent built for a stack's worker)."""
     import time
@@ -123,7 +133,7 @@ def plan_text(path: Path, text, compiler: Compiler, measure: bool = False, sidec
         return MemoryPlan(label, compiler.target, error=f"{label}: {type(e).__name__}: {_first_line(e)}")
 
 
-def host_fields(stats) -> dict:
+def host_fields(stats: CompiledMemoryStats) -> dict:
     """MemoryPlan's host_* fields from XLA's CompiledMemoryStats (0 where this jaxlib has none)."""
     return {f"host_{k}_bytes": int(getattr(stats, f"host_{k}_size_in_bytes", 0) or 0)
             for k in ("argument", "output", "alias", "temp")}
@@ -146,7 +156,8 @@ def refusal(message: str) -> dict | None:
             "message": " ".join(message.split())[:300]}
 
 
-def measure_run(exe, compiler: Compiler, module, sidecar, staged: str | None = None) -> Measured:
+def measure_run(exe: LoadedExecutable | Partitioned, compiler: Compiler, module: Module, sidecar: Sidecar | None,
+                staged: str | None = None) -> Measured:
     """One run's peak resident memory above what was resident before it. Linux resets a process's
     peak (VmHWM) when 5 is written to /proc/self/clear_refs: the peak read after the run is the
     run's own (its temporaries and outputs), the arguments being placed before the reset."""
@@ -172,7 +183,7 @@ class ResidentWindow:
 
     METHOD = RESIDENT_METHOD
 
-    def __init__(self, fresh_blocks: bool = False):
+    def __init__(self, fresh_blocks: bool = False) -> None:
         # fresh_blocks: glibc maps every block of 128 KiB or more anew for the rest of this process, so
         # one run's peak is its live bytes, not what the allocator keeps for reuse. Never where runs
         # are timed: with it, each run maps and zeroes all its buffers again (BERT base's training
@@ -237,8 +248,9 @@ def compiler_for(target: str) -> Compiler:
     return _COMPILERS[target]
 
 
-def plan_files(paths, target: str = "cpu", budgets_=(), measure: bool = False, max_memory: int | None = None,
-               timeout: float | None = None, progress=None, stack=None) -> MemoryReport:
+def plan_files(paths: Sequence[str | Path], target: str = "cpu", budgets_: Iterable[Budget] = (), measure: bool = False,
+               max_memory: int | None = None, timeout: float | None = None,
+               progress: Callable[[str], object] | None = None, stack: Stack | None = None) -> MemoryReport:
     """Every file compiled for `target` in a worker killed past its time or memory limit (of `stack`'s
     environment: its XLA; None, this one's); the others are still planned."""
 
@@ -255,7 +267,7 @@ def plan_files(paths, target: str = "cpu", budgets_=(), measure: bool = False, m
     return MemoryReport(target, tuple(plans), tuple(budgets_), machine(stack), target_versions(target, stack))
 
 
-def most_partitions(paths) -> int:
+def most_partitions(paths: Iterable[str | Path]) -> int:
     """The most devices any of the files is sharded over (a CPU compile needs as many host devices)."""
 
     most = 1
@@ -268,7 +280,7 @@ def most_partitions(paths) -> int:
     return most
 
 
-def target_versions(target: str, stack=None) -> dict:
+def target_versions(target: str, stack: Stack | None = None) -> dict:
     """The versions that made the plan (`stack`'s, or this environment's), and libtpu's when it did."""
 
     here = versions()

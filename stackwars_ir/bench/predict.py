@@ -5,7 +5,10 @@ assumptions are stated.
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+
+from .host import HostPhases, Phase
 
 # How long a TPU host takes for the host work this machine's CPU does: an assumption, not a measurement
 # (the study names no host CPU; a v6e VM's cores are of a recent server generation, this host's an AMD
@@ -35,7 +38,7 @@ class Cell:
         return cls(d["workload"], d["framework"], d["run"], d["low_s"], d["high_s"], tuple(tuple(p) for p in d["parts"]))
 
 
-def host_seconds(phases, exclude=("wait",)) -> tuple:
+def host_seconds(phases: Sequence[Phase], exclude: tuple[str, ...] = ("wait",)) -> tuple:
     """(host seconds, parts) of a run's phases (bench.host.Phase): every timer phase but the waits,
     less the device's execution and XLA's compile where the runtime's own clocks put them inside
     (they are the device's and the compiler's, predicted apart)."""
@@ -50,7 +53,7 @@ def host_seconds(phases, exclude=("wait",)) -> tuple:
     return total, tuple(parts)
 
 
-def predict(workload: str, framework: str, host, device_s: float, compile_s: float, compiles: dict,
+def predict(workload: str, framework: str, host: HostPhases, device_s: float, compile_s: float, compiles: dict,
             factor: tuple = HOST_FACTOR) -> tuple:
     """The three predicted cells of one framework's row: host phases measured here (bench.host.
     HostPhases, its first and second runs too), the target's run estimate `device_s` and its compile
@@ -80,7 +83,7 @@ def predict(workload: str, framework: str, host, device_s: float, compile_s: flo
 UNSYNCED = "pytorch, not synced"  # the framework of predict_unsynced's cells
 
 
-def predict_unsynced(workload: str, host, factor: tuple = HOST_FACTOR) -> tuple:
+def predict_unsynced(workload: str, host: HostPhases, factor: tuple = HOST_FACTOR) -> tuple:
     """The PyTorch row had the study timed torch_xla's Python step without its sync (no
     `torch_xla.sync()`, no wait: the lazy graph is traced, never compiled nor run): each run's
     tracing phase alone, scaled by `factor`. A protocol to test against the study's cells, not a

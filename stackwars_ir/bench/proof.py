@@ -44,12 +44,12 @@ class Checker:
     """The `inspect` hook of bench.timing.measure: checks the first run's output, keeps the Proof,
     and raises BenchError (the row becomes an error, not a number) when the work was not done."""
 
-    def __init__(self, label: str, reference: np.ndarray | None, backend: str, what: str):
+    def __init__(self, label: str, reference: np.ndarray | None, backend: str, what: str) -> None:
         self.label, self.reference, self.what = label, reference, what
         self.atol, self.rtol = TOLERANCE.get(backend, TOLERANCE["gpu"])
         self.proof: Proof | None = None
 
-    def __call__(self, output) -> None:
+    def __call__(self, output: object) -> None:
         if output is None:
             raise BenchError(f"{self.label}: the timed run returned no output, so nothing proves it did the work",
                              fix="time a function that returns its result")

@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import statistics
 import time
+from collections.abc import Hashable
 from dataclasses import dataclass, field
 
 from ..common.files import host
@@ -352,7 +353,7 @@ def _jax(workload: str, size: str, name: str):
     return step, counter
 
 
-def running_statistic(path, value) -> bool:
+def running_statistic(path: tuple[Hashable, ...], value: object) -> bool:
     """An nnx filter: BatchNorm's running statistics (their PyTorch buffer names), which train mode updates."""
     return bool(path) and path[-1] in ("running_mean", "running_var")
 

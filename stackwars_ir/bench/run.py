@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
 from ..common.errors import BenchError, StackwarsError
@@ -9,8 +10,9 @@ from ..common.files import sidecar_of
 from ..common.progress import planned, start
 from ..common.runtime import runtime
 from ..ir import compile_input, load
+from ..isolate.stacks import Stack
 from ..isolate.task import Isolated, Task, row
-from ..workload import keep_prepared
+from ..workload import Request, keep_prepared
 from .estimate import check_chip, estimate_file
 from .executable import Executable, machine
 from .native import PROFILED, profile_baseline, run_baseline
@@ -18,10 +20,12 @@ from .planning import most_partitions
 from .result import BenchReport
 from .staging import staged_values
 from .timed import peaks, time_module, time_modules
+from .timing import Asked
 from .xla_profile import merged
 
 
-def bench_one(path: Path, backend: str | None, timeout: float | None, asked=None, staged=None) -> Executable:
+def bench_one(path: Path, backend: str | None, timeout: float | None, asked: Asked | None = None,
+              staged: dict[str, str] | None = None) -> Executable:
     """Compile and time one StableHLO file in this process (the bench worker calls this); `asked`: the
     user's sampling (timing.Asked); `staged`: values a parent built for a stack's worker."""
 
@@ -37,7 +41,8 @@ def bench_one(path: Path, backend: str | None, timeout: float | None, asked=None
     return dataclasses.replace(row, sha256=hashlib.sha256(data).hexdigest())
 
 
-def bench_group(paths, backend: str | None, timeout: float | None, asked=None, staged=None) -> list[Executable]:
+def bench_group(paths: Sequence[Path], backend: str | None, timeout: float | None, asked: Asked | None = None,
+                staged: dict[str, str] | None = None) -> list[Executable]:
     """Compile and time StableHLO files in this process, their steady-state runs taking turns
     (bench.time_modules; the bench worker calls this)."""
     import dataclasses
@@ -57,9 +62,9 @@ def bench_group(paths, backend: str | None, timeout: float | None, asked=None, s
     return [i if isinstance(i, Executable) else dataclasses.replace(next(timed), sha256=next(digest)) for i in items]
 
 
-def bench_files(paths, backend: str | None = None, timeout: float | None = None,
-                with_peaks: bool = True, max_memory: int | None = None, progress=None, asked=None,
-                stack=None) -> BenchReport:
+def bench_files(paths: Sequence[str | Path], backend: str | None = None, timeout: float | None = None,
+                with_peaks: bool = True, max_memory: int | None = None, progress: Callable[[str], object] | None = None,
+                asked: Asked | None = None, stack: Stack | None = None) -> BenchReport:
     """Every file compiled and timed in a bench worker that is killed past the file's time or
     memory limit (2 x timeout + a grace; max_memory bytes resident); the others still run. `asked`:
     the user's sampling (timing.Asked: --warmup, --runs, --profile), given to the workers; `stack`:
@@ -69,12 +74,12 @@ def bench_files(paths, backend: str | None = None, timeout: float | None = None,
         return _bench_files(paths, backend, timeout, with_peaks, max_memory, progress, asked, stack)
 
 
-def file_steps(asked) -> list[str]:
+def file_steps(asked: Asked | None) -> list[str]:
     """The steps (progress.Steps kinds) of timing a set of files: one, and one per --rounds round after the first."""
     return ["files"] + ["files round"] * ((asked.rounds - 1) if asked is not None and asked.profile else 0)
 
 
-def baseline_steps(names, step: str, asked) -> list[str]:
+def baseline_steps(names: Sequence[str], step: str, asked: Asked | None) -> list[str]:
     """The steps (progress.Steps kinds) of timing native runtimes `names`, then (--profile) profiling each."""
 
     profiled = asked is not None and asked.profile
@@ -156,8 +161,8 @@ def _more_rounds(timed: dict, todo: list, platform: str, timeout, asked, max_mem
     return out
 
 
-def estimate_files(paths, target: str, timeout: float | None = None, max_memory: int | None = None,
-                   progress=None) -> BenchReport:
+def estimate_files(paths: Iterable[str | Path], target: str, timeout: float | None = None,
+                   max_memory: int | None = None, progress: Callable[[str], object] | None = None) -> BenchReport:
     """Every file compiled for a TPU generation that is not here (libtpu, compile-only) in a bench
     worker, each kernel's time estimated from the compiler's cost model (bench.estimate): a report
     of estimates, not measurements, that `diff --bench` splits by block as it does a profile."""
@@ -173,14 +178,14 @@ def estimate_files(paths, target: str, timeout: float | None = None, max_memory:
     return BenchReport(target, tuple(rows), {}, machine())
 
 
-def file_task(path, platform: str, timeout: float | None, asked=None):
+def file_task(path: str | Path, platform: str, timeout: float | None, asked: Asked | None = None) -> Task:
     """The worker's task that times one file (bench_one)."""
 
     return Task(bench_one, (Path(path), platform, timeout, asked), str(path), row(Executable, str(path), "stablehlo", None, None),
                 keep_prepared, stage=(str(path),))
 
 
-def group_task(paths, platform: str, timeout: float | None, asked=None):
+def group_task(paths: Iterable[str | Path], platform: str, timeout: float | None, asked: Asked | None = None) -> Task:
     """The worker's task that times files side by side, their steady-state runs taking turns (bench_group)."""
 
     paths = tuple(str(p) for p in paths)
@@ -210,8 +215,9 @@ def _batch(side) -> int | None:
     return side.batch if side else None
 
 
-def bench_baselines(req, baselines, backend: str | None = None, timeout: float | None = None,
-                    max_memory: int | None = None, progress=None, asked=None) -> list[Executable]:
+def bench_baselines(req: Request, baselines: Sequence[str], backend: str | None = None, timeout: float | None = None,
+                    max_memory: int | None = None, progress: Callable[[str], object] | None = None,
+                    asked: Asked | None = None) -> list[Executable]:
     """The request's native runtimes (jax, eager, ...: bench.native), timed in one worker, so the
     weights are built once; `asked`: the user's sampling (timing.Asked)."""
 
@@ -243,7 +249,7 @@ def _with_profile(row, req, name, platform, timeout, max_memory, progress, asked
     return dataclasses.replace(row, profile=dataclasses.replace(got, steady_s=row.timing.steady))
 
 
-def crossover(rows, exporters) -> str | None:
+def crossover(rows: Iterable[tuple[int | None, Executable]], exporters: Sequence[str]) -> str | None:
     """The first batch size at which the faster of the JAX and PyTorch executables changes."""
     torch_label = f"torch-{exporters[0]}"
     by_batch: dict = {}

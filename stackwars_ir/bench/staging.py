@@ -1,6 +1,7 @@
 """Argument values of catalogue captures, built here for a stack's worker (it has jax, not torch)."""
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
 
 from .. import models
@@ -9,7 +10,7 @@ from ..ir import load
 from .arguments import sidecar_arguments
 
 
-def staged_values(paths, folder: Path) -> tuple:
+def staged_values(paths: Iterable[str | Path], folder: Path) -> tuple:
     """(path, .npz) for each capture of a catalogue model that recorded no values of its own: its
     weights, inputs and PyTorch eager's reference rebuilt here, where torch is, for a stack's worker
     (isolate passes them to the task as `staged`; files.read_values reads them there)."""

@@ -8,24 +8,30 @@ import time
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ..common.errors import StackwarsError
-from ..common.runtime import INTEGER_MATH, QUANTIZED
+from ..common.files import Sidecar
+from ..common.runtime import INTEGER_MATH, QUANTIZED, Partitioned, Runtime
+from ..ir.model import Module
 from ..isolate.task import started
 from .arguments import signature_arguments
 from .executable import Executable
 from .kernels import entry_instructions, kernels_of
 from .planning import ResidentWindow
 from .proof import Checker
-from .timing import Sampling, Timeout, measure, steady_state, timing_of, warm_up
+from .timing import Asked, Sampling, Timeout, measure, steady_state, timing_of, warm_up
 from .xla_profile import profile_runs, profile_turns
+
+if TYPE_CHECKING:
+    from jaxlib.xla_client import LoadedExecutable
 
 _WARMED_RUNTIMES: set = set()
 
 
-def hlo_stats(executable) -> dict:
+def hlo_stats(executable: LoadedExecutable | Partitioned) -> dict:
     """Kernels of XLA's optimized HLO: the entry computation's op histogram and its fusions."""
 
     hist = Counter()
@@ -47,13 +53,13 @@ def hlo_stats(executable) -> dict:
     return {"fusions": hist.get("fusion", 0), "histogram": dict(hist.most_common())}
 
 
-def time_module(path: Path, text: str, module, rt, sidecar, timeout: float | None,
-                seed: int = 0, asked=None, staged: dict | None = None) -> Executable:
+def time_module(path: Path, text: str, module: Module, rt: Runtime, sidecar: Sidecar | None, timeout: float | None,
+                seed: int = 0, asked: Asked | None = None, staged: dict | None = None) -> Executable:
     """Compile and time one StableHLO module; failures come back as an Executable with `error`."""
     return time_modules([(path, text, module, sidecar)], rt, timeout, seed, asked, staged)[0]
 
 
-def time_modules(items: list, rt, timeout: float | None, seed: int = 0, asked=None,
+def time_modules(items: list, rt: Runtime, timeout: float | None, seed: int = 0, asked: Asked | None = None,
                  staged: dict | None = None) -> list[Executable]:
     """Compile and time StableHLO modules ((path, text, module, sidecar) each) side by side: each is
     compiled, placed and run 3 times in turn (its resident window), then their steady-state runs take
@@ -132,7 +138,7 @@ def _warm_one(path, text, module, rt, sidecar, timeout, how, seed, staged=None) 
         return _failed_row(label, e, timeout)
 
 
-def donated_feedback(module) -> tuple[list, str]:
+def donated_feedback(module: Module) -> tuple[list, str]:
     """([(argument, output)], in words) for the arguments the entry function donates: each run consumes
     such an argument's buffer (XLA writes the output into it), so the next run reads that output, as a
     decode step's KV cache or a training step's state is carried from step to step. A `jax.buffer_donor`
@@ -249,7 +255,7 @@ def _memory(exe) -> dict:
             "temp_bytes": m.temp_size_in_bytes, "generated_code_bytes": m.generated_code_size_in_bytes}
 
 
-def peaks(rt) -> dict:
+def peaks(rt: Runtime) -> dict:
     """Attainable peaks on this device, measured: a large f32 GEMM and a large elementwise add
     (sized so that a GPU is busy for milliseconds, not microseconds of launch overhead). The add
     writes its sum into its first argument's buffer (donated, as STREAM writes arrays it touched

@@ -112,7 +112,7 @@ class Sampling:
 
     @classmethod
     def of(cls, asked: Asked | None = None, *, runs: int | None = None, warmup: int | None = None,
-           **given) -> "Sampling":
+           **given: float) -> "Sampling":
         """With what the user `asked` (bench's --warmup, --runs, --profile, --host) standing in for those
         not given; `runs`: exactly that many steady-state runs (hyperfine's --runs)."""
         asked = asked or NOTHING_ASKED

@@ -3,10 +3,17 @@ from __future__ import annotations
 
 import statistics
 import time
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from ..common.errors import BenchError
 from ..common.runstats import at, median_runs
+
+if TYPE_CHECKING:
+    from jax.profiler import ProfileData
+
+    from .kernels import Kernel
 
 PROFILE_RUNS = 10  # profiled runs after the unprofiled steady state (bench --profile N to change)
 # XLA:CPU's profiler events of its runtime rather than of one kernel (thread-pool bookkeeping, the
@@ -161,7 +168,8 @@ def merged(rounds: list) -> Profile:
                    turns=first.turns, rounds=tuple(p.runs for p in rounds))
 
 
-def profile_runs(run, kernels, runs: int, steady_s: float, platform: str = "cpu") -> Profile:
+def profile_runs(run: Callable[[], object], kernels: list[Kernel], runs: int, steady_s: float,
+                 platform: str = "cpu") -> Profile:
     """`runs` calls of `run` under jax's profiler, read back per kernel (`kernels`: bench.kernels.Kernel
     of the executable's optimized HLO, whose names the runtime's events carry)."""
     import jax
@@ -213,7 +221,7 @@ def _jax_start(folder: str) -> None:
     jax.profiler.start_trace(folder, profiler_options=options)
 
 
-def profile_lazy_runs(step, graphs: list, runs: int, steady_s: float, note: str = "") -> Profile:
+def profile_lazy_runs(step: Callable[[], object], graphs: list, runs: int, steady_s: float, note: str = "") -> Profile:
     """`runs` steps of a torch_xla lazy loop under torch_xla's own profiler (its XLA build's events),
     read back per kernel. `graphs` lists the kernels (bench.kernels.Kernel) of each graph torch_xla
     compiled (its post-optimization HLO); a step may run several graphs (a host read runs one): each
@@ -329,7 +337,7 @@ def _traced_calls(calls: list, start, stop):
         return jax.profiler.ProfileData.from_file(path), walls
 
 
-def kernel_events(data, loops: set) -> tuple:
+def kernel_events(data: ProfileData, loops: set) -> tuple:
     """(the executions' start times, sorted; the kernel events on XLA:CPU's kernel threads, each
     [start, end, name, nanoseconds of kernels kept inside it]) of a trace. A loop's event (a while
     named in `loops`) holds its body's kernels' events: they are kernels of their own, and the loop's
@@ -417,8 +425,9 @@ def _read(data, walls: list, steady_s: float, graphs: list, note: str = "") -> P
     return runs_profile(per_run, walls, covered, steady_s, kernels, note)
 
 
-def runs_profile(per_run: list, walls: list, covered: list, steady_s: float, kernels, note: str,
-                 keys=None, turns: tuple = ()) -> Profile:
+def runs_profile(per_run: list, walls: list, covered: list, steady_s: float,
+                 kernels: Sequence[Kernel | KernelTime], note: str,
+                 keys: Iterable[str | tuple[str, str, str]] | None = None, turns: tuple = ()) -> Profile:
     """The Profile of profiled runs, each {key: [seconds, calls]}: `kernels` (bench.kernels.Kernel or
     KernelTime; keyed by `keys`, in their order, or by name) timed in the median run(s) by kernel
     total, with every run's time kept; the keys that are no kernel's as untraced."""

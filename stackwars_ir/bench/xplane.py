@@ -5,10 +5,16 @@ It is read step by step: each step's time per kernel.
 from __future__ import annotations
 
 import statistics
+from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..common.errors import StackwarsError
-from .xla_profile import LOOP_OPCODES, executions_of, kernel_events, runs_profile, union_seconds
+from .kernels import Kernel
+from .xla_profile import LOOP_OPCODES, Profile, executions_of, kernel_events, runs_profile, union_seconds
+
+if TYPE_CHECKING:
+    from jax.profiler import ProfileData
 
 # An execution is the program's when every kernel it ran is one the program compiled to and it ran at
 # least this share of them: kernel names are generic (BERT tiny's 74 and GPT-2 tiny's 69 share 67),
@@ -19,7 +25,7 @@ WRITE_ONE = ("take one with jax.profiler.trace(DIR) (or torch_xla.debug.profiler
              "and give DIR/plugins/profile/RUN/HOST.xplane.pb")
 
 
-def read_xspace(path: Path):
+def read_xspace(path: Path) -> tuple[ProfileData, Path]:
     """(the profile at `path`, read with jax's XProf reader (jax.profiler.ProfileData), the file read):
     `path` a *.xplane.pb or a folder holding one (jax.profiler.trace's DIR); one line naming the file
     where it is not one."""
@@ -45,7 +51,7 @@ def read_xspace(path: Path):
                              fix=WRITE_ONE) from None
 
 
-def profile_of(path: Path, program: str, kernels) -> "Profile":
+def profile_of(path: Path, program: str, kernels: Sequence[Kernel]) -> "Profile":
     """The steps in profile `path` (XLA:CPU's kernel events, as jax's and torch_xla's profilers write
     them) that ran `program`, whose kernels (bench.kernels.Kernel: XLA compiled it here to these) name
     the profile's events: each step's time per kernel, with every step kept, as bench --profile's

@@ -5,6 +5,9 @@ JAX's twin and torchax both capture this way.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
+from types import ModuleType
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -13,7 +16,7 @@ from ..common.errors import CaptureError
 from ..common.progress import Stages
 from ..common.routes import TORCHAX
 from ..isolate.task import started
-from ..workload import Argument, jax_inputs
+from ..workload import Argument, Request, jax_inputs
 from ..workload.exported import jax_dtype, torchax_function
 from ..workload.shapes import meta_model
 from ..workload.train import TrainState, loss_of
@@ -23,10 +26,14 @@ from .lowering import lower_text, placement
 from .torch_capture import spec_kind, torchax_named
 from .train import capture_jax_train, capture_torchax_train
 
+if TYPE_CHECKING:
+    import torch
+
 NOT_CHECKED = "abstract capture: no weight was materialized, so nothing ran; the adapter's tiny size carries the parity evidence"
 
 
-def capture_abstract(req, frameworks, stages_for, elsewhere=None) -> tuple[list[Capture], dict]:
+def capture_abstract(req: Request, frameworks: tuple[str, ...], stages_for: Callable[[str], Stages],
+                     elsewhere: Callable[[tuple], Capture] | None = None) -> tuple[list[Capture], dict]:
     """Captures of `req` from shapes: JAX's twin under nnx.eval_shape, torchax from the meta-device
     model's torch.export. Returns the captures and the inputs' shapes/dtypes (as numpy zeros of size 0
     are not wanted, a dict name -> (shape, dtype)). `elsewhere(parts)`: the JAX capture made from
@@ -50,7 +57,7 @@ def capture_abstract(req, frameworks, stages_for, elsewhere=None) -> tuple[list[
     return captures, inputs
 
 
-def abstract_parts(req, adapter, model) -> tuple:
+def abstract_parts(req: Request, adapter: ModuleType, model: torch.nn.Module) -> tuple:
     """(specs, inputs, buffers, trainable): every tensor's shape and dtype name, the inputs, the names
     of the buffers and of the trainable parameters; plain values, no torch object."""
     inputs = adapter.inputs(req.size, req.batch, req.seq, np.random.default_rng(req.seed))
@@ -63,7 +70,7 @@ def abstract_parts(req, adapter, model) -> tuple:
         frozenset(k for k, _ in model.named_parameters())
 
 
-def stack_abstract_jax(req, *parts):
+def stack_abstract_jax(req: Request, *parts: dict | frozenset) -> Capture:
     """A stack's worker's task: abstract_jax from abstract_parts' plain values, its time limit started
     once they are here."""
 
@@ -75,7 +82,8 @@ def _quiet(what: str):
     return Stages(what, show=False)
 
 
-def abstract_jax(req, specs, inputs, buffers, trainable, stages_for) -> Capture:
+def abstract_jax(req: Request, specs: dict[str, tuple[tuple[int, ...], str]], inputs: dict[str, np.ndarray],
+                 buffers: frozenset[str], trainable: frozenset[str], stages_for: Callable[[str], Stages]) -> Capture:
     """The JAX twin's forward or training step lowered from shapes (this process's jax: a stack's
     worker calls this with its parent's abstract_parts)."""
 
@@ -157,7 +165,7 @@ def _with_target(req, model, inputs: dict) -> dict:
     return {**inputs, "target": np.zeros(tuple(out.shape), numpy_dtype(str(out.dtype).removeprefix("torch.")))}
 
 
-def numpy_dtype(name: str):
+def numpy_dtype(name: str) -> type | np.dtype:
     """A dtype by torch's and numpy's name (float32, int64), numpy's own or ml_dtypes' (bfloat16)."""
     import ml_dtypes
 

@@ -6,9 +6,12 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from ..common.errors import CaptureError
+
+if TYPE_CHECKING:
+    import torch
 
 FIXED = ("compute at a size fixed before the data is seen (a mixture of experts: every expert on every token "
          "weighted by its gate, or a fixed capacity per expert; docs/adapters.md, data-dependent shapes)")
@@ -49,13 +52,13 @@ def _pick(sites: list[Site], path: str | None) -> Site | None:
     return outside[-1] if outside else None
 
 
-def node_site(node, path: str | None) -> Site | None:
+def node_site(node: torch.fx.Node, path: str | None) -> Site | None:
     """Where an FX node's op was written (its `stack_trace` meta: the Python frames torch.export recorded)."""
     trace = node.meta.get("stack_trace") or ""
     return _pick([Site(f, int(n), fn, _code(code)) for f, n, fn, code in _FILE.findall(trace)], path)
 
 
-def data_dependent_node(ep):
+def data_dependent_node(ep: torch.export.ExportedProgram) -> torch.fx.Node | None:
     """The first node of an exported program whose output size is known only at run time (an unbacked
     symbol: nonzero, torch.where with one argument, a boolean mask, unique ...), or None."""
     from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
@@ -131,7 +134,7 @@ def _node_of(ep, op: str):
     return None
 
 
-def route_failure(route: str, error: Exception, ep, path: str | None) -> CaptureError:
+def route_failure(route: str, error: Exception, ep: torch.export.ExportedProgram, path: str | None) -> CaptureError:
     """A route's failure to lower torch.export's program, at the model's line: the op the route has
     no lowering for, or the op whose output size depends on the data (which no XLA route lowers)."""
     name, first = type(error).__name__, (str(error).strip().splitlines() or [""])[0][:300]

@@ -2,8 +2,10 @@
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Collection, Iterator
 from pathlib import Path
 from types import ModuleType
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -11,12 +13,15 @@ from ..common.progress import Stages
 from ..common.errors import CaptureError
 from ..workload import Argument, jax_inputs, leaf_name
 from .artifact import Capture
-from .lowering import lower_text
+from .lowering import Placement, lower_text
+
+if TYPE_CHECKING:
+    from flax import nnx
 
 
 def capture_jax(adapter: ModuleType, size: str, weights: dict[str, np.ndarray],
                 inputs: dict[str, np.ndarray], stages: Stages, scan: bool = False, remat: bool = False,
-                buffers=frozenset(), placement=None) -> Capture:
+                buffers: Collection[str] = frozenset(), placement: Placement | None = None) -> Capture:
     """The twin's forward lowered, its layers scanned and/or rematerialized where asked (run_layers),
     its arguments placed on a mesh where a `placement` (lowering.Placement) says."""
     from flax import nnx
@@ -49,7 +54,7 @@ def capture_jax(adapter: ModuleType, size: str, weights: dict[str, np.ndarray],
     return Capture("jax", "jax", text, arguments, dict(stages.seconds))
 
 
-def twin_arguments(state, inputs: dict, buffers=frozenset()) -> tuple[Argument, ...]:
+def twin_arguments(state: nnx.State, inputs: dict, buffers: Collection[str] = frozenset()) -> tuple[Argument, ...]:
     """The twin's forward arguments: its state's leaves (named after the PyTorch tensors; `buffers`:
     the names that are PyTorch buffers, not parameters), then the inputs."""
     import jax
@@ -63,7 +68,7 @@ def twin_arguments(state, inputs: dict, buffers=frozenset()) -> tuple[Argument, 
 
 
 @contextlib.contextmanager
-def layer_program(adapter: ModuleType, scan: bool, remat: bool):
+def layer_program(adapter: ModuleType, scan: bool, remat: bool) -> Iterator[None]:
     """While inside, the twin's run_layers scans and/or rematerializes its layers; a twin that runs
     none through it, asked to, is one line (models/_nnx.py)."""
     from ..models import _nnx

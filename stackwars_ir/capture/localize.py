@@ -2,12 +2,16 @@
 from __future__ import annotations
 
 import contextlib
-from typing import NamedTuple
+from types import ModuleType
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
 from ..workload import as_float64, float64_copy, jax_inputs
 from .parity import FLOOR, normwise
+
+if TYPE_CHECKING:
+    import torch
 
 
 class Divergence(NamedTuple):
@@ -21,7 +25,8 @@ class Divergence(NamedTuple):
         return f"{self.module} ({self.multiple:.3g}x float32 eager's error there; {self.compared} modules compared)"
 
 
-def first_divergence(adapter, size: str, model, weights: dict, inputs: dict, limit: float) -> Divergence | None:
+def first_divergence(adapter: ModuleType, size: str, model: torch.nn.Module, weights: dict, inputs: dict,
+                     limit: float) -> Divergence | None:
     """Run PyTorch's model in float32 and float64 and the twin eagerly, each module's output kept,
     and return the first module whose twin output is more than `limit` times float32 eager's error
     from the float64 one (None: none is; the difference lies in the backward, the update, or

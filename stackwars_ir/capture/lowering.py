@@ -3,12 +3,14 @@ from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from .. import models
 from ..common.errors import CaptureError
 from ..common.runtime import enable_x64
+from ..workload import Request
 
 
 @dataclass(frozen=True)
@@ -20,7 +22,7 @@ class Placement:
     tensor_parallel: dict = field(default_factory=dict)
 
 
-def placement(req) -> Placement | None:
+def placement(req: Request) -> Placement | None:
     """The placement of a request's lowerings: None without --mesh (one device)."""
     if not req.mesh:
         return None
@@ -41,7 +43,8 @@ def _exclude_callers() -> None:
             source_info_util.register_exclusion(path)
 
 
-def lower_text(fn, *args, x64: bool = False, named=None, placement: Placement | None = None) -> str:
+def lower_text(fn: Callable[..., object], *args: object, x64: bool = False,
+               named: Sequence[tuple[str, str]] | None = None, placement: Placement | None = None) -> str:
     """`jax.jit(fn, keep_unused=True).lower(*args).as_text(debug_info=True)`, caller-independent.
     With a `placement`, each argument leaf (`named`: its (kind, name), in flattened order) carries its
     NamedSharding over an abstract mesh, so the text holds the mesh and the shardings (Shardy) and no

@@ -4,7 +4,10 @@ A forward is lowered from torch.export's program, a training step from the model
 """
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from ..common.routes import TORCHAX, TORCH_TPU, TORCH_XLA
+from .artifact import Capture
 from .lowering import placement
 from .torch_capture import capture_torch_xla, capture_torchax
 from .torchtpu_route import capture_torch_tpu
@@ -20,13 +23,13 @@ def _torchax_train(model, state, stages, req, entry):
     return capture_torchax_train(model, state, stages, placement(req))
 
 
-def forward(route: str):
+def forward(route: str) -> Callable[..., Capture]:
     """`fn(exported_program, inputs, stages, placement=None) -> Capture`: how `route` lowers a forward that
     torch.export traced (a route's other path, `Route.lazy`, is capture.torch_capture's lazy capture)."""
 
     return {TORCH_XLA.name: capture_torch_xla, TORCHAX.name: capture_torchax, TORCH_TPU.name: capture_torch_tpu}[route]
 
 
-def train_step(route: str):
+def train_step(route: str) -> Callable[..., Capture]:
     """`fn(model, state, stages, request, catalogue entry) -> Capture`: how `route` lowers one training step."""
     return {TORCH_XLA.name: _torch_xla_train, TORCHAX.name: _torchax_train}[route]

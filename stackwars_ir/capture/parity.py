@@ -5,9 +5,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..common.runtime import runtime
-from ..workload import argument_values
-from ..workload.train import ADAMW, GRAD_RTOL, RULE_ATOL
+from ..common.runtime import Runtime, runtime
+from ..workload import Exact, argument_values
+from ..workload.train import ADAMW, GRAD_RTOL, RULE_ATOL, TrainState
 from .artifact import Capture
 
 # The hard bound: |captured - eager| <= ATOL + RTOL * |eager|, elementwise, in float32 (docs/capture.md).
@@ -189,7 +189,7 @@ def compare(stem: str, got: np.ndarray, want: np.ndarray, exact: np.ndarray | No
 
 
 def check(capture: Capture, weights: dict[str, np.ndarray], inputs: dict[str, np.ndarray],
-          reference: np.ndarray, rt=None, exact=None) -> Parity:
+          reference: np.ndarray, rt: Runtime | None = None, exact: Exact | None = None) -> Parity:
     """Run the capture on XLA CPU against eager's `reference` (and `exact`, a workload.Exact: the
     float64 output, or why there is none)."""
 
@@ -200,7 +200,7 @@ def check(capture: Capture, weights: dict[str, np.ndarray], inputs: dict[str, np
     return compare(capture.stem, np.asarray(out[0]), reference, *(exact or (None, "not run")))
 
 
-def check_train(capture: Capture, state, rt=None) -> Parity:
+def check_train(capture: Capture, state: TrainState, rt: Runtime | None = None) -> Parity:
     """Run a captured training step from `state` and compare its loss and new parameters with eager's."""
 
     rt = rt or runtime("cpu")
@@ -223,7 +223,7 @@ def check_train(capture: Capture, state, rt=None) -> Parity:
     return Parity(capture.stem, loss.max_abs, loss.max_rel, ok, grad_rel, rule, param, worst, **errors)
 
 
-def gradient_errors(got: dict, state, names: list[str]) -> dict:
+def gradient_errors(got: dict, state: TrainState, names: list[str]) -> dict:
     """The capture's and float32 eager's gradients (read back from the new exp_avg) against the
     float64 model's at the same state, norm-wise over all parameters, a chunk at a time."""
 
@@ -241,7 +241,7 @@ def gradient_errors(got: dict, state, names: list[str]) -> dict:
     return {"exact_error": cap ** 0.5 / norm, "eager_error": eager ** 0.5 / norm}
 
 
-def worst_gradients(got: dict, state, names: list[str], top: int = 3) -> tuple[dict, ...]:
+def worst_gradients(got: dict, state: TrainState, names: list[str], top: int = 3) -> tuple[dict, ...]:
     """The parameters whose gradients lie furthest from eager's, by their share of the norm-wise
     error (up to `top`, each over 1% of it): name, own norm-wise error, largest element difference
     and where (a failed check only: whole-array float64, one parameter at a time)."""
@@ -264,7 +264,7 @@ def worst_gradients(got: dict, state, names: list[str], top: int = 3) -> tuple[d
 CHUNK = 1 << 16  # elements: float64 temporaries of a chunk stay in cache and are never page-faulted afresh
 
 
-def step_errors(got: dict, state, names: list[str]) -> tuple[float, float, float]:
+def step_errors(got: dict, state: TrainState, names: list[str]) -> tuple[float, float, float]:
     """(gradients' norm-wise error, worst AdamW-rule error, worst parameter error) of a step's outputs
     `got` against `state`, in float64, a chunk at a time.
 

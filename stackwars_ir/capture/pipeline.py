@@ -5,7 +5,9 @@ A route is exported here or in a version stack's worker.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
@@ -21,11 +23,12 @@ from ..common.routes import PACKAGE, ROUTES
 from ..common.runtime import host_devices, runtime
 from ..ir import load_single
 from ..ir.scopes import AUTO_PROVENANCE, named_alike, path_coverage
+from ..isolate.stacks import Stack
 from ..isolate.task import Isolated, Task, started
-from ..workload import Request, float64_output, keep_prepared, prepare
+from ..workload import Exact, Request, float64_output, keep_prepared, prepare
 from ..workload.request import stem
 from ..workload.shapes import check_fits
-from ..workload.train import register_torch_xla, train_state
+from ..workload.train import TrainState, register_torch_xla, train_state
 from . import artifact, lowerings, parity, train
 from .abstract import capture_abstract, stack_abstract_jax
 from .artifact import Capture
@@ -55,7 +58,8 @@ class CaptureSet:
         return all(p.ok for p in self.parity)
 
 
-def run(req: Request, out_dir: Path, *, force: bool = False, show: bool | None = None, stack=None) -> CaptureSet:
+def run(req: Request, out_dir: Path, *, force: bool = False, show: bool | None = None,
+        stack: Stack | None = None) -> CaptureSet:
     """Capture, check parity, then write every file (atomically); raise ParityError after writing.
     `stack` (stacks.Stack; None or the lock's: this process's packages): every side the request names
     lowered (and parity-checked) by that stack's packages (its jax; its torch, torch_xla and torchax
@@ -81,7 +85,7 @@ def run(req: Request, out_dir: Path, *, force: bool = False, show: bool | None =
         return _run(req, out_dir, force, show)  # each lowering places its arguments (lowering.placement)
 
 
-def in_stack(req: Request, stack, task, args):
+def in_stack(req: Request, stack: Stack, task: Callable[..., object], args: tuple):
     """`task(req, *args)` run by a worker of `stack`'s environment (its jax, torch, torch_xla, torchax):
     what it returns, or its CaptureError raised here."""
 
@@ -94,7 +98,8 @@ def in_stack(req: Request, stack, task, args):
     return got
 
 
-def stack_capture(req: Request, weights, inputs, reference, buffers, state=None, exact=None) -> list:
+def stack_capture(req: Request, weights: dict[str, np.ndarray], inputs: dict[str, np.ndarray], reference: np.ndarray,
+                  buffers: frozenset[str], state: TrainState | None = None, exact: Exact | None = None) -> list:
     """A stack's worker's task: capture_here, its time limit started once its inputs are here."""
 
     started()
@@ -137,7 +142,8 @@ def _check_stack_request(req: Request, stack) -> None:
                                  fix="use another --exporter (docs/stacks.md: which torchax runs)")
 
 
-def capture_here(req: Request, weights, inputs, reference, buffers, state=None, exact=None) -> list:
+def capture_here(req: Request, weights: dict[str, np.ndarray], inputs: dict[str, np.ndarray], reference: np.ndarray,
+                 buffers: frozenset[str], state: TrainState | None = None, exact: Exact | None = None) -> list:
     """Each capture the request names and its parity, made in this process (a stack's worker calls
     this with the weights, inputs, reference or training state its parent built with its torch): the
     PyTorch side's model is built here, by this process's torch, and given those weights."""
@@ -284,7 +290,7 @@ def _localized(req: Request, adapter, model, weights, inputs, checked, prep: Sta
     return out
 
 
-def contract_blame(req: Request):
+def contract_blame(req: Request) -> AbstractContextManager[None]:
     """The adapter's own exceptions as one line naming its file and line (models/_contract.py)."""
     from ..models import _contract as contract
 
@@ -319,7 +325,7 @@ def _write(req, out_dir, checked, stems, weights, inputs, reference, state, fram
     return outcome
 
 
-def scope_warnings(written) -> tuple[str, ...]:
+def scope_warnings(written: Iterable[Path | str]) -> tuple[str, ...]:
     """A JAX twin whose ops name the PyTorch side's modules far less often than the PyTorch side's
     own ops carry paths (under half as often): its diff pairs fewer blocks, or pairs them by
     structure, and shows no module names; the fix is in the twin."""

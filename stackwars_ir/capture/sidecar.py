@@ -11,7 +11,7 @@ from ..common import files
 from ..common.routes import TORCH_SIDE
 from ..workload import CAPTURE_REVISION, Request, argument_values
 from ..workload.mesh import spec_text
-from ..workload.train import ADAMW
+from ..workload.train import ADAMW, TrainState
 from . import parity
 from .abstract import NOT_CHECKED
 from .artifact import Capture
@@ -43,7 +43,8 @@ def _not_checked() -> str:
 VALUES_LIMIT = 64 << 20  # bytes of argument values recorded beside a capture of a user's model
 
 
-def recorded_values_of(cap: Capture, req: Request, weights, inputs, reference, state) -> list | None:
+def recorded_values_of(cap: Capture, req: Request, weights: dict[str, np.ndarray], inputs: dict[str, np.ndarray],
+                       reference: np.ndarray, state: TrainState | None) -> list | None:
     """The arrays a capture of a user's model is called with, and the output they must give, to be
     recorded beside it: its readers (bench, memory --measure) may not have the adapter. A built-in
     model's are rebuilt from its adapter, which every reader has."""
@@ -72,8 +73,9 @@ def _recorded(values: list | None, mlir_path: Path) -> tuple[dict | None, list]:
     return {"file": path.name, "bytes": total, "sha256": hashlib.sha256(data).hexdigest()}, [(path, data)]
 
 
-def sidecar_contents(cap: Capture, req: Request, inputs, result: parity.Parity | None, out_dir: Path,
-              state=None, values: list | None = None, routes: dict | None = None) -> list[tuple[Path, str | bytes]]:
+def sidecar_contents(cap: Capture, req: Request, inputs: dict[str, np.ndarray], result: parity.Parity | None,
+                     out_dir: Path, state: TrainState | None = None, values: list | None = None,
+                     routes: dict | None = None) -> list[tuple[Path, str | bytes]]:
     mlir_path, json_path = req.paths(out_dir, cap.stem)
     entry = models.entry(req.model)
     recorded, extra_files = _recorded(values, mlir_path)

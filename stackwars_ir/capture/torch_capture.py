@@ -5,6 +5,8 @@ import contextlib
 import io
 import os
 import sys
+from collections.abc import Iterable, Iterator
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -14,14 +16,22 @@ from ..common.progress import Stages
 from ..common.routes import PACKAGE, TORCHAX
 from ..workload import Argument
 from ..workload.exported import needs_x64, torchax_function
+from ..workload.mesh import Mesh
 from ..workload.train import OpNames
 from ..workload.values import copy_on
 from .artifact import Capture
 from .export_errors import torch_export_failure
-from .lowering import lower_text
+from .lowering import Placement, lower_text
+
+if TYPE_CHECKING:
+    import torch
+    from torch.export.graph_signature import InputSpec
+
+    from ..models import Entry
 
 
-def export_program(model, inputs: dict[str, np.ndarray], stages: Stages, entry=None):
+def export_program(model: torch.nn.Module, inputs: dict[str, np.ndarray], stages: Stages,
+                   entry: Entry | None = None) -> torch.export.ExportedProgram:
     """torch.export's program of `model` on `inputs`; a failure as one line at the model's line (`entry`: the
     catalogue entry whose adapter file is searched for it)."""
     import torch
@@ -42,7 +52,7 @@ def export_program(model, inputs: dict[str, np.ndarray], stages: Stages, entry=N
     return ep
 
 
-def spec_kind(spec) -> str:
+def spec_kind(spec: InputSpec) -> str:
     from torch.export.graph_signature import InputKind
 
     return {InputKind.PARAMETER: "parameter", InputKind.BUFFER: "buffer",
@@ -83,7 +93,8 @@ def _warm_up_torch_xla(convert, options) -> None:
     _WARM.append(True)
 
 
-def capture_torch_xla(ep, inputs: dict[str, np.ndarray], stages: Stages, placement=None) -> Capture:
+def capture_torch_xla(ep: torch.export.ExportedProgram, inputs: dict[str, np.ndarray], stages: Stages,
+                      placement: Placement | None = None) -> Capture:
     """torch_xla's exporter over the exported program. A mesh is placed by torch_xla's lazy path
     (capture_torch_xla_lazy), never here: `placement` is refused."""
     if placement is not None:
@@ -122,7 +133,8 @@ def capture_torch_xla(ep, inputs: dict[str, np.ndarray], stages: Stages, placeme
     return Capture("torch", "torch_xla", text, tuple(arguments), dict(stages.seconds), constants)
 
 
-def capture_torchax(ep, inputs: dict[str, np.ndarray], stages: Stages, placement=None) -> Capture:
+def capture_torchax(ep: torch.export.ExportedProgram, inputs: dict[str, np.ndarray], stages: Stages,
+                    placement: Placement | None = None) -> Capture:
     """torchax's interpreter over the decomposed program, lowered by jax.jit.
 
     Each FX node runs under a JAX named scope holding its nn_module_stack path, so torchax
@@ -159,7 +171,7 @@ def capture_torchax(ep, inputs: dict[str, np.ndarray], stages: Stages, placement
     return Capture("torch", TORCHAX.name, text, tuple(arguments), dict(stages.seconds), constants)
 
 
-def torchax_named(names, kinds: dict, inputs: dict) -> list[tuple[str, str]]:
+def torchax_named(names: Iterable[str], kinds: dict, inputs: dict) -> list[tuple[str, str]]:
     """(kind, name) of each argument of torchax's function: the program's states, then the inputs."""
     return [(kinds.get(n, "constant"), n) for n in names] + [("input", n) for n in inputs]
 
@@ -169,7 +181,7 @@ def torchax_named(names, kinds: dict, inputs: dict) -> list[tuple[str, str]]:
 
 
 @contextlib.contextmanager
-def hlo_debug():
+def hlo_debug() -> Iterator[None]:
     """XLA_HLO_DEBUG=1 while inside: torch_xla then puts op metadata (loc("aten__addmm")) on the
     graphs it builds, as its exporter does. It reads the variable once per process, so a capture
     checks the text for it (require_op_names)."""
@@ -192,8 +204,9 @@ def require_op_names(text: str, what: str) -> None:
                                "torch_xla graph")
 
 
-def capture_torch_xla_lazy(model, inputs: dict[str, np.ndarray], stages: Stages, layers: str | None,
-                           scan: bool = False, mesh=None, tensor_parallel=None) -> Capture:
+def capture_torch_xla_lazy(model: torch.nn.Module, inputs: dict[str, np.ndarray], stages: Stages, layers: str | None,
+                           scan: bool = False, mesh: Mesh | None = None,
+                           tensor_parallel: dict | None = None) -> Capture:
     """The forward as a torch_xla user runs it, on lazy tensors, its layers under torch_xla's
     scan_layers (models/_torch.py layers_as) or its tensors sharded over `mesh` with SPMD's
     mark_sharding: torch.export traces neither. The pending graph
@@ -259,7 +272,7 @@ def spmd(devices: int) -> None:
                            fix=f"set CPU_NUM_DEVICES={devices} before torch_xla starts, or use a smaller --mesh")
 
 
-def mark_shardings(mesh, tensor_parallel, named) -> None:
+def mark_shardings(mesh: Mesh, tensor_parallel: dict | None, named: Iterable[tuple[str, str, torch.Tensor]]) -> None:
     """Each (kind, name, lazy tensor) placed on `mesh` by workload/mesh.py's rule, with mark_sharding."""
     import torch_xla.distributed.spmd as xs
 
@@ -270,7 +283,8 @@ def mark_shardings(mesh, tensor_parallel, named) -> None:
             xs.mark_sharding(t, grid, tuple(None if not d else d[0] if len(d) == 1 else d for d in spec))
 
 
-def lazy_graph(named, known: dict):
+def lazy_graph(named: Iterable[tuple[str, str, torch.Tensor]],
+               known: dict) -> tuple[str, tuple[Argument, ...], dict[str, np.ndarray]]:
     """The pending graph of the outputs `named` ((kind, name, tensor) each) as StableHLO, and the
     meaning of its arguments.
 
@@ -305,7 +319,7 @@ def lazy_graph(named, known: dict):
     return portable_to_text(bytecode), tuple(arguments), constants
 
 
-def tensor_id(t) -> int:
+def tensor_id(t: torch.Tensor) -> int:
     import torch_xla
 
     return torch_xla._XLAC._xla_get_tensor_id(t)

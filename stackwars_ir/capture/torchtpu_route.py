@@ -8,6 +8,8 @@ import contextlib
 import os
 import re
 import warnings
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -16,6 +18,10 @@ from ..common.progress import Stages
 from ..common.routes import PACKAGE, TORCH_TPU
 from ..workload import Argument
 from .artifact import Capture
+from .lowering import Placement
+
+if TYPE_CHECKING:
+    import torch
 
 # TorchTPU loads its PJRT plugin from TPU_LIBRARY_PATH (libtpu's by default, which aborts the process
 # on a machine without a TPU). OpenXLA publishes XLA's CPU client as a PJRT plugin (the xla-cpu-pjrt
@@ -63,14 +69,14 @@ def tpu_device():
     return _loader._init_device("tpu")
 
 
-def node_path(node) -> str:
+def node_path(node: torch.fx.Node) -> str:
     """The module path torch.export recorded for an FX node (`h.3.attn.c_attn`; "" for none)."""
     stack = node.meta.get("nn_module_stack") or {}
     return list(stack.values())[-1][0] if stack else ""
 
 
 @contextlib.contextmanager
-def module_frames(interpreter):
+def module_frames(interpreter: type) -> Iterator[None]:
     """While TorchTPU's interpreter runs a node, the frame its ops' locations record is named after
     the node's module (TorchTPU names it after the node's source line, which two modules of one class
     share)."""
@@ -90,7 +96,7 @@ def module_frames(interpreter):
 
 
 @contextlib.contextmanager
-def on_device(ep, device):
+def on_device(ep: torch.export.ExportedProgram, device: torch.device) -> Iterator[int]:
     """While TorchTPU lowers the program, the tensors its ops make (GPT-2's position ids: torch.arange)
     are made on TorchTPU's device: torch.export recorded this CPU as their device, and TorchTPU refuses
     a CPU tensor beside its own ("embedding(): expected tensor to be on tpu, got cpu", measured)."""
@@ -168,7 +174,8 @@ def _arguments(ep, inputs: dict) -> tuple[list, dict]:
     return arguments, constants
 
 
-def capture_torch_tpu(ep, inputs: dict[str, np.ndarray], stages: Stages, placement=None) -> Capture:
+def capture_torch_tpu(ep: torch.export.ExportedProgram, inputs: dict[str, np.ndarray], stages: Stages,
+                      placement: Placement | None = None) -> Capture:
     """TorchTPU's exporter (torch_tpu._internal.export: private, the one its own benchmarks use) over the
     exported program, its ops named by their modules (module_frames, named_by_module)."""
     if placement is not None:

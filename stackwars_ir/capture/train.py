@@ -11,6 +11,8 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
+from types import ModuleType
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -20,13 +22,17 @@ from ..common.routes import TORCHAX
 from ..common.runtime import enable_x64
 from ..workload import Argument
 from ..workload.exported import torchax_step
+from ..workload.mesh import Mesh
 from ..workload.train import OpNames, TrainState, jax_step, named_leaves, optimizer, torch_loss
 from ..workload.values import copy_on
 from .artifact import Capture
 from .jax_capture import layer_program
-from .lowering import lower_text
+from .lowering import Placement, lower_text
 from .sanitize import relativize
 from .torch_capture import hlo_debug, lazy_graph, mark_shardings, require_op_names, tensor_id
+
+if TYPE_CHECKING:
+    import torch
 
 STEPS_OBSERVED = 3  # torch_xla's graphs are counted over this many steps
 
@@ -53,15 +59,16 @@ def _lower_step(exporter: str, step, args: dict, stages: Stages, x64: bool, cons
                    constants, outputs=outputs, stem_suffix="-train")
 
 
-def capture_jax_train(adapter, size: str, state: TrainState, stages: Stages, scan: bool = False,
-                      remat: bool = False, placement=None) -> Capture:
+def capture_jax_train(adapter: ModuleType, size: str, state: TrainState, stages: Stages, scan: bool = False,
+                      remat: bool = False, placement: Placement | None = None) -> Capture:
     with stages.stage("build jax"):
         step, args = jax_step(adapter, size, state)
     with layer_program(adapter, scan, remat):
         return _lower_step("jax", step, args, stages, x64=False, placement=placement)
 
 
-def capture_torchax_train(model, state: TrainState, stages: Stages, placement=None) -> Capture:
+def capture_torchax_train(model: torch.nn.Module, state: TrainState, stages: Stages,
+                          placement: Placement | None = None) -> Capture:
     """The PyTorch module and loss, exported, run by torchax's interpreter under jax.value_and_grad.
 
     With a state of shapes (capture/abstract.py: a meta-device model, parameters as
@@ -85,8 +92,9 @@ def capture_torchax_train(model, state: TrainState, stages: Stages, placement=No
 # torch_xla: the real training loop on lazy tensors; the second step's graph is the capture.
 
 
-def capture_torch_xla_train(model, state: TrainState, stages: Stages, layers: str | None = None,
-                            scan: bool = False, remat: bool = False, mesh=None, tensor_parallel=None) -> Capture:
+def capture_torch_xla_train(model: torch.nn.Module, state: TrainState, stages: Stages, layers: str | None = None,
+                            scan: bool = False, remat: bool = False, mesh: Mesh | None = None,
+                            tensor_parallel: dict | None = None) -> Capture:
     """The user's training loop on lazy tensors (its layers scanned and/or rematerialized, as
     models/_torch.py layers_as runs them, where asked; on `mesh`, its parameters, inputs and, once step
     1 made them, AdamW's moments placed with SPMD's mark_sharding); the second step's graph is the capture."""

@@ -14,7 +14,7 @@ from .shell import (adapters_option, batches_option, emit, finish, json_option, 
 from ..common.targets import ESTIMATED, names
 
 
-def register(main) -> None:
+def register(main: click.Group) -> None:
     main.add_command(why_cmd)
     main.add_command(ablate_cmd)
 
@@ -35,7 +35,9 @@ def register(main) -> None:
               help="Write a self-contained HTML page here.")
 @model_options("why", Path("out") / "captures", shapes=False, step_help="forward, or train (one training step).")
 @adapters_option
-def why_cmd(targets, a, b, rounds, batches, timeout, max_memory, json_path, md_path, html_path, out_dir, **options):
+def why_cmd(targets: tuple[str, ...], a: str, b: str, rounds: int, batches: str, timeout: float | None,
+            max_memory: str | None, json_path: Path | None, md_path: Path | None, html_path: Path | None, out_dir: Path,
+            **options: object) -> None:
     """Why B's step differs from A's, in one paragraph: the ratio of their native steady steps, the
     share the compiled programs explain (both timed on one XLA runtime), the share the host's work per
     step explains (bench --host's phases), and what is left, each with its 95% interval and source.
@@ -119,8 +121,9 @@ def why_cmd(targets, a, b, rounds, batches, timeout, max_memory, json_path, md_p
 @limits_options("Seconds per executable for its compile and runs; one still running 10 s later is stopped.",
                 "the checking and timing workers")
 @adapters_option
-def ablate_cmd(file_a, file_b, out_dir, only, blocks, rounds, profile, json_path, md_path, html_path, target, timeout,
-               max_memory):
+def ablate_cmd(file_a: Path, file_b: Path, out_dir: Path | None, only: str, blocks: tuple[str, ...], rounds: int,
+               profile: int | None, json_path: Path | None, md_path: Path | None, html_path: Path | None,
+               target: str | None, timeout: float | None, max_memory: str | None) -> None:
     """What each difference between FILE_A and FILE_B costs: FILE_B's lowering rewritten into
     FILE_A's form, one kind of difference at a time (norm: batch_norm_training/batch_norm_grad
     spelled out; flatten: dot_general on unflattened operands; embedding: position tables as iota,

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
@@ -12,6 +13,9 @@ from ..common.targets import ESTIMATED, TPUS, names
 from .shell import (Group, adapters_option, batches_option, emit, estimate_options, finish, fitted_request, has,
                     json_option, limits_options, markdown_option, mode_option, model_options, model_or_files, progress,
                     request, set_env_for_command, stack_option, use_adapters, warn_sidecars)
+
+if TYPE_CHECKING:
+    from ..isolate.stacks import Stack
 
 
 @click.group(cls=Group, context_settings={"help_option_names": ["-h", "--help"]})
@@ -23,7 +27,7 @@ from .shell import (Group, adapters_option, batches_option, emit, estimate_optio
 @click.option("--adapters", "adapters", metavar="PATH", multiple=True,
               help="Model adapter files or folders of them to add to the catalogue (repeatable; env "
                    "STACKWARS_IR_ADAPTERS; see docs/adapters.md).")
-def main(parse_memory, parse_timeout, adapters):
+def main(parse_memory: str | None, parse_timeout: str | None, adapters: tuple[str, ...]) -> None:
     """Capture, parse, diff, benchmark and report StableHLO from JAX and PyTorch.
 
     The pipeline: capture -> parse (stats) -> diff -> bench -> report. Every file is parsed in a
@@ -43,7 +47,7 @@ def main(parse_memory, parse_timeout, adapters):
 
 @main.command("models")
 @adapters_option
-def models_cmd():
+def models_cmd() -> None:
     """List the model adapters, their sizes and default input shapes; then each --adapters folder that
     holds no adapter, and each file there that could not be read (skipped, the others usable)."""
     import os
@@ -81,7 +85,8 @@ def models_cmd():
 @model_options("capture", Path("captures"), "forward, or train: loss, backward and one AdamW update (files named "
                                             "<framework>-train).")
 @adapters_option
-def capture_cmd(model, batch, seed, attn, force, strict, stack, out_dir, **options):
+def capture_cmd(model: str, batch: int | None, seed: int, attn: str, force: bool, strict: bool, stack: str | None,
+                out_dir: Path, **options: object) -> None:
     """Export MODEL from JAX and/or PyTorch to StableHLO on the same weights, and check parity.
 
     Exit code 0: written and parity-checked (a SUSPECT line warns: within the bound, but far beyond
@@ -136,7 +141,7 @@ def _show_captures(result) -> None:
               help="JSON (one object per module) to FILE, or to stdout instead of the tables ('-' or no value).")
 @click.option("--top", default=15, show_default=True, help="Rows of the op histogram to show.")
 @adapters_option
-def stats_cmd(files, json_path, top):
+def stats_cmd(files: tuple[Path, ...], json_path: Path | None, top: int) -> None:
     """Op histogram by op and dialect, functions, arguments, parameter bytes, largest tensors.
 
     Exit code 0: every file parsed; 2: a file could not be parsed (the others are still shown).
@@ -193,8 +198,9 @@ def stats_cmd(files, json_path, top):
               help="Write Model Explorer node-data overlays (op status, block, block op delta) for both files "
                    "into this new folder, with a README saying how to open them.")
 @adapters_option
-def diff_cmd(file_a, file_b, json_path, md_path, html_path, mode, excerpts, ops, kernels, kernels_target, bench_path,
-             device_profiles, explorer_dir):
+def diff_cmd(file_a: Path, file_b: Path, json_path: Path | None, md_path: Path | None, html_path: Path | None,
+             mode: str, excerpts: bool, ops: bool, kernels: bool, kernels_target: str, bench_path: Path | None,
+             device_profiles: tuple[Path, Path] | None, explorer_dir: Path | None) -> None:
     """Align FILE_A and FILE_B block by block and name what differs.
 
     Exit code 0: nothing differs; 1: something differs; 2: bad input; 130: interrupted.
@@ -278,8 +284,10 @@ def diff_cmd(file_a, file_b, json_path, md_path, html_path, mode, excerpts, ops,
                          "parameters and AdamW state donated).")
 @adapters_option
 @stack_option
-def bench_cmd(targets, batches, baselines, backend, target, timeout, max_memory, json_path, warmup, runs, profile,
-              host, rounds, out_dir, stack=None, **options):
+def bench_cmd(targets: tuple[str, ...], batches: str, baselines: str, backend: str | None, target: str | None,
+              timeout: float | None, max_memory: str | None, json_path: Path | None, warmup: int | None,
+              runs: int | None, profile: int | None, host: int | None, rounds: int | None, out_dir: Path,
+              stack: Stack | None = None, **options: object) -> None:
     """Time StableHLO files (FILE.mlir ...) or a model (MODEL) on the XLA backend.
 
     Reports compile time, first run, second run and steady state (median, p10-p90), the proof that
@@ -335,8 +343,9 @@ def bench_cmd(targets, batches, baselines, backend, target, timeout, max_memory,
 @model_options("memory", Path("out") / "captures", "forward, or train (one training step).")
 @adapters_option
 @stack_option
-def memory_cmd(targets, target, budget, measure, batches, timeout, max_memory, json_path, md_path, max_batch, chips,
-               out_dir, stack=None, **options):
+def memory_cmd(targets: tuple[str, ...], target: str, budget: str, measure: bool, batches: str, timeout: float | None,
+               max_memory: str | None, json_path: Path | None, md_path: Path | None, max_batch: bool, chips: bool,
+               out_dir: Path, stack: Stack | None = None, **options: object) -> None:
     """Will it fit? XLA's memory plan of StableHLO files (FILE.mlir ...) or a model (MODEL).
 
     Each executable is compiled for --target, not run: arguments, outputs, aliased outputs,
@@ -390,7 +399,8 @@ def memory_cmd(targets, target, budget, measure, batches, timeout, max_memory, j
 @click.option("--render", is_flag=True, help="Run nothing: the page of what the results folder holds.")
 @json_option("the summary")
 @markdown_option
-def sweep_cmd(grid, root, jobs, ray, retry_failed, retry_noisy, render, json_path, md_path):
+def sweep_cmd(grid: Path, root: Path | None, jobs: int | None, ray: str | None, retry_failed: bool, retry_noisy: bool,
+              render: bool, json_path: Path | None, md_path: Path | None) -> None:
     """A grid of captures, memory plans, benches and diffs (GRID.toml), each job in its own worker.
 
     Every finished job is a file in the results folder, keyed by its request and the stack's
@@ -437,7 +447,8 @@ def sweep_cmd(grid, root, jobs, ray, retry_failed, retry_noisy, render, json_pat
 @mode_option("How to segment into blocks (see diff).")
 @click.option("--kernels", is_flag=True, help="Also count each block's kernels, as diff --kernels does.")
 @adapters_option
-def report_cmd(files, out, from_path, bench_path, memory_path, ablation_path, mode, kernels):
+def report_cmd(files: tuple[Path, ...], out: Path, from_path: Path | None, bench_path: Path | None,
+               memory_path: Path | None, ablation_path: Path | None, mode: str, kernels: bool) -> None:
     """Write a self-contained HTML report of FILE_A vs FILE_B (op histograms, heat map, alignment, IR,
     timings, memory), or of a saved diff result (--from DIFF.json).
 

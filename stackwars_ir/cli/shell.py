@@ -4,11 +4,20 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from ..common.errors import EXIT_BAD_INPUT, EXIT_INTERRUPTED, StackwarsError
 from ..common.progress import Steps
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable, Sequence
+    from typing import TypeVar
+
+    from ..workload import Request
+
+    _F = TypeVar("_F", bound=Callable[..., object])  # a command's function, as click's decorators take and return it
 
 
 def exporter_help() -> str:
@@ -24,7 +33,7 @@ def exporter_help() -> str:
 class Group(click.Group):
     """Turns every StackwarsError into one line on stderr and exit code 2."""
 
-    def invoke(self, ctx):
+    def invoke(self, ctx: click.Context) -> object:
         import signal
 
         from ..common.errors import INTERRUPTED, on_sigint, on_unraisable
@@ -67,7 +76,7 @@ def _exit_now(code: int) -> None:
     os._exit(code)
 
 
-def use_adapters(adapters) -> None:
+def use_adapters(adapters: tuple[str, ...]) -> None:
     """Add --adapters paths to the catalogue for this command and its workers; a bad path or adapter
     file fails here, in one line, before any work."""
     import os
@@ -87,7 +96,7 @@ def use_adapters(adapters) -> None:
 _WARNED: set = set()
 
 
-def adapters_option(command):
+def adapters_option(command: _F) -> _F:
     """--adapters on a command too (`capture opt --adapters DIR`), as on the group."""
     return click.option("--adapters", metavar="PATH", multiple=True, expose_value=False,
                         callback=lambda ctx, param, value: use_adapters(value) if value else None,
@@ -95,7 +104,7 @@ def adapters_option(command):
                              "`stackwars-ir --adapters PATH COMMAND`).")(command)
 
 
-def model_options(command: str, out_default: Path, step_help: str, shapes: bool = True):
+def model_options(command: str, out_default: Path, step_help: str, shapes: bool = True) -> Callable[[_F], _F]:
     """The options that make a workload.Request, declared once for capture, bench and memory (bench and
     memory take them with MODEL only). A new Request field is one option here: `request` passes every
     option named after a field on to the Request, where it is checked."""
@@ -147,7 +156,7 @@ MODEL_OPTIONS = ("framework", "exporters", "size", "seq", "step", "out_dir", "ab
                  "remat", "mesh")
 
 
-def request(model: str, options: dict, **more):
+def request(model: str, options: dict, **more: object) -> Request:
     """The Request the model options ask for ('all' exporters expanded, notes on stderr)."""
     import dataclasses
 
@@ -159,7 +168,7 @@ def request(model: str, options: dict, **more):
     return Request(model, **given, **more)
 
 
-def model_or_files(targets, command: str, more: tuple, fix: str) -> str | None:
+def model_or_files(targets: tuple[str, ...], command: str, more: tuple, fix: str) -> str | None:
     """The model TARGETS name (workload.model_named), or None for StableHLO files, whose command then
     refuses every model option given and warns of sidecars that no longer match."""
     from ..workload import model_named
@@ -172,7 +181,7 @@ def model_or_files(targets, command: str, more: tuple, fix: str) -> str | None:
     return None
 
 
-def refuse_model_options(command: str, names, fix: str) -> None:
+def refuse_model_options(command: str, names: Iterable[str], fix: str) -> None:
     """Options that only a MODEL takes, given with StableHLO files: one line naming the first."""
     ctx = click.get_current_context()
     given = [n for n in names if ctx.get_parameter_source(n) == click.core.ParameterSource.COMMANDLINE]
@@ -212,7 +221,7 @@ def set_env_for_command(name: str, value: str) -> None:
     click.get_current_context().call_on_close(restore)
 
 
-def fitted_request(req):
+def fitted_request(req: Request) -> Request:
     """workload.shapes.fitted, told which of --dtype and --exporter the user gave; its note on stderr."""
     from ..workload.shapes import fitted
 
@@ -224,7 +233,7 @@ def fitted_request(req):
     return req
 
 
-def usable_exporters(model: str, given, step: str = "forward") -> tuple:
+def usable_exporters(model: str, given: Iterable[str], step: str = "forward") -> tuple:
     """workload.shapes.exporters_asked, its notes on stderr."""
     from ..workload.shapes import exporters_asked
 
@@ -234,7 +243,7 @@ def usable_exporters(model: str, given, step: str = "forward") -> tuple:
     return usable
 
 
-def warn_sidecars(paths) -> None:
+def warn_sidecars(paths: Iterable[str | Path]) -> None:
     """The one warning every command gives for a file whose sidecar no longer describes it (an
     edited .mlir): the command goes on, reading it as a file without a sidecar."""
     from ..common.files import sidecar_warnings
@@ -252,7 +261,7 @@ def _say(message: str) -> None:
 progress = Steps(_say)
 
 
-def emit(text: str | None, data: dict, json_path, dumps=None) -> None:
+def emit(text: str | None, data: dict, json_path: Path | None, dumps: Callable[[dict], str] | None = None) -> None:
     """The human text on stdout, and the JSON to a file; with `--json -` the JSON takes stdout and
     the text goes to stderr, so `... --json - | jq` reads clean JSON."""
     from ..common.files import dump_json, write_atomic
@@ -267,7 +276,7 @@ def emit(text: str | None, data: dict, json_path, dumps=None) -> None:
         click.echo(f"wrote {json_path}", err=True)
 
 
-def finish(failed, note: str = "") -> None:
+def finish(failed: Sequence[object], note: str = "") -> None:
     """Each failure's one line on stderr (then `note`); exit 2 if any, else 0."""
     for f in failed:
         click.echo(f"stackwars-ir: error: {getattr(f, 'error', f)}", err=True)
@@ -286,21 +295,21 @@ def _path(**kw):
     return click.Path(dir_okay=False, path_type=Path, **kw)
 
 
-def json_option(what: str = "the table"):
+def json_option(what: str = "the table") -> Callable[[_F], _F]:
     return click.option("--json", "json_path", type=_path(allow_dash=True),
                         help=f"Write JSON here ('-': to stdout, {what} to stderr).")
 
 
-def markdown_option(command):
+def markdown_option(command: _F) -> _F:
     return click.option("--markdown", "md_path", type=_path(), help="Write Markdown here.")(command)
 
 
-def mode_option(help_: str):
+def mode_option(help_: str) -> Callable[[_F], _F]:
     return click.option("--mode", type=click.Choice(["auto", "provenance", "structure"]), default="auto",
                         show_default=True, help=help_)
 
 
-def limits_options(timeout_help: str, worker: str):
+def limits_options(timeout_help: str, worker: str) -> Callable[[_F], _F]:
     """--timeout and --max-memory of the worker that compiles (and runs) each executable."""
     def apply(fn):
         fn = click.option("--max-memory", metavar="SIZE", default=None,
@@ -309,11 +318,11 @@ def limits_options(timeout_help: str, worker: str):
     return apply
 
 
-def batches_option(example: str):
+def batches_option(example: str) -> Callable[[_F], _F]:
     return click.option("--batch", "batches", default="", help=f"With MODEL: batch sizes, e.g. {example}.")
 
 
-def stack_option(command):
+def stack_option(command: Callable[..., object]) -> Callable[..., object]:
     """--stack NAME on a command over files: the command gets the stack (`stack`: None without the
     option) whose workers compile and run its files."""
     import functools

@@ -14,14 +14,14 @@ from ..versions.metric import METRICS
 from .shell import emit, json_option, markdown_option, progress
 
 
-def register(main) -> None:
+def register(main: click.Group) -> None:
     main.add_command(stack_group)
     main.add_command(regress_cmd)
     main.add_command(bisect_cmd)
 
 
 @click.group("stack")
-def stack_group():
+def stack_group() -> None:
     """Version stacks: other jax/jaxlib releases in cached environments outside the repository
     ($STACKWARS_IR_STACKS, else ~/.cache/stackwars-ir/stacks); `lock` is the project's own."""
 
@@ -33,7 +33,7 @@ def stack_group():
 @click.option("--python", "python", default=None,
               help="The interpreter the stack's environment is made with (default: this one's); jax 0.11 and "
                    "later need Python 3.12 or newer.")
-def stack_add(name, requirements, index_url, python):
+def stack_add(name: str, requirements: tuple[str, ...], index_url: str | None, python: str | None) -> None:
     """Make stack NAME from exact pins (jax==0.9.2 jaxlib==0.9.2 ...): a virtual environment with
     them, flax and optax resolved against them, and this project's transformers; reused when it exists.
 
@@ -47,7 +47,7 @@ def stack_add(name, requirements, index_url, python):
 
 @stack_group.command("list")
 @json_option("the list")
-def stack_list(json_path):
+def stack_list(json_path: Path | None) -> None:
     """The stacks made here, and the lock's, with their versions."""
     from ..isolate.stacks import list_stacks, lock
 
@@ -58,7 +58,7 @@ def stack_list(json_path):
 @stack_group.command("check")
 @click.option("--lock", "lock_path", type=click.Path(dir_okay=False, path_type=Path), default=Path("requirements.lock"),
               show_default=True, help="The lock whose pins this environment must import.")
-def stack_check(lock_path):
+def stack_check(lock_path: Path) -> None:
     """Check that each package whose version captures record imports here at the lock's pin (torch_xla's
     wheel carries a torchax copy that can shadow the pinned torchax). `make setup` runs it.
 
@@ -72,7 +72,7 @@ def stack_check(lock_path):
 
 @stack_group.command("remove")
 @click.argument("name")
-def stack_remove(name):
+def stack_remove(name: str) -> None:
     """Delete stack NAME's environment."""
     from ..isolate.stacks import remove
 
@@ -113,8 +113,9 @@ def _thresholds(time_pct, memory_pct, kernels):
                                          "does not fail on this machine's noise (one more timing of A).")
 @json_option("the text")
 @markdown_option
-def regress_cmd(targets, from_stack, to_stack, size, step, out_dir, time_pct, memory_pct, kernels, exporter, no_time,
-                ci, json_path, md_path):
+def regress_cmd(targets: tuple[str, ...], from_stack: str, to_stack: str, size: str, step: str, out_dir: Path,
+                time_pct: float, memory_pct: float, kernels: int, exporter: str | None, no_time: bool, ci: bool,
+                json_path: Path | None, md_path: Path | None) -> None:
     """MODEL (its JAX side, or --exporter's, captured under both stacks) or FILE_A FILE_B: what changed per
     block in the IR, the kernels XLA compiled, the time per block and the memory plan, A by --from's XLA, B
     by --to's.
@@ -162,7 +163,8 @@ def regress_cmd(targets, from_stack, to_stack, size, step, out_dir, time_pct, me
 @click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=Path("out") / "bisect",
               show_default=True, help="Where each version's capture goes (OUT/jax-VERSION/MODEL-SIZE/).")
 @json_option("the text")
-def bisect_cmd(model, good, bad, metric, size, step, out_dir, json_path):
+def bisect_cmd(model: str, good: str, bad: str, metric: str, size: str, step: str, out_dir: Path,
+               json_path: Path | None) -> None:
     """The first jax release between --good and --bad at which MODEL's metric changes (kernel count,
     memory plan peak, or steady time beyond noise), making jax-VERSION stacks as it goes, and the
     block-level regress of the two versions at the boundary.

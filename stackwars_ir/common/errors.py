@@ -2,6 +2,13 @@
 from __future__ import annotations
 
 import contextlib
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator
+    from sys import UnraisableHookArgs
+    from types import FrameType
+    from typing import NoReturn
 
 # Exit codes, shared by every command (diff uses all three, as diff(1) does).
 EXIT_OK = 0
@@ -13,7 +20,7 @@ EXIT_INTERRUPTED = 130  # Ctrl-C, as shells report SIGINT
 class StackwarsError(Exception):
     """A problem the user can fix: the message names the file, the cause and the fix."""
 
-    def __init__(self, message: str, *, fix: str | None = None, location: str | None = None):
+    def __init__(self, message: str, *, fix: str | None = None, location: str | None = None) -> None:
         self.message = message
         self.fix = fix
         self.location = location
@@ -29,7 +36,7 @@ class StackwarsError(Exception):
 class MissingExtra(StackwarsError):
     """A framework package is not importable."""
 
-    def __init__(self, package: str, err: Exception | None = None):
+    def __init__(self, package: str, err: Exception | None = None) -> None:
         detail = f": {err}" if err else ""
         super().__init__(
             f"cannot import {package}{detail}",
@@ -57,7 +64,7 @@ class PartialCapture(CaptureError):
 
     exit_code = EXIT_DIFFERENT
 
-    def __init__(self, message: str, result=None, **kw):
+    def __init__(self, message: str, result: object = None, **kw: str | None) -> None:
         super().__init__(message, **kw)
         self.result = result
 
@@ -72,12 +79,13 @@ class BenchError(StackwarsError):
 INTERRUPTED = {"flag": False}
 
 
-def on_sigint(signum, frame):
+def on_sigint(signum: int, frame: FrameType | None) -> NoReturn:
     INTERRUPTED["flag"] = True
     raise KeyboardInterrupt
 
 
-def on_unraisable(unraisable, _default=__import__("sys").unraisablehook) -> None:
+def on_unraisable(unraisable: UnraisableHookArgs,
+                  _default: Callable[[UnraisableHookArgs], object] = __import__("sys").unraisablehook) -> None:
     """A Ctrl-C raised where Python ignores exceptions (jax's gc callback, a __del__) printed
     "Exception ignored" and a traceback, and was lost. Print nothing; raise SIGINT again: its handler
     runs in the main thread, outside the callback, and stops the command there."""
@@ -100,7 +108,7 @@ def check_interrupted() -> None:
 
 
 @contextlib.contextmanager
-def held_interrupts(what: str):
+def held_interrupts(what: str) -> Iterator[None]:
     """A context in which a Ctrl-C waits for the block's end, then raises KeyboardInterrupt there.
 
     For torch's exporters: they run Python callbacks from C++ (dynamo's frame hook, the dispatcher's

@@ -10,11 +10,14 @@ import json
 import os
 import platform
 import tempfile
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 
 from .errors import StackwarsError, check_interrupted
 
+_T = TypeVar("_T")  # read_result's: what `from_json` returns
 SIDECAR_FORMAT = 1
 VERSIONED_PACKAGES = ("jax", "jaxlib", "flax", "torch", "torch_xla", "torchax", "transformers", "numpy")
 # Recorded only where installed: TorchTPU's route and the CPU plugin it runs on (a stack of their own).
@@ -147,7 +150,7 @@ def read_json_of(path: Path, command: str) -> dict:
     return data
 
 
-def read_result(path: Path, command: str, from_json):
+def read_result(path: Path, command: str, from_json: Callable[[dict], _T]) -> _T:
     """The typed result (`from_json` of it) of a `stackwars-ir COMMAND --json` file, or one line
     naming what this version cannot read in it."""
     data = read_json_of(path, command)
@@ -201,7 +204,7 @@ class Sidecar:
             raise StackwarsError(f"{where}: a capture sidecar with a missing or malformed field "
                                  f"({type(e).__name__}: {e})", fix="re-run stackwars-ir capture") from None
 
-    def capture_command(self, mlir_path) -> str:
+    def capture_command(self, mlir_path: str | Path) -> str:
         """The capture command that writes this very file again, into the folder it is in (capture
         writes OUT/<model>-<size>/<stem>.mlir): its model, size, seed, batch, sequence length, step,
         route, layers, mesh, abstract dtype and version stack, with --force."""
@@ -222,7 +225,7 @@ class Sidecar:
         out = Path(mlir_path).parent.parent
         return " ".join(words + ["--out", shlex.quote(str(out)), "--force"])
 
-    def model_run(self, mlir_path) -> tuple[list[str], Path]:
+    def model_run(self, mlir_path: str | Path) -> tuple[list[str], Path]:
         """The words and --out folder with which `bench MODEL` (or `why MODEL`) reads this capture again
         rather than capturing anew: a sweep's folder (OUT/b<batch>-s<seq>/<model>-<size>/) needs its
         --batch and --seq; the adapter's own batch and length (OUT/<model>-<size>/) need none, and a
@@ -269,7 +272,7 @@ def sidecar_of(mlir_path: Path) -> tuple[Sidecar | None, str]:
                      f"arguments, no capture provenance) (fix: {e.fix})"
 
 
-def sidecar_warnings(paths) -> list[str]:
+def sidecar_warnings(paths: Iterable[str | Path]) -> list[str]:
     """sidecar_of's warning for each of `paths` whose sidecar no longer describes it, each file once."""
     return [w for w in (sidecar_of(p)[1] for p in dict.fromkeys(Path(p) for p in paths)) if w]
 
@@ -297,7 +300,7 @@ def _mismatch(mlir_path: Path, data: dict) -> str | None:
 
 
 @contextlib.contextmanager
-def locked_folder(folder: Path):
+def locked_folder(folder: Path) -> Iterator[None]:
     """Hold an exclusive lock on `folder` (flock on the directory itself, so no lock file is left):
     two captures writing into one folder at once write their sets one after the other."""
     import fcntl

@@ -5,6 +5,10 @@ import contextlib
 import sys
 import threading
 import time
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable, Iterator
 
 # Stages of two threads (capture's parity runs beside the next export) share stderr: a stage's
 # `[label] name ...` line stays open until it ends, unless another stage prints meanwhile; then it
@@ -16,13 +20,13 @@ _OPEN: list = [None]  # the stage whose line is open
 class Stages:
     """Times named stages; prints `[label] stage ... 1.2 s` lines only when stderr is a terminal."""
 
-    def __init__(self, label: str = "", *, show: bool | None = None):
+    def __init__(self, label: str = "", *, show: bool | None = None) -> None:
         self.label = label
         self.show = sys.stderr.isatty() if show is None else show
         self.seconds: dict[str, float] = {}
 
     @contextlib.contextmanager
-    def stage(self, name: str, *, hold_ctrl_c: bool = False):
+    def stage(self, name: str, *, hold_ctrl_c: bool = False) -> Iterator[None]:
         """Time one stage; with hold_ctrl_c, a Ctrl-C stops the command at the stage's end, not inside it
         (errors.held_interrupts: torch's exporters call Python from C++)."""
         if hold_ctrl_c:
@@ -65,7 +69,7 @@ class Steps:
     guessed before the first step ends. Steps beyond the plan (a group of files timed again one by
     one) extend it. Thread-safe; `clock`: seconds (time.monotonic)."""
 
-    def __init__(self, echo, clock=time.monotonic):
+    def __init__(self, echo: Callable[[str], object], clock: Callable[[], float] = time.monotonic) -> None:
         self.echo, self.clock = echo, clock
         self._lock = threading.Lock()
         self._reset()
@@ -80,7 +84,7 @@ class Steps:
         self.echo(message)
 
     @contextlib.contextmanager
-    def planned(self, steps):
+    def planned(self, steps: Iterable[str]) -> Iterator[Steps]:
         """The steps of what runs inside (an outer plan, e.g. `why`'s rounds of benches, holds: an
         inner one is ignored)."""
         with self._lock:
@@ -139,12 +143,13 @@ def seconds_words(s: float) -> str:
     return f"{s // 3600} h {s % 3600 // 60} min"
 
 
-def planned(progress, steps):
+def planned(progress: Callable[[str], object] | None,
+            steps: Iterable[str]) -> contextlib.AbstractContextManager[Steps | None]:
     """`progress.planned(steps)` where progress is a Steps, else nothing (a plain function, or None)."""
     return progress.planned(steps) if isinstance(progress, Steps) else contextlib.nullcontext()
 
 
-def start(progress, kind: str, message: str) -> None:
+def start(progress: Callable[[str], object] | None, kind: str, message: str) -> None:
     """Step `kind` begins: said with its position where progress is a Steps, as a plain line otherwise."""
     if isinstance(progress, Steps):
         progress.start(kind, message)

@@ -5,6 +5,7 @@ A blob the file holds is inlined; one it lacks is named.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from typing import NamedTuple
 
 # `dense_resource<key>` and, at the end of the file, the blobs: {-# dialect_resources: { builtin: { key: "0x..." } } #-}
@@ -50,7 +51,7 @@ def inline(text: str) -> Inlined:
     return Inlined(out, count, tuple(elided))
 
 
-def elided_words(source: str, elided) -> str:
+def elided_words(source: str, elided: Sequence[tuple[int, str]]) -> str:
     """One line naming the first constant whose blob the file lacks, and how many there are."""
     line, key = elided[0]
     more = f" (and {len(elided) - 1} more)" if len(elided) > 1 else ""

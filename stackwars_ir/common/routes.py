@@ -6,6 +6,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import Enum
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
 
 
 class Step(str, Enum):
@@ -84,7 +88,7 @@ LOCK_EXPORTERS = tuple(e for e in EXPORTERS if not ROUTES[e].stack)  # those the
 WEIGHTLESS = tuple(e for e in EXPORTERS if ROUTES[e].weightless)  # the PyTorch routes that capture from shapes
 
 
-def weightless(exporters) -> tuple[tuple[str, ...], tuple[str, ...]]:
+def weightless(exporters: Sequence[str]) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """(those of `exporters` that capture from shapes, the others)."""
     return tuple(e for e in exporters if ROUTES[e].weightless), tuple(e for e in exporters if not ROUTES[e].weightless)
 

@@ -5,11 +5,12 @@ Within one set of runs the interval is a bootstrap's; across rounds, a 95% t-int
 from __future__ import annotations
 
 import random
+from collections.abc import Iterable, Sequence
 
 RESAMPLES = 1000
 
 
-def median_runs(totals) -> tuple[int, ...]:
+def median_runs(totals: Sequence[float]) -> tuple[int, ...]:
     """The run(s) whose total is the median of `totals`: the middle one of an odd count, the two middle
     ones of an even count (whose mean is the median). Parts (kernels, blocks) timed in them add up to
     the median total exactly, where summing each part's own median does not (under load the two
@@ -21,13 +22,13 @@ def median_runs(totals) -> tuple[int, ...]:
     return (order[n // 2],) if n % 2 else (order[n // 2 - 1], order[n // 2])
 
 
-def at(series, picks) -> float:
+def at(series: Sequence[float], picks: Sequence[int]) -> float:
     """A per-run series' value in the median run(s) `picks` (median_runs): their mean."""
     return sum(series[i] for i in picks) / len(picks) if picks else 0.0
 
 
-def part_gaps(totals_a, parts_a: dict, totals_b, parts_b: dict, seed: int = 0, paired: bool = False,
-              rounds: tuple = ()) -> dict:
+def part_gaps(totals_a: Sequence[float], parts_a: dict, totals_b: Sequence[float], parts_b: dict, seed: int = 0,
+              paired: bool = False, rounds: tuple = ()) -> dict:
     """{part: (B - A in the median runs, low, high)}: each part's difference between two sets of runs
     (each part a per-run series, in the order of that side's totals; a part missing on one side is 0
     there), with the 2.5-97.5 percentiles of the same statistic over bootstrap resamples of each
@@ -69,7 +70,8 @@ def _series(totals, parts: dict, others: dict) -> dict:
     return {**{k: parts.get(k, zero) for k in dict.fromkeys([*parts, *others])}, None: tuple(totals)}
 
 
-def round_gaps(totals_a, parts_a: dict, totals_b, parts_b: dict, rounds: tuple) -> dict:
+def round_gaps(totals_a: Sequence[float], parts_a: dict, totals_b: Sequence[float], parts_b: dict,
+               rounds: tuple) -> dict:
     """{part: (gap, low, high)} as part_gaps, from runs taken in rounds (`rounds`: each round's count, the
     runs kept in round order, both sides alike): in each round, B - A in that round's median runs (each
     side's own); the gap is their mean over rounds, with the 95% t-interval of that mean. A worker's
@@ -97,7 +99,7 @@ def round_gaps(totals_a, parts_a: dict, totals_b, parts_b: dict, rounds: tuple) 
     return out
 
 
-def median_ratio(a, b, seed: int = 0) -> tuple[float, float, float]:
+def median_ratio(a: Iterable[float], b: Iterable[float], seed: int = 0) -> tuple[float, float, float]:
     """(median(b) / median(a), low, high): the ratio of two sets of runs' medians, with the 2.5-97.5
     percentiles of that ratio over bootstrap resamples of each set on its own (runs of one worker,
     taken one set after the other: an interval over these runs, not across workers)."""
@@ -126,7 +128,7 @@ def t975(df: int) -> float:
     return _T975[df - 1] if 1 <= df <= len(_T975) else 1.960
 
 
-def rounds_ratio(ratios) -> tuple[float, float, float]:
+def rounds_ratio(ratios: Iterable[float]) -> tuple[float, float, float]:
     """(geometric mean, low, high) of ratios measured once per round, each round in a fresh process:
     the 95% t-interval of their logarithms. A round's placement (its process, core and memory layout)
     moves every sample of that round alike, so the rounds, not the samples, are the independent
@@ -138,7 +140,7 @@ def rounds_ratio(ratios) -> tuple[float, float, float]:
     return math.exp(mean), math.exp(low), math.exp(high)
 
 
-def rounds_mean(values) -> tuple[float, float, float]:
+def rounds_mean(values: Iterable[float]) -> tuple[float, float, float]:
     """(mean, low, high) of figures measured once per round: the 95% t-interval of their mean; with
     one round, no interval (-inf, inf)."""
     import math
@@ -159,7 +161,7 @@ def summed_runs(a: tuple, b: tuple) -> tuple:
     return tuple(x + y for x, y in zip(a, b))
 
 
-def spread(per_run) -> tuple[float, float] | None:
+def spread(per_run: Iterable[float]) -> tuple[float, float] | None:
     """(p10, p90) of a figure's per-run values (seconds), as bench's spreads are; None under 2 runs."""
     import statistics
 
@@ -170,7 +172,7 @@ def spread(per_run) -> tuple[float, float] | None:
     return q[0], q[-1]
 
 
-def unsteady(seconds: float, per_run) -> bool:
+def unsteady(seconds: float, per_run: Iterable[float]) -> bool:
     """Whether a figure's p10-p90 spread across its runs exceeds the figure itself: a module's host
     time that moved this much from run to run (4.27 ms in one bench, 0.24 ms in the next: issue 75)
     does not hold, whatever its median run says."""

@@ -2,11 +2,20 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from .errors import BenchError, MissingExtra
 from .resources import ELIDED_FIX, elided_words, inline
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+    from contextlib import AbstractContextManager
+
+    from jaxlib._hlo import HloModule
+    from jaxlib._jax import CompiledMemoryStats
+    from jaxlib.xla_client import CompileOptions, Device, LoadedExecutable
 
 
 def quiet_third_parties() -> None:
@@ -59,7 +68,7 @@ def _jax():
     return jax, xla_client
 
 
-def enable_x64(on: bool):
+def enable_x64(on: bool) -> AbstractContextManager[None]:
     """jax.enable_x64(on): jax >= 0.8's name; a stack of an older jax has only the experimental one."""
     import jax
 
@@ -208,7 +217,7 @@ class Runtime:
     def platform(self) -> str:
         return self.client.platform
 
-    def compile(self, text: str, label: str = "module", *, quick: bool = False):
+    def compile(self, text: str, label: str = "module", *, quick: bool = False) -> LoadedExecutable | Partitioned:
         """An executable of `text`; `quick`: XLA's full HLO pipeline (fusion, layout, buffers) but no
         LLVM optimization, for a module run once (a parity check), not timed. A module sharded over N
         devices (partitions(text) > 1) is partitioned by XLA's SPMD partitioner over N of this client's
@@ -233,7 +242,7 @@ class Runtime:
             raise BenchError(f"{label}: XLA failed to compile it: {first}") from e
         return Partitioned(exe, tuple(devices), result_shapes(text)) if n > 1 else exe
 
-    def put(self, arrays: list[np.ndarray], executable=None) -> list:
+    def put(self, arrays: list[np.ndarray], executable: LoadedExecutable | Partitioned | None = None) -> list:
         """Device buffers holding exactly these dtypes (int64 stays int64); for a Partitioned
         executable, each array split over its devices as the executable's parameter shardings say."""
         jax, _ = _jax()
@@ -244,7 +253,7 @@ class Runtime:
             return [jax.device_put(a, self.device) for a in arrays]
 
     @staticmethod
-    def run(executable, buffers: list) -> list:
+    def run(executable: LoadedExecutable | Partitioned, buffers: list) -> list:
         if isinstance(executable, Partitioned):
             return executable.execute(buffers)
         outs = executable.execute(buffers)
@@ -277,14 +286,14 @@ class Partitioned:
             outs.append(out.block_until_ready())
         return outs
 
-    def get_compiled_memory_stats(self):
+    def get_compiled_memory_stats(self) -> CompiledMemoryStats:
         return self.executable.get_compiled_memory_stats()
 
-    def hlo_modules(self):
+    def hlo_modules(self) -> list[HloModule]:
         return self.executable.hlo_modules()
 
 
-def partitions(text) -> int:
+def partitions(text: str | bytes) -> int:
     """How many devices a module is sharded over: its `mhlo.num_partitions` (JAX with Shardy), else
     the largest device count of its GSPMD `mhlo.sharding` attributes (torch_xla); 1 for bytecode."""
     import re
@@ -305,7 +314,7 @@ def partitions(text) -> int:
     return most
 
 
-def partitioned_options(n: int, devices, shardy: bool = True):
+def partitioned_options(n: int, devices: Sequence[Device], shardy: bool = True) -> CompileOptions:
     """XLA's compile options for SPMD partitioning over `devices`: Shardy for a module with Shardy's
     attributes (JAX's), GSPMD's partitioner for one with `mhlo.sharding` alone (torch_xla's: measured,
     Shardy compiled it unpartitioned, every device holding whole arguments)."""
@@ -318,7 +327,7 @@ def partitioned_options(n: int, devices, shardy: bool = True):
     return options
 
 
-def shardy(text) -> bool:
+def shardy(text: str | bytes) -> bool:
     """Whether a module carries Shardy's attributes (else GSPMD's, or none)."""
     return isinstance(text, str) and "sdy.sharding" in text
 

@@ -6,6 +6,10 @@ plans and grids all read the table.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
 
 
 @dataclass(frozen=True)
@@ -82,7 +86,7 @@ def is_tpu(name: str) -> bool:
     return target is not None and target.is_tpu
 
 
-def names(targets, last: str = ", ") -> str:
+def names(targets: Iterable[Target], last: str = ", ") -> str:
     """`tpu-v6e, tpu-v5e, tpu-v5p, tpu-v4` (with last=" or ": `tpu-v6e or tpu-v5e`), for help and errors."""
     listed = [t.name for t in targets]
     return ", ".join(listed[:-1]) + last + listed[-1] if len(listed) > 1 and last != ", " else ", ".join(listed)

@@ -7,15 +7,19 @@ from __future__ import annotations
 import os
 import struct
 import time
+from typing import IO, TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from subprocess import Popen
 
 
-def send_bytes(stream, data: bytes) -> None:
+def send_bytes(stream: IO[bytes], data: bytes) -> None:
     stream.write(struct.pack("<Q", len(data)))
     stream.write(data)
     stream.flush()
 
 
-def receive_bytes(stream) -> bytes:
+def receive_bytes(stream: IO[bytes]) -> bytes:
     """One message; EOFError when the other end is gone (a worker that died, a caller that left)."""
     head = stream.read(8)
     if len(head) < 8:
@@ -43,7 +47,7 @@ def die_with_parent() -> None:
     threading.Thread(target=watch, daemon=True).start()
 
 
-def end_worker(proc, grace_s: float) -> None:
+def end_worker(proc: Popen[bytes], grace_s: float) -> None:
     """End a worker the way both worker kinds do: close its stdin (its loop ends at EOF), give it
     `grace_s` to exit, then kill it and reap it."""
     import subprocess

@@ -1,9 +1,10 @@
 """Alignment: map the blocks of one segmentation onto another's, like with like, layer by layer."""
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from .block import LAYERED
+from .block import LAYERED, Block
 from .blocks import Segmentation
 
 
@@ -46,7 +47,7 @@ def align(a: Segmentation, b: Segmentation) -> Alignment:
     return replace(best, reason=why + (": kept key" if best is by_key else ": fell back to order"))
 
 
-def by_names(blocks_a, blocks_b) -> tuple[tuple, int]:
+def by_names(blocks_a: Iterable[Block], blocks_b: Sequence[Block]) -> tuple[tuple, int]:
     """B's blocks, each of a layer's several blocks of one role numbered as A's block of the same
     module path is, where both sides name the same modules there (each once): an exporter that
     prints Whisper's conv2 before conv1 must not pair conv1 with conv2. With how many were renumbered."""
@@ -80,7 +81,7 @@ def _named_coverage(al: Alignment) -> float:
     return len(pairs) / total if total else 1.0
 
 
-def unrolled(blocks, other) -> tuple:
+def unrolled(blocks: Sequence[Block], other: Iterable[Block]) -> tuple:
     """`blocks` with each block of a counted loop's body (a scanned layer's norm, attention, MLP,
     residual) repeated once per trip as layers 0, 1, ... (its layer numbers inside the body after
     those), where `other` has such blocks layer by layer: each copy is the same ops, labelled

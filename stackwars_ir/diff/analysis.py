@@ -218,7 +218,7 @@ def diff_modules(a: Module, b: Module, names: tuple[str, str] = ("A", "B"), mode
         return _diff_modules(a, b, names, mode)
 
 
-def source(b) -> str:
+def source(b: Block) -> str:
     """The label of the segmentation's block a paired block stands for: a scanned block's copy for
     one layer (diff.align.unrolled: loop -1, the trip's number first in its layer) is the loop's block."""
     if b.trips and b.loop < 0:
@@ -265,7 +265,7 @@ def diff_files(path_a: str | Path, path_b: str | Path, mode: str = "auto") -> Di
     return diff_modules(a, b, side_names(path_a, path_b), mode)
 
 
-def side_names(path_a, path_b) -> tuple[str, str]:
+def side_names(path_a: str | Path, path_b: str | Path) -> tuple[str, str]:
     """Short names for the two sides: the file stems, or the folder too when the stems clash; the same
     file on both sides "A" and "B" after its stem (a folder of "" printed as "/A" before)."""
     a, b = Path(path_a), Path(path_b)

@@ -109,7 +109,7 @@ def same_source(source_a: tuple, source_b: tuple) -> bool:
     return any(k in source_b[0] for k in source_a[0])
 
 
-def source_words(side: Side, key: tuple, op_id, lines: dict) -> str:
+def source_words(side: Side, key: tuple, op_id: int | None, lines: dict) -> str:
     kind = key[0]
     if kind == "arg":
         return f"argument {key[1]!r}" if isinstance(key[1], str) else f"argument {key[1]}"

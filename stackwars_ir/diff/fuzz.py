@@ -11,6 +11,7 @@ import tempfile
 import time
 import traceback
 from collections import Counter
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -119,7 +120,7 @@ def _mutate_bytes(data: bytes, rng: random.Random) -> tuple[bytes, str]:
     return bytes(b), f"bytes:{kind}"
 
 
-def inputs(sources: list[Path], count: int, seed: int = 0, max_source_bytes: int = 200_000):
+def inputs(sources: list[Path], count: int, seed: int = 0, max_source_bytes: int = 200_000) -> Iterator[FuzzInput]:
     """`count` mutated inputs (1-3 mutations each, a fifth of them at the byte level), seeded."""
     rng = random.Random(seed)
     texts = []
@@ -173,7 +174,8 @@ def _check_message(error: str, label: str) -> str | None:
     return None
 
 
-def run(sources: list[Path], count: int, seed: int = 0, keep: Path | None = None, progress=None) -> FuzzReport:
+def run(sources: list[Path], count: int, seed: int = 0, keep: Path | None = None,
+        progress: Callable[[FuzzReport], object] | None = None) -> FuzzReport:
     """Feed `count` mutated inputs through parse, stats and segmentation, one at a time."""
 
     report = FuzzReport()

@@ -22,6 +22,7 @@ An op in a region (a reduce's body) follows the op that holds it.
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from ..ir.model import Module
@@ -45,8 +46,9 @@ class Pairing:
     pair_ab: dict  # op id in A -> op id in B
 
 
-def match_ops(module_a: Module, ids_a, module_b: Module, ids_b, lines_a: dict | None = None,
-              lines_b: dict | None = None, args_a: dict | None = None, args_b: dict | None = None) -> OpDiff:
+def match_ops(module_a: Module, ids_a: Iterable[int], module_b: Module, ids_b: Iterable[int],
+              lines_a: dict | None = None, lines_b: dict | None = None, args_a: dict | None = None,
+              args_b: dict | None = None) -> OpDiff:
     """The op-level diff of two blocks, given as op ids of their modules (diff.result.BlockResult's
     ops_a and ops_b, or diff.block.Block's ops). lines_a/lines_b (diff.source_lines): each op's
     line in its file, named in the groups. args_a/args_b (argument_identities): which argument each
@@ -55,8 +57,9 @@ def match_ops(module_a: Module, ids_a, module_b: Module, ids_b, lines_a: dict | 
     return judge(pair_ops(module_a, ids_a, module_b, ids_b, args_a, args_b), lines_a, lines_b)
 
 
-def match_blocks(module_a: Module, module_b: Module, blocks, lines_a: dict | None = None,
-                 lines_b: dict | None = None, args_a: dict | None = None, args_b: dict | None = None) -> tuple:
+def match_blocks(module_a: Module, module_b: Module, blocks: Iterable[tuple[Iterable[int], Iterable[int]]],
+                 lines_a: dict | None = None, lines_b: dict | None = None, args_a: dict | None = None,
+                 args_b: dict | None = None) -> tuple:
     """(op diffs, paired_a, paired_b) of every aligned pair of blocks ((ids_a, ids_b) each): each
     pair's operands judged against the pairs of all blocks, so an op reading another block's
     value reads its partner's. paired_a/paired_b: A's and B's paired op ids -> A's (ModuleChanges
@@ -70,8 +73,8 @@ def match_blocks(module_a: Module, module_b: Module, blocks, lines_a: dict | Non
     return tuple(judge(p, lines_a, lines_b, paired_a, paired_b) for p in pairings), paired_a, paired_b
 
 
-def pair_ops(module_a: Module, ids_a, module_b: Module, ids_b, args_a: dict | None = None,
-             args_b: dict | None = None) -> Pairing:
+def pair_ops(module_a: Module, ids_a: Iterable[int], module_b: Module, ids_b: Iterable[int],
+             args_a: dict | None = None, args_b: dict | None = None) -> Pairing:
     """The ops of two blocks paired (steps 1 to 4 of the module docstring), not yet judged."""
     a, b = Side(module_a, ids_a, args_a), Side(module_b, ids_b, args_b)
     pair_ab: dict = {}

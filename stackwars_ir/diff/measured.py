@@ -1,13 +1,17 @@
 """Measured kernels, times and host time joined to a diff's blocks: each block's share, its interval."""
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 from ..common.runstats import part_gaps, spread, summed_runs
 from ..ir.scopes import CALL_WORDS, LOOP_WORDS
 from .analysis import DiffReport, source
+from .block import Block
 from .result import DiffResult
 
 
-def kernel_blocks(report: DiffReport, side: str):
+def kernel_blocks(report: DiffReport, side: str) -> Callable[[Any], str | None]:
     """The function that traces a kernel (anything with a module `path` and a `phase`: bench.kernels'
     Kernel, bench.profile's KernelTime) to the label of side `side`'s block whose ops carry its module
     path, or the longest prefix of it, in its phase; a layer's block before a shared one; in a
@@ -52,7 +56,7 @@ def kernel_blocks(report: DiffReport, side: str):
     return block_of
 
 
-def trip_share(b) -> float:
+def trip_share(b: Block) -> float:
     """The share of its block's time a paired block carries: one trip's for a scanned block's copy for
     one layer, the whole otherwise."""
     return 1 / b.trips if b.trips and b.loop < 0 else 1.0
@@ -64,7 +68,7 @@ def unlooped(path: str) -> str:
     return ".".join(w for w in path.split(".") if w not in LOOP_WORDS and w not in CALL_WORDS)
 
 
-def with_kernels(report: DiffReport, result: DiffResult, kernels_a, kernels_b) -> DiffResult:
+def with_kernels(report: DiffReport, result: DiffResult, kernels_a: Any, kernels_b: Any) -> DiffResult:
     """The result with, per aligned block, how many kernels each side compiled to (bench.kernels,
     each traced to a block by kernel_blocks); the kernels no block claims are counted as
     unattributed."""
@@ -113,7 +117,7 @@ def _summed(per_block) -> dict:
     return dict(sorted(out.items()))
 
 
-def with_times(report: DiffReport, result: DiffResult, profile_a, profile_b) -> DiffResult:
+def with_times(report: DiffReport, result: DiffResult, profile_a: Any, profile_b: Any) -> DiffResult:
     """The result with, per aligned block, each side's profiled kernel time (bench.profile.Profile:
     each kernel's median seconds per run, traced to a block by kernel_blocks), how many of its kernels
     ran and the three longest, and per side the
@@ -184,7 +188,8 @@ def with_times(report: DiffReport, result: DiffResult, profile_a, profile_b) -> 
     return replace(result, blocks=tuple(blocks), metrics=dict(result.metrics, time=totals))
 
 
-def with_host(report: DiffReport, result: DiffResult, host_a, host_b) -> DiffResult:
+def with_host(report: DiffReport, result: DiffResult, host_a: tuple[str, Any] | None,
+              host_b: tuple[str, Any] | None) -> DiffResult:
     """The result with, per aligned block, the host's time in it on each side: (label, bench.host.
     HostPhases) of the native runtime a user of that side's route runs (or None), its modules' self
     times traced to blocks by module path as kernels are (kernel_blocks); per side the step's wall

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import io
 import random
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from ..ir.model import Module
@@ -51,7 +52,7 @@ class Verdict:
     said: str  # the diff's answer in a few words (what differs, or "identical")
 
 
-def mutants(text: str, source: str, rng: random.Random, kinds=MEANING + SPELLING) -> list:
+def mutants(text: str, source: str, rng: random.Random, kinds: Iterable[str] = MEANING + SPELLING) -> list:
     """One mutant of each kind that this program allows (a program without a comparison has no
     "comparison" mutant), each made on a fresh parse of `text`."""
     out = []
@@ -210,7 +211,8 @@ class MutationReport:
         return out
 
 
-def run(sources: list, rounds: int = 1, seed: int = 0, max_bytes: int = 200_000, progress=None) -> MutationReport:
+def run(sources: list, rounds: int = 1, seed: int = 0, max_bytes: int = 200_000,
+        progress: Callable[[int], object] | None = None) -> MutationReport:
     """Every kind of mutant of every source (each `rounds` times, seeded), each judged: the whole
     mutation test. Sources over `max_bytes` are left out (the parse and the printer dominate)."""
     from collections import Counter

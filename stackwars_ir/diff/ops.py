@@ -2,10 +2,13 @@
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cached_property
+from typing import TYPE_CHECKING
 
-
+if TYPE_CHECKING:
+    from .result import BlockResult
 
 STATUSES = ("matched", "changed", "rewritten", "only_a", "only_b")
 
@@ -109,7 +112,7 @@ class OpPattern:
                 "of": self.of, "first": self.first, "layered": self.layered, "group": self.group.as_json()}
 
 
-def fold_patterns(blocks) -> tuple:
+def fold_patterns(blocks: Iterable[BlockResult]) -> tuple:
     """The op-level changes of all aligned blocks (diff.result.BlockResult), each said once for the
     blocks of one kind (phase, role, ordinal) that have it, in program order of first appearance."""
     kinds: dict = {}
@@ -134,7 +137,7 @@ def fold_patterns(blocks) -> tuple:
     return tuple(out)
 
 
-def op_totals(blocks) -> dict:
+def op_totals(blocks: Iterable[BlockResult]) -> dict:
     """Ops of each status over all aligned blocks (diff.result.BlockResult) that have an op-level diff."""
     diffs = [d.op_diff for d in blocks if d.op_diff is not None]
     return {s: sum(d.count(s) for d in diffs) for s in STATUSES} if diffs else {}

@@ -19,7 +19,7 @@ class Program:
     spelling: locations, SSA and helper names, the order of independent ops, commutative operands,
     generic or pretty form, MHLO; whatever their blocks."""
 
-    def __init__(self, module: Module, args: dict):
+    def __init__(self, module: Module, args: dict) -> None:
         self.module = module
         self.args = args
         self.memo: dict = {}

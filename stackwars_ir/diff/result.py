@@ -5,6 +5,7 @@ The renderings: text, JSON, Markdown, HTML.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -104,7 +105,7 @@ class TimeGap(NamedTuple):
                 out.append((role, dt, *low_high))
         return tuple(out)
 
-    def block_share(self, block) -> float | None:
+    def block_share(self, block: BlockResult) -> float | None:
         """A block's share of the gap; None where the gap, or the block's own gap, is within the noise."""
         return None if block_within_noise(block) else self.share(block.metrics["time"]["b"] - block.metrics["time"]["a"])
 
@@ -136,13 +137,13 @@ def _sign(x: float) -> int:
     return (x > 0) - (x < 0)
 
 
-def block_within_noise(block) -> bool:
+def block_within_noise(block: BlockResult) -> bool:
     """Whether a block's gap B - A has a 95% interval over the profiled runs that holds zero."""
     g = block.metrics.get("time", {}).get("gap_95")
     return bool(g) and g[0] <= 0.0 <= g[1]
 
 
-def time_gap(result) -> TimeGap | None:
+def time_gap(result: DiffResult) -> TimeGap | None:
     """The TimeGap of a result with profiled times (diff.with_times), or None."""
     time = result.metrics.get("time")
     if not time:
@@ -389,7 +390,7 @@ def _block(d: dict) -> BlockResult:
                        OpDiff.from_json(d["op_diff"]) if d.get("op_diff") else None)
 
 
-def first_of_each_role(roles) -> list[int]:
+def first_of_each_role(roles: Iterable[str]) -> list[int]:
     """Indices of the first block of each role (`other` aside): the blocks whose IR the report and
     the Markdown show side by side, and the only ones a report written at once needs excerpts of."""
     seen, out = set(), []

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Iterable
 
 from ..ir.model import Module, callees
 from .block import top_of
@@ -18,7 +19,7 @@ class Side:
     each operand comes from. `args`: entry argument value id -> its identity (a sidecar's name, else
     its index), so two programs compare by which argument an op reads."""
 
-    def __init__(self, module: Module, op_ids, args: dict | None = None):
+    def __init__(self, module: Module, op_ids: Iterable[int], args: dict | None = None) -> None:
         ops = module.ops
         self.module = module
         self.args = args if args is not None else {v: i for i, v in enumerate(module.entry.args)}
@@ -119,7 +120,7 @@ class Side:
             fp[i] = hash((self.sig[i], tuple(sorted((fp.get(u, 0), k) for u, k in self.users[i]))))
         return fp
 
-    def made(self, p: int, depth: int = 0):
+    def made(self, p: int, depth: int = 0) -> tuple | int | None:
         """A key for what op `p` makes when it reads nothing but constants (a constant, an iota, a
         broadcast of a constant): equal for two ops that make the same value, wherever they sit and
         however many copies a side makes; None for an op that reads anything else."""

@@ -14,7 +14,7 @@ TERMINATORS = frozenset({"func.return", "stablehlo.return", "mhlo.return", "sdy.
 _NAMING = frozenset({"callee", "decomposition", "called_computations", "sym_name"})
 
 
-def splat_key(module: Module, op: Op):
+def splat_key(module: Module, op: Op) -> tuple | None:
     """("splat", element, dtype, shape) of a constant whose elements are all one value, else None."""
     if not op.name.endswith(".constant") or not op.attr("splat") or len(op.results) != 1:
         return None

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections import Counter, defaultdict, deque
+from collections.abc import Iterable, Sequence
 
 from ..ir.model import Module, Op, callees
 from .block import Block, merge_same_key
@@ -19,7 +20,7 @@ _NORMS = {"stablehlo.batch_norm_training", "stablehlo.batch_norm_inference", "st
 _RESHAPES = frozenset({"stablehlo.broadcast_in_dim", "stablehlo.reshape", "stablehlo.convert", "stablehlo.broadcast"})
 
 
-def divided_by(module: Module, ops) -> frozenset:
+def divided_by(module: Module, ops: Iterable[Op]) -> frozenset:
     """The values some divide among `ops` divides by, looked through broadcasts and reshapes."""
     out = set()
     for op in ops:
@@ -161,7 +162,7 @@ def dataflow_graph(module: Module, items: list, within: bool) -> tuple:
     return top, nested, index, parents, users
 
 
-def dataflow_neighbours(top, parents: dict, users: dict) -> dict:
+def dataflow_neighbours(top: Iterable[Op], parents: dict, users: dict) -> dict:
     """Each op's producers and users, the paths nearest-anchor clustering walks. An op without
     operands (a constant, an iota) and a tuple are reached but lead nowhere: the scalar zero every
     reduce starts from, an epsilon two norms share, the tuple gathering what a loop's body returns
@@ -343,7 +344,7 @@ def _anchor_roles(top, kinds, parents: dict, users: dict, looped: bool = False,
 LAYER_KINDS = frozenset({"norm", "act", "dot"})  # what a layer without attention is made of (no conv: ResNet's blocks stay as they are)
 
 
-def repeated_layers(top, kinds: dict, parents: dict) -> dict:
+def repeated_layers(top: Sequence[Op], kinds: dict, parents: dict) -> dict:
     """Layers without attention found by their repeating structure: anchor op id -> layer number.
 
     The anchors are ordered by their depth in the dataflow (anchors upstream), then program order;

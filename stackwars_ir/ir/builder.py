@@ -1,8 +1,15 @@
 """The IR model built from MLIR's op tree: the walk over a parsed module, in a parse worker."""
 from __future__ import annotations
 
+from types import ModuleType
+from typing import TYPE_CHECKING
+
 from ..common.errors import ParseError
 from .locations import loc_name, provenance
+
+if TYPE_CHECKING:
+    from iree.compiler import ir as iree_ir
+    from jaxlib.mlir import ir as jax_ir
 
 
 STABLEHLO_DIALECTS = frozenset({"stablehlo", "chlo", "mhlo", "vhlo"})
@@ -345,7 +352,8 @@ class Blob(Exception):
     """A bytecode module holds a dense_resource constant (parse reads it again from its text)."""
 
 
-def build(module, label: str, parser: str, ir=None, part: tuple = (0, 1), blobs: bool = True) -> tuple:
+def build(module: jax_ir.Module | iree_ir.Module, label: str, parser: str, ir: ModuleType | None = None,
+          part: tuple = (0, 1), blobs: bool = True) -> tuple:
     """The wire form of a parsed module, or of part j of k of it: see Module.from_wire. `blobs` False:
     a dense_resource constant raises Blob."""
     if ir is None:

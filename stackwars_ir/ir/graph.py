@@ -1,11 +1,16 @@
 """The op graph: a networkx MultiDiGraph of ops with def-use edges carrying shape and dtype."""
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from .pool import no_gc
 from .model import Module
 
+if TYPE_CHECKING:
+    import networkx as nx
 
-def op_graph(module: Module, func: str | None = None):
+
+def op_graph(module: Module, func: str | None = None) -> nx.MultiDiGraph:
     """Nodes: ("op", id) for each op of `func` (default: the entry function, regions included),
     ("arg", i) for its arguments and ("result", i) for what it returns. An edge runs from a
     value's producer to each user, keyed by operand position, with `shape`, `dtype` and `value`.

@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
+from typing import TypeVar
 
 from ..common.errors import ParseError
 
@@ -10,6 +12,8 @@ from ..common.errors import ParseError
 FORM_HLO_PROTO = "an XLA HLO proto, converted to StableHLO by XLA's importer"
 
 FORM_HLO_TEXT = "XLA HLO text, parsed by XLA's HLO parser and converted to StableHLO by its importer"
+
+_T = TypeVar("_T")
 
 
 def scheduled(text: str) -> bool:
@@ -27,7 +31,7 @@ def from_hlo_proto(data: bytes) -> bytes | None:
     return first_module(data, _jax.mlir.hlo_to_stablehlo)
 
 
-def first_module(data: bytes, read):
+def first_module(data: bytes, read: Callable[[bytes], _T]) -> _T | None:
     """`read` (a function of an HloModuleProto's bytes) of `data` as an HloModuleProto, else of the one
     inside it as an HloProto; None where neither reads (XLA's "Failed to deserialize HloModuleProto")."""
     inner = _hlo_module_of(data) if _nested_first_field(data) else None

@@ -2,11 +2,16 @@
 from __future__ import annotations
 
 import json
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from iree.compiler import ir as iree_ir
+    from jaxlib.mlir import ir as jax_ir
 
 # Only a location's head matters: the outermost name location, or a call site's callee.
 
 
-def loc_name(loc, kinds) -> str | None:
+def loc_name(loc: jax_ir.Location | iree_ir.Location, kinds: tuple[type, type, type]) -> str | None:
     """The outermost NameLoc's string of a Location object, read off its structure.
 
     `kinds` is the bindings' (NameLoc, CallSiteLoc, FusedLoc) classes, which locations are

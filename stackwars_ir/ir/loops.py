@@ -4,7 +4,10 @@ Such loops are JAX's scan and fori_loop, and torch_xla's scan.
 """
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
+
+if TYPE_CHECKING:
+    from .model import Module
 
 WHILES = frozenset({"stablehlo.while", "mhlo.while"})
 _RETURNS = frozenset({"stablehlo.return", "mhlo.return"})
@@ -31,7 +34,7 @@ class Loop(NamedTuple):
         return self.trips is not None
 
 
-def loops_of(module) -> dict:
+def loops_of(module: Module) -> dict:
     """while op id -> Loop, for every while of the module."""
     inside: dict = {}
     for op in module.ops:
@@ -134,12 +137,12 @@ def _const(module, vid: int, depth: int = 0) -> int | None:
     return op.attr("int")
 
 
-def arg_of(module) -> dict:
+def arg_of(module: Module) -> dict:
     """value id -> the function it is an entry argument of."""
     return {vid: f.name for f in module.funcs for vid in f.args}
 
 
-def executions(module) -> tuple:
+def executions(module: Module) -> tuple:
     """How often each item of `module.inlined` runs per call of the entry function: the product of
     the trip counts of the loops around it (its own function's, and its call sites'); a loop's
     condition runs once more than its body. None where a loop around it has no trip count the IR
@@ -172,7 +175,7 @@ def executions(module) -> tuple:
     return _through_calls(module, own, lambda site, f: None if site is None or f is None else site * f, 1)
 
 
-def loop_context(module) -> tuple:
+def loop_context(module: Module) -> tuple:
     """For each item of `module.inlined`, (k, trips) of the innermost counted loop whose body runs
     it (directly, or through the call it sits under), k numbering the module's counted loops in
     program order and trips the product of the trip counts of the counted loops around it (a scan

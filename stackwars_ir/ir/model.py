@@ -152,7 +152,7 @@ class Op(NamedTuple):
     def dialect(self) -> str:
         return self.name.split(".", 1)[0] if "." in self.name else ""
 
-    def attr(self, key: str, default=None):
+    def attr(self, key: str, default: object = None):
         for k, v in self.attrs:
             if k == key:
                 return v

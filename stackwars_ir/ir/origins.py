@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections import defaultdict
 
 from .loops import WHILES, arg_of
-from .model import callees
+from .model import Module, Op, callees
 
 # Ops whose results are (a part of, a view of) their first operand's data. A dynamic_update_slice
 # writes its update into its first operand: both are its result's origins.
@@ -28,7 +28,7 @@ class Origins:
     argument its initial operand). An argument of the entry function (a weight, an input) is its own origin,
     numbered `~value id` (negative) so that it cannot be taken for an op; a constant is an op."""
 
-    def __init__(self, module):
+    def __init__(self, module: Module) -> None:
         self.module = module
         self.memo: dict = {}
         self.sites: dict = defaultdict(list)  # callee -> its call ops
@@ -116,7 +116,7 @@ class Origins:
             yield op.id
 
 
-def moves_data(op) -> bool:
+def moves_data(op: Op) -> bool:
     """Whether an op only moves data (the ops Origins walks through): a loop's or a call's plumbing."""
     return op.name in _MOVES or op.name in WHILES or op.name == "func.call" or \
         op.name.endswith((".tuple", "get_tuple_element"))

@@ -7,18 +7,22 @@ tree is builder.py's; XLA's HLO files are read through hlo.py (XLA's own parser 
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING
 
 from ..common.errors import ParseError
 from ..common.resources import inline
 from .builder import Blob, build
 from .hlo import FORM_HLO_PROTO, FORM_HLO_TEXT, first_module, from_hlo_proto, from_hlo_text, hlo_text_modules, scheduled
 
+if TYPE_CHECKING:
+    from jaxlib.mlir import ir as jax_ir
+
 BYTECODE_MAGIC = b"ML\xefR"
 
 SPLIT_MARKER = "// -----"
 
 
-def mlir_context():
+def mlir_context() -> jax_ir.Context:
     """An MLIR context with the dialects jax registers (as jax's make_ir_context builds it).
 
     Built from jaxlib alone: importing jax to call make_ir_context costs the parse worker

@@ -15,6 +15,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -115,7 +116,7 @@ def _human(n: int) -> str:
 class Parser:
     """A parse worker process, restarted after a crash; use as a context manager."""
 
-    def __init__(self, limits: Limits | None = None):
+    def __init__(self, limits: Limits | None = None) -> None:
         self.limits = limits or Limits.from_env()
         self.proc: subprocess.Popen | None = None
         self.stderr = None  # the worker's stderr, a temporary file: how it died, when it dies
@@ -288,7 +289,7 @@ _POOL = _Pool()
 
 
 @contextlib.contextmanager
-def no_gc():
+def no_gc() -> Iterator[None]:
     """Pause the cyclic GC while 100,000s of long-lived IR tuples are made (they hold no cycles)."""
     was = gc.isenabled()
     gc.disable()
@@ -354,7 +355,7 @@ def _folder_error(label: str, folder: Path) -> str:
             "JAX's own helpers (jit__normal, jit_convert_element_type, ...) are dumped beside it)")
 
 
-def picked(path) -> tuple[str, int | None]:
+def picked(path: str | Path) -> tuple[str, int | None]:
     """(FILE, K) of `FILE#K` (module K of a file of several) where FILE is a file and PATH is not one;
     (its file, None) of `DIR#NAME`, module NAME of an XLA dump folder (dump_module: ParseError where
     none or several match); (PATH, None) otherwise."""
@@ -370,7 +371,7 @@ def picked(path) -> tuple[str, int | None]:
     return p, None
 
 
-def load(paths, jobs: int | None = None) -> list[ParseResult]:
+def load(paths: Iterable[str | Path], jobs: int | None = None) -> list[ParseResult]:
     """Parse every file, in order; `FILE#K` is module K of FILE alone (its source FILE#K). Each worker
     keeps one MLIR context for all its files (a context per file costs 10x); several workers (one
     per core) share the files, and share a big file when there are fewer files than cores."""
@@ -409,7 +410,7 @@ def _module_k(result: ParseResult, label: str, k: int) -> ParseResult:
                        f"to {len(result.modules) - 1})")
 
 
-def compile_input(path) -> tuple[bytes, str | bytes]:
+def compile_input(path: str | Path) -> tuple[bytes, str | bytes]:
     """(the file's bytes, its module in the form XLA's compile takes: parse.compile_form) of FILE or
     FILE#K. OSError for a file that cannot be read; ParseError as compile_form."""
 
@@ -455,7 +456,7 @@ def _load(paths: list, jobs: int | None) -> list[ParseResult]:
     return [_result(p, [replies[i, j] for j in range(shares[i])]) for i, p in enumerate(paths)]
 
 
-def load_single(paths) -> list[Module]:
+def load_single(paths: Iterable[str | Path]) -> list[Module]:
     """The one module of each file, parsed side by side; `FILE#K` picks module K of a file of several
     (split by `// -----`, HLO modules, torch_xla's saved graphs: read as FILE#0, FILE#1, ...);
     ParseError for the first that fails."""

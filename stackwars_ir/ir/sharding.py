@@ -5,7 +5,10 @@ An argument's split is read per dimension.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping, Sequence
 from typing import NamedTuple
+
+from .model import Module
 
 
 class ArgSharding(NamedTuple):
@@ -30,14 +33,14 @@ class ArgSharding(NamedTuple):
         return self.parts == other.parts
 
 
-def split_text(parts, axes) -> str:
+def split_text(parts: Sequence[int], axes: Sequence[str]) -> str:
     """"[fsdp, tp]", "[4, -]" (GSPMD names no axis), "whole"."""
     if all(p == 1 for p in parts):
         return "whole"
     return "[" + ", ".join(a if a else (str(p) if p > 1 else "-") for p, a in zip(parts, axes)) + "]"
 
 
-def mesh(module) -> dict:
+def mesh(module: Module) -> dict:
     """The module's sdy mesh axes {name: size} (the first mesh), {} for none."""
     for op in module.ops:
         if op.name == "sdy.mesh":
@@ -45,7 +48,7 @@ def mesh(module) -> dict:
     return {}
 
 
-def devices(module) -> int:
+def devices(module: Module) -> int:
     """How many devices the module is sharded over: its mesh's, or its largest GSPMD device list's."""
     axes = mesh(module)
     if axes:
@@ -64,7 +67,7 @@ def devices(module) -> int:
     return most
 
 
-def argument_shardings(module, names=None) -> tuple:
+def argument_shardings(module: Module, names: Mapping[int, str] | None = None) -> tuple:
     """Each entry argument's ArgSharding (`names`: the sidecar's argument names by index); () for a
     module with none."""
     f = module.entry

@@ -2,7 +2,9 @@
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass
+from pathlib import Path
 
 from ..common.files import argument_names
 from .model import Module
@@ -81,7 +83,7 @@ class StatsReport:
         return cls(len(modules) + len(d["errors"]), modules, tuple(d["errors"]))
 
 
-def stats_files(paths) -> StatsReport:
+def stats_files(paths: Iterable[str | Path]) -> StatsReport:
     """Parse every file (in workers, under the parse limits) and take each module's stats, naming
     arguments from a capture's sidecar."""
 

@@ -13,21 +13,22 @@ import marshal
 import os
 import signal
 import sys
+from typing import IO
 
 from ..common.errors import StackwarsError
 from ..common.wire import die_with_parent, receive_bytes, send_bytes
 from .parse import parse_wire
 
 
-def send(stream, obj) -> None:
+def send(stream: IO[bytes], obj: object) -> None:
     send_bytes(stream, marshal.dumps(obj))
 
 
-def receive(stream):
+def receive(stream: IO[bytes]) -> tuple:
     return marshal.loads(receive_bytes(stream))
 
 
-def handle(request):
+def handle(request: tuple[str, int, int, str | None]) -> tuple[str, list[tuple] | str]:
     path, j, k, seam = request
     if seam == "crash":  # the parent's test seams: die as MLIR's native parser does on some files
         os.kill(os.getpid(), signal.SIGSEGV)

@@ -13,6 +13,7 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -91,7 +92,7 @@ def check_name(name: str) -> str:
     return name
 
 
-def check_requirements(requirements) -> tuple[str, ...]:
+def check_requirements(requirements: Iterable[str]) -> tuple[str, ...]:
     """Exact pins only (`jax==0.9.2`): StableHLO text changes between releases, so a stack names them."""
     reqs = tuple(requirements)
     if not reqs:
@@ -107,7 +108,7 @@ def check_requirements(requirements) -> tuple[str, ...]:
     return reqs
 
 
-def mismatches(requirements, versions: dict) -> list[str]:
+def mismatches(requirements: Iterable[str], versions: dict) -> list[str]:
     """The pins (`NAME==VERSION` lines; others skipped) of recorded packages whose code that imports is
     another release, one line each: `torchax==0.0.13 is pinned, but 0.0.6 (torch_xla 2.9.0's copy) imports`."""
     out = []
@@ -160,8 +161,8 @@ def list_stacks() -> list[Stack]:
     return [find(n) for n in names]
 
 
-def add(name: str, requirements, *, index_url: str | None = None, python: str | None = None,
-        progress=None) -> Stack:
+def add(name: str, requirements: Iterable[str], *, index_url: str | None = None, python: str | None = None,
+        progress: Callable[[str], object] | None = None) -> Stack:
     """Make the stack: a virtual environment under home() with `requirements` (exact pins) and what
     its workers import, made with the interpreter `python` (default: this process's; jax 0.11 and later
     need Python 3.12); built in a temporary folder and moved in place only once it imports, so a

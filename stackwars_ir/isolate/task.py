@@ -26,6 +26,7 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Callable
 
 from ..common.errors import StackwarsError
@@ -33,7 +34,7 @@ from ..common.files import host_memory
 from ..common.runtime import quiet_libtpu
 from ..common.wire import die_with_parent, end_worker, receive_bytes, send_bytes
 from ..ir import parse_bytes
-from .stacks import worker_command
+from .stacks import Stack, worker_command
 
 SETUP_S = 300.0  # imports, building the model's weights and reference (a base model: seconds)
 GRACE_S = 10.0  # beyond --timeout: the run in flight when the budget ends, and the reply
@@ -63,7 +64,7 @@ def _with_error(kind, args, keywords, message: str):
     return kind(*args, error=message, **keywords)
 
 
-def row(kind, *args, **keywords) -> Callable[[str], object]:
+def row(kind: Callable[..., object], *args: object, **keywords: object) -> Callable[[str], object]:
     """A task's failure row: `kind(*args, **keywords, error=message)` (an Executable, a MemoryPlan ...),
     picklable."""
     return functools.partial(_with_error, kind, args, keywords)
@@ -170,7 +171,8 @@ class Isolated:
     partitions). stager(paths, folder): for a stack's worker, the argument values of a task's `stage`
     files built here, where the adapters' PyTorch models are (bench.staging.staged_values)."""
 
-    def __init__(self, max_memory: int | None = None, host_devices: int = 1, *, stack=None, stager=None):
+    def __init__(self, max_memory: int | None = None, host_devices: int = 1, *, stack: Stack | None = None,
+                 stager: Callable[[tuple[str, ...], Path], tuple[tuple[str, str], ...]] | None = None) -> None:
         self.max_memory = max_memory
         self.host_devices = host_devices
         self.proc: subprocess.Popen | None = None

@@ -8,15 +8,17 @@ import json
 from dataclasses import replace
 from pathlib import Path
 
+from ..ablate import Ablation
 from ..bench.memory import MemoryReport
 from ..bench.run import BenchReport
 from ..common.files import write_atomic
+from ..diff.result import DiffResult
 from .html_report import diff_html
 from .markdown import diff_markdown
 from .sentences import finding, summary
 
 
-def diff_json(result) -> dict:
+def diff_json(result: DiffResult) -> dict:
     """A DiffResult as the diff JSON file holds it: its data, each summary and finding with its words."""
 
     data, names = result.as_json(), result.names
@@ -28,9 +30,9 @@ def diff_json(result) -> dict:
     return data
 
 
-def write_outputs(result, *, json_path: Path | None = None, md_path: Path | None = None,
-                  html_path: Path | None = None, bench=None, command: str | None = None,
-                  memory=None, ablation=None) -> list[Path]:
+def write_outputs(result: DiffResult, *, json_path: Path | None = None, md_path: Path | None = None,
+                  html_path: Path | None = None, bench: BenchReport | None = None, command: str | None = None,
+                  memory: MemoryReport | None = None, ablation: Ablation | None = None) -> list[Path]:
     """Write each requested rendering of a diff.result.DiffResult (DiffReport.result(), or one loaded)
     atomically; return the paths written. The bench.run.BenchReport and
     bench.memory.MemoryReport that measured its files ride in its metrics (as their JSON), and the

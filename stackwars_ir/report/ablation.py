@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..ablate import Ablation
 from ..common.textfmt import table
 from .escape import esc
 
@@ -57,7 +58,7 @@ def _ops(v, top: int = 3) -> str:
     return f"+{sum(added.values())} -{sum(removed.values())}: " + ", ".join(t for _, t in named[:top]) + more
 
 
-def notes(abl) -> list[str]:
+def notes(abl: Ablation) -> list[str]:
     """The lines under the table: findings a variant moved that it does not aim at, the blocks a
     transplant left as they were (and why), and the rewrites that made no variant."""
     out = []
@@ -86,7 +87,7 @@ def _findings(v) -> str:
     return ", ".join(f"{k} {b}->{a}" for k, (b, a) in v.findings.items()) or "none named"
 
 
-def headers(abl) -> list[str]:
+def headers(abl: Ablation) -> list[str]:
     return HEADERS + ([f"{abl.target} estimate V / B"] if abl.target else [])
 
 
@@ -96,7 +97,7 @@ def _estimate(abl, v) -> str:
     return f"{v.estimate_s / abl.estimate_b:.3f}x ({v.estimate_s * 1e6:,.0f} us, estimated)"
 
 
-def rows(abl) -> list[list]:
+def rows(abl: Ablation) -> list[list]:
     """One row per variant: what was rewritten, ops changed, output error, time change, share of the gap
     (and, with a target, the compiler's estimate of one run over B's)."""
     out = []
@@ -138,7 +139,7 @@ def _steady(xs) -> str:
     return f"{s[len(s) // 2] * 1e3:.3f} ms (median of {len(xs)} rounds)"
 
 
-def ablation_text(abl) -> str:
+def ablation_text(abl: Ablation) -> str:
     """The ablation in words and a table (the CLI prints this)."""
     lines = [f"A = {abl.a}", f"B = {abl.b}", ""]
     if not abl.variants:
@@ -165,7 +166,7 @@ def ablation_text(abl) -> str:
     return "\n".join(lines)
 
 
-def ablation_markdown(abl) -> str:
+def ablation_markdown(abl: Ablation) -> str:
     def cell(x) -> str:
         return str(x).replace("|", "\\|").replace("\n", " ")
 
@@ -184,7 +185,7 @@ def ablation_markdown(abl) -> str:
     return "\n".join(lines) + "\n"
 
 
-def ablation_section(abl) -> str:
+def ablation_section(abl: Ablation) -> str:
     """The table as a section of a page (the diff report's, `report --ablation`)."""
     head = "".join(f"<th>{esc(h)}</th>" for h in headers(abl))
     body = "".join("<tr>" + "".join(f"<td>{esc(c)}</td>" for c in r) + "</tr>" for r in rows(abl))
@@ -193,7 +194,7 @@ def ablation_section(abl) -> str:
             f"B {esc(_steady(abl.steady_b))}; B / A {esc(_ratio(abl.gap))}</p><table><tr>{head}</tr>{body}</table>")
 
 
-def ablation_html(abl, command: str | None = None) -> str:
+def ablation_html(abl: Ablation, command: str | None = None) -> str:
     """A self-contained page (inline style, no script, nothing fetched)."""
     title = f"What each difference costs: {Path(abl.b).name} into {Path(abl.a).name}'s form"
     head = "".join(f"<th>{esc(h)}</th>" for h in headers(abl))

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 
+from ..bench.answer import Answer
 from .escape import esc
 
 
@@ -32,7 +33,7 @@ def _share(p, step) -> str:
     return f", {p.gap_s / step.gap_s:.0%} of the gap"
 
 
-def sentences(ans) -> list[str]:
+def sentences(ans: Answer) -> list[str]:
     """The answer's clauses, in order: the step, the program, the host, the rest, what is missing, the source."""
     step = ans.step
     if ans.low <= 1 <= ans.high:
@@ -77,12 +78,12 @@ def sentences(ans) -> list[str]:
     return out
 
 
-def answer_text(ans) -> str:
+def answer_text(ans: Answer) -> str:
     """The answer as one paragraph of plain text."""
     return " ".join(sentences(ans))
 
 
-def answer_markdown(ans) -> str:
+def answer_markdown(ans: Answer) -> str:
     """The answer as a Markdown paragraph and a table of its parts."""
     rows = ["| part | A (ms) | B (ms) | B - A (ms) | 95% interval (ms) |", "| --- | ---: | ---: | ---: | --- |"]
     for p in (ans.step, ans.program, ans.host, ans.rest):
@@ -93,7 +94,7 @@ def answer_markdown(ans) -> str:
     return f"## Why {ans.b} differs from {ans.a}\n\n{answer_text(ans)}\n\n" + "\n".join(rows) + "\n"
 
 
-def answer_section(ans) -> str:
+def answer_section(ans: Answer) -> str:
     """The answer as an HTML section: the paragraph, then the parts."""
     rows = "".join(f"<tr><td>{esc(p.name)}</td><td class=n>{'-' if p.a_s is None else _ms(p.a_s)}</td>"
                    f"<td class=n>{'-' if p.b_s is None else _ms(p.b_s)}</td><td class=n>{_ms(p.gap_s, True)}</td>"
@@ -104,7 +105,7 @@ def answer_section(ans) -> str:
             f"{rows}</table>")
 
 
-def answer_html(ans, command: str | None = None) -> str:
+def answer_html(ans: Answer, command: str | None = None) -> str:
     """A self-contained page (inline style, no script, nothing fetched) holding answer_section."""
     title = f"Why {ans.b} differs from {ans.a}"
     return "\n".join([

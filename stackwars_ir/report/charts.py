@@ -5,6 +5,7 @@ No library, nothing fetched.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Sequence
 
 from .escape import esc
 
@@ -49,8 +50,9 @@ def grouped_bars(categories: list[str], series: list[tuple[str, list[float]]], *
     return "".join(parts)
 
 
-def stacked_bars(categories: list[str], segments: list[tuple[str, list[float]]], *, marks=(),
-                 fmt=None, width: int = 900, bar_h: int = 16, title: str = "") -> str:
+def stacked_bars(categories: list[str], segments: list[tuple[str, list[float]]], *,
+                 marks: Sequence[tuple[str, float]] = (), fmt: Callable[[float], str] | None = None,
+                 width: int = 900, bar_h: int = 16, title: str = "") -> str:
     """Horizontal stacked bars: one bar per category, one segment per series (values >= 0); `marks`
     are (name, value) vertical lines across all bars (budgets); `fmt` writes a value for the labels."""
     fmt = fmt or _fmt

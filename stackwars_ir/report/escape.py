@@ -5,7 +5,7 @@ import html
 import re
 
 
-def esc(text) -> str:
+def esc(text: object) -> str:
     """Escape for HTML text and attribute values (quotes too)."""
     return html.escape(str(text), quote=True)
 

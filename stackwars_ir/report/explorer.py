@@ -6,6 +6,9 @@ from pathlib import Path
 
 from ..common.errors import StackwarsError
 from ..common.files import write_folder
+from ..diff import DiffReport
+from ..diff.result import DiffResult
+from ..ir import Module
 
 INSTALL_HINT = "pip install ai-edge-model-explorer==0.1.34 (it is in requirements.lock: make setup)"
 # Node colors by op-level status (Model Explorer takes any CSS color per node).
@@ -46,7 +49,7 @@ def explorer_graphs(mlir_path: Path) -> dict:
     return out
 
 
-def node_ids(module, graphs: dict) -> dict:
+def node_ids(module: Module, graphs: dict) -> dict:
     """Op id -> (graph id, node id). Model Explorer numbers each function's ops in order, regions'
     ops and the return included (`Outputs`); every node is checked against the op's name, and a
     file where they disagree is refused rather than overlaid on the wrong nodes."""
@@ -67,7 +70,7 @@ def node_ids(module, graphs: dict) -> dict:
     return out
 
 
-def side_statuses(report, result, side: str) -> tuple[dict, dict, dict]:
+def side_statuses(report: DiffReport, result: DiffResult, side: str) -> tuple[dict, dict, dict]:
     """For one side ("a" or "b"): op id -> status, op id -> block text, op id -> the block's op-count
     difference (sum of |B - A| over op names; unaligned blocks: their op count)."""
     status, block, delta = {}, {}, {}
@@ -93,7 +96,7 @@ def side_statuses(report, result, side: str) -> tuple[dict, dict, dict]:
     return status, block, delta
 
 
-def side_times(report, result, side: str) -> tuple[dict, dict]:
+def side_times(report: DiffReport, result: DiffResult, side: str) -> tuple[dict, dict]:
     """With profiled times (diff --bench): op id -> its block's kernel time on this side (ms per run),
     and op id -> its block's gap, B - A (ms). A kernel fuses several ops and carries one module path,
     so time is known per block, not per op: every op of a block shows its block's figures."""
@@ -108,7 +111,7 @@ def side_times(report, result, side: str) -> tuple[dict, dict]:
     return own, gap
 
 
-def overlays(report, result, side: str, graphs: dict) -> dict:
+def overlays(report: DiffReport, result: DiffResult, side: str, graphs: dict) -> dict:
     """The node-data files of one side, name -> Model Explorer's node-data JSON (graph id ->
     {results: {node id: {value, bgColor}}, ...})."""
     module = getattr(report, side).module
@@ -150,7 +153,7 @@ def overlays(report, result, side: str, graphs: dict) -> dict:
     }
 
 
-def write_explorer(report, result, folder: Path) -> list[Path]:
+def write_explorer(report: DiffReport, result: DiffResult, folder: Path) -> list[Path]:
     """Write both sides' overlays, and how to open them, into `folder` (new or empty), all or nothing."""
     folder = Path(folder)
     check_target(folder)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 
 from ..diff.ops import op_totals
+from ..diff.result import BlockResult, DiffResult
 from .escape import esc
 from .sentences import line_ranges, op_group, op_totals_text
 
@@ -15,7 +16,7 @@ _ROW, _BOX_W, _BOX_H = 24, 250, 18
 _XA, _XB = 150, 560  # left edges of the A and B columns
 
 
-def share_differing(blk) -> float:
+def share_differing(blk: BlockResult) -> float:
     """How much of an aligned pair differs: ops of both sides not matched, over all their ops
     (0 for the same ops; the op histogram's difference where there is no op-level diff)."""
     od = blk.op_diff
@@ -37,7 +38,7 @@ def diff_color(share: float) -> str:
     return "#ef5350"
 
 
-def graph_view(result) -> str:
+def graph_view(result: DiffResult) -> str:
     """The section: the SVG, the panel a click fills, and the data it is filled from."""
     n = len(result.blocks)
     if n > GRAPH_LIMIT:

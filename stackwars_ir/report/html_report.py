@@ -8,10 +8,13 @@ from __future__ import annotations
 from collections import Counter
 from pathlib import Path
 
+from ..ablate import Ablation
 from ..bench import roofline
+from ..bench.memory import MemoryReport
+from ..bench.result import BenchReport
 from ..common.routes import SHOWN_VERSIONS
 from ..common.textfmt import human_bytes
-from ..diff.result import first_of_each_role, time_gap
+from ..diff.result import DiffResult, first_of_each_role, time_gap
 from . import graph
 from .ablation import ablation_section
 from .charts import grouped_bars, heat, stacked_bars, waterfall
@@ -54,7 +57,8 @@ _SCRIPT = """
 """
 
 
-def diff_html(result, bench=None, command: str | None = None, memory=None, ablation=None) -> str:
+def diff_html(result: DiffResult, bench: BenchReport | None = None, command: str | None = None,
+              memory: MemoryReport | None = None, ablation: Ablation | None = None) -> str:
     """The self-contained HTML report of a diff (a diff.result.DiffResult), with the bench.run.BenchReport
     and bench.memory.MemoryReport that measured its files; `command` is the full command that
     regenerates it."""

@@ -1,9 +1,15 @@
 """Markdown renderings of the diff and memory reports."""
 from __future__ import annotations
 
-from ..bench.memory import MAX_BATCH_NOTE, MEASURED_NOTE, NOTES, SLICE_NOTE, max_batch_rows, slice_rows, table_rows
+from collections.abc import Iterable
+
+from ..bench.memory import (
+    MAX_BATCH_NOTE, MEASURED_NOTE, NOTES, SLICE_NOTE, MemoryReport, max_batch_rows, slice_rows, table_rows,
+)
 from ..diff.ops import fold_patterns, op_totals
-from ..diff.result import first_of_each_role, time_gap
+from ..diff.result import DiffResult, first_of_each_role, time_gap
+from ..sweep.execute import SweepReport
+from ..versions.regress import Regression
 from .sentences import (
     HOST_UNSTEADY, cause_lines, executed_lines, finding, fused_elsewhere, host_lines, host_unsteady, interface_lines,
     op_pattern, op_totals_text, sharding_lines, summaries, time_side, time_source, time_terms,
@@ -17,7 +23,7 @@ def _cell(text) -> str:
     return str(text).replace("|", "\\|").replace("\n", " ")
 
 
-def diff_markdown(result) -> str:
+def diff_markdown(result: DiffResult) -> str:
     """The diff (a diff.result.DiffResult) as Markdown."""
     from collections import Counter
 
@@ -126,13 +132,13 @@ def _time_markdown(result) -> list[str]:
     return lines
 
 
-def excerpt_lines(lines, ops: int, limit: int) -> list[str]:
+def excerpt_lines(lines: Iterable[str], ops: int, limit: int) -> list[str]:
     """The first `limit` lines of a stored excerpt, and how many ops of the block are not shown."""
     shown = [x for x in lines if not x.startswith("... ")][:limit]
     return shown + ([f"... {ops - limit} more ops"] if ops > limit and len(shown) == limit else [])
 
 
-def memory_markdown(report) -> str:
+def memory_markdown(report: MemoryReport) -> str:
     """The memory plans as a Markdown table (the same rows as the text table)."""
 
     headers, rows = table_rows(report)
@@ -158,7 +164,7 @@ def memory_markdown(report) -> str:
     return "\n".join(lines) + "\n"
 
 
-def sweep_markdown(report) -> str:
+def sweep_markdown(report: SweepReport) -> str:
     """A sweep's page: what ran where, then a table per command and the failed jobs with their errors."""
 
     stack = report.records[0].stack if report.records else {}
@@ -179,7 +185,7 @@ def sweep_markdown(report) -> str:
     return "\n".join(lines)
 
 
-def regress_markdown(r) -> str:
+def regress_markdown(r: Regression) -> str:
     """A regress result (versions.regress.Regression) as a page: the two sides, a table of the blocks that
     changed, time, memory and the thresholds passed."""
 

@@ -1,9 +1,12 @@
 """Sentences: the diff's finding and summary records worded for people (every rendering uses these)."""
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
+
 from ..common.textfmt import human_bytes
-from ..diff.ops import op_totals
-from ..diff.result import counter_delta
+from ..diff.findings import Finding
+from ..diff.ops import OpGroup, OpPattern, op_totals
+from ..diff.result import BlockResult, DiffResult, SideResult, Summary, TimeGap, counter_delta
 
 
 def shape_text(t: str) -> str:
@@ -15,7 +18,7 @@ def _counts(c: dict) -> str:
     return ", ".join(f"{k} x{v}" for k, v in sorted(c.items()))
 
 
-def finding(f, names: tuple[str, str]) -> str:
+def finding(f: Finding, names: tuple[str, str]) -> str:
     """One block finding (diff.findings.Finding) as a sentence, the sides called by `names`."""
     a, b = names
     x, y = (a, b) if f.side == "a" else (b, a)
@@ -41,7 +44,7 @@ def finding(f, names: tuple[str, str]) -> str:
     return f"{f.kind}: {n}"  # a kind from a newer format: its data, unworded
 
 
-def summary(s, names: tuple[str, str]) -> str:
+def summary(s: Summary, names: tuple[str, str]) -> str:
     """One of the study's questions answered (diff.Summary) as a sentence."""
     a, b = names
     n = s.numbers
@@ -78,13 +81,13 @@ def summary(s, names: tuple[str, str]) -> str:
     return f"{s.topic}: {n}"
 
 
-def summaries(result) -> list[tuple[str, str]]:
+def summaries(result: DiffResult) -> list[tuple[str, str]]:
     """(topic, sentence) for each of the study's questions a diff result answers."""
     names = (result.a.name, result.b.name)
     return [(s.topic, summary(s, names)) for s in result.summary]
 
 
-def op_names(names) -> str:
+def op_names(names: Iterable[str]) -> str:
     """("stablehlo.reduce", "stablehlo.reduce", "stablehlo.rsqrt") -> "reduce x2, rsqrt"."""
     from collections import Counter
 
@@ -92,7 +95,7 @@ def op_names(names) -> str:
     return ", ".join(f"{k} x{v}" if v > 1 else k for k, v in sorted(c.items(), key=lambda kv: (-kv[1], kv[0])))
 
 
-def op_group(g, names: tuple[str, str]) -> str:
+def op_group(g: OpGroup, names: tuple[str, str]) -> str:
     """One op-level group (diff.ops.OpGroup) as a phrase."""
     a, b = names
     if g.status == "changed":
@@ -104,7 +107,7 @@ def op_group(g, names: tuple[str, str]) -> str:
     return f"only in {b}: {op_names(g.names_b)}"
 
 
-def op_pattern(p, names: tuple[str, str]) -> str:
+def op_pattern(p: OpPattern, names: tuple[str, str]) -> str:
     """An op-level change folded over blocks (diff.ops.OpPattern) as a line."""
     where = f"{p.role}#{p.ordinal}" + (f" ({p.phase})" if p.phase in ("backward", "update") else "")
     count = f"in {p.blocks} of {p.of} layers" if p.layered else \
@@ -122,7 +125,7 @@ def op_totals_text(totals: dict) -> str:
     return "op level (ops of A; only B: ops of B): " + status_counts(totals)
 
 
-def line_ranges(numbers) -> str:
+def line_ranges(numbers: Iterable[int]) -> str:
     """[3, 4, 5, 9] -> "3-5, 9"."""
     numbers = sorted(set(numbers))
     out, start = [], None
@@ -155,7 +158,7 @@ def time_source(time: dict) -> str:
             f"{b['runs']} profiled runs" + (", taken in turns" if time.get("in_turns") else ""))
 
 
-def time_terms(time: dict, split) -> str:
+def time_terms(time: dict, split: TimeGap) -> str:
     """What a diff's time-by-block numbers are and what their shares may claim (diff --bench)."""
     a, b = time["a"], time["b"]
     if a.get("estimate") or b.get("estimate"):
@@ -227,7 +230,7 @@ def time_side(t: dict) -> str:
             f"{t['overhead']:.2f}x); not traced to a block {ms(t['unattributed_s'])}")
 
 
-def loops_of(side) -> str:
+def loops_of(side: SideResult) -> str:
     """A side's loops for people: `1 loop (x3)`, `no loop`, `2 loops (x5, x?)`."""
     if not side.loops:
         return "no loop"
@@ -235,7 +238,7 @@ def loops_of(side) -> str:
     return f"{len(side.loops)} loop{'s' if len(side.loops) > 1 else ''} ({counts})"
 
 
-def executed_lines(a, b) -> list:
+def executed_lines(a: SideResult, b: SideResult) -> list:
     """With a loop on either side (diff.result.SideResult a and b): each side's loops, and the op
     difference as the ops run (each op counted once per trip of the loops around it), beside the
     static one; [] without loops."""
@@ -257,7 +260,7 @@ SHARDING_LINES = 12  # arguments listed; the count says how many more
 INTERFACE_LINES = 12
 
 
-def verdict_line(result) -> str:
+def verdict_line(result: DiffResult) -> str:
     """The diff's answer in one line, as its exit code gives it: the same program, or what differs."""
     if result.same_program and not result.differs:
         cut = any(not d.op_diff.identical for d in result.blocks if d.op_diff is not None) or result.only_a \
@@ -281,7 +284,7 @@ def verdict_line(result) -> str:
     return "verdict: the programs differ (exit 1)" + (": " + ", ".join(parts) if parts else "")
 
 
-def interface_lines(result) -> list:
+def interface_lines(result: DiffResult) -> list:
     """What differs in the two entry functions' interfaces (an argument one side alone takes or
     types otherwise, a result that is another value), a line each; [] when nothing does."""
     changes = list(getattr(result, "interface", ()))
@@ -291,7 +294,7 @@ def interface_lines(result) -> list:
     return out
 
 
-def sharding_lines(result) -> list:
+def sharding_lines(result: DiffResult) -> list:
     """With a sharded side: the devices each side is sharded over, and every argument the two split
     differently (its split in A and in B); [] when neither is sharded."""
     a, b = result.a, result.b
@@ -306,7 +309,7 @@ def sharding_lines(result) -> list:
     return out + collective_lines(result)
 
 
-def collective_lines(result) -> list:
+def collective_lines(result: DiffResult) -> list:
     """With --kernels on a sharded side: the collectives XLA's SPMD partitioner inserted, each side's
     total and per block (kind x count, bytes per device); [] without them."""
 
@@ -326,7 +329,7 @@ def collective_lines(result) -> list:
     return out
 
 
-def delta_text(delta, limit: int = 4) -> str:
+def delta_text(delta: Mapping[str, int], limit: int = 4) -> str:
     """An op-count difference, largest first: `constant +3, add -1, ... (2 more)`."""
     items = sorted(delta.items(), key=lambda kv: (-abs(kv[1]), kv[0]))
     short = [k.split(".", 1)[-1] for k, _ in items]
@@ -335,7 +338,7 @@ def delta_text(delta, limit: int = 4) -> str:
     return text + (f", ... ({len(items) - limit} more)" if len(items) > limit else "")
 
 
-def fused_elsewhere(blocks) -> list:
+def fused_elsewhere(blocks: Iterable[BlockResult]) -> list:
     """(label, A's words, B's words) for each block some of whose ops run inside another block's
     kernels on one side but not alike on the other (diff.with_times' `elsewhere`): a residual add
     folded into the next norm's kernel leaves its block cheaper without its ops changing."""
@@ -356,7 +359,7 @@ def fused_elsewhere(blocks) -> list:
     return out
 
 
-def cause_lines(result) -> list[str]:
+def cause_lines(result: DiffResult) -> list[str]:
     """What the diff mixes or lacks, said before its findings: two captures of one framework made by
     different routes (the route's changes sit beside the program's), one side sharded and the other
     not (the collectives XLA inserts are not in StableHLO: --kernels lists them), and a side without

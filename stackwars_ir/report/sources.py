@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import shlex
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from ..ablate import Ablation
@@ -22,7 +23,7 @@ from ..diff.result import DiffResult
 _VERB = {"bench": "timed", "memory": "planned"}
 
 
-def saved_diff(path: Path, files=(), mode: str = "auto", kernels: bool = False):
+def saved_diff(path: Path, files: Sequence[str | Path] = (), mode: str = "auto", kernels: bool = False) -> DiffResult:
     """The DiffResult saved at `path` (report --from), refusing what only applies to diffing files."""
 
     if kernels:
@@ -37,12 +38,12 @@ def saved_diff(path: Path, files=(), mode: str = "auto", kernels: bool = False):
     return DiffResult.from_json(read_json_of(path, "diff"), str(path))
 
 
-def sides(result) -> tuple[set, tuple[str, str]]:
+def sides(result: DiffResult) -> tuple[set, tuple[str, str]]:
     """The sha256 of each side a saved diff records, and the two files as the diff named them."""
     return {s.sha256 for s in (result.a, result.b) if s.sha256}, tuple(str(s.source) for s in (result.a, result.b))
 
 
-def pair(files) -> tuple[set, tuple[str, str]]:
+def pair(files: Sequence[str | Path]) -> tuple[set, tuple[str, str]]:
     """The two files' sha256 (one that cannot be read: the diff names it in its own words) and names."""
     if len(files) != 2:
         raise StackwarsError(f"report takes two files to diff (got {len(files)})",
@@ -56,7 +57,7 @@ def pair(files) -> tuple[set, tuple[str, str]]:
     return mine, tuple(str(f) for f in files)
 
 
-def attached(path: Path, command: str, mine: set, shown: tuple):
+def attached(path: Path, command: str, mine: set, shown: tuple) -> BenchReport | MemoryReport:
     """The bench.run.BenchReport or bench.memory.MemoryReport of a `COMMAND --json` file to chart in the
     report; it must have measured one of the report's files (`mine`: their sha256; `shown`: their names)."""
 
@@ -74,7 +75,8 @@ def attached(path: Path, command: str, mine: set, shown: tuple):
     return report
 
 
-def report_of(files, from_path, bench_path, memory_path, mode: str, kernels: bool, progress=None):
+def report_of(files: Sequence[str | Path], from_path: Path | None, bench_path: Path | None, memory_path: Path | None,
+              mode: str, kernels: bool, progress: Callable[[str], object] | None = None):
     """What `report` renders: the diff result (saved, or of FILE_A FILE_B with every block's excerpt,
     as the graph view shows any block's IR), and the bench and memory JSON that measured its files."""
     if from_path is not None:
@@ -102,7 +104,7 @@ def _on(command: str, files) -> str:
     return " ".join(["stackwars-ir", command, *(shlex.quote(str(f)) for f in files), "--json FILE"])
 
 
-def ablation_of(path: Path, files, result=None):
+def ablation_of(path: Path, files: Sequence[str | Path], result: DiffResult | None = None) -> Ablation:
     """A `stackwars-ir ablate --json` file (ablate.Ablation) of the report's two files, A and B in that
     order (their sha256, the saved diff's where it renders one)."""
 
@@ -124,8 +126,8 @@ def ablation_of(path: Path, files, result=None):
     return abl
 
 
-def command_line(files, out, from_path, bench_path, memory_path, mode: str, kernels: bool,
-                 ablation_path=None) -> str:
+def command_line(files: Sequence[str | Path], out: Path, from_path: Path | None, bench_path: Path | None,
+                 memory_path: Path | None, mode: str, kernels: bool, ablation_path: Path | None = None) -> str:
     """The command that regenerates the report, as the report prints it."""
     given = ("--from", from_path) if from_path is not None else files
     return " ".join(shlex.quote(str(x)) for x in ("stackwars-ir", "report", *given, "--html", out,

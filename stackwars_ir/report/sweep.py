@@ -1,6 +1,8 @@
 """A sweep's records as tables, one per command (the rows every rendering of a sweep shows)."""
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
+
 from ..bench.compare import SPREAD_TARGET, Verdict
 from ..bench.memory import MemoryReport
 from ..bench.result import BenchReport
@@ -9,7 +11,7 @@ from ..common.runstats import rounds_ratio
 from ..common.targets import is_tpu
 from ..common.textfmt import human_bytes
 from ..diff.result import DiffResult
-from ..sweep.execute import NOT_RUN
+from ..sweep.execute import NOT_RUN, SweepReport
 from ..sweep.job_types import BenchJob, CaptureJob, CaptureRecord, DiffJob, MemoryJob, route_of
 from ..sweep.jobs import Record, slowed
 
@@ -95,7 +97,7 @@ TABLES = {CaptureJob: ("capture", lambda rec: [_what(rec) + _capture_row(rec)]),
           BenchJob: ("bench", _bench_rows), DiffJob: ("diff", lambda rec: [_what(rec) + _diff_row(rec)])}
 
 
-def sweep_tables(report) -> list[tuple[str, str, list, list]]:
+def sweep_tables(report: SweepReport) -> list[tuple[str, str, list, list]]:
     """(title, note, headers, rows) for each command the sweep ran, its finished jobs' rows in the
     grid's order; a failed job's row says why."""
     out = []
@@ -174,7 +176,7 @@ def _timed_how(rec) -> str:
     return f"noise {n:.0%}" + (" (NOISY)" if n >= QUIET or rec.noisy else "")
 
 
-def summary_line(report) -> str:
+def summary_line(report: SweepReport) -> str:
     """`12 jobs: 8 finished before (not recomputed), 4 run now, 1 failed; local, 2 workers; 41 s`, and
     how noisy the machine was before the timed jobs (noise_line)."""
     pending = f", {len(report.pending)} not run yet" if report.pending else ""
@@ -185,7 +187,7 @@ def summary_line(report) -> str:
             + (f"; {dated}" if dated else "") + (f"; {noise}" if noise else ""))
 
 
-def dated_line(records) -> str:
+def dated_line(records: Sequence[Record]) -> str:
     """`records finished 2026-11-20 to 2026-11-27 by commits 1a2b3c4d5e6f, 0f9e8d7c6b5a`: when the records a
     page renders were made and by which code (a record from before dates were kept is counted undated)."""
     days = sorted({r.host["finished"][:10] for r in records if r.host.get("finished")})
@@ -201,7 +203,7 @@ def dated_line(records) -> str:
     return out
 
 
-def noise_line(records) -> str:
+def noise_line(records: Sequence[Record]) -> str:
     """`machine noise before the 3 timed jobs: 21%-30% (quiet under 50%); the probe's chain 31-36 ms (the
     slowest 1.16x the fastest)`, with a warning when any is over, from the probe each timed job ran first
     (bench.timing.machine_noise); "" without timed jobs. A chain much slower than the sweep's fastest
@@ -243,7 +245,7 @@ def _name(rec) -> str:
 MIN_ROUNDS = 3  # a timed ratio is a finding only from at least this many independent rounds (issue 53)
 
 
-def across_rounds(ratios, what: str = "") -> str:
+def across_rounds(ratios: Iterable[float], what: str = "") -> str:
     """A ratio measured once per round (each round its own fresh workers) in words: `1.23x (95% interval
     1.10-1.38 across 3 rounds)`, `indistinguishable from 1 (1.02x, 0.95-1.10 across 3 rounds)` where the
     interval holds 1, and with fewer than MIN_ROUNDS rounds the figure alone, said to be no finding.

@@ -3,17 +3,23 @@ from __future__ import annotations
 
 import functools
 import textwrap
+from collections.abc import Iterable, Sequence
 
 from ..bench import roofline
 from ..bench.compare import noisy, warming
 from ..bench.estimate import FLOORS_S, bounded_by_opcode, floored_serial
-from ..bench.host import layered
-from ..bench.memory import MAX_BATCH_NOTE, MEASURED_NOTE, NOTES, SLICE_NOTE, max_batch_rows, slice_rows, table_rows
+from ..bench.executable import Executable
+from ..bench.host import Phase, layered
+from ..bench.memory import (
+    MAX_BATCH_NOTE, MEASURED_NOTE, NOTES, SLICE_NOTE, MemoryReport, max_batch_rows, slice_rows, table_rows,
+)
+from ..bench.result import BenchReport
 from ..common.runstats import spread, summed_runs, unsteady
 from ..common.textfmt import human_bytes, table
 from ..diff.ops import STATUSES, fold_patterns, op_totals
-from ..diff.result import counter_delta, time_gap
+from ..diff.result import DiffResult, counter_delta, time_gap
 from ..ir.stats import ModuleStats
+from ..sweep.execute import SweepReport
 from .sentences import (
     HOST_UNSTEADY, cause_lines, delta_text as _delta_text, executed_lines, finding, fused_elsewhere, host_lines,
     host_unsteady, interface_lines, kernels_source, line_ranges, op_group, op_pattern, op_totals_text,
@@ -66,7 +72,7 @@ def loops_line(s: ModuleStats) -> str:
 OP_PATTERN_LINES = 24  # op-level changes listed in the default text; `diff --ops` lists every block's
 
 
-def diff_text(result, excerpts: bool = False, ops: bool = False) -> str:
+def diff_text(result: DiffResult, excerpts: bool = False, ops: bool = False) -> str:
     """The diff (a diff.result.DiffResult) as terminal text: inputs, the study's three findings, the
     block table, extras."""
     from collections import Counter
@@ -127,7 +133,7 @@ def diff_text(result, excerpts: bool = False, ops: bool = False) -> str:
 TIME_ROWS = 12  # blocks shown by their share of the gap; the roles sum every block
 
 
-def estimate_text(report) -> str:
+def estimate_text(report: BenchReport) -> str:
     """bench --target: each file's estimated run on a TPU generation that is not here, and where the
     estimate comes from; ratios against the first row of each batch."""
 
@@ -181,7 +187,7 @@ def _short(label: str) -> str:
     return label if len(label) < 48 else "..." + label[-45:]
 
 
-def time_text(result) -> list:
+def time_text(result: DiffResult) -> list:
     """diff --bench: each side's profiled kernel time, where it goes by block, and each block's and
     each role's share of the gap (B - A, summed kernel medians)."""
 
@@ -283,7 +289,7 @@ def _side_by_side(left: list, right: list, width: int = 70) -> list:
     return rows
 
 
-def bench_text(report) -> str:
+def bench_text(report: BenchReport) -> str:
     """The bench as a table: one row per executable (and batch size)."""
     if any(e.profile is not None and e.profile.estimate for _, e in report.rows):
         return estimate_text(report)
@@ -336,7 +342,7 @@ def bench_text(report) -> str:
     return "\n".join(out)
 
 
-def host_text(rows) -> list:
+def host_text(rows: Iterable[tuple[int | None, Executable]]) -> list:
     """bench --host: each native runtime's steady step by host phase (bench.host.HostPhases)."""
     phased = [(batch, e) for batch, e in rows if e.host is not None]
     if not phased:
@@ -371,7 +377,7 @@ def host_text(rows) -> list:
     return out
 
 
-def runs_text(phases) -> str:
+def runs_text(phases: Sequence[Phase]) -> str:
     """One run's phases in a line: each timer phase (ms) with its parts that took any time."""
     out = []
     for p in phases:
@@ -517,7 +523,7 @@ def escape_markup(text: str) -> str:
     return escape(str(text))
 
 
-def memory_text(report) -> str:
+def memory_text(report: MemoryReport) -> str:
     """The memory plans as a table: one row per executable, one column per budget."""
 
     headers, rows = table_rows(report)
@@ -535,7 +541,7 @@ def memory_text(report) -> str:
     return "\n".join(out)
 
 
-def sweep_text(report) -> str:
+def sweep_text(report: SweepReport) -> str:
     """A sweep's tables, one per command, then its summary line and what the grid could not ask for."""
 
     out = []

@@ -4,10 +4,12 @@ A regress's lines and a bisection's lines.
 """
 from __future__ import annotations
 
+from ..versions.bisection import Bisection
 from ..versions.metric import METRICS
+from ..versions.regress import BlockChange, Regression
 
 
-def block_sentence(b) -> str:
+def block_sentence(b: BlockChange) -> str:
     """One aligned block's changes in words (regress's lines, the versions page)."""
     said = []
     if b.ops[0] != b.ops[1]:
@@ -37,7 +39,7 @@ def block_sentence(b) -> str:
     return f"{b.label}: " + ("; ".join(said) if said else "unchanged")
 
 
-def regress_lines(r) -> list[str]:
+def regress_lines(r: Regression) -> list[str]:
     """A regress result (versions.regress.Regression) as text: the two sides, what changed per block, time, memory, breaches."""
     out = [f"A: {r.a['file']} (stack {r.a['stack']}: {_versions_line(r.a['versions'])})",
            f"B: {r.b['file']} (stack {r.b['stack']}: {_versions_line(r.b['versions'])})"]
@@ -79,7 +81,7 @@ def regress_lines(r) -> list[str]:
     return out
 
 
-def bisect_lines(r) -> list[str]:
+def bisect_lines(r: Bisection) -> list[str]:
     """A bisection (versions.bisect.Bisection) as text: each probed version's value, the boundary and its regress."""
     out = [f"{len(r.versions)} versions from {r.versions[0]} to {r.versions[-1]}, metric {r.metric}: "
            f"{r.probes} probed (ceil(log2 {len(r.versions)}) + 1 = {_bound(len(r.versions))})"]

@@ -10,6 +10,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable, Iterable
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
@@ -68,7 +69,7 @@ class SweepReport:
 
 def run_sweep(grid: Grid, root: Path, *, jobs: int | None = None, ray: str | None = None,
               retry_failed: bool = False, retry_noisy: bool = False, render_only: bool = False,
-              progress=None) -> SweepReport:
+              progress: Callable[[str], object] | None = None) -> SweepReport:
     """Every job of `grid` whose record is not under `root` yet (a failed one again with
     `retry_failed`, a timed one taken on a noisy machine with `retry_noisy`: jobs.noisy_keys), captures
     first; each record written as its job finishes, so a killed sweep resumes where it stopped.
@@ -127,7 +128,7 @@ def phases(todo: list) -> list[tuple[list, bool]]:
     return [(captures, False), (untimed, False), (timed, True)]
 
 
-def captures_gone(records, root: Path) -> set[str]:
+def captures_gone(records: Iterable[Record], root: Path) -> set[str]:
     """The keys of the finished capture jobs whose file is no longer under `root` (a results folder kept
     without its captures, which are large and deterministic: its records alone, published or carried to
     another machine): a resumed sweep captures them again before any job that reads them, so a resumed

@@ -4,6 +4,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar, Iterator, NamedTuple
@@ -116,7 +117,7 @@ class Job:
         """The type of the job's result (with `from_json`): what its record reads back as."""
         raise NotImplementedError
 
-    def run(self, files: list[Path], root: Path, progress=None) -> tuple:
+    def run(self, files: list[Path], root: Path, progress: Callable[[str], object] | None = None) -> tuple:
         """(result, error or None) of the job on the capture files it reads (`files`, under the results
         folder `root`): the result of its type, an error where part of it failed."""
         raise NotImplementedError
@@ -161,7 +162,7 @@ class CaptureJob(Job):
     def expand(cls, cell: "Cell") -> Iterator["Job"]:
         return (cls(req, cell.timeout) for req in cell.reqs.values())
 
-    def run(self, files: list[Path], root: Path, progress=None) -> tuple:
+    def run(self, files: list[Path], root: Path, progress: Callable[[str], object] | None = None) -> tuple:
         data = read_sidecar(files[0]).data
         return CaptureRecord(str(files[0].relative_to(root)), data.get("sha256"), files[0].stat().st_size,
                              data.get("parity"), (data.get("run") or {}).get("seconds", {})), None
@@ -191,7 +192,7 @@ class MemoryJob(Job):
         return (cls(req, cell.timeout, target=t, budget=b) for req in cell.reqs.values()
                 for t in cell.axes["targets"] for b in cell.axes["budgets"])
 
-    def run(self, files: list[Path], root: Path, progress=None) -> tuple:
+    def run(self, files: list[Path], root: Path, progress: Callable[[str], object] | None = None) -> tuple:
         report = plan_files(files, self.target, budgets(self.budget), timeout=self.timeout, progress=progress)
         return report, "; ".join(p.error for p in report.failed) or None
 
@@ -253,7 +254,7 @@ class BenchJob(Job):
         else:
             yield from _rounds(_bench_together(cell.reqs, targets, timing, cell.timeout, cell.refused), cell.rounds)
 
-    def run(self, files: list[Path], root: Path, progress=None) -> tuple:
+    def run(self, files: list[Path], root: Path, progress: Callable[[str], object] | None = None) -> tuple:
         """Its captures timed on one runtime (a TPU target: estimated); with baselines, every route's
         capture and the native runtimes in one job, as `bench MODEL` times them (bench_model), with the
         peaks; its profiled runs, the grid's `profile`, asked of every worker that times."""
@@ -293,7 +294,7 @@ class DiffJob(Job):
     def expand(cls, cell: "Cell") -> Iterator["Job"]:
         return (cls(a, cell.timeout, against=b) for a, b in _pairs(cell.reqs))
 
-    def run(self, files: list[Path], root: Path, progress=None) -> tuple:
+    def run(self, files: list[Path], root: Path, progress: Callable[[str], object] | None = None) -> tuple:
         return diff_files(*files).result("first_of_role"), None
 
 

@@ -8,8 +8,10 @@ import json
 import os
 import sys
 import time
+from collections.abc import Callable, Collection, Iterable, MutableMapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 from ..bench.compare import SPREAD_TARGET
 from ..bench.executable import Executable
@@ -24,6 +26,7 @@ from ..workload import CAPTURE_REVISION
 from .job_types import CaptureRecord, Job
 from .model_runs import captured
 
+_T = TypeVar("_T")  # relative's: the JSON value it is given and returns
 RECORD_FORMAT = 1
 
 
@@ -92,7 +95,7 @@ class Record:
                    d.get("host") or {})
 
 
-def slowed(records) -> list[Record]:
+def slowed(records: Iterable[Record]) -> list[Record]:
     """The timed records whose probe chain ran SLOWED times the fastest chain or more among the
     records from the same kind of processor: a load that slows every core evenly (all of them busy)
     leaves the probe's spread quiet and shows only here. Against the sweep's own fastest, so a sweep
@@ -105,7 +108,7 @@ def slowed(records) -> list[Record]:
     return [r for r in timed if r.host["probe_ms"] >= SLOWED * fastest[r.processor()]]
 
 
-def noisy_keys(records) -> set[str]:
+def noisy_keys(records: Collection[Record]) -> set[str]:
     """The keys of the records a noisy machine measured: noisy by their own probe or rows
     (Record.noisy) or slowed against the others (slowed)."""
     return {r.key for r in records if r.noisy} | {r.key for r in slowed(records)}
@@ -145,7 +148,7 @@ def records(root: Path) -> list[Record]:
     return out
 
 
-def run_job(job: Job, root: Path, key: str, stack_: dict, progress=None) -> Record:
+def run_job(job: Job, root: Path, key: str, stack_: dict, progress: Callable[[str], object] | None = None) -> Record:
     """Run `job` in this process; its captures go under root/captures. A failure is a record with
     the one-line error, never an exception."""
 
@@ -173,7 +176,7 @@ def run_job(job: Job, root: Path, key: str, stack_: dict, progress=None) -> Reco
                   host() | noise | finished)
 
 
-def pin_platform(job: Job, env=os.environ) -> None:
+def pin_platform(job: Job, env: MutableMapping[str, str] = os.environ) -> None:
     """Keep a job off the accelerators it does not use (call before jax is imported; each job is a
     fresh process). A capture, a diff or a CPU or TPU-target plan runs on jax's CPU client alone: on
     a GPU node each such worker would otherwise start a CUDA client that takes 75% of the GPU's
@@ -191,7 +194,7 @@ def captures_dir(root: Path) -> Path:
     return Path(root) / "captures"
 
 
-def capture_files(job: Job, root: Path, progress=None) -> list[Path]:
+def capture_files(job: Job, root: Path, progress: Callable[[str], object] | None = None) -> list[Path]:
     """The capture files `job` reads (captured now unless the same request is on disk: sweep.captured)."""
 
     reqs = [job.request] + ([job.against] if job.against is not None else [])
@@ -205,7 +208,7 @@ def _run(job: Job, root: Path, progress):
     return job.result_type().from_json(relative(report.as_json(), root)), error
 
 
-def relative(data, root: Path):
+def relative(data: _T, root: Path) -> _T:
     """`data` with the results folder's absolute path taken out of every string (records are published)."""
     prefix = str(Path(root).resolve()) + os.sep
     if isinstance(data, dict):

@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import json
 import lzma
+from collections.abc import Callable, Collection, Iterator
 from pathlib import Path
 
 from ..common.files import write_set
@@ -26,7 +27,7 @@ def restore(kept: Path, records: Path) -> int:
     return n
 
 
-def keep(records: Path, kept: Path, only=None) -> int:
+def keep(records: Path, kept: Path, only: Collection[str] | None = None) -> int:
     """Each finished record under `records` (NAME.json whose "ok" is not false) that `kept` lacks or holds
     otherwise, compressed there; a failed one is not kept, so a later run tries its job again. A record
     is written once and changes only where a job ran again (a timed job on another kind of machine:
@@ -47,7 +48,7 @@ def keep(records: Path, kept: Path, only=None) -> int:
 
 
 @contextlib.contextmanager
-def carried(kept: Path | None, records: Path, say=None):
+def carried(kept: Path | None, records: Path, say: Callable[[str], object] | None = None) -> Iterator[set[str]]:
     """A sweep run between a restore from `kept` into `records` and a keep back (also when it stops on an
     error or Ctrl-C; killed outright, the next run keeps what it finished). Yields a set: the caller
     adds its sweep's keys (SweepReport.records) and only those records are kept; left empty (a run

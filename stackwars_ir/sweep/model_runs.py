@@ -5,6 +5,7 @@ Also the largest batch that fits, and the smallest slice.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
 from ..bench import machine, peaks
@@ -13,6 +14,7 @@ from ..bench.memory import DEVICES, MAX_BATCH_LIMIT, Budget, MemoryReport, Small
 from ..bench.native import baselines_asked
 from ..bench.planning import check_target, plan_files, target_versions
 from ..bench.run import BenchReport, baseline_steps, bench_baselines, bench_files, crossover, estimate_files, file_steps
+from ..bench.timing import Asked
 from ..capture import run
 from ..common.errors import StackwarsError
 from ..common.files import read_sidecar, versions
@@ -30,7 +32,7 @@ def _own_folders(model, batches, fields) -> bool:
     return tuple(batches) != (None,) or bool(seq)
 
 
-def requests(model: str | Request, batches, **fields) -> list[Request]:
+def requests(model: str | Request, batches: Iterable[int | None], **fields: object) -> list[Request]:
     """The request at each batch size (None: the adapter's), each checked before any work starts: a
     Request, or a model name and Request fields (size, seq, exporters, step ...)."""
     return [dataclasses.replace(_as_request(model, fields), batch=b).validated() for b in batches]
@@ -43,9 +45,11 @@ def _as_request(model: str | Request, fields: dict) -> Request:
     return Request(model, **{k: tuple(v) if k == "exporters" else v for k, v in fields.items()})
 
 
-def bench_model(model: str | Request, *, batches=(None,), baselines=("jax", "eager"), out_dir: Path = Path("captures"),
+def bench_model(model: str | Request, *, batches: Sequence[int | None] = (None,),
+                baselines: str | Sequence[str] = ("jax", "eager"), out_dir: Path = Path("captures"),
                 backend: str | None = None, timeout: float | None = None, show: bool | None = None,
-                max_memory: int | None = None, progress=None, asked=None, **fields) -> BenchReport:
+                max_memory: int | None = None, progress: Callable[[str], object] | None = None,
+                asked: Asked | None = None, **fields: object) -> BenchReport:
     """Capture MODEL (reusing captures already on disk) at each batch size and time everything;
     `step="train"`: its training step, beside the native runtimes' own training loops. `asked`: the
     user's sampling (bench.timing.Asked)."""
@@ -72,8 +76,9 @@ def bench_model(model: str | Request, *, batches=(None,), baselines=("jax", "eag
     return BenchReport(rt.platform, tuple(rows), peaks(rt), machine(), crossover(rows, todo[0].exporters))
 
 
-def bench_steps(model: str | Request, *, batches=(None,), baselines=("jax", "eager"), out_dir: Path = Path("captures"),
-                asked=None, **fields) -> list[str]:
+def bench_steps(model: str | Request, *, batches: Sequence[int | None] = (None,),
+                baselines: str | Sequence[str] = ("jax", "eager"), out_dir: Path = Path("captures"),
+                asked: Asked | None = None, **fields: object) -> list[str]:
     """The steps (progress.Steps kinds) bench_model takes with these arguments: at each batch, the
     capture where its files are not on disk yet, the files' timing (and --rounds), each native
     runtime's timing (and --profile)."""
@@ -93,9 +98,10 @@ def _baselines(req, baselines) -> tuple:
     return baselines_asked(baselines, req.step, layers, mesh=req.mesh)
 
 
-def estimate_model(model: str | Request, target: str, *, batches=(None,), out_dir: Path = Path("captures"),
-                   timeout: float | None = None, show: bool | None = None, max_memory: int | None = None,
-                   progress=None, **fields) -> BenchReport:
+def estimate_model(model: str | Request, target: str, *, batches: Sequence[int | None] = (None,),
+                   out_dir: Path = Path("captures"), timeout: float | None = None, show: bool | None = None,
+                   max_memory: int | None = None, progress: Callable[[str], object] | None = None,
+                   **fields: object) -> BenchReport:
     """MODEL captured (or its captures reused) at each batch size, every capture compiled for a TPU
     generation (`target`) and its kernels' time estimated (bench.run.estimate_files): no run."""
 
@@ -108,7 +114,8 @@ def estimate_model(model: str | Request, target: str, *, batches=(None,), out_di
     return BenchReport(target, tuple(rows), {}, estimate_files((), target).machine)
 
 
-def captured(req, out_dir: Path, *, sweep: bool, show: bool | None = None, progress=None) -> list[Path]:
+def captured(req: Request, out_dir: Path, *, sweep: bool, show: bool | None = None,
+             progress: Callable[[str], object] | None = None) -> list[Path]:
     """The capture files of `req` (JAX's, then each exporter's), captured unless the same request
     is on disk already, written by this capture revision; a sweep keeps each batch and sequence
     length in its own folder."""
@@ -155,9 +162,11 @@ def _same_request(path: Path, req) -> bool:
         wrote == {k: v for k, v in versions().items() if v} and not failed
 
 
-def plan_model(model: str | Request, *, batches=(None,), out_dir: Path = Path("out") / "captures",
-               target: str = "cpu", budgets_=(), measure: bool = False, max_memory: int | None = None,
-               timeout: float | None = None, show: bool | None = None, progress=None, **fields) -> MemoryReport:
+def plan_model(model: str | Request, *, batches: Sequence[int | None] = (None,),
+               out_dir: Path = Path("out") / "captures", target: str = "cpu", budgets_: Sequence[Budget] = (),
+               measure: bool = False, max_memory: int | None = None, timeout: float | None = None,
+               show: bool | None = None, progress: Callable[[str], object] | None = None,
+               **fields: object) -> MemoryReport:
     """MODEL captured (or its captures reused) at each batch size, every capture planned for `target`."""
 
     todo = requests(model, batches, **fields)
@@ -168,8 +177,9 @@ def plan_model(model: str | Request, *, batches=(None,), out_dir: Path = Path("o
     return plan_files(files, target, budgets_, measure, max_memory, timeout, progress)
 
 
-def max_batch_model(model: str | Request, *, budgets_, limit: int = MAX_BATCH_LIMIT, batches=(), measure: bool = False,
-                    progress=None, **kw) -> MemoryReport:
+def max_batch_model(model: str | Request, *, budgets_: Sequence[Budget], limit: int = MAX_BATCH_LIMIT,
+                    batches: Sequence[int] = (), measure: bool = False, progress: Callable[[str], object] | None = None,
+                    **kw: object) -> MemoryReport:
     """--max-batch: MODEL's executables compiled at the batches the search asks for, from abstract
     captures (shapes only: the IR is the one a capture with weights gives, and no batch is run), so
     torch_xla, which has no route without weights, is left out (torchax by default)."""
@@ -210,7 +220,8 @@ def max_batch_model(model: str | Request, *, budgets_, limit: int = MAX_BATCH_LI
     return MemoryReport(target, tuple(plans_shown), tuple(budgets_), machine(), target_versions(target), found)
 
 
-def smallest_slice_model(model: str | Request, *, budgets_, target: str, progress=None, **kw) -> MemoryReport:
+def smallest_slice_model(model: str | Request, *, budgets_: Sequence[Budget], target: str,
+                         progress: Callable[[str], object] | None = None, **kw: object) -> MemoryReport:
     """--chips: MODEL captured abstractly on a mesh of each slice size of `target` in turn (the fsdp axis
     taking the chips the request's other mesh axes leave) and compiled for it, until every executable's
     per-chip plan fits every budget (default: one chip of the target)."""

@@ -3,3 +3,4 @@
 The stacks are library stacks (stackwars_ir.isolate.stacks); regress and bisect judge by the same metrics
 (versions.metric).
 """
+from __future__ import annotations

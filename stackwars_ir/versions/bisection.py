@@ -4,6 +4,7 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -11,6 +12,7 @@ from typing import Callable
 from ..capture import run
 from ..common.errors import StackwarsError
 from ..isolate.stacks import add, find, home, lock
+from ..workload import Request
 from .metric import metric as metric_named
 from .regress import Regression, regress_files
 
@@ -22,7 +24,7 @@ def version_key(v: str) -> tuple:
     return tuple(int(p) if p.isdigit() else -1 for p in v.split("."))
 
 
-def released_between(good: str, bad: str, available) -> list[str]:
+def released_between(good: str, bad: str, available: Collection[str]) -> list[str]:
     """The final releases from `good` to `bad`, both included, in order (either end may be the newer)."""
     lo, hi = sorted((good, bad), key=version_key)
     out = sorted({v for v in available if _RELEASE.match(v) and version_key(lo) <= version_key(v) <= version_key(hi)},
@@ -47,7 +49,7 @@ def available_versions(package: str) -> list[str]:
     return [v.strip() for v in line.split(":", 1)[1].split(",") if v.strip()]
 
 
-def changed(metric: str, good, value, threshold: float = 0.10) -> bool:
+def changed(metric: str, good: object, value: object, threshold: float = 0.10) -> bool:
     """Whether `value` differs from the good version's by `metric`'s own measure beyond `threshold`
     (versions.metric: kernels and fusion kinds by any count, memory by more than the ratio, steady time
     when the 95% interval of the ratio lies wholly outside it)."""
@@ -81,7 +83,8 @@ class Bisection:
                    Regression.from_json(d["boundary"]) if d.get("boundary") else None)
 
 
-def search(versions, probe: Callable[[str], object], differs: Callable[[object, object], bool], metric: str = "",
+def search(versions: Iterable[str], probe: Callable[[str], object],
+           differs: Callable[[object, object], bool], metric: str = "",
            ) -> Bisection:
     """Binary search for the first version whose probe differs from the first's (the good one); the
     last version is taken as bad without probing it, so the search costs 1 + ceil(log2(N - 1))
@@ -106,8 +109,9 @@ def search(versions, probe: Callable[[str], object], differs: Callable[[object, 
     return Bisection(metric, versions, measured, versions[hi], versions[lo], len(measured))
 
 
-def bisect_model(req, good: str, bad: str, metric: str, out_dir: Path, *, available=None, progress=None,
-                 show=None) -> Bisection:
+def bisect_model(req: Request, good: str, bad: str, metric: str, out_dir: Path, *,
+                 available: Collection[str] | None = None, progress: Callable[[str], object] | None = None,
+                 show: bool | None = None) -> Bisection:
     """Bisect jax releases (jax==V jaxlib==V stacks, made as needed and kept) for `req`'s `metric`,
     then regress the two versions at the boundary block by block."""
     import dataclasses

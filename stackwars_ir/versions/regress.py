@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 from ..bench.kernels import fusion_kind, kernels_of_files
 from ..bench.planning import plan_files
@@ -20,6 +21,7 @@ from ..diff.block import PHASE_LABEL
 from ..ir.parse import mlir_context
 from ..isolate.stacks import Stack
 from ..isolate.task import Isolated, default_max_memory
+from ..workload import Request
 from .metric import KERNELS, MEMORY, STEADY, Change
 
 
@@ -131,7 +133,7 @@ class Regression:
 
 def regress_files(file_a: Path, file_b: Path, stack_a: Stack, stack_b: Stack,
                   thresholds: Thresholds = Thresholds(), *, timing: bool = True, calibrate: bool = False,
-                  progress=None) -> Regression:
+                  progress: Callable[[str], object] | None = None) -> Regression:
     """A compiled, timed and planned by stack_a's XLA, B by stack_b's; their IR diffed block by block.
     `calibrate` (CI mode): A is first timed against a copy of itself, the way A and B are timed (in one
     worker, or taking turns), and the time threshold is widened by the noise that A/A shows."""
@@ -346,8 +348,9 @@ def _judged(r: Regression) -> Regression:
     return dataclasses.replace(r, breaches=tuple(breaches))
 
 
-def regress_model(req, stack_a: Stack, stack_b: Stack, out_dir: Path, thresholds: Thresholds = Thresholds(), *,
-                  timing: bool = True, calibrate: bool = False, progress=None, show=None) -> Regression:
+def regress_model(req: Request, stack_a: Stack, stack_b: Stack, out_dir: Path, thresholds: Thresholds = Thresholds(), *,
+                  timing: bool = True, calibrate: bool = False, progress: Callable[[str], object] | None = None,
+                  show: bool | None = None) -> Regression:
     """Capture `req` (one side: JAX's, or one PyTorch exporter's) under both stacks into out_dir/STACK/,
     then regress_files."""
 

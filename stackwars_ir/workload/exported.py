@@ -5,6 +5,9 @@ What torchax's capture lowers and its native loop runs.
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable, Mapping
+from types import ModuleType
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -14,8 +17,11 @@ from ..common.routes import PACKAGE, TORCHAX
 from ..common.runtime import enable_x64
 from .train import TrainState, adamw_state, adamw_step, torch_loss
 
+if TYPE_CHECKING:
+    import torch
 
-def jax_dtype(torch_dtype):
+
+def jax_dtype(torch_dtype: torch.dtype | str) -> type:
     """The JAX dtype of a torch dtype (`torch.float32` -> `jnp.float32`), for abstract arguments."""
     import jax.numpy as jnp
 
@@ -23,11 +29,11 @@ def jax_dtype(torch_dtype):
             "float64": jnp.float64, "bool": jnp.bool_}[str(torch_dtype).replace("torch.", "")]
 
 
-def needs_x64(inputs) -> bool:
+def needs_x64(inputs: Mapping[str, np.ndarray]) -> bool:
     return any(v.dtype in (np.int64, np.float64) for v in inputs.values())
 
 
-def exported_states(program) -> tuple[list, list]:
+def exported_states(program: torch.export.ExportedProgram) -> tuple[list, list]:
     """Names and tensors of the program's non-input placeholders, in the graph's own order.
 
     torchax's `_extract_states_from_exported_program` (the pinned 0.0.13 and torch_xla 2.9.0's copy,
@@ -49,7 +55,8 @@ def exported_states(program) -> tuple[list, list]:
     return names, values
 
 
-def torchax_function(ep, tx_export):
+def torchax_function(ep: torch.export.ExportedProgram,
+                     tx_export: ModuleType) -> tuple[list, list, Callable[[list, list], tuple]]:
     """torchax.export.exported_program_to_jax, with a named scope per FX node."""
     import jax
     import torchax
@@ -87,8 +94,8 @@ def torchax_function(ep, tx_export):
     return names, states, forward
 
 
-def torchax_step(model, state: TrainState, stages: Stages | None = None, parts: bool = False,
-                 weights: dict | None = None):
+def torchax_step(model: torch.nn.Module, state: TrainState, stages: Stages | None = None, parts: bool = False,
+                 weights: dict | None = None) -> tuple:
     """torchax's training step of `model` and its loss: torch.export of the loss, torchax's interpreter
     of it under jax.value_and_grad, optax's AdamW; (step, args) with args' params, opt_state, buffers and
     inputs, from `state` (the captured step 2), or from `weights` with a fresh optimizer state (a user's
@@ -137,7 +144,7 @@ def torchax_step(model, state: TrainState, stages: Stages | None = None, parts: 
     return (step, args, lifted, wide, abstract) if parts else (step, args)
 
 
-def export_loss(model, state: TrainState, meta: bool = False):
+def export_loss(model: torch.nn.Module, state: TrainState, meta: bool = False) -> torch.export.ExportedProgram:
     """torch.export of the model with its loss as forward, parameter names and module paths unchanged
     (from meta-device example inputs when `meta`)."""
     import torch

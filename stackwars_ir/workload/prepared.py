@@ -4,8 +4,9 @@ The eager reference is made in float64 too.
 """
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
@@ -14,6 +15,9 @@ from ..common.errors import CaptureError, MissingExtra
 from .request import Request
 from .train import loss_of
 from .values import FLOAT64_BYTES, as_float64, float64_copy
+
+if TYPE_CHECKING:
+    import torch
 
 
 @dataclass(frozen=True)
@@ -88,7 +92,7 @@ class Exact(NamedTuple):
     why: str = ""
 
 
-def float64_output(model, inputs: dict) -> Exact:
+def float64_output(model: torch.nn.Module, inputs: dict) -> Exact:
     """The model's output in float64 (its float64 copy on float64 inputs; a model whose copy would pass
     values.FLOAT64_BYTES run in float64 module by module instead: float64_streamed), or why there is
     none: a model whose forward makes float32 tensors of its own may refuse float64, and is then only
@@ -110,7 +114,7 @@ def float64_output(model, inputs: dict) -> Exact:
         return Exact(None, f"the model does not run in float64: {type(e).__name__}: {first}")
 
 
-def float64_streamed(model, inputs: dict):
+def float64_streamed(model: torch.nn.Module, inputs: dict) -> torch.Tensor | None:
     """The model's output in float64 without a float64 copy of it: on entering a module whose tensors
     (its own and its children's) fit FLOAT64_BYTES in float64, they all become float64, and float32
     again on leaving it (float32 to float64 and back is exact: the model is left as it was); a larger
@@ -154,7 +158,7 @@ def float64_streamed(model, inputs: dict):
             t.data = t.data.to(dtype)
 
 
-def perturb(model, seed: int) -> None:
+def perturb(model: torch.nn.Module, seed: int) -> None:
     """Make every tensor matter: transformers initialises biases to 0, norms to 1 and BN statistics to 0/1."""
     import torch
 
@@ -187,8 +191,8 @@ class Argument:
                 "shape": list(self.shape), "dtype": self.dtype}
 
 
-def argument_values(arguments, constants: dict, weights: dict[str, np.ndarray], inputs: dict[str, np.ndarray],
-                    who: str = "") -> list[np.ndarray]:
+def argument_values(arguments: Iterable[Argument], constants: dict, weights: dict[str, np.ndarray],
+                    inputs: dict[str, np.ndarray], who: str = "") -> list[np.ndarray]:
     """The arrays to call a captured function with, in its argument order (`who` names it in errors)."""
     values = []
     for arg in arguments:

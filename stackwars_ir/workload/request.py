@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -105,7 +106,7 @@ class Request:
         return mesh
 
     @property
-    def mesh_spec(self):
+    def mesh_spec(self) -> Mesh | None:
         """The Mesh of --mesh, or None."""
 
         return Mesh.parse(self.mesh) if self.mesh else None
@@ -172,7 +173,7 @@ class Request:
         return target_paths(out_dir, self.model, self.size, capture_stem)
 
 
-def model_named(targets) -> str | None:
+def model_named(targets: Sequence[str]) -> str | None:
     """The model a command's TARGETS name (one catalogue name that is not a file), or None for
     StableHLO files; an unknown name is one line with a did-you-mean. `gpt3` is a mistyped model,
     `x.mlir` or `dir/x` a missing file (the parser says so)."""

@@ -3,6 +3,9 @@ them fits this machine (else the request becomes an abstract one)."""
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterable
+from types import ModuleType
+from typing import TYPE_CHECKING
 
 from .. import models
 from ..common.errors import StackwarsError
@@ -10,8 +13,11 @@ from ..common.files import host_memory
 from ..common.routes import LOCK_EXPORTERS, WEIGHTLESS, weightless
 from .request import Request
 
+if TYPE_CHECKING:
+    import torch
 
-def meta_model(req):
+
+def meta_model(req: Request) -> tuple[ModuleType, torch.nn.Module]:
     """The PyTorch model on the meta device, in the request's dtype: shapes, no storage."""
     import torch
 
@@ -31,7 +37,7 @@ _WEIGHT_BYTES: dict = {}  # (model, size, dtype) -> bytes: the CLI and the captu
 _BUILT_REAL: dict = {}  # (model, size, dtype) -> why its meta twin could not be built
 
 
-def weight_bytes(req) -> int:
+def weight_bytes(req: Request) -> int:
     """What the model's weights would take materialized (parameters and buffers), from its meta twin;
     a model that cannot be built on the meta device (it calibrates, or reads a value with .item(),
     while being built) is built for real on the CPU instead, and sizing_note says so. Raises the
@@ -67,21 +73,21 @@ def _built_for_real(req, meta_error: StackwarsError):
     return model.to(getattr(torch, req.dtype))
 
 
-def sizing_note(req) -> str | None:
+def sizing_note(req: Request) -> str | None:
     """Why the model's weights were sized by building it for real (None: its meta twin sized them)."""
     why = _BUILT_REAL.get((req.model, req.size, req.dtype))
     return None if why is None else (f"{req.model}-{req.size} cannot be built on the meta device ({why}); "
                                      "built for real on the CPU to size its weights")
 
 
-def weight_copies(req) -> int:
+def weight_copies(req: Request) -> int:
     """How many times a capture with weights holds them: as torch tensors, numpy copies and JAX arrays
     at once (3); a training step's parity holds their gradients and AdamW's two moments beside them:
     twice again (6)."""
     return 6 if req.train else 3
 
 
-def too_big(req) -> str | None:
+def too_big(req: Request) -> str | None:
     """Why a capture with weights of `req` would not fit this machine, or None where it fits."""
 
     ram = host_memory() or 0
@@ -94,7 +100,7 @@ def too_big(req) -> str | None:
     return None
 
 
-def check_fits(req) -> None:
+def check_fits(req: Request) -> None:
     """A materialized capture whose weights take more than a third of this machine's memory: refuse, say --abstract."""
     reason = too_big(req)
     if reason:
@@ -131,7 +137,7 @@ def fitted(req: Request, explicit: frozenset | set = frozenset()) -> tuple[Reque
     return dataclasses.replace(req, abstract=True, dtype=dtype, exporters=exporters), note
 
 
-def exporters_asked(model: str, given, step: str = "forward") -> tuple[tuple[str, ...], list[str]]:
+def exporters_asked(model: str, given: Iterable[str], step: str = "forward") -> tuple[tuple[str, ...], list[str]]:
     """The exporters asked for (repeated, or comma-separated) and notes; 'all' means every exporter
     that can export this model, a note naming each of the others and why."""
 

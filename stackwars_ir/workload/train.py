@@ -10,13 +10,23 @@ from __future__ import annotations
 
 import copy
 import os
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from types import ModuleType
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from .. import models
 from ..common.errors import CaptureError, MissingExtra, StackwarsError
 from .values import as_float64, float64_copy, jax_inputs, leaf_name
+
+if TYPE_CHECKING:
+    import jax
+    import optax
+    import torch
+
+    from .request import Request
 
 # The same AdamW on every side: torch.optim.AdamW's defaults but the learning rate, optax.adamw's names.
 ADAMW = {"lr": 1e-3, "b1": 0.9, "b2": 0.999, "eps": 1e-8, "weight_decay": 0.01}
@@ -71,7 +81,8 @@ class TrainState:
         return out
 
 
-def torch_loss(model, loss: str, tensors: list, target, forward=None):
+def torch_loss(model: torch.nn.Module, loss: str, tensors: list, target: torch.Tensor | None,
+               forward: Callable[..., torch.Tensor] | None = None) -> torch.Tensor:
     """The loss on the PyTorch side: LM cross-entropy with the tied head, or mean squared error."""
     import torch
 
@@ -84,7 +95,7 @@ def torch_loss(model, loss: str, tensors: list, target, forward=None):
     return ((out - target) ** 2).mean()
 
 
-def optimizer(params):
+def optimizer(params: Iterable[torch.nn.Parameter]) -> torch.optim.AdamW:
     """torch.optim.AdamW with ADAMW's hyper-parameters (the PyTorch side of every route)."""
     import torch
 
@@ -108,7 +119,8 @@ def register_torch_xla() -> None:
     torch_xla.device()  # the runtime starts, so the engine counts its device
 
 
-def train_state(req, model, inputs: dict[str, np.ndarray], reference: np.ndarray) -> TrainState:
+def train_state(req: Request, model: torch.nn.Module, inputs: dict[str, np.ndarray],
+                reference: np.ndarray) -> TrainState:
     """Two PyTorch eager steps on a copy of `model`: the state after the first, the result of the second."""
     import torch
 
@@ -149,7 +161,7 @@ def train_state(req, model, inputs: dict[str, np.ndarray], reference: np.ndarray
                       ref_m, ref_v, first_loss, grads64, why)
 
 
-def float64_gradients(model, loss: str, inputs: dict, trainable: dict) -> tuple[dict | None, str]:
+def float64_gradients(model: torch.nn.Module, loss: str, inputs: dict, trainable: dict) -> tuple[dict | None, str]:
     """The gradients of the step's loss at `model`'s state, computed by its float64 copy (parity's
     measure of float32's own rounding in a step), or why there are none."""
     import torch
@@ -173,7 +185,8 @@ def float64_gradients(model, loss: str, inputs: dict, trainable: dict) -> tuple[
 # JAX and torchax: a loss function of (params, buffers, inputs), differentiated and updated by optax.
 
 
-def adamw_step(loss_fn):
+def adamw_step(loss_fn: Callable[[dict, dict, dict], jax.Array]
+               ) -> tuple[optax.GradientTransformation, Callable[[dict, optax.OptState, dict, dict], tuple]]:
     """step(params, opt_state, buffers, inputs) -> (loss, new params, new opt_state), optax's AdamW."""
     import jax
     import optax
@@ -189,7 +202,7 @@ def adamw_step(loss_fn):
     return tx, step
 
 
-def adamw_state(tx, state: TrainState):
+def adamw_state(tx: optax.GradientTransformation, state: TrainState) -> optax.OptState:
     """optax's AdamW state holding the eager state after step 1 (count 1, mu, nu)."""
     import jax
     import jax.numpy as jnp
@@ -247,7 +260,8 @@ def named_leaves(tops: list[tuple[str, object]]) -> list[tuple[str, str, object]
     return out
 
 
-def jax_step(adapter, size: str, state: TrainState, weights: dict | None = None):
+def jax_step(adapter: ModuleType, size: str, state: TrainState,
+             weights: dict | None = None) -> tuple[Callable[[dict, optax.OptState, dict, dict], tuple], dict]:
     """The NNX twin's training step and its arguments: from `state` (the captured step 2), or from
     `weights` with a fresh optimizer state (a user's first step: the native jax.jit baseline)."""
     import jax
@@ -314,7 +328,7 @@ class OpNames:
     capture) the names are the module paths alone: `h.0.attn/aten__addmm`.
     """
 
-    def __init__(self, model, phases: bool = True):
+    def __init__(self, model: torch.nn.Module, phases: bool = True) -> None:
         self.phases = phases
         self.paths = {mod: name for name, mod in model.named_modules()}
         self.stack = []  # (path, the autograd nodes of the call's inputs)
@@ -404,7 +418,7 @@ class OpNames:
         # aten__mm and aten__log_softmax, unnamed after the forward, `transpose(jvp())/` after it).
         return "transpose(jvp())/" if self.backward else "jvp()/"
 
-    def label(self, out, prefix: str) -> None:
+    def label(self, out: object, prefix: str) -> None:
         import torch
         import torch_xla
 

@@ -4,12 +4,18 @@ The float64 copies are of a model and its inputs.
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
+
+if TYPE_CHECKING:
+    import jax
+    import torch
 
 FLOAT64_BYTES = 4 << 30  # a float64 copy of the weights above this is not made (an 8B model: 64 GB)
 
 
-def float64_copy(model):
+def float64_copy(model: torch.nn.Module) -> tuple[torch.nn.Module | None, str]:
     """A float64 copy of a PyTorch model, or why none is made (too large for this limit)."""
     import copy
 
@@ -19,7 +25,7 @@ def float64_copy(model):
     return copy.deepcopy(model).double(), ""
 
 
-def copy_on(model, device):
+def copy_on(model: torch.nn.Module, device: torch.device | str) -> torch.nn.Module:
     """A copy of a PyTorch model whose tensors live on `device`, each copied straight there: not
     `copy.deepcopy(model).to(device)`, whose host copy of every tensor is a second model's worth of
     memory at its peak (LLaMA-3.2-1B: 4.6 GiB more while torch_xla's lazy copy is made). Tied tensors
@@ -44,7 +50,7 @@ def as_float64(inputs: dict) -> list:
     return [torch.from_numpy(v.astype(np.float64) if v.dtype.kind == "f" else v) for v in inputs.values()]
 
 
-def leaf_name(path) -> str:
+def leaf_name(path: jax.tree_util.KeyPath) -> str:
     """A JAX pytree path as the PyTorch name of the tensor it holds (h.0.attn.c_attn.weight)."""
     import jax
 

@@ -5,16 +5,26 @@ Its compiler is inductor.
 from __future__ import annotations
 
 import copy
+from types import ModuleType
+from typing import TYPE_CHECKING
 
+from ...workload import Request
+from ...workload.train import TrainState
 from ...workload.values import copy_on
 from ..host import UNMARKED, torch_meter
 from ..inductor_profile import KernelOrigins, profile_compiled_runs
+from ..xla_profile import Profile
 from .shared import (
     WARM_STEPS, Setup, dynamo_counters, no_grad_step, nothing, prepared, synchronizer, torch_device, torch_loop,
 )
 
+if TYPE_CHECKING:
+    import numpy as np
+    import torch
 
-def forward(adapter, req, model, weights, inputs, backend) -> Setup:
+
+def forward(adapter: ModuleType, req: Request, model: torch.nn.Module, weights: dict[str, np.ndarray],
+            inputs: dict[str, np.ndarray], backend: str) -> Setup:
     """`torch.compile(model)` (dynamo's caches reset first: its first call traces and compiles)."""
     import torch
 
@@ -36,7 +46,8 @@ def forward(adapter, req, model, weights, inputs, backend) -> Setup:
     return Setup("torch.compile (inductor)", "torch.compile", run, dynamo_counters, nothing)
 
 
-def train(adapter, req, model, weights, state, backend) -> Setup:
+def train(adapter: ModuleType, req: Request, model: torch.nn.Module, weights: dict[str, np.ndarray], state: TrainState,
+          backend: str) -> Setup:
     """The user's loop with `torch.compile(model)`: dynamo traces the forward, AOTAutograd derives the
     backward, inductor compiles both; the loss (outside the model) and AdamW's step run eagerly. The
     counters say how many graphs dynamo compiled at each step."""
@@ -57,7 +68,7 @@ def train(adapter, req, model, weights, state, backend) -> Setup:
                  dynamo_counters, nothing)
 
 
-def profile(req, runs: int, backend: str = "cpu"):
+def profile(req: Request, runs: int, backend: str = "cpu") -> Profile:
     """torch.profiler over the steady runs, the graphs compiled here with inductor's provenance on
     (inductor_profile.KernelOrigins): the forward as `forward` runs it, or the user's loop."""
     import torch

@@ -1,14 +1,23 @@
 """jax.jit's native runtime: the JAX twin's forward, or its training step in a loop, under jax.jit."""
 from __future__ import annotations
 
+from types import ModuleType
+from typing import TYPE_CHECKING
+
 from ...common.runtime import runtime
-from ...workload import jax_inputs
-from ...workload.train import jax_step
+from ...workload import Request, jax_inputs
+from ...workload.train import TrainState, jax_step
 from ..host import UNMARKED, jax_meter
+from ..xla_profile import Profile
 from .shared import Setup, as_captured, jax_counters, jitted_loop, jitted_profile, nothing
 
+if TYPE_CHECKING:
+    import numpy as np
+    import torch
 
-def forward(adapter, req, model, weights, inputs, backend) -> Setup:
+
+def forward(adapter: ModuleType, req: Request, model: torch.nn.Module, weights: dict[str, np.ndarray],
+            inputs: dict[str, np.ndarray], backend: str) -> Setup:
     """The twin (nnx.split, merged inside the jitted call) on the request's weights and inputs: its
     first call traces, lowers and compiles (arguments are placed before it)."""
     import jax
@@ -33,7 +42,8 @@ def forward(adapter, req, model, weights, inputs, backend) -> Setup:
     return Setup("jax.jit (native)", "jax.jit", run, jax_counters, nothing)
 
 
-def train(adapter, req, model, weights, state, backend, donate: bool = False) -> Setup:
+def train(adapter: ModuleType, req: Request, model: torch.nn.Module, weights: dict[str, np.ndarray], state: TrainState,
+          backend: str, donate: bool = False) -> Setup:
     """The captured step's own function under jax.jit, in a loop: each step's parameters and AdamW
     state are the last step's results. Undonated, as captured: every step returns new buffers beside
     the old ones; `donate`: the step writes its results into the buffers it was given."""
@@ -48,7 +58,7 @@ def train(adapter, req, model, weights, state, backend, donate: bool = False) ->
     return Setup("jax.jit training step (native)", "jax.jit", run, jax_counters, nothing)
 
 
-def profile(req, runs: int, backend: str = "cpu"):
+def profile(req: Request, runs: int, backend: str = "cpu") -> Profile:
     """jax's profiler over the steady runs: the same XLA as the StableHLO rows, its kernels' op_name
     the JAX capture's."""
     return jitted_profile(train if req.train else forward, req, runs, backend)

@@ -7,16 +7,24 @@ backend)` where `bench --profile` profiles it.
 from __future__ import annotations
 
 import os
-from typing import Callable, NamedTuple
+from collections.abc import Iterable
+from types import ModuleType
+from typing import TYPE_CHECKING, Callable, NamedTuple
 
 from ...common.errors import BenchError, MissingExtra
 from ...common.routes import TORCHAX
-from ...workload import prepare
-from ...workload.train import OpNames, optimizer, torch_loss, train_state
+from ...workload import Request, prepare
+from ...workload.train import OpNames, TrainState, optimizer, torch_loss, train_state
 from ...workload.values import copy_on
 from ..host import UNMARKED, jax_meter
 from ..kernels import kernels_of
-from ..xla_profile import profile_runs
+from ..xla_profile import Profile, profile_runs
+
+if TYPE_CHECKING:
+    import jax
+    import numpy as np
+    import torch
+    from jax.stages import Wrapped
 
 
 class Setup(NamedTuple):
@@ -127,7 +135,7 @@ def require_torchax() -> None:
         raise MissingExtra(TORCHAX.name, e) from e
 
 
-def as_captured(fn, req):
+def as_captured(fn: Callable[..., object], req: Request) -> Callable[..., object]:
     """`fn`, tracing the twin's layers as the request's program runs them (models/_nnx.py run_layers)."""
     if not (req.scan_layers or req.remat):
         return fn
@@ -139,7 +147,7 @@ def as_captured(fn, req):
     return traced
 
 
-def on_xla(model, inputs):
+def on_xla(model: torch.nn.Module, inputs: dict[str, np.ndarray]) -> tuple[torch.nn.Module, list[torch.Tensor]]:
     """A copy of `model` and the inputs placed on torch_xla's device, their transfers done (not part
     of the first run)."""
     import torch
@@ -152,7 +160,7 @@ def on_xla(model, inputs):
     return m, xs
 
 
-def no_grad_step(m, arrays) -> Callable:
+def no_grad_step(m: Callable[..., object], arrays: Iterable[np.ndarray]) -> Callable:
     """`m`'s forward on the CPU tensors of `arrays` (numpy), without gradients: one call a step."""
     import torch
 
@@ -165,7 +173,7 @@ def no_grad_step(m, arrays) -> Callable:
     return run
 
 
-def jitted_loop(fn, args: dict, device) -> Callable:
+def jitted_loop(fn: Wrapped, args: dict, device: jax.Device) -> Callable:
     """A jitted training step's run in a loop (`fn`: new, so its first call compiles): each step's
     parameters and AdamW state are the last step's results; its meter is jax.jit's."""
     import jax
@@ -184,8 +192,9 @@ def jitted_loop(fn, args: dict, device) -> Callable:
     return run
 
 
-def torch_loop(model, state, device, compile_model: bool = False, op_names: bool = False, copy_model: bool = True,
-               compile_backend="inductor") -> Callable:
+def torch_loop(model: torch.nn.Module, state: TrainState, device: str | torch.device, compile_model: bool = False,
+               op_names: bool = False, copy_model: bool = True,
+               compile_backend: str | Callable[..., object] = "inductor") -> Callable:
     """The user's training step (zero_grad, loss, backward, AdamW) on its own copy of `model` (or on
     `model` itself), its forward `torch.compile`d (with `compile_backend`) if `compile_model`; with
     `op_names`, each lazy op named after its module and phase as the torch_xla capture names them
@@ -222,7 +231,7 @@ def torch_loop(model, state, device, compile_model: bool = False, op_names: bool
     return step
 
 
-def lazy_loop(step) -> Callable:
+def lazy_loop(step: Callable[..., object]) -> Callable:
     """A torch_xla training loop's run: the step (traced, or dynamo's graphs launched), the sync that runs
     its lazy graph, the wait for the device."""
     import torch_xla
@@ -244,7 +253,8 @@ def lazy_loop(step) -> Callable:
 WARM_STEPS = 3  # before a profile's runs: torch_xla compiles step 1's graph and step 2's (the steady one), then runs it
 
 
-def prepared(req):
+def prepared(req: Request
+             ) -> tuple[ModuleType, torch.nn.Module, dict[str, np.ndarray], dict[str, np.ndarray] | TrainState]:
     """(adapter, model, weights, inputs) of `req`'s workload; for a training step, the inputs are its
     TrainState (workload.train.train_state)."""
 
@@ -255,7 +265,7 @@ def prepared(req):
     return w.adapter, w.model, w.weights, inputs
 
 
-def jitted_profile(setup, req, runs: int, backend: str = "cpu"):
+def jitted_profile(setup: Callable[..., Setup], req: Request, runs: int, backend: str = "cpu") -> Profile:
     """bench.profile.Profile of a jitted runtime's steady runs (`setup`: its forward or train), its
     kernels read from the executable's optimized HLO (`run.hlo()`), after WARM_STEPS runs."""
 

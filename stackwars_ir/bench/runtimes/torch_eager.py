@@ -2,16 +2,26 @@
 from __future__ import annotations
 
 import copy
+from types import ModuleType
+from typing import TYPE_CHECKING
 
+from ...workload import Request
+from ...workload.train import TrainState
 from ...workload.values import copy_on
 from ..eager_profile import profile_eager_runs
 from ..host import UNMARKED, torch_meter
+from ..xla_profile import Profile
 from .shared import (
     WARM_STEPS, Setup, no_grad_step, nothing, prepared, synchronizer, torch_device, torch_loop, torch_where,
 )
 
+if TYPE_CHECKING:
+    import numpy as np
+    import torch
 
-def forward(adapter, req, model, weights, inputs, backend) -> Setup:
+
+def forward(adapter: ModuleType, req: Request, model: torch.nn.Module, weights: dict[str, np.ndarray],
+            inputs: dict[str, np.ndarray], backend: str) -> Setup:
     """The module's forward without gradients on its own copy of the weights (nothing to compile)."""
     import torch
 
@@ -32,7 +42,8 @@ def forward(adapter, req, model, weights, inputs, backend) -> Setup:
     return Setup(f"torch eager ({torch_where(device)})", "torch eager", run, None, nothing)
 
 
-def train(adapter, req, model, weights, state, backend) -> Setup:
+def train(adapter: ModuleType, req: Request, model: torch.nn.Module, weights: dict[str, np.ndarray], state: TrainState,
+          backend: str) -> Setup:
     """The user's loop: zero_grad, loss, backward, AdamW's step, each step from the last one's state."""
     device = torch_device(backend)
     step, sync = torch_loop(model, state, device), synchronizer(device)
@@ -47,7 +58,7 @@ def train(adapter, req, model, weights, state, backend) -> Setup:
     return Setup(f"torch eager training step ({torch_where(device)})", "torch eager", run, None, nothing)
 
 
-def profile(req, runs: int, backend: str = "cpu"):
+def profile(req: Request, runs: int, backend: str = "cpu") -> Profile:
     """torch.profiler over the steady runs, each op traced to its module (bench.eager_profile)."""
 
     _, model, _, inputs = prepared(req)

@@ -1,11 +1,21 @@
 """torch_xla through dynamo: `torch.compile(model, backend="openxla")`, the forward or the user's loop."""
 from __future__ import annotations
 
+from types import ModuleType
+from typing import TYPE_CHECKING
+
+from ...workload import Request
+from ...workload.train import TrainState
 from ..host import UNMARKED, dynamo_xla_meter
 from .shared import Setup, lazy_cpu_only, lazy_loop, nothing, on_xla, torch_loop, xla_counters
 
+if TYPE_CHECKING:
+    import numpy as np
+    import torch
 
-def forward(adapter, req, model, weights, inputs, backend) -> Setup:
+
+def forward(adapter: ModuleType, req: Request, model: torch.nn.Module, weights: dict[str, np.ndarray],
+            inputs: dict[str, np.ndarray], backend: str) -> Setup:
     """Dynamo traces the forward once, torch_xla lowers and compiles its graph, and each call runs it
     without tracing the model again: the call returns once the graph is launched, `wait` waits for
     its execution."""
@@ -29,7 +39,8 @@ def forward(adapter, req, model, weights, inputs, backend) -> Setup:
     return Setup("torch.compile (openxla: torch_xla through dynamo)", "torch_xla dynamo", run, xla_counters, nothing)
 
 
-def train(adapter, req, model, weights, state, backend) -> Setup:
+def train(adapter: ModuleType, req: Request, model: torch.nn.Module, weights: dict[str, np.ndarray], state: TrainState,
+          backend: str) -> Setup:
     """The user's loop with `torch.compile(model, backend="openxla")` on torch_xla: dynamo traces the
     forward once, AOTAutograd derives the backward, torch_xla compiles both graphs and launches them at
     each step without tracing the model again; the loss (outside the model) and AdamW's step are lazy

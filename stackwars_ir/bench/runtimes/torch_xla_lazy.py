@@ -9,18 +9,25 @@ import glob
 import os
 import tempfile
 from pathlib import Path
+from types import ModuleType
+from typing import TYPE_CHECKING
 
 from ...common.errors import BenchError
-from ...workload import prepare
-from ...workload.train import OpNames, register_torch_xla, train_state
+from ...workload import Request, prepare
+from ...workload.train import OpNames, TrainState, register_torch_xla, train_state
 from ...workload.values import copy_on
 from ..host import UNMARKED, xla_meter
 from ..kernels import kernels_of
-from ..xla_profile import profile_lazy_runs
+from ..xla_profile import Profile, profile_lazy_runs
 from .shared import WARM_STEPS, Setup, lazy_cpu_only, lazy_loop, nothing, on_xla, torch_loop, xla_counters
 
+if TYPE_CHECKING:
+    import numpy as np
+    import torch
 
-def forward(adapter, req, model, weights, inputs, backend) -> Setup:
+
+def forward(adapter: ModuleType, req: Request, model: torch.nn.Module, weights: dict[str, np.ndarray],
+            inputs: dict[str, np.ndarray], backend: str) -> Setup:
     """The forward on lazy tensors, then `torch_xla.sync()` (the graph's compile at first, its run)
     and the wait for the device; the output stays alive through the sync."""
     lazy_cpu_only(backend)
@@ -46,7 +53,8 @@ def forward(adapter, req, model, weights, inputs, backend) -> Setup:
     return Setup("torch_xla lazy tensors", "torch_xla lazy", run, xla_counters, nothing)
 
 
-def train(adapter, req, model, weights, state, backend) -> Setup:
+def train(adapter: ModuleType, req: Request, model: torch.nn.Module, weights: dict[str, np.ndarray], state: TrainState,
+          backend: str) -> Setup:
     """The user's loop on lazy tensors: each step traced, then synced and run."""
     lazy_cpu_only(backend)
     import torch_xla
@@ -57,7 +65,7 @@ def train(adapter, req, model, weights, state, backend) -> Setup:
     return Setup("torch_xla lazy training loop", "torch_xla lazy", run, xla_counters, nothing)
 
 
-def profile(req, runs: int, backend: str = "cpu"):
+def profile(req: Request, runs: int, backend: str = "cpu") -> Profile:
     """torch_xla's lazy forward or training loop, profiled by torch_xla's own profiler: each op is
     named after its module and phase as the capture names them (XLA_HLO_DEBUG metadata, which
     torch_xla's XLA keeps in the kernels' op_name), so each kernel of its XLA build traces to a block

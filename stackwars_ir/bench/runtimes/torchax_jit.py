@@ -5,16 +5,24 @@ The module becomes a JAX function through `torchax.extract_jax`.
 from __future__ import annotations
 
 import copy
+from types import ModuleType
+from typing import TYPE_CHECKING
 
 from ...common.routes import TORCHAX
 from ...common.runtime import runtime
-from ...workload import jax_inputs
+from ...workload import Request, jax_inputs
 from ...workload.exported import torchax_step
+from ...workload.train import TrainState
 from ..host import UNMARKED, jax_meter
 from .shared import Setup, jax_counters, jitted_loop, nothing, require_torchax
 
+if TYPE_CHECKING:
+    import numpy as np
+    import torch
 
-def forward(adapter, req, model, weights, inputs, backend) -> Setup:
+
+def forward(adapter: ModuleType, req: Request, model: torch.nn.Module, weights: dict[str, np.ndarray],
+            inputs: dict[str, np.ndarray], backend: str) -> Setup:
     """torchax's jitted call: `torchax.extract_jax(model)` makes the module a JAX function of its
     weights and inputs, which jax.jit compiles; each call dispatches it, as jax.jit's row does."""
     require_torchax()
@@ -39,7 +47,8 @@ def forward(adapter, req, model, weights, inputs, backend) -> Setup:
     return Setup("torchax jitted call (jax.jit of torchax.extract_jax)", TORCHAX.native, run, jax_counters, nothing)
 
 
-def train(adapter, req, model, weights, state, backend) -> Setup:
+def train(adapter: ModuleType, req: Request, model: torch.nn.Module, weights: dict[str, np.ndarray], state: TrainState,
+          backend: str) -> Setup:
     """torchax's jitted training step: the model and its loss exported (torch.export), run by torchax's
     interpreter under jax.value_and_grad with optax's AdamW (workload.exported's torchax step, the
     function the torchax capture lowers), under jax.jit in a loop: each step's parameters and AdamW
