@@ -470,6 +470,21 @@ def test_gaps_across_rounds_are_the_t_interval_of_each_rounds_median_run_gap():
     assert part_gaps(totals_a, {"x": part_a}, totals_b, {"x": part_b})["x"] != gaps["x"]
 
 
+def test_a_spread_stays_between_the_smallest_and_largest_run():
+    from stackwars_ir.common.runstats import deciles, spread
+
+    # Two host runs of a block, 0.03 ms and 0.54 ms (issue 76's CI): statistics.quantiles' default method
+    # extrapolated its p10 to below zero; the p10-p90 of what was measured lies within what was measured.
+    low, high = spread([3.0e-5, 5.4e-4])
+    assert 3.0e-5 <= low <= high <= 5.4e-4
+    assert low == pytest.approx(3.0e-5 + 0.1 * 5.1e-4) and high == pytest.approx(3.0e-5 + 0.9 * 5.1e-4)
+    assert deciles([2.0]) == (2.0, 2.0) and spread([2.0]) is None
+    # ten or more runs: the 10th and 90th percentiles between neighbours, as numpy.percentile gives them
+    assert deciles([float(x) for x in range(11)]) == pytest.approx((1.0, 9.0))
+    with pytest.raises(ValueError):
+        deciles([])
+
+
 def test_profiles_of_several_rounds_merge_into_one_whose_kernels_add_up_to_its_total():
     from stackwars_ir.bench.xla_profile import KernelTime, Profile, merged
     from stackwars_ir.common.errors import BenchError

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from ..common.errors import StackwarsError
+from ..common.runstats import deciles
 
 
 @dataclass(frozen=True)
@@ -245,7 +246,7 @@ def timing_of(warm: Warm, steady: tuple, warmup: int, counters: Callable[[], dic
               interleaved: int = 1) -> Timing:
     """The Timing of one executable from its warm-up and its steady-state runs (and their faults)."""
     samples, faults = steady
-    q = statistics.quantiles(samples, n=10) if len(samples) >= 2 else [samples[0]] * 9
+    p10, p90 = deciles(samples)
     phases = {}
     if counters is not None or "page faults" in warm.phases["first"]:
         rest = _delta({**(counters() if counters is not None else {})}, warm.after)
@@ -253,7 +254,7 @@ def timing_of(warm: Warm, steady: tuple, warmup: int, counters: Callable[[], dic
             rest["page faults"] = warm.later.get("page faults", 0) + faults
         rest["runs"] = max(warmup - 1, 0) + len(samples)
         phases = {**warm.phases, "steady": rest}
-    return Timing(warm.first, warm.second, statistics.median(samples), q[0], q[-1], len(samples), warmup, phases,
+    return Timing(warm.first, warm.second, statistics.median(samples), p10, p90, len(samples), warmup, phases,
                   tuple(samples), warm.third, interleaved)
 
 
@@ -271,9 +272,9 @@ def _delta(now: dict, then: dict) -> dict:
 
 
 def _spread(samples: list[float]) -> float:
-    q = statistics.quantiles(samples, n=10)
+    p10, p90 = deciles(samples)
     med = statistics.median(samples)
-    return (q[-1] - q[0]) / med if med else 0.0
+    return (p90 - p10) / med if med else 0.0
 
 
 class Timeout(Exception):

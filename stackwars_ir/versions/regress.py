@@ -15,7 +15,7 @@ from ..bench.staging import staged_values
 from ..bench.timing import Asked
 from ..capture import run
 from ..common.errors import StackwarsError
-from ..common.runstats import rounds_ratio
+from ..common.runstats import deciles, rounds_ratio
 from ..diff import diff_files, with_kernels, with_times
 from ..diff.block import PHASE_LABEL
 from ..ir.parse import mlir_context
@@ -269,9 +269,9 @@ def _pooled(rows):
     if bad is not None:
         return bad
     samples = tuple(x for r in rows for x in r.timing.samples)
-    deciles = statistics.quantiles(samples, n=10) if len(samples) > 1 else [samples[0]] * 9
+    p10, p90 = deciles(samples)
     timing = dataclasses.replace(rows[-1].timing, samples=samples, steady=statistics.median(samples),
-                                 p10=deciles[0], p90=deciles[-1], iterations=len(samples))
+                                 p10=p10, p90=p90, iterations=len(samples))
     return dataclasses.replace(rows[-1], timing=timing)
 
 
