@@ -115,10 +115,11 @@ import torch
 import torch_xla.core.xla_model as xm
 
 from stackwars_ir.models import gpt2
+from stackwars_ir.workload.train import OpNames
 
 model = gpt2.torch_model("tiny").to(xm.xla_device())
 ids = torch.from_numpy(np.random.default_rng(0).integers(0, 512, (2, 16))).to(xm.xla_device())
-with torch.no_grad():
+with torch.no_grad(), OpNames(model, phases=False):  # each op's metadata names its module (XLA_HLO_DEBUG=1)
     out = model(ids)
     xm.mark_step()
 '''
@@ -153,9 +154,16 @@ def test_xla_dumps_of_jax_and_torch_xla_are_read_and_the_jax_one_pairs_as_the_ca
     assert pairs == {b["label"] for b in json.loads(capture.read_text())["blocks"]}  # the capture's 14 pairs
     assert data["alignment"]["method"] == "key"
     xla_dump = _dump(tmp_path, "xla", TORCH_XLA_SCRIPT, {"XLA_SAVE_TENSORS_FILE": str(tmp_path / "graphs.txt"),
-                                                          "XLA_SAVE_TENSORS_FMT": "hlo"})
-    code, text, err = cli("diff", jax_dump, xla_dump)
-    assert code == 1 and "batch_norm_training" in text, err  # torch_xla's LayerNorm, as in its capture
+                                                          "XLA_SAVE_TENSORS_FMT": "hlo", "XLA_HLO_DEBUG": "1"})
+    both = tmp_path / "both.json"
+    code, text, err = cli("diff", jax_dump, xla_dump, "--json", both)
+    assert code == 1 and "batch_norm_training x5" in text, err  # torch_xla's LayerNorm, as in its capture
+    # The user's lazy run named by module (OpNames): the two dumps pair by key, block for block as the
+    # captures do, and torch_xla's own op scopes (`aten__add.2/aten__add`) are no module's blocks.
+    data = json.loads(both.read_text())
+    assert data["alignment"]["method"] == "key" and data["alignment"]["only_b"] == [], data["alignment"]
+    assert {b["label"] for b in data["blocks"]} == pairs
+    assert not any(b["name"].startswith("aten__") for b in data["alignment"]["only_a"] + data["alignment"]["only_b"])
     # torch_xla's saved graphs (HLO text, several graphs a file): each a module of its own
     code, text, err = cli("stats", tmp_path / "graphs.txt.0")
     assert code == 0 and f"graphs.txt.0#1" in text and "batch_norm_training" in text, err

@@ -251,6 +251,11 @@ def test_bad_bench_training_requests_get_one_line_and_exit_2(cli, tmp_path, args
     ("jit(step)/jvp(jit(log_softmax))/reduce_max", ("", "", "forward")),
     ("jit(forward)/h.3/attn/dot_general", ("h.3.attn", "", "")),
     ("jit(_take)/gather", ("", "", "")),
+    # torch_xla's own op scope in an XLA dump of a lazy graph (XLA_HLO_DEBUG=1) names an op, not a module:
+    # read as one, `aten__add.2` made a layer 2 "residual" block (issue 74)
+    ("aten__add.2/aten__add", ("", "", "")),
+    ("h.0.attn/aten__addmm", ("h.0.attn", "", "")),
+    ("jvp(h.0.mlp)/aten__mul.7/aten__mul", ("h.0.mlp", "", "forward")),
 ])
 def test_provenance_keeps_the_scope_a_transformation_wraps_and_names_the_phase(name, want):
     from stackwars_ir.ir.locations import provenance

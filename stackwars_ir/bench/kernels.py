@@ -23,9 +23,6 @@ from .planning import check_target, compiler_for, most_partitions
 
 # Entry instructions that move or name data rather than compute: not kernels.
 _NOT_KERNELS = {"parameter", "constant", "tuple", "get-tuple-element", "bitcast"}
-# torch_xla's XLA build keeps, in a lazy graph's metadata, the scope torch_xla gives an op of its
-# own (`aten__lerp.28/aten__lerp`): an op name, not a module path. (Its StableHLO export drops it.)
-_TORCH_XLA_SCOPE = re.compile(r"^aten__\w+(\.\d+)?$")
 _INSTRUCTION = re.compile(r"^\s*(?:ROOT\s+)?%?[\w.\-]+\s*=\s*\S.*?\s([\w\-]+)\(")
 
 
@@ -186,9 +183,7 @@ def _origin(line: str) -> tuple[str, str]:
     if not meta:
         return "", ""
     text = meta.group(1).encode().decode("unicode_escape")  # HLO escapes the name as C strings do
-    path, _, phase = provenance(text)
-    if _TORCH_XLA_SCOPE.match(path):  # torch_xla's own op scope (`aten__lerp.28/aten__lerp`): no module
-        path = ""
+    path, _, phase = provenance(text)  # torch_xla's own op scope (`aten__lerp.28/aten__lerp`): no module
     return path, phase
 
 

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import re
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -91,6 +92,9 @@ def _read_string(s: str, i: int) -> tuple[str, int]:
 
 
 _TORCH_XLA_BEGIN = "<XLA_MLIR_DEBUGINFO_BEGIN>"
+# torch_xla's XLA build keeps, in a lazy graph's metadata, the scope torch_xla gives an op of its own
+# (`aten__lerp.28/aten__lerp`): an op name, not a module path. (Its StableHLO export drops it.)
+TORCH_XLA_OP_SCOPE = re.compile(r"^aten__\w+(\.\d+)?$")
 _TORCH_XLA_END = "<XLA_MLIR_DEBUGINFO_END>"
 
 
@@ -110,7 +114,9 @@ def provenance(name: str | None) -> tuple[str, str, str]:
     if "/" not in name:
         return "", "", ""
     every = name.split("/")
-    parts = every[:-1]  # the last component is the primitive
+    # the last component is the primitive; torch_xla's own op scopes (`aten__add.2/aten__add`, in an XLA
+    # dump of a lazy graph made under XLA_HLO_DEBUG=1) name an op, not a module
+    parts = [p for p in every[:-1] if not TORCH_XLA_OP_SCOPE.match(p)]
     # ... or, for a call, the function it calls as transformed (`jvp(jit(log_softmax))`): it says
     # the phase too.
     phase = "backward" if any(p.startswith("transpose(") for p in every) else \
