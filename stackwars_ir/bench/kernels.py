@@ -183,7 +183,7 @@ def _origin(line: str) -> tuple[str, str]:
     if not meta:
         return "", ""
     text = meta.group(1).encode().decode("unicode_escape")  # HLO escapes the name as C strings do
-    path, _, phase = provenance(text)  # torch_xla's own op scope (`aten__lerp.28/aten__lerp`): no module
+    path, _, phase = provenance(text)  # no module for torch_xla's own op scopes (`aten__lerp.28/aten__lerp`)
     return path, phase
 
 

@@ -5,6 +5,7 @@ Within one set of runs the interval is a bootstrap's; across rounds, a 95% t-int
 from __future__ import annotations
 
 import random
+import statistics
 from collections.abc import Iterable, Sequence
 
 RESAMPLES = 1000
@@ -103,8 +104,6 @@ def median_ratio(a: Iterable[float], b: Iterable[float], seed: int = 0) -> tuple
     """(median(b) / median(a), low, high): the ratio of two sets of runs' medians, with the 2.5-97.5
     percentiles of that ratio over bootstrap resamples of each set on its own (runs of one worker,
     taken one set after the other: an interval over these runs, not across workers)."""
-    import statistics
-
     a, b = list(a), list(b)
     point = statistics.median(b) / statistics.median(a)
     rng = random.Random(seed)
@@ -164,10 +163,8 @@ def summed_runs(a: tuple, b: tuple) -> tuple:
 def deciles(values: Sequence[float]) -> tuple[float, float]:
     """(p10, p90) of one or more values, interpolated between the values themselves (statistics.
     quantiles' "inclusive" method, numpy.percentile's default): never outside the smallest and largest.
-    The "exclusive" default extrapolates under 9 values: of a block's host seconds over 3-5 runs it gave
+    The "exclusive" default extrapolates under 9 values: of a block's host seconds over 2 runs it gave
     a p10 below the smallest run, even below zero (issue 76's CI, test_host). Raises ValueError if empty."""
-    import statistics
-
     if not values:
         raise ValueError("deciles of no values")
     if len(values) == 1:

@@ -92,10 +92,10 @@ def _read_string(s: str, i: int) -> tuple[str, int]:
 
 
 _TORCH_XLA_BEGIN = "<XLA_MLIR_DEBUGINFO_BEGIN>"
+_TORCH_XLA_END = "<XLA_MLIR_DEBUGINFO_END>"
 # torch_xla's XLA build keeps, in a lazy graph's metadata, the scope torch_xla gives an op of its own
 # (`aten__lerp.28/aten__lerp`): an op name, not a module path. (Its StableHLO export drops it.)
 TORCH_XLA_OP_SCOPE = re.compile(r"^aten__\w+(\.\d+)?$")
-_TORCH_XLA_END = "<XLA_MLIR_DEBUGINFO_END>"
 
 
 def provenance(name: str | None) -> tuple[str, str, str]:
