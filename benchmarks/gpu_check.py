@@ -105,6 +105,15 @@ def cpu_host(models, rounds: int, size: str, folder: Path) -> None:
                 print(f"gpu_check: {name}: {got.get('error') or 'ok'}", file=sys.stderr, flush=True)
 
 
+def keep_host(measured: dict, size: str, folder: Path) -> None:
+    """Write MEASURED's rounds ({model: [bench report per round]}) to FOLDER as cpu_host names them
+    (MODEL-SIZE-rR.json): the dry run's host records, where measuring is cpu_host's bench already."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for m, reports in measured.items():
+        for r, got in enumerate(reports, 1):
+            (folder / f"{m}-{size}-r{r}.json").write_text(json.dumps(got) + "\n")
+
+
 def read_host(folder: Path, model: str, size: str) -> list[dict]:
     """The CPU host-work rounds of MODEL at SIZE: {kind: (steady, host)} per round."""
     out = []
@@ -186,7 +195,7 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=ROOT / "out" / "gpu-check")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--models", default=",".join(MODELS))
-    ap.add_argument("--dry-run", action="store_true", help="the CPU backend at tiny size, host records in --out")
+    ap.add_argument("--dry-run", action="store_true", help="the CPU backend at tiny size; its measured rounds are the host records")
     ap.add_argument("--cpu-host", action="store_true", help="make this machine's narrow host-work records (kept)")
     ap.add_argument("--page", action="store_true", help="then regenerate findings-gpu.md into --out")
     ap.add_argument("--budget", type=float, default=420.0, help="seconds the measurements may take (the GPU "
@@ -201,9 +210,9 @@ def main() -> None:
     backend, size, batch = ("cpu", "tiny", None) if a.dry_run else ("gpu", "base", 2)
     with tempfile.TemporaryDirectory() as d:
         host_folder, host_size = (Path(d) / "cpu-host", "tiny") if a.dry_run else (KEPT, "narrow")
-        if a.dry_run:  # this run's own host records, at the dry run's size (not kept)
-            cpu_host(models, a.rounds, host_size, host_folder)
         measured = measure(models, a.rounds, size, backend, a.out, batch, float("inf") if a.dry_run else a.budget)
+        if a.dry_run:  # the host records are the measured rounds themselves: the same CPU bench at tiny size
+            keep_host(measured, host_size, host_folder)
         from study import machine_line
 
         (a.out / "prediction.md").write_text(page(measured, host_folder, host_size, backend, size, machine_line()))

@@ -12,7 +12,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 
-@pytest.mark.slow  # four benches of GPT-2 tiny with every native runtime (about 3 minutes on 2 cores)
+@pytest.mark.slow  # two benches of GPT-2 tiny with every native runtime (the measured rounds are the host records)
 def test_the_gpu_checks_dry_run_predicts_and_measures_every_runtime_in_one_small_folder(tmp_path):
     out = tmp_path / "gpu-check"
     done = subprocess.run([sys.executable, "benchmarks/gpu_check.py", "--dry-run", "--models", "gpt2", "--rounds", "2",
