@@ -108,14 +108,17 @@ def _thresholds(time_pct, memory_pct, kernels):
               help="With MODEL: regress this PyTorch exporter's capture instead of the JAX side (both stacks "
                    "must hold torch and it: PyTorch stacks, docs/stacks.md).")
 @click.option("--no-time", is_flag=True, help="Compile and plan only; time nothing.")
+@click.option("--rounds", type=click.IntRange(min=3), default=5, show_default=True,
+              help="Time A and B in this many rounds, a fresh worker each; the B/A interval is taken across "
+                   "them (more rounds narrow it).")
 @click.option("--ci", is_flag=True, help="CI mode: first time A against a copy of itself the way A and B are timed "
                                          "(A/A), and widen --time by the noise it shows, so an unchanged program "
                                          "does not fail on this machine's noise (one more timing of A).")
 @json_option("the text")
 @markdown_option
 def regress_cmd(targets: tuple[str, ...], from_stack: str, to_stack: str, size: str, step: str, out_dir: Path,
-                time_pct: float, memory_pct: float, kernels: int, exporter: str | None, no_time: bool, ci: bool,
-                json_path: Path | None, md_path: Path | None) -> None:
+                time_pct: float, memory_pct: float, kernels: int, exporter: str | None, no_time: bool, rounds: int,
+                ci: bool, json_path: Path | None, md_path: Path | None) -> None:
     """MODEL (its JAX side, or --exporter's, captured under both stacks) or FILE_A FILE_B: what changed per
     block in the IR, the kernels XLA compiled, the time per block and the memory plan, A by --from's XLA, B
     by --to's.
@@ -130,11 +133,12 @@ def regress_cmd(targets: tuple[str, ...], from_stack: str, to_stack: str, size: 
     limits, a, b = _thresholds(time_pct, memory_pct, kernels), find(from_stack), find(to_stack)
     if len(targets) == 2:
         result = regress_files(Path(targets[0]), Path(targets[1]), a, b, limits, timing=not no_time, calibrate=ci,
-                               progress=progress)
+                               rounds=rounds, progress=progress)
     elif len(targets) == 1 and not targets[0].endswith((".mlir", ".mlirbc")):
         req = Request(targets[0], size, "torch" if exporter else "jax", step=step,
                       **({"exporters": (exporter,)} if exporter else {}))
-        result = regress_model(req, a, b, out_dir, limits, timing=not no_time, calibrate=ci, progress=progress)
+        result = regress_model(req, a, b, out_dir, limits, timing=not no_time, calibrate=ci, rounds=rounds,
+                               progress=progress)
     else:
         raise StackwarsError(f"regress {' '.join(targets)}: give a MODEL or two files", fix="e.g. regress gpt2 "
                              "--from jax-0.9.2, or regress A.mlir B.mlir")

@@ -131,12 +131,23 @@ class Regression:
                    Thresholds.from_json(d["thresholds"]), tuple(d.get("breaches") or ()))
 
 
+# A and B each timed this many times, taking turns, each round in a fresh worker process: a slow stretch
+# of the machine hits both, and no one process's placement (its core, its memory layout) weighs on a whole
+# side. The ratio's interval is taken across the rounds (runstats.rounds_ratio), so more rounds narrow it.
+# The default of regress --rounds.
+ROUNDS = 5
+
+
 def regress_files(file_a: Path, file_b: Path, stack_a: Stack, stack_b: Stack,
                   thresholds: Thresholds = Thresholds(), *, timing: bool = True, calibrate: bool = False,
-                  progress: Callable[[str], object] | None = None) -> Regression:
+                  rounds: int = ROUNDS, progress: Callable[[str], object] | None = None) -> Regression:
     """A compiled, timed and planned by stack_a's XLA, B by stack_b's; their IR diffed block by block.
-    `calibrate` (CI mode): A is first timed against a copy of itself, the way A and B are timed (in one
-    worker, or taking turns), and the time threshold is widened by the noise that A/A shows."""
+    `rounds` (3 or more): A and B are timed in this many rounds, a fresh worker each, the B/A interval
+    taken across them. `calibrate` (CI mode): A is first timed against a copy of itself, the way A and B
+    are timed (in one worker, or taking turns), and the time threshold is widened by the noise that A/A
+    shows. ValueError: fewer than 3 rounds."""
+    if rounds < 3:
+        raise ValueError(f"rounds={rounds}: an interval across rounds needs 3 or more")
 
     report = diff_files(file_a, file_b)
     result = report.result()
@@ -149,9 +160,9 @@ def regress_files(file_a: Path, file_b: Path, stack_a: Stack, stack_b: Stack,
     result = with_kernels(report, result, *kernels)
     time = memory = None
     if timing:
-        calibration = _calibration(file_a, stack_a, same_xla(stack_a, stack_b), progress) if calibrate else None
-        *rows, rounds = _timed_pair((file_a, stack_a), (file_b, stack_b), progress)
-        time = _time(rows, rounds)
+        calibration = _calibration(file_a, stack_a, same_xla(stack_a, stack_b), progress, rounds) if calibrate else None
+        *rows, medians = _timed_pair((file_a, stack_a), (file_b, stack_b), progress, rounds)
+        time = _time(rows, medians)
         if calibration is not None and "error" not in time:
             time["calibration"] = calibration
         if all(r.ok and r.profile is not None for r in rows):
@@ -192,19 +203,13 @@ def ops_digest(path: Path) -> str | None:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-# A and B each timed this many times, taking turns, each round in a fresh worker process: a slow stretch
-# of the machine hits both, and no one process's placement (its core, its memory layout) weighs on a whole
-# side. The ratio's interval is taken across the rounds (runstats.rounds_ratio), so more rounds narrow it.
-ROUNDS = 5
-
-
 def same_xla(a: Stack, b: Stack) -> bool:
     """Whether the two stacks compile and run with the same XLA: the same jax and jaxlib releases."""
     return all(a.versions.get(k) and a.versions.get(k) == b.versions.get(k) for k in ("jax", "jaxlib"))
 
 
-def _timed_pair(side_a, side_b, progress, together: bool | None = None) -> tuple:
-    """Each file's Executable, timed (and profiled, for time per block) by its stack's XLA, ROUNDS times,
+def _timed_pair(side_a, side_b, progress, rounds: int, together: bool | None = None) -> tuple:
+    """Each file's Executable, timed (and profiled, for time per block) by its stack's XLA, `rounds` times,
     a fresh worker each time, each side's steady samples pooled over its rounds. Where both stacks hold
     the same jax and jaxlib (a PyTorch stack beside the lock's jax), both files run in one worker of A's
     stack, interleaved run by run as `bench A B` runs them; otherwise the two stacks cannot share one
@@ -215,12 +220,12 @@ def _timed_pair(side_a, side_b, progress, together: bool | None = None) -> tuple
     got = [[], []]
     together = same_xla(side_a[1], side_b[1]) if together is None else together
     asked = Asked(profile=10)  # time per block: each round's steady state profiled
-    for r in range(ROUNDS):
+    for r in range(rounds):
         order = (0, 1) if r % 2 == 0 else (1, 0)
         if together:
             paths = [side_a[0], side_b[0]]
             if progress:
-                progress(f"{paths[0]} and {paths[1]}: timing together, round {r + 1} of {ROUNDS} ...")
+                progress(f"{paths[0]} and {paths[1]}: timing together, round {r + 1} of {rounds} ...")
             with Isolated(default_max_memory(), stack=side_a[1], stager=staged_values) as worker:
                 rows = worker.run(group_task([paths[i] for i in order], "cpu", None, asked), None)
             for i, row in zip(order, rows):
@@ -229,14 +234,14 @@ def _timed_pair(side_a, side_b, progress, together: bool | None = None) -> tuple
         for i in order:
             path, stack = side_a if i == 0 else side_b
             if progress:
-                progress(f"{path}: timing, round {r + 1} of {ROUNDS} ...")
+                progress(f"{path}: timing, round {r + 1} of {rounds} ...")
             with Isolated(default_max_memory(), stack=stack, stager=staged_values) as worker:
                 got[i].append(worker.run(file_task(path, "cpu", None, asked), None))
     return _pooled(got[0]), _pooled(got[1]), tuple(
         (a.timing.steady, b.timing.steady) for a, b in zip(*got) if a.ok and b.ok)
 
 
-def _calibration(path: Path, stack: Stack, together: bool, progress) -> dict:
+def _calibration(path: Path, stack: Stack, together: bool, progress, rounds: int) -> dict:
     """A against a copy of itself (A/A), timed as A and B are (`together` in one worker, else taking
     turns in fresh workers): its B/A interval across rounds, and the noise it shows (how far the
     interval reaches from 1 either way), by which CI mode widens the time threshold."""
@@ -251,8 +256,8 @@ def _calibration(path: Path, stack: Stack, together: bool, progress) -> dict:
             shutil.copyfile(side, again.with_suffix(".json"))
         if progress:
             progress(f"CI mode: timing {path} against itself ({'together' if together else 'taking turns'}) ...")
-        *rows, rounds = _timed_pair((path, stack), (again, stack), progress, together=together)
-    t = _time(rows, rounds)
+        *rows, medians = _timed_pair((path, stack), (again, stack), progress, rounds, together=together)
+    t = _time(rows, medians)
     if "error" in t:
         raise StackwarsError(f"CI mode: timing {path} against itself failed: {t['error']}")
     return {"ratio": t["ratio"], "low": t["low"], "high": t["high"], "rounds": t["rounds"],
@@ -349,8 +354,8 @@ def _judged(r: Regression) -> Regression:
 
 
 def regress_model(req: Request, stack_a: Stack, stack_b: Stack, out_dir: Path, thresholds: Thresholds = Thresholds(), *,
-                  timing: bool = True, calibrate: bool = False, progress: Callable[[str], object] | None = None,
-                  show: bool | None = None) -> Regression:
+                  timing: bool = True, calibrate: bool = False, rounds: int = ROUNDS,
+                  progress: Callable[[str], object] | None = None, show: bool | None = None) -> Regression:
     """Capture `req` (one side: JAX's, or one PyTorch exporter's) under both stacks into out_dir/STACK/,
     then regress_files."""
 
@@ -359,4 +364,4 @@ def regress_model(req: Request, stack_a: Stack, stack_b: Stack, out_dir: Path, t
         made = run(req, Path(out_dir) / s.name, force=True, show=show, stack=s)
         paths.append(next(p for p in made.files if p.suffix == ".mlir"))
     return regress_files(paths[0], paths[1], stack_a, stack_b, thresholds, timing=timing, calibrate=calibrate,
-                         progress=progress)
+                         rounds=rounds, progress=progress)
