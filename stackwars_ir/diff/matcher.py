@@ -111,6 +111,8 @@ def pair_ops(module_a: Module, ids_a: Iterable[int], module_b: Module, ids_b: It
             for px, py in zip(a.producers[x1], pb):
                 if px is not None and py is not None and px not in pair_ab and py not in pair_ba:
                     stack.append((px, py))
+    if len(pair_ab) in (len(a.order), len(b.order)):
+        return Pairing(a, b, pair_ab)  # one side wholly paired: nothing is left to pair (an unchanged block)
     # 2. identical downstream cones, among what is left
     da, db = a.down_fingerprints(), b.down_fingerprints()
     free_b = defaultdict(list)
