@@ -213,9 +213,12 @@ def _provenance(source: str) -> tuple[dict | None, str]:
             "host": sc.data.get("run", {}).get("host", {}).get("processor")}, ""
 
 
-def diff_modules(a: Module, b: Module, names: tuple[str, str] = ("A", "B"), mode: str = "auto") -> DiffReport:
+def diff_modules(a: Module, b: Module, names: tuple[str, str] = ("A", "B"), mode: str = "auto",
+                 cut: tuple[Segmentation | None, Segmentation | None] = (None, None)) -> DiffReport:
+    """The two modules segmented (`cut`: either side's segmentation already made, with this `mode` and
+    adapter_roles) and aligned block by block, each pair's facts and findings."""
     with no_gc():
-        return _diff_modules(a, b, names, mode)
+        return _diff_modules(a, b, names, mode, cut)
 
 
 def source(b: Block) -> str:
@@ -233,8 +236,13 @@ def adapter_roles(module: Module) -> tuple:
     a capture of a user's model diffs the same without the adapter file; for an older sidecar, the
     catalogue's entry of the model it names; none for a file without a sidecar."""
 
+    return _roles_at(module.source)
+
+
+def _roles_at(source: str) -> tuple:
+    """adapter_roles of the module read from `source` (a file, FILE#K)."""
     try:
-        side = read_sidecar(Path(module.source))
+        side = read_sidecar(Path(source))
         if side is None:
             return ()
         if isinstance(side.roles, dict):
@@ -245,12 +253,16 @@ def adapter_roles(module: Module) -> tuple:
     return tuple(sorted(entry.roles.items())) if entry else ()
 
 
-def _diff_modules(a: Module, b: Module, names: tuple[str, str], mode: str) -> DiffReport:
-    roles_a, roles_b = adapter_roles(a), adapter_roles(b)
-    # A side whose sidecar is gone or no longer matches (an edited copy of a capture) reads its
-    # module paths with the other side's words: the same words cut the same blocks.
-    roles_a, roles_b = roles_a or roles_b, roles_b or roles_a
-    sa, sb = segment(a, mode, roles_a), segment(b, mode, roles_b)
+def _roles(source_a: str, source_b: str) -> tuple[tuple, tuple]:
+    """Each side's adapter roles. A side whose sidecar is gone or no longer matches (an edited copy of
+    a capture) reads its module paths with the other side's words: the same words cut the same blocks."""
+    roles_a, roles_b = _roles_at(source_a), _roles_at(source_b)
+    return roles_a or roles_b, roles_b or roles_a
+
+
+def _diff_modules(a: Module, b: Module, names: tuple[str, str], mode: str, cut: tuple) -> DiffReport:
+    roles_a, roles_b = _roles(a.source, b.source)
+    sa, sb = cut[0] or segment(a, mode, roles_a), cut[1] or segment(b, mode, roles_b)
     al = align(sa, sb)
     diffs = []
     for blk_a, blk_b in al.pairs:
@@ -261,8 +273,18 @@ def _diff_modules(a: Module, b: Module, names: tuple[str, str], mode: str) -> Di
 
 
 def diff_files(path_a: str | Path, path_b: str | Path, mode: str = "auto") -> DiffReport:
-    a, b = load_single([path_a, path_b])
-    return diff_modules(a, b, side_names(path_a, path_b), mode)
+    """diff_modules of two files, parsed side by side: the module read first is segmented (and its
+    lines found) while the other is still being parsed. ParseError as ir.load_single."""
+    roles = _roles(str(path_a), str(path_b))
+    cut: dict = {}
+
+    def ready(i: int, module: Module) -> None:
+        if module.source == (str(path_a), str(path_b))[i]:  # the sidecar the roles were read from
+            cut[i] = segment(module, mode, roles[i])
+        source_lines(module)
+
+    a, b = load_single([path_a, path_b], ready=ready)
+    return diff_modules(a, b, side_names(path_a, path_b), mode, (cut.get(0), cut.get(1)))
 
 
 def side_names(path_a: str | Path, path_b: str | Path) -> tuple[str, str]:
@@ -380,7 +402,13 @@ def source_lines(module: Module) -> dict | None:
     """Op id -> (line number, the line as written) in the module's own file, matched op by op in
     program order; None when the file cannot be read or the match fails somewhere (a region printed
     in its compact form, `reduce ... applies stablehlo.add`, has no lines of its own: its ops get
-    none). The trailing location is dropped from each line."""
+    none). The trailing location is dropped from each line. Found once per module."""
+    if "source lines" not in module.scratch:
+        module.scratch["source lines"] = _source_lines(module)
+    return module.scratch["source lines"]
+
+
+def _source_lines(module: Module) -> dict | None:
     try:
         text = Path(module.source).read_text(errors="replace")
     except (OSError, ValueError):

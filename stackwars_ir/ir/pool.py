@@ -8,6 +8,7 @@ import atexit
 import contextlib
 import gc
 import os
+import queue
 import select
 import signal
 import subprocess
@@ -15,7 +16,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -371,10 +372,13 @@ def picked(path: str | Path) -> tuple[str, int | None]:
     return p, None
 
 
-def load(paths: Iterable[str | Path], jobs: int | None = None) -> list[ParseResult]:
+def load(paths: Iterable[str | Path], jobs: int | None = None,
+         ready: Callable[[int, ParseResult], object] | None = None) -> list[ParseResult]:
     """Parse every file, in order; `FILE#K` is module K of FILE alone (its source FILE#K). Each worker
     keeps one MLIR context for all its files (a context per file costs 10x); several workers (one
-    per core) share the files, and share a big file when there are fewer files than cores."""
+    per core) share the files, and share a big file when there are fewer files than cores.
+    `ready(i, result)`: called in this thread as each file's result arrives, while the workers go on
+    with the others (a caller's own work on the first file then overlaps the parse of the last)."""
     picks, refused = [], {}
     for i, p in enumerate(paths):
         try:
@@ -382,16 +386,23 @@ def load(paths: Iterable[str | Path], jobs: int | None = None) -> list[ParseResu
         except ParseError as e:  # DIR#NAME of a module the dump does not hold
             picks.append((str(p), None))
             refused[i] = ParseResult(str(p), error=e.one_line())
+    parsed = [i for i in range(len(picks)) if i not in refused]
+
+    def arrived(j: int, result: ParseResult) -> ParseResult:
+        i = parsed[j]
+        f, k = picks[i]
+        result = result if k is None else _module_k(result, f"{f}#{k}", k)
+        if ready is not None:
+            ready(i, result)
+        return result
+
+    if ready is not None:
+        for i, result in refused.items():
+            ready(i, result)
     with no_gc():
-        results = _load([f for i, (f, _) in enumerate(picks) if i not in refused], jobs)
-    out, read = [], iter(results)
-    for i, (f, k) in enumerate(picks):
-        if i in refused:
-            out.append(refused[i])
-            continue
-        result = next(read)
-        out.append(result if k is None else _module_k(result, f"{f}#{k}", k))
-    return out
+        results = _load([picks[i][0] for i in parsed], jobs, arrived)
+    by_index = dict(zip(parsed, results))
+    return [refused[i] if i in refused else by_index[i] for i in range(len(picks))]
 
 
 def _holds(result: ParseResult) -> str:
@@ -419,7 +430,9 @@ def compile_input(path: str | Path) -> tuple[bytes, str | bytes]:
     return data, compile_form(data, str(path), part=k)
 
 
-def _load(paths: list, jobs: int | None) -> list[ParseResult]:
+def _load(paths: list, jobs: int | None, arrived: Callable[[int, ParseResult], ParseResult]) -> list[ParseResult]:
+    """Each file's ParseResult, in order, as `arrived(i, result)` returns it (called in this thread as each
+    file's last part comes back)."""
     jobs = max(1, jobs or os.cpu_count() or 1)
     shares = [1] * len(paths)
     if len(paths) < jobs:
@@ -430,6 +443,7 @@ def _load(paths: list, jobs: int | None) -> list[ParseResult]:
     replies: dict = {}
     todo = iter(tasks)
     lock = threading.Lock()
+    done: queue.Queue = queue.Queue()  # a file index as each reply comes back, None as each drain ends
 
     def drain() -> None:
         parser = _POOL.take()
@@ -441,8 +455,16 @@ def _load(paths: list, jobs: int | None) -> list[ParseResult]:
                     return
                 i, part = task
                 replies[i, part[0]] = parser.request(paths[i], part)
+                done.put(i)
         finally:
             _POOL.give(parser)
+            done.put(None)
+
+    results: dict = {}
+
+    def collect(i: int) -> None:
+        if i not in results and all((i, j) in replies for j in range(shares[i])):
+            results[i] = arrived(i, _result(paths[i], [replies[i, j] for j in range(shares[i])]))
 
     workers = min(jobs, len(tasks))
     if workers <= 1:
@@ -451,17 +473,32 @@ def _load(paths: list, jobs: int | None) -> list[ParseResult]:
         threads = [threading.Thread(target=drain, daemon=True) for _ in range(workers)]
         for t in threads:
             t.start()
+        ended = 0
+        while ended < workers:
+            i = done.get()
+            if i is None:
+                ended += 1
+            else:
+                collect(i)
         for t in threads:
             t.join()
-    return [_result(p, [replies[i, j] for j in range(shares[i])]) for i, p in enumerate(paths)]
+    for i in range(len(paths)):
+        collect(i)
+    return [results[i] for i in range(len(paths))]
 
 
-def load_single(paths: Iterable[str | Path]) -> list[Module]:
+def load_single(paths: Iterable[str | Path], ready: Callable[[int, Module], object] | None = None) -> list[Module]:
     """The one module of each file, parsed side by side; `FILE#K` picks module K of a file of several
     (split by `// -----`, HLO modules, torch_xla's saved graphs: read as FILE#0, FILE#1, ...);
-    ParseError for the first that fails."""
+    ParseError for the first that fails. `ready(i, module)`: called as each file's module arrives (as
+    load's), for each file read as one module."""
+
+    def one(i: int, result: ParseResult) -> None:
+        if result.ok and len(result.modules) == 1:
+            ready(i, result.modules[0])
+
     modules = []
-    for result in load(paths):
+    for result in load(paths, ready=one if ready is not None else None):
         if not result.ok:
             raise ParseError(result.error)
         if len(result.modules) != 1:
