@@ -205,14 +205,8 @@ def diff_cmd(file_a: Path, file_b: Path, json_path: Path | None, md_path: Path |
 
     Exit code 0: nothing differs; 1: something differs; 2: bad input; 130: interrupted.
     """
-    import json
-
-    from ..bench.kernels import block_kernels
-    from ..bench.attach import block_times_from
-    from ..diff import diff_files
-    from ..report import diff_json, write_outputs
-    from ..report.explorer import check_target, write_explorer
-    from ..report.text import diff_text
+    from ..ir import no_gc
+    from ..report.explorer import check_target
 
     if explorer_dir is not None:
         check_target(explorer_dir)  # before the work: a folder in the way, Model Explorer missing
@@ -221,6 +215,23 @@ def diff_cmd(file_a: Path, file_b: Path, json_path: Path | None, md_path: Path |
 
         raise StackwarsError("--bench and --bench-profile both give each block's time", fix="give one of them")
     warn_sidecars((file_a, file_b))
+    with no_gc():  # the modules hold no cycles: the cyclic GC would rescan 100,000s of values (seconds)
+        _diff_cmd(file_a, file_b, mode, excerpts, ops, kernels, kernels_target, bench_path, device_profiles,
+                  json_path, md_path, html_path, explorer_dir)
+
+
+def _diff_cmd(file_a: Path, file_b: Path, mode: str, excerpts: bool, ops: bool, kernels: bool, kernels_target: str,
+              bench_path: Path | None, device_profiles: tuple, json_path: Path | None, md_path: Path | None,
+              html_path: Path | None, explorer_dir: Path | None) -> None:
+    import json
+
+    from ..bench.attach import block_times_from
+    from ..bench.kernels import block_kernels
+    from ..diff import diff_files
+    from ..report import diff_json, write_outputs
+    from ..report.explorer import write_explorer
+    from ..report.text import diff_text
+
     report = diff_files(file_a, file_b, mode)
     result = block_kernels(report, report.result(), (file_a, file_b), progress, kernels_target) if kernels \
         else report.result()
@@ -229,7 +240,7 @@ def diff_cmd(file_a: Path, file_b: Path, json_path: Path | None, md_path: Path |
         from ..bench.attach import block_times_from_profiles
 
         result = block_times_from_profiles(report, result, (file_a, file_b), device_profiles, progress)
-    emit(diff_text(result, excerpts=excerpts, ops=ops), diff_json(result), json_path,
+    emit(diff_text(result, excerpts=excerpts, ops=ops), lambda: diff_json(result), json_path,
          dumps=lambda d: json.dumps(d, indent=2) + "\n")
     for path in write_outputs(result, md_path=md_path, html_path=html_path):
         click.echo(f"wrote {path}", err=True)

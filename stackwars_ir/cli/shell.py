@@ -261,12 +261,16 @@ def _say(message: str) -> None:
 progress = Steps(_say)
 
 
-def emit(text: str | None, data: dict, json_path: Path | None, dumps: Callable[[dict], str] | None = None) -> None:
+def emit(text: str | None, data: dict | Callable[[], dict], json_path: Path | None,
+         dumps: Callable[[dict], str] | None = None) -> None:
     """The human text on stdout, and the JSON to a file; with `--json -` the JSON takes stdout and
-    the text goes to stderr, so `... --json - | jq` reads clean JSON."""
+    the text goes to stderr, so `... --json - | jq` reads clean JSON. `data` may be a function that
+    makes the JSON, called only when there is a --json to write (a big diff's takes seconds)."""
     from ..common.files import dump_json, write_atomic
 
     dumps, to_stdout = dumps or dump_json, json_path is not None and str(json_path) == "-"
+    if json_path is not None and callable(data):
+        data = data()
     if text is not None:
         click.echo(text, err=to_stdout)
     if to_stdout:

@@ -63,14 +63,107 @@ def match_blocks(module_a: Module, module_b: Module, blocks: Iterable[tuple[Iter
     """(op diffs, paired_a, paired_b) of every aligned pair of blocks ((ids_a, ids_b) each): each
     pair's operands judged against the pairs of all blocks, so an op reading another block's
     value reads its partner's. paired_a/paired_b: A's and B's paired op ids -> A's (ModuleChanges
-    reads them)."""
+    reads them). A diff of FORK_OPS ops or more is matched by two processes (fork_ops)."""
+    blocks = [(tuple(ia), tuple(ib)) for ia, ib in blocks]
+    if sum(len(ia) + len(ib) for ia, ib in blocks) >= fork_ops() and _may_fork():
+        got = _match_in_two(module_a, module_b, blocks, lines_a, lines_b, args_a, args_b)
+        if got is not None:
+            return got
     pairings = [pair_ops(module_a, ia, module_b, ib, args_a, args_b) for ia, ib in blocks]
+    paired_a, paired_b = _paired([p.pair_ab for p in pairings])
+    return tuple(judge(p, lines_a, lines_b, paired_a, paired_b) for p in pairings), paired_a, paired_b
+
+
+def _paired(pairs: list) -> tuple[dict, dict]:
+    """(paired_a, paired_b) of each block's pairs (A's op id -> B's), in block order."""
     paired_a, paired_b = {}, {}
-    for p in pairings:
-        for x, y in p.pair_ab.items():
+    for pair_ab in pairs:
+        for x, y in pair_ab.items():
             paired_a[x] = x
             paired_b[y] = x
-    return tuple(judge(p, lines_a, lines_b, paired_a, paired_b) for p in pairings), paired_a, paired_b
+    return paired_a, paired_b
+
+
+# A diff of this many ops (both sides' blocks together) or more is matched in two processes on Linux:
+# a child forked with both modules takes the second half of the block pairs. Each pair's pairing reads
+# only its two blocks, and each judgement the pairs of all blocks, which the two exchange in between,
+# so the result is the one process's. Measured on 2 cores, the ~110k-op pair of benchmarks/diff_speed.py:
+# match_blocks 8.5 s -> see docs/benchmarks.md. STACKWARS_IR_FORK_OPS sets it (0: never).
+FORK_OPS = 40_000
+FORK_OPS_ENV = "STACKWARS_IR_FORK_OPS"
+
+
+def fork_ops() -> float:
+    """The size from which match_blocks forks (FORK_OPS, or STACKWARS_IR_FORK_OPS; 0 or less: never)."""
+    import os
+
+    try:
+        n = int(os.environ.get(FORK_OPS_ENV, FORK_OPS))
+    except ValueError:
+        return FORK_OPS
+    return n if n > 0 else float("inf")
+
+
+def _may_fork() -> bool:
+    """Linux, two cores or more, and no other thread that a fork could copy in the middle of its work."""
+    import os
+    import sys
+    import threading
+
+    return sys.platform == "linux" and (os.cpu_count() or 1) >= 2 and threading.active_count() == 1
+
+
+def _match_in_two(module_a, module_b, blocks: list, lines_a, lines_b, args_a, args_b) -> tuple | None:
+    """match_blocks with the second half of `blocks` (by ops) in a forked child; None when the child
+    fails (the caller then matches them all itself)."""
+    import os
+    import pickle
+
+    total, cut, acc = sum(len(ia) + len(ib) for ia, ib in blocks), 0, 0
+    while cut < len(blocks) and acc < total / 2:
+        acc += len(blocks[cut][0]) + len(blocks[cut][1])
+        cut += 1
+    up_r, up_w = os.pipe()  # child -> parent: its pairs, then its op diffs
+    down_r, down_w = os.pipe()  # parent -> child: the parent's pairs
+    pid = os.fork()
+    if pid == 0:  # the child: nothing of the parent's (its output, its workers) is touched
+        code = 1
+        try:
+            os.close(up_r)
+            os.close(down_w)
+            with os.fdopen(up_w, "wb") as up, os.fdopen(down_r, "rb") as down:
+                mine = [pair_ops(module_a, ia, module_b, ib, args_a, args_b) for ia, ib in blocks[cut:]]
+                pickle.dump([p.pair_ab for p in mine], up, protocol=pickle.HIGHEST_PROTOCOL)
+                up.flush()
+                paired_a, paired_b = _paired(pickle.load(down) + [p.pair_ab for p in mine])
+                pickle.dump([judge(p, lines_a, lines_b, paired_a, paired_b) for p in mine], up,
+                            protocol=pickle.HIGHEST_PROTOCOL)
+            code = 0
+        finally:
+            os._exit(code)
+    os.close(up_w)
+    os.close(down_r)
+    up, down = os.fdopen(up_r, "rb"), os.fdopen(down_w, "wb")
+    try:
+        mine = [pair_ops(module_a, ia, module_b, ib, args_a, args_b) for ia, ib in blocks[:cut]]
+        try:
+            theirs = pickle.load(up)
+            pickle.dump([p.pair_ab for p in mine], down, protocol=pickle.HIGHEST_PROTOCOL)
+            down.close()
+        except (EOFError, OSError, pickle.UnpicklingError):
+            return None
+        paired_a, paired_b = _paired([p.pair_ab for p in mine] + theirs)
+        diffs = [judge(p, lines_a, lines_b, paired_a, paired_b) for p in mine]
+        try:
+            diffs += pickle.load(up)
+        except (EOFError, OSError, pickle.UnpicklingError):
+            return None
+        return tuple(diffs), paired_a, paired_b
+    finally:
+        up.close()
+        if not down.closed:
+            down.close()
+        os.waitpid(pid, 0)
 
 
 def pair_ops(module_a: Module, ids_a: Iterable[int], module_b: Module, ids_b: Iterable[int],
