@@ -1,4 +1,4 @@
 """`python -m stackwars_ir.cli`: the command line (benchmarks/ run it so, with their interpreter)."""
-from .commands import main
+from . import main
 
 main()

@@ -11,7 +11,8 @@ from .. import __version__
 from ..common.errors import EXIT_DIFFERENT
 from ..common.targets import ESTIMATED, TPUS, names
 from .shell import (Group, adapters_option, batches_option, emit, estimate_options, finish, fitted_request, has,
-                    json_option, limits_options, markdown_option, mode_option, model_options, model_or_files, progress,
+                    json_option, limits_options, markdown_option, mode_option, model_options, model_or_files,
+                    only_memory_left, progress,
                     request, set_env_for_command, stack_option, use_adapters, warn_sidecars)
 
 if TYPE_CHECKING:
@@ -247,6 +248,7 @@ def _diff_cmd(file_a: Path, file_b: Path, mode: str, excerpts: bool, ops: bool, 
     if explorer_dir is not None:
         written = write_explorer(report, result, explorer_dir)
         click.echo(f"wrote {len(written)} files to {explorer_dir} (open: see {explorer_dir / 'README.md'})", err=True)
+    only_memory_left()
     sys.exit(EXIT_DIFFERENT if result.differs else 0)
 
 

@@ -54,6 +54,27 @@ class Group(click.Group):
             _exit_now(EXIT_INTERRUPTED)
 
 
+# Set by a command whose every output is written and whose work left only memory to free (diff): the
+# console script then exits without the interpreter's teardown (1.3 s of a ~110k-op diff's 24 s, measured).
+_ONLY_MEMORY_LEFT = {"flag": False}
+
+
+def only_memory_left() -> None:
+    """Say that this command's outputs are all written and nothing is left but memory to free."""
+    _ONLY_MEMORY_LEFT["flag"] = True
+
+
+def console(group: click.Group) -> None:
+    """Run `group` as the console script does; after a command that called only_memory_left(), exit
+    with its code without the interpreter's teardown (_exit_now: exit handlers run, streams flushed)."""
+    try:
+        group()
+    except SystemExit as e:
+        if _ONLY_MEMORY_LEFT["flag"] and isinstance(e.code, int):
+            _exit_now(e.code)
+        raise
+
+
 def _exit_now(code: int) -> None:
     """Exit without the interpreter's shutdown. After a Ctrl-C, a framework's native thread cut short
     (XLA's, torch's) can abort that shutdown ("terminate called after throwing an instance of ''",
