@@ -234,8 +234,10 @@ def _diff_cmd(file_a: Path, file_b: Path, mode: str, excerpts: bool, ops: bool, 
     from ..report.text import diff_text
 
     report = diff_files(file_a, file_b, mode)
-    result = block_kernels(report, report.result(), (file_a, file_b), progress, kernels_target) if kernels \
-        else report.result()
+    # each block's IR excerpts: for --excerpts and the files that show them (the text alone shows none)
+    shown = "all" if excerpts or any(p is not None for p in (json_path, md_path, html_path, explorer_dir)) else "none"
+    result = block_kernels(report, report.result(shown), (file_a, file_b), progress, kernels_target) if kernels \
+        else report.result(shown)
     result = block_times_from(report, result, bench_path) if bench_path else result
     if device_profiles:
         from ..bench.attach import block_times_from_profiles
@@ -248,7 +250,7 @@ def _diff_cmd(file_a: Path, file_b: Path, mode: str, excerpts: bool, ops: bool, 
     if explorer_dir is not None:
         written = write_explorer(report, result, explorer_dir)
         click.echo(f"wrote {len(written)} files to {explorer_dir} (open: see {explorer_dir / 'README.md'})", err=True)
-    only_memory_left()
+    only_memory_left(report, result)
     sys.exit(EXIT_DIFFERENT if result.differs else 0)
 
 

@@ -80,22 +80,27 @@ class DiffReport:
     def result(self, excerpts: str = "all") -> DiffResult:
         """The typed result every rendering reads: everything found, without the live modules.
         excerpts: "all" blocks' IR excerpts (a saved result, the HTML: its graph view shows any
-        block's), or only the first block of each role's ("first_of_role": what the Markdown shows)."""
+        block's), only the first block of each role's ("first_of_role": what the Markdown shows), or
+        "none" (what the text shows without --excerpts). ValueError for another word."""
+        if excerpts not in ("all", "first_of_role", "none"):
+            raise ValueError(f"excerpts={excerpts!r}: all, first_of_role or none")
         with no_gc():  # 100,000s of long-lived values made: the cyclic GC would rescan the modules (10%)
             return self._result(excerpts)
 
     def _result(self, excerpts: str) -> DiffResult:
         lines_a, lines_b = source_lines(self.a.module), source_lines(self.b.module)
-        shown = set(range(len(self.blocks))) if excerpts == "all" else \
+        shown = set(range(len(self.blocks))) if excerpts == "all" else set() if excerpts == "none" else \
             set(first_of_each_role(d.a.role for d in self.blocks))
         blocks = []
         ids = [(_op_ids(d.a), _op_ids(d.b)) for d in self.blocks]
         args_a, args_b = argument_identities(self.a.module, self.b.module)
-        # the programs first: their op signatures, derived once per module, are then the matcher's too
-        # (and a child it forks inherits them)
-        program_a, program_b = Program(self.a.module, args_a), Program(self.b.module, args_b)
-        op_diffs, paired_a, paired_b = match_blocks(self.a.module, self.b.module, ids, lines_a, lines_b,
-                                                    args_a, args_b)
+        # the whole programs' fingerprints, while the matcher's forked child pairs its share of the blocks
+        # (their op signatures, derived once per module, are then this process's matcher's too)
+        programs = []
+        op_diffs, paired_a, paired_b = match_blocks(
+            self.a.module, self.b.module, ids, lines_a, lines_b, args_a, args_b,
+            meanwhile=lambda: programs.extend((Program(self.a.module, args_a), Program(self.b.module, args_b))))
+        program_a, program_b = programs
         interface = interface_changes(program_a, program_b, args_a, args_b, paired_a, paired_b, lines_a, lines_b)
         same = not interface and program_a.print == program_b.print
         for i, d in enumerate(self.blocks):

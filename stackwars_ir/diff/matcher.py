@@ -22,7 +22,7 @@ An op in a region (a reduce's body) follows the op that holds it.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from ..ir.model import Module
@@ -59,16 +59,27 @@ def match_ops(module_a: Module, ids_a: Iterable[int], module_b: Module, ids_b: I
 
 def match_blocks(module_a: Module, module_b: Module, blocks: Iterable[tuple[Iterable[int], Iterable[int]]],
                  lines_a: dict | None = None, lines_b: dict | None = None, args_a: dict | None = None,
-                 args_b: dict | None = None) -> tuple:
+                 args_b: dict | None = None, meanwhile: Callable[[], object] | None = None) -> tuple:
     """(op diffs, paired_a, paired_b) of every aligned pair of blocks ((ids_a, ids_b) each): each
     pair's operands judged against the pairs of all blocks, so an op reading another block's
     value reads its partner's. paired_a/paired_b: A's and B's paired op ids -> A's (ModuleChanges
-    reads them). A diff of FORK_OPS ops or more is matched by two processes (fork_ops)."""
+    reads them). A diff of FORK_OPS ops or more is matched by two processes (fork_ops).
+    `meanwhile`: other work of the caller's, called once in this process before its own pairing (while
+    a forked child pairs its share)."""
     blocks = [(tuple(ia), tuple(ib)) for ia, ib in blocks]
+    called = [meanwhile is None]
+
+    def other_work() -> None:
+        if not called[0]:
+            called[0] = True
+            meanwhile()
+
     if sum(len(ia) + len(ib) for ia, ib in blocks) >= fork_ops() and _may_fork():
-        got = _match_in_two(module_a, module_b, blocks, lines_a, lines_b, args_a, args_b)
+        got = _match_in_two(module_a, module_b, blocks, lines_a, lines_b, args_a, args_b, other_work,
+                            CHILD_SHARE if meanwhile is not None else 0.5)
         if got is not None:
             return got
+    other_work()
     pairings = [pair_ops(module_a, ia, module_b, ib, args_a, args_b) for ia, ib in blocks]
     paired_a, paired_b = _paired([p.pair_ab for p in pairings])
     return tuple(judge(p, lines_a, lines_b, paired_a, paired_b) for p in pairings), paired_a, paired_b
@@ -91,6 +102,9 @@ def _paired(pairs: list) -> tuple[dict, dict]:
 # match_blocks 8.5 s -> see docs/benchmarks.md. STACKWARS_IR_FORK_OPS sets it (0: never).
 FORK_OPS = 40_000
 FORK_OPS_ENV = "STACKWARS_IR_FORK_OPS"
+# The child's share of the ops when the parent has other work meanwhile (diff's whole-program
+# fingerprints, about a third of the matching's time): balanced on that ~110k-op pair.
+CHILD_SHARE = 0.65
 
 
 def fork_ops() -> float:
@@ -113,14 +127,16 @@ def _may_fork() -> bool:
     return sys.platform == "linux" and (os.cpu_count() or 1) >= 2 and threading.active_count() == 1
 
 
-def _match_in_two(module_a, module_b, blocks: list, lines_a, lines_b, args_a, args_b) -> tuple | None:
-    """match_blocks with the second half of `blocks` (by ops) in a forked child; None when the child
-    fails (the caller then matches them all itself)."""
+def _match_in_two(module_a, module_b, blocks: list, lines_a, lines_b, args_a, args_b, meanwhile: Callable[[], None],
+                  share: float) -> tuple | None:
+    """match_blocks with the last `share` of `blocks` (by ops) in a forked child, `meanwhile()` called
+    here before this process's own pairing; None when the child fails (the caller then matches them
+    all itself)."""
     import os
     import pickle
 
     total, cut, acc = sum(len(ia) + len(ib) for ia, ib in blocks), 0, 0
-    while cut < len(blocks) and acc < total / 2:
+    while cut < len(blocks) and acc < total * (1 - share):
         acc += len(blocks[cut][0]) + len(blocks[cut][1])
         cut += 1
     up_r, up_w = os.pipe()  # child -> parent: its pairs, then its op diffs
@@ -145,6 +161,7 @@ def _match_in_two(module_a, module_b, blocks: list, lines_a, lines_b, args_a, ar
     os.close(down_r)
     up, down = os.fdopen(up_r, "rb"), os.fdopen(down_w, "wb")
     try:
+        meanwhile()
         mine = [pair_ops(module_a, ia, module_b, ib, args_a, args_b) for ia, ib in blocks[:cut]]
         try:
             theirs = pickle.load(up)

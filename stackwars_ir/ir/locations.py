@@ -116,7 +116,7 @@ def provenance(name: str | None) -> tuple[str, str, str]:
     every = name.split("/")
     # the last component is the primitive; torch_xla's own op scopes (`aten__add.2/aten__add`, in an XLA
     # dump of a lazy graph made under XLA_HLO_DEBUG=1) name an op, not a module
-    parts = [p for p in every[:-1] if not TORCH_XLA_OP_SCOPE.match(p)]
+    parts = [p for p in every[:-1] if not (p.startswith("aten__") and TORCH_XLA_OP_SCOPE.match(p))]
     # ... or, for a call, the function it calls as transformed (`jvp(jit(log_softmax))`): it says
     # the phase too.
     phase = "backward" if any(p.startswith("transpose(") for p in every) else \
