@@ -332,3 +332,13 @@ def test_a_diff_matched_in_two_processes_is_the_one_process_diff(tmp_path, model
         got[n] = (out.read_text(), done.stdout)
     assert got["0"] == got["1"]
     assert json.loads(got["1"][0])["blocks"] and "matched" in got["1"][1]
+
+
+def test_the_matcher_forks_only_beside_no_framework_runtime():
+    """A process that loaded JAX (its runtime's threads) is never forked: JAX warns that may deadlock."""
+    import subprocess
+    import sys
+
+    code = "from stackwars_ir.diff.matcher import _may_fork; a = _may_fork(); import jax; print(a, _may_fork())"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.stdout.split() == ["True", "False"], done.stderr[-500:]

@@ -4,14 +4,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-import numpy as np
-
 from .errors import BenchError, MissingExtra
 from .resources import ELIDED_FIX, elided_words, inline
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
     from contextlib import AbstractContextManager
+
+    import numpy as np
 
     from jaxlib._hlo import HloModule
     from jaxlib._jax import CompiledMemoryStats
@@ -318,6 +318,7 @@ def partitioned_options(n: int, devices: Sequence[Device], shardy: bool = True) 
     """XLA's compile options for SPMD partitioning over `devices`: Shardy for a module with Shardy's
     attributes (JAX's), GSPMD's partitioner for one with `mhlo.sharding` alone (torch_xla's: measured,
     Shardy compiled it unpartitioned, every device holding whole arguments)."""
+    import numpy as np
     from jax._src import compiler
 
     options = compiler.get_compile_options(num_replicas=1, num_partitions=n,

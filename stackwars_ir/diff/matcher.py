@@ -119,12 +119,15 @@ def fork_ops() -> float:
 
 
 def _may_fork() -> bool:
-    """Linux, two cores or more, and no other thread that a fork could copy in the middle of its work."""
+    """Linux, two cores or more, this process's one Python thread, and no framework with a runtime of
+    its own loaded (JAX, PyTorch, TensorFlow, Ray: their native threads may hold a lock a forked child
+    would wait on forever; JAX warns so). numpy's BLAS threads are fork-safe (pthread_atfork)."""
     import os
     import sys
     import threading
 
-    return sys.platform == "linux" and (os.cpu_count() or 1) >= 2 and threading.active_count() == 1
+    return sys.platform == "linux" and (os.cpu_count() or 1) >= 2 and threading.active_count() == 1 and \
+        not any(m in sys.modules for m in ("jax", "torch", "tensorflow", "ray"))
 
 
 def _match_in_two(module_a, module_b, blocks: list, lines_a, lines_b, args_a, args_b, meanwhile: Callable[[], None],
