@@ -98,8 +98,9 @@ def _paired(pairs: list) -> tuple[dict, dict]:
 # A diff of this many ops (both sides' blocks together) or more is matched in two processes on Linux:
 # a child forked with both modules takes the second half of the block pairs. Each pair's pairing reads
 # only its two blocks, and each judgement the pairs of all blocks, which the two exchange in between,
-# so the result is the one process's. Measured on 2 cores, the ~110k-op pair of benchmarks/diff_speed.py:
-# match_blocks 8.5 s -> see docs/benchmarks.md. STACKWARS_IR_FORK_OPS sets it (0: never).
+# so the result is the one process's. On 2 cores, the ~110k-op pair of benchmarks/diff_speed.py: pairing,
+# judging and the whole-program fingerprints 5.9 s -> 3.4-5.4 s (docs/benchmarks.md, "Diff").
+# STACKWARS_IR_FORK_OPS sets it (0: never).
 FORK_OPS = 40_000
 FORK_OPS_ENV = "STACKWARS_IR_FORK_OPS"
 # The child's share of the ops when the parent has other work meanwhile (diff's whole-program
