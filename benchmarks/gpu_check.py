@@ -25,7 +25,6 @@ import argparse
 import datetime
 import json
 import lzma
-import statistics
 import subprocess
 import sys
 import tempfile
