@@ -336,9 +336,11 @@ def test_a_diff_matched_in_two_processes_is_the_one_process_diff(tmp_path, model
 
 def test_the_matcher_forks_only_beside_no_framework_runtime():
     """A process that loaded JAX (its runtime's threads) is never forked: JAX warns that may deadlock."""
+    import os
     import subprocess
     import sys
 
     code = "from stackwars_ir.diff.matcher import _may_fork; a = _may_fork(); import jax; print(a, _may_fork())"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
-    assert done.stdout.split() == ["True", "False"], done.stderr[-500:]
+    alone = sys.platform == "linux" and (os.cpu_count() or 1) >= 2  # before jax: it may fork (a 1-core machine never)
+    assert done.stdout.split() == [str(alone), "False"], done.stderr[-500:]
