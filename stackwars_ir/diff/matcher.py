@@ -67,19 +67,14 @@ def match_blocks(module_a: Module, module_b: Module, blocks: Iterable[tuple[Iter
     `meanwhile`: other work of the caller's, called once in this process before its own pairing (while
     a forked child pairs its share)."""
     blocks = [(tuple(ia), tuple(ib)) for ia, ib in blocks]
-    called = [meanwhile is None]
-
-    def other_work() -> None:
-        if not called[0]:
-            called[0] = True
-            meanwhile()
-
     if sum(len(ia) + len(ib) for ia, ib in blocks) >= fork_ops() and _may_fork():
-        got = _match_in_two(module_a, module_b, blocks, lines_a, lines_b, args_a, args_b, other_work,
-                            CHILD_SHARE if meanwhile is not None else 0.5)
+        # meanwhile() is the parent's first step there: called, whether or not the child then fails
+        got = _match_in_two(module_a, module_b, blocks, lines_a, lines_b, args_a, args_b,
+                            meanwhile or (lambda: None), CHILD_SHARE if meanwhile is not None else 0.5)
         if got is not None:
             return got
-    other_work()
+    elif meanwhile is not None:
+        meanwhile()
     pairings = [pair_ops(module_a, ia, module_b, ib, args_a, args_b) for ia, ib in blocks]
     paired_a, paired_b = _paired([p.pair_ab for p in pairings])
     return tuple(judge(p, lines_a, lines_b, paired_a, paired_b) for p in pairings), paired_a, paired_b
@@ -96,7 +91,7 @@ def _paired(pairs: list) -> tuple[dict, dict]:
 
 
 # A diff of this many ops (both sides' blocks together) or more is matched in two processes on Linux:
-# a child forked with both modules takes the second half of the block pairs. Each pair's pairing reads
+# a child forked with both modules takes its share of the block pairs. Each pair's pairing reads
 # only its two blocks, and each judgement the pairs of all blocks, which the two exchange in between,
 # so the result is the one process's. On 2 cores, the ~110k-op pair of benchmarks/diff_speed.py: pairing,
 # judging and the whole-program fingerprints 5.9 s -> 3.4-5.4 s (docs/benchmarks.md, "Diff").
