@@ -103,12 +103,12 @@ FINDINGS := docs/findings$(if $(filter cpu,$(BACKEND)),,-$(BACKEND)).md
 docs: setup
 	$(BIN)/python -m stackwars_ir.cli.reference > docs/cli.md.tmp && mv docs/cli.md.tmp docs/cli.md
 findings: findings-main $(if $(filter cpu,$(BACKEND)),findings-memory findings-programs findings-zoo findings-host)
-# A sweep of benchmarks/grids/findings.toml into out/sweeps/findings (killed, it resumes; timed jobs run
-# last, one at a time), then the page from its records (`benchmarks/findings.py --render`: without recomputing).
+# A sweep of study/grids/findings.toml into out/sweeps/findings (killed, it resumes; timed jobs run
+# last, one at a time), then the page from its records (`python -m study.run.findings --render`: without recomputing).
 # Its records are kept in benchmarks/records/findings (xz): restored before it runs, the finished ones added
 # after, so it resumes on a fresh machine (timed jobs again where the kind of machine differs); commit them.
 findings-main: setup-tpu
-	$(BIN)/python benchmarks/findings.py --backend $(BACKEND) > $(FINDINGS).tmp && mv $(FINDINGS).tmp $(FINDINGS)
+	$(BIN)/python -m study.run.findings --backend $(BACKEND) > $(FINDINGS).tmp && mv $(FINDINGS).tmp $(FINDINGS)
 
 # GPT-2 and LLaMA tiny under the last release of each of the three JAX minor lines before the lock's
 # (version stacks, made once in ~/.cache/stackwars-ir/stacks, about 900 MB each; 10-15 minutes here);
@@ -116,41 +116,41 @@ findings-main: setup-tpu
 # (two PyTorch stacks, about 7.8 GB each); then the previous lock against the lock (a PyTorch stack made
 # with Python 3.11: pyenv's or python3.11 on PATH).
 findings-versions: setup
-	$(BIN)/python benchmarks/findings_versions.py > docs/findings-versions.md.tmp && mv docs/findings-versions.md.tmp docs/findings-versions.md
-	$(BIN)/python benchmarks/findings_versions.py --pytorch > docs/findings-versions-torch.md.tmp && mv docs/findings-versions-torch.md.tmp docs/findings-versions-torch.md
-	$(BIN)/python benchmarks/findings_versions.py --torchax > docs/findings-versions-torchax.md.tmp && mv docs/findings-versions-torchax.md.tmp docs/findings-versions-torchax.md
-	$(BIN)/python benchmarks/findings_versions.py --upgrade > docs/findings-upgrade.md.tmp && mv docs/findings-upgrade.md.tmp docs/findings-upgrade.md
+	$(BIN)/python -m study.run.versions > docs/findings-versions.md.tmp && mv docs/findings-versions.md.tmp docs/findings-versions.md
+	$(BIN)/python -m study.run.versions --pytorch > docs/findings-versions-torch.md.tmp && mv docs/findings-versions-torch.md.tmp docs/findings-versions-torch.md
+	$(BIN)/python -m study.run.versions --torchax > docs/findings-versions-torchax.md.tmp && mv docs/findings-versions-torchax.md.tmp docs/findings-versions-torchax.md
+	$(BIN)/python -m study.run.versions --upgrade > docs/findings-upgrade.md.tmp && mv docs/findings-upgrade.md.tmp docs/findings-upgrade.md
 
 # The study's OOM rows recomputed by the TPU v6e compiler, on this machine (after `make setup-tpu`): a sweep of
-# benchmarks/grids/findings-memory.toml into out/sweeps/findings-memory (killed, it resumes), then the page.
+# study/grids/findings-memory.toml into out/sweeps/findings-memory (killed, it resumes), then the page.
 findings-memory: setup-tpu
-	$(BIN)/python benchmarks/findings_memory.py > docs/findings-memory.md.tmp && mv docs/findings-memory.md.tmp docs/findings-memory.md
+	$(BIN)/python -m study.run.memory > docs/findings-memory.md.tmp && mv docs/findings-memory.md.tmp docs/findings-memory.md
 
 # What scanning and rematerializing the layers cost or save: LLaMA-3.1-8B's training step on a TPU v6e
 # chip (compile-only, after `make setup-tpu`) and LLaMA tiny on XLA CPU, JAX and torch_xla (minutes): a sweep
-# of benchmarks/grids/findings-programs.toml into out/sweeps/findings-programs, then the page from its records.
+# of study/grids/findings-programs.toml into out/sweeps/findings-programs, then the page from its records.
 findings-programs: setup-tpu
-	$(BIN)/python benchmarks/findings_programs.py > docs/findings-programs.md.tmp && mv docs/findings-programs.md.tmp docs/findings-programs.md
+	$(BIN)/python -m study.run.programs > docs/findings-programs.md.tmp && mv docs/findings-programs.md.tmp docs/findings-programs.md
 
-# Every architecture of benchmarks/grids/zoo.toml through torch_xla and torchax, tiny, forward and
+# Every architecture of study/grids/zoo.toml through torch_xla and torchax, tiny, forward and
 # training step, as a resumable sweep into out/sweeps/zoo (killed, it resumes; about 45 minutes here with
 # one round of benches: three rounds add two more rounds of its 60 timed benches, not measured yet).
-# The study's timing protocols measured in three rounds of fresh processes (benchmarks/host_protocols.py,
+# The study's timing protocols measured in three rounds of fresh processes (study/run/protocols.py,
 # records kept in benchmarks/records/host-protocols; about 47 minutes here), then the study's table
 # predicted for its TPU v6e from host phases measured here and the v6e compiler's estimates
 # (docs/findings-host.md; records under out/findings-host, never recomputed, kept in
 # benchmarks/records/host with the day and commit each was made at; about 25 minutes).
 findings-host: setup-tpu
-	$(BIN)/python benchmarks/findings_host.py > docs/findings-host.md.tmp && mv docs/findings-host.md.tmp docs/findings-host.md
+	$(BIN)/python -m study.run.host > docs/findings-host.md.tmp && mv docs/findings-host.md.tmp docs/findings-host.md
 
 # What the study's three IR differences cost: GPT-2 and BERT at base, forward and training step, each
 # torch_xla capture rewritten into JAX's form (stackwars-ir ablate) and timed in 3 rounds of fresh
 # workers (docs/findings-ablations.md; records kept in benchmarks/records/ablations, never recomputed).
 findings-ablations: setup
-	$(BIN)/python benchmarks/findings_ablations.py > docs/findings-ablations.md.tmp && mv docs/findings-ablations.md.tmp docs/findings-ablations.md
+	$(BIN)/python -m study.run.ablations > docs/findings-ablations.md.tmp && mv docs/findings-ablations.md.tmp docs/findings-ablations.md
 
 findings-zoo: setup
-	$(BIN)/python benchmarks/findings_zoo.py > docs/findings-zoo.md.tmp && mv docs/findings-zoo.md.tmp docs/findings-zoo.md
+	$(BIN)/python -m study.run.zoo > docs/findings-zoo.md.tmp && mv docs/findings-zoo.md.tmp docs/findings-zoo.md
 
 # 100,000 mutated StableHLO inputs through parse, stats and segmentation (about 6 minutes here).
 fuzz: setup

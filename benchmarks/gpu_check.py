@@ -10,7 +10,7 @@ What runs, each bench a fresh process (`stackwars-ir bench MODEL --baselines jax
      --cpu-host here) plus the GPU's kernel time: from overlapped (the longer) to serial (the sum); each
      figure the geometric mean of its rounds with its 95% interval; the prediction's verdict per cell;
   3. with --page (on a GPU, after the rest is saved): docs/findings-gpu.md regenerated into the folder by
-     `benchmarks/findings.py --backend gpu`, for as long as --page-budget allows (finished jobs are kept).
+     `python -m study.run.findings --backend gpu`, for as long as --page-budget allows (finished jobs are kept).
 The ablation and profile-import GPU checks are not built (profiles of GPU planes are refused, issue 74);
 the page says so.
 
@@ -218,7 +218,7 @@ def main() -> None:
     print((a.out / "prediction.md").read_text())
     if a.page and not a.dry_run:
         try:
-            done = subprocess.run([sys.executable, "benchmarks/findings.py", "--backend", "gpu"], cwd=ROOT,
+            done = subprocess.run([sys.executable, "study/run/findings.py", "--backend", "gpu"], cwd=ROOT,
                                   capture_output=True, text=True, timeout=a.page_budget)
             (a.out / "findings-gpu.md").write_text(done.stdout)
         except subprocess.TimeoutExpired:

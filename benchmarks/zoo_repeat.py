@@ -2,7 +2,7 @@
 
     python benchmarks/zoo_repeat.py OLD.md NEW.md   # e.g. OLD from `git show REV:docs/findings-zoo.md`
 
-Each page is docs/findings-zoo.md as `make findings-zoo` wrote it (benchmarks/findings_zoo.py); its
+Each page is docs/findings-zoo.md as `make findings-zoo` wrote it (study/run/zoo.py); its
 tables give each architecture's steady-state ratio torchax/torch_xla, and its verdict: faster (under
 1 - SAME), slower (over 1 + SAME) or the same. Prints, per step: how many verdicts changed between the
 two runs, which reversed (faster in one, slower in the other), how far the ratios moved (the median

@@ -1,6 +1,6 @@
 """The Stack Wars study's write-up, beside the library: its findings pages (docs/findings*.md).
 
-The benchmarks scripts (benchmarks/findings*.py) run the grids and call these. The study uses the
+The benchmarks scripts (study/run/*.py) run the grids and call these. The study uses the
 library's public API (stackwars_ir); the library never imports it.
 """
 from .claims import Results, findings_page

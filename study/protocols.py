@@ -59,7 +59,7 @@ def _num(v: float) -> str:
 
 
 def stacks_in(results: Path) -> list[str]:
-    """The version stacks whose records RESULTS holds (benchmarks/host_protocols.py --stack)."""
+    """The version stacks whose records RESULTS holds (python -m study.run.protocols --stack)."""
     names = set()
     for p in Path(results).glob("*.json"):
         try:
@@ -192,7 +192,7 @@ def fit_factor(cells) -> tuple[float, float, float] | None:
 
 def protocols_section(results: Path, host_results: Path, workloads=WORKLOADS, level: str = "##") -> list[str]:
     """The protocols section of docs/findings-host.md from the records in RESULTS
-    (benchmarks/host_protocols.py) and the v6e estimates among HOST_RESULTS; [] where there are none."""
+    (study/run/protocols.py) and the v6e estimates among HOST_RESULTS; [] where there are none."""
     from .table import STUDY
     from stackwars_ir.bench.protocols import FIRST_STEPS, PROTOCOLS, STEADY
 
@@ -205,7 +205,7 @@ def protocols_section(results: Path, host_results: Path, workloads=WORKLOADS, le
     pt = [p for p in PROTOCOLS if p.framework == "pytorch"]
     jx = [p for p in PROTOCOLS if p.framework == "jax"]
     out = [f"{level} The study's timing protocols, measured", "",
-           f"Measured by `make findings-host` (benchmarks/host_protocols.py, stackwars_ir.bench.protocols) on "
+           f"Measured by `make findings-host` (study/run/protocols.py, stackwars_ir.bench.protocols) on "
            f"**{_machines(runs)}**, records made {', '.join(_made(results)) or 'on no recorded day'}; up to "
            f"{rounds} rounds per cell, each round a fresh process, the rounds of one cell minutes apart. "
            + ("Records from one kind of machine only: no other was available (another's would be compared "
@@ -597,7 +597,7 @@ def _lazy_phases(rep) -> tuple[float, float] | None:
 
 def previous_rounds(results: Path) -> dict:
     """{condition: [(round, forward s, sync s), ...] in round order} of the previous page's protocol run
-    again in rounds (benchmarks/host_protocols.py: `bench gpt2 --size base --baselines jax,torch_xla
+    again in rounds (study/run/protocols.py: `bench gpt2 --size base --baselines jax,torch_xla
     --host`, idle and beside spinning processes): torch_xla lazy's steady host phases."""
     from stackwars_ir.bench.run import BenchReport
 

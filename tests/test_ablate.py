@@ -283,7 +283,7 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, cli):
 
 
 def _record(change_b, variants_change: dict):
-    """An ablation record as benchmarks/findings_ablations.py keeps one: B's and each variant's steady
+    """An ablation record as study/run/ablations.py keeps one: B's and each variant's steady
     seconds per round (3 rounds), their ratios and shares computed as ablate computes them."""
     from stackwars_ir.ablate import Ablation, Check, Variant
     from stackwars_ir.ablate.run import mean_interval, ratio_interval

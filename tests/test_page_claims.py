@@ -209,7 +209,7 @@ def test_a_host_page_names_the_machine_its_records_were_measured_on_not_the_rend
 
 def test_a_host_pages_records_are_dated_by_their_own_entry_not_by_their_file(tmp_path):
     """Kept records restored on another machine get new file dates: the page names the day and commit each
-    was made at (made.json, written by benchmarks/findings_host.py), and a record without an entry is said
+    was made at (made.json, written by study/run/host.py), and a record without an entry is said
     to be dated by its file."""
     import json
     import shutil

@@ -152,7 +152,7 @@ def test_an_older_stacks_records_are_compared_with_the_locks_and_kept_apart(tmp_
 
 
 def test_an_older_stack_is_compared_with_the_locks_rounds_run_beside_it_when_there_are_some(tmp_path):
-    """benchmarks/host_protocols.py --stack runs the lock's same job right after each of the stack's
+    """python -m study.run.protocols --stack runs the lock's same job right after each of the stack's
     (records marked `beside`): those rounds, not the lock's of another time, are the ratio's other side."""
     from study.protocols import load_runs, protocols_section
 
@@ -174,7 +174,7 @@ def test_an_older_stack_is_compared_with_the_locks_rounds_run_beside_it_when_the
 
 
 def _bench_host_record(folder: Path, r: int, condition: str, forward: float, sync: float) -> None:
-    """A record of the previous page's protocol (benchmarks/host_protocols.py run_previous): the kept
+    """A record of the previous page's protocol (study/run/protocols.py run_previous): the kept
     GPT-2 base bench report's shape, torch_xla lazy's steady forward and sync set to the given seconds."""
     import lzma
 

@@ -381,7 +381,7 @@ def test_a_pytorch_stack_captures_and_regresses_torch_xla(tmp_path):
     """A real PyTorch stack: torch 2.8.0 with torch_xla 2.8.1 (torch_xla pins its torch, so it cannot
     sit beside the lock's torch 2.9.0), made once in the stacks folder and reused (about 7.8 GB: torch's
     CUDA libraries come with it from the package index; about 3 minutes to make here)."""
-    # the requirements of benchmarks/findings_versions.py's stack of that name (jax as the lock's), so
+    # the requirements of study/run/versions.py's stack of that name (jax as the lock's), so
     # the page and this test share one stack rather than refuse each other's
     made = stack.add("torch-2.8", ["torch==2.8.0", "torch_xla==2.8.1", "torchax==0.0.13", "jax==0.12.0.1",
                                    "jaxlib==0.12.0.1"])

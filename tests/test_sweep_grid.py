@@ -114,7 +114,7 @@ def test_the_grids_shipped_in_benchmarks_read(monkeypatch):
     from stackwars_ir import models
     from stackwars_ir.sweep.grid import read_grid
 
-    monkeypatch.setenv(models.ADAPTERS_ENV, "")  # zoo.toml adds benchmarks/zoo: put back afterwards
+    monkeypatch.setenv(models.ADAPTERS_ENV, "")  # zoo.toml adds study/adapters: put back afterwards
 
     grids = sorted((Path(__file__).resolve().parents[1] / "benchmarks" / "grids").glob("*.toml"))
     assert grids
@@ -246,7 +246,7 @@ def test_each_command_is_a_job_type_of_its_own_whose_record_reads_back_as_that_t
 
 
 def test_a_data_entrys_key_follows_its_own_table_not_the_other_models_of_its_file(tmp_path, monkeypatch):
-    """A .toml adapters file holds many models (benchmarks/zoo/zoo.toml: 24): editing one model's table
+    """A .toml adapters file holds many models (study/adapters/zoo.toml: 24): editing one model's table
     makes that model's jobs new ones and leaves the others' keys, so their finished records are reused."""
     from stackwars_ir import models
     from stackwars_ir.sweep.grid import read_grid

@@ -26,7 +26,7 @@ def test_render_of_a_sweep_not_run_yet_names_every_job_as_such_and_writes_nothin
 
 
 def test_the_zoo_pages_claims_count_what_the_rows_hold():
-    """findings_zoo's verdicts from three programs: torchax fewer ops in 1, the same fusions in 2, faster
+    """study/run/zoo.py's verdicts from three programs: torchax fewer ops in 1, the same fusions in 2, faster
     by more than 10% in 1, slower in 1, within 10% in 1, and the geometric mean of the time ratios."""
     from study import zoo
 
@@ -57,7 +57,7 @@ def test_the_zoo_pages_claims_count_what_the_rows_hold():
 
 
 def test_zoo_repeat_reads_the_committed_zoo_page_and_counts_changed_and_reversed_verdicts(tmp_path):
-    """benchmarks/zoo_repeat.py on the page findings_zoo.py wrote (docs/findings-zoo.md): every row of
+    """benchmarks/zoo_repeat.py on the page study/run/zoo.py wrote (docs/findings-zoo.md): every row of
     both tables read (as many as the page's own counts say), a page against itself changes nothing,
     and one row turned from slower to faster is one change and one reversal."""
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
@@ -84,11 +84,10 @@ def test_zoo_repeat_reads_the_committed_zoo_page_and_counts_changed_and_reversed
 
 @pytest.mark.slow  # over 20 s here (issue 52)
 def test_the_memory_page_is_a_rendering_of_its_results_folder(tmp_path, monkeypatch):
-    """findings_memory as a sweep: cells from the records (a route no abstract capture can take is a
+    """study/run/memory.py as a sweep: cells from the records (a route no abstract capture can take is a
     cell that says why, not a job), the slice table from the mesh jobs; --render rebuilds the same
     tables from the folder, running nothing."""
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-    import findings_memory
+    from study.run import memory as findings_memory
 
     from study import memory_page
 
@@ -163,10 +162,9 @@ def test_the_memory_reading_is_worded_per_route_and_per_dtype():
 
 @pytest.mark.slow  # over 20 s here (issue 52)
 def test_the_main_findings_page_is_a_rendering_of_its_results_folder(tmp_path):
-    """findings.py as a sweep: GPT-2's captures diffed and timed beside jax.jit in one job, profiled, the
+    """study/run/findings.py as a sweep: GPT-2's captures diffed and timed beside jax.jit in one job, profiled, the
     page's sections from the records; --render rebuilds the same page from the folder, running nothing."""
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-    import findings
+    from study.run import findings
 
     grid = tmp_path / "findings.toml"
     grid.write_text('[[grid]]\ncommands = ["bench", "diff"]\nmodels = ["gpt2"]\nbaselines = ["jax"]\nprofile = 2\n')
@@ -205,12 +203,11 @@ def test_the_main_findings_page_is_a_rendering_of_its_results_folder(tmp_path):
 
 @pytest.mark.slow  # over 20 s here (issue 52)
 def test_the_programs_page_is_a_rendering_of_its_results_folder(tmp_path):
-    """findings_programs as a sweep: a memory plan and a timing per program (unrolled, scan) from the
+    """study/run/programs.py as a sweep: a memory plan and a timing per program (unrolled, scan) from the
     records, op counts from the captures they read; --render gives the same tables, running nothing."""
     from types import SimpleNamespace
 
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-    import findings_programs
+    from study.run import programs as findings_programs
 
     from study import programs_page
 

@@ -10,7 +10,7 @@ lowering, flattening, embeddings), what rewriting it changed, and, where libtpu 
 --results and in benchmarks/records/ablations (restored before a run, the finished ones added after)
 and never recomputed; --render rebuilds the page from them alone.
 
-Usage: .venv/bin/python benchmarks/findings_ablations.py [--results out/findings-ablations] [--render]
+Usage: .venv/bin/python -m study.run.ablations [--results out/findings-ablations] [--render]
        > docs/findings-ablations.md
 """
 from __future__ import annotations
@@ -20,11 +20,10 @@ import os
 import sys
 from pathlib import Path
 
-import _common  # noqa: F401  (the project on sys.path, PJRT_DEVICE=CPU)
-from findings_host import commit_here, made, rel, run_cli
+from .host import commit_here, made, rel, run_cli
 from study.ablations import PAIRS, ablations_page, record_name
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 KEPT = ROOT / "benchmarks" / "records" / "ablations"
 CAPTURES = ROOT / "out" / "captures"
 ROUNDS = 3

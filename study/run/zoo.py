@@ -1,6 +1,6 @@
 """The zoo page: transformers architectures through torch_xla and torchax, tiny, forward and training step.
 
-A sweep of benchmarks/grids/zoo.toml into --results (default out/sweeps/zoo): captures and diffs on
+A sweep of study/grids/zoo.toml into --results (default out/sweeps/zoo): captures and diffs on
 --jobs local workers, then every bench alone (the sweep runs timed jobs last, one at a time: no timed
 run shares the machine's cores with another job), then the page from the records
 (study.zoo renders it). Finished jobs are never recomputed (failed ones are tried
@@ -13,10 +13,9 @@ import argparse
 import sys
 from pathlib import Path
 
-import _common  # noqa: F401  (the project on sys.path, PJRT_DEVICE=CPU)
 
-ROOT = Path(__file__).resolve().parents[1]
-GRID = ROOT / "benchmarks" / "grids" / "zoo.toml"
+ROOT = Path(__file__).resolve().parents[2]
+GRID = ROOT / "study" / "grids" / "zoo.toml"
 
 
 def run(results: Path, jobs: int, render: bool):

@@ -12,7 +12,7 @@ results' made.json (a restored copy's file date is not its own), and the records
 benchmarks/records/host (restored before a run, the finished ones added after: they survive a bare
 machine); their paths are written relative to the project, so a kept record names no machine's folder.
 
-Usage: .venv/bin/python benchmarks/findings_host.py [--workloads gemm,ffn,mha,gpt2,bert,resnet50]
+Usage: .venv/bin/python -m study.run.host [--workloads gemm,ffn,mha,gpt2,bert,resnet50]
        [--results out/findings-host] [--render] > docs/findings-host.md
 """
 from __future__ import annotations
@@ -25,10 +25,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-import _common  # noqa: F401  (the project on sys.path, PJRT_DEVICE=CPU)
 from study.host import MADE, ROUTE_BASELINES, ROUTES_OF, TARGET, WORKLOADS, host_page
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 KEPT = ROOT / "benchmarks" / "records" / "host"
 
 
@@ -105,13 +104,13 @@ def main() -> None:
                     measure(w, a.results, log)
                 for w in (w for w in workloads if w in ROUTES_OF):
                     measure_routes(w, a.results, log)
-    if not a.render:  # the study's timing protocols, in rounds of fresh processes (benchmarks/host_protocols.py)
-        from host_protocols import KEPT as PROTOCOLS_KEPT
-        from host_protocols import measure_all
+    if not a.render:  # the study's timing protocols, in rounds of fresh processes (study/run/protocols.py)
+        from .protocols import KEPT as PROTOCOLS_KEPT
+        from .protocols import measure_all
 
         measure_all(workloads, 3, a.results / "protocols", PROTOCOLS_KEPT if a.kept else None)
     elif a.kept:
-        from host_protocols import KEPT as PROTOCOLS_KEPT
+        from .protocols import KEPT as PROTOCOLS_KEPT
 
         from stackwars_ir.sweep.kept import restore
 

@@ -13,9 +13,8 @@ import argparse
 import sys
 from pathlib import Path
 
-import _common  # noqa: F401  (the project on sys.path, PJRT_DEVICE=CPU)
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 RELEASES = ("0.9.2", "0.10.2", "0.11.2")  # the last of each minor line before the lock's 0.12.0.1
 MODELS = ("gpt2", "llama")
 # torch_xla pins its torch: the release before the lock's, in a stack of its own (jax as the lock's)

@@ -9,8 +9,8 @@ eval protocols of GPT-2, BERT and ResNet-50 at base size (how host work relates 
 GPT-2 base's PyTorch eval again beside two spinning processes (the load's effect). Finished records
 are kept under --results and in benchmarks/records/host-protocols, and never recomputed.
 
-Usage: .venv/bin/python benchmarks/host_protocols.py [--rounds 3] [--workloads gemm,...] [--only-render]
-       .venv/bin/python benchmarks/host_protocols.py --one WORKLOAD SIZE FRAMEWORK PROTOCOL  (one record, to stdout)
+Usage: .venv/bin/python -m study.run.protocols [--rounds 3] [--workloads gemm,...] [--only-render]
+       .venv/bin/python -m study.run.protocols --one WORKLOAD SIZE FRAMEWORK PROTOCOL  (one record, to stdout)
 Run it alone: other work on the two cores is another measurement (the loaded rounds are that, on purpose).
 """
 from __future__ import annotations
@@ -24,9 +24,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-import _common  # noqa: F401  (the project on sys.path, PJRT_DEVICE=CPU)
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 KEPT = ROOT / "benchmarks" / "records" / "host-protocols"
 RESULTS = ROOT / "out" / "findings-host" / "protocols"
 WORKLOADS = ("gemm", "ffn", "mha", "gpt2", "bert", "resnet50")
@@ -77,7 +76,7 @@ def command(w: str, size: str, fw: str, proto: str, stack: str | None, pause_s: 
     """The fresh process's command line (and environment): this project's Python, or a version stack's
     worker with this project's code copied in (stackwars_ir.isolate.stacks.worker_command)."""
     if not stack:
-        return [sys.executable, __file__, "--one", w, size, fw, proto, "--pause", str(pause_s)], None
+        return [sys.executable, "-m", "study.run.protocols", "--one", w, size, fw, proto, "--pause", str(pause_s)], None
     from stackwars_ir.isolate.stacks import find, worker_command
 
     boot = ("import json; from stackwars_ir.bench.protocols import measure; "

@@ -1,6 +1,6 @@
 """What scanning the layers and rematerializing them cost or save, per framework: docs/findings-programs.md (`make findings-programs`).
 
-A sweep of benchmarks/grids/findings-programs.toml into --results (default out/sweeps/findings-programs),
+A sweep of study/grids/findings-programs.toml into --results (default out/sweeps/findings-programs),
 then the page from its records (study.programs; --render: from the folder alone, computing nothing). Two parts:
 - LLaMA-3.1-8B's training step (JAX, abstract bfloat16 captures) compiled for one TPU v6e chip by libtpu,
   no TPU: lowering and compile time, program size, the compiler's memory plan, per program (unrolled,
@@ -16,10 +16,9 @@ import argparse
 import sys
 from pathlib import Path
 
-import _common  # noqa: F401  (the project on sys.path, PJRT_DEVICE=CPU)
 
-ROOT = Path(__file__).resolve().parents[1]
-GRID = ROOT / "benchmarks" / "grids" / "findings-programs.toml"
+ROOT = Path(__file__).resolve().parents[2]
+GRID = ROOT / "study" / "grids" / "findings-programs.toml"
 
 
 def run(args):

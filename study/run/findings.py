@@ -1,6 +1,6 @@
 """The findings page: each claim of the Stack Wars study, measured by stackwars-ir on this machine.
 
-A sweep of benchmarks/grids/findings.toml into --results (default out/sweeps/findings): GPT-2, BERT and
+A sweep of study/grids/findings.toml into --results (default out/sweeps/findings): GPT-2, BERT and
 ResNet-50 at base size captured from JAX, torch_xla and torchax, diffed, every capture timed beside the
 native runtimes (each model's in one job, run alone after every untimed job), seed 002's workloads,
 the training steps, and the TPU v6e compiler's estimates; then docs/findings.md from the records
@@ -16,10 +16,9 @@ import os
 import sys
 from pathlib import Path
 
-import _common  # noqa: F401  (the project on sys.path, PJRT_DEVICE=CPU)
 
-ROOT = Path(__file__).resolve().parents[1]
-GRID = ROOT / "benchmarks" / "grids" / "findings.toml"
+ROOT = Path(__file__).resolve().parents[2]
+GRID = ROOT / "study" / "grids" / "findings.toml"
 HOST_RECORDS = ROOT / "out" / "findings-host"  # `make findings-host`'s: section 12 renders them
 HOST_KEPT = ROOT / "benchmarks" / "records" / "host"  # and where that keeps them
 ABLATION_RECORDS = ROOT / "out" / "findings-ablations"  # `make findings-ablations`'s: section 13 renders them

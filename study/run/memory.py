@@ -1,6 +1,6 @@
 """The study's OOM table recomputed by the TPU v6e compiler: docs/findings-memory.md (`make findings-memory`).
 
-A sweep of benchmarks/grids/findings-memory.toml into --results (default out/sweeps/findings-memory):
+A sweep of study/grids/findings-memory.toml into --results (default out/sweeps/findings-memory):
 each cell one executable compiled for TPU v6e chips without a TPU (libtpu's compile-only client), from
 an abstract capture (shapes only, bfloat16) or, where the weights fit, a parity-checked one, against
 v6e-1's 32 GiB; then the page from the records
@@ -14,10 +14,9 @@ import argparse
 import sys
 from pathlib import Path
 
-import _common  # noqa: F401  (the project on sys.path, PJRT_DEVICE=CPU)
 
-ROOT = Path(__file__).resolve().parents[1]
-GRID = ROOT / "benchmarks" / "grids" / "findings-memory.toml"
+ROOT = Path(__file__).resolve().parents[2]
+GRID = ROOT / "study" / "grids" / "findings-memory.toml"
 
 
 def run(grid_path: Path, results: Path, jobs: int, render: bool):
