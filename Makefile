@@ -122,13 +122,15 @@ findings-versions: setup
 	$(BIN)/python -m study.run.versions --upgrade > docs/findings-upgrade.md.tmp && mv docs/findings-upgrade.md.tmp docs/findings-upgrade.md
 
 # The study's OOM rows recomputed by the TPU v6e compiler, on this machine (after `make setup-tpu`): a sweep of
-# study/grids/findings-memory.toml into out/sweeps/findings-memory (killed, it resumes), then the page.
+# study/grids/findings-memory.toml into out/sweeps/findings-memory (killed, it resumes), then the page;
+# its records kept in benchmarks/records/findings-memory (restored before, the finished ones added after).
 findings-memory: setup-tpu
 	$(BIN)/python -m study.run.memory > docs/findings-memory.md.tmp && mv docs/findings-memory.md.tmp docs/findings-memory.md
 
 # What scanning and rematerializing the layers cost or save: LLaMA-3.1-8B's training step on a TPU v6e
 # chip (compile-only, after `make setup-tpu`) and LLaMA tiny on XLA CPU, JAX and torch_xla (minutes): a sweep
-# of study/grids/findings-programs.toml into out/sweeps/findings-programs, then the page from its records.
+# of study/grids/findings-programs.toml into out/sweeps/findings-programs, then the page from its records
+# (kept in benchmarks/records/findings-programs: restored before, the finished ones added after).
 findings-programs: setup-tpu
 	$(BIN)/python -m study.run.programs > docs/findings-programs.md.tmp && mv docs/findings-programs.md.tmp docs/findings-programs.md
 

@@ -83,7 +83,7 @@ def test_zoo_repeat_reads_the_committed_zoo_page_and_counts_changed_and_reversed
 
 
 @pytest.mark.slow  # over 20 s here (issue 52)
-def test_the_memory_page_is_a_rendering_of_its_results_folder(tmp_path, monkeypatch):
+def test_the_memory_page_is_a_rendering_of_its_results_folder(tmp_path, monkeypatch, capsys):
     """study/run/memory.py as a sweep: cells from the records (a route no abstract capture can take is a
     cell that says why, not a job), the slice table from the mesh jobs; --render rebuilds the same
     tables from the folder, running nothing."""
@@ -112,6 +112,17 @@ def test_the_memory_page_is_a_rendering_of_its_results_folder(tmp_path, monkeypa
     assert rendered.split("\n## ", 1)[1] == page.split("\n## ", 1)[1]
     assert "6 jobs: 6 finished before (not recomputed), 0 run now, 0 failed" in rendered
     assert "| record |" not in page  # every record made on one day by one commit: the header says so once
+    # Issue 76: the driver keeps the finished records (benchmarks/records/findings-memory by default), and
+    # a fresh machine's empty results folder renders the same page from them alone
+    kept = tmp_path / "kept"
+    for results in (tmp_path / "r", tmp_path / "fresh"):
+        monkeypatch.setattr(sys, "argv", ["memory", "--grid", str(grid), "--results", str(results), "--render",
+                                          "--kept", str(kept)])
+        findings_memory.main()
+        assert sorted(p.name for p in kept.glob("*.json.xz")) == \
+            sorted(p.name + ".xz" for p in (tmp_path / "r" / "jobs").glob("*.json"))
+    again = capsys.readouterr().out.split("# The study's OOM rows")[-1]
+    assert again.split("\n## ", 1)[1] == page.split("\n## ", 1)[1]
     # A record made on another day (a resumed sweep, a retried job): each row names its records' day.
     import json
 

@@ -6,7 +6,8 @@ an abstract capture (shapes only, bfloat16) or, where the weights fit, a parity-
 v6e-1's 32 GiB; then the page from the records
 (study.memory renders it). Finished jobs are never recomputed (failed ones are
 tried again): run again after a kill, or with --render to rebuild the page from the results alone.
-Needs `make setup-tpu`.
+The finished records are kept in benchmarks/records/findings-memory (restored before a run, the
+finished ones added after), so the page renders again on a fresh machine. Needs `make setup-tpu`.
 """
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 GRID = ROOT / "study" / "grids" / "findings-memory.toml"
+KEPT = ROOT / "benchmarks" / "records" / "findings-memory"  # restored before a run, the finished ones added after
 
 
 def run(grid_path: Path, results: Path, jobs: int, render: bool):
@@ -41,8 +43,16 @@ def main() -> None:
     ap.add_argument("--jobs", type=int, default=2, help="local workers (each job asks for its memory: two "
                                                          "compiles of 8B training steps wait for each other)")
     ap.add_argument("--render", action="store_true", help="compute nothing: the page from --results")
+    ap.add_argument("--kept", default=str(KEPT),
+                    help="the records kept in the repository (benchmarks/records/README.md; '' for none)")
     args = ap.parse_args()
-    print(memory_page(run(args.grid, args.results, args.jobs, args.render)), end="")
+    from stackwars_ir.sweep.kept import carried
+
+    with carried(Path(args.kept) if args.kept else None, args.results / "jobs",
+                 lambda m: print(f"findings_memory: {m}", file=sys.stderr, flush=True)) as only:
+        report = run(args.grid, args.results, args.jobs, args.render)
+        only.update(r.key for r in report.records)
+    print(memory_page(report), end="")
 
 
 if __name__ == "__main__":

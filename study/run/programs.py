@@ -9,6 +9,8 @@ then the page from its records (study.programs; --render: from the folder alone,
   time, first and steady run, per program, forward and training step.
 - LLaMA-3.2-1B's forward on XLA CPU, the same two routes unrolled and scanned: a published size whose
   float32 weights fit this machine.
+The finished records are kept in benchmarks/records/findings-programs (restored before a run, the finished
+ones added after); captures are not kept (a resumed run captures again what --render would read).
 """
 from __future__ import annotations
 
@@ -19,6 +21,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 GRID = ROOT / "study" / "grids" / "findings-programs.toml"
+KEPT = ROOT / "benchmarks" / "records" / "findings-programs"  # restored before a run, the finished ones added after
 
 
 def run(args):
@@ -45,7 +48,16 @@ def main() -> None:
     ap.add_argument("--jobs", type=int, default=1, help="local workers for the untimed jobs: 1, since the page "
                     "reports lowering and compile times, which jobs beside them would slow")
     ap.add_argument("--render", action="store_true", help="compute nothing: the page from --results")
-    print(programs_page(run(ap.parse_args())), end="")
+    ap.add_argument("--kept", default=str(KEPT),
+                    help="the records kept in the repository (benchmarks/records/README.md; '' for none)")
+    args = ap.parse_args()
+    from stackwars_ir.sweep.kept import carried
+
+    with carried(Path(args.kept) if args.kept else None, args.results / "jobs",
+                 lambda m: print(f"findings_programs: {m}", file=sys.stderr, flush=True)) as only:
+        records = run(args)
+        only.update(r.key for r in records.report.records)
+    print(programs_page(records), end="")
 
 
 if __name__ == "__main__":
