@@ -36,9 +36,10 @@ demo: setup
 # index (a PyTorch stack is 7.8 GB, torch's CUDA libraries with it): `make test-download` runs those.
 # Two pytest processes, each running whole test files (--dist loadfile: a file's shared fixtures are
 # made once): on 2 cores the suite took 22:52 against 33:48 in one process (docs/benchmarks.md).
+# --durations: the 25 longest tests named at the end (where the suite's time goes, in every CI log).
 TEST_JOBS ?= 2
 test: setup-ray
-	$(BIN)/python -m pytest -q -ra -m "not download" -n $(TEST_JOBS) --dist loadfile
+	$(BIN)/python -m pytest -q -ra -m "not download" -n $(TEST_JOBS) --dist loadfile --durations=25
 
 test-download: setup-ray
 	$(BIN)/python -m pytest -q -ra -m download
