@@ -98,6 +98,12 @@ def test_provenance_from_jax_torchax_and_torch_xla():
     ('loc(callsite(callsite("jit(f)/q/r/add" at "x":1:1) at "b.py":3:4))', "q.r"),
     ('loc("jit(f)/a\\"b/add")', 'a"b'),
     ("loc(fused[])", ""),
+    # XLA joins the op names of an op it made of several with ";" (a dump's folded transpose pair); read
+    # as one name the second half's scopes doubled the path (h.0.attn.h.0.attn: a block of its own)
+    ('loc("jit(forward)/h.0/attn/transpose;jit(forward)/h.0/attn/transpose")', "h.0.attn"),
+    ('loc("jit(f)/h.0/attn/c_attn/add;jit(f)/h.0/attn/c_proj/add")', "h.0.attn"),
+    ('loc("jit(f)/h.0/mlp/add;jit(f)/h.1/mlp/add")', "h"),
+    ('loc("jit(f)/h.0/mlp/add;x")', ""),
 ])
 def test_location_to_module_path(loc, path):
     """Both readers (Location structure, printed form) give the same provenance."""

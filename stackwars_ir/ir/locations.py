@@ -102,6 +102,7 @@ def provenance(name: str | None) -> tuple[str, str, str]:
     """(module path, module class, phase) from a name location; ("", "", "") when it carries none.
 
     - torch_xla node metadata: JSON with `nn_module_stack` ("key,path,type;..."), last entry wins;
+    - XLA's metadata of an op it made of several, their names joined by ";": the path they share;
     - JAX named scopes (`jit(f)/h.3/attn/dot_general`, Flax linen `Model/h/3/attn/...`): the
       scope components joined with "."; function names (`jit(_take)`) and the trailing primitive
       name are dropped; a transformation keeps the scope it wraps (`jvp(h.3)` -> `h.3`) and says
@@ -111,6 +112,8 @@ def provenance(name: str | None) -> tuple[str, str, str]:
         return "", "", ""
     if name.startswith(_TORCH_XLA_BEGIN) or name.startswith("{"):
         return (*_torch_xla(name), "")
+    if ";" in name:  # XLA's metadata of an op made from several (a folded transpose pair): their names
+        return _merged(name.split(";"))
     if "/" not in name:
         return "", "", ""
     every = name.split("/")
@@ -125,6 +128,25 @@ def provenance(name: str | None) -> tuple[str, str, str]:
 
 
 _TRANSFORMS = ("jvp(", "transpose(", "vmap(", "remat(", "checkpoint(", "pjit(")
+
+
+def _merged(names: list[str]) -> tuple[str, str, str]:
+    """One op's provenance from the op names XLA joined with ";" when it made the op of several
+    (`jit(f)/h.0/attn/transpose;jit(f)/h.0/attn/transpose`): the module path they share (their common
+    leading components), the phase where they agree. Read as one name, the second half's scopes doubled
+    the path (`h.0.attn.h.0.attn`)."""
+    got = [provenance(n) for n in names if n]
+    if not got:
+        return "", "", ""
+    words = [g[0].split(".") if g[0] else [] for g in got]
+    common = words[0]
+    for w in words[1:]:
+        n = 0
+        while n < min(len(common), len(w)) and common[n] == w[n]:
+            n += 1
+        common = common[:n]
+    phases = {g[2] for g in got}
+    return ".".join(common), "", phases.pop() if len(phases) == 1 else ""
 
 
 def _unwrap(part: str) -> str:
