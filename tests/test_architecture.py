@@ -365,3 +365,28 @@ def test_every_public_signature_is_annotated():
 
         visit(ast.parse(path.read_text()), False)
     assert bare == []
+
+
+def test_the_library_dispatches_on_types_not_command_names_and_reads_no_result_dicts():
+    # Issue 76: jobs own their work (a method per job type) and records hold typed results; a comparison
+    # of a command's name with a string, or a record's `.result` read as a dict (`.get`, `[...]`), is the
+    # dispatch and the untyped read that round removed.
+    def named_command(node) -> bool:
+        return (isinstance(node, ast.Name) and node.id == "command") or \
+            (isinstance(node, ast.Attribute) and node.attr == "command")
+
+    found = []
+    for path, _, _ in _modules():
+        for node in ast.walk(ast.parse(path.read_text())):
+            rel = f"{path.relative_to(ROOT)}:{getattr(node, 'lineno', 0)}"
+            if isinstance(node, ast.Compare) and any(
+                    named_command(side) and any(isinstance(o, ast.Constant) and isinstance(o.value, str)
+                                                for o in [node.left, *node.comparators])
+                    for side in [node.left, *node.comparators]):
+                found.append(f"{rel}: {ast.unparse(node)}")
+            target = node.value if isinstance(node, ast.Subscript) else \
+                node.func.value if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
+                node.func.attr == "get" else None
+            if isinstance(target, ast.Attribute) and target.attr == "result":
+                found.append(f"{rel}: {ast.unparse(node)}")
+    assert found == []

@@ -33,7 +33,7 @@ def register(main: click.Group) -> None:
 @markdown_option
 @click.option("--html", "html_path", type=click.Path(dir_okay=False, path_type=Path),
               help="Write a self-contained HTML page here.")
-@model_options("why", Path("out") / "captures", shapes=False, step_help="forward, or train (one training step).")
+@model_options(Path("out") / "captures", shapes=False, step_help="forward, or train (one training step).")
 @adapters_option
 def why_cmd(targets: tuple[str, ...], a: str, b: str, rounds: int, batches: str, timeout: float | None,
             max_memory: str | None, json_path: Path | None, md_path: Path | None, html_path: Path | None, out_dir: Path,

@@ -83,8 +83,9 @@ def models_cmd() -> None:
 @click.option("--stack", default=None, metavar="NAME",
               help="Lower with this version stack's packages (stackwars-ir stack list): its jax, and its torch "
                    "and exporters where it holds them; on the weights and reference built here.")
-@model_options("capture", Path("captures"), "forward, or train: loss, backward and one AdamW update (files named "
-                                            "<framework>-train).")
+@model_options(Path("captures"), "forward, or train: loss, backward and one AdamW update (files named "
+                                "<framework>-train).", model_optional=False,
+               out_help="Folder to write MODEL-SIZE/<framework>.mlir and .json into.")
 @adapters_option
 def capture_cmd(model: str, batch: int | None, seed: int, attn: str, force: bool, strict: bool, stack: str | None,
                 out_dir: Path, **options: object) -> None:
@@ -293,7 +294,7 @@ def _diff_cmd(file_a: Path, file_b: Path, mode: str, excerpts: bool, ops: bool, 
                    "round's timing is the row's); `diff A B --bench` then gives each block's interval across the "
                    "rounds, which a fresh worker's shift moves, where one worker's runs are not (default 1; 3 for "
                    "intervals that hold on a rerun: docs/benchmarks.md).")
-@model_options("bench", Path("out") / "captures", shapes=False,
+@model_options(Path("out") / "captures", shapes=False, framework_help="Only 'both' is timed.",
                step_help="forward, or train (one training step; baselines from jax,eager,inductor,torch_xla, each "
                          "running its own loop, so runs 1-3 are steps 1-3, and jax_donate: jax.jit's loop with the "
                          "parameters and AdamW state donated).")
@@ -355,7 +356,7 @@ def bench_cmd(targets: tuple[str, ...], batches: str, baselines: str, backend: s
 @click.option("--chips", is_flag=True,
               help="With MODEL and a TPU --target: the smallest slice whose chips each hold their share, searched by "
                    "capturing on a mesh of each slice size (fsdp over the chips) and compiling; abstract captures.")
-@model_options("memory", Path("out") / "captures", "forward, or train (one training step).")
+@model_options(Path("out") / "captures", "forward, or train (one training step).")
 @adapters_option
 @stack_option
 def memory_cmd(targets: tuple[str, ...], target: str, budget: str, measure: bool, batches: str, timeout: float | None,

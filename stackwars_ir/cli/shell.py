@@ -128,19 +128,21 @@ def adapters_option(command: _F) -> _F:
                              "`stackwars-ir --adapters PATH COMMAND`).")(command)
 
 
-def model_options(command: str, out_default: Path, step_help: str, shapes: bool = True) -> Callable[[_F], _F]:
-    """The options that make a workload.Request, declared once for capture, bench and memory (bench and
-    memory take them with MODEL only). A new Request field is one option here: `request` passes every
-    option named after a field on to the Request, where it is checked."""
+OUT_HELP = "Where captures are read from or written to (never the golden captures/ by default)."
+
+
+def model_options(out_default: Path, step_help: str, shapes: bool = True, model_optional: bool = True,
+                  out_help: str = OUT_HELP, framework_help: str = "jax, torch or both.") -> Callable[[_F], _F]:
+    """The options that make a workload.Request, declared once for capture, bench, memory and why; where
+    MODEL is optional (`model_optional`: the command takes files too) each help says "With MODEL". A new
+    Request field is one option here: `request` passes every option named after a field on to the
+    Request, where it is checked."""
     def w(text: str) -> str:
         lower = text if any(c.isupper() for c in text.split()[0][1:]) else text[0].lower() + text[1:]  # PyTorch
-        return text if command == "capture" else f"With MODEL: {lower}"
+        return f"With MODEL: {lower}" if model_optional else text
 
-    out_help = "Folder to write MODEL-SIZE/<framework>.mlir and .json into." if command == "capture" else \
-        "Where captures are read from or written to (never the golden captures/ by default)."
     options = [
-        click.option("--framework", default="both", show_default=True,
-                     help=w("Only 'both' is timed." if command == "bench" else "jax, torch or both.")),
+        click.option("--framework", default="both", show_default=True, help=w(framework_help)),
         click.option("--exporter", "exporters", multiple=True, default=("torch_xla",), show_default=True,
                      help=w(exporter_help())),
         click.option("--size", default="tiny", show_default=True,
