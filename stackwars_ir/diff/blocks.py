@@ -34,7 +34,7 @@ def segment(module: Module, mode: str = "auto", roles: tuple = ()) -> Segmentati
     phases = find_phases(module)
     # A training step's optimizer and a loop's own plumbing (JAX's `while.body`: each trip's slice of
     # the stacked parameters) name no module by nature: they count neither way (ir/scopes.py).
-    coverage = path_coverage(module)
+    coverage = path_coverage(module, phases)
     use = mode if mode != "auto" else ("provenance" if coverage >= AUTO_PROVENANCE else "structure")
     reason = (f"--mode {mode}" if mode != "auto" else
               f"auto: {coverage:.0%} of ops carry a module path ({'at least' if use == 'provenance' else 'under'} "

@@ -248,16 +248,22 @@ def by_provenance(items: list, phases: dict | None = None, roles: tuple = (), lo
     groups: dict = {}
     order: list = []
     instances: dict = defaultdict(list)
+    keyed: dict = {}  # path -> (layer, role, instance) outside a loop: 100,000s of ops share 1,000s of paths
     for op, path in items:
-        layer, role, instance = classify(_unscoped(path), roles)
         loop = loops.get(id(op))
-        if loop is not None and role == "other" and not op.path and op.name in _PLUMBING:
-            instance = "(loop plumbing)"  # torch_xla's: each trip's slices and tuple, as JAX's `while.body`
-        elif loop is not None and role == "other" and not LOOP_WORDS & set(path.split(".")):
-            # the layer's own ops, or a body no location names (torch_xla's scan): split by structure below
-            role, instance = "residual", instance or "(loop body)"
-        if role in ("attention", "mlp", "residual") and not named_module(layer, role, instance, roles):
-            instance = f"{layer}:{role}"
+        if loop is None and path in keyed:
+            layer, role, instance = keyed[path]
+        else:
+            layer, role, instance = classify(_unscoped(path), roles)
+            if loop is not None and role == "other" and not op.path and op.name in _PLUMBING:
+                instance = "(loop plumbing)"  # torch_xla's: each trip's slices and tuple, as JAX's `while.body`
+            elif loop is not None and role == "other" and not LOOP_WORDS & set(path.split(".")):
+                # the layer's own ops, or a body no location names (torch_xla's scan): split by structure below
+                role, instance = "residual", instance or "(loop body)"
+            if role in ("attention", "mlp", "residual") and not named_module(layer, role, instance, roles):
+                instance = f"{layer}:{role}"
+            if loop is None:
+                keyed[path] = layer, role, instance
         seen = instances[(loop, layer, role)]
         if instance not in seen:
             seen.append(instance)

@@ -44,22 +44,27 @@ def phases(module: Module) -> dict | None:
     return {id(op): ph for op, ph in items}
 
 
-def counted_ops(module: Module) -> list:
+_UNSET: dict = {}
+
+
+def counted_ops(module: Module, found: dict | None = _UNSET) -> list:
     """The (op, path) pairs whose provenance decides how a module is segmented: the entry's
     top-level ops (calls inlined), a training step's optimizer left out (its ops have no module path
-    by nature), and a loop's own plumbing left out (it names no module either way)."""
+    by nature), and a loop's own plumbing left out (it names no module either way). `found`: the
+    module's phases(), where the caller has them."""
     items = [(op, path) for op, path in module.inlined if not op.name.endswith("return")]
     entry = module.entry.name
     top = [(op, path) for op, path in items if op.parent is None or op.func != entry]
-    found = phases(module)
+    found = phases(module) if found is _UNSET else found
     if found:
         top = [(op, path) for op, path in top if found.get(id(op))]
     return [(op, path) for op, path in top if not loop_scoped(path)] or top
 
 
-def path_coverage(module: Module) -> float:
-    """The share of counted_ops that carry a module path (diff segments by paths from AUTO_PROVENANCE up)."""
-    top = counted_ops(module)
+def path_coverage(module: Module, found: dict | None = _UNSET) -> float:
+    """The share of counted_ops that carry a module path (diff segments by paths from AUTO_PROVENANCE up);
+    `found`: the module's phases(), where the caller has them."""
+    top = counted_ops(module, found)
     return sum(1 for _, p in top if names_a_module(p)) / len(top) if top else 0.0
 
 
