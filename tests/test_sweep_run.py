@@ -172,6 +172,38 @@ def test_a_results_folder_kept_without_its_captures_captures_them_again_the_same
     assert {p.name: p.stat().st_mtime_ns for p in (results / "jobs").glob("*.json") if p.stem not in shas} == others
 
 
+def test_a_capture_made_again_with_other_bytes_runs_again_the_finished_jobs_that_read_it(tmp_path):
+    """A capture made again does not always come out byte for byte (docs/findings.md's six JAX captures,
+    2026-11-30): the finished jobs that read the old bytes (here the JAX side's memory plan and the
+    diff) run again, the others (torchax's memory plan) do not, and the sweep says why. The old bytes
+    are simulated by the record's sha256: what the record says the capture was."""
+    from stackwars_ir.sweep.execute import run_sweep
+    from stackwars_ir.sweep.grid import read_grid
+
+    grid = tmp_path / "small.toml"
+    grid.write_text(SMALL)
+    results = tmp_path / "r"
+    first = run_sweep(read_grid(grid), results, jobs=1)
+    assert first.ran == 5 and not first.failed
+    jax = next(r for r in first.records if r.job.command == "capture" and r.job.request.framework == "jax")
+    record = results / "jobs" / f"{jax.key}.json"
+    data = json.loads(record.read_text())
+    data["result"]["sha256"] = "0" * 64  # the bytes the finished jobs read, which will not come out again
+    record.write_text(json.dumps(data))
+    for f in (results / "captures").rglob("*"):
+        if f.is_file():
+            f.unlink()
+    untouched = {p.name: p.stat().st_mtime_ns for p in (results / "jobs").glob("*.json")}
+    said = []
+    again = run_sweep(read_grid(grid), results, jobs=1, progress=said.append)
+    assert (again.reused, again.ran) == (1, 4) and not again.failed, said
+    rerun = {r.job.command + ":" + r.job.request.framework for r in again.records
+             if (results / "jobs" / f"{r.key}.json").stat().st_mtime_ns != untouched[f"{r.key}.json"]}
+    assert rerun == {"capture:jax", "capture:torch", "memory:jax", "diff:jax"}, rerun
+    assert any("1 capture(s) came out with other bytes than their records; the 2 finished job(s)" in m
+               for m in said), said
+
+
 def test_records_kept_in_the_repository_restore_byte_for_byte_never_overwrite_and_skip_failed_jobs(tmp_path):
     """benchmarks/records/: a sweep longer than one machine's life resumes on the next from its kept
     records. Each finished record is kept once (xz), restored byte for byte where the results folder

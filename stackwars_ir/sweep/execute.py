@@ -94,7 +94,13 @@ def run_sweep(grid: Grid, root: Path, *, jobs: int | None = None, ray: str | Non
         executor = pool.name
         clock = _Clock(len(keys), len(done), todo, pool.width, progress)
         try:
-            for batch, alone in phases(todo):
+            plan = phases(todo)
+            for n, (batch, alone) in enumerate(plan):
+                if n == 1:  # the captures made: a finished job that read other bytes runs again, in its phase
+                    stale = _stale(grid.jobs, keys, here, found, done, gone, clock, progress)
+                    batch += [(j, k) for j, k in stale if not j.timed]
+                    plan[2][0][:] = sorted(plan[2][0] + [(j, k) for j, k in stale if j.timed],
+                                           key=lambda jk: jk[0].round)
                 runnable = []
                 for job, key in batch:
                     blocked = _failed_capture(job, here, root, done)
@@ -112,8 +118,29 @@ def run_sweep(grid: Grid, root: Path, *, jobs: int | None = None, ray: str | Non
             pool.close()
         ran = clock.ran
     records = tuple(done.get(k) or Record(k, j, here, False, NOT_RUN, None, 0.0, {}) for j, k in zip(grid.jobs, keys))
-    return SweepReport(grid.path, str(root), executor, records, len(keys) - len(todo), ran, grid.refused,
-                       time.perf_counter() - t0)
+    return SweepReport(grid.path, str(root), executor, records, len(keys) - ran if not render_only else
+                       len(keys) - len(todo), ran, grid.refused, time.perf_counter() - t0)
+
+
+def _stale(jobs, keys: list, here: dict, found: dict, done: dict, gone: set, clock: "_Clock",
+           progress: Callable[[str], object] | None) -> list:
+    """The finished jobs that read a capture made again with other bytes than its record's (sha256): what they measured is not what the folder now holds, so they run again. A capture is
+    deterministic for one stack and code, but bytes that did not come out again were seen (six JAX
+    captures of docs/findings.md's sweep, 2026-11-30): without this, a resumed page paired new captures
+    with benches of the old ones."""
+    changed = {k for k in gone if k in found and found[k].ok and isinstance(found[k].job, CaptureJob)
+               and k in done and done[k].ok and done[k].result.sha256 != found[k].result.sha256}
+    if not changed:
+        return []
+    stale = [(j, k) for j, k in zip(jobs, keys) if k in done and not isinstance(j, CaptureJob)
+             and any(c.key(here) in changed for c in j.captures())]
+    for job, key in stale:
+        del done[key]
+        clock.again(job)
+    if progress:
+        progress(f"sweep: {len(changed)} capture(s) came out with other bytes than their records; the "
+                 f"{len(stale)} finished job(s) that read them run again")
+    return stale
 
 
 def phases(todo: list) -> list[tuple[list, bool]]:
@@ -178,6 +205,11 @@ class _Clock:
         self.took: dict[tuple, list[float]] = {}
         if progress:
             progress(f"sweep: {total} jobs, {reused} finished before (not recomputed), {len(todo)} to run")
+
+    def again(self, job: Job) -> None:
+        """A finished job to run again (it read a capture made again with other bytes)."""
+        self.count -= 1
+        self.pending[_kind(job)] = self.pending.get(_kind(job), 0) + 1
 
     def finished(self, rec: Record) -> None:
         self.count += 1
