@@ -146,10 +146,10 @@ def test_a_sweep_killed_halfway_resumes_without_recomputing_a_finished_job(tmp_p
 
 
 def test_a_results_folder_kept_without_its_captures_captures_them_again_the_same_and_recomputes_nothing_else(tmp_path):
-    """Captures are large and deterministic, a sweep's records small: a results folder published or
-    carried without its captures/ resumes by capturing them again (byte for byte the same, by the
-    records' sha256) before anything reads them; no other finished job runs again."""
-    from stackwars_ir.sweep.execute import run_sweep
+    """A sweep's records are small: a results folder published or carried without its captures/ resumes
+    by capturing them again (byte for byte the same, by the records' sha256) before anything reads them;
+    no other finished job runs again."""
+    from stackwars_ir.sweep.execute import captures_gone, run_sweep
     from stackwars_ir.sweep.grid import read_grid
 
     grid = tmp_path / "small.toml"
@@ -170,6 +170,25 @@ def test_a_results_folder_kept_without_its_captures_captures_them_again_the_same
     assert {r.key: r.result.sha256 for r in again.records if r.job.command == "capture"} == shas
     assert all((results / r.result.file).is_file() for r in again.records if r.job.command == "capture")
     assert {p.name: p.stat().st_mtime_ns for p in (results / "jobs").glob("*.json") if p.stem not in shas} == others
+    # Kept beside the records (study/run/findings.py keeps them): restored, nothing is captured again; a
+    # capture whose bytes are not its record's is not kept (a measurement read the recorded bytes).
+    from stackwars_ir.sweep.kept import keep_captures, restore_captures
+
+    kept = tmp_path / "kept-captures"
+    assert keep_captures(again.records, results, kept) == 4 and keep_captures(again.records, results, kept) == 0
+    assert sorted(str(p.relative_to(kept)) for p in kept.rglob("*.xz")) == sorted(
+        f"{r.result.file}{ext}.xz".replace(".mlir.json", ".json")
+        for r in again.records if r.job.command == "capture" for ext in ("", ".json"))
+    for f in (results / "captures").rglob("*"):
+        if f.is_file():
+            f.unlink()
+    assert restore_captures(kept, results) == 4 and restore_captures(kept, results) == 0
+    third = run_sweep(read_grid(grid), results, jobs=1)
+    assert (third.reused, third.ran) == (5, 0)
+    odd = next(r for r in again.records if r.job.command == "capture")
+    (results / odd.result.file).write_text("other bytes")
+    assert keep_captures(again.records, results, tmp_path / "k2") == 2  # the other capture alone, with its sidecar
+    assert odd.key in captures_gone(again.records, results)  # and the sweep would capture it again
 
 
 def test_a_capture_made_again_with_other_bytes_runs_again_the_finished_jobs_that_read_it(tmp_path):

@@ -4,6 +4,7 @@ A run is resumable: a job whose record is there is not run again.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import subprocess
@@ -157,11 +158,14 @@ def phases(todo: list) -> list[tuple[list, bool]]:
 
 def captures_gone(records: Iterable[Record], root: Path) -> set[str]:
     """The keys of the finished capture jobs whose file is no longer under `root` (a results folder kept
-    without its captures, which are large and deterministic: its records alone, published or carried to
-    another machine): a resumed sweep captures them again before any job that reads them, so a resumed
-    bench times the same file."""
-    return {r.key for r in records
-            if r.ok and isinstance(r.job, CaptureJob) and not (Path(root) / r.result.file).is_file()}
+    without its captures: its records alone, published or carried to another machine), or holds other
+    bytes than the record names (sha256: a file restored or written by something else): a resumed sweep
+    captures them again before any job that reads them (and runs again what read other bytes: _stale)."""
+    def there(r: Record) -> bool:
+        f = Path(root) / r.result.file
+        return f.is_file() and (not r.result.sha256 or hashlib.sha256(f.read_bytes()).hexdigest() == r.result.sha256)
+
+    return {r.key for r in records if r.ok and isinstance(r.job, CaptureJob) and not there(r)}
 
 
 def _timed_elsewhere(found: dict) -> set[str]:

@@ -1,16 +1,19 @@
 """A page's records kept in the repository, xz-compressed: restored for a sweep, new ones added after.
 
-Restored into a results folder before the sweep resumes there.
+Restored into a results folder before the sweep resumes there; its captures too (keep_captures), so
+a page that reads them renders on a fresh machine without capturing again.
 """
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import lzma
-from collections.abc import Callable, Collection, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator
 from pathlib import Path
 
 from ..common.files import write_set
+from .job_types import CaptureJob
 
 XZ = ".xz"  # NAME.json kept as NAME.json.xz; each written whole or not at all (files.write_set)
 
@@ -67,3 +70,41 @@ def carried(kept: Path | None, records: Path, say: Callable[[str], object] | Non
         n = keep(records, kept, only)
         if n and say:
             say(f"{n} records kept in {kept}")
+
+
+def keep_captures(records: Iterable, root: Path, kept: Path) -> int:
+    """Each finished capture of `records` (sweep Records) whose file under the results folder `root` has
+    the bytes its record names (sha256), with its sidecar (.json), compressed under `kept` at the same
+    relative path + .xz, where `kept` lacks it or holds other bytes. A capture whose bytes differ from its
+    record (made again since) is not kept: a measurement in the records read the recorded bytes. How many
+    files were added or replaced. Captures compress about 24x (docs/findings.md's 45: 16 MB, 0.7 MB)."""
+    n = 0
+    for rec in records:
+        if not (rec.ok and isinstance(rec.job, CaptureJob) and rec.result.sha256):
+            continue
+        mlir = Path(root) / rec.result.file
+        if not mlir.is_file() or hashlib.sha256(mlir.read_bytes()).hexdigest() != rec.result.sha256:
+            continue
+        for src in (mlir, mlir.with_suffix(".json")):
+            if not src.is_file():
+                continue
+            dst = Path(kept) / (str(src.relative_to(root)) + XZ)
+            data = src.read_bytes()
+            if dst.exists() and lzma.decompress(dst.read_bytes()) == data:
+                continue
+            write_set([(dst, lzma.compress(data, preset=9))])
+            n += 1
+    return n
+
+
+def restore_captures(kept: Path, root: Path) -> int:
+    """Each kept capture file (keep_captures) the results folder `root` lacks, written there; one already
+    there is never overwritten. How many were restored."""
+    n = 0
+    kept = Path(kept)
+    for src in sorted(kept.rglob(f"*{XZ}")):
+        dst = Path(root) / str(src.relative_to(kept)).removesuffix(XZ)
+        if not dst.exists():
+            write_set([(dst, lzma.decompress(src.read_bytes()))])
+            n += 1
+    return n

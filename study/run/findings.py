@@ -61,9 +61,9 @@ def run(grid: Path, results: Path, backend: str = "cpu", size: str | None = None
     if render:
         report = run_sweep(g, results, render_only=True)
         if gone := captures_gone(report.records, results):  # sections 10 and 11 diff the captures again (kernels trace to the blocks of their graphs)
-            print(f"findings: error: {results}: {len(gone)} of the records' captures are not there (kept records "
-                  "carry none) (fix: run without --render to capture them again: minutes, nothing finished is "
-                  "recomputed)", file=sys.stderr)
+            print(f"findings: error: {results}: {len(gone)} of the records' captures are not there, or hold other "
+                  "bytes than their records (fix: run without --render to capture them again: minutes; nothing "
+                  "finished is recomputed but what read other bytes)", file=sys.stderr)
             sys.exit(2)
         return Results(report)
     return Results(run_sweep(g, results, jobs=jobs, retry_failed=retry_failed, retry_noisy=retry_noisy,
@@ -115,11 +115,21 @@ def main() -> None:
     results = (a.results or ROOT / "out" / "sweeps" / name).resolve()  # before the chdir: as the user named it
     kept = ROOT / "benchmarks" / "records" / name if a.kept is None else (Path(a.kept).resolve() if a.kept else None)
     os.chdir(ROOT)
-    from stackwars_ir.sweep.kept import carried
+    from stackwars_ir.sweep.kept import carried, keep_captures, restore_captures
 
-    with carried(kept, results / "jobs", lambda m: print(f"findings: {m}", file=sys.stderr, flush=True)) as only:
+    def say(m: str) -> None:
+        print(f"findings: {m}", file=sys.stderr, flush=True)
+
+    # the captures the records name, kept beside them (kept-captures/): sections 10 and 11 diff them
+    # again, and a capture made again need not come out byte for byte (benchmarks/records/README.md)
+    captures = kept.with_name(kept.name + "-captures") if kept else None
+    if captures and (n := restore_captures(captures, results)):
+        say(f"{n} capture files restored from {captures}")
+    with carried(kept, results / "jobs", say) as only:
         res = run(a.grid, results, a.backend, a.size, a.render, a.jobs, a.retry_failed, a.retry_noisy)
         only.update(r.key for r in res.report.records)
+    if captures and (n := keep_captures(res.report.records, results, captures)):
+        say(f"{n} capture files kept in {captures}")
     html_report(res, a.backend)
     print(page(res, a.grid, a.backend), end="")
 
