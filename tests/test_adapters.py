@@ -288,7 +288,7 @@ def test_a_failed_training_parity_names_the_parameter_and_every_routes_verdict(c
     assert worst["name"] == "decoder.embed_tokens.weight" and worst["at"][0] == 1 and worst["share"] > 0.99
 
 
-ZOO = ROOT / "benchmarks" / "zoo"
+ZOO = ROOT / "study" / "adapters"
 
 
 def test_the_zoos_adapters_are_read_beside_the_built_in_ones_without_a_name_taken_twice(monkeypatch):

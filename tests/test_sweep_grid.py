@@ -109,15 +109,17 @@ def test_a_job_is_kept_off_the_accelerators_it_does_not_use():
     assert env == {"JAX_PLATFORMS": "cpu"}
 
 
-def test_the_grids_shipped_in_benchmarks_read(monkeypatch):
-    """benchmarks/grids/*.toml (the one docs/sweep.md shows among them) are grids this version reads."""
+def test_the_grids_shipped_in_benchmarks_and_the_study_read(monkeypatch):
+    """benchmarks/grids/*.toml (the one docs/sweep.md shows among them) and the study's (study/grids: its
+    pages' sweeps, the zoo's reading study/adapters) are grids this version reads."""
     from stackwars_ir import models
     from stackwars_ir.sweep.grid import read_grid
 
     monkeypatch.setenv(models.ADAPTERS_ENV, "")  # zoo.toml adds study/adapters: put back afterwards
 
-    grids = sorted((Path(__file__).resolve().parents[1] / "benchmarks" / "grids").glob("*.toml"))
-    assert grids
+    root = Path(__file__).resolve().parents[1]
+    grids = sorted((root / "benchmarks" / "grids").glob("*.toml")) + sorted((root / "study" / "grids").glob("*.toml"))
+    assert len(grids) >= 7
     for path in grids:
         assert read_grid(path).jobs, path
 
