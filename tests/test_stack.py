@@ -614,3 +614,36 @@ def test_a_block_whose_profile_names_none_of_its_kernels_claims_no_time():
     assert "-100%" not in said and "+1 kernel (12 -> 13)" in said
     kept = BlockChange("h.0.mlp", (26, 31), (5, 5), None, (120.9e-6, 104.6e-6), (), (-67.1e-6, -6.6e-6))
     assert "-13% of the block's time (120.9 -> 104.6 us, 95% interval of B - A -67.1 to -6.6 us)" in block_sentence(kept)
+
+
+def test_a_versions_page_renders_the_same_from_its_kept_record():
+    """Issue 76: the versions pages keep a record (study/run/versions.py: benchmarks/records/versions) and
+    `--render` words the page from it alone, with the day, machine and lock it was measured with, not the
+    rendering machine's."""
+    import json
+
+    from study import upgrade_page, versions_torchax_page
+    from study.run.versions import record_data, record_json
+    from stackwars_ir.isolate.stacks import Stack
+    from stackwars_ir.versions.regress import Regression
+
+    side = {"stack": "s", "file": "f.mlir", "versions": {"jax": "0.10.2", "torchax": "0.0.6 (copy)"},
+            "sha256": "1", "ops_sha256": "x"}
+    reg = Regression.from_json({"a": side, "b": {**side, "sha256": "2"},
+                                "blocks": [{"label": "mlp[0]#0", "ops": [45, 46], "fusions": None, "changes": ["+1 op"]}],
+                                "time": {"ratio": 1.2, "low": 1.1, "high": 1.3}, "memory": None,
+                                "kernels": {"a": 20, "b": 21}, "thresholds": {"time": 0.1, "memory": 0.1, "kernels": 0}})
+    made = {"date": "2026-01-02", "machine": "Test CPU (2 cpus)", "lock": {"jax": "9.9.9", "torchax": "0.0.99"},
+            "python": "3.99.0"}
+    stack = Stack("torchax-bundled", None, ("torch==2.9.0",), {"torchax": "0.0.6"}, {"torchax": "it would not import"})
+    torchax = {"made": made, "results": {("gpt2", "forward"): reg}, "failed": {"bert train": "refused"},
+               "stack": stack, "pins": ["torch==2.9.0"], "names": {("gpt2", "forward"): (("a/b",), ())}}
+    upgrade = {"made": made, "results": {("gpt2", "forward", "jax"): reg}, "failed": {}, "stack": stack}
+    for data, page in ((torchax, lambda d: versions_torchax_page(d, ("gpt2", "bert"), "torchax-bundled")),
+                       (upgrade, lambda d: upgrade_page(d, ("gpt2",), ("lock-0.10", ("jax==0.10.2",), "3.11")))):
+        record = json.loads(json.dumps(record_json(data)))
+        assert page(record_data(record)) == page(data)
+        text = page(record_data(record))
+        assert "on 2026-01-02; machine: Test CPU (2 cpus)." in text
+    assert "Python 3.99.0" in upgrade_page(record_data(json.loads(json.dumps(record_json(upgrade)))), ("gpt2",),
+                                           ("lock-0.10", ("jax==0.10.2",), "3.11"))

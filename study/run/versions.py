@@ -5,7 +5,9 @@ about 900 MB and a minute each), then for each model and each stack runs `regres
 --to lock`: the JAX side captured by each stack's jax on the same weights, diffed block by block,
 compiled by each stack's XLA (kernels per block), timed in turns (5 rounds each, time per block
 profiled) and planned. Prints docs/findings-versions.md (rendered by
-study.versions); `make findings-versions` writes it.
+study.versions); `make findings-versions` writes it. Each page's regressions are kept as one record
+(benchmarks/records/versions/PAGE.json.xz, with the day, machine and lock they were measured with);
+--render words the page from it alone, making no stack.
 """
 from __future__ import annotations
 
@@ -150,6 +152,73 @@ def run_upgrade(out: Path, models) -> dict:
     return {"results": got, "failed": failed, "stack": s}
 
 
+KEPT = ROOT / "benchmarks" / "records" / "versions"  # each page's record (xz), restored for --render
+
+
+def record_json(data: dict) -> dict:
+    """A page's data (run, run_pytorch, run_torchax, run_upgrade) as JSON: each regression with its key's
+    words, the bisection and the stack as their own JSON, and when, where and with what it was measured
+    (study.versions.made_with), so --render words the page as the run did."""
+    from study.versions import made_with
+
+    out = {"made": made_with(data), "failed": dict(data.get("failed") or {}),
+           "results": [[list(k), r.as_json()] for k, r in data["results"].items()]}
+    if "bisect" in data:
+        out["bisect"] = data["bisect"].as_json() if data["bisect"] else None
+    if "stack" in data:
+        out["stack"] = data["stack"].as_json() if data["stack"] else None
+    if "pins" in data:
+        out["pins"] = list(data["pins"])
+    if "names" in data:
+        out["names"] = [[list(k), [list(a), list(b)]] for k, (a, b) in data["names"].items()]
+    return out
+
+
+def record_data(d: dict) -> dict:
+    """record_json's inverse: the data the page functions take."""
+    from stackwars_ir.isolate.stacks import Stack
+    from stackwars_ir.versions.bisection import Bisection
+    from stackwars_ir.versions.regress import Regression
+
+    data = {"made": d["made"], "failed": d["failed"],
+            "results": {tuple(k): Regression.from_json(r) for k, r in d["results"]}}
+    if "bisect" in d:
+        data["bisect"] = Bisection.from_json(d["bisect"]) if d["bisect"] else None
+    if "stack" in d:
+        data["stack"] = Stack.from_json(d["stack"]) if d["stack"] else None
+    if "pins" in d:
+        data["pins"] = d["pins"]
+    if "names" in d:
+        data["names"] = {tuple(k): (tuple(a), tuple(b)) for k, (a, b) in d["names"]}
+    return data
+
+
+def measured(page: str, out: Path, kept: Path | None, render: bool, run_it) -> dict:
+    """The page's data: with `render`, from its record (under OUT/records, else restored from KEPT);
+    otherwise run_it(), written to OUT/records/PAGE.json and kept (xz) in KEPT."""
+    import json
+
+    from stackwars_ir.common.files import write_set
+    from stackwars_ir.sweep.kept import keep, restore
+
+    records = out / "records"
+    record = records / f"{page}.json"
+    if render:
+        if kept:
+            restore(kept, records)
+        if not record.exists():
+            where = f"{records} or {kept}" if kept else str(records)
+            print(f"findings_versions: error: no record of the {page} page under {where} (fix: run without "
+                  "--render: it makes the version stacks and measures)", file=sys.stderr)
+            sys.exit(2)
+        return record_data(json.loads(record.read_text()))
+    data = run_it()
+    write_set([(record, json.dumps(record_json(data), indent=1, sort_keys=True) + "\n")])
+    if kept:
+        keep(records, kept, only={page})
+    return record_data(json.loads(record.read_text()))
+
+
 def main() -> None:
     from study import versions_page, versions_torch_page
 
@@ -163,24 +232,34 @@ def main() -> None:
                     help="torch_xla's bundled torchax against the pinned release (findings-versions-torchax.md)")
     ap.add_argument("--upgrade", action="store_true",
                     help="the previous lock (a Python 3.11 stack) against the lock (findings-upgrade.md)")
+    ap.add_argument("--render", action="store_true",
+                    help="compute nothing: the page from its record (OUT/records, else benchmarks/records/versions)")
+    ap.add_argument("--kept", default=str(KEPT),
+                    help="the records kept in the repository (benchmarks/records/README.md; '' for none)")
     args = ap.parse_args()
     releases, models = tuple(args.releases.split(",")), tuple(args.models.split(","))
+    kept = Path(args.kept) if args.kept else None
+
+    def data(page: str, run_it) -> dict:
+        return measured(page, args.out, kept, args.render, run_it)
+
     if args.upgrade:
         from study import upgrade_page
 
         models = STUDY if args.models == ",".join(MODELS) else models
-        print(upgrade_page(run_upgrade(args.out, models), models, PREVIOUS, ROUTES), end="")
+        print(upgrade_page(data("upgrade", lambda: run_upgrade(args.out, models)), models, PREVIOUS, ROUTES), end="")
         return
     if args.torchax:
         from study import versions_torchax_page
 
         models = STUDY if args.models == ",".join(MODELS) else models
-        print(versions_torchax_page(run_torchax(args.out, models), models, BUNDLED[0]), end="")
+        print(versions_torchax_page(data("torchax", lambda: run_torchax(args.out, models)), models, BUNDLED[0]),
+              end="")
         return
     if args.pytorch:
-        print(versions_torch_page(run_pytorch(args.out, models), models, PYTORCH), end="")
+        print(versions_torch_page(data("pytorch", lambda: run_pytorch(args.out, models)), models, PYTORCH), end="")
         return
-    print(versions_page(run(args.out, releases, models), releases, models, BISECT), end="")
+    print(versions_page(data("jax", lambda: run(args.out, releases, models)), releases, models, BISECT), end="")
 
 
 if __name__ == "__main__":
