@@ -1,4 +1,4 @@
-"""docs/findings-programs.md: what scanning and rematerializing the layers cost or save, per framework.
+"""docs/findings-programs.md: what scanning and rematerializing the layers cost or save, by framework.
 
 Rendered from the records of a sweep of study/grids/findings-programs.toml.
 """

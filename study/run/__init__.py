@@ -1,4 +1,4 @@
-"""The study's drivers: each runs its grid or commands and prints its page (`python -m study.run.NAME`).
+"""The study's drivers, one per page: each runs its grid or commands, then prints the page.
 
 Run from the repository's root (as `make findings*` does): study/ sits beside the library, not
 installed with it. Like the command line, they keep torch_xla on the CPU and libtpu quiet.

@@ -1,4 +1,4 @@
-"""The study's table reconstructed for its device (a TPU v6e) from this machine: docs/findings-host.md.
+"""docs/findings-host.md: the study's table predicted for its TPU v6e from measurements here.
 
 For each of the study's workloads at base size, two runs of the CLI (each runtime in a worker of
 its own): `bench W --size base --baselines jax,torch_xla --host` (host phases of jax.jit's and

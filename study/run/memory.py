@@ -1,4 +1,4 @@
-"""The study's OOM table recomputed by the TPU v6e compiler: docs/findings-memory.md (`make findings-memory`).
+"""docs/findings-memory.md: the study's OOM table recomputed by the TPU v6e compiler.
 
 A sweep of study/grids/findings-memory.toml into --results (default out/sweeps/findings-memory):
 each cell one executable compiled for TPU v6e chips without a TPU (libtpu's compile-only client), from

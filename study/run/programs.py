@@ -1,4 +1,4 @@
-"""What scanning the layers and rematerializing them cost or save, per framework: docs/findings-programs.md (`make findings-programs`).
+"""docs/findings-programs.md: what scanning and rematerializing layers cost or save, per framework.
 
 A sweep of study/grids/findings-programs.toml into --results (default out/sweeps/findings-programs),
 then the page from its records (study.programs; --render: from the folder alone, computing nothing). Two parts:

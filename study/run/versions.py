@@ -1,4 +1,8 @@
-"""The versions pages: GPT-2 and LLaMA (tiny) under the last JAX releases of each minor line, (--pytorch) under torch_xla 2.8, (--torchax) the study's models under torch_xla's bundled torchax, against the lock, and (--upgrade) the previous lock against the lock.
+"""The versions pages: the study's models under other library releases, against the lock.
+
+GPT-2 and LLaMA (tiny) under the last JAX releases of each minor line, (--pytorch) under torch_xla 2.8,
+(--torchax) the study's models under torch_xla's bundled torchax, against the lock, and (--upgrade) the
+previous lock against the lock.
 
 Makes the stacks it needs (jax-VERSION: jax==V jaxlib==V, cached outside the repository and reused;
 about 900 MB and a minute each), then for each model and each stack runs `regress MODEL --from STACK

@@ -1,4 +1,4 @@
-"""The zoo page: transformers architectures through torch_xla and torchax, tiny, forward and training step.
+"""docs/findings-zoo.md: transformers architectures through torch_xla and torchax, forward and train.
 
 A sweep of study/grids/zoo.toml into --results (default out/sweeps/zoo): captures and diffs on
 --jobs local workers, then every bench alone (the sweep runs timed jobs last, one at a time: no timed
