@@ -15,6 +15,8 @@ import argparse
 import sys
 from pathlib import Path
 
+from . import with_kept
+
 
 ROOT = Path(__file__).resolve().parents[2]
 GRID = ROOT / "study" / "grids" / "findings-memory.toml"
@@ -46,12 +48,8 @@ def main() -> None:
     ap.add_argument("--kept", default=str(KEPT),
                     help="the records kept in the repository (benchmarks/records/README.md; '' for none)")
     args = ap.parse_args()
-    from stackwars_ir.sweep.kept import carried
-
-    with carried(Path(args.kept) if args.kept else None, args.results / "jobs",
-                 lambda m: print(f"findings_memory: {m}", file=sys.stderr, flush=True)) as only:
-        report = run(args.grid, args.results, args.jobs, args.render)
-        only.update(r.key for r in report.records)
+    report = with_kept(args.kept, args.results, "findings_memory",
+                       lambda: run(args.grid, args.results, args.jobs, args.render))
     print(memory_page(report), end="")
 
 

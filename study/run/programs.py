@@ -18,6 +18,8 @@ import argparse
 import sys
 from pathlib import Path
 
+from . import with_kept
+
 
 ROOT = Path(__file__).resolve().parents[2]
 GRID = ROOT / "study" / "grids" / "findings-programs.toml"
@@ -51,12 +53,7 @@ def main() -> None:
     ap.add_argument("--kept", default=str(KEPT),
                     help="the records kept in the repository (benchmarks/records/README.md; '' for none)")
     args = ap.parse_args()
-    from stackwars_ir.sweep.kept import carried
-
-    with carried(Path(args.kept) if args.kept else None, args.results / "jobs",
-                 lambda m: print(f"findings_programs: {m}", file=sys.stderr, flush=True)) as only:
-        records = run(args)
-        only.update(r.key for r in records.report.records)
+    records = with_kept(args.kept, args.results, "findings_programs", lambda: run(args), lambda got: got.report)
     print(programs_page(records), end="")
 
 

@@ -13,6 +13,8 @@ import argparse
 import sys
 from pathlib import Path
 
+from . import with_kept
+
 
 ROOT = Path(__file__).resolve().parents[2]
 GRID = ROOT / "study" / "grids" / "zoo.toml"
@@ -42,12 +44,7 @@ def main() -> None:
     ap.add_argument("--kept", default=str(ROOT / "benchmarks" / "records" / "zoo"),
                     help="the records kept in the repository (benchmarks/records/README.md; '' for none)")
     args = ap.parse_args()
-    from stackwars_ir.sweep.kept import carried
-
-    with carried(Path(args.kept) if args.kept else None, args.results / "jobs",
-                 lambda m: print(f"findings_zoo: {m}", file=sys.stderr, flush=True)) as only:
-        report = run(args.results, args.jobs, args.render)
-        only.update(r.key for r in report.records)
+    report = with_kept(args.kept, args.results, "findings_zoo", lambda: run(args.results, args.jobs, args.render))
     print(zoo_page(report))
 
 
