@@ -143,6 +143,13 @@ def test_a_sweep_killed_halfway_resumes_without_recomputing_a_finished_job(tmp_p
     assert typed == {"capture": CaptureRecord, "memory": MemoryReport, "diff": DiffResult}, typed
     for name, mtime in finished.items():
         assert (results / "jobs" / name).stat().st_mtime_ns == mtime  # not written again
+    # Each record names the commit of the code that made it (None only outside a git checkout).
+    root = Path(__file__).resolve().parents[1]
+    if (root / ".git").exists():
+        head = subprocess.run(["git", "-C", str(root), "rev-parse", "--short=12", "HEAD"], capture_output=True,
+                              text=True).stdout.strip()
+        commits = {json.loads(p.read_text())["host"]["commit"].rstrip("+") for p in (results / "jobs").glob("*.json")}
+        assert commits == {head}, commits
 
 
 def test_a_results_folder_kept_without_its_captures_captures_them_again_the_same_and_recomputes_nothing_else(tmp_path):

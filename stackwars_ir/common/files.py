@@ -96,7 +96,7 @@ def code_commit() -> str | None:
     if not _COMMIT:
         import subprocess
 
-        root = Path(__file__).resolve().parents[1]
+        root = Path(__file__).resolve().parents[2]  # the checkout holding stackwars_ir/common/files.py
         try:
             head = subprocess.run(["git", "-C", str(root), "rev-parse", "--short=12", "HEAD"], capture_output=True,
                                   text=True, timeout=10)
