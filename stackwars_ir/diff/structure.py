@@ -150,9 +150,10 @@ def dataflow_graph(module: Module, items: list, within: bool) -> tuple:
     else:
         top = [op for op, _ in items if op.func == entry and op.parent is None]
         tops = {op.id for op in top}
+        call_sites = _first_call_sites(module)
 
         def owner_of(op):
-            return _owner(module, op, entry)
+            return _owner(module, op, entry, call_sites)
     nested: dict = defaultdict(list)
     for op, path in items:
         if op.id not in tops:
@@ -266,16 +267,25 @@ def _feeds_reduce(op_id: int, users: dict, by_id: dict, depth: int = 3) -> bool:
     return False
 
 
-def _owner(module: Module, op: Op, entry: str) -> int:
-    """The top-level op of the entry function that holds `op` (through regions and calls)."""
+def _first_call_sites(module: Module) -> dict:
+    """Function name -> the first op (in module order) that calls it: a `func.call` or a composite."""
+    first: dict = {}
+    for caller in module.ops:
+        if caller.name == "func.call" or caller.name.endswith(".composite"):
+            for callee in callees(caller):
+                first.setdefault(callee, caller)
+    return first
+
+
+def _owner(module: Module, op: Op, entry: str, call_sites: dict) -> int:
+    """The top-level op of the entry function that holds `op` (through regions and calls);
+    `call_sites`: `_first_call_sites(module)`. A callee's body belongs to its first call site."""
     while op.parent is not None:
         op = module.ops[op.parent]
     if op.func == entry:
         return op.id
-    for caller in module.ops:  # callee bodies belong to their (first) call site
-        if (caller.name == "func.call" or caller.name.endswith(".composite")) and op.func in callees(caller):
-            return _owner(module, caller, entry)
-    return -1
+    caller = call_sites.get(op.func)
+    return _owner(module, caller, entry, call_sites) if caller is not None else -1
 
 
 def nearest_anchor(anchors: list, neighbours: dict, index: dict, seeds: dict | None = None) -> dict:
