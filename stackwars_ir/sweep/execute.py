@@ -85,6 +85,8 @@ def run_sweep(grid: Grid, root: Path, *, jobs: int | None = None, ray: str | Non
     loud = noisy_keys(found.values()) if retry_noisy else set()
     gone = set() if render_only else captures_gone(found.values(), root) | _timed_elsewhere(found)
     done = {k: r for k, r in found.items() if (r.ok or not retry_failed) and k not in loud | gone}
+    if render_only:  # a finished job that read other bytes than its capture now holds is not rendered as done
+        _stale(grid.jobs, keys, here, found, done, set(), None, progress)
     todo = [(j, k) for j, k in zip(grid.jobs, keys) if k not in done]
     if render_only:
         executor, ran = "none (rendered from the results)", 0
@@ -123,24 +125,40 @@ def run_sweep(grid: Grid, root: Path, *, jobs: int | None = None, ray: str | Non
                        len(keys) - len(todo), ran, grid.refused, time.perf_counter() - t0)
 
 
-def _stale(jobs, keys: list, here: dict, found: dict, done: dict, gone: set, clock: "_Clock",
+def _stale(jobs, keys: list, here: dict, found: dict, done: dict, gone: set, clock: "_Clock | None",
            progress: Callable[[str], object] | None) -> list:
-    """The finished jobs that read a capture made again with other bytes than its record's (sha256): what they measured is not what the folder now holds, so they run again. A capture is
-    deterministic for one stack and code, but bytes that did not come out again were seen (six JAX
-    captures of docs/findings.md's sweep, 2026-11-30): without this, a resumed page paired new captures
-    with benches of the old ones."""
+    """The finished jobs that read other bytes than a capture's record now names (sha256): what they
+    measured is not what the folder holds, so they run again. A job's result names the bytes it read
+    (Record.sources); one that names none is judged by the captures made again in this run whose
+    bytes differ from their previous record's. A capture is deterministic for one stack and code, but
+    its locations name the model code's lines: an edit of models/*.py (2026-11-30: the twins' dropout,
+    ab48b39) moves them, and the six JAX captures of docs/findings.md's sweep came out with other
+    bytes; without this, a resumed page paired them with benches of the old ones, also where an
+    earlier run made the captures again and stopped before the jobs that read them."""
     changed = {k for k in gone if k in found and found[k].ok and isinstance(found[k].job, CaptureJob)
                and k in done and done[k].ok and done[k].result.sha256 != found[k].result.sha256}
-    if not changed:
-        return []
+
+    def read_other(job, rec) -> bool:
+        read = rec.sources() if rec.ok else frozenset()
+        for c in job.captures():
+            now = done.get(c.key(here))
+            if now is None or not now.ok or not now.result.sha256:
+                continue
+            if now.result.sha256 not in read if read else c.key(here) in changed:
+                return True
+        return False
+
     stale = [(j, k) for j, k in zip(jobs, keys) if k in done and not isinstance(j, CaptureJob)
-             and any(c.key(here) in changed for c in j.captures())]
+             and read_other(j, done[k])]
+    if not stale:
+        return []
     for job, key in stale:
         del done[key]
-        clock.again(job)
+        if clock is not None:
+            clock.again(job)
     if progress:
-        progress(f"sweep: {len(changed)} capture(s) came out with other bytes than their records; the "
-                 f"{len(stale)} finished job(s) that read them run again")
+        progress(f"sweep: {len(stale)} finished job(s) read other bytes than their captures now hold; "
+                 + ("they run again" if clock is not None else "not rendered: run the sweep again"))
     return stale
 
 

@@ -63,6 +63,20 @@ class Record:
                 "ok": self.ok, "error": self.error, "result": {} if self.result is None else self.result.as_json(),
                 "seconds": round(self.seconds, 3), "host": self.host}
 
+    def sources(self) -> frozenset[str]:
+        """The sha256 of every capture file the job's result says it read (a bench's StableHLO rows, a
+        memory report's plans, a diff's two sides); empty for a capture, or a result that names none."""
+        r = self.result
+        if isinstance(r, BenchReport):
+            shas = {e.sha256 for _, e in r.rows}
+        elif isinstance(r, MemoryReport):
+            shas = {p.sha256 for p in r.plans}
+        elif isinstance(r, DiffResult):
+            shas = {r.a.sha256, r.b.sha256}
+        else:
+            shas = set()
+        return frozenset(s for s in shas if s)
+
     def bench_rows(self) -> list[Executable]:
         """The rows a bench record timed (its executables and baselines, a failed one's too); [] for
         another job or a bench that left no result."""
