@@ -53,12 +53,25 @@ def records_machine(records) -> str:
 
 
 def sweep_line(report) -> str:
-    """A findings page's `Sweep: ...` sentence: the sweep's summary line (job counts, executor, noise) and
-    the jobs' own time summed, finished before or now."""
-    from stackwars_ir.report.sweep import summary_line
+    """A findings page's `Sweep: ...` sentence, from the records alone, so the page a run prints and the
+    one its kept records render on any machine later are the same text: the job counts (failed, not run
+    yet), when and by which code the records were made (report.sweep.dated_line), the machine's noise
+    before the timed jobs (noise_line) and the jobs' own time summed. What one run computed (finished
+    before, run now, its workers, its seconds) is the sweep's own output, not the page's."""
+    from stackwars_ir.report.sweep import dated_line, noise_line
 
-    return (f"Sweep: {summary_line(report)}; the jobs' own time, summed: "
+    pending = f", {len(report.pending)} not run yet" if report.pending else ""
+    parts = [f"{len(report.records)} jobs, {len(report.failed)} failed{pending}", dated_line(report.records),
+             noise_line(report.records)]
+    return (f"Sweep: {'; '.join(p for p in parts if p)}; the jobs' own time, summed: "
             f"{sum(r.seconds for r in report.records) / 60:.0f} min")
+
+
+def records_day(records) -> str:
+    """The day the newest of a page's records was made (`2026-11-30`; "undated" where none says): a
+    page's date, the same whenever and wherever it is rendered."""
+    days = [r.host["finished"][:10] for r in records if r.host.get("finished")]
+    return max(days) if days else "undated"
 
 
 def made(rec) -> tuple[str, str]:

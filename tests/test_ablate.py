@@ -318,7 +318,7 @@ def test_the_ablations_page_says_what_the_intervals_support(tmp_path):
     for (model, step), record in ((("gpt2", "forward"), _record((1.0, 1.01, 0.99), still)),
                                   (("bert", "forward"), _record((1.3, 1.31, 1.29), moved))):
         (tmp_path / record_name(model, step)).write_text(json.dumps(record.as_json()))
-    page = ablations_page(tmp_path, "abc1234")
+    page = ablations_page(tmp_path)
     assert claims(page, "page") == []
     norm = next(line for line in page.splitlines() if line.startswith("**LayerNorm**"))
     assert "changed torch_xla's steady time in 1 of 2" in norm and "BERT forward: faster (V/B 0.800" in norm

@@ -20,7 +20,7 @@ import os
 import sys
 from pathlib import Path
 
-from .host import commit_here, made, rel, run_cli
+from .host import made, rel, run_cli
 from study.ablations import PAIRS, ablations_page, record_name
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -93,7 +93,7 @@ def main() -> None:
                 estimate(model, step, a.results)
         KEPT.mkdir(parents=True, exist_ok=True)
         keep(a.results, KEPT)
-    print(ablations_page(a.results, commit_here()), end="")
+    print(ablations_page(a.results), end="")
 
 
 if __name__ == "__main__":

@@ -119,7 +119,7 @@ def main() -> None:
     from study.protocols import protocols_section
 
     protocols = protocols_section(a.results / "protocols", a.results, workloads)
-    sys.stdout.write(host_page(workloads, a.results, commit_here(), ROOT, protocols))
+    sys.stdout.write(host_page(workloads, a.results, protocols))
 
 
 if __name__ == "__main__":
