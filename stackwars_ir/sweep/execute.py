@@ -144,7 +144,7 @@ def _stale(jobs, keys: list, here: dict, found: dict, done: dict, gone: set, clo
             now = done.get(c.key(here))
             if now is None or not now.ok or not now.result.sha256:
                 continue
-            if now.result.sha256 not in read if read else c.key(here) in changed:
+            if (now.result.sha256 not in read) if read else (c.key(here) in changed):  # its result's, else this run's
                 return True
         return False
 
