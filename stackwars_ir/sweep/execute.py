@@ -136,15 +136,15 @@ def _stale(jobs, keys: list, here: dict, found: dict, done: dict, gone: set, clo
     bytes; without this, a resumed page paired them with benches of the old ones, also where an
     earlier run made the captures again and stopped before the jobs that read them."""
     changed = {k for k in gone if k in found and found[k].ok and isinstance(found[k].job, CaptureJob)
-               and k in done and done[k].ok and done[k].result.sha256 != found[k].result.sha256}
+               and k in done and done[k].ok and _sha(done[k]) != _sha(found[k])}
 
     def read_other(job, rec) -> bool:
         read = rec.sources() if rec.ok else frozenset()
         for c in job.captures():
             now = done.get(c.key(here))
-            if now is None or not now.ok or not now.result.sha256:
+            if now is None or not now.ok or not _sha(now):
                 continue
-            if (now.result.sha256 not in read) if read else (c.key(here) in changed):  # its result's, else this run's
+            if (_sha(now) not in read) if read else (c.key(here) in changed):  # its result's, else this run's
                 return True
         return False
 
@@ -160,6 +160,12 @@ def _stale(jobs, keys: list, here: dict, found: dict, done: dict, gone: set, clo
         progress(f"sweep: {len(stale)} finished job(s) read other bytes than their captures now hold; "
                  + ("they run again" if clock is not None else "not rendered: run the sweep again"))
     return stale
+
+
+def _sha(rec: Record) -> str | None:
+    """The sha256 of the file a capture record names; None for a record that kept no capture result
+    (a record written by hand, or one from before captures named their bytes)."""
+    return getattr(rec.result, "sha256", None) or None
 
 
 def phases(todo: list) -> list[tuple[list, bool]]:
