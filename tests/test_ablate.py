@@ -271,6 +271,35 @@ def test_the_check_takes_equal_infinities_as_equal(tmp_path):
     assert not check_variant(b, other).ok
 
 
+def test_a_variant_check_tells_its_worker_the_compile_started_before_compiling(tmp_path, monkeypatch):
+    """In a worker, a task's time before started() is under the 300 s setup limit (isolate.SETUP_S),
+    after it under the user's --timeout; check_variant compiles and runs two programs (a base model's
+    training step: minutes on 2 cores), so it says started once its inputs are read, before any compile."""
+    import stackwars_ir.ablate.run as ablate_run
+
+    events = []
+    real = ablate_run.runtime
+
+    class Spy:
+        def __init__(self, rt):
+            self.rt = rt
+
+        def compile(self, *a, **k):
+            events.append("compile")
+            return self.rt.compile(*a, **k)
+
+        def __getattr__(self, name):
+            return getattr(self.rt, name)
+
+    monkeypatch.setattr(ablate_run, "started", lambda: events.append("started"))
+    monkeypatch.setattr(ablate_run, "runtime", lambda platform: Spy(real(platform)))
+    b = tmp_path / "b.mlir"
+    b.write_text("func.func @main(%x: tensor<3xf32>) -> tensor<3xf32> {\n"
+                 "  %0 = stablehlo.add %x, %x : tensor<3xf32>\n  return %0 : tensor<3xf32>\n}\n")
+    assert ablate_run.check_variant(b, b).ok
+    assert events == ["started", "compile", "compile"]
+
+
 def test_bad_input_is_one_line_and_exit_2(tmp_path, cli):
     code, _, stderr = cli("ablate", tmp_path / "missing.mlir", golden("gpt2", "torch-torch_xla"), "--out", tmp_path)
     assert code == 2 and "missing.mlir" in stderr and "Traceback" not in stderr

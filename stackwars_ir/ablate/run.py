@@ -22,7 +22,7 @@ from ..diff import diff_files
 from ..diff.measured import with_times
 from ..ir import load, load_single
 from ..ir.parse import mlir_context
-from ..isolate.task import Isolated, Task, row
+from ..isolate.task import Isolated, Task, row, started
 from .result import DEFAULT_ATOL, DEFAULT_RTOL, Ablation, Check, Interval, Variant
 from .rewrites import REVERSIBLE, REWRITES, Applied, CannotApply, apply, by_name, finding_key
 from .transplant import NothingToTransplant, is_label, transplant_file
@@ -233,6 +233,7 @@ def check_variant(b: Path, v: Path) -> Check:
     atol, rtol = float(parity.get("atol", DEFAULT_ATOL)), float(parity.get("rtol", DEFAULT_RTOL))
     arrays, origin, _ = signature_arguments(rb.modules[0], side, np.random.default_rng(0))
     rt = runtime("cpu")
+    started()  # in a worker: the two compiles and runs are under the user's --timeout, not the setup limit
     outs = []
     for path in (b, v):
         exe = rt.compile(Path(path).read_text(), str(path))

@@ -214,6 +214,9 @@ def profile_baseline(req: Request, name: str, runs: int, backend: str = "cpu") -
     if (name, req.step) not in PROFILED:
         raise BenchError(f"--profile: no profile of the {name} baseline's {req.step} step yet",
                          fix="drop --profile for this baseline")
+    # In a worker: the profile prepares, compiles and runs in one call, all under the user's --timeout
+    # (an inductor training step's compile passed the 300 s setup limit on a slowed 2-core machine).
+    started()
     return BY_NAME[name].code.profile(req, runs, backend or "cpu")
 
 
