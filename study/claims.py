@@ -695,9 +695,10 @@ def print_page(a: Sources, say: Page) -> None:
         say(f"\nMeasured peaks on this machine: {peaks['flops_per_s'] / 1e9:.0f} GFLOP/s "
             f"(f32 GEMM{', TF32 on this GPU' if a.backend == 'gpu' else ''}), {peaks['bytes_per_s'] / 1e9:.1f} GB/s "
             "(f32 add).")
-    say(f"\nRaw JSON: every job's record under `{shown(res.root, a.root)}/jobs/` "
-        f"(`stackwars-ir sweep {shown(a.grid, a.root)} --results ... --render` lists them); the "
-        f"GPT-2 HTML report: `out/gpt2-{size}{suffix}-report.html`.")
+    # The results folder is the run's choice, not the records': the page names neither it nor the machine's path.
+    say(f"\nRaw JSON: every job's record under `jobs/` in the sweep's results folder "
+        f"(`stackwars-ir sweep {shown(a.grid, a.root)} --results ... --render` lists them; `make findings` "
+        f"keeps them in `benchmarks/records/`); the GPT-2 HTML report: `out/gpt2-{size}{suffix}-report.html`.")
     for what, why in res.report.refused:
         say(f"\nNot a job: {what}: {why}")
 

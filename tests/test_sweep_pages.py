@@ -404,13 +404,13 @@ def _bench(rows: list):
     return BenchReport("cpu", tuple((None, e) for e in rows))
 
 
-@pytest.mark.parametrize("page", ["zoo", "host", "ablations"])
+@pytest.mark.parametrize("page", ["zoo", "host", "ablations", "findings"])
 def test_a_committed_findings_page_renders_byte_for_byte_from_its_kept_records(page, tmp_path, monkeypatch, capsys):
     """Issue 76: a committed findings page is what its records, kept in benchmarks/records, render into
     on a fresh machine (an empty results folder, nothing recomputed): the text names the records' days,
-    commits and machine, never the renderer's. (findings.md also diffs its kept captures again, and
-    findings-memory and -programs keep records from their next run on: test_the_memory_page_... checks
-    the same round trip on a small grid.)"""
+    commits and machine, never the renderer's nor its results folder. (The main page also diffs its
+    kept captures, benchmarks/records/findings-captures, again; findings-memory and -programs keep
+    records from their next run on: test_the_memory_page_... checks the same round trip on a small grid.)"""
     import importlib
     import shutil
 
@@ -420,8 +420,11 @@ def test_a_committed_findings_page_renders_byte_for_byte_from_its_kept_records(p
     if page != "ablations":  # its kept records are restored from benchmarks/records/ablations, never written there
         kept = tmp_path / "kept"
         shutil.copytree(root / "benchmarks" / "records" / page, kept)
+        if page == "findings":  # the captures sections 10 and 11 diff, kept beside the records
+            shutil.copytree(root / "benchmarks" / "records" / "findings-captures", tmp_path / "kept-captures")
         args += ["--kept", str(kept)]
     monkeypatch.setattr(sys, "argv", args)
     monkeypatch.chdir(root)
     driver.main()
-    assert capsys.readouterr().out == (root / "docs" / f"findings-{page}.md").read_text()
+    doc = "findings.md" if page == "findings" else f"findings-{page}.md"
+    assert capsys.readouterr().out == (root / "docs" / doc).read_text()
