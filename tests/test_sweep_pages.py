@@ -412,8 +412,12 @@ def test_a_committed_findings_page_renders_byte_for_byte_from_its_kept_records(p
     kept captures, benchmarks/records/findings-captures, again; findings-memory and -programs keep
     records from their next run on: test_the_memory_page_... checks the same round trip on a small grid.)"""
     import importlib
+    import importlib.util
     import shutil
 
+    if page == "findings" and importlib.util.find_spec("libtpu") is None:
+        # its TPU v6e jobs' keys name libtpu's version (the stack): without it they are "not run yet"
+        pytest.skip("docs/findings.md's records were made with libtpu (`make setup-tpu`)")
     root = Path(__file__).resolve().parents[1]
     driver = importlib.import_module(f"study.run.{page}")
     args = [page, "--results", str(tmp_path / "r"), "--render"]
