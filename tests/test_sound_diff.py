@@ -344,3 +344,28 @@ def test_the_matcher_forks_only_beside_no_framework_runtime():
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     alone = sys.platform == "linux" and (os.cpu_count() or 1) >= 2  # before jax: it may fork (a 1-core machine never)
     assert done.stdout.split() == [str(alone), "False"], done.stderr[-500:]
+
+
+def test_a_diff_run_as_the_console_script_leaves_its_values_to_no_cyclic_collection(tmp_path):
+    """issue 71: after its output, the console script's diff freezes what it made (gc.freeze), so the
+    collection that follows its no-GC section does not walk every value of a big diff (1.0 s of a
+    ~110k-op pair's whole process); a caller's own process (click's CliRunner) is left as it was."""
+    import gc
+    import subprocess
+    import sys
+
+    from click.testing import CliRunner
+
+    from stackwars_ir.cli.commands import main as group
+
+    folder = Path(__file__).resolve().parents[1] / "captures" / "gpt2-tiny"
+    a, b = str(folder / "jax.mlir"), str(folder / "torch-torchax.mlir")
+    code = ("import atexit, gc, sys; atexit.register(lambda: print('frozen', gc.get_freeze_count() > 1000, "
+            "file=sys.stderr)); sys.argv = ['stackwars-ir', 'diff', %r, %r]; "
+            "from stackwars_ir.cli import main; main()" % (a, b))
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode in (0, 1) and "frozen True" in done.stderr, done.stderr[-500:]
+    before = gc.get_freeze_count()
+    got = CliRunner().invoke(group, ["diff", a, b])
+    assert got.exit_code in (0, 1), got.output
+    assert gc.get_freeze_count() == before
