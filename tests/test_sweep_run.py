@@ -1,6 +1,7 @@
 """sweep runs: a grid's jobs on local workers or Ray, each finished job a file, resumable, failures and noise recorded."""
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import signal
@@ -488,3 +489,30 @@ def test_a_worker_killed_outright_is_a_failed_record_that_says_why_and_names_no_
     rec = _in_worker(job, "k", root, stack())
     assert not rec.ok and "its worker died (signal 9, killed: most likely out of memory)" in rec.error, rec.error
     assert "capturing killed-tiny" in rec.error and str(tmp_path) not in rec.error, rec.error
+
+
+def test_a_capture_record_without_a_result_names_no_bytes_and_is_captured_again(tmp_path):
+    """Record.capture_sha256: a capture's sha256; None for a capture that kept no result (a record written
+    by hand, a failed capture) or another job's record. Such a capture is neither kept (sweep.kept) nor
+    trusted as on disk (captures_gone): it is captured again, and nothing raises."""
+    from stackwars_ir.sweep.execute import captures_gone
+    from stackwars_ir.sweep.grid import read_grid
+    from stackwars_ir.sweep.job_types import CaptureRecord
+    from stackwars_ir.sweep.jobs import Record
+    from stackwars_ir.sweep.kept import keep_captures
+
+    grid = tmp_path / "small.toml"
+    grid.write_text(SMALL)
+    jobs = read_grid(grid).jobs
+    capture = next(j for j in jobs if isinstance(j, CaptureJob))
+    other = next(j for j in jobs if isinstance(j, MemoryJob))
+    (tmp_path / "c.mlir").write_text("module {}\n")
+    sha = hashlib.sha256(b"module {}\n").hexdigest()
+    full = Record("full", capture, {}, True, "", CaptureRecord("c.mlir", sha, 10, None, {}), 1.0, {})
+    bare = Record("bare", capture, {}, True, "", None, 1.0, {})
+    unnamed = Record("unnamed", capture, {}, True, "", CaptureRecord("c.mlir", None, 10, None, {}), 1.0, {})
+    assert full.capture_sha256() == sha
+    assert bare.capture_sha256() is None and unnamed.capture_sha256() is None
+    assert Record("m", other, {}, True, "", None, 1.0, {}).capture_sha256() is None
+    assert captures_gone([full, bare, unnamed], tmp_path) == {"bare"}
+    assert keep_captures([full, bare, unnamed], tmp_path, tmp_path / "kept") == 1

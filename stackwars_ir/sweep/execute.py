@@ -136,15 +136,15 @@ def _stale(jobs, keys: list, here: dict, found: dict, done: dict, gone: set, clo
     bytes; without this, a resumed page paired them with benches of the old ones, also where an
     earlier run made the captures again and stopped before the jobs that read them."""
     changed = {k for k in gone if k in found and found[k].ok and isinstance(found[k].job, CaptureJob)
-               and k in done and done[k].ok and _sha(done[k]) != _sha(found[k])}
+               and k in done and done[k].ok and done[k].capture_sha256() != found[k].capture_sha256()}
 
     def read_other(job, rec) -> bool:
         read = rec.sources() if rec.ok else frozenset()
         for c in job.captures():
             now = done.get(c.key(here))
-            if now is None or not now.ok or not _sha(now):
+            if now is None or not now.ok or not now.capture_sha256():
                 continue
-            if (_sha(now) not in read) if read else (c.key(here) in changed):  # its result's, else this run's
+            if (now.capture_sha256() not in read) if read else (c.key(here) in changed):  # its result's, else this run's
                 return True
         return False
 
@@ -160,12 +160,6 @@ def _stale(jobs, keys: list, here: dict, found: dict, done: dict, gone: set, clo
         progress(f"sweep: {len(stale)} finished job(s) read other bytes than their captures now hold; "
                  + ("they run again" if clock is not None else "not rendered: run the sweep again"))
     return stale
-
-
-def _sha(rec: Record) -> str | None:
-    """The sha256 of the file a capture record names; None for a record that kept no capture result
-    (a record written by hand, or one from before captures named their bytes)."""
-    return getattr(rec.result, "sha256", None) or None
 
 
 def phases(todo: list) -> list[tuple[list, bool]]:
@@ -186,8 +180,11 @@ def captures_gone(records: Iterable[Record], root: Path) -> set[str]:
     bytes than the record names (sha256: a file restored or written by something else): a resumed sweep
     captures them again before any job that reads them (and runs again what read other bytes: _stale)."""
     def there(r: Record) -> bool:
+        if r.result is None:  # a capture that kept no result names no file: captured again
+            return False
         f = Path(root) / r.result.file
-        return f.is_file() and (not r.result.sha256 or hashlib.sha256(f.read_bytes()).hexdigest() == r.result.sha256)
+        sha = r.capture_sha256()
+        return f.is_file() and (not sha or hashlib.sha256(f.read_bytes()).hexdigest() == sha)
 
     return {r.key for r in records if r.ok and isinstance(r.job, CaptureJob) and not there(r)}
 

@@ -77,6 +77,12 @@ class Record:
             shas = set()
         return frozenset(s for s in shas if s)
 
+    def capture_sha256(self) -> str | None:
+        """The sha256 of the file a capture record names; None for a record that kept no capture result
+        (a failed capture, a record written by hand, one from before captures named their bytes)."""
+        r = self.result
+        return (r.sha256 or None) if isinstance(r, CaptureRecord) else None
+
     def bench_rows(self) -> list[Executable]:
         """The rows a bench record timed (its executables and baselines, a failed one's too); [] for
         another job or a bench that left no result."""

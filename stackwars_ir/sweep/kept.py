@@ -80,10 +80,11 @@ def keep_captures(records: Iterable, root: Path, kept: Path) -> int:
     files were added or replaced. Captures compress about 24x (docs/findings.md's 45: 16 MB, 0.7 MB)."""
     n = 0
     for rec in records:
-        if not (rec.ok and isinstance(rec.job, CaptureJob) and rec.result.sha256):
+        sha = rec.capture_sha256() if rec.ok else None
+        if not sha:
             continue
         mlir = Path(root) / rec.result.file
-        if not mlir.is_file() or hashlib.sha256(mlir.read_bytes()).hexdigest() != rec.result.sha256:
+        if not mlir.is_file() or hashlib.sha256(mlir.read_bytes()).hexdigest() != sha:
             continue
         for src in (mlir, mlir.with_suffix(".json")):
             if not src.is_file():
