@@ -13,7 +13,6 @@ from collections.abc import Callable, Collection, Iterable, Iterator
 from pathlib import Path
 
 from ..common.files import write_set
-from .job_types import CaptureJob
 
 XZ = ".xz"  # NAME.json kept as NAME.json.xz; each written whole or not at all (files.write_set)
 
