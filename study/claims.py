@@ -522,6 +522,7 @@ def findings_page(res: "Results", backend: str, grid: Path, root: Path, host_rec
 def print_page(a: Sources, say: Page) -> None:
     from stackwars_ir import models
     from stackwars_ir.bench.run import BenchReport, crossover
+    from stackwars_ir.report.sweep import pending_why
     from .blocks import profiled_gaps, tpu_estimates
 
     res, size = a.res, a.size
@@ -534,7 +535,8 @@ def print_page(a: Sources, say: Page) -> None:
         "Every number below comes from the sweep's records (when and by which code each was made: the "
         "sweep line below) or, in section 12, from `make findings-host`'s; none is typed by hand.\n")
     if res.report.pending:
-        say(f"**Not complete: {len(res.report.pending)} jobs of the grid have not run yet.**\n")
+        say(f"**Not complete: {len(res.report.pending)} jobs of the grid have not run yet"
+            f"{pending_why(res.report)}.**\n")
     # How many jobs this run recomputed (a resumed run: only what had not finished) and the probe each
     # timed job ran first (bench.timing.machine_noise); the timed jobs ran one at a time, nothing beside them.
     say(f"{sweep_line(res.report)}. The timed jobs ran one at a time, nothing beside them.\n")

@@ -516,3 +516,31 @@ def test_a_capture_record_without_a_result_names_no_bytes_and_is_captured_again(
     assert Record("m", other, {}, True, "", None, 1.0, {}).capture_sha256() is None
     assert captures_gone([full, bare, unnamed], tmp_path) == {"bare"}
     assert keep_captures([full, bare, unnamed], tmp_path, tmp_path / "kept") == 1
+
+
+def test_a_render_says_which_stack_made_the_records_its_jobs_lack(tmp_path):
+    """A results folder rendered under another stack (docs/findings.md's TPU v6e jobs are keyed by libtpu's
+    version; a fresh clone has none) lists its jobs as not run yet: the line says why, naming what differs
+    between the stack that made their records and this one."""
+    from stackwars_ir.report.sweep import summary_line
+    from stackwars_ir.sweep.execute import other_stacks, run_sweep
+    from stackwars_ir.sweep.grid import read_grid
+    from stackwars_ir.sweep.jobs import Record, stack, write_record
+
+    grid_file = tmp_path / "small.toml"
+    grid_file.write_text(SMALL)
+    grid = read_grid(grid_file)
+    here = stack()
+    other = {**here, "jax": "0.0.1"}
+    results = tmp_path / "r"
+    for job in grid.jobs[:3]:
+        write_record(results, Record(job.key(other), job, other, True, "", None, 1.0, {}))
+    report = run_sweep(grid, results, render_only=True)
+    assert len(report.pending) == len(grid.jobs) == 5
+    words = f"jax 0.0.1 there, {here['jax']} here"
+    assert other_stacks(report) == ((words, 3),)
+    assert f"5 not run yet (3 of them have records made by another stack: {words})" in summary_line(report)
+    for job in grid.jobs:  # made under this stack: nothing pending, nothing said
+        write_record(results, Record(job.key(here), job, here, True, "", None, 1.0, {}))
+    again = run_sweep(grid, results, render_only=True)
+    assert not again.pending and other_stacks(again) == () and "not run yet" not in summary_line(again)

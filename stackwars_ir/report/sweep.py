@@ -11,7 +11,7 @@ from ..common.runstats import rounds_ratio
 from ..common.targets import is_tpu
 from ..common.textfmt import human_bytes
 from ..diff.result import DiffResult
-from ..sweep.execute import NOT_RUN, SweepReport
+from ..sweep.execute import NOT_RUN, SweepReport, other_stacks
 from ..sweep.job_types import BenchJob, CaptureJob, CaptureRecord, DiffJob, MemoryJob, route_of
 from ..sweep.jobs import Record, slowed
 
@@ -179,12 +179,21 @@ def _timed_how(rec) -> str:
 def summary_line(report: SweepReport) -> str:
     """`12 jobs: 8 finished before (not recomputed), 4 run now, 1 failed; local, 2 workers; 41 s`, and
     how noisy the machine was before the timed jobs (noise_line)."""
-    pending = f", {len(report.pending)} not run yet" if report.pending else ""
+    pending = f", {len(report.pending)} not run yet{pending_why(report)}" if report.pending else ""
     noise = noise_line(report.records)
     dated = dated_line(report.records)
     return (f"{len(report.records)} jobs: {report.reused} finished before (not recomputed), {report.ran} run now, "
             f"{len(report.failed)} failed{pending}; {report.executor}; {report.seconds:.0f} s"
             + (f"; {dated}" if dated else "") + (f"; {noise}" if noise else ""))
+
+
+def pending_why(report: SweepReport) -> str:
+    """` (17 of them have records made by another stack: libtpu 0.0.24 there, none here)`: why jobs not
+    run yet have no record, where the results folder holds theirs under another stack; "" otherwise."""
+    why = other_stacks(report)
+    if not why:
+        return ""
+    return " (" + "; ".join(f"{n} of them have records made by another stack: {words}" for words, n in why) + ")"
 
 
 def dated_line(records: Sequence[Record]) -> str:

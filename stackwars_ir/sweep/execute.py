@@ -24,6 +24,7 @@ from ..common.textfmt import human_bytes
 from .grid import Grid
 from .job_types import CaptureJob, Job
 from .jobs import Record, noisy_keys, ray_job, read_record, relative, stack, write_record
+from .jobs import records as read_records
 
 GRACE_S = 120.0  # a worker's start (imports) and its capture, past the job's own timeout
 NOT_RUN = "not run yet (run the sweep without --render)"
@@ -123,6 +124,38 @@ def run_sweep(grid: Grid, root: Path, *, jobs: int | None = None, ray: str | Non
     records = tuple(done.get(k) or Record(k, j, here, False, NOT_RUN, None, 0.0, {}) for j, k in zip(grid.jobs, keys))
     return SweepReport(grid.path, str(root), executor, records, len(keys) - ran if not render_only else
                        len(keys) - len(todo), ran, grid.refused, time.perf_counter() - t0)
+
+
+def other_stacks(report: SweepReport) -> tuple[tuple[str, int], ...]:
+    """Why jobs of the grid have no record (`--render` of a folder made elsewhere): for the jobs not run
+    yet whose job has a finished record under another stack in the results folder, what differs
+    (`libtpu 0.0.24 there, none here`: a TPU target's job keyed by a libtpu this environment lacks) and
+    how many jobs, most first. Jobs with no record under any stack are not counted."""
+    pending = report.pending
+    if not pending:
+        return ()
+
+    def what(job: Job) -> str:
+        return json.dumps({k: v for k, v in job.as_json().items() if k != "timeout"}, sort_keys=True)
+
+    def computing(job: Job, stack_: dict) -> dict:
+        return stack_ if is_tpu(job.target) else {k: v for k, v in stack_.items() if k != "libtpu"}
+
+    there: dict = {}
+    for rec in read_records(Path(report.root)):
+        if rec.ok:
+            there.setdefault(what(rec.job), computing(rec.job, rec.stack))
+    counts: dict = {}
+    for rec in pending:
+        other = there.get(what(rec.job))
+        if other is None:
+            continue
+        here = computing(rec.job, rec.stack)
+        words = "; ".join(f"{k} {other.get(k) or 'none'} there, {here.get(k) or 'none'} here"
+                          for k in sorted(set(other) | set(here)) if other.get(k) != here.get(k))
+        if words:
+            counts[words] = counts.get(words, 0) + 1
+    return tuple(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
 
 
 def _stale(jobs, keys: list, here: dict, found: dict, done: dict, gone: set, clock: "_Clock | None",
