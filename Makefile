@@ -96,7 +96,8 @@ setup-tpu: setup
 # benches of base models about 6 minutes each, one at a time; findings-programs' 40 jobs, LLaMA-3.2-1B's
 # captures and runs among them, 23 minutes. The grids now time three rounds of each bench (issue 53):
 # findings.md's timed part about three times 90 minutes; findings-programs' 48 jobs 26 minutes of jobs
-# (2026-11-28, Intel Xeon 2 cpus: its twelve 1B benches 60-78 s each); every sweep resumes where it was killed);
+# (2026-11-28, Intel Xeon 2 cpus: its twelve 1B benches 60-78 s each; 2026-12-01, AMD EPYC 2 cpus, slowed:
+# 38 minutes in all, its 1B benches 70-99 s); every sweep resumes where it was killed);
 # BACKEND=gpu writes docs/findings-gpu.md
 # alone (after `make setup-gpu`: the other two pages are compile-only TPU plans and CPU runs).
 BACKEND ?= cpu

@@ -16,13 +16,24 @@ from stackwars_ir.common.runtime import quiet_libtpu  # noqa: E402  (as the CLI:
 quiet_libtpu()
 
 
-def with_kept(kept: str, results: Path, name: str, run: Callable[[], object], report=lambda got: got):
+def with_kept(kept: str, results: Path, name: str, run: Callable[[], object], report=lambda got: got,
+              captures: bool = False):
     """run() (a sweep into RESULTS) between a restore of the records kept in KEPT ('' for none) and a keep
-    of the finished ones of its own jobs back there (sweep.kept.carried); `report(got)`: its SweepReport."""
-    from stackwars_ir.sweep.kept import carried
+    of the finished ones of its own jobs back there (sweep.kept.carried); `report(got)`: its SweepReport.
+    `captures`: the page reads the capture files too (op counts, a sidecar's seconds), so the captures
+    the records name are kept beside them, in KEPT-captures (restored before, the finished ones kept
+    after, each with the bytes its record names), and the page renders from the repository alone."""
+    from stackwars_ir.sweep.kept import carried, keep_captures, restore_captures
 
-    with carried(Path(kept) if kept else None, Path(results) / "jobs",
-                 lambda m: print(f"{name}: {m}", file=sys.stderr, flush=True)) as only:
+    def say(message: str) -> None:
+        print(f"{name}: {message}", file=sys.stderr, flush=True)
+
+    folder = Path(kept).with_name(Path(kept).name + "-captures") if kept and captures else None
+    if folder is not None and (n := restore_captures(folder, Path(results))):
+        say(f"{n} capture files restored from {folder}")
+    with carried(Path(kept) if kept else None, Path(results) / "jobs", say) as only:
         got = run()
         only.update(r.key for r in report(got).records)
+    if folder is not None and (n := keep_captures(report(got).records, Path(results), folder)):
+        say(f"{n} capture files kept in {folder}")
     return got

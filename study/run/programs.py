@@ -10,7 +10,8 @@ then the page from its records (study.programs; --render: from the folder alone,
 - LLaMA-3.2-1B's forward on XLA CPU, the same two routes unrolled and scanned: a published size whose
   float32 weights fit this machine.
 The finished records are kept in benchmarks/records/findings-programs (restored before a run, the finished
-ones added after); captures are not kept (a resumed run captures again what --render would read).
+ones added after), and the captures they name (the page counts their ops) in
+benchmarks/records/findings-programs-captures, so --render needs nothing but the repository.
 """
 from __future__ import annotations
 
@@ -53,7 +54,8 @@ def main() -> None:
     ap.add_argument("--kept", default=str(KEPT),
                     help="the records kept in the repository (benchmarks/records/README.md; '' for none)")
     args = ap.parse_args()
-    records = with_kept(args.kept, args.results, "findings_programs", lambda: run(args), lambda got: got.report)
+    records = with_kept(args.kept, args.results, "findings_programs", lambda: run(args), lambda got: got.report,
+                        captures=True)  # the page counts each capture's ops and reads its sidecar's seconds
     print(programs_page(records), end="")
 
 
