@@ -188,3 +188,21 @@ def test_xla_dumps_of_jax_and_torch_xla_are_read_and_the_jax_one_pairs_as_the_ca
     assert cli("stats", f"{jax_dump.parent}#{numbered}")[0] == 0
     code, _, err = cli("diff", f"{jax_dump.parent}#nonesuch", golden("gpt2", "jax"))
     assert code == 2 and "holds no module 'nonesuch'" in err and name in err and "Traceback" not in err, err
+
+
+def test_a_folder_that_is_neither_a_dump_nor_a_file_is_named_so_by_every_command(tmp_path, cli):
+    """A folder given as a file: its .mlir files named as the fix, or, holding none, said so (a fix naming
+    "the .mlir files in it" led nowhere); `DIR#NAME` is a dump module's name for bench and memory as for
+    diff, never an unknown model (a new user's report)."""
+    empty = tmp_path / "notdump"
+    empty.mkdir()
+    for args in (("diff", empty, empty), ("bench", empty), ("stats", empty)):
+        code, _, err = cli(*args)
+        assert code == 2 and "holding no .mlir or .mlirbc file and no XLA dump" in err and "Traceback" not in err, err
+    for command in ("bench", "memory", "diff"):
+        code, _, err = cli(command, f"{empty}#jit_forward", *([empty] if command == "diff" else []))
+        assert code == 2 and "holds no module 'jit_forward'" in err and "unknown model" not in err, err
+    (empty / "b.mlir").write_text("module {}\n")
+    (empty / "a.mlir").write_text("module {}\n")
+    code, _, err = cli("stats", empty)
+    assert code == 2 and "name the files in it: a.mlir, b.mlir" in err, err

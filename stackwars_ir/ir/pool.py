@@ -346,7 +346,12 @@ def _folder_error(label: str, folder: Path) -> str:
     first, the largest's file named as the one to give; else name the .mlir files in it."""
     dumped = _dumped(folder)
     if not dumped:
-        return f"{label}: is a directory, not a StableHLO file (fix: name the .mlir files in it)"
+        files = sorted(p.name for p in folder.iterdir() if p.suffix in (".mlir", ".mlirbc") and p.is_file())
+        if files:
+            shown = ", ".join(files[:3]) + (f", and {len(files) - 3} more" if len(files) > 3 else "")
+            return f"{label}: is a directory, not a StableHLO file (fix: name the files in it: {shown})"
+        return (f"{label}: is a directory holding no .mlir or .mlirbc file and no XLA dump (fix: give a StableHLO "
+                "file, or a folder dumped with XLA_FLAGS=--xla_dump_to=DIR)")
     order = sorted(dumped.values(), key=lambda f: -f.stat().st_size)
     shown = ", ".join(f"{f.name.split('.before_optimizations')[0]} ({f.stat().st_size / 1024:,.0f} KiB)"
                       for f in order[:4]) + (f", and {len(order) - 4} more" if len(order) > 4 else "")

@@ -176,11 +176,12 @@ class Request:
 def model_named(targets: Sequence[str]) -> str | None:
     """The model a command's TARGETS name (one catalogue name that is not a file), or None for
     StableHLO files; an unknown name is one line with a did-you-mean. `gpt3` is a mistyped model,
-    `x.mlir` or `dir/x` a missing file (the parser says so)."""
+    `x.mlir`, `dir/x`, `FILE#K` or `DUMP#NAME` (a module of a file of several, of an XLA dump folder)
+    a file, missing or not (the parser says which)."""
     from ..models import entry
 
     name = targets[0] if len(targets) == 1 else ""
-    if not name or Path(name).exists() or "/" in name or "." in name:
+    if not name or Path(name).exists() or "/" in name or "." in name or "#" in name:
         return None
     entry(name)
     return name
