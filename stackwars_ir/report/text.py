@@ -314,7 +314,8 @@ def bench_text(report: BenchReport) -> str:
     out += ["", table(["executable", "batch", "compile ms", "first ms", "second ms", "third ms", "steady ms",
                        "spread", "iters", "GFLOP/s", "fusions", "resident", "output", "counters 1st/2nd/3rd/rest",
                        "status"], rows, right={1, 2, 3, 4, 5, 6, 8, 9, 10, 11})]
-    out += ["", "output: the first run's max abs error against PyTorch eager on the CPU (same inputs); "
+    out += ["", "output: the first run's max abs error against PyTorch eager on the CPU (same inputs; none for a file "
+                "without its capture's .json, run on synthetic arguments); "
                 "counters: the runtime's own and the process's page faults (memory touched for the first time), per run "
                 "(rest: all later runs together); resident: the row's growth "
                 "of peak resident memory (its own weights and state placed, compile, every run; CPU only)"]
