@@ -278,7 +278,8 @@ NOTES = ("peak: arguments + outputs - aliased + temporaries, as XLA's buffer ass
          "where a program places buffers in host memory (memory_kind pinned_host): arguments + outputs - aliased + "
          "temporaries there, in neither the device peak nor the budgets.")
 MEASURED_NOTE = ("run: what one execution added to this process's peak resident set (arguments placed "
-                 "before), against the plan's temporaries + outputs - aliased")
+                 "before), against the plan's temporaries + outputs - aliased; the resident set grows by whole "
+                 "pages and allocator chunks, so against a plan of a few KiB the ratio is mostly that granularity")
 
 
 # --max-batch: the largest batch whose plan fits a budget, found by compiling, never running.
