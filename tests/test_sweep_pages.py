@@ -417,7 +417,8 @@ def test_a_committed_findings_page_renders_byte_for_byte_from_its_kept_records(p
 
     if page in ("findings", "programs") and importlib.util.find_spec("libtpu") is None:
         # their TPU v6e jobs' keys name libtpu's version (the stack): without it they are "not run yet"
-        pytest.skip(f"docs/findings-{page}.md's records were made with libtpu (`make setup-tpu`)")
+        pytest.skip(f"docs/{'findings' if page == 'findings' else 'findings-' + page}.md's records were made with "
+                    "libtpu (`make setup-tpu`)")
     root = Path(__file__).resolve().parents[1]
     driver = importlib.import_module(f"study.run.{page}")
     args = [page, "--results", str(tmp_path / "r"), "--render"]
