@@ -16,6 +16,8 @@ import os
 import sys
 from pathlib import Path
 
+from . import with_kept
+
 
 ROOT = Path(__file__).resolve().parents[2]
 GRID = ROOT / "study" / "grids" / "findings.toml"
@@ -115,21 +117,11 @@ def main() -> None:
     results = (a.results or ROOT / "out" / "sweeps" / name).resolve()  # before the chdir: as the user named it
     kept = ROOT / "benchmarks" / "records" / name if a.kept is None else (Path(a.kept).resolve() if a.kept else None)
     os.chdir(ROOT)
-    from stackwars_ir.sweep.kept import carried, keep_captures, restore_captures
-
-    def say(m: str) -> None:
-        print(f"findings: {m}", file=sys.stderr, flush=True)
-
     # the captures the records name, kept beside them (kept-captures/): sections 10 and 11 diff them
     # again, and a capture made again need not come out byte for byte (benchmarks/records/README.md)
-    captures = kept.with_name(kept.name + "-captures") if kept else None
-    if captures and (n := restore_captures(captures, results)):
-        say(f"{n} capture files restored from {captures}")
-    with carried(kept, results / "jobs", say) as only:
-        res = run(a.grid, results, a.backend, a.size, a.render, a.jobs, a.retry_failed, a.retry_noisy)
-        only.update(r.key for r in res.report.records)
-    if captures and (n := keep_captures(res.report.records, results, captures)):
-        say(f"{n} capture files kept in {captures}")
+    res = with_kept(str(kept) if kept else "", results, "findings",
+                    lambda: run(a.grid, results, a.backend, a.size, a.render, a.jobs, a.retry_failed, a.retry_noisy),
+                    lambda got: got.report, captures=True)
     html_report(res, a.backend)
     print(page(res, a.grid, a.backend), end="")
 
