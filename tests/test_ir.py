@@ -330,6 +330,16 @@ def test_bad_input_gets_one_line_and_exit_2(cli, tmp_path, name):
     assert len(lines) == 1 and str(path) in lines[0] and "Traceback" not in err
 
 
+@pytest.mark.parametrize("command", ["bench", "memory"])
+def test_a_bad_file_alone_gets_its_error_line_and_no_table_of_failed_rows(cli, tmp_path, command):
+    path = tmp_path / "words.mlir"
+    path.write_bytes(BAD["words.mlir"])
+    code, out, err = cli(command, path)
+    errors = [line for line in err.splitlines() if line.startswith("stackwars-ir: error:")]
+    assert code == 2 and out == "" and "Traceback" not in err
+    assert len(errors) == 1 and str(path) in errors[0] and "FAILED" not in err
+
+
 def test_error_names_file_line_and_column(cli, tmp_path):
     path = tmp_path / "t.mlir"
     path.write_text("func.func @main(%a: tensor<2xf32>) -> tensor<2xf32> {\n  %0 = stablehlo.abs %b : tensor<2xf32>\n"

@@ -12,7 +12,7 @@ from ..common.errors import EXIT_DIFFERENT
 from ..common.targets import ESTIMATED, TPUS, names
 from .shell import (Group, adapters_option, batches_option, emit, estimate_options, finish, fitted_request, has,
                     json_option, limits_options, markdown_option, mode_option, model_options, model_or_files,
-                    only_memory_left, progress,
+                    only_memory_left, progress, table_unless_all_failed,
                     request, set_env_for_command, stack_option, use_adapters, warn_sidecars)
 
 if TYPE_CHECKING:
@@ -334,7 +334,8 @@ def bench_cmd(targets: tuple[str, ...], batches: str, baselines: str, backend: s
     else:
         report = bench_files([Path(t) for t in targets], backend, timeout, max_memory=memory, progress=progress,
                              asked=asked, stack=stack)
-    emit(bench_text(report), report.as_json(), json_path)
+    emit(table_unless_all_failed(lambda: bench_text(report), len(report.rows), len(report.failed)),
+         report.as_json(), json_path)
     finish(report.failed)
 
 
@@ -393,7 +394,8 @@ def memory_cmd(targets: tuple[str, ...], target: str, budget: str, measure: bool
                             budgets_=limits, measure=measure, **run)
     else:
         report = plan_files([Path(t) for t in targets], target, limits, measure, memory, timeout, progress, stack=stack)
-    emit(memory_text(report), report.as_json(), json_path)
+    emit(table_unless_all_failed(lambda: memory_text(report), len(report.plans), len(report.failed)),
+         report.as_json(), json_path)
     if md_path is not None:
         write_atomic(md_path, memory_markdown(report))
         click.echo(f"wrote {md_path}", err=True)

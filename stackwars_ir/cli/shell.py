@@ -315,6 +315,12 @@ def emit(text: str | None, data: dict | Callable[[], dict], json_path: Path | No
         click.echo(f"wrote {json_path}", err=True)
 
 
+def table_unless_all_failed(text: Callable[[], str], rows: int, failed: int) -> str | None:
+    """The command's table, or None where every one of its `rows` failed: the failures' own lines
+    (finish) then say it all, and bad input stays one line (a table of FAILED rows says nothing more)."""
+    return None if rows and failed >= rows else text()
+
+
 def finish(failed: Sequence[object], note: str = "") -> None:
     """Each failure's one line on stderr (then `note`); exit 2 if any, else 0."""
     for f in failed:
