@@ -340,6 +340,18 @@ def test_a_bad_file_alone_gets_its_error_line_and_no_table_of_failed_rows(cli, t
     assert len(errors) == 1 and str(path) in errors[0] and "FAILED" not in err
 
 
+def test_prose_or_a_bare_word_is_said_as_no_op_with_its_line(cli, tmp_path):
+    """MLIR's own words for prose were "custom op 'The' is unknown (tried 'builtin.The' as well)"."""
+    path = tmp_path / "notes.mlir"
+    path.write_text("\n// my notes\nThe quick brown fox\n")
+    code, out, err = cli("stats", path)
+    assert code == 2 and out == ""
+    assert f"{path}:3:1: 'The' is no op (an op is named dialect.op): the line reads 'The quick brown fox'" in err
+    path.write_text("func.func @main(%a: tensor<2xf32>) -> tensor<2xf32> {\n  foo %a\n  return %a : tensor<2xf32>\n}\n")
+    code, out, err = cli("stats", path)
+    assert code == 2 and f"{path}:2:3: 'foo' is no op" in err and "the line reads 'foo %a'" in err
+
+
 def test_error_names_file_line_and_column(cli, tmp_path):
     path = tmp_path / "t.mlir"
     path.write_text("func.func @main(%a: tensor<2xf32>) -> tensor<2xf32> {\n  %0 = stablehlo.abs %b : tensor<2xf32>\n"

@@ -326,7 +326,7 @@ def _parse_text(chunk: str, label: str, source: str, first_line: int, part: tupl
                 module, form = _from_vhlo(ctx, module), FORM_VHLO_TEXT  # upgraded as its bytecode would be
             return build(module, label, "jaxlib", part=part) + (form,)
     except ir.MLIRError as e:
-        raise _diagnostic(e, source, first_line) from None
+        raise _diagnostic(e, source, first_line, chunk) from None
 
 
 # StableHLO before 2024-02 (jax < 0.4.24) wrote integer-array attributes as dense elements
@@ -451,7 +451,7 @@ def _parse_quantized(chunk: str, label: str, source: str, first_line: int, part:
             module = ir.Module.parse(chunk)
             return build(module, label, "iree", ir, part)
     except ir.MLIRError as e:
-        raise _diagnostic(e, source, first_line) from None
+        raise _diagnostic(e, source, first_line, chunk) from None
 
 
 def _parse_bytecode(data: bytes, source: str, part: tuple, form: str = "") -> tuple:
@@ -502,8 +502,13 @@ def _walk_names(module):
         yield func.operation
 
 
-def _diagnostic(err, source: str, first_line: int) -> ParseError:
-    """`file:line:col: message` from MLIR's first error diagnostic."""
+# MLIR's word for a bare word where an op should be (`hello world`, prose): every dialect's op has a dot
+_BARE_WORD = re.compile(r"custom op '([^'.]*)' is unknown")
+
+
+def _diagnostic(err, source: str, first_line: int, text: str = "") -> ParseError:
+    """`file:line:col: message` from MLIR's first error diagnostic; a bare word where an op should be
+    (prose, a log) is said as such, with the line it starts (`text`: the text MLIR read)."""
     diags = list(getattr(err, "error_diagnostics", []) or [])
     if not diags:
         msg = str(err).strip().splitlines()
@@ -511,7 +516,13 @@ def _diagnostic(err, source: str, first_line: int) -> ParseError:
     d = diags[0]
     line, col = _line_col(str(d.location))
     where = f"{source}:{line + first_line - 1}:{col}" if line else source
-    return ParseError(f"{where}: {d.message.strip().splitlines()[0]}",
+    message = d.message.strip().splitlines()[0]
+    bare = _BARE_WORD.match(message)
+    if bare and line and text:
+        shown = (text.splitlines()[line - 1:line] or [""])[0].strip()
+        shown = shown if len(shown) <= 60 else shown[:57] + "..."
+        message = f"{bare.group(1)!r} is no op (an op is named dialect.op): the line reads {shown!r}"
+    return ParseError(f"{where}: {message}",
                       fix="give StableHLO MLIR, e.g. jax.jit(f).lower(...).as_text(debug_info=True) or stackwars-ir capture")
 
 
