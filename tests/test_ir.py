@@ -331,13 +331,72 @@ def test_bad_input_gets_one_line_and_exit_2(cli, tmp_path, name):
 
 
 @pytest.mark.parametrize("command", ["bench", "memory"])
-def test_a_bad_file_alone_gets_its_error_line_and_no_table_of_failed_rows(cli, tmp_path, command):
-    path = tmp_path / "words.mlir"
+def test_a_bad_file_alone_gets_its_error_line_and_no_table_or_json_of_failed_rows(cli, tmp_path, command):
+    path, out_json = tmp_path / "words.mlir", tmp_path / "out.json"
     path.write_bytes(BAD["words.mlir"])
-    code, out, err = cli(command, path)
+    code, out, err = cli(command, path, "--json", out_json)
     errors = [line for line in err.splitlines() if line.startswith("stackwars-ir: error:")]
     assert code == 2 and out == "" and "Traceback" not in err
     assert len(errors) == 1 and str(path) in errors[0] and "FAILED" not in err
+    assert not out_json.exists()  # nothing measured: nothing written, as diff and stats write nothing
+
+
+def test_a_file_cut_short_is_said_so(cli, tmp_path):
+    """Cut mid-op, mid-line or before its location aliases, MLIR names only the first symptom."""
+    text = golden("gpt2", "jax").read_text()
+    lines = text.splitlines(keepends=True)
+    for name, cut, words in (("mid-op", text[:20000], "braces never closed"),
+                             ("mid-file", "".join(lines[:150]), "braces never closed"),
+                             ("aliases", "".join(lines[:-1]), "location aliases its end defines are missing")):
+        path = tmp_path / f"{name}.mlir"
+        path.write_text(cut)
+        code, out, err = cli("stats", path)
+        assert code == 2 and out == "" and len(err.strip().splitlines()) == 1, err
+        assert words in err and "the file looks cut short" in err and "copy or export the file again" in err, err
+
+
+def test_bytecode_cut_short_is_said_so(cli, tmp_path):
+    from jax._src.interpreters import mlir as jmlir
+    from jaxlib.mlir import ir
+
+    import io
+
+    with jmlir.make_ir_context():
+        module = ir.Module.parse(golden("gpt2", "jax").read_text())
+        buf = io.BytesIO()
+        module.operation.write_bytecode(buf)
+    path = tmp_path / "cut.mlirbc"
+    path.write_bytes(buf.getvalue()[:len(buf.getvalue()) // 2])
+    code, out, err = cli("stats", path)
+    assert code == 2 and "the bytecode ends early: the file looks cut short" in err, err
+
+
+def test_an_output_path_that_cannot_be_written_is_one_line_before_any_work(cli, tmp_path):
+    """A file where a folder should be, a folder where the file should be, '-' for an output other than
+    --json: one line, exit 2, nothing written (not a traceback after the work, with --json already written)."""
+    g = golden("gpt2", "jax")
+    ok = tmp_path / "ok.json"
+    for args, words in ((("diff", g, g, "--json", ok, "--markdown", g / "x.md"), f"{g} is a file"),
+                        (("diff", g, g, "--html", tmp_path), "is a folder, not a file"),
+                        (("diff", g, g, "--markdown", "-"), "--markdown -: only --json writes to stdout"),
+                        (("stats", g, "--json", g / "s.json"), f"{g} is a file"),
+                        (("report", g, g, "--html", g / "r.html"), f"{g} is a file"),
+                        (("memory", g, "--json", ok, "--markdown", g / "m.md"), f"{g} is a file")):
+        code, out, err = cli(*args)
+        assert code == 2 and out == "" and len(err.strip().splitlines()) == 1 and words in err, (args, err)
+        assert not ok.exists() and "Traceback" not in err
+
+
+def test_a_write_that_fails_after_the_work_is_one_line(tmp_path, monkeypatch):
+    from stackwars_ir.common.errors import StackwarsError
+    from stackwars_ir.common.files import write_set
+
+    folder = tmp_path / "ro"
+    folder.mkdir()
+    monkeypatch.setattr("tempfile.mkstemp", lambda **kw: (_ for _ in ()).throw(PermissionError(13, "Permission denied")))
+    with pytest.raises(StackwarsError, match="cannot be written: Permission denied"):
+        write_set([(folder / "a.json", "{}")])
+    assert list(folder.iterdir()) == []
 
 
 def test_prose_or_a_bare_word_is_said_as_no_op_with_its_line(cli, tmp_path):

@@ -10,7 +10,7 @@ from pathlib import Path
 import click
 
 from .shell import (adapters_option, batches_option, emit, finish, json_option, limits_options, markdown_option,
-                    model_options, model_or_files, progress, request, warn_sidecars)
+                    model_options, model_or_files, output_option, progress, request, warn_sidecars)
 from ..common.targets import ESTIMATED, names
 
 
@@ -31,7 +31,7 @@ def register(main: click.Group) -> None:
 @limits_options("Seconds per executable for its compile and runs.", "each bench's workers")
 @json_option("the paragraph")
 @markdown_option
-@click.option("--html", "html_path", type=click.Path(dir_okay=False, path_type=Path),
+@output_option("--html", "html_path",
               help="Write a self-contained HTML page here.")
 @model_options(Path("out") / "captures", shapes=False, step_help="forward, or train (one training step).")
 @adapters_option
@@ -113,7 +113,7 @@ def why_cmd(targets: tuple[str, ...], a: str, b: str, rounds: int, batches: str,
                    "kernel time of each block it changed beside B's.")
 @json_option("the table")
 @markdown_option
-@click.option("--html", "html_path", type=click.Path(dir_okay=False, path_type=Path), help="Write HTML here.")
+@output_option("--html", "html_path", help="Write HTML here.")
 @click.option("--target", default=None, metavar="TPU",
               help=f"Also compile A, B and each variant for {names(ESTIMATED, ' or ')} (libtpu, no TPU needed: "
                    "`make setup-tpu`) and show the compiler's estimate of one run beside the times: estimates, "

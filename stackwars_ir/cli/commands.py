@@ -12,7 +12,7 @@ from ..common.errors import EXIT_DIFFERENT
 from ..common.targets import ESTIMATED, TPUS, names
 from .shell import (Group, adapters_option, batches_option, emit, estimate_options, finish, fitted_request, has,
                     json_option, limits_options, markdown_option, mode_option, model_options, model_or_files,
-                    only_memory_left, progress, table_unless_all_failed,
+                    only_memory_left, output_option, progress, every_row_failed,
                     request, set_env_for_command, stack_option, use_adapters, warn_sidecars)
 
 if TYPE_CHECKING:
@@ -138,8 +138,8 @@ def _show_captures(result) -> None:
 
 @main.command("stats")
 @click.argument("files", nargs=-1, required=True, type=click.Path(path_type=Path))
-@click.option("--json", "json_path", is_flag=False, flag_value="-", default=None, metavar="[FILE|-]",
-              type=click.Path(dir_okay=False, allow_dash=True, path_type=Path),
+@output_option("--json", "json_path", is_flag=False, flag_value="-", default=None, metavar="[FILE|-]",
+               type=click.Path(allow_dash=True, path_type=Path),
               help="JSON (one object per module) to FILE, or to stdout instead of the tables ('-' or no value).")
 @click.option("--top", default=15, show_default=True, help="Rows of the op histogram to show.")
 @adapters_option
@@ -175,7 +175,7 @@ def stats_cmd(files: tuple[Path, ...], json_path: Path | None, top: int) -> None
 @click.argument("file_b", type=click.Path(path_type=Path))
 @json_option("the text")
 @markdown_option
-@click.option("--html", "html_path", type=click.Path(dir_okay=False, path_type=Path),
+@output_option("--html", "html_path",
               help="Write the HTML report here.")
 @mode_option("Segment by locations (provenance), by dataflow (structure), or pick per file.")
 @click.option("--excerpts/--no-excerpts", default=False, help="Print each block's IR side by side.")
@@ -334,8 +334,8 @@ def bench_cmd(targets: tuple[str, ...], batches: str, baselines: str, backend: s
     else:
         report = bench_files([Path(t) for t in targets], backend, timeout, max_memory=memory, progress=progress,
                              asked=asked, stack=stack)
-    emit(table_unless_all_failed(lambda: bench_text(report), len(report.rows), len(report.failed)),
-         report.as_json(), json_path)
+    if not every_row_failed(len(report.rows), len(report.failed)):
+        emit(bench_text(report), report.as_json(), json_path)
     finish(report.failed)
 
 
@@ -394,8 +394,9 @@ def memory_cmd(targets: tuple[str, ...], target: str, budget: str, measure: bool
                             budgets_=limits, measure=measure, **run)
     else:
         report = plan_files([Path(t) for t in targets], target, limits, measure, memory, timeout, progress, stack=stack)
-    emit(table_unless_all_failed(lambda: memory_text(report), len(report.plans), len(report.failed)),
-         report.as_json(), json_path)
+    if every_row_failed(len(report.plans), len(report.failed)):
+        finish(report.failed)
+    emit(memory_text(report), report.as_json(), json_path)
     if md_path is not None:
         write_atomic(md_path, memory_markdown(report))
         click.echo(f"wrote {md_path}", err=True)
@@ -451,7 +452,7 @@ def sweep_cmd(grid: Path, root: Path | None, jobs: int | None, ray: str | None, 
 
 @main.command("report")
 @click.argument("files", nargs=-1, type=click.Path(path_type=Path))
-@click.option("--html", "-o", "--output", "out", type=click.Path(dir_okay=False, path_type=Path), required=True,
+@output_option("--html", "-o", "--output", "out", required=True,
               help="The HTML file to write (-o and --output: older spellings of --html, kept).")
 @click.option("--from", "from_path", type=click.Path(dir_okay=False, path_type=Path),
               help="Render a saved `stackwars-ir diff --json` result instead of diffing FILE_A FILE_B (the .mlir "

@@ -155,14 +155,16 @@ def model_options(out_default: Path, step_help: str, shapes: bool = True, model_
         click.option("--exporter", "exporters", multiple=True, default=("torch_xla",), show_default=True,
                      help=w(exporter_help())),
         click.option("--size", default="tiny", show_default=True,
-                     help=w("tiny (tests), or a published size (base; llama: 1b, 8b).")),
+                     help=w("tiny (tests), narrow, or a published size (base; llama: 1b, 8b; gpt_neo: 1.3b): "
+                            "`stackwars-ir models` lists each model's.")),
         click.option("--seq", type=int, help=w("Sequence length, or image size for resnet50.")),
         click.option("--step", default="forward", show_default=True, help=w(step_help)),
         click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=out_default,
                      show_default=True, help=w(out_help)),
         click.option("--scan-layers", is_flag=True,
                      help=w("Run the layers in a loop over their stacked weights: jax.lax.scan in JAX, "
-                            "torch_xla's scan_layers in PyTorch (llama, gpt2; files end in -scan).")),
+                            "torch_xla's scan_layers in PyTorch (models with a list of identical layers: gpt2, "
+                            "bert, vit, llama; files end in -scan).")),
         click.option("--remat", is_flag=True,
                      help=w("With --step train: rematerialize each layer in the backward (jax.checkpoint; "
                             "torch_xla's checkpoint; files end in -remat).")),
@@ -315,10 +317,11 @@ def emit(text: str | None, data: dict | Callable[[], dict], json_path: Path | No
         click.echo(f"wrote {json_path}", err=True)
 
 
-def table_unless_all_failed(text: Callable[[], str], rows: int, failed: int) -> str | None:
-    """The command's table, or None where every one of its `rows` failed: the failures' own lines
-    (finish) then say it all, and bad input stays one line (a table of FAILED rows says nothing more)."""
-    return None if rows and failed >= rows else text()
+def every_row_failed(rows: int, failed: int) -> bool:
+    """Whether every one of a command's `rows` failed (bench's, memory's): it then writes neither its
+    table nor its JSON, and its failures' own lines (finish) say it all, as bad input's one line does
+    for diff and stats. Where some row was measured, the table and the JSON hold the failed ones too."""
+    return bool(rows) and failed >= rows
 
 
 def finish(failed: Sequence[object], note: str = "") -> None:
@@ -340,13 +343,37 @@ def _path(**kw):
     return click.Path(dir_okay=False, path_type=Path, **kw)
 
 
+def writable(ctx: click.Context, param: click.Parameter, value: Path | None) -> Path | None:
+    """The callback of an output file option: the path checked before any work (files.check_writable);
+    '-' (stdout) only for --json."""
+    from ..common.files import check_writable
+
+    if value is None:
+        return value
+    if str(value) == "-":
+        if param.name != "json_path":
+            flag = param.opts[0]
+            raise StackwarsError(f"{flag} -: only --json writes to stdout", fix=f"give {flag} a file name")
+        return value
+    check_writable(value)
+    return value
+
+
+def output_option(*decls: str, **kw: object) -> Callable[[_F], _F]:
+    """An option naming a file to write (--json, --markdown, --html): checked before any work, a folder
+    there said in the command's one line (writable)."""
+    kw.setdefault("type", click.Path(path_type=Path))
+    kw.setdefault("metavar", "FILE")
+    return click.option(*decls, callback=writable, **kw)
+
+
 def json_option(what: str = "the table") -> Callable[[_F], _F]:
-    return click.option("--json", "json_path", type=_path(allow_dash=True),
-                        help=f"Write JSON here ('-': to stdout, {what} to stderr).")
+    return output_option("--json", "json_path", type=click.Path(allow_dash=True, path_type=Path),
+                         help=f"Write JSON here ('-': to stdout, {what} to stderr).")
 
 
 def markdown_option(command: _F) -> _F:
-    return click.option("--markdown", "md_path", type=_path(), help="Write Markdown here.")(command)
+    return output_option("--markdown", "md_path", help="Write Markdown here.")(command)
 
 
 def mode_option(help_: str) -> Callable[[_F], _F]:

@@ -372,21 +372,29 @@ def write_set(files: list[tuple[Path, str | bytes]]) -> None:
     staged = []
     try:
         for path, content in files:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-            staged.append((tmp, path))
-            if isinstance(content, bytes):
-                with os.fdopen(fd, "wb") as f:
-                    f.write(content)
-            else:
-                with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as f:
-                    f.write(content)
-            _share(tmp, 0o666)
+            try:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+                staged.append((tmp, path))
+                if isinstance(content, bytes):
+                    with os.fdopen(fd, "wb") as f:
+                        f.write(content)
+                else:
+                    with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as f:
+                        f.write(content)
+                _share(tmp, 0o666)
+            except OSError as e:  # a folder that cannot be written, a disk full: nothing of the set is published
+                raise StackwarsError(f"{path}: cannot be written: {e.strerror or e}",
+                                     fix="give a path in a folder you can write") from None
         old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
         try:
             check_interrupted()  # a Ctrl-C some callback swallowed earlier: publish nothing
             for tmp, path in staged:
-                os.replace(tmp, path)
+                try:
+                    os.replace(tmp, path)
+                except OSError as e:  # a folder where the file should be
+                    raise StackwarsError(f"{path}: cannot be written: {e.strerror or e}",
+                                         fix="give a file name that is not a folder's") from None
             staged = []
         finally:
             signal.pthread_sigmask(signal.SIG_SETMASK, old)  # a Ctrl-C held back is delivered now
@@ -394,6 +402,24 @@ def write_set(files: list[tuple[Path, str | bytes]]) -> None:
         for tmp, _ in staged:
             with contextlib.suppress(OSError):
                 os.unlink(tmp)
+
+
+def check_writable(path: str | Path) -> None:
+    """StackwarsError (one line) unless a file can be written at `path`: not a folder, and its nearest
+    existing folder (the missing ones are made) one this process may write in. Checked before the work
+    whose result goes there, so a bad output path costs nothing and leaves nothing half-written."""
+    p = Path(path)
+    if p.is_dir():
+        raise StackwarsError(f"{p}: is a folder, not a file", fix=f"give a file name, e.g. {p / 'out'}")
+    folder = p.parent
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    if not folder.is_dir():
+        raise StackwarsError(f"{p}: {folder} is a file, so nothing can be written under it",
+                             fix="give a path under a folder")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise StackwarsError(f"{p}: the folder {folder} cannot be written (permission denied)",
+                             fix="give a path in a folder you can write")
 
 
 def _share(path, mode: int) -> None:

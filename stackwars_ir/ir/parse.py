@@ -522,8 +522,29 @@ def _diagnostic(err, source: str, first_line: int, text: str = "") -> ParseError
         shown = (text.splitlines()[line - 1:line] or [""])[0].strip()
         shown = shown if len(shown) <= 60 else shown[:57] + "..."
         message = f"{bare.group(1)!r} is no op (an op is named dialect.op): the line reads {shown!r}"
-    return ParseError(f"{where}: {message}",
-                      fix="give StableHLO MLIR, e.g. jax.jit(f).lower(...).as_text(debug_info=True) or stackwars-ir capture")
+    cut = _cut_short(message, text)
+    return ParseError(f"{where}: {message}" + (f"; {cut}" if cut else ""),
+                      fix="copy or export the file again, whole" if cut else
+                      "give StableHLO MLIR, e.g. jax.jit(f).lower(...).as_text(debug_info=True) or stackwars-ir capture")
+
+
+# MLIR's words where a bytecode file ends early, and where a text file's location aliases (written at its
+# end) are missing
+_BYTECODE_CUT = ("when only", "missing data for top-level section", "unexpected end of")
+_ALIASES_CUT = "location alias was never defined"
+
+
+def _cut_short(message: str, text: str) -> str:
+    """Why the file looks cut short ("" where it does not): its braces do not close, its location
+    aliases are missing, or its bytecode ends early (MLIR's own message names only the first symptom)."""
+    if any(w in message for w in _BYTECODE_CUT):
+        return "the bytecode ends early: the file looks cut short"
+    if _ALIASES_CUT in message:
+        return "the location aliases its end defines are missing: the file looks cut short"
+    open_ = text.count("{") - text.count("}") if text else 0
+    if open_ > 0:
+        return f"{open_} brace{'s' if open_ > 1 else ''} never closed: the file looks cut short"
+    return ""
 
 
 def _line_col(loc: str) -> tuple[int, int]:

@@ -156,8 +156,9 @@ class Parser:
 
         label = str(path)
         if not Path(path).exists():
-            return ("error", f"{label}: no such file (fix: check the path; `stackwars-ir capture MODEL` writes "
-                             "captures under out/captures, the golden ones are under captures/)")
+            return ("error", f"{label}: no such file (fix: check the path; `stackwars-ir capture MODEL` writes its "
+                             "captures under captures/MODEL-SIZE/ (--out), `bench MODEL` and `memory MODEL` theirs "
+                             "under out/captures/)")
         if Path(path).is_dir():
             return ("error", _folder_error(label, Path(path)))
         if Path(path).suffix == ".json":
