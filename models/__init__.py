@@ -179,7 +179,8 @@ def _adapter_files(in_folders: set | None = None) -> list[Path]:
         elif p.suffix in (".py", ".toml") and p.is_file():
             files.append(p)
         else:
-            raise StackwarsError(f"{ADAPTERS_ENV}: {item}: no adapter file or folder there",
+            why = "a file, but not a .py or .toml adapter file" if p.is_file() else "no adapter file or folder there"
+            raise StackwarsError(f"{ADAPTERS_ENV}: {item}: {why}",
                                  fix="name .py or .toml adapter files or folders that hold them (--adapters PATH)")
     return list(dict.fromkeys(p.resolve() for p in files))  # a file named twice is read once
 
@@ -196,7 +197,8 @@ def adapters_env(paths) -> str:
     for a in paths:
         p = Path(a).expanduser()
         if not (p.is_dir() or (p.suffix in (".py", ".toml") and p.is_file())):
-            raise StackwarsError(f"--adapters {a}: no adapter file or folder there",
+            why = "a file, but not a .py or .toml adapter file" if p.is_file() else "no adapter file or folder there"
+            raise StackwarsError(f"--adapters {a}: {why}",
                                  fix="name a .py or .toml adapter file, or a folder that holds them (docs/adapters.md)")
     known = [p for p in os.environ.get(ADAPTERS_ENV, "").split(os.pathsep) if p]
     given = [str(Path(a).expanduser().resolve()) for a in paths]

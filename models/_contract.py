@@ -86,11 +86,12 @@ def check_inputs(entry, inputs, function=None) -> None:
 
 
 def refusal(entry, error: ValueError) -> AdapterError:
-    """The adapter's own ValueError from inputs() (a size it does not take): its words, at its line,
-    with no fix guessed for it."""
+    """The adapter's own ValueError from inputs() (a size it does not take): its words, at its line;
+    the fix points at what inputs() reads (--size, --batch, --seq), not at the adapter."""
     frame = _adapter_frame(error, _where(entry))
     at = f"{frame.filename}:{frame.lineno}: in {frame.name}()" if frame is not None else _where(entry)
-    return AdapterError(f"{at}: {' '.join(str(error).split())[:300]}")
+    return AdapterError(f"{at}: {' '.join(str(error).split())[:300]}",
+                        fix="give a --size, --batch or --seq this model takes (`stackwars-ir models` lists its sizes)")
 
 
 def check_output(entry, output) -> None:

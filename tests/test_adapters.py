@@ -89,6 +89,10 @@ def test_a_folder_with_no_adapter_says_so(cli, tmp_path, monkeypatch):
 def test_a_missing_adapter_path_and_a_name_taken_twice_are_one_line(cli, tmp_path, monkeypatch, user_adapters):
     code, _, err = cli("--adapters", tmp_path / "nowhere", "models")
     assert code == 2 and "no adapter file or folder there" in err
+    prose = tmp_path / "notes.txt"
+    prose.write_text("my adapter ideas\n")
+    code, _, err = cli("--adapters", prose, "models")
+    assert code == 2 and f"--adapters {prose}: a file, but not a .py or .toml adapter file" in err, err
     monkeypatch.setenv(models.ADAPTERS_ENV, "")  # each command is a process of its own
     clash = tmp_path / "gpt2.py"
     clash.write_text(TOY.read_text().replace('"toy_mixer"', '"gpt2"'))
@@ -440,7 +444,7 @@ def test_a_twin_without_named_scopes_is_warned_of_with_the_fix(cli, tmp_path, mo
 
 
 @pytest.mark.parametrize("change, words", [
-    # the adapter's own refusal of a size: its words at its line, no fix guessed for it
+    # the adapter's own refusal of a size: its words at its line, the fix pointing at the sizes given
     (("def inputs(size: str, batch: int, seq: int, rng: np.random.Generator) -> dict[str, np.ndarray]:\n",
       "def inputs(size: str, batch: int, seq: int, rng: np.random.Generator) -> dict[str, np.ndarray]:\n"
       "    raise ValueError(f'--seq {seq} must be a multiple of 32')\n"),
@@ -467,7 +471,9 @@ def test_an_adapters_mistake_is_named_at_its_cause(cli, tmp_path, monkeypatch, c
     assert code == 2 and len(lines) == 1 and words in lines[0] and str(path) in lines[0], err
     if "ValueError" in change[1]:
         line = 1 + path.read_text().splitlines().index("    raise ValueError(f'--seq {seq} must be a multiple of 32')")
-        assert f"{path}:{line}: in inputs()" in lines[0] and "(fix:" not in lines[0], lines[0]
+        assert f"{path}:{line}: in inputs()" in lines[0], lines[0]
+        # the fix points at what inputs() reads, never at the adapter's code
+        assert "(fix: give a --size, --batch or --seq this model takes" in lines[0], lines[0]
     assert not (tmp_path / "caps").exists()
 
 

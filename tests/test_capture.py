@@ -107,7 +107,8 @@ def test_jax_capture_keeps_weights_as_arguments():
     (["capture", "gpt2", "--framework", "tf"], "unknown framework 'tf'"),
     (["capture", "gpt2", "--exporter", "onnx"], "unknown exporter 'onnx'"),
     (["capture", "gpt2", "--attn", "sdpa"], "attention implementation 'sdpa' cannot be captured"),
-    (["capture", "gpt2", "--seq", "100000", "--framework", "jax"], "exceeds GPT-2 tiny's 128 positions"),
+    (["capture", "gpt2", "--seq", "100000", "--framework", "jax"], "exceeds GPT-2 tiny's 128 positions (fix: give "
+                                                                   "a --size, --batch or --seq this model takes"),
     (["capture", "fft", "--exporter", "torch_xla"], "fft cannot be captured through torch_xla: torch_xla 2.9 "
                                                     "cannot capture aten::_fft_r2c"),
 ])

@@ -369,6 +369,9 @@ def test_bytecode_cut_short_is_said_so(cli, tmp_path):
     path.write_bytes(buf.getvalue()[:len(buf.getvalue()) // 2])
     code, out, err = cli("stats", path)
     assert code == 2 and "the bytecode ends early: the file looks cut short" in err, err
+    path.write_bytes(buf.getvalue()[:4] + b"\x7b\x32" + bytes(range(200)))  # MLIR's magic, then noise
+    code, out, err = cli("stats", path)
+    assert code == 2 and "the file looks corrupt" in err and len(err.strip().splitlines()) == 1, err
 
 
 def test_an_output_path_that_cannot_be_written_is_one_line_before_any_work(cli, tmp_path):

@@ -534,11 +534,18 @@ _BYTECODE_CUT = ("when only", "missing data for top-level section", "unexpected 
 _ALIASES_CUT = "location alias was never defined"
 
 
+_VERSION = re.compile(r"bytecode version (\d+) is newer than the current version (\d+)")
+
+
 def _cut_short(message: str, text: str) -> str:
-    """Why the file looks cut short ("" where it does not): its braces do not close, its location
-    aliases are missing, or its bytecode ends early (MLIR's own message names only the first symptom)."""
+    """Why the file looks cut short or corrupt ("" where it does not): its braces do not close, its
+    location aliases are missing, its bytecode ends early or names a version far beyond any MLIR's
+    (MLIR's own message names only the first symptom)."""
     if any(w in message for w in _BYTECODE_CUT):
         return "the bytecode ends early: the file looks cut short"
+    v = _VERSION.search(message)
+    if v and int(v.group(1)) > int(v.group(2)) + 20:  # a real newer writer is a few versions ahead (6 in 2025)
+        return "no MLIR has written such a version: the file looks corrupt"
     if _ALIASES_CUT in message:
         return "the location aliases its end defines are missing: the file looks cut short"
     open_ = text.count("{") - text.count("}") if text else 0
