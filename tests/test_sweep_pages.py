@@ -404,18 +404,19 @@ def _bench(rows: list):
     return BenchReport("cpu", tuple((None, e) for e in rows))
 
 
-@pytest.mark.parametrize("page", ["zoo", "host", "ablations", "findings", "programs"])
+@pytest.mark.parametrize("page", ["zoo", "host", "ablations", "findings", "programs", "memory"])
 def test_a_committed_findings_page_renders_byte_for_byte_from_its_kept_records(page, tmp_path, monkeypatch, capsys):
     """Issue 76: a committed findings page is what its records, kept in benchmarks/records, render into
     on a fresh machine (an empty results folder, nothing recomputed): the text names the records' days,
     commits and machine, never the renderer's nor its results folder. (The main page also diffs its
-    kept captures, benchmarks/records/findings-captures, again; findings-memory keeps records from its
-    next run on: test_the_memory_page_... checks the same round trip on a small grid.)"""
+    kept captures, benchmarks/records/findings-captures, again; test_the_memory_page_... checks the
+    memory page's round trip on a small grid too.)"""
     import importlib
     import importlib.util
     import shutil
 
-    if page in ("findings", "programs") and importlib.util.find_spec("libtpu") is None:
+    records = {"programs": "findings-programs", "memory": "findings-memory"}.get(page, page)
+    if page in ("findings", "programs", "memory") and importlib.util.find_spec("libtpu") is None:
         # their TPU v6e jobs' keys name libtpu's version (the stack): without it they are "not run yet"
         pytest.skip(f"docs/{'findings' if page == 'findings' else 'findings-' + page}.md's records were made with "
                     "libtpu (`make setup-tpu`)")
@@ -424,7 +425,7 @@ def test_a_committed_findings_page_renders_byte_for_byte_from_its_kept_records(p
     args = [page, "--results", str(tmp_path / "r"), "--render"]
     if page != "ablations":  # its kept records are restored from benchmarks/records/ablations, never written there
         kept = tmp_path / "kept"
-        shutil.copytree(root / "benchmarks" / "records" / ("findings-programs" if page == "programs" else page), kept)
+        shutil.copytree(root / "benchmarks" / "records" / records, kept)
         if page in ("findings", "programs"):  # the captures the page reads (findings: sections 10 and 11
             # diff them; programs: counts their ops), kept beside the records
             shutil.copytree(root / "benchmarks" / "records" / f"findings{'-programs' if page == 'programs' else ''}"

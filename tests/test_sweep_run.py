@@ -271,6 +271,9 @@ def test_records_kept_in_the_repository_restore_byte_for_byte_never_overwrite_an
         (jobs / name).write_text(text)
     assert keep(jobs, kept) == 2 and keep(jobs, kept) == 0
     assert sorted(p.name for p in kept.iterdir()) == ["a.json.xz", "b.json.xz"]
+    # a page whose runs retry failed jobs keeps them too, so its render names them on a fresh machine
+    with_failed = tmp_path / "kept-failed"
+    assert keep(jobs, with_failed, failed=True) == 3 and (with_failed / "c.json.xz").exists()
     assert (kept / "a.json.xz").stat().st_size < len(texts["a.json"]) / 10
     fresh = tmp_path / "fresh" / "jobs"
     assert restore(kept, fresh) == 2

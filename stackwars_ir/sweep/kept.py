@@ -29,9 +29,10 @@ def restore(kept: Path, records: Path) -> int:
     return n
 
 
-def keep(records: Path, kept: Path, only: Collection[str] | None = None) -> int:
+def keep(records: Path, kept: Path, only: Collection[str] | None = None, failed: bool = False) -> int:
     """Each finished record under `records` (NAME.json whose "ok" is not false) that `kept` lacks or holds
-    otherwise, compressed there; a failed one is not kept, so a later run tries its job again. A record
+    otherwise, compressed there; a failed one is not kept, so a later run tries its job again, unless
+    `failed` (a page whose run retries failed jobs anyway: its page then renders them, as here). A record
     is written once and changes only where a job ran again (a timed job on another kind of machine:
     sweep.execute), so the repository holds each version once. `only`: the keys (NAME) of the page's
     jobs, where known: a record of no job of it (an edited model's or an older stack's, left in the
@@ -42,7 +43,8 @@ def keep(records: Path, kept: Path, only: Collection[str] | None = None) -> int:
             continue
         dst = Path(kept) / (src.name + XZ)
         data = src.read_bytes()
-        if json.loads(data).get("ok") is False or (dst.exists() and lzma.decompress(dst.read_bytes()) == data):
+        if (json.loads(data).get("ok") is False and not failed) or \
+                (dst.exists() and lzma.decompress(dst.read_bytes()) == data):
             continue
         write_set([(dst, lzma.compress(data, preset=9))])
         n += 1
@@ -50,12 +52,13 @@ def keep(records: Path, kept: Path, only: Collection[str] | None = None) -> int:
 
 
 @contextlib.contextmanager
-def carried(kept: Path | None, records: Path, say: Callable[[str], object] | None = None) -> Iterator[set[str]]:
+def carried(kept: Path | None, records: Path, say: Callable[[str], object] | None = None,
+            failed: bool = False) -> Iterator[set[str]]:
     """A sweep run between a restore from `kept` into `records` and a keep back (also when it stops on an
     error or Ctrl-C; killed outright, the next run keeps what it finished). Yields a set: the caller
     adds its sweep's keys (SweepReport.records) and only those records are kept; left empty (a run
-    stopped before it knew them), every finished one is. `say`: one line for each that moved
-    something. `kept` None: neither."""
+    stopped before it knew them), every finished one is (`failed`: the failed ones too, keep). `say`:
+    one line for each that moved something. `kept` None: neither."""
     only: set[str] = set()
     if kept is None:
         yield only
@@ -66,7 +69,7 @@ def carried(kept: Path | None, records: Path, say: Callable[[str], object] | Non
     try:
         yield only
     finally:
-        n = keep(records, kept, only)
+        n = keep(records, kept, only, failed)
         if n and say:
             say(f"{n} records kept in {kept}")
 

@@ -17,12 +17,13 @@ quiet_libtpu()
 
 
 def with_kept(kept: str, results: Path, name: str, run: Callable[[], object], report=lambda got: got,
-              captures: bool = False):
+              captures: bool = False, failed: bool = False):
     """run() (a sweep into RESULTS) between a restore of the records kept in KEPT ('' for none) and a keep
     of the finished ones of its own jobs back there (sweep.kept.carried); `report(got)`: its SweepReport.
     `captures`: the page reads the capture files too (op counts, a sidecar's seconds), so the captures
     the records name are kept beside them, in KEPT-captures (restored before, the finished ones kept
-    after, each with the bytes its record names), and the page renders from the repository alone."""
+    after, each with the bytes its record names), and the page renders from the repository alone.
+    `failed`: the failed jobs' records are kept too (a run that retries failed jobs: sweep.kept.keep)."""
     from stackwars_ir.sweep.kept import carried, keep_captures, restore_captures
 
     def say(message: str) -> None:
@@ -31,7 +32,7 @@ def with_kept(kept: str, results: Path, name: str, run: Callable[[], object], re
     folder = Path(kept).with_name(Path(kept).name + "-captures") if kept and captures else None
     if folder is not None and (n := restore_captures(folder, Path(results))):
         say(f"{n} capture files restored from {folder}")
-    with carried(Path(kept) if kept else None, Path(results) / "jobs", say) as only:
+    with carried(Path(kept) if kept else None, Path(results) / "jobs", say, failed) as only:
         got = run()
         only.update(r.key for r in report(got).records)
     if folder is not None and (n := keep_captures(report(got).records, Path(results), folder)):

@@ -23,6 +23,7 @@ ROOT = Path(__file__).resolve().parents[2]
 GRID = ROOT / "study" / "grids" / "findings.toml"
 HOST_RECORDS = ROOT / "out" / "findings-host"  # `make findings-host`'s: section 12 renders them
 HOST_KEPT = ROOT / "benchmarks" / "records" / "host"  # and where that keeps them
+PROTOCOLS_KEPT = ROOT / "benchmarks" / "records" / "host-protocols"  # section 12's protocols (study.run.protocols)
 ABLATION_RECORDS = ROOT / "out" / "findings-ablations"  # `make findings-ablations`'s: section 13 renders them
 ABLATION_KEPT = ROOT / "benchmarks" / "records" / "ablations"
 
@@ -80,6 +81,8 @@ def page(res, grid: Path = GRID, backend: str = "cpu") -> str:
     if backend == "cpu":  # section 12's records, kept by `make findings-host` (benchmarks/records/host); 13's
         HOST_RECORDS.mkdir(parents=True, exist_ok=True)
         restore(HOST_KEPT, HOST_RECORDS)
+        (HOST_RECORDS / "protocols").mkdir(exist_ok=True)  # its protocols' rounds, kept by study.run.protocols
+        restore(PROTOCOLS_KEPT, HOST_RECORDS / "protocols")
         ABLATION_RECORDS.mkdir(parents=True, exist_ok=True)
         restore(ABLATION_KEPT, ABLATION_RECORDS)
     return findings_page(res, backend, grid, ROOT, HOST_RECORDS, ABLATION_RECORDS if backend == "cpu" else None)

@@ -48,8 +48,9 @@ def main() -> None:
     ap.add_argument("--kept", default=str(KEPT),
                     help="the records kept in the repository (benchmarks/records/README.md; '' for none)")
     args = ap.parse_args()
+    # failed records kept too: every run retries them (run_sweep's retry_failed), and the page names them
     report = with_kept(args.kept, args.results, "findings_memory",
-                       lambda: run(args.grid, args.results, args.jobs, args.render))
+                       lambda: run(args.grid, args.results, args.jobs, args.render), failed=True)
     print(memory_page(report), end="")
 
 
