@@ -384,6 +384,9 @@ def test_a_pages_records_say_when_and_by_which_code_they_were_made():
                                 "1 undated (made before records kept their date)")
     assert dated_line(recs[1:2]) == "records finished 2026-11-27 by commit bbbbbbbbbbbb"
     assert dated_line([Record("x", job, {}, False, "not run", None, 0.0, {})]) == ""
+    # a job whose worker was killed (for memory) after 182 s: no host to date it, and no older record either
+    killed = Record("y", job, {}, False, "its worker died (signal 9)", None, 182.0, {})
+    assert dated_line(recs[1:2] + [killed]) == "records finished 2026-11-27 by commit bbbbbbbbbbbb"
 
 
 def _row(file: str, steady: float | None, spread: float = 0.0):

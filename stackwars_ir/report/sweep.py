@@ -198,10 +198,11 @@ def pending_why(report: SweepReport) -> str:
 
 def dated_line(records: Sequence[Record]) -> str:
     """`records finished 2026-11-20 to 2026-11-27 by commits 1a2b3c4d5e6f, 0f9e8d7c6b5a`: when the records a
-    page renders were made and by which code (a record from before dates were kept is counted undated)."""
+    page renders were made and by which code (a record from before dates were kept is counted undated; a
+    failed one whose worker died before saying where it ran has no date of its own, and is not counted)."""
     days = sorted({r.host["finished"][:10] for r in records if r.host.get("finished")})
     commits = list(dict.fromkeys(r.host["commit"] for r in records if r.host.get("commit")))
-    undated = sum(1 for r in records if r.seconds and not r.host.get("finished"))
+    undated = sum(1 for r in records if r.ok and r.seconds and not r.host.get("finished"))
     if not days and not undated:
         return ""
     out = ("records finished " + (days[0] if len(days) == 1 else f"{days[0]} to {days[-1]}")) if days else ""
