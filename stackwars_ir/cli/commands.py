@@ -334,8 +334,9 @@ def bench_cmd(targets: tuple[str, ...], batches: str, baselines: str, backend: s
     else:
         report = bench_files([Path(t) for t in targets], backend, timeout, max_memory=memory, progress=progress,
                              asked=asked, stack=stack)
-    if not every_row_failed(len(report.rows), len(report.failed)):
-        emit(bench_text(report), report.as_json(), json_path)
+    if every_row_failed(len(report.rows), len(report.failed)):
+        finish(report.failed)
+    emit(bench_text(report), report.as_json(), json_path)
     finish(report.failed)
 
 
