@@ -59,27 +59,40 @@ class BlockFacts:
 
 
 def facts(module: Module, block: Block) -> BlockFacts:
-    ops = [op for op, _ in block.ops if not op.name.endswith("return")]
-    by_id = {op.id: op for op in ops}
-    dots = tuple(_dot(module, op, by_id) for op in ops if op.name == "stablehlo.dot_general")
+    """What `block` of `module` does (BlockFacts), from one pass over its ops bucketed by name."""
+    by_name: dict = {}
+    remat = 0
+    for op, path in block.ops:
+        name = op.name
+        if name.endswith("return"):
+            continue
+        bucket = by_name.get(name)
+        if bucket is None:
+            by_name[name] = [op]
+        else:
+            bucket.append(op)
+        if REMAT in path and REMAT in path.split("."):
+            remat += 1
+    none: list = []
+    type_of = module.type_of
     converts = Counter()
-    for op in ops:
-        if op.name == "stablehlo.convert" and op.operands and op.results:
-            converts[f"{module.type_of(op.operands[0]).dtype}->{module.type_of(op.results[0]).dtype}"] += 1
-    consts = [op for op in ops if op.name == "stablehlo.constant" and not op.attr("splat", False)]
+    for op in by_name.get("stablehlo.convert", none):
+        if op.operands and op.results:
+            converts[f"{type_of(op.operands[0]).dtype}->{type_of(op.results[0]).dtype}"] += 1
+    consts = [op for op in by_name.get("stablehlo.constant", none) if not op.attr("splat", False)]
     return BlockFacts(
-        histogram=Counter(op.name for op in ops),
-        dots=dots,
+        histogram=Counter({name: len(bucket) for name, bucket in by_name.items()}),
+        dots=tuple(_dot(module, op) for op in by_name.get("stablehlo.dot_general", none)),
         converts=converts,
-        calls=Counter("@" + re.sub(r"_\d+$", "", op.attr("callee") or "?") for op in ops if op.name == "func.call"),
-        custom_calls=Counter(op.attr("call_target_name") or "?" for op in ops if op.name == "stablehlo.custom_call"),
-        iota=sum(1 for op in ops if op.name == "stablehlo.iota"),
-        constant_tables=sum(1 for op in consts if op.results and "i" in module.type_of(op.results[0]).dtype
-                            and module.type_of(op.results[0]).rank >= 1),
+        calls=Counter("@" + re.sub(r"_\d+$", "", op.attr("callee") or "?") for op in by_name.get("func.call", none)),
+        custom_calls=Counter(op.attr("call_target_name") or "?" for op in by_name.get("stablehlo.custom_call", none)),
+        iota=len(by_name.get("stablehlo.iota", none)),
+        constant_tables=sum(1 for op in consts if op.results and "i" in type_of(op.results[0]).dtype
+                            and type_of(op.results[0]).rank >= 1),
         constants=len(consts),
-        broadcasts=sum(1 for op in ops if op.name == "stablehlo.broadcast_in_dim"),
-        recomputed=len(recomputed(block)),
-        variance=variance_form(module, ops),
+        broadcasts=len(by_name.get("stablehlo.broadcast_in_dim", none)),
+        recomputed=remat,
+        variance=variance_form(module, by_name.get("stablehlo.reduce", none)),
     )
 
 
@@ -96,7 +109,7 @@ def variance_form(module: Module, ops: list) -> str:
     deviation from the mean (CENTERED), the mean of the squares less the squared mean from two
     reduces (ONE_PASS) or from one reduce of two results (ONE_REDUCE), or the mean square alone
     (MEAN_SQUARE). The two one-pass forms lose digits where the mean is large beside the spread, and
-    clamp the difference at zero (a `maximum`)."""
+    clamp the difference at zero (a `maximum`). `ops`: the block's ops (its reduces are read)."""
     reduces = [op for op in ops if op.name == "stablehlo.reduce" and op.operands]
     if not reduces:
         return ""
@@ -147,7 +160,7 @@ def op_ids(block: Block, name: str) -> tuple:
     return tuple(op.id for op, _ in block.ops if op.name == name)
 
 
-def _dot(module: Module, op: Op, by_id: dict) -> Dot:
+def _dot(module: Module, op: Op) -> Dot:
     lhs, rhs = (module.type_of(v) for v in op.operands[:2])
     out = module.type_of(op.results[0])
     flat = None
