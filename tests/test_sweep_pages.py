@@ -439,3 +439,29 @@ def test_a_committed_findings_page_renders_byte_for_byte_from_its_kept_records(p
     driver.main()
     doc = "findings.md" if page == "findings" else f"findings-{page}.md"
     assert capsys.readouterr().out == (root / "docs" / doc).read_text()
+
+
+VERSIONS_PAGES = {"jax": ("", "findings-versions.md"), "pytorch": ("--pytorch", "findings-versions-torch.md"),
+                  "torchax": ("--torchax", "findings-versions-torchax.md"), "upgrade": ("--upgrade", "findings-upgrade.md")}
+
+
+@pytest.mark.parametrize("page", sorted(VERSIONS_PAGES))
+def test_a_committed_versions_page_renders_byte_for_byte_from_its_kept_record(page, tmp_path, monkeypatch, capsys):
+    """Issue 76: a versions page (`make findings-versions`) is what its record, kept in
+    benchmarks/records/versions, renders into on a fresh machine: no version stack made, nothing measured,
+    the record's day, machine and lock named."""
+    import shutil
+
+    from study.run import versions
+
+    root = Path(__file__).resolve().parents[1]
+    flag, doc = VERSIONS_PAGES[page]
+    if not (root / "benchmarks" / "records" / "versions" / f"{page}.json.xz").exists():
+        pytest.skip(f"docs/{doc} was made before its pages kept records (`make findings-versions` keeps one)")
+    kept = tmp_path / "kept"
+    shutil.copytree(root / "benchmarks" / "records" / "versions", kept)
+    monkeypatch.setattr(sys, "argv", ["versions", "--out", str(tmp_path / "out"), "--render", "--kept", str(kept),
+                                      *([flag] if flag else [])])
+    monkeypatch.chdir(root)
+    versions.main()
+    assert capsys.readouterr().out == (root / "docs" / doc).read_text()
