@@ -482,6 +482,19 @@ def test_a_file_past_the_time_limit_is_stopped_and_the_next_file_is_parsed(cli, 
     assert "parsed 1 of 2 files" in err and "stablehlo.dot_general" in out
 
 
+def test_diff_refuses_a_missing_file_before_parsing_the_other(cli, tmp_path, limits_env):
+    """A path refused outright (no such file, a folder) fails `diff` at once: the other file is not
+    parsed first (a 110k-op file took 4.5 s before the one-line error)."""
+    slow = tmp_path / "slow.mlir"
+    slow.write_text(golden("gemm", "jax").read_text())
+    limits_env.setenv("STACKWARS_IR_TEST_HANG_ON", "slow.mlir")  # parsed, it would time out
+    for other in (tmp_path / "missing.mlir", tmp_path):
+        code, out, err = cli("--parse-timeout", "2", "diff", slow, other)
+        assert code == 2 and out == ""
+        assert f"{other}: " in err and "parsing took longer" not in err
+        assert ("no such file" if other.name == "missing.mlir" else "is a directory") in err
+
+
 def test_a_raised_memory_limit_is_used_and_bad_limits_get_one_line(cli, limits_env):
     from stackwars_ir.ir import MEMORY_ENV, Limits
 

@@ -155,16 +155,9 @@ class Parser:
         ("error", one line)."""
 
         label = str(path)
-        if not Path(path).exists():
-            return ("error", f"{label}: no such file (fix: check the path; `stackwars-ir capture MODEL` writes its "
-                             "captures under captures/MODEL-SIZE/ (--out), `bench MODEL` and `memory MODEL` theirs "
-                             "under out/captures/)")
-        if Path(path).is_dir():
-            return ("error", _folder_error(label, Path(path)))
-        if Path(path).suffix == ".json":
-            twin = Path(path).with_suffix(".mlir")
-            hint = f"did you mean {twin}?" if twin.exists() else "give the .mlir file it describes"
-            return ("error", f"{label}: is a JSON file (a capture sidecar?), not StableHLO (fix: {hint})")
+        refusal = refused(path)
+        if refusal is not None:
+            return ("error", refusal)
         if self.read > RECYCLE_BYTES:
             self.close()
         if self.proc is None or self.proc.poll() is not None:
@@ -241,6 +234,23 @@ class Parser:
             self.stderr.close()
             self.stderr = None
         self.read = 0
+
+
+def refused(path: str | Path) -> str | None:
+    """The one line that refuses a path before any parse (no such file, a folder, a capture's JSON
+    sidecar), or None for a file to parse."""
+    label = str(path)
+    if not Path(path).exists():
+        return (f"{label}: no such file (fix: check the path; `stackwars-ir capture MODEL` writes its "
+                "captures under captures/MODEL-SIZE/ (--out), `bench MODEL` and `memory MODEL` theirs "
+                "under out/captures/)")
+    if Path(path).is_dir():
+        return _folder_error(label, Path(path))
+    if Path(path).suffix == ".json":
+        twin = Path(path).with_suffix(".mlir")
+        hint = f"did you mean {twin}?" if twin.exists() else "give the .mlir file it describes"
+        return f"{label}: is a JSON file (a capture sidecar?), not StableHLO (fix: {hint})"
+    return None
 
 
 def _result(label: str, replies: list) -> ParseResult:
@@ -502,6 +512,13 @@ def load_single(paths: Iterable[str | Path], ready: Callable[[int, Module], obje
     def one(i: int, result: ParseResult) -> None:
         if result.ok and len(result.modules) == 1:
             ready(i, result.modules[0])
+
+    paths = list(paths)
+    for p in paths:  # a path refused outright fails the call before any other file is parsed
+        file, _ = picked(p)
+        refusal = refused(file)
+        if refusal is not None:
+            raise ParseError(refusal)
 
     modules = []
     for result in load(paths, ready=one if ready is not None else None):
