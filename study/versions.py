@@ -109,11 +109,14 @@ def _same_ops(r) -> bool:
 
 
 def _ir(r, ops: tuple) -> str:
-    """The IR column: identical text, the same ops with other locations, or the op counts."""
+    """The IR column: identical text, the same ops with other locations, the same program spelled
+    otherwise (the diff's verdict), or the op counts."""
     if r.a["sha256"] == r.b["sha256"]:
         return "identical"
     if _same_ops(r):
         return f"same {ops[0]} ops; locations differ"
+    if r.same_program:  # the diff's verdict: what is computed is the same, its spelling is not
+        return f"the same program ({ops[0]} -> {ops[1]} ops), spelled otherwise"
     return f"{ops[0]} -> {ops[1]}"
 
 

@@ -12,7 +12,9 @@ from ..versions.regress import BlockChange, Regression
 def block_sentence(b: BlockChange) -> str:
     """One aligned block's changes in words (regress's lines, the versions page)."""
     said = []
-    if b.ops[0] != b.ops[1]:
+    if b.placement:
+        said.append(f"the same program, its ops cut into blocks otherwise ({b.ops[0]} -> {b.ops[1]} ops here)")
+    elif b.ops[0] != b.ops[1]:
         said.append(f"{_signed(b.ops[1] - b.ops[0])} ops ({b.ops[0]} -> {b.ops[1]})")
     if b.kernels and b.kernels[0] != b.kernels[1]:
         n = b.kernels[1] - b.kernels[0]
@@ -49,6 +51,11 @@ def regress_lines(r: Regression) -> list[str]:
     if same:
         out.append("IR: identical" + (f"; compiled differently in {len(changed)} of {len(r.blocks)} blocks"
                                       if changed else ""))
+    elif r.same_program:
+        placed = sum(b.placement for b in r.blocks)
+        out.append("IR: the same program, spelled otherwise (the diff's verdict)"
+                   + (f"; its ops cut into blocks otherwise in {placed} of {len(r.blocks)} blocks" if placed else "")
+                   + (f"; compiled differently in {len(compiled)} of {len(r.blocks)} blocks" if compiled else ""))
     elif not r.unaligned and not any(b.ir_changed for b in r.blocks):
         out.append("IR: StableHLO identical op for op (only names differ); XLA's fusions changed"
                    + (f" in {len(compiled)} of {len(r.blocks)} blocks" if compiled else ": none"))

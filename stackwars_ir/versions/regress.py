@@ -54,11 +54,15 @@ class BlockChange:
     time: tuple | None = None  # (A, B) seconds per run, profiled
     changes: tuple = ()  # the op-level diff in words
     gap_95: tuple | None = None  # the time's B - A 95% interval over the profiled runs (diff.with_times)
+    # The two programs compute the same (the diff's verdict), yet this block's ops differ: the two spellings
+    # (locations, a helper inlined) put ops into other blocks; no change of what is computed
+    placement: bool = False
 
     @property
     def ir_changed(self) -> bool:
-        """Its StableHLO changed: ops added, removed or changed (a callee's renumbering is not a change)."""
-        return bool(self.changes) or self.ops[0] != self.ops[1]
+        """Its StableHLO changed: ops added, removed or changed (a callee's renumbering is not a change, nor
+        an op that the other spelling puts into another block of the same program: `placement`)."""
+        return not self.placement and (bool(self.changes) or self.ops[0] != self.ops[1])
 
     @property
     def compiled_changed(self) -> bool:
@@ -79,13 +83,14 @@ class BlockChange:
                 "fusions": [list(f) for f in self.fusions] if self.fusions else None,
                 "time_s": _list(self.time), "changes": list(self.changes), "changed": self.changed,
                 "ir_changed": self.ir_changed, "compiled_changed": self.compiled_changed,
-                "time_gap_95": _list(self.gap_95), "time_within_noise": self.time_within_noise}
+                "time_gap_95": _list(self.gap_95), "time_within_noise": self.time_within_noise,
+                "placement": self.placement}
 
     @classmethod
     def from_json(cls, d: dict) -> "BlockChange":
         return cls(d["label"], tuple(d["ops"]), _tuple(d.get("kernels")),
                    tuple(tuple(f) for f in d["fusions"]) if d.get("fusions") else None, _tuple(d.get("time_s")),
-                   tuple(d.get("changes") or ()), _tuple(d.get("time_gap_95")))
+                   tuple(d.get("changes") or ()), _tuple(d.get("time_gap_95")), bool(d.get("placement")))
 
 
 def _list(t):
@@ -110,6 +115,9 @@ class Regression:
     unaligned: tuple = ()  # blocks on one side only: "A: label (n ops)"
     thresholds: Thresholds = field(default_factory=Thresholds)
     breaches: tuple = ()
+    # the diff's verdict that the two whole programs compute the same (diff.result.DiffResult.same_program);
+    # None in a result made before it was kept
+    same_program: bool | None = None
 
     @property
     def regressed(self) -> bool:
@@ -119,7 +127,7 @@ class Regression:
         return {"format": 1, "a": self.a, "b": self.b, "blocks": [b.as_json() for b in self.blocks],
                 "unaligned": list(self.unaligned), "time": self.time, "memory": self.memory,
                 "kernels": self.kernels, "thresholds": self.thresholds.as_json(),
-                "breaches": list(self.breaches), "regressed": self.regressed}
+                "breaches": list(self.breaches), "regressed": self.regressed, "same_program": self.same_program}
 
     @classmethod
     def from_json(cls, d: dict) -> "Regression":
@@ -128,7 +136,7 @@ class Regression:
             raise ValueError(f"format {d.get('format')!r}, this version reads 1")
         return cls(d["a"], d["b"], tuple(BlockChange.from_json(b) for b in d["blocks"]), d.get("time"),
                    d.get("memory"), d.get("kernels"), tuple(d.get("unaligned") or ()),
-                   Thresholds.from_json(d["thresholds"]), tuple(d.get("breaches") or ()))
+                   Thresholds.from_json(d["thresholds"]), tuple(d.get("breaches") or ()), d.get("same_program"))
 
 
 # A and B each timed this many times, taking turns, each round in a fresh worker process: a slow stretch
@@ -171,11 +179,12 @@ def regress_files(file_a: Path, file_b: Path, stack_a: Stack, stack_b: Stack,
     for f, s in ((file_a, stack_a), (file_b, stack_b)):
         plans.append(plan_files([f], progress=progress, stack=s).plans[0])
     memory = _memory(plans)
-    blocks = tuple(_block(b) for b in result.blocks)
+    blocks = tuple(_block(b, result.same_program) for b in result.blocks)
     unaligned = tuple(f"A: {u.label} ({u.ops} ops)" for u in result.only_a) + \
         tuple(f"B: {u.label} ({u.ops} ops)" for u in result.only_b)
     out = Regression(_side(file_a, stack_a), _side(file_b, stack_b), blocks, time, memory,
-                     {"a": len(kernels[0].kernels), "b": len(kernels[1].kernels)}, unaligned, thresholds)
+                     {"a": len(kernels[0].kernels), "b": len(kernels[1].kernels)}, unaligned, thresholds,
+                     same_program=result.same_program)
     return _judged(out)
 
 
@@ -300,12 +309,17 @@ def _memory(plans) -> dict:
     return {"a": a.peak_bytes, "b": b.peak_bytes, "temp_a": a.temp_bytes, "temp_b": b.temp_bytes}
 
 
-def _block(b) -> BlockChange:
+def _block(b, same_program: bool = False) -> BlockChange:
+    """A diff's aligned block (diff.result.BlockResult) as regress words it; `same_program`: the diff found
+    the two whole programs the same, so what differs in the block is where each spelling put its ops."""
     k, t = b.metrics.get("kernels"), b.metrics.get("time")
     changes = ()
     if b.op_diff is not None:  # a call's callee renamed (`_where_40` -> `_where_2`) is numbering, not a change
         changes = tuple(_group_words(g) for g in b.op_diff.groups
                         if not (g.status == "changed" and g.what and all(w.startswith("callee ") for w in g.what)))
+    placement = bool(same_program) and (bool(changes) or len(b.ops_a) != len(b.ops_b))
+    if placement:  # not changes: an op read from a block the other spelling cut otherwise
+        changes = ()
     fusions = (tuple(n for n in k["names_a"] if "fusion" in n), tuple(n for n in k["names_b"] if "fusion" in n)) \
         if k else None
 
@@ -315,7 +329,7 @@ def _block(b) -> BlockChange:
     label = (f"{label} {phase}" if phase else label) if b.name_a or b.name_b else b.label  # no module: its label
     return BlockChange(label, (len(b.ops_a), len(b.ops_b)), (k["a"], k["b"]) if k else None,
                        _fusion_kinds(fusions), (t["a"], t["b"]) if t else None, changes,
-                       tuple(t["gap_95"]) if t and t.get("gap_95") else None)
+                       tuple(t["gap_95"]) if t and t.get("gap_95") else None, placement)
 
 
 def _fusion_kinds(fusions):
@@ -348,8 +362,13 @@ def _judged(r: Regression) -> Regression:
             MEMORY.worse(MEMORY.change(r.memory["a"], r.memory["b"]), t.memory):
         breaches.append(f"memory plan peak {r.memory['b'] / r.memory['a'] - 1:+.0%}, over +{t.memory:.0%}")
     for b in r.blocks:
-        if b.kernels and KERNELS.worse(KERNELS.change(*b.kernels), t.kernels):
+        # a block the two spellings cut otherwise holds other ops, so other kernels: judged with the whole below
+        if b.kernels and not b.placement and KERNELS.worse(KERNELS.change(*b.kernels), t.kernels):
             breaches.append(f"{b.label}: {b.kernels[1] - b.kernels[0]:+d} kernels, over +{t.kernels}")
+    if any(b.placement for b in r.blocks) and r.kernels and KERNELS.worse(KERNELS.change(r.kernels["a"],
+                                                                                           r.kernels["b"]), t.kernels):
+        breaches.append(f"the whole program: {r.kernels['b'] - r.kernels['a']:+d} kernels, over +{t.kernels} (judged "
+                        "whole: the two spellings cut its blocks otherwise)")
     return dataclasses.replace(r, breaches=tuple(breaches))
 
 
