@@ -136,7 +136,9 @@ def by_structure(module: Module, items: list, within: bool = False, layered: boo
 def dataflow_graph(module: Module, items: list, within: bool) -> tuple:
     """(top, nested, index, parents, users) of the dataflow graph structure mode clusters: the
     entry function's top-level ops or, `within` a block, the ops of `items` whose region-holding op
-    is not among them; `nested`: top op id -> the region and callee ops that travel with it."""
+    is not among them; `nested`: top op id -> the region and callee ops that travel with it (`items` in
+    module.inlined's order: each call site's copy of a helper travels with that call, as provenance gives
+    each copy its call site's path; a helper every layer calls went wholly to the first layer's block)."""
     entry = module.entry.name
     if within:
         mine = {op.id for op, _ in items}
@@ -151,12 +153,17 @@ def dataflow_graph(module: Module, items: list, within: bool) -> tuple:
         top = [op for op, _ in items if op.func == entry and op.parent is None]
         tops = {op.id for op in top}
         call_sites = _first_call_sites(module)
+        site = None  # the entry's top-level op last seen: a callee's ops follow the call that runs them
 
         def owner_of(op):
+            if op.func != entry and site is not None:  # this call site's copy of a helper
+                return site
             return _owner(module, op, entry, call_sites)
     nested: dict = defaultdict(list)
     for op, path in items:
-        if op.id not in tops:
+        if op.id in tops:
+            site = op.id
+        else:
             nested[owner_of(op)].append((op, path))
     index = {op.id: i for i, op in enumerate(top)}
     parents, users = _edges(module, top, index)
@@ -279,7 +286,8 @@ def _first_call_sites(module: Module) -> dict:
 
 def _owner(module: Module, op: Op, entry: str, call_sites: dict) -> int:
     """The top-level op of the entry function that holds `op` (through regions and calls);
-    `call_sites`: `_first_call_sites(module)`. A callee's body belongs to its first call site."""
+    `call_sites`: `_first_call_sites(module)`. A callee's body belongs to its first call site (where the
+    items' order does not say which call site's copy an op is)."""
     while op.parent is not None:
         op = module.ops[op.parent]
     if op.func == entry:
