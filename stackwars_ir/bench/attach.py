@@ -13,6 +13,7 @@ from ..common.routes import ROUTES
 from ..diff import DiffReport, with_host, with_times, with_times as attach
 from ..diff.result import DiffResult
 from .answer import NATIVE_KINDS
+from .host import HOST_RUNS
 from .kernels import kernels_of_files
 from .result import BenchReport
 from .xplane import profile_of
@@ -78,10 +79,12 @@ def block_times(report: DiffReport, result: DiffResult, bench: BenchReport, wher
 def rerun(bench: BenchReport, result: DiffResult) -> str:
     """The bench command that profiles the diff's two files and keeps what `bench` measured besides: a
     model's bench with native rows timed by host phase (bench MODEL --host) is run again as a model's,
-    with --profile added, so its native rows and host phases stay (`bench A B --profile` has neither)."""
+    with --profile added, so its native rows and host phases stay (`bench A B --profile` has neither);
+    the sampling the bench asked for (--warmup, --runs, --host RUNS) is asked again."""
     from pathlib import Path
 
-    files = f"stackwars-ir bench {result.a.source} {result.b.source} --profile --json FILE"
+    sampling = " ".join(bench.asked.options()) + " " if bench.asked is not None and bench.asked.options() else ""
+    files = f"stackwars-ir bench {result.a.source} {result.b.source} {sampling}--profile --json FILE"
     natives = [e for _, e in bench.rows if e.kind != "stablehlo"]
     if not natives:
         return files
@@ -100,7 +103,13 @@ def rerun(bench: BenchReport, result: DiffResult) -> str:
     if car.step and car.step != "forward":
         words.append(f"--step {car.step}")
     words.append(f"--out {out}")
-    words.append("--profile" + (" --host" if any(e.host is not None for e in natives) else "") + " --json FILE")
+    if sampling:
+        words.append(sampling.strip())
+    host = ""
+    if any(e.host is not None for e in natives):  # as many phased runs as the bench asked
+        n = bench.asked.host if bench.asked is not None and bench.asked.host else HOST_RUNS
+        host = " --host" + (f" {n}" if n != HOST_RUNS else "")
+    words.append("--profile" + host + " --json FILE")
     return " ".join(words)
 
 

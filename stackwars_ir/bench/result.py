@@ -5,6 +5,7 @@ from dataclasses import dataclass, field
 
 from .compare import verdicts
 from .executable import BENCH_FORMAT, Executable
+from .timing import Asked
 
 
 @dataclass(frozen=True)
@@ -16,6 +17,7 @@ class BenchReport:
     peaks: dict = field(default_factory=dict)
     machine: dict = field(default_factory=dict)
     crossover: str | None = None
+    asked: Asked | None = None  # the sampling the user asked for (--warmup, --runs, --profile, --host); None: unknown
 
     @property
     def failed(self) -> list:
@@ -28,7 +30,8 @@ class BenchReport:
     def as_json(self) -> dict:
         return {"format": BENCH_FORMAT, "backend": self.backend, "machine": self.machine, "peaks": self.peaks,
                 "results": [dict(e.as_json(self.peaks), batch=b) for b, e in self.rows],
-                "verdicts": [v.as_json() for v in self.verdicts], "crossover": self.crossover}
+                "verdicts": [v.as_json() for v in self.verdicts], "crossover": self.crossover,
+                "asked": self.asked.as_json() if self.asked is not None else None}
 
     @classmethod
     def from_json(cls, d: dict) -> "BenchReport":
@@ -37,4 +40,5 @@ class BenchReport:
         if d.get("format", BENCH_FORMAT) != BENCH_FORMAT:
             raise ValueError(f"format {d.get('format')!r}, this version reads {BENCH_FORMAT}")
         return cls(d["backend"], tuple((r.get("batch"), Executable.from_json(r)) for r in d["results"]),
-                   d.get("peaks") or {}, d.get("machine") or {}, d.get("crossover"))
+                   d.get("peaks") or {}, d.get("machine") or {}, d.get("crossover"),
+                   Asked.from_json(d["asked"]) if d.get("asked") else None)

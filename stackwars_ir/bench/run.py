@@ -116,7 +116,7 @@ def _bench_files(paths, backend, timeout, with_peaks, max_memory, progress, aske
     measured = with_peaks and any(e.ok for _, e in rows)  # no roofline to draw when nothing ran
     if measured and progress:
         progress("measuring this device's peaks (a large GEMM and a large add)")
-    return BenchReport(rt.platform, tuple(rows), peaks(rt) if measured else {}, machine(stack))
+    return BenchReport(rt.platform, tuple(rows), peaks(rt) if measured else {}, machine(stack), asked=asked)
 
 
 def _more_rounds(timed: dict, todo: list, platform: str, timeout, asked, max_memory, stack, progress) -> dict:

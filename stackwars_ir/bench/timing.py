@@ -93,6 +93,24 @@ class Asked:
                                  fix=f"add --profile, e.g. --profile 10 --rounds {rounds}")
         return cls(warmup, runs, profile or 0, host or 0, rounds or 1)
 
+    def as_json(self) -> dict:
+        return {"warmup": self.warmup, "runs": self.runs, "profile": self.profile, "host": self.host,
+                "rounds": self.rounds}
+
+    @classmethod
+    def from_json(cls, d: dict) -> "Asked":
+        return cls(d.get("warmup"), d.get("runs"), d.get("profile") or 0, d.get("host") or 0, d.get("rounds") or 1)
+
+    def options(self) -> list[str]:
+        """bench's options that ask for this sampling again (--profile and --rounds left out: a command
+        that profiles adds its own), e.g. ['--warmup', '1', '--runs', '5']; [] where nothing was asked."""
+        words = []
+        if self.warmup is not None:
+            words += ["--warmup", str(self.warmup)]
+        if self.runs is not None:
+            words += ["--runs", str(self.runs)]
+        return words
+
 
 NOTHING_ASKED = Asked()
 

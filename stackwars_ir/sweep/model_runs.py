@@ -73,7 +73,7 @@ def bench_model(model: str | Request, *, batches: Sequence[int | None] = (None,)
             rows += [(req.batch, e) for _, e in report.rows]
             rows += [(req.batch, e) for e in bench_baselines(req, baselines, backend, timeout, max_memory, progress,
                                                              asked)]
-    return BenchReport(rt.platform, tuple(rows), peaks(rt), machine(), crossover(rows, todo[0].exporters))
+    return BenchReport(rt.platform, tuple(rows), peaks(rt), machine(), crossover(rows, todo[0].exporters), asked)
 
 
 def bench_steps(model: str | Request, *, batches: Sequence[int | None] = (None,),
