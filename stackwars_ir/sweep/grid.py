@@ -27,7 +27,7 @@ ROUTES = ("jax", *LOCK_EXPORTERS)
 AXES = {"models": "model", "sizes": "size", "steps": "step", "routes": "route", "batches": "batch",
         "seqs": "seq", "meshes": "mesh", "targets": "target", "budgets": "budget", "dtypes": "dtype"}
 SCALARS = {"seed": int, "abstract": bool, "scan_layers": bool, "remat": bool, "timeout": (int, float),
-           "profile": int, "together": bool, "rounds": int}
+           "profile": int, "runs": int, "together": bool, "rounds": int}
 DEFAULTS = {"sizes": ["tiny"], "steps": ["forward"], "routes": list(ROUTES), "batches": [None], "seqs": [None],
             "meshes": [""], "targets": ["cpu"], "budgets": [""], "dtypes": ["float32"]}
 @dataclass(frozen=True)
@@ -126,12 +126,16 @@ def _expand(table: dict, here: str, refused: dict):
             scalars[key] = table[key]
     timeout = float(scalars.pop("timeout", JOB_TIMEOUT))
     timing = {"baselines": _baselines(table, commands, here), "profile": scalars.pop("profile", 0),
-              "together": scalars.pop("together", False)}
+              "runs": scalars.pop("runs", 0), "together": scalars.pop("together", False)}
     if timing["together"] and "bench" not in commands:
         raise StackwarsError(f"{here}: `together` times a table's routes in one bench job, and `commands` has no bench",
                              fix='add "bench" to `commands`, or drop `together`')
     if timing["profile"] and timing["profile"] < 2:
         raise StackwarsError(f"{here}: `profile` must be 0 (none) or at least 2 profiled runs", fix="e.g. profile = 10")
+    if timing["runs"] < 0 or (timing["runs"] and "bench" not in commands):
+        raise StackwarsError(f"{here}: `runs` sets a bench job's steady-state runs per row, and "
+                             + ("must be 1 or more (0: adaptive)" if timing["runs"] < 0 else "`commands` has no bench"),
+                             fix="e.g. runs = 20 (bench --runs), or drop it for adaptive")
     rounds = scalars.pop("rounds", 1)
     if rounds < 1 or (rounds > 1 and "bench" not in commands):
         raise StackwarsError(f"{here}: `rounds` times each bench job that many times, each in a fresh worker, and "

@@ -208,6 +208,7 @@ class BenchJob(Job):
     # capture of the request (framework "both"), as `bench MODEL --baselines` times them
     baselines: tuple[str, ...] = ()
     profile: int = 0  # profiled runs after the steady state (bench --profile), 0: none
+    runs: int = 0  # exactly this many steady-state runs per row (bench --runs), 0: adaptive
     # which of the table's `rounds` this is: the same bench again in a fresh worker, its records the
     # independent runs a page takes a ratio's interval across (runstats.rounds_ratio); 0 is the first
     round: int = 0
@@ -215,6 +216,11 @@ class BenchJob(Job):
     @property
     def timed(self) -> bool:
         return not is_tpu(self.target)
+
+    @property
+    def asked(self) -> Asked:
+        """The sampling asked of every worker that times this job (bench's --profile and --runs)."""
+        return Asked(runs=self.runs or None, profile=self.profile)
 
     @property
     def label(self) -> str:
@@ -226,12 +232,13 @@ class BenchJob(Job):
     def as_json(self) -> dict:
         # only where set: the keys of jobs without them stay what they were
         return {**super().as_json(), **({"baselines": list(self.baselines)} if self.baselines else {}),
-                **({"profile": self.profile} if self.profile else {}), **({"round": self.round} if self.round else {})}
+                **({"profile": self.profile} if self.profile else {}), **({"runs": self.runs} if self.runs else {}),
+                **({"round": self.round} if self.round else {})}
 
     @classmethod
     def from_fields(cls, request: Request, timeout: float, d: dict) -> "BenchJob":
         return cls(request, timeout, target=d.get("target", ""), baselines=tuple(d.get("baselines", ())),
-                   profile=int(d.get("profile", 0)), round=int(d.get("round", 0)))
+                   profile=int(d.get("profile", 0)), runs=int(d.get("runs", 0)), round=int(d.get("round", 0)))
 
     @classmethod
     def result_type(cls) -> type:
@@ -246,10 +253,11 @@ class BenchJob(Job):
         paired = _routes_together(cell.reqs) if timing["together"] else None
         if not timing["baselines"]:
             for req in cell.reqs.values():
-                yield from _rounds((cls(req, cell.timeout, target=t, profile=0 if is_tpu(t) else timing["profile"])
+                yield from _rounds((cls(req, cell.timeout, target=t, profile=0 if is_tpu(t) else timing["profile"],
+                                        runs=0 if is_tpu(t) else timing["runs"])
                                     for t in targets if paired is None or is_tpu(t)), cell.rounds)
             if paired is not None:
-                yield from _rounds((cls(paired, cell.timeout, target=t, profile=timing["profile"])
+                yield from _rounds((cls(paired, cell.timeout, target=t, profile=timing["profile"], runs=timing["runs"])
                                     for t in targets if not is_tpu(t)), cell.rounds)
         else:
             yield from _rounds(_bench_together(cell.reqs, targets, timing, cell.timeout, cell.refused), cell.rounds)
@@ -257,17 +265,18 @@ class BenchJob(Job):
     def run(self, files: list[Path], root: Path, progress: Callable[[str], object] | None = None) -> tuple:
         """Its captures timed on one runtime (a TPU target: estimated); with baselines, every route's
         capture and the native runtimes in one job, as `bench MODEL` times them (bench_model), with the
-        peaks; its profiled runs, the grid's `profile`, asked of every worker that times."""
+        peaks; its profiled runs and steady runs, the grid's `profile` and `runs`, asked of every worker that
+        times."""
 
         if is_tpu(self.target):
             report = estimate_files(files, self.target, self.timeout, progress=progress)
         elif not self.baselines:
             report = bench_files(files, self.target, self.timeout, with_peaks=False, progress=progress,
-                                 asked=Asked(profile=self.profile))
+                                 asked=self.asked)
         else:
             report = bench_model(self.request, batches=(self.request.batch,), baselines=self.baselines,
                                  out_dir=Path(root) / "captures", backend=self.target, timeout=self.timeout,
-                                 show=False, progress=progress, asked=Asked(profile=self.profile))
+                                 show=False, progress=progress, asked=self.asked)
         return report, "; ".join(e.error for e in report.failed) or None
 
 
@@ -385,7 +394,7 @@ def _bench_together(reqs: dict, targets: list, timing: dict, timeout: float, ref
         if is_tpu(t):  # estimates time no native runtime
             yield from (BenchJob(r, timeout, target=t) for r in reqs.values())
         else:
-            yield BenchJob(both, timeout, target=t, baselines=baselines, profile=timing["profile"])
+            yield BenchJob(both, timeout, target=t, baselines=baselines, profile=timing["profile"], runs=timing["runs"])
 
 
 def _routes_together(reqs: dict) -> Request | None:
