@@ -27,6 +27,11 @@ def register(main: click.Group) -> None:
 @click.option("--b", "b", default="torch_xla", show_default=True, help="B: the native runtime asked about.")
 @click.option("--rounds", type=int, default=3, show_default=True,
               help="With MODEL: benches run, each in fresh workers; the intervals are across them.")
+@click.option("--warmup", type=int, default=None,
+              help="With MODEL: runs after the second to discard before each row's steady state (as bench's; default 2).")
+@click.option("--runs", type=int, default=None,
+              help="With MODEL: exactly this many steady-state runs per row (as bench's; default: adaptive, until the "
+                   "p10-p90 spread is under 10%, 10 to 1000 runs, 0.5 to 10 s).")
 @batches_option("the first batch of the bench")
 @limits_options("Seconds per executable for its compile and runs.", "each bench's workers")
 @json_option("the paragraph")
@@ -35,7 +40,8 @@ def register(main: click.Group) -> None:
               help="Write a self-contained HTML page here.")
 @model_options(Path("out") / "captures", shapes=False, step_help="forward, or train (one training step).")
 @adapters_option
-def why_cmd(targets: tuple[str, ...], a: str, b: str, rounds: int, batches: str, timeout: float | None,
+def why_cmd(targets: tuple[str, ...], a: str, b: str, rounds: int, warmup: int | None, runs: int | None, batches: str,
+            timeout: float | None,
             max_memory: str | None, json_path: Path | None, md_path: Path | None, html_path: Path | None, out_dir: Path,
             **options: object) -> None:
     """Why B's step differs from A's, in one paragraph: the ratio of their native steady steps, the
@@ -63,6 +69,9 @@ def why_cmd(targets: tuple[str, ...], a: str, b: str, rounds: int, batches: str,
         if len(files) != len(targets):
             raise StackwarsError("why takes a model or bench --json files, not both",
                                  fix="give the bench files alone, or the model alone")
+        if warmup is not None or runs is not None:
+            raise StackwarsError(f"{'--runs' if runs is not None else '--warmup'} asks how a model is benched, and "
+                                 "bench --json files were measured already", fix="drop it, or name the model")
         reports = [read_result(f, "bench", BenchReport.from_json) for f in files]
         source = "bench --json files " + ", ".join(str(f) for f in files)
     else:
@@ -76,7 +85,7 @@ def why_cmd(targets: tuple[str, ...], a: str, b: str, rounds: int, batches: str,
         from ..common.progress import planned
         from ..sweep import bench_steps
 
-        req, asked = request(model, options), Asked.of(host=10)
+        req, asked = request(model, options), Asked.of(host=10, runs=runs, warmup=warmup)
         reports, steps = [], bench_steps(req, batches=(batch,), baselines=(a, b), out_dir=out_dir, asked=asked)
         with planned(progress, steps + [k for k in steps if k != "capture"] * (rounds - 1)):
             for i in range(rounds):
@@ -84,7 +93,8 @@ def why_cmd(targets: tuple[str, ...], a: str, b: str, rounds: int, batches: str,
                 reports.append(bench_model(req, batches=(batch,), baselines=(a, b), out_dir=out_dir,
                                            timeout=timeout, max_memory=max_memory_of(max_memory, timeout),
                                            progress=progress, asked=asked))
-        source = f"stackwars-ir bench {model} --size {req.size} --baselines {a},{b} --host, {rounds} times"
+        sampling = "".join(f" {w}" for w in asked.options())
+        source = f"stackwars-ir bench {model} --size {req.size} --baselines {a},{b}{sampling} --host, {rounds} times"
     ans = answer(reports, kind_a, kind_b, batch, source)
     if md_path is not None:
         write_atomic(md_path, answer_markdown(ans))
