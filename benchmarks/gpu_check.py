@@ -40,12 +40,15 @@ BASELINES = ("jax", "torchax", "eager", "inductor")
 MAX_FILES = 8
 
 
-def bench(model: str, size: str, backend: str, out: Path, batch: int | None = None) -> dict:
-    """One `stackwars-ir bench` process's JSON report ({"error": ...} where it failed)."""
+def bench(model: str, size: str, backend: str, out: Path, batch: int | None = None, runs: int | None = None) -> dict:
+    """One `stackwars-ir bench` process's JSON report ({"error": ...} where it failed); `runs`: each row's
+    steady-state runs (bench --runs; None: adaptive)."""
     cmd = [sys.executable, "-m", "stackwars_ir.cli", "bench", model, "--size", size, "--baselines",
            ",".join(BASELINES), "--host", "--backend", backend, "--json", str(out), "--out", str(out.parent / "captures")]
     if batch:
         cmd += ["--batch", str(batch)]
+    if runs:
+        cmd += ["--runs", str(runs)]
     done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=1800)
     if not out.exists():
         tail = (done.stderr.strip().splitlines() or ["no output"])[-1][:300]
@@ -123,7 +126,7 @@ def read_host(folder: Path, model: str, size: str) -> list[dict]:
 
 
 def measure(models, rounds: int, size: str, backend: str, folder: Path, batch: int | None,
-            budget_s: float = float("inf")) -> dict:
+            budget_s: float = float("inf"), runs: int | None = None) -> dict:
     """{model: [bench report per round]} on BACKEND, also written as FOLDER/measured.json after each bench
     (a run cut short keeps what it finished). No bench is begun that the longest so far says would end
     past BUDGET_S: rounds are outermost, so a cut leaves every model with the same rounds, or one fewer."""
@@ -137,7 +140,7 @@ def measure(models, rounds: int, size: str, backend: str, folder: Path, batch: i
                           file=sys.stderr, flush=True)
                     continue
                 t0 = time.perf_counter()
-                got = bench(m, size, backend, Path(d) / f"{m}-r{r}.json", batch)
+                got = bench(m, size, backend, Path(d) / f"{m}-r{r}.json", batch, runs)
                 measured[m].append(got)
                 (folder / "measured.json").write_text(json.dumps(measured) + "\n")
                 longest = max(longest, time.perf_counter() - t0)
@@ -194,7 +197,8 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=ROOT / "out" / "gpu-check")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--models", default=",".join(MODELS))
-    ap.add_argument("--dry-run", action="store_true", help="the CPU backend at tiny size; its measured rounds are the host records")
+    ap.add_argument("--dry-run", action="store_true",
+                    help="the CPU backend at tiny size, 10 steady runs a row; its measured rounds are the host records")
     ap.add_argument("--cpu-host", action="store_true", help="make this machine's narrow host-work records (kept)")
     ap.add_argument("--page", action="store_true", help="then regenerate findings-gpu.md into --out")
     ap.add_argument("--budget", type=float, default=420.0, help="seconds the measurements may take (the GPU "
@@ -209,7 +213,9 @@ def main() -> None:
     backend, size, batch = ("cpu", "tiny", None) if a.dry_run else ("gpu", "base", 2)
     with tempfile.TemporaryDirectory() as d:
         host_folder, host_size = (Path(d) / "cpu-host", "tiny") if a.dry_run else (KEPT, "narrow")
-        measured = measure(models, a.rounds, size, backend, a.out, batch, float("inf") if a.dry_run else a.budget)
+        # the dry run checks the pipeline, not the figures: 10 steady runs a row (adaptive: up to 10 s a row)
+        measured = measure(models, a.rounds, size, backend, a.out, batch, float("inf") if a.dry_run else a.budget,
+                           runs=10 if a.dry_run else None)
         if a.dry_run:  # the host records are the measured rounds themselves: the same CPU bench at tiny size
             keep_host(measured, host_size, host_folder)
         from study import machine_line

@@ -74,10 +74,11 @@ def test_what_the_bench_did_not_measure_is_named_with_its_command():
 
 @pytest.mark.slow  # two benches of GPT-2 tiny with both native runtimes and their host phases
 def test_why_answers_for_gpt2_tiny_from_two_rounds(cli, tmp_path):
-    code, out, err = cli("why", "gpt2", "--size", "tiny", "--rounds", "2", "--out", tmp_path / "c",
+    code, out, err = cli("why", "gpt2", "--size", "tiny", "--rounds", "2", "--runs", "10", "--out", tmp_path / "c",
                          "--json", tmp_path / "w.json")
     assert code == 0, err
     ans = json.loads((tmp_path / "w.json").read_text())
+    assert "--baselines jax,torch_xla --runs 10 --host, 2 times" in ans["source"], ans["source"]
     assert ans["rounds"] == 2 and ans["a"] == "jax.jit (native)" and ans["b"] == "torch_xla lazy tensors"
     parts = {p["name"]: p for p in ans["parts"]}
     assert set(parts) == {"step", "program", "host", "rest"}
@@ -106,19 +107,22 @@ def test_why_refuses_a_bench_without_both_runtimes(cli, tmp_path):
     assert "stackwars-ir why MODEL --a jax --b torchax" in err  # no capture here names its model
     code, out, err = cli("why", bench)
     assert code == 0 and "torch_xla lazy tensors took 1.6" in out, err
+    code, out, err = cli("why", bench, "--runs", "5")  # files were measured already: nothing to ask of them
+    assert code == 2 and "--runs asks how a model is benched" in err and len(err.strip().splitlines()) == 1, err
 
 
 @pytest.mark.slow  # two benches of GPT-2 tiny
 def test_the_fix_diff_bench_prints_runs_and_keeps_the_host_phases(cli, tmp_path):
     """issue 75, item 6: `diff A B --bench` on a model's bench (--host, no --profile) suggested
     `bench A.mlir B.mlir --profile`, which has no native rows and so dropped the host phases asked for.
-    The fix printed now is the model's bench with --profile added; run as printed, the diff reads it."""
+    The fix printed now is the model's bench with --profile added, and the sampling the bench asked for
+    (--warmup, --runs, --host RUNS); run as printed, the diff reads it."""
     import re
     import shlex
 
     caps, first = tmp_path / "caps", tmp_path / "b.json"
-    code, _, err = cli("bench", "gpt2", "--size", "tiny", "--baselines", "jax,torch_xla", "--host", "--out", caps,
-                       "--json", first)
+    code, _, err = cli("bench", "gpt2", "--size", "tiny", "--baselines", "jax,torch_xla", "--host", "3", "--runs", "5",
+                       "--warmup", "1", "--out", caps, "--json", first)
     assert code == 0, err
     # issue 75, item 9: each step with its position, and from the second on the time left
     steps = re.findall(r"stackwars-ir: \[step (\d+) of (\d+), [^\]]* so far(, about [^\]]* left)?\] (\S+)", err)
@@ -129,7 +133,8 @@ def test_the_fix_diff_bench_prints_runs_and_keeps_the_host_phases(cli, tmp_path)
     code, _, err = cli("diff", a, b, "--bench", first)
     assert code == 2 and "without --profile" in err, err
     fix = re.search(r"\(fix: (stackwars-ir bench .*)\)$", err.strip())[1]
-    assert "--profile --host" in fix and "--baselines jax,torch_xla" in fix, fix
+    assert "--profile --host 3" in fix and "--baselines jax,torch_xla" in fix, fix
+    assert "--warmup 1 --runs 5" in fix, fix  # the sampling asked for, asked again (adaptive: up to 10 s a row)
     second = tmp_path / "p.json"
     args = shlex.split(fix.replace("FILE", str(second)))[1:]
     code, _, err = cli(*args)
@@ -166,6 +171,29 @@ def test_the_printed_fix_reuses_the_captures_where_they_are(tmp_path, sweep):
     batch = "--batch 2 --seq 16 " if sweep else ""
     assert rerun(bench, result) == (f"stackwars-ir bench gpt2 --size tiny {batch}--baselines jax --out {out} "
                                     "--profile --json FILE")
+
+
+def test_the_printed_fix_asks_again_for_the_sampling_the_bench_asked_for():
+    """A bench run with --warmup 1 --runs 5 (kept in its JSON) is profiled again with the same sampling: its
+    fix does not fall back to the adaptive default (up to 10 s a row); a report without the record (an
+    older bench's JSON) prints none."""
+    from types import SimpleNamespace
+
+    from conftest import golden
+    from stackwars_ir.bench.attach import rerun
+    from stackwars_ir.bench.executable import Executable
+    from stackwars_ir.bench.result import BenchReport
+    from stackwars_ir.bench.timing import Asked
+
+    a, b = golden("gpt2", "jax"), golden("gpt2", "torch-torch_xla")
+    row = Executable(str(a), "stablehlo", 1.0, None)
+    asked = Asked.of(warmup=1, runs=5, host=3)
+    kept = BenchReport.from_json(BenchReport("cpu", ((None, row),), asked=asked).as_json())
+    assert kept.asked == asked
+    result = SimpleNamespace(a=SimpleNamespace(source=str(a)), b=SimpleNamespace(source=str(b)))
+    assert rerun(kept, result) == f"stackwars-ir bench {a} {b} --warmup 1 --runs 5 --profile --json FILE"
+    old = {k: v for k, v in kept.as_json().items() if k != "asked"}
+    assert rerun(BenchReport.from_json(old), result) == f"stackwars-ir bench {a} {b} --profile --json FILE"
 
 
 def test_why_on_a_bench_without_a_runtime_prints_the_why_that_reuses_its_captures(cli, tmp_path):

@@ -69,7 +69,10 @@ def test_measure_reports_first_second_and_steady():
 def test_bench_model_with_baselines_and_sweep(tmp_path):
     from stackwars_ir.sweep import bench_model
 
-    report = bench_model("mha", batches=(1, 2), baselines=("jax", "eager"), out_dir=tmp_path, timeout=30)
+    from stackwars_ir.bench.timing import Asked
+
+    report = bench_model("mha", batches=(1, 2), baselines=("jax", "eager"), out_dir=tmp_path, timeout=30,
+                         asked=Asked(runs=10))
     kinds = {(b, e.kind) for b, e in report.rows}
     assert {(1, "stablehlo"), (1, "jax.jit"), (1, "torch eager"), (2, "stablehlo")} <= kinds
     assert not report.failed and report.crossover
@@ -166,7 +169,8 @@ def test_a_native_runtime_is_added_by_two_files(tmp_path):
         return subprocess.run([sys.executable, "-c", boot, *map(str, args)], capture_output=True, text=True,
                               timeout=600, cwd=tmp_path)
 
-    done = run("bench", "gemm", "--baselines", "jax,eager_inference", "--host", "--json", "-", "--out", tmp_path / "caps")
+    done = run("bench", "gemm", "--baselines", "jax,eager_inference", "--host", "--runs", "10", "--json", "-", "--out",
+               tmp_path / "caps")
     assert done.returncode == 0, done.stderr[-2000:]
     rows = {r["kind"]: r for r in json.loads(done.stdout)["results"]}
     row = rows["torch inference"]

@@ -149,6 +149,16 @@ def test_baselines_in_a_grid_are_checked_and_what_cannot_take_them_named():
         grid_of([{"commands": ["memory"], "models": ["ffn"], "baselines": ["jax"]}])
     with pytest.raises(StackwarsError, match="at least 2 profiled runs"):
         grid_of([{"commands": ["bench"], "models": ["ffn"], "profile": 1}])
+    with pytest.raises(StackwarsError, match="must be 1 or more"):
+        grid_of([{"commands": ["bench"], "models": ["ffn"], "runs": -1}])
+    with pytest.raises(StackwarsError, match="`runs` sets a bench job's steady-state runs per row, and `commands` has no"):
+        grid_of([{"commands": ["memory"], "models": ["ffn"], "runs": 5}])
+    # runs: kept in the job (and its key) only where set, so records made before stay theirs
+    runs = grid_of([{"commands": ["bench"], "models": ["ffn"], "routes": ["jax"], "runs": 5}])
+    plain = grid_of([{"commands": ["bench"], "models": ["ffn"], "routes": ["jax"]}])
+    (five,), (adaptive,) = ([j for j in g.jobs if j.command == "bench"] for g in (runs, plain))
+    assert five.asked.runs == 5 and adaptive.asked.runs is None
+    assert five.as_json() == dict(adaptive.as_json(), runs=5)
     grid = grid_of([{"commands": ["bench"], "models": ["ffn"], "steps": ["forward", "train"],
                      "baselines": ["jax_donate"]}])
     assert [j.request.step for j in grid.jobs if j.command == "bench"] == ["train"]

@@ -177,7 +177,9 @@ def test_the_main_findings_page_is_a_rendering_of_its_results_folder(tmp_path):
     from study.run import findings
 
     grid = tmp_path / "findings.toml"
-    grid.write_text('[[grid]]\ncommands = ["bench", "diff"]\nmodels = ["gpt2"]\nbaselines = ["jax"]\nprofile = 2\n')
+    # runs: each row's steady state 5 runs, not adaptive (up to 10 s a row on a busy test machine)
+    grid.write_text('[[grid]]\ncommands = ["bench", "diff"]\nmodels = ["gpt2"]\nbaselines = ["jax"]\nprofile = 2\n'
+                    'runs = 5\n')
     res = findings.run(grid, tmp_path / "r", jobs=2)
     assert not res.report.failed, [r.error for r in res.report.failed]
     page = findings.page(res, grid)
@@ -209,6 +211,8 @@ def test_the_main_findings_page_is_a_rendering_of_its_results_folder(tmp_path):
     assert rendered == page
     n = len(res.report.records)
     assert f"Sweep: {n} jobs, 0 failed; records finished " in page
+    (bench,) = [r.result for r in res.report.records if r.job.command == "bench"]
+    assert {e.timing.iterations for _, e in bench.rows} == {5}, "the grid's runs, asked of every row"
 
 
 @pytest.mark.slow  # over 20 s here (issue 52)
@@ -223,7 +227,7 @@ def test_the_programs_page_is_a_rendering_of_its_results_folder(tmp_path):
 
     grid = tmp_path / "programs.toml"
     memory = '[[grid]]\ncommands = ["memory"]\nmodels = ["llama"]\nsteps = ["train"]\nroutes = ["jax"]\n'
-    bench = '[[grid]]\ncommands = ["bench"]\nmodels = ["llama"]\nroutes = ["jax"]\n'
+    bench = '[[grid]]\ncommands = ["bench"]\nmodels = ["llama"]\nroutes = ["jax"]\nruns = 10\n'
     grid.write_text("\n".join([memory, memory + "scan_layers = true\n", bench + "rounds = 2\n", bench + "scan_layers = true\n"]))
     args = SimpleNamespace(grid=grid, results=tmp_path / "r", jobs=2, render=False)
     page = programs_page(findings_programs.run(args))

@@ -380,7 +380,7 @@ def test_a_bench_with_baselines_times_every_route_and_the_native_runtimes_in_one
     from stackwars_ir.report.sweep import summary_line
 
     grid = grid_of([{"commands": ["bench", "diff"], "models": ["ffn"], "routes": ["jax", "torchax"],
-                     "baselines": ["jax", "eager"], "profile": 2}])
+                     "baselines": ["jax", "eager"], "profile": 2, "runs": 10}])
     keys = [(j, j.label) for j in grid.jobs]
     order = phases(keys)
     assert [(len(b), alone) for b, alone in order] == [(2, False), (1, False), (1, True)]
@@ -415,7 +415,7 @@ def test_a_bench_together_times_both_pytorch_routes_interleaved_in_one_job_and_t
     from stackwars_ir.report.sweep import sweep_tables
 
     grid = grid_of([{"commands": ["diff", "bench"], "models": ["ffn"], "routes": ["torch_xla", "torchax"],
-                     "together": True}])
+                     "together": True, "runs": 10}])
     report = run_sweep(grid, tmp_path, jobs=2)
     assert not report.failed, [r.error for r in report.failed]
     (bench,) = [r for r in report.records if r.job.command == "bench"]
@@ -447,7 +447,7 @@ def test_retry_noisy_runs_again_only_the_timed_jobs_a_noisy_machine_measured(tmp
     from stackwars_ir.sweep.grid import grid_of
     from stackwars_ir.sweep.jobs import read_record, record_path
 
-    grid = grid_of([{"commands": ["bench"], "models": ["ffn"], "routes": ["jax"]}])
+    grid = grid_of([{"commands": ["bench"], "models": ["ffn"], "routes": ["jax"], "runs": 10}])
     first = run_sweep(grid, tmp_path)
     assert (first.ran, len(first.failed)) == (2, 0), [r.error for r in first.failed]
     (bench,) = [r for r in first.records if r.job.command == "bench"]

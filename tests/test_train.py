@@ -195,7 +195,7 @@ def test_bench_step_train_times_captures_and_native_loops_and_torch_xla_compiles
 
     out = tmp_path / "b.json"
     code, _, err = cli("bench", "gemm", "--step", "train", "--exporter", "torch_xla", "--baselines",
-                       "jax,eager,inductor,torch_xla,jax_donate", "--out", tmp_path / "c", "--json", out)
+                       "jax,eager,inductor,torch_xla,jax_donate", "--runs", "10", "--out", tmp_path / "c", "--json", out)
     assert code == 0, err
     rows = {r["kind"] if r["kind"] != "stablehlo" else r["label"].rsplit("/", 1)[-1]: r
             for r in _json.loads(out.read_text())["results"]}
