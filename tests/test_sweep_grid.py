@@ -246,7 +246,7 @@ def test_each_command_is_a_job_type_of_its_own_whose_record_reads_back_as_that_t
     fields = {kind: {f.name for f in dataclasses.fields(kind)} for kind in kinds}
     assert fields[CaptureJob] == {"request", "timeout"}
     assert fields[MemoryJob] == {"request", "timeout", "target", "budget"}
-    assert fields[BenchJob] == {"request", "timeout", "target", "baselines", "profile", "round"}
+    assert fields[BenchJob] == {"request", "timeout", "target", "baselines", "profile", "runs", "round"}
     assert fields[DiffJob] == {"request", "timeout", "against"}
     capture = next(j for j in grid.jobs if isinstance(j, CaptureJob))
     # the JSON (and with it every record's key) names the other commands' fields empty, as before

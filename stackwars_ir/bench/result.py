@@ -31,7 +31,7 @@ class BenchReport:
         return {"format": BENCH_FORMAT, "backend": self.backend, "machine": self.machine, "peaks": self.peaks,
                 "results": [dict(e.as_json(self.peaks), batch=b) for b, e in self.rows],
                 "verdicts": [v.as_json() for v in self.verdicts], "crossover": self.crossover,
-                "asked": self.asked.as_json() if self.asked is not None else None}
+                **({"asked": self.asked.as_json()} if self.asked is not None else {})}  # a report made before: as it was
 
     @classmethod
     def from_json(cls, d: dict) -> "BenchReport":
