@@ -12,7 +12,7 @@ from .. import models
 from ..common.errors import BenchError
 from ..common.files import Sidecar, read_values
 from ..ir.model import Module, storage_type
-from ..workload import Argument, Request, argument_values, prepare
+from ..workload import Argument, Request, argument_values, kept_values, prepare
 from ..workload.train import train_state
 
 
@@ -125,12 +125,16 @@ def sidecar_arguments(module: Module, sidecar: Sidecar) -> tuple[list, np.ndarra
     # Only the weights and inputs are rebuilt: no exporter runs (fft has no torch_xla route).
     req = Request(sidecar.model, sidecar.size, "torch", exporters=(), batch=sidecar.batch, seq=sidecar.seq,
                   seed=sidecar.seed, step=sidecar.step).validated()
-    w = prepare(req)
-    model, weights, inputs, reference = w.model, w.weights, w.inputs, w.reference
-    if req.train:  # the captured step 2 runs from eager's state after step 1; its loss is the proof
-
-        state = train_state(req, model, inputs, reference)
-        weights, inputs, reference = state.values(), state.inputs, np.asarray(state.ref_loss, dtype=np.float32)
+    kept = kept_values.read(req)  # made by an earlier process: no torch, no model here
+    if kept is not None:
+        weights, inputs, reference = kept
+    else:
+        w = prepare(req)
+        model, weights, inputs, reference = w.model, w.weights, w.inputs, w.reference
+        if req.train:  # the captured step 2 runs from eager's state after step 1; its loss is the proof
+            state = train_state(req, model, inputs, reference)
+            weights, inputs, reference = state.values(), state.inputs, np.asarray(state.ref_loss, dtype=np.float32)
+        kept_values.keep(req, weights, inputs, reference)
     constants = {k: np.asarray(v["values"], dtype=v["dtype"]).reshape(v["shape"])
                  for k, v in sidecar.constants.items()}
     args = tuple(Argument(a["index"], a["kind"], a["name"], tuple(a["shape"]), a["dtype"])

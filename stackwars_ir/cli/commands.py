@@ -310,6 +310,10 @@ def bench_cmd(targets: tuple[str, ...], batches: str, baselines: str, backend: s
     each row did the work, XLA's cost and memory analysis, the optimized HLO's fusions, a roofline
     against measured peaks, and a verdict per pair.
 
+    A catalogue capture's weights, inputs and PyTorch reference are rebuilt from its model once and
+    kept for the next run (~/.cache/stackwars-ir/values, up to 1 GiB; env STACKWARS_IR_VALUES: another
+    folder, or off).
+
     Exit code 0: every row measured; 2: bad input, or a row failed (the others are still measured);
     130: interrupted.
     """
