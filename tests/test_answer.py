@@ -109,6 +109,8 @@ def test_why_refuses_a_bench_without_both_runtimes(cli, tmp_path):
     assert code == 0 and "torch_xla lazy tensors took 1.6" in out, err
     code, out, err = cli("why", bench, "--runs", "5")  # files were measured already: nothing to ask of them
     assert code == 2 and "--runs asks how a model is benched" in err and len(err.strip().splitlines()) == 1, err
+    code, out, err = cli("why", bench, "--rounds", "2")  # each file is a round
+    assert code == 2 and "--rounds asks how a model is benched" in err and len(err.strip().splitlines()) == 1, err
 
 
 @pytest.mark.slow  # two benches of GPT-2 tiny

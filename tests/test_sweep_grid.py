@@ -149,8 +149,9 @@ def test_baselines_in_a_grid_are_checked_and_what_cannot_take_them_named():
         grid_of([{"commands": ["memory"], "models": ["ffn"], "baselines": ["jax"]}])
     with pytest.raises(StackwarsError, match="at least 2 profiled runs"):
         grid_of([{"commands": ["bench"], "models": ["ffn"], "profile": 1}])
-    with pytest.raises(StackwarsError, match="must be 1 or more"):
-        grid_of([{"commands": ["bench"], "models": ["ffn"], "runs": -1}])
+    for runs in (-1, 0):  # as bench --runs: 1 or more; adaptive is the key left out
+        with pytest.raises(StackwarsError, match=f"`runs` = {runs}: a bench job's steady-state runs per row must be 1"):
+            grid_of([{"commands": ["bench"], "models": ["ffn"], "runs": runs}])
     with pytest.raises(StackwarsError, match="`runs` sets a bench job's steady-state runs per row, and `commands` has no"):
         grid_of([{"commands": ["memory"], "models": ["ffn"], "runs": 5}])
     # runs: kept in the job (and its key) only where set, so records made before stay theirs

@@ -69,9 +69,11 @@ def why_cmd(targets: tuple[str, ...], a: str, b: str, rounds: int, warmup: int |
         if len(files) != len(targets):
             raise StackwarsError("why takes a model or bench --json files, not both",
                                  fix="give the bench files alone, or the model alone")
-        if warmup is not None or runs is not None:
-            raise StackwarsError(f"{'--runs' if runs is not None else '--warmup'} asks how a model is benched, and "
-                                 "bench --json files were measured already", fix="drop it, or name the model")
+        given = [flag for flag, name in (("--rounds", "rounds"), ("--warmup", "warmup"), ("--runs", "runs"))
+                 if click.get_current_context().get_parameter_source(name) == click.core.ParameterSource.COMMANDLINE]
+        if given:  # each file is one round, measured already
+            raise StackwarsError(f"{given[0]} asks how a model is benched, and bench --json files were measured already",
+                                 fix="drop it, or name the model")
         reports = [read_result(f, "bench", BenchReport.from_json) for f in files]
         source = "bench --json files " + ", ".join(str(f) for f in files)
     else:

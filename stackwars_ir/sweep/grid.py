@@ -132,10 +132,12 @@ def _expand(table: dict, here: str, refused: dict):
                              fix='add "bench" to `commands`, or drop `together`')
     if timing["profile"] and timing["profile"] < 2:
         raise StackwarsError(f"{here}: `profile` must be 0 (none) or at least 2 profiled runs", fix="e.g. profile = 10")
-    if timing["runs"] < 0 or (timing["runs"] and "bench" not in commands):
-        raise StackwarsError(f"{here}: `runs` sets a bench job's steady-state runs per row, and "
-                             + ("must be 1 or more (0: adaptive)" if timing["runs"] < 0 else "`commands` has no bench"),
-                             fix="e.g. runs = 20 (bench --runs), or drop it for adaptive")
+    if "runs" in table and timing["runs"] < 1:
+        raise StackwarsError(f"{here}: `runs` = {timing['runs']}: a bench job's steady-state runs per row must be 1 or more",
+                             fix="e.g. runs = 20 (as bench --runs), or drop `runs` for adaptive sampling")
+    if timing["runs"] and "bench" not in commands:
+        raise StackwarsError(f"{here}: `runs` sets a bench job's steady-state runs per row, and `commands` has no bench",
+                             fix='add "bench" to `commands`, or drop `runs`')
     rounds = scalars.pop("rounds", 1)
     if rounds < 1 or (rounds > 1 and "bench" not in commands):
         raise StackwarsError(f"{here}: `rounds` times each bench job that many times, each in a fresh worker, and "
