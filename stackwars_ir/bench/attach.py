@@ -83,8 +83,8 @@ def rerun(bench: BenchReport, result: DiffResult) -> str:
     the sampling the bench asked for (--warmup, --runs, --host RUNS) is asked again."""
     from pathlib import Path
 
-    sampling = " ".join(bench.asked.options()) + " " if bench.asked is not None and bench.asked.options() else ""
-    files = f"stackwars-ir bench {result.a.source} {result.b.source} {sampling}--profile --json FILE"
+    sampling = bench.asked.options() if bench.asked is not None else []
+    files = " ".join(["stackwars-ir bench", str(result.a.source), str(result.b.source), *sampling, "--profile --json FILE"])
     natives = [e for _, e in bench.rows if e.kind != "stablehlo"]
     if not natives:
         return files
@@ -103,8 +103,7 @@ def rerun(bench: BenchReport, result: DiffResult) -> str:
     if car.step and car.step != "forward":
         words.append(f"--step {car.step}")
     words.append(f"--out {out}")
-    if sampling:
-        words.append(sampling.strip())
+    words += sampling
     host = ""
     if any(e.host is not None for e in natives):  # as many phased runs as the bench asked
         n = bench.asked.host if bench.asked is not None and bench.asked.host else HOST_RUNS

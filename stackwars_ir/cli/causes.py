@@ -9,8 +9,8 @@ from pathlib import Path
 
 import click
 
-from .shell import (adapters_option, batches_option, emit, finish, json_option, limits_options, markdown_option,
-                    model_options, model_or_files, output_option, progress, request, warn_sidecars)
+from .shell import (adapters_option, batches_option, emit, finish, given_on_command_line, json_option, limits_options,
+                    markdown_option, model_options, model_or_files, output_option, progress, request, warn_sidecars)
 from ..common.targets import ESTIMATED, names
 
 
@@ -69,10 +69,9 @@ def why_cmd(targets: tuple[str, ...], a: str, b: str, rounds: int, warmup: int |
         if len(files) != len(targets):
             raise StackwarsError("why takes a model or bench --json files, not both",
                                  fix="give the bench files alone, or the model alone")
-        given = [flag for flag, name in (("--rounds", "rounds"), ("--warmup", "warmup"), ("--runs", "runs"))
-                 if click.get_current_context().get_parameter_source(name) == click.core.ParameterSource.COMMANDLINE]
+        given = given_on_command_line(("rounds", "warmup", "runs"))
         if given:  # each file is one round, measured already
-            raise StackwarsError(f"{given[0]} asks how a model is benched, and bench --json files were measured already",
+            raise StackwarsError(f"--{given[0]} asks how a model is benched, and bench --json files were measured already",
                                  fix="drop it, or name the model")
         reports = [read_result(f, "bench", BenchReport.from_json) for f in files]
         source = "bench --json files " + ", ".join(str(f) for f in files)

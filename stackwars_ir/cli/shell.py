@@ -218,10 +218,15 @@ def model_or_files(targets: tuple[str, ...], command: str, more: tuple, fix: str
     return None
 
 
+def given_on_command_line(names: Iterable[str]) -> list[str]:
+    """Of this command's parameters `names`, those the user gave on the command line, in that order."""
+    ctx = click.get_current_context()
+    return [n for n in names if ctx.get_parameter_source(n) == click.core.ParameterSource.COMMANDLINE]
+
+
 def refuse_model_options(command: str, names: Iterable[str], fix: str) -> None:
     """Options that only a MODEL takes, given with StableHLO files: one line naming the first."""
-    ctx = click.get_current_context()
-    given = [n for n in names if ctx.get_parameter_source(n) == click.core.ParameterSource.COMMANDLINE]
+    given = given_on_command_line(names)
     if given:
         flag = {"exporters": "--exporter", "batches": "--batch", "out_dir": "--out"}.get(
             given[0], f"--{given[0].replace('_', '-')}")
@@ -231,10 +236,7 @@ def refuse_model_options(command: str, names: Iterable[str], fix: str) -> None:
 
 def estimate_options() -> None:
     """bench --target runs nothing: the options that time runs are refused in one line."""
-    ctx = click.get_current_context()
-    given = [flag for flag, name in (("--backend", "backend"), ("--baselines", "baselines"), ("--warmup", "warmup"),
-                                     ("--runs", "runs"), ("--profile", "profile"), ("--rounds", "rounds"))
-             if ctx.get_parameter_source(name) == click.core.ParameterSource.COMMANDLINE]
+    given = [f"--{n}" for n in given_on_command_line(("backend", "baselines", "warmup", "runs", "profile", "rounds"))]
     if given:
         raise StackwarsError(f"{given[0]} times runs here, and bench --target runs nothing (it compiles for the TPU "
                              "and reads the compiler's estimates)", fix=f"drop {given[0]}, or drop --target")
