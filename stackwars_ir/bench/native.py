@@ -9,7 +9,8 @@ runs (bench.timing), so a baseline that times nothing is an error, not a number.
 What "first run" includes, per row (docs/benchmarks.md says the same):
 - jax.jit: tracing, lowering, XLA compile, the transfer of nothing (arguments are placed first), the run;
 - torch eager: the run (there is nothing to compile);
-- torch.compile: dynamo's trace, inductor's codegen and compile (dynamo's caches are reset first), the run;
+- torch.compile: dynamo's trace, inductor's codegen and compile (a cold start: dynamo's caches reset, inductor's
+  in a new empty folder, runtimes/inductor.cold_start), the run;
 - torch_xla lazy: tracing the lazy graph, its XLA compile (unless torch_xla's cache already held that
   graph: the counters say so), the run, and the transfer of the output's handle (not its values).
 """

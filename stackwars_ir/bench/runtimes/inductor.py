@@ -5,6 +5,7 @@ Its compiler is inductor.
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 from types import ModuleType
 from typing import TYPE_CHECKING
 
@@ -15,7 +16,7 @@ from ..host import UNMARKED, torch_meter
 from ..inductor_profile import KernelOrigins, profile_compiled_runs
 from ..xla_profile import Profile
 from .shared import (
-    WARM_STEPS, Setup, dynamo_counters, no_grad_step, nothing, prepared, synchronizer, torch_device, torch_loop,
+    WARM_STEPS, Setup, dynamo_counters, no_grad_step, prepared, synchronizer, torch_device, torch_loop,
 )
 
 if TYPE_CHECKING:
@@ -25,13 +26,17 @@ if TYPE_CHECKING:
 
 def forward(adapter: ModuleType, req: Request, model: torch.nn.Module, weights: dict[str, np.ndarray],
             inputs: dict[str, np.ndarray], backend: str) -> Setup:
-    """`torch.compile(model)` (dynamo's caches reset first: its first call traces and compiles)."""
+    """`torch.compile(model)`, cold (cold_start): its first call traces and compiles everything."""
     import torch
 
-    torch._dynamo.reset()  # first is first: nothing this process compiled before is reused
     device = torch_device(backend)
-    compiled = torch.compile(copy_on(model, device))
-    xs = [torch.from_numpy(v).to(device) for v in inputs.values()]
+    release = cold_start()
+    try:
+        compiled = torch.compile(copy_on(model, device))
+        xs = [torch.from_numpy(v).to(device) for v in inputs.values()]
+    except BaseException:
+        release()
+        raise
     sync = synchronizer(device)
 
     def run(clock=UNMARKED):
@@ -43,19 +48,21 @@ def forward(adapter: ModuleType, req: Request, model: torch.nn.Module, weights: 
         return out
 
     run.meter = torch_meter
-    return Setup("torch.compile (inductor)", "torch.compile", run, dynamo_counters, nothing)
+    return Setup("torch.compile (inductor)", "torch.compile", run, inductor_counters, release)
 
 
 def train(adapter: ModuleType, req: Request, model: torch.nn.Module, weights: dict[str, np.ndarray], state: TrainState,
           backend: str) -> Setup:
     """The user's loop with `torch.compile(model)`: dynamo traces the forward, AOTAutograd derives the
     backward, inductor compiles both; the loss (outside the model) and AdamW's step run eagerly. The
-    counters say how many graphs dynamo compiled at each step."""
-    import torch
-
-    torch._dynamo.reset()  # first is first: nothing this process compiled before is reused
+    counters say how many graphs dynamo compiled at each step; cold, as `forward`."""
     device = torch_device(backend)
-    step, sync = torch_loop(model, state, device, compile_model=True), synchronizer(device)
+    release = cold_start()
+    try:
+        step, sync = torch_loop(model, state, device, compile_model=True), synchronizer(device)
+    except BaseException:
+        release()
+        raise
 
     def run(clock=UNMARKED):
         loss = step(clock)
@@ -65,7 +72,36 @@ def train(adapter: ModuleType, req: Request, model: torch.nn.Module, weights: di
 
     run.meter = torch_meter
     return Setup("torch.compile training step (model compiled, AdamW eager)", "torch.compile", run,
-                 dynamo_counters, nothing)
+                 inductor_counters, release)
+
+
+def inductor_counters() -> dict:
+    """Dynamo's counters (shared.dynamo_counters) and the graphs inductor loaded from its FX graph cache
+    rather than compiled (a training step's forward and backward: one each; AOTAutograd's cache, hit
+    with them, is not counted again): 0 in a cold start."""
+    from torch._dynamo.utils import counters
+
+    return {**dynamo_counters(), "persistent cache hits": counters["inductor"]["fxgraph_cache_hit"]}
+
+
+def cold_start() -> Callable[[], None]:
+    """Nothing torch.compile made before is in reach until the returned call: dynamo's caches reset,
+    and inductor's (its FX graphs, AOTAutograd's graphs, compiled kernels, Triton's) in a new empty
+    folder, removed by the call (torch._inductor.utils.fresh_cache, PyTorch's own; fresh_inductor_cache
+    before torch 2.8). Those caches are on by default and kept on disk between processes: without this,
+    a first call after an earlier process's loads what that one compiled (GPT-2 tiny's forward on a
+    2-core CPU: 24.9 s cold, 6.2 s warm, docs/benchmarks.md), and a bench's rounds would not measure
+    the same first call."""
+    import contextlib
+
+    import torch
+    from torch._inductor import utils
+
+    torch._dynamo.reset()
+    stack = contextlib.ExitStack()
+    fresh = getattr(utils, "fresh_cache", None) or utils.fresh_inductor_cache
+    stack.enter_context(fresh())
+    return stack.close
 
 
 def profile(req: Request, runs: int, backend: str = "cpu") -> Profile:
