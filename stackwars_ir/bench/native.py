@@ -28,7 +28,7 @@ from .. import models
 from ..common.errors import BenchError, MissingExtra, StackwarsError
 from ..common.routes import STEPS, TORCHAX
 from ..isolate.task import started
-from ..workload import Request, prepare
+from ..workload import Request, prepare, prepare_values
 from ..workload.train import register_torch_xla, train_state
 from .executable import Executable
 from .host import Clock, one_run, phases_of, timer_meter
@@ -58,6 +58,12 @@ class NativeRuntime:
         """Its setup for a forward pass or a training loop (shared.Setup's maker), None if it has none;
         looked up at each call, so a test can replace one."""
         return getattr(self.code, "train" if train else "forward", None)
+
+    def needs_torch_model(self, train: bool) -> bool:
+        """Whether its setup runs the PyTorch model; one that does not (its module's
+        FORWARD_WITHOUT_TORCH: jax.jit's forward runs the JAX twin) may take values kept by an earlier
+        process (workload.prepare_values)."""
+        return train or not getattr(self.code, "FORWARD_WITHOUT_TORCH", False)
 
 
 
@@ -126,7 +132,9 @@ def run_baselines(req: Request, which: Iterable[str], deadline_s: float | None, 
             register_torch_xla()
         except MissingExtra:
             pass  # the torch_xla row reports it
-    w = prepare(req)
+    which = tuple(which)
+    torch_model = any(BY_NAME[n].needs_torch_model(train) for n in which if n in BY_NAME)
+    w = prepare(req) if torch_model else prepare_values(req)
     adapter, model, weights, inputs, reference = w.adapter, w.model, w.weights, w.inputs, w.reference
     what = REFERENCE
     if train:

@@ -6,6 +6,7 @@ and the workload's code and the versions of the libraries that make them, which 
 """
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -36,7 +37,7 @@ def folder() -> Path | None:
 
 
 def key(req: Request) -> str:
-    """sha256 of what the values are a function of: the request, the code that makes them (every
+    """sha256 of what the values are a function of: the request (its routes aside), the code that makes them (every
     adapter file beside the catalogue's, the model's own adapter file, the workload package) and the
     versions of Python and the libraries that compute them."""
     from importlib import metadata
@@ -54,7 +55,10 @@ def key(req: Request) -> str:
         files.append(Path(entry.path))  # a user's adapter file (or TOML table)
     for f in files:
         code.update(f.name.encode() + b"\0" + f.read_bytes() + b"\0")
-    what = {"format": FORMAT, "request": repr(req), "code": code.hexdigest(), "python": sys.version,
+    # The values do not depend on the routes a request names: a bench of its captures and jax.jit's
+    # native forward share them.
+    values_of = dataclasses.replace(req, framework="torch", exporters=())
+    what = {"format": FORMAT, "request": repr(values_of), "code": code.hexdigest(), "python": sys.version,
             "libraries": {name: version(name) for name in LIBRARIES}}
     return hashlib.sha256(json.dumps(what, sort_keys=True).encode()).hexdigest()
 

@@ -53,6 +53,26 @@ def prepare(req: Request) -> Workload:
     return _prepare(req)
 
 
+def prepare_values(req: Request) -> Workload:
+    """A forward request's workload without its PyTorch model where an earlier process kept its values
+    (kept_values: no torch, no model library imported, nothing run): the adapter, weights, inputs and
+    reference, `model` None. Else prepare(req), its values kept for the next process. For a caller that
+    runs no PyTorch model (jax.jit's forward). A training step's kept values are its state after step 1,
+    not these: `req.train` is refused (ValueError)."""
+    from . import kept_values
+
+    if req.train:
+        raise ValueError("prepare_values: a forward request only (a training step's kept values are its state)")
+    kept = kept_values.read(req)
+    if kept is not None:
+        weights, inputs, reference = kept
+        return Workload(adapter=models.adapter(req.model), model=None, weights=weights, inputs=inputs,
+                        reference=reference)
+    w = prepare(req)
+    kept_values.keep(req, w.weights, w.inputs, w.reference)
+    return w
+
+
 def _prepare(req: Request) -> Workload:
     from ..models import _contract as contract
 

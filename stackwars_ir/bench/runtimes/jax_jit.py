@@ -15,6 +15,8 @@ if TYPE_CHECKING:
     import numpy as np
     import torch
 
+FORWARD_WITHOUT_TORCH = True  # its forward runs the JAX twin on the weights: `model` may be None there
+
 
 def forward(adapter: ModuleType, req: Request, model: torch.nn.Module, weights: dict[str, np.ndarray],
             inputs: dict[str, np.ndarray], backend: str) -> Setup:

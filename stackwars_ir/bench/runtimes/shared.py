@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Callable, NamedTuple
 
 from ...common.errors import BenchError, MissingExtra
 from ...common.routes import TORCHAX
-from ...workload import Request, prepare
+from ...workload import Request, prepare, prepare_values
 from ...workload.train import OpNames, TrainState, optimizer, torch_loss, train_state
 from ...workload.values import copy_on
 from ..host import UNMARKED, jax_meter
@@ -253,12 +253,13 @@ def lazy_loop(step: Callable[..., object]) -> Callable:
 WARM_STEPS = 3  # before a profile's runs: torch_xla compiles step 1's graph and step 2's (the steady one), then runs it
 
 
-def prepared(req: Request
-             ) -> tuple[ModuleType, torch.nn.Module, dict[str, np.ndarray], dict[str, np.ndarray] | TrainState]:
+def prepared(req: Request, torch_model: bool = True
+             ) -> tuple[ModuleType, torch.nn.Module | None, dict[str, np.ndarray], dict[str, np.ndarray] | TrainState]:
     """(adapter, model, weights, inputs) of `req`'s workload; for a training step, the inputs are its
-    TrainState (workload.train.train_state)."""
+    TrainState (workload.train.train_state). Without `torch_model`, a forward's values may come from an
+    earlier process (workload.prepare_values), the model None."""
 
-    w = prepare(req)
+    w = prepare(req) if torch_model or req.train else prepare_values(req)
     inputs = w.inputs
     if req.train:
         inputs = train_state(req, w.model, w.inputs, w.reference)
@@ -269,7 +270,7 @@ def jitted_profile(setup: Callable[..., Setup], req: Request, runs: int, backend
     """bench.profile.Profile of a jitted runtime's steady runs (`setup`: its forward or train), its
     kernels read from the executable's optimized HLO (`run.hlo()`), after WARM_STEPS runs."""
 
-    adapter, model, weights, inputs = prepared(req)
+    adapter, model, weights, inputs = prepared(req, torch_model=False)  # jax.jit's: the JAX twin
     run = setup(adapter, req, model, weights, inputs, backend).run
     for _ in range(WARM_STEPS):
         run()
