@@ -149,6 +149,6 @@ class Bert(Scoped):
 
 
 def jax_model(size: str, weights: dict[str, np.ndarray]):
-    # BertConfig's defaults where the size sets none (tests/test_adapters.py holds them equal): no transformers, no torch.
-    return Bert(weights, dict(dict(layer_norm_eps=1e-12, hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1),
-                              **SIZES[size]))
+    c = config(size)
+    return Bert(weights, dict(SIZES[size], layer_norm_eps=c.layer_norm_eps, hidden_dropout_prob=c.hidden_dropout_prob,
+                              attention_probs_dropout_prob=c.attention_probs_dropout_prob))

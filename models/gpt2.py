@@ -107,9 +107,9 @@ class GPT2(Scoped):
 
 
 def jax_model(size: str, weights: dict[str, np.ndarray]):
-    # GPT2Config's defaults where the size sets none (tests/test_adapters.py holds them equal), written out:
-    # importing transformers imports torch, which a process running the twin alone does not need.
-    cfg = dict(dict(layer_norm_epsilon=1e-5, attn_pdrop=0.1, resid_pdrop=0.1, embd_pdrop=0.1), **SIZES[size])
+    c = config(size)
+    cfg = dict(SIZES[size], layer_norm_epsilon=c.layer_norm_epsilon, attn_pdrop=c.attn_pdrop,
+               resid_pdrop=c.resid_pdrop, embd_pdrop=c.embd_pdrop)
     return GPT2(weights, cfg)
 
 

@@ -12,6 +12,7 @@ import numpy as np
 
 from .. import models
 from ..common.errors import CaptureError, MissingExtra
+from . import kept_values
 from .request import Request
 from .train import loss_of
 from .values import FLOAT64_BYTES, as_float64, float64_copy
@@ -59,8 +60,6 @@ def prepare_values(req: Request) -> Workload:
     reference, `model` None. Else prepare(req), its values kept for the next process. For a caller that
     runs no PyTorch model (jax.jit's forward). A training step's kept values are its state after step 1,
     not these: `req.train` is refused (ValueError)."""
-    from . import kept_values
-
     if req.train:
         raise ValueError("prepare_values: a forward request only (a training step's kept values are its state)")
     kept = kept_values.read(req)
