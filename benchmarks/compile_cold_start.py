@@ -5,13 +5,14 @@ torch.compile row starts each first call from a new empty cache folder (bench/ru
 cold_start); this times that first call both ways, each in a fresh process, alternating, after one
 compile that fills the default caches:
   cold   the row as bench runs it
-  warm   the same row with cold_start's folder left out (dynamo reset only: what the row did before)
+  warm   the same row with STACKWARS_IR_COMPILE_CACHE=warm (dynamo reset only: what the row did before)
 Usage: .venv/bin/python benchmarks/compile_cold_start.py [--model gpt2] [--rounds 3]
 """
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -21,15 +22,8 @@ from _common import ROOT, machine_line
 CHILD = """
 import json, sys
 from stackwars_ir.bench import native
-from stackwars_ir.bench.runtimes import inductor
 from stackwars_ir.workload import Request
 
-if sys.argv[2] == "warm":
-    def warm():
-        import torch
-        torch._dynamo.reset()
-        return lambda: None
-    inductor.cold_start = warm
 (row,) = native.run_baselines(Request(sys.argv[1]).validated(), ("inductor",), None)
 assert row.ok, row.error
 print(json.dumps({"first_s": row.timing.first, "hits": row.timing.counters["first"]["persistent cache hits"]}))
@@ -38,7 +32,8 @@ print(json.dumps({"first_s": row.timing.first, "hits": row.timing.counters["firs
 
 def first_call(model: str, how: str) -> dict:
     """The torch.compile row's first call (seconds) and its persistent-cache hits, in a fresh process."""
-    done = subprocess.run([sys.executable, "-c", CHILD, model, how], cwd=ROOT, capture_output=True, text=True,
+    env = dict(os.environ, STACKWARS_IR_COMPILE_CACHE=how)
+    done = subprocess.run([sys.executable, "-c", CHILD, model], cwd=ROOT, env=env, capture_output=True, text=True,
                           check=True)
     return json.loads(done.stdout.strip().splitlines()[-1])
 

@@ -210,7 +210,7 @@ def test_every_baseline_proves_its_output_and_torch_xla_compiles_then_executes_e
 
 
 @pytest.mark.slow
-def test_torch_compile_starts_cold_each_time_though_inductor_keeps_its_caches_on_disk():
+def test_torch_compile_starts_cold_each_time_though_inductor_keeps_its_caches_on_disk(monkeypatch):
     """inductor's caches outlive a process (on by default, in the user's temp folder): a first call after
     an earlier compile of the same graph loaded it (GPT-2 tiny: 6.2 s against 24.9 s compiled, docs/benchmarks.md).
     Each torch.compile row compiles from nothing, in this process too, and leaves no cache behind."""
@@ -226,6 +226,13 @@ def test_torch_compile_starts_cold_each_time_though_inductor_keeps_its_caches_on
         first = row.timing.counters["first"]
         assert first["graphs compiled"] == 1 and first["persistent cache hits"] == 0, first
         assert os.environ.get("TORCHINDUCTOR_CACHE_DIR") == before
+    # Warm, asked for: what inductor compiled before (here, just now) is loaded, and counted
+    monkeypatch.setenv("STACKWARS_IR_COMPILE_CACHE", "warm")
+    (row,) = run_baselines(Request("gemm").validated(), ("inductor",), 30)
+    assert row.ok and row.timing.counters["first"]["persistent cache hits"] >= 1, row.timing.counters
+    monkeypatch.setenv("STACKWARS_IR_COMPILE_CACHE", "hot")
+    (row,) = run_baselines(Request("gemm").validated(), ("inductor",), 30)
+    assert not row.ok and "STACKWARS_IR_COMPILE_CACHE='hot'" in row.error and "\n" not in row.error, row.error
 
 
 def test_measure_inspects_the_first_output_and_reads_counters_around_runs():

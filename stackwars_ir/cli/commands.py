@@ -312,7 +312,8 @@ def bench_cmd(targets: tuple[str, ...], batches: str, baselines: str, backend: s
 
     A catalogue capture's weights, inputs and PyTorch reference are rebuilt from its model once and
     kept for the next run (~/.cache/stackwars-ir/values, up to 1 GiB; env STACKWARS_IR_VALUES: another
-    folder, or off).
+    folder, or off). The torch.compile baseline's first call compiles from nothing (inductor's caches in
+    a new empty folder; env STACKWARS_IR_COMPILE_CACHE=warm: as earlier processes left them).
 
     Exit code 0: every row measured; 2: bad input, or a row failed (the others are still measured);
     130: interrupted.

@@ -5,10 +5,12 @@ Its compiler is inductor.
 from __future__ import annotations
 
 import copy
+import os
 from collections.abc import Callable
 from types import ModuleType
 from typing import TYPE_CHECKING
 
+from ...common.errors import BenchError
 from ...workload import Request
 from ...workload.train import TrainState
 from ...workload.values import copy_on
@@ -16,12 +18,15 @@ from ..host import UNMARKED, torch_meter
 from ..inductor_profile import KernelOrigins, profile_compiled_runs
 from ..xla_profile import Profile
 from .shared import (
-    WARM_STEPS, Setup, dynamo_counters, no_grad_step, prepared, synchronizer, torch_device, torch_loop,
+    WARM_STEPS, Setup, dynamo_counters, no_grad_step, nothing, prepared, synchronizer, torch_device, torch_loop,
 )
 
 if TYPE_CHECKING:
     import numpy as np
     import torch
+
+# The environment variable that lets torch.compile's first call load what earlier processes compiled ("warm").
+COMPILE_CACHE = "STACKWARS_IR_COMPILE_CACHE"
 
 
 def forward(adapter: ModuleType, req: Request, model: torch.nn.Module, weights: dict[str, np.ndarray],
@@ -91,13 +96,20 @@ def cold_start() -> Callable[[], None]:
     before torch 2.8). Those caches are on by default and kept on disk between processes: without this,
     a first call after an earlier process's loads what that one compiled (GPT-2 tiny's forward on a
     2-core CPU: 24.9 s cold, 6.2 s warm, docs/benchmarks.md), and a bench's rounds would not measure
-    the same first call."""
+    the same first call. With STACKWARS_IR_COMPILE_CACHE=warm, inductor's caches as earlier processes
+    left them (a restarted job's first call; `persistent cache hits` counts what it loaded)."""
     import contextlib
 
     import torch
     from torch._inductor import utils
 
     torch._dynamo.reset()
+    how = os.environ.get(COMPILE_CACHE, "cold") or "cold"
+    if how not in ("cold", "warm"):
+        raise BenchError(f"{COMPILE_CACHE}={how!r}: not a compile cache policy", fix=f"set {COMPILE_CACHE} to cold "
+                         "(the default: each torch.compile row compiles from nothing) or warm, or unset it")
+    if how == "warm":
+        return nothing
     stack = contextlib.ExitStack()
     fresh = getattr(utils, "fresh_cache", None) or utils.fresh_inductor_cache
     stack.enter_context(fresh())
